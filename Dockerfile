@@ -1,0 +1,18 @@
+# Builds the THROTTLE.TAKE module and ships the official Redis image with it loaded.
+#   docker build -t redis-throttle . && docker run --rm -p 6379:6379 redis-throttle
+
+# Both stages are Debian bookworm, so the module links against the glibc it runs with.
+FROM rust:1-bookworm AS build
+# redis-module runs bindgen at build time: it needs libclang.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libclang-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked -p redis-throttle-module \
+ && cp target/release/libredis_throttle.so /libredis_throttle.so
+
+FROM redis:7.4-bookworm
+COPY --from=build /libredis_throttle.so /usr/local/lib/redis/modules/libredis_throttle.so
+EXPOSE 6379
+CMD ["redis-server", "--loadmodule", "/usr/local/lib/redis/modules/libredis_throttle.so"]

@@ -1,0 +1,139 @@
+//! The refill rate: parsed exactly from its decimal text, kept as the refill time of one token.
+
+use crate::NS_PER_S;
+
+/// A refill rate, kept as the time one token takes to refill, in whole nanoseconds.
+///
+/// The interval is rounded **up**, so the effective rate (`1e9 / interval` tokens per second)
+/// is never above the one asked for: 9/s becomes one token per 111 111 112 ns. The error is
+/// below one part in a thousand for rates up to a million per second; above that, prefer a
+/// coarser token (KiB rather than bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rate {
+    interval_ns: i64,
+}
+
+/// Most digits accepted after the decimal point (trailing zeros aside).
+const MAX_FRACTION_DIGITS: u32 = 18;
+/// Most digits accepted before it (leading zeros aside): 1000000000 has ten.
+const MAX_INTEGER_DIGITS: u32 = 10;
+
+impl Rate {
+    /// Parses a decimal such as `10`, `0.5` or `35791394.1` (tokens per second), exactly.
+    ///
+    /// Returns `None` for anything else: signs, exponents, spaces, empty text, or a rate
+    /// outside [`MIN_RATE`](crate::MIN_RATE)..=[`MAX_RATE`](crate::MAX_RATE).
+    pub fn parse(text: &[u8]) -> Option<Rate> {
+        let (int_part, frac_part) = match text.iter().position(|&b| b == b'.') {
+            Some(dot) => (text.get(..dot)?, text.get(dot + 1..)?),
+            None => (text, &[][..]),
+        };
+        if int_part.is_empty() && frac_part.is_empty() {
+            return None;
+        }
+        let int_part = trim_start(int_part, b'0');
+        let frac_part = trim_end(frac_part, b'0');
+        if digits(int_part)? > MAX_INTEGER_DIGITS || digits(frac_part)? > MAX_FRACTION_DIGITS {
+            return None;
+        }
+        // rate = mantissa / 10^scale, exactly. Both fit easily in u128 (< 10^28).
+        let scale = frac_part.len() as u32;
+        let mantissa = int_part
+            .iter()
+            .chain(frac_part)
+            .fold(0u128, |acc, &d| acc * 10 + u128::from(d - b'0'));
+        let unit = 10u128.pow(scale);
+        // MIN_RATE (1e-6) <= rate <= MAX_RATE (1e9).
+        if mantissa == 0 || mantissa * 1_000_000 < unit || mantissa > 1_000_000_000 * unit {
+            return None;
+        }
+        let interval = (NS_PER_S as u128 * unit).div_ceil(mantissa);
+        Some(Rate {
+            interval_ns: i64::try_from(interval).ok()?,
+        })
+    }
+
+    /// Nanoseconds one token takes to refill (at least 1, at most 10^15).
+    pub fn interval_ns(self) -> i64 {
+        self.interval_ns
+    }
+}
+
+/// Number of bytes if they are all ASCII digits, else `None`.
+fn digits(text: &[u8]) -> Option<u32> {
+    if text.iter().all(u8::is_ascii_digit) {
+        u32::try_from(text.len()).ok()
+    } else {
+        None
+    }
+}
+
+fn trim_start(text: &[u8], byte: u8) -> &[u8] {
+    let start = text.iter().position(|&b| b != byte).unwrap_or(text.len());
+    text.get(start..).unwrap_or_default()
+}
+
+fn trim_end(text: &[u8], byte: u8) -> &[u8] {
+    let end = text.iter().rposition(|&b| b != byte).map_or(0, |i| i + 1);
+    text.get(..end).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn interval(text: &str) -> Option<i64> {
+        Rate::parse(text.as_bytes()).map(Rate::interval_ns)
+    }
+
+    #[test]
+    fn intervals_round_up() {
+        let cases = [
+            ("9", Some(111_111_112)),
+            ("10", Some(100_000_000)),
+            ("0.5", Some(2_000_000_000)),
+            (".5", Some(2_000_000_000)),
+            ("5.", Some(200_000_000)),
+            ("007.250", Some(137_931_035)),
+            ("35791394.1", Some(28)),
+            ("1000000000", Some(1)),
+            ("1000000000.000", Some(1)),
+            ("999999999.9", Some(2)),
+            ("0.000001", Some(1_000_000_000_000_000)),
+            ("0.0000010", Some(1_000_000_000_000_000)),
+            ("0.0000015", Some(666_666_666_666_667)),
+            ("0.000000000000000001000000", None),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(interval(text), expected, "rate {text:?}");
+        }
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_plain_decimal_in_range() {
+        let bad: [&[u8]; 19] = [
+            b"",
+            b".",
+            b"0",
+            b"0.0",
+            b"-1",
+            b"+1",
+            b"1e3",
+            b" 1",
+            b"1 ",
+            b"1.2.3",
+            b"abc",
+            b"nan",
+            b"inf",
+            b"0.0000009",
+            b"1000000000.1",
+            b"99999999999",
+            b"1,5",
+            b"\xff\xfe",
+            b"0x10",
+        ];
+        for text in bad {
+            assert_eq!(Rate::parse(text), None, "rate {text:?}");
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! THROTTLE.TAKE's arithmetic as tables of explicit instants.
+
+use throttle_bucket::{take, Outcome, TakeArgs, Write};
+
+/// An arbitrary instant (2025-12-01T00:00:00Z) in ns, so the tables read as offsets from it.
+const T0: i64 = 1_764_547_200_000_000_000;
+const MS: i64 = 1_000_000;
+
+fn args(text: &str) -> TakeArgs {
+    let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
+    TakeArgs::parse(&words).expect("valid test arguments")
+}
+
+/// Runs calls in order against one bucket, threading the written state through.
+fn run(calls: &[(&str, i64)]) -> Vec<Outcome> {
+    let mut state = None;
+    calls
+        .iter()
+        .map(|&(text, now)| {
+            let outcome = take(&args(text), state, now);
+            if let Some(write) = outcome.write {
+                state = Some(write.tat_ns);
+            }
+            outcome
+        })
+        .collect()
+}
+
+#[test]
+fn seed_scenario_forty_reservations_at_one_instant() {
+    // Capacity 8, 9 tokens per second: the interval is 111 111 112 ns (rounded up), so a full
+    // refill takes 888.888896 ms and the k-th reservation waits (k - 8) intervals.
+    let calls = vec![("8 9 MAXWAIT 60000", T0); 40];
+    let replies: Vec<[i64; 4]> = run(&calls).iter().map(Outcome::reply).collect();
+    // [granted, remaining, wait_ms, reset_ms] for calls 1..=40.
+    let expected: [[i64; 4]; 40] = [
+        [1, 7, 0, 112],
+        [1, 6, 0, 223],
+        [1, 5, 0, 334],
+        [1, 4, 0, 445],
+        [1, 3, 0, 556],
+        [1, 2, 0, 667],
+        [1, 1, 0, 778],
+        [1, 0, 0, 889],
+        [1, 0, 112, 1001],
+        [1, 0, 223, 1112],
+        [1, 0, 334, 1223],
+        [1, 0, 445, 1334],
+        [1, 0, 556, 1445],
+        [1, 0, 667, 1556],
+        [1, 0, 778, 1667],
+        [1, 0, 889, 1778],
+        [1, 0, 1001, 1889],
+        [1, 0, 1112, 2001],
+        [1, 0, 1223, 2112],
+        [1, 0, 1334, 2223],
+        [1, 0, 1445, 2334],
+        [1, 0, 1556, 2445],
+        [1, 0, 1667, 2556],
+        [1, 0, 1778, 2667],
+        [1, 0, 1889, 2778],
+        [1, 0, 2001, 2889],
+        [1, 0, 2112, 3001],
+        [1, 0, 2223, 3112],
+        [1, 0, 2334, 3223],
+        [1, 0, 2445, 3334],
+        [1, 0, 2556, 3445],
+        [1, 0, 2667, 3556],
+        [1, 0, 2778, 3667],
+        [1, 0, 2889, 3778],
+        [1, 0, 3001, 3889],
+        [1, 0, 3112, 4001],
+        [1, 0, 3223, 4112],
+        [1, 0, 3334, 4223],
+        [1, 0, 3445, 4334],
+        [1, 0, 3556, 4445],
+    ];
+    for (k, (got, want)) in replies.iter().zip(expected.iter()).enumerate() {
+        assert_eq!(got, want, "call {}", k + 1);
+    }
+}
+
+#[test]
+fn without_maxwait_the_ninth_call_is_told_when_to_retry() {
+    let mut calls = vec![("8 9", T0); 9];
+    calls.push(("8 9", T0 + 112 * MS));
+    let out = run(&calls);
+    assert!(out[..8].iter().all(|o| o.granted));
+    // The 9th finds nothing, writes nothing, and is told 112 ms (111.111112 rounded up).
+    assert_eq!(out[8].reply(), [0, 0, 112, 889]);
+    assert_eq!(out[8].write, None);
+    // Retrying after exactly that long succeeds.
+    assert_eq!(out[9].reply(), [1, 0, 0, 889]);
+}
+
+#[test]
+fn a_missing_key_is_a_full_bucket_and_the_write_expires_when_full_again() {
+    let out = take(&args("10 10"), None, T0);
+    assert_eq!(out.reply(), [1, 9, 0, 100]);
+    assert_eq!(
+        out.write,
+        Some(Write {
+            tat_ns: T0 + 100 * MS,
+            expire_at_ms: T0 / MS + 100
+        })
+    );
+}
+
+#[test]
+fn refill_is_continuous_and_capped_at_capacity() {
+    let out = run(&[
+        ("10 10 TOKENS 10", T0),                 // empty
+        ("10 10 TOKENS 0", T0 + 250 * MS),       // 2.5 tokens back: 2 whole
+        ("10 10 TOKENS 3", T0 + 250 * MS),       // not yet: 50 ms short
+        ("10 10 TOKENS 3", T0 + 300 * MS),       // exactly 3
+        ("10 10 TOKENS 0", T0 + 3_600_000 * MS), // an hour later: full, not more
+    ]);
+    let replies: Vec<[i64; 4]> = out.iter().map(Outcome::reply).collect();
+    assert_eq!(
+        replies,
+        [
+            [1, 0, 0, 1000],
+            [1, 2, 0, 750],
+            [0, 2, 50, 750],
+            [1, 0, 0, 1000],
+            [1, 10, 0, 0],
+        ]
+    );
+}
+
+#[test]
+fn tokens_zero_inspects_and_writes_nothing_even_in_debt() {
+    let out = run(&[
+        ("2 1 TOKENS 2", T0),
+        ("2 1 MAXWAIT 5000", T0), // reserved: one second of debt
+        ("2 1 TOKENS 0", T0),
+    ]);
+    assert_eq!(out[1].reply(), [1, 0, 1000, 3000]);
+    assert_eq!(out[2].reply(), [1, 0, 0, 3000]);
+    assert_eq!(out[2].write, None);
+}
+
+#[test]
+fn maxwait_reserves_only_within_its_bound() {
+    let out = run(&[
+        ("4 2 TOKENS 4", T0),
+        ("4 2 TOKENS 2 MAXWAIT 999", T0), // needs 1000 ms: refused, nothing taken
+        ("4 2 TOKENS 2 MAXWAIT 1000", T0), // exactly: taken, wait 1000
+        ("4 2 TOKENS 0", T0),
+    ]);
+    let replies: Vec<[i64; 4]> = out.iter().map(Outcome::reply).collect();
+    assert_eq!(
+        replies,
+        [
+            [1, 0, 0, 2000],
+            [0, 0, 1000, 2000],
+            [1, 0, 1000, 3000],
+            [1, 0, 0, 3000]
+        ]
+    );
+    assert_eq!(out[1].write, None);
+}
+
+#[test]
+fn a_clock_that_reads_earlier_adds_no_tokens_and_never_moves_the_state_back() {
+    let out = run(&[
+        ("5 1 TOKENS 5", T0),                  // empty until T0 + 5 s
+        ("5 1 TOKENS 0", T0 - 3_600_000 * MS), // clock stepped back an hour
+        ("5 1", T0 - 3_600_000 * MS),
+        ("5 1 MAXWAIT 2000", T0 - 3_600_000 * MS), // reserves from the stored instant
+        ("5 1", T0 + 6_000 * MS),                  // caught up: full again, as if never stepped
+    ]);
+    // Seen from the earlier clock the bucket is an hour and 5 s from full, never fuller.
+    assert_eq!(out[1].reply(), [1, 0, 0, 3_605_000]);
+    assert_eq!(out[2].reply(), [0, 0, 3_601_000, 3_605_000]);
+    assert!(!out[3].granted);
+    assert_eq!(out[4].reply(), [1, 4, 0, 1000]);
+    assert_eq!(out[4].write.map(|w| w.tat_ns), Some(T0 + 7_000 * MS));
+}
+
+#[test]
+fn a_state_far_ahead_of_the_clock_is_debt_not_an_overflow() {
+    let args = args("8 9 MAXWAIT 315360000000");
+    let out = take(&args, Some(i64::MAX), T0);
+    assert!(!out.granted);
+    assert_eq!(out.write, None);
+    assert!(out.reply()[2] > 0 && out.reply()[3] > 0);
+    // A clock beyond the supported range is clamped rather than overflowing.
+    let out = take(&args, Some(0), i64::MAX);
+    assert!(out.granted);
+}
+
+#[test]
+fn fractional_and_high_rates() {
+    // 0.5/s: one token every 2 s.
+    let out = run(&[
+        ("1 0.5", T0),
+        ("1 0.5", T0 + 1_999 * MS),
+        ("1 0.5", T0 + 2_000 * MS),
+    ]);
+    let replies: Vec<[i64; 4]> = out.iter().map(Outcome::reply).collect();
+    assert_eq!(replies, [[1, 0, 0, 2000], [0, 0, 1, 1], [1, 0, 0, 2000]]);
+
+    // 2 GiB per minute in bytes, 64 KiB per call: interval 28 ns, so 1 835 008 ns per call.
+    let out = take(&args("2147483648 35791394.1 TOKENS 65536"), None, T0);
+    assert_eq!(out.reply(), [1, 2147418112, 0, 2]);
+    assert_eq!(out.write.map(|w| w.tat_ns - T0), Some(65536 * 28));
+}
