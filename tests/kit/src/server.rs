@@ -337,6 +337,28 @@ impl Server {
             }
         }
 
+        // Another test's server may have bound our port first and answered that PING.
+        let our_dir = self
+            .dir()
+            .canonicalize()
+            .unwrap_or_else(|_| self.dir().to_path_buf());
+        let mut con = self.conn();
+        let dir: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("dir")
+            .query(&mut con)
+            .unwrap_or_default();
+        if dir.get(1).map(PathBuf::from) != Some(our_dir) {
+            return Err(Failure {
+                message: format!(
+                    "{} is answered by another server (dir {:?})",
+                    self.url(),
+                    dir.get(1)
+                ),
+                port_taken: true,
+            });
+        }
+
         let info = self.info("server");
         let (field, prefix) = self.flavor.version_field();
         let version = info_field(&info, field).unwrap_or("(none)");
@@ -381,13 +403,8 @@ impl Server {
             }
             None => Command::new(&self.binary),
         };
-        for (key, value) in self.config() {
-            command.arg(format!("--{key}"));
-            // Several words are several arguments (`--save 60 1`); an empty value stays one.
-            match value.split_whitespace().collect::<Vec<_>>() {
-                words if words.is_empty() => command.arg(""),
-                words => command.args(words),
-            };
+        for (key, words) in self.config() {
+            command.arg(format!("--{key}")).args(words);
         }
         command
             .envs(settings.env.iter().map(|(k, v)| (k, v)))
@@ -397,46 +414,52 @@ impl Server {
         command
     }
 
-    /// The config as `(key, value)` pairs: the kit's defaults, minus any key the test set,
-    /// then the test's own.
-    fn config(&self) -> Vec<(String, String)> {
+    /// The config as `--key word...`: the kit's defaults, minus any key the test set, then
+    /// the test's own, split into words (`save 60 1` takes two; `save ""` one empty word).
+    fn config(&self) -> Vec<(String, Vec<String>)> {
         let dir = self.dir().display().to_string();
-        let mut config: Vec<(String, String)> = match &self.socket {
+        let mut config: Vec<(&str, Vec<String>)> = match &self.socket {
             Some(path) => vec![
-                ("port".into(), "0".into()),
-                ("unixsocket".into(), path.display().to_string()),
-                ("unixsocketperm".into(), "700".into()),
+                ("port", vec!["0".into()]),
+                ("unixsocket", vec![path.display().to_string()]),
+                ("unixsocketperm", vec!["700".into()]),
             ],
             None => vec![
-                ("port".into(), self.port.to_string()),
-                ("bind".into(), "127.0.0.1".into()),
+                ("port", vec![self.port.to_string()]),
+                ("bind", vec!["127.0.0.1".into()]),
             ],
         };
-        config.extend(
-            [
-                ("dir", dir.as_str()),
-                ("logfile", &format!("{dir}/server.log")),
-                ("daemonize", "no"),
-                ("protected-mode", "no"),
-                ("enable-debug-command", "yes"),
-                ("enable-module-command", "yes"),
-                ("save", ""),
-                ("appendonly", "no"),
-                // Redis 7+ waits 5 s for more replicas before a diskless full sync.
-                ("repl-diskless-sync-delay", "0"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned())),
-        );
+        config.extend([
+            ("logfile", vec![format!("{dir}/server.log")]),
+            ("dir", vec![dir]),
+            ("daemonize", vec!["no".into()]),
+            ("protected-mode", vec!["no".into()]),
+            ("enable-debug-command", vec!["yes".into()]),
+            ("enable-module-command", vec!["yes".into()]),
+            ("save", vec![String::new()]),
+            ("appendonly", vec!["no".into()]),
+            // Redis 7+ waits 5 s for more replicas before a diskless full sync.
+            ("repl-diskless-sync-delay", vec!["0".into()]),
+        ]);
         if let Some(port) = self.settings.primary_port {
-            config.push(("replicaof".into(), format!("127.0.0.1 {port}")));
+            config.push(("replicaof", vec!["127.0.0.1".into(), port.to_string()]));
         }
         if let Some(module) = &self.module {
-            config.push(("loadmodule".into(), module.display().to_string()));
+            config.push(("loadmodule", vec![module.display().to_string()]));
         }
         let user = &self.settings.args;
         config.retain(|(key, _)| !user.iter().any(|(k, _)| k == key));
-        config.extend(user.iter().cloned());
+        let mut config: Vec<(String, Vec<String>)> =
+            config.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        for (key, value) in user {
+            let words: Vec<String> = value.split_whitespace().map(str::to_owned).collect();
+            let words = if words.is_empty() {
+                vec![String::new()]
+            } else {
+                words
+            };
+            config.push((key.clone(), words));
+        }
         config
     }
 

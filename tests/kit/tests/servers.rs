@@ -192,10 +192,6 @@ macro_rules! per_flavor {
             #[test]
             fn replica_syncs() { super::replica_syncs($flavor) }
             #[test]
-            fn faketime_wrapper_is_killed_with_the_server() {
-                super::faketime_wrapper_is_killed_with_the_server($flavor)
-            }
-            #[test]
             fn loads_the_module() { super::loads_the_module($flavor) }
         }
     )*};
@@ -206,6 +202,31 @@ per_flavor! {
     redis_8_2 => Flavor::Redis82,
     valkey_8_1 => Flavor::Valkey81,
     valkey_9_1 => Flavor::Valkey91,
+}
+
+// Debian's Redis 7.0 is not in this list: see `redis_7_0_hangs_under_faketime`.
+#[test]
+fn faketime_wrapper_redis_8_2() {
+    faketime_wrapper_is_killed_with_the_server(Flavor::Redis82)
+}
+
+#[test]
+fn faketime_wrapper_valkey_8_1() {
+    faketime_wrapper_is_killed_with_the_server(Flavor::Valkey81)
+}
+
+#[test]
+fn faketime_wrapper_valkey_9_1() {
+    faketime_wrapper_is_killed_with_the_server(Flavor::Valkey91)
+}
+
+/// Debian's redis-server links jemalloc dynamically; libfaketime 0.9.10's setup then recurses
+/// into clock_gettime and the server hangs before it listens (and ignores SIGTERM). The kit
+/// must fail such a start with the reason, within its deadline, and kill the hung process.
+#[test]
+#[should_panic(expected = "libfaketime: Cannot recover")]
+fn redis_7_0_hangs_under_faketime() {
+    faketime_wrapper_is_killed_with_the_server(Flavor::Redis70)
 }
 
 #[test]

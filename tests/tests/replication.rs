@@ -1,0 +1,169 @@
+//! A primary with replicas, on every server: after random traffic the replicas hold exactly the
+//! primary's data (equal DEBUG DIGEST), because they receive the resulting state (SET ... PXAT),
+//! never THROTTLE.TAKE; a denial or an inspection replicates nothing; and a read-only replica
+//! refuses THROTTLE.TAKE.
+
+mod common;
+
+use common::{
+    as_reply, digest, info, info_field, per_server, query, send, take, take_cmd, Flavor, Server,
+    Value,
+};
+
+/// xorshift64*: a small seeded generator, so a failure replays the same traffic.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
+const SEED: u64 = 0x7468_726f_7474_6c65;
+const KEYS: u64 = 20;
+const CALLS: usize = 400;
+
+fn replicas_get_the_state_not_the_command(flavor: Flavor) {
+    // No replication PINGs during the test, so the replication offset moves only with writes.
+    let primary = Server::builder(flavor)
+        .arg("repl-ping-replica-period", "3600")
+        .start();
+    let replica = Server::builder(flavor).replica_of(&primary).start();
+    // A replica without the module: the state it receives needs no module to apply.
+    let plain = Server::builder(flavor)
+        .module(false)
+        .replica_of(&primary)
+        .start();
+    replica.wait_replica_synced(&primary);
+    plain.wait_replica_synced(&primary);
+    let mut con = primary.conn();
+
+    // Random traffic. Every quota refills at most one token per 20 s, so no bucket is full
+    // (no key expires) while the test runs, and the digests cannot race an expiry.
+    let mut rng = Rng(SEED);
+    let quotas: Vec<(u64, &str)> = (0..KEYS)
+        .map(|_| {
+            (
+                rng.pick(&[1, 2, 3, 5, 10, 50]),
+                rng.pick(&["0.001", "0.01", "0.02", "0.05"]),
+            )
+        })
+        .collect();
+    let (mut granted, mut denied, mut inspected) = (0, 0, 0);
+    for batch in 0..CALLS / 50 {
+        let mut pipe = redis::pipe();
+        let mut sent = Vec::new();
+        for _ in 0..50 {
+            let key = rng.below(KEYS);
+            let (capacity, rate) = quotas[key as usize];
+            let mut args = format!("{capacity} {rate}");
+            let tokens = match rng.below(4) {
+                0 => None,
+                1 => Some(0),
+                _ => Some(rng.below(capacity + 1)),
+            };
+            if let Some(n) = tokens {
+                args.push_str(&format!(" TOKENS {n}"));
+            }
+            match rng.below(5) {
+                0 => {}
+                1 => args.push_str(" MAXWAIT 0"),
+                2 => args.push_str(" MAXWAIT 30000"),
+                3 => args.push_str(" MAXWAIT 600000"),
+                _ => args.push_str(" MAXWAIT 100000000"),
+            }
+            pipe.add_command(take_cmd(format!("rk:{key}"), &args));
+            sent.push((tokens.unwrap_or(1), args));
+        }
+        let replies: Vec<Value> = pipe
+            .query(&mut con)
+            .unwrap_or_else(|e| panic!("batch {batch}: {}", common::error_text(&e)));
+        for ((tokens, args), value) in sent.iter().zip(&replies) {
+            let reply = as_reply(value);
+            match (reply[0], *tokens) {
+                (1, 0) => inspected += 1,
+                (1, _) => granted += 1,
+                (0, _) => denied += 1,
+                _ => panic!("{args}: {reply:?}"),
+            }
+        }
+    }
+    assert!(
+        granted > 50 && denied > 50 && inspected > 20,
+        "the traffic lacks a mix: {granted} granted, {denied} denied, {inspected} inspected"
+    );
+
+    let acked: i64 = query(&mut con, redis::cmd("WAIT").arg(2).arg(5000));
+    assert_eq!(acked, 2, "WAIT 2 5000");
+    replica.wait_replica_synced(&primary);
+    plain.wait_replica_synced(&primary);
+    let want = digest(&mut con);
+    let keys: i64 = query(&mut con, &redis::cmd("DBSIZE"));
+    assert!(keys > 0 && keys <= KEYS as i64, "DBSIZE {keys}");
+    for (name, server) in [
+        ("the replica", &replica),
+        ("the replica without the module", &plain),
+    ] {
+        let mut rcon = server.conn();
+        assert_eq!(digest(&mut rcon), want, "{name} differs from the primary");
+        let stats = info(&mut rcon, "commandstats");
+        assert!(
+            stats.contains("cmdstat_set:"),
+            "{name} applied no SET:\n{stats}"
+        );
+        assert!(
+            !stats.to_lowercase().contains("throttle"),
+            "{name} ran THROTTLE.TAKE itself:\n{stats}"
+        );
+    }
+
+    // Denials and inspections replicate nothing: the replication offset does not move.
+    let offset = |con: &mut redis::Connection| {
+        info_field(&info(con, "replication"), "master_repl_offset")
+            .and_then(|v| v.parse::<i64>().ok())
+            .expect("master_repl_offset")
+    };
+    assert_eq!(take(&mut con, "rk:denied", "1 0.001")[0], 1);
+    let before = offset(&mut con);
+    assert_eq!(take(&mut con, "rk:denied", "1 0.001")[0], 0);
+    assert_eq!(take(&mut con, "rk:denied", "1 0.001 MAXWAIT 999")[0], 0);
+    assert_eq!(take(&mut con, "rk:denied", "1 0.001 TOKENS 0")[0], 1);
+    assert_eq!(take(&mut con, "rk:absent", "1 0.001 TOKENS 0")[0], 1);
+    assert_eq!(
+        offset(&mut con),
+        before,
+        "a denial or TOKENS 0 was replicated"
+    );
+    assert_eq!(
+        take(&mut con, "rk:denied", "1 0.001 MAXWAIT 100000000")[0],
+        1
+    );
+    assert!(
+        offset(&mut con) > before,
+        "a reservation was not replicated"
+    );
+    replica.wait_replica_synced(&primary);
+    assert_eq!(digest(&mut replica.conn()), digest(&mut con));
+
+    // A read-only replica refuses the command (it writes).
+    let mut rcon = replica.conn();
+    for args in ["8 9", "8 9 TOKENS 0"] {
+        let error = send(&mut rcon, &take_cmd("rk:1", args))
+            .expect_err("THROTTLE.TAKE on a read-only replica");
+        assert!(error.starts_with("READONLY"), "{args}: {error}");
+    }
+    assert_eq!(digest(&mut rcon), digest(&mut con));
+}
+
+per_server!(replicas_get_the_state_not_the_command);
