@@ -1,1 +1,64 @@
-//! Placeholder: the client crate is being written.
+//! Async client for the `THROTTLE.TAKE` Redis module: a fleet-wide outbound rate limiter
+//! that **delays** calls instead of dropping them.
+//!
+//! A fleet of replicas that calls a third party with a quota (say 10 requests per second
+//! per integrator) keeps one token bucket per quota in Redis. Every outbound call first
+//! takes a token through a [`Limiter`]; a call that finds none waits exactly as long as the
+//! bucket needs, then goes. The fleet as a whole never sends more than the bucket allows,
+//! and the wait time ([`Limiter::metrics`]) tells when demand has outgrown the contract.
+//!
+//! The module must be loaded in the server (`--loadmodule /path/to/libredis_throttle.so`);
+//! without it calls fail with [`Error::ModuleNotLoaded`], which says how to load it.
+//!
+//! ```no_run
+//! use redis_throttle::{Limiter, Quota, Rate};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let conn = redis::aio::ConnectionManager::new(redis::Client::open("redis://127.0.0.1:6379")?).await?;
+//! let limiter = Limiter::new(conn, "quota:payments", Quota::new(10, Rate::per_second(10))?);
+//! limiter.acquire().await?; // waits until the fleet may make one more call
+//! // ... call the supplier ...
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Choices
+//!
+//! - [`Strategy::Reserve`] (the default) reserves with one round trip (`MAXWAIT`) and
+//!   sleeps exactly the time the server asks for; [`Strategy::Poll`] retries instead.
+//! - [`Limiter::try_acquire`] never waits; [`Limiter::acquire_within`] fails at once,
+//!   taking nothing, when the wait would exceed a deadline.
+//! - A limiter is generic over redis-rs's async connections: a reconnecting
+//!   [`ConnectionManager`](https://docs.rs/redis/1/redis/aio/struct.ConnectionManager.html), a multiplexed connection, or a
+//!   cluster connection (feature `cluster`). Timeouts are the connection's.
+//! - Quotas are validated when they are built ([`Quota::new`]), by the server's own rules.
+//!
+//! # Features
+//!
+//! - `connection-manager` (default): redis-rs's `ConnectionManager`.
+//! - `cluster`: redis-rs's `cluster_async::ClusterConnection`.
+//! - `metrics`: the [`MetricsSnapshot`] counters also go to the
+//!   [`metrics`](https://docs.rs/metrics) facade: `throttle_calls_total{limiter, outcome}`,
+//!   `throttle_round_trips_total{limiter}` and the histogram
+//!   `throttle_wait_seconds{limiter}`.
+//!
+//! Each call runs in a `tracing` span named `throttle` (debug level) with the limiter, the
+//! key, the tokens, and at the end the wait, the round trips and the outcome.
+
+#![warn(missing_docs)]
+
+mod error;
+mod limiter;
+mod metrics;
+mod policy;
+mod quota;
+mod reply;
+
+pub use error::Error;
+pub use limiter::{BucketState, Grant, Limiter, LimiterBuilder, TryAcquire};
+pub use metrics::{MetricsSnapshot, WaitHistogram};
+pub use policy::Strategy;
+pub use quota::{Quota, QuotaError, Rate};
+
+/// The redis-rs crate this client is built on, for its connection types.
+pub use redis;

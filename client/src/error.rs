@@ -1,0 +1,196 @@
+//! What can go wrong, as a typed enum.
+
+use std::time::Duration;
+
+use redis::RedisError;
+
+use crate::QuotaError;
+
+/// Everything a limiter call can fail with.
+///
+/// Only [`Error::Connection`] is usually worth retrying as it is; the others say something
+/// about the setup ([`Error::ModuleNotLoaded`], [`Error::InvalidQuota`],
+/// [`Error::Rejected`]) or about the demand ([`Error::DeadlineExceeded`],
+/// [`Error::GaveUp`]).
+///
+/// ```
+/// use std::time::Duration;
+/// use redis_throttle::Error;
+///
+/// fn describe(err: &Error) -> String {
+///     match err {
+///         Error::DeadlineExceeded { needed, .. } => format!("busy, retry in {needed:?}"),
+///         Error::ModuleNotLoaded { .. } => "deploy the module".to_owned(),
+///         other => other.to_string(),
+///     }
+/// }
+/// let err = Error::DeadlineExceeded {
+///     needed: Duration::from_millis(300),
+///     deadline: Duration::from_millis(100),
+/// };
+/// assert_eq!(describe(&err), "busy, retry in 300ms");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The server could not be reached or did not answer in time, the connection dropped,
+    /// or the server refused the call for a reason other than its arguments (`LOADING`,
+    /// `READONLY`, `CLUSTERDOWN`, `NOPERM`, ...). Usually transient: a reconnecting
+    /// connection recovers by itself, and the next call may succeed.
+    #[error("redis connection or server error: {0}")]
+    Connection(#[source] RedisError),
+
+    /// The server does not know `THROTTLE.TAKE`: the redis-throttle module is not loaded.
+    #[error(
+        "THROTTLE.TAKE is not available on this server: the redis-throttle module is not \
+         loaded. Load it at startup with `redis-server --loadmodule /path/to/libredis_throttle.so`, \
+         or add `loadmodule /path/to/libredis_throttle.so` to redis.conf, or load it into the \
+         running server with `MODULE LOAD /path/to/libredis_throttle.so` (server said: \
+         {server_message})"
+    )]
+    ModuleNotLoaded {
+        /// The server's error reply, as it came.
+        server_message: String,
+    },
+
+    /// The quota, or the number of tokens a call asked for, cannot be used. Quotas are
+    /// checked when they are built, so this comes from [`Quota::new`](crate::Quota::new),
+    /// [`LimiterBuilder::build`](crate::LimiterBuilder::build) or a call asking for more
+    /// tokens than the capacity, never from the server.
+    #[error("invalid quota: {0}")]
+    InvalidQuota(#[from] QuotaError),
+
+    /// The server refused the call's arguments, or the key holds something that is not a
+    /// bucket (an `ERR` or `WRONGTYPE` reply other than an unknown command).
+    #[error("THROTTLE.TAKE refused the call: {message}")]
+    Rejected {
+        /// The server's error reply, starting with `ERR` or `WRONGTYPE`.
+        message: String,
+    },
+
+    /// The tokens will not be there within the deadline. Nothing was taken from the bucket.
+    #[error(
+        "the tokens would be available only in {needed:?}, later than the deadline of \
+         {deadline:?}; nothing was taken"
+    )]
+    DeadlineExceeded {
+        /// How long the call would have had to wait, counted from the server's answer.
+        needed: Duration,
+        /// The deadline the call was given.
+        deadline: Duration,
+    },
+
+    /// The [`Poll`](crate::Strategy::Poll) strategy used up its attempts without being
+    /// granted. Nothing is held in the bucket.
+    #[error("gave up after {attempts} polls over {waited:?} without getting the tokens")]
+    GaveUp {
+        /// Round trips made.
+        attempts: u32,
+        /// Time spent in the call.
+        waited: Duration,
+    },
+
+    /// The server answered with something other than `THROTTLE.TAKE`'s reply: probably a
+    /// different command of the same name, or a proxy in between that mangles replies.
+    #[error("unexpected reply to THROTTLE.TAKE: {reply}")]
+    UnexpectedReply {
+        /// What came back, described.
+        reply: String,
+    },
+}
+
+impl Error {
+    /// Sorts a redis-rs error: server error replies by their code, everything else is a
+    /// connection problem.
+    pub(crate) fn from_redis(err: RedisError) -> Error {
+        let Some(code) = err.code() else {
+            return Error::Connection(err);
+        };
+        let detail = err.detail().unwrap_or_default();
+        let message = format!("{code} {detail}");
+        match code {
+            "ERR" if detail.to_ascii_lowercase().starts_with("unknown command") => {
+                Error::ModuleNotLoaded {
+                    server_message: message,
+                }
+            }
+            "ERR" | "WRONGTYPE" => Error::Rejected { message },
+            _ => Error::Connection(err),
+        }
+    }
+
+    /// A deadline or a poll bound ran out (as opposed to a failure).
+    pub(crate) fn is_give_up(&self) -> bool {
+        matches!(self, Error::DeadlineExceeded { .. } | Error::GaveUp { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::{ErrorKind, ServerErrorKind};
+
+    #[test]
+    fn unknown_command_means_the_module_is_missing() {
+        let err = Error::from_redis(RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ResponseError),
+            "An error was signalled by the server",
+            "unknown command 'THROTTLE.TAKE', with args beginning with: 'k' '8' '9' ".to_owned(),
+        )));
+        assert!(matches!(err, Error::ModuleNotLoaded { .. }), "{err:?}");
+        let text = err.to_string();
+        for needle in [
+            "--loadmodule",
+            "MODULE LOAD",
+            "loadmodule /path",
+            "unknown command",
+        ] {
+            assert!(text.contains(needle), "{needle:?} missing from {text}");
+        }
+    }
+
+    #[test]
+    fn argument_errors_are_rejections() {
+        let err = Error::from_redis(RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ResponseError),
+            "An error was signalled by the server",
+            "TOKENS must be a whole number from 0 to the capacity (8)".to_owned(),
+        )));
+        match err {
+            Error::Rejected { message } => assert_eq!(
+                message,
+                "ERR TOKENS must be a whole number from 0 to the capacity (8)"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn wrongtype_is_a_rejection() {
+        let err = Error::from_redis(redis::make_extension_error(
+            "WRONGTYPE".to_owned(),
+            Some("Operation against a key holding the wrong kind of value".to_owned()),
+        ));
+        match err {
+            Error::Rejected { message } => assert!(message.starts_with("WRONGTYPE Operation")),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn io_errors_are_connection_errors() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let err = Error::from_redis(RedisError::from(io));
+        assert!(matches!(err, Error::Connection(_)), "{err:?}");
+        assert!(!err.is_give_up());
+    }
+
+    #[test]
+    fn other_server_codes_are_connection_errors() {
+        let err = Error::from_redis(RedisError::from((
+            ErrorKind::Server(ServerErrorKind::BusyLoading),
+            "loading",
+        )));
+        assert!(matches!(err, Error::Connection(_)), "{err:?}");
+    }
+}

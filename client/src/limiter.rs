@@ -1,0 +1,491 @@
+//! The limiter: one bucket (key + quota) over a redis-rs async connection. The I/O lives
+//! here; what to do with each reply is [`crate::policy`]'s decision.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use redis::Value;
+use tokio::time::Instant;
+use tracing::field::Empty;
+use tracing::Instrument;
+
+use crate::metrics::Metrics;
+use crate::policy::{Decision, GiveUp, Policy};
+use crate::reply::{self, TakeReply};
+use crate::{Error, MetricsSnapshot, Quota, Strategy};
+
+/// A shared token bucket in Redis: a key and a [`Quota`], over a redis-rs async connection.
+///
+/// Every call first takes tokens from the bucket with one `THROTTLE.TAKE`; a call that
+/// finds none waits (see [`Strategy`]) instead of failing. All limiters on the same key and
+/// server share the bucket, whichever process they are in, so a fleet as a whole never goes
+/// above the quota.
+///
+/// `C` is any redis-rs async connection that is cheap to clone: a
+/// [`ConnectionManager`](https://docs.rs/redis/1/redis/aio/struct.ConnectionManager.html) (reconnects by itself), a
+/// [`MultiplexedConnection`](redis::aio::MultiplexedConnection), or a cluster connection
+/// (`redis::cluster_async::ClusterConnection`, with the `cluster` feature). Each call
+/// clones it; its timeouts (connection and response) are the limiter's. Cloning the limiter
+/// is cheap too, and the clones share their counters.
+///
+/// # Cancellation
+///
+/// Dropping a call's future is safe at any point: the limiter starts no task of its own,
+/// so nothing keeps running and nothing panics. What the bucket keeps depends on when:
+/// - before the reply came back: the server may or may not have taken the tokens;
+/// - with [`Strategy::Reserve`], during the sleep after a reservation: the tokens **stay
+///   taken**. The bucket has already counted them, and there is no refund, so the fleet
+///   sends a little less than the quota allows, never more;
+/// - with [`Strategy::Poll`], during a sleep: nothing is held.
+///
+/// # Example
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redis_throttle::{Limiter, Quota, Rate, Strategy};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = redis::Client::open("redis://127.0.0.1:6379")?;
+/// let conn = redis::aio::ConnectionManager::new(client).await?;
+///
+/// // 10 status queries per second across the fleet, in bursts of at most 10.
+/// let quota = Quota::new(10, Rate::per_second(10))?;
+/// let limiter = Limiter::new(conn.clone(), "quota:payments:status", quota.clone());
+///
+/// let grant = limiter.acquire().await?; // waits as long as the bucket needs
+/// println!("waited {:?}, {} left", grant.waited, grant.remaining);
+///
+/// // Do not wait more than 200 ms: fails at once, taking nothing, if that is not enough.
+/// match limiter.acquire_within(Duration::from_millis(200)).await {
+///     Ok(_) => { /* call the supplier */ }
+///     Err(redis_throttle::Error::DeadlineExceeded { needed, .. }) => {
+///         println!("busy: the tokens would take {needed:?}");
+///     }
+///     Err(other) => return Err(other.into()),
+/// }
+///
+/// // A bucket of bytes, several tokens per call, polling instead of reserving.
+/// let bytes = Limiter::builder("quota:upload-bytes", Quota::new(1 << 30, Rate::per_second(1 << 27))?)
+///     .strategy(Strategy::poll())
+///     .build(conn)?;
+/// bytes.acquire_n(64 * 1024).await?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct Limiter<C> {
+    conn: C,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    key: String,
+    name: String,
+    quota: Quota,
+    cost: u64,
+    strategy: Strategy,
+    metrics: Metrics,
+}
+
+impl<C: Clone> Clone for Limiter<C> {
+    fn clone(&self) -> Self {
+        Limiter {
+            conn: self.conn.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<C> fmt::Debug for Limiter<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shared = &self.shared;
+        f.debug_struct("Limiter")
+            .field("name", &shared.name)
+            .field("key", &shared.key)
+            .field("quota", &shared.quota)
+            .field("cost", &shared.cost)
+            .field("strategy", &shared.strategy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`Limiter`]; from [`Limiter::builder`].
+///
+/// ```
+/// use redis_throttle::{Limiter, Quota, QuotaError, Error, Strategy};
+///
+/// let quota = Quota::new(100, 50u64)?;
+/// let builder = Limiter::builder("quota:search", quota)
+///     .cost(5)
+///     .strategy(Strategy::Reserve)
+///     .name("search-api");
+/// # let _ = builder;
+///
+/// // The cost is checked when the limiter is built, before any call.
+/// let conn = (); // stands for a redis connection here
+/// let err = Limiter::builder("quota:search", Quota::new(2, 1u64)?).cost(3).build(conn);
+/// assert!(matches!(err, Err(Error::InvalidQuota(QuotaError::Tokens { tokens: 3, capacity: 2 }))));
+/// # Ok::<(), Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct LimiterBuilder {
+    key: String,
+    quota: Quota,
+    cost: u64,
+    strategy: Strategy,
+    name: Option<String>,
+}
+
+impl LimiterBuilder {
+    /// Tokens [`Limiter::acquire`] and [`Limiter::try_acquire`] take per call (default 1);
+    /// at most the capacity.
+    pub fn cost(mut self, tokens: u64) -> Self {
+        self.cost = tokens;
+        self
+    }
+
+    /// How calls wait (default [`Strategy::Reserve`]).
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// The limiter's name in tracing spans and in the `metrics` facade's `limiter` label
+    /// (default: the key). Give one when keys are many or carry user data.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Builds the limiter over `conn`. Fails with [`Error::InvalidQuota`] if the cost is
+    /// above the capacity. Makes no round trip: a missing server or module shows up at the
+    /// first call.
+    pub fn build<C>(self, conn: C) -> Result<Limiter<C>, Error> {
+        self.quota.check_tokens(self.cost)?;
+        let name = self.name.unwrap_or_else(|| self.key.clone());
+        Ok(Limiter {
+            conn,
+            shared: Arc::new(Shared {
+                metrics: Metrics::new(&name),
+                key: self.key,
+                name,
+                quota: self.quota,
+                cost: self.cost,
+                strategy: self.strategy,
+            }),
+        })
+    }
+}
+
+/// What a granted call got: its tokens, and what it took to get them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Grant {
+    /// Tokens taken.
+    pub tokens: u64,
+    /// The whole time spent in the call: round trips and sleeps.
+    pub waited: Duration,
+    /// The part of [`Grant::waited`] spent sleeping, as the server asked.
+    pub slept: Duration,
+    /// Whole tokens left in the bucket right after the call's last round trip (0 while
+    /// the bucket is in debt to reservations).
+    pub remaining: u64,
+    /// `THROTTLE.TAKE` round trips the call made (always 1 with [`Strategy::Reserve`]).
+    pub round_trips: u32,
+}
+
+/// The result of [`Limiter::try_acquire`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TryAcquire {
+    /// The tokens were there and are taken.
+    Granted(Grant),
+    /// The tokens were not there; nothing was taken.
+    Denied {
+        /// How long until they will be (if nobody else takes them first).
+        retry_after: Duration,
+    },
+}
+
+impl TryAcquire {
+    /// The tokens were taken.
+    pub fn is_granted(&self) -> bool {
+        matches!(self, TryAcquire::Granted(_))
+    }
+}
+
+/// The bucket as it stands, from [`Limiter::peek`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BucketState {
+    /// Whole tokens in the bucket now (0 while it is in debt to reservations).
+    pub remaining: u64,
+    /// Until the bucket is full again (zero if it is full).
+    pub until_full: Duration,
+}
+
+impl Limiter<()> {
+    /// A builder for a limiter on `key` with `quota`, to set the cost per call, the
+    /// strategy or the name. The connection comes last, in [`LimiterBuilder::build`].
+    pub fn builder(key: impl Into<String>, quota: Quota) -> LimiterBuilder {
+        LimiterBuilder {
+            key: key.into(),
+            quota,
+            cost: 1,
+            strategy: Strategy::default(),
+            name: None,
+        }
+    }
+}
+
+impl<C> Limiter<C> {
+    /// A limiter on `key` with `quota`, one token per call, the [`Strategy::Reserve`]
+    /// strategy. Makes no round trip.
+    pub fn new(conn: C, key: impl Into<String>, quota: Quota) -> Limiter<C> {
+        Limiter::builder(key, quota)
+            .build(conn)
+            .expect("a cost of 1 fits every valid quota")
+    }
+
+    /// The bucket's key.
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    /// The limiter's name (the key unless [`LimiterBuilder::name`] set one).
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The bucket's quota.
+    pub fn quota(&self) -> &Quota {
+        &self.shared.quota
+    }
+
+    /// Tokens per call for [`Limiter::acquire`] and [`Limiter::try_acquire`].
+    pub fn cost(&self) -> u64 {
+        self.shared.cost
+    }
+
+    /// How calls wait.
+    pub fn strategy(&self) -> Strategy {
+        self.shared.strategy
+    }
+
+    /// The counters of this limiter and its clones since it was built.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.shared.metrics.snapshot()
+    }
+
+    /// The connection the limiter uses.
+    pub fn connection(&self) -> &C {
+        &self.conn
+    }
+}
+
+impl<C> Limiter<C>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    /// Takes [`cost`](LimiterBuilder::cost) tokens, waiting as long as the bucket needs.
+    ///
+    /// With [`Strategy::Reserve`] this is one round trip and one sleep of exactly the
+    /// time the server asks for; see [`Limiter`] for what dropping the future leaves behind.
+    pub async fn acquire(&self) -> Result<Grant, Error> {
+        self.acquire_n(self.shared.cost).await
+    }
+
+    /// Takes `tokens` tokens (at most the capacity; 0 takes nothing), waiting as long as
+    /// the bucket needs.
+    pub async fn acquire_n(&self, tokens: u64) -> Result<Grant, Error> {
+        self.run("acquire", tokens, None).await
+    }
+
+    /// Like [`Limiter::acquire`], but fails at once with [`Error::DeadlineExceeded`],
+    /// taking nothing, if the tokens will not be there within `deadline`.
+    ///
+    /// With [`Strategy::Reserve`] the server decides: the request carries
+    /// `MAXWAIT <deadline in ms, rounded down>`, so a wait beyond the deadline is refused
+    /// without touching the bucket. The deadline bounds the wait; the round trip comes on
+    /// top of it.
+    pub async fn acquire_within(&self, deadline: Duration) -> Result<Grant, Error> {
+        self.acquire_n_within(self.shared.cost, deadline).await
+    }
+
+    /// [`Limiter::acquire_n`] with a deadline, as in [`Limiter::acquire_within`].
+    pub async fn acquire_n_within(&self, tokens: u64, deadline: Duration) -> Result<Grant, Error> {
+        self.run("acquire", tokens, Some(deadline)).await
+    }
+
+    /// Takes [`cost`](LimiterBuilder::cost) tokens if they are there now; never waits
+    /// (one round trip, no reservation).
+    pub async fn try_acquire(&self) -> Result<TryAcquire, Error> {
+        self.try_acquire_n(self.shared.cost).await
+    }
+
+    /// Takes `tokens` tokens if they are there now; never waits.
+    pub async fn try_acquire_n(&self, tokens: u64) -> Result<TryAcquire, Error> {
+        let span = self.span("try_acquire", tokens, Some(Duration::ZERO));
+        async {
+            let metrics = &self.shared.metrics;
+            let start = Instant::now();
+            let reply = self.checked_take(tokens, 0).await?;
+            if reply.granted {
+                let waited = start.elapsed();
+                metrics.granted(waited);
+                record(waited, 1, "granted");
+                Ok(TryAcquire::Granted(Grant {
+                    tokens,
+                    waited,
+                    slept: Duration::ZERO,
+                    remaining: reply.remaining,
+                    round_trips: 1,
+                }))
+            } else {
+                metrics.denied();
+                record(start.elapsed(), 1, "denied");
+                Ok(TryAcquire::Denied {
+                    retry_after: reply.wait,
+                })
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The bucket as it stands (`THROTTLE.TAKE ... TOKENS 0`, which writes nothing).
+    pub async fn peek(&self) -> Result<BucketState, Error> {
+        let reply = self.take(0, 0).await?;
+        Ok(BucketState {
+            remaining: reply.remaining,
+            until_full: reply.reset,
+        })
+    }
+
+    /// The waiting loop: ask, let the policy decide, sleep, maybe ask again.
+    async fn run(
+        &self,
+        operation: &'static str,
+        tokens: u64,
+        deadline: Option<Duration>,
+    ) -> Result<Grant, Error> {
+        let span = self.span(operation, tokens, deadline);
+        async {
+            let metrics = &self.shared.metrics;
+            let policy = Policy::new(self.shared.strategy, deadline);
+            let start = Instant::now();
+            let mut round_trips = 0u32;
+            let mut slept = Duration::ZERO;
+            loop {
+                let reply = self
+                    .checked_take(tokens, policy.max_wait_ms(start.elapsed()))
+                    .await?;
+                round_trips = round_trips.saturating_add(1);
+                let decision = policy.decide(&reply, round_trips, start.elapsed(), fastrand::f64());
+                let done = match decision {
+                    Decision::Done => true,
+                    Decision::SleepThenDone(pause) => {
+                        tokio::time::sleep(pause).await;
+                        slept += pause;
+                        true
+                    }
+                    Decision::SleepThenRetry(pause) => {
+                        tracing::trace!(?pause, round_trips, "refused; polling again");
+                        tokio::time::sleep(pause).await;
+                        slept += pause;
+                        false
+                    }
+                    Decision::GiveUp(reason) => {
+                        metrics.gave_up();
+                        let waited = start.elapsed();
+                        record(waited, round_trips, "gave_up");
+                        return Err(match reason {
+                            GiveUp::Deadline { needed, deadline } => {
+                                Error::DeadlineExceeded { needed, deadline }
+                            }
+                            GiveUp::Attempts(attempts) => Error::GaveUp { attempts, waited },
+                        });
+                    }
+                };
+                if done {
+                    let waited = start.elapsed();
+                    metrics.granted(waited);
+                    record(waited, round_trips, "granted");
+                    return Ok(Grant {
+                        tokens,
+                        waited,
+                        slept,
+                        remaining: reply.remaining,
+                        round_trips,
+                    });
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// One take, with the token count checked first and failures counted.
+    async fn checked_take(&self, tokens: u64, max_wait_ms: u64) -> Result<TakeReply, Error> {
+        let result = match self.shared.quota.check_tokens(tokens) {
+            Ok(()) => self.take(tokens, max_wait_ms).await,
+            Err(err) => Err(Error::from(err)),
+        };
+        result.inspect_err(|err| {
+            debug_assert!(!err.is_give_up());
+            self.shared.metrics.error();
+            tracing::debug!(error = %err, "THROTTLE.TAKE failed");
+            tracing::Span::current().record("outcome", "error");
+        })
+    }
+
+    /// One `THROTTLE.TAKE key capacity rate TOKENS n [MAXWAIT ms]` round trip.
+    async fn take(&self, tokens: u64, max_wait_ms: u64) -> Result<TakeReply, Error> {
+        let shared = &self.shared;
+        let mut cmd = redis::cmd("THROTTLE.TAKE");
+        cmd.arg(&shared.key)
+            .arg(shared.quota.capacity())
+            .arg(shared.quota.rate().as_str())
+            .arg("TOKENS")
+            .arg(tokens);
+        if max_wait_ms > 0 {
+            cmd.arg("MAXWAIT").arg(max_wait_ms);
+        }
+        shared.metrics.round_trip();
+        let mut conn = self.conn.clone();
+        let value: Value = cmd
+            .query_async(&mut conn)
+            .await
+            .map_err(Error::from_redis)?;
+        reply::parse(&value).map_err(|reply| Error::UnexpectedReply { reply })
+    }
+
+    fn span(
+        &self,
+        operation: &'static str,
+        tokens: u64,
+        deadline: Option<Duration>,
+    ) -> tracing::Span {
+        let shared = &self.shared;
+        tracing::debug_span!(
+            "throttle",
+            operation,
+            limiter = %shared.name,
+            key = %shared.key,
+            tokens,
+            strategy = ?shared.strategy,
+            deadline = ?deadline,
+            waited = Empty,
+            round_trips = Empty,
+            outcome = Empty,
+        )
+    }
+}
+
+/// Records a call's result on the current span.
+fn record(waited: Duration, round_trips: u32, outcome: &'static str) {
+    let span = tracing::Span::current();
+    span.record("waited", tracing::field::debug(waited));
+    span.record("round_trips", round_trips);
+    span.record("outcome", outcome);
+}

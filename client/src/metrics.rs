@@ -1,0 +1,305 @@
+//! Per-limiter counters and a wait histogram; optionally also sent to the `metrics` facade.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Upper bounds of the wait histogram's buckets (a 1-2-5 log scale), in microseconds; the
+/// last bucket counts everything above the last bound.
+const BOUNDS_US: [u64; 16] = [
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+];
+const BUCKETS: usize = BOUNDS_US.len() + 1;
+
+/// A limiter's counters since it was built; from [`Limiter::metrics`](crate::Limiter::metrics).
+///
+/// A call's *wait* is the whole time it spent in the limiter: round trips and sleeps.
+///
+/// ```
+/// use redis_throttle::MetricsSnapshot;
+///
+/// fn report(name: &str, m: &MetricsSnapshot) {
+///     println!(
+///         "{name}: {} granted, {} gave up, mean wait {:?}, p99 wait <= {:?}",
+///         m.granted,
+///         m.gave_up,
+///         m.mean_wait().unwrap_or_default(),
+///         m.wait_histogram.quantile(0.99),
+///     );
+/// }
+/// report("payments", &MetricsSnapshot::default());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MetricsSnapshot {
+    /// Calls that got their tokens (acquire and try_acquire).
+    pub granted: u64,
+    /// `try_acquire` calls refused because the tokens were not there.
+    pub denied: u64,
+    /// Calls that gave up: a deadline that could not be met, or polls used up.
+    pub gave_up: u64,
+    /// Calls that failed with any other error (connection, module missing, ...).
+    pub errors: u64,
+    /// `THROTTLE.TAKE` round trips, by all calls.
+    pub round_trips: u64,
+    /// Sum of the waits of the granted calls.
+    pub total_wait: Duration,
+    /// Distribution of the waits of the granted calls.
+    pub wait_histogram: WaitHistogram,
+}
+
+impl MetricsSnapshot {
+    /// Mean wait of the granted calls; `None` before the first grant.
+    pub fn mean_wait(&self) -> Option<Duration> {
+        let granted = u32::try_from(self.granted).ok().filter(|n| *n > 0)?;
+        Some(self.total_wait / granted)
+    }
+}
+
+/// Counts of granted calls by wait, in fixed log-scale buckets (1 ms, 2 ms, 5 ms, 10 ms, ...
+/// 100 s, and above).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WaitHistogram {
+    counts: [u64; BUCKETS],
+}
+
+impl WaitHistogram {
+    /// Every bucket as `(upper bound, count)`; the last bound is `None` (no limit). A wait
+    /// equal to a bound is counted in that bound's bucket.
+    pub fn buckets(&self) -> impl Iterator<Item = (Option<Duration>, u64)> + '_ {
+        let bounds = BOUNDS_US
+            .iter()
+            .map(|us| Some(Duration::from_micros(*us)))
+            .chain([None]);
+        bounds.zip(self.counts.iter().copied())
+    }
+
+    /// Number of waits counted.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// An upper bound for the `q` quantile (`0.0..=1.0`): the bound of the bucket it falls
+    /// in. `None` when nothing is counted, or when it falls in the last, unbounded bucket.
+    pub fn quantile(&self, q: f64) -> Option<Duration> {
+        let total = self.count();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (bound, count) in self.buckets() {
+            seen += count;
+            if seen >= rank {
+                return bound;
+            }
+        }
+        None
+    }
+}
+
+fn bucket_of(wait: Duration) -> usize {
+    let us = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
+    BOUNDS_US.partition_point(|bound| *bound < us)
+}
+
+/// The live counters behind a [`MetricsSnapshot`].
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    granted: AtomicU64,
+    denied: AtomicU64,
+    gave_up: AtomicU64,
+    errors: AtomicU64,
+    round_trips: AtomicU64,
+    total_wait_us: AtomicU64,
+    histogram: [AtomicU64; BUCKETS],
+    #[cfg(feature = "metrics")]
+    facade: facade::Facade,
+}
+
+impl Metrics {
+    /// Counters for the limiter named `name` (the label in the `metrics` facade).
+    pub(crate) fn new(name: &str) -> Metrics {
+        #[cfg(not(feature = "metrics"))]
+        let _ = name;
+        Metrics {
+            granted: AtomicU64::new(0),
+            denied: AtomicU64::new(0),
+            gave_up: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            round_trips: AtomicU64::new(0),
+            total_wait_us: AtomicU64::new(0),
+            histogram: std::array::from_fn(|_| AtomicU64::new(0)),
+            #[cfg(feature = "metrics")]
+            facade: facade::Facade::new(name),
+        }
+    }
+
+    pub(crate) fn round_trip(&self) {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.facade.round_trip();
+    }
+
+    pub(crate) fn granted(&self, wait: Duration) {
+        self.granted.fetch_add(1, Ordering::Relaxed);
+        let us = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
+        self.total_wait_us.fetch_add(us, Ordering::Relaxed);
+        self.histogram[bucket_of(wait)].fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.facade.granted(wait);
+    }
+
+    pub(crate) fn denied(&self) {
+        self.denied.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.facade.outcome("denied");
+    }
+
+    pub(crate) fn gave_up(&self) {
+        self.gave_up.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.facade.outcome("gave_up");
+    }
+
+    pub(crate) fn error(&self) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.facade.outcome("error");
+    }
+
+    pub(crate) fn snapshot(&self) -> MetricsSnapshot {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        MetricsSnapshot {
+            granted: load(&self.granted),
+            denied: load(&self.denied),
+            gave_up: load(&self.gave_up),
+            errors: load(&self.errors),
+            round_trips: load(&self.round_trips),
+            total_wait: Duration::from_micros(load(&self.total_wait_us)),
+            wait_histogram: WaitHistogram {
+                counts: std::array::from_fn(|i| load(&self.histogram[i])),
+            },
+        }
+    }
+}
+
+/// The same counters through the `metrics` crate facade, labelled `limiter = <name>`:
+/// `throttle_calls_total{outcome=granted|denied|gave_up|error}`,
+/// `throttle_round_trips_total` and the histogram `throttle_wait_seconds`.
+#[cfg(feature = "metrics")]
+mod facade {
+    use std::time::Duration;
+
+    pub(super) const CALLS: &str = "throttle_calls_total";
+    pub(super) const ROUND_TRIPS: &str = "throttle_round_trips_total";
+    pub(super) const WAIT: &str = "throttle_wait_seconds";
+
+    /// Looks the metrics up on every event rather than caching handles, so a recorder
+    /// installed after the limiter was built still receives everything.
+    #[derive(Debug)]
+    pub(super) struct Facade {
+        name: String,
+    }
+
+    impl Facade {
+        pub(super) fn new(name: &str) -> Facade {
+            ::metrics::describe_counter!(CALLS, "Calls to a redis-throttle limiter, by outcome.");
+            ::metrics::describe_counter!(ROUND_TRIPS, "THROTTLE.TAKE round trips.");
+            ::metrics::describe_histogram!(
+                WAIT,
+                ::metrics::Unit::Seconds,
+                "Time a granted call spent waiting for its tokens."
+            );
+            Facade {
+                name: name.to_owned(),
+            }
+        }
+
+        pub(super) fn round_trip(&self) {
+            ::metrics::counter!(ROUND_TRIPS, "limiter" => self.name.clone()).increment(1);
+        }
+
+        pub(super) fn granted(&self, wait: Duration) {
+            self.outcome("granted");
+            ::metrics::histogram!(WAIT, "limiter" => self.name.clone()).record(wait.as_secs_f64());
+        }
+
+        pub(super) fn outcome(&self, outcome: &'static str) {
+            ::metrics::counter!(CALLS, "limiter" => self.name.clone(), "outcome" => outcome)
+                .increment(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn buckets_are_upper_bounds() {
+        assert_eq!(bucket_of(Duration::ZERO), 0);
+        assert_eq!(bucket_of(MS), 0);
+        assert_eq!(bucket_of(MS + Duration::from_micros(1)), 1);
+        assert_eq!(bucket_of(MS * 5), 2);
+        assert_eq!(bucket_of(Duration::from_secs(100)), BUCKETS - 2);
+        assert_eq!(bucket_of(Duration::from_secs(101)), BUCKETS - 1);
+        assert_eq!(bucket_of(Duration::MAX), BUCKETS - 1);
+    }
+
+    #[test]
+    fn snapshot_counts_means_and_quantiles() {
+        let metrics = Metrics::new("test");
+        assert_eq!(metrics.snapshot(), MetricsSnapshot::default());
+        assert_eq!(metrics.snapshot().mean_wait(), None);
+        assert_eq!(metrics.snapshot().wait_histogram.quantile(0.5), None);
+
+        for wait in [MS, MS * 3, MS * 3, MS * 150] {
+            metrics.granted(wait);
+        }
+        metrics.denied();
+        metrics.gave_up();
+        metrics.gave_up();
+        metrics.error();
+        for _ in 0..7 {
+            metrics.round_trip();
+        }
+        let snap = metrics.snapshot();
+        assert_eq!(
+            (snap.granted, snap.denied, snap.gave_up, snap.errors),
+            (4, 1, 2, 1)
+        );
+        assert_eq!(snap.round_trips, 7);
+        assert_eq!(snap.total_wait, MS * 157);
+        assert_eq!(snap.mean_wait(), Some(Duration::from_micros(39_250)));
+        let hist = &snap.wait_histogram;
+        assert_eq!(hist.count(), 4);
+        assert_eq!(hist.quantile(0.25), Some(MS));
+        assert_eq!(hist.quantile(0.5), Some(MS * 5));
+        assert_eq!(hist.quantile(0.75), Some(MS * 5));
+        assert_eq!(hist.quantile(1.0), Some(MS * 200));
+        let counted: Vec<_> = hist.buckets().filter(|(_, n)| *n > 0).collect();
+        assert_eq!(
+            counted,
+            [(Some(MS), 1), (Some(MS * 5), 2), (Some(MS * 200), 1)]
+        );
+        assert_eq!(hist.buckets().count(), BUCKETS);
+        assert_eq!(hist.buckets().last(), Some((None, 0)));
+    }
+}

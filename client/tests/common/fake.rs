@@ -1,0 +1,150 @@
+//! An in-memory `THROTTLE.TAKE` on tokio's clock, with the module's own arithmetic
+//! (`throttle_bucket`): the limiter's waiting loop runs against it on paused time, so
+//! those tests never really sleep.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use redis::{Arg, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+use throttle_bucket::TakeArgs;
+use tokio::time::Instant;
+
+/// The fake server's clock starts at this Unix time (ns), plus tokio's elapsed time.
+const EPOCH_NS: i64 = 1_700_000_000 * 1_000_000_000;
+
+/// One command the fake ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// When it ran, from the fake's creation.
+    pub at: Duration,
+    pub tokens: u64,
+    pub max_wait_ms: u64,
+    pub reply: [i64; 4],
+}
+
+#[derive(Clone)]
+pub struct FakeServer {
+    state: Arc<Mutex<State>>,
+    /// Each way: the command runs `latency` after it is sent, the reply arrives `latency`
+    /// after that.
+    latency: Duration,
+}
+
+struct State {
+    origin: Instant,
+    buckets: HashMap<Vec<u8>, i64>,
+    calls: Vec<Call>,
+}
+
+impl FakeServer {
+    pub fn new() -> FakeServer {
+        FakeServer::with_latency(Duration::ZERO)
+    }
+
+    pub fn with_latency(latency: Duration) -> FakeServer {
+        FakeServer {
+            state: Arc::new(Mutex::new(State {
+                origin: Instant::now(),
+                buckets: HashMap::new(),
+                calls: Vec::new(),
+            })),
+            latency,
+        }
+    }
+
+    /// Every command run so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.state.lock().unwrap().calls.clone()
+    }
+
+    /// The stored state of a bucket (`None`: no key, a full bucket).
+    pub fn stored(&self, key: &str) -> Option<i64> {
+        self.state
+            .lock()
+            .unwrap()
+            .buckets
+            .get(key.as_bytes())
+            .copied()
+    }
+
+    /// Time since the fake was made, on tokio's clock.
+    pub fn elapsed(&self) -> Duration {
+        self.state.lock().unwrap().origin.elapsed()
+    }
+
+    fn execute(&self, args: Vec<Vec<u8>>) -> Result<Value, RedisError> {
+        let error = |message: String| {
+            let detail = message.strip_prefix("ERR ").unwrap_or(&message).to_owned();
+            Err(redis::make_extension_error("ERR".to_owned(), Some(detail)))
+        };
+        let [name, key, rest @ ..] = args.as_slice() else {
+            return error("ERR wrong number of arguments".to_owned());
+        };
+        if !name.eq_ignore_ascii_case(b"THROTTLE.TAKE") {
+            return error(format!(
+                "ERR unknown command '{}'",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        let rest: Vec<&[u8]> = rest.iter().map(Vec::as_slice).collect();
+        let parsed = match TakeArgs::parse(&rest) {
+            Ok(parsed) => parsed,
+            Err(e) => return error(e.to_string()),
+        };
+        let mut state = self.state.lock().unwrap();
+        let at = state.origin.elapsed();
+        let now_ns = EPOCH_NS + i64::try_from(at.as_nanos()).unwrap();
+        let outcome = throttle_bucket::take(&parsed, state.buckets.get(key).copied(), now_ns);
+        if let Some(write) = outcome.write {
+            state.buckets.insert(key.clone(), write.tat_ns);
+        }
+        let reply = outcome.reply();
+        state.calls.push(Call {
+            at,
+            tokens: parsed.tokens,
+            max_wait_ms: parsed.max_wait_ms,
+            reply,
+        });
+        Ok(Value::Array(
+            reply.iter().copied().map(Value::Int).collect(),
+        ))
+    }
+}
+
+impl ConnectionLike for FakeServer {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        let args: Vec<Vec<u8>> = cmd
+            .args_iter()
+            .map(|arg| match arg {
+                Arg::Simple(bytes) => bytes.to_vec(),
+                _ => b"0".to_vec(),
+            })
+            .collect();
+        let fake = self.clone();
+        Box::pin(async move {
+            if !fake.latency.is_zero() {
+                tokio::time::sleep(fake.latency).await;
+            }
+            let reply = fake.execute(args);
+            if !fake.latency.is_zero() {
+                tokio::time::sleep(fake.latency).await;
+            }
+            reply
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        _pipeline: &'a Pipeline,
+        _offset: usize,
+        _count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async { Err((ErrorKind::Client, "the fake server runs no pipelines").into()) })
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}

@@ -1,0 +1,255 @@
+//! A fleet on one bucket (capacity 8, 9 per second), against a real server: 40 calls from
+//! two connections, and from two OS processes. Every call is granted, the grants never run
+//! ahead of the bucket, and a reservation costs exactly one THROTTLE.TAKE.
+//!
+//! Timing on a shared machine: the bucket's bound is checked strictly (a grant is never
+//! early), lateness only loosely.
+
+mod common;
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{assert_within_bucket, manager, multiplexed, throttle_take_calls};
+use redis::aio::ConnectionLike;
+use redis_throttle::{Grant, Limiter, Quota, Strategy};
+use throttle_testkit::{Flavor, Server};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+const CAPACITY: u64 = 8;
+const RATE: u64 = 9;
+const TASKS: usize = 20;
+const KEY: &str = "fleet:bucket";
+/// Ideal time for the last of 40 grants: (40 - 8) / 9 s = 3.6 s. Lateness is allowed up to
+/// this bound only, for a loaded machine.
+const LOOSE_BOUND: Duration = Duration::from_secs(30);
+
+fn quota() -> Quota {
+    Quota::new(CAPACITY, RATE).unwrap()
+}
+
+fn spawn_tasks<C>(limiter: &Limiter<C>, start: Instant) -> Vec<JoinHandle<(Duration, Grant)>>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    (0..TASKS)
+        .map(|_| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let grant = limiter.acquire().await.expect("acquire");
+                (start.elapsed(), grant)
+            })
+        })
+        .collect()
+}
+
+/// 20 tasks on a ConnectionManager and 20 on a plain MultiplexedConnection: two
+/// independent connections. Returns the grant offsets and the THROTTLE.TAKE count.
+async fn two_connections(strategy: Strategy) -> (Vec<Duration>, u64) {
+    let server = Server::start(Flavor::Redis82);
+    let url = server.url();
+    let a = Limiter::builder(KEY, quota())
+        .strategy(strategy)
+        .build(manager(&url).await)
+        .unwrap();
+    let b = Limiter::builder(KEY, quota())
+        .strategy(strategy)
+        .build(multiplexed(&url).await)
+        .unwrap();
+    let before = throttle_take_calls(&mut server.conn());
+
+    let start = Instant::now();
+    let mut tasks = spawn_tasks(&a, start);
+    tasks.extend(spawn_tasks(&b, start));
+    let joined = tokio::time::timeout(LOOSE_BOUND, async {
+        let mut results = Vec::new();
+        for task in tasks {
+            results.push(task.await.expect("task"));
+        }
+        results
+    })
+    .await
+    .expect("40 grants within the loose bound");
+
+    let offsets: Vec<Duration> = joined.iter().map(|(offset, _)| *offset).collect();
+    let round_trips: u32 = joined.iter().map(|(_, grant)| grant.round_trips).sum();
+    let calls = throttle_take_calls(&mut server.conn()) - before;
+    assert_eq!(joined.len(), 2 * TASKS);
+    assert_eq!(
+        u64::from(round_trips),
+        calls,
+        "the server counts what the grants report"
+    );
+    for limiter_metrics in [a.metrics(), b.metrics()] {
+        assert_eq!(limiter_metrics.granted, TASKS as u64);
+        assert_eq!(limiter_metrics.gave_up + limiter_metrics.errors, 0);
+    }
+    let margin = assert_within_bucket(&offsets, CAPACITY, RATE);
+    let last = offsets.iter().max().unwrap();
+    println!(
+        "{strategy:?}: 40 grants, {calls} THROTTLE.TAKE calls, last grant at {last:?} (ideal 3.556 s), \
+         smallest margin to the bucket {margin:?}"
+    );
+    (offsets, calls)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_connections_reserve_one_take_per_grant() {
+    let (offsets, calls) = two_connections(Strategy::Reserve).await;
+    assert_eq!(offsets.len(), 40);
+    assert_eq!(
+        calls, 40,
+        "with reservations each grant costs exactly one THROTTLE.TAKE"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_connections_poll() {
+    let (offsets, calls) = two_connections(Strategy::poll()).await;
+    assert_eq!(offsets.len(), 40);
+    assert!(calls >= 40, "{calls}");
+    println!("Poll: THROTTLE.TAKE calls for 40 grants = {calls}");
+}
+
+// --- Two OS processes ------------------------------------------------------------------
+
+/// Set in a child process: the server URL. The child then runs [`worker_process`] for real.
+const WORKER_URL: &str = "THROTTLE_FLEET_WORKER_URL";
+/// Set in a child process: when to start, in ms since the Unix epoch, so both overlap.
+const WORKER_GO_AT: &str = "THROTTLE_FLEET_WORKER_GO_AT_MS";
+/// Longest a child may run.
+const WORKER_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn epoch_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_micros() as u64
+}
+
+/// In a child process (the parent sets the env vars): 20 tasks acquire once each, then
+/// print `START <us>` (just before the first request) and `GRANT <us> <round trips>` per
+/// grant, times in µs since the Unix epoch. Without the env vars, as a normal test, it
+/// does nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_process() {
+    let Ok(url) = std::env::var(WORKER_URL) else {
+        return;
+    };
+    let go_at_ms: u64 = std::env::var(WORKER_GO_AT).unwrap().parse().unwrap();
+    let limiter = Limiter::new(manager(&url).await, KEY, quota());
+    let wait_us = (go_at_ms * 1000).saturating_sub(epoch_us());
+    tokio::time::sleep(Duration::from_micros(wait_us).min(Duration::from_secs(10))).await;
+
+    let start_us = epoch_us();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let grant = limiter.acquire().await.expect("acquire");
+                (epoch_us(), grant.round_trips)
+            })
+        })
+        .collect();
+    let mut lines = vec![format!("START {start_us}")];
+    for task in tasks {
+        let (at, round_trips) = task.await.unwrap();
+        lines.push(format!("GRANT {at} {round_trips}"));
+    }
+    // libtest has printed "test worker_process ... " without a newline.
+    println!("\n{}", lines.join("\n"));
+}
+
+#[test]
+fn two_processes_reserve_one_take_per_grant() {
+    let server = Server::start(Flavor::Redis82);
+    let before = throttle_take_calls(&mut server.conn());
+    let exe = std::env::current_exe().expect("the test binary");
+    let go_at_ms = epoch_us() / 1000 + 1500;
+
+    let mut children: Vec<_> = (0..2)
+        .map(|_| {
+            Command::new(&exe)
+                .args([
+                    "--exact",
+                    "worker_process",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(WORKER_URL, server.url())
+                .env(WORKER_GO_AT, go_at_ms.to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn a worker process")
+        })
+        .collect();
+
+    let deadline = std::time::Instant::now() + WORKER_TIMEOUT;
+    let mut starts = Vec::new();
+    let mut grants = Vec::new();
+    for child in &mut children {
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("a worker process ran longer than {WORKER_TIMEOUT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stdout = String::new();
+        let mut stderr = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut stdout)
+            .unwrap();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert!(
+            status.success(),
+            "worker failed ({status}):\n{stdout}\n{stderr}"
+        );
+        for line in stdout.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                ["START", us] => starts.push(us.parse::<u64>().unwrap()),
+                ["GRANT", us, round_trips] => {
+                    assert_eq!(*round_trips, "1", "a reservation is one round trip");
+                    grants.push(us.parse::<u64>().unwrap());
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(starts.len(), 2, "both workers report their start");
+    assert_eq!(grants.len(), 2 * TASKS, "all 40 granted");
+
+    // The bucket was full before the first request of either process.
+    let start = *starts.iter().min().unwrap();
+    let offsets: Vec<Duration> = grants
+        .iter()
+        .map(|us| Duration::from_micros(us.checked_sub(start).expect("a grant before the start")))
+        .collect();
+    let margin = assert_within_bucket(&offsets, CAPACITY, RATE);
+    let calls = throttle_take_calls(&mut server.conn()) - before;
+    println!(
+        "two processes: 40 grants, {calls} THROTTLE.TAKE calls, last at {:?}, smallest margin {margin:?}, \
+         starts {} µs apart",
+        offsets.iter().max().unwrap(),
+        starts.iter().max().unwrap() - start
+    );
+    assert_eq!(calls, 40, "each grant costs exactly one THROTTLE.TAKE");
+    assert!(*offsets.iter().max().unwrap() < LOOSE_BOUND);
+}

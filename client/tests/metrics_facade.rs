@@ -1,0 +1,159 @@
+//! With the `metrics` feature, the limiter's counters also go to the `metrics` facade.
+//! A tiny in-memory recorder, on the test's own thread, against the in-memory server.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::fake::FakeServer;
+use metrics::{
+    Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+};
+use redis_throttle::{Error, Limiter, Quota};
+
+#[derive(Default)]
+struct Samples(Mutex<Vec<f64>>);
+
+impl HistogramFn for Samples {
+    fn record(&self, value: f64) {
+        self.0.lock().unwrap().push(value);
+    }
+}
+
+/// Counters and histograms by `name{label=value,...}` (labels sorted).
+#[derive(Default)]
+struct TestRecorder {
+    counters: Mutex<HashMap<String, Arc<AtomicU64>>>,
+    histograms: Mutex<HashMap<String, Arc<Samples>>>,
+    described: Mutex<Vec<String>>,
+}
+
+fn render(key: &Key) -> String {
+    let mut labels: Vec<String> = key
+        .labels()
+        .map(|l| format!("{}={}", l.key(), l.value()))
+        .collect();
+    labels.sort();
+    format!("{}{{{}}}", key.name(), labels.join(","))
+}
+
+impl TestRecorder {
+    fn counter(&self, name: &str) -> u64 {
+        self.counters
+            .lock()
+            .unwrap()
+            .get(name)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    fn samples(&self, name: &str) -> Vec<f64> {
+        self.histograms
+            .lock()
+            .unwrap()
+            .get(name)
+            .map_or_else(Vec::new, |h| h.0.lock().unwrap().clone())
+    }
+}
+
+impl Recorder for TestRecorder {
+    fn describe_counter(&self, key: KeyName, _: Option<Unit>, _: SharedString) {
+        self.described.lock().unwrap().push(key.as_str().to_owned());
+    }
+
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+    fn describe_histogram(&self, key: KeyName, _: Option<Unit>, _: SharedString) {
+        self.described.lock().unwrap().push(key.as_str().to_owned());
+    }
+
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        let counter = self
+            .counters
+            .lock()
+            .unwrap()
+            .entry(render(key))
+            .or_default()
+            .clone();
+        Counter::from_arc(counter)
+    }
+
+    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+        Gauge::noop()
+    }
+
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        let samples = self
+            .histograms
+            .lock()
+            .unwrap()
+            .entry(render(key))
+            .or_default()
+            .clone();
+        Histogram::from_arc(samples)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_counters_go_to_the_metrics_facade() {
+    let recorder = TestRecorder::default();
+    // Thread-local; the current-thread runtime runs everything on this thread.
+    let _guard = metrics::set_default_local_recorder(&recorder);
+
+    let fake = FakeServer::new();
+    let limiter = Limiter::builder("user:42:bucket", Quota::new(2, 1u64).unwrap())
+        .name("payments")
+        .build(fake)
+        .unwrap();
+    limiter.acquire().await.unwrap();
+    limiter.acquire().await.unwrap();
+    limiter.acquire().await.unwrap(); // waits 1 s
+    assert!(!limiter.try_acquire().await.unwrap().is_granted());
+    assert!(matches!(
+        limiter.acquire_within(Duration::from_millis(10)).await,
+        Err(Error::DeadlineExceeded { .. })
+    ));
+    assert!(limiter.acquire_n(3).await.is_err());
+
+    let calls = |outcome: &str| {
+        recorder.counter(&format!(
+            "throttle_calls_total{{limiter=payments,outcome={outcome}}}"
+        ))
+    };
+    assert_eq!(calls("granted"), 3);
+    assert_eq!(calls("denied"), 1);
+    assert_eq!(calls("gave_up"), 1);
+    assert_eq!(calls("error"), 1);
+    assert_eq!(
+        recorder.counter("throttle_round_trips_total{limiter=payments}"),
+        5
+    );
+    assert_eq!(
+        recorder.samples("throttle_wait_seconds{limiter=payments}"),
+        [0.0, 0.0, 1.0]
+    );
+    let described = recorder.described.lock().unwrap().clone();
+    for name in [
+        "throttle_calls_total",
+        "throttle_round_trips_total",
+        "throttle_wait_seconds",
+    ] {
+        assert!(described.iter().any(|d| d == name), "{name} not described");
+    }
+
+    // The snapshot says the same.
+    let snapshot = limiter.metrics();
+    assert_eq!(
+        (
+            snapshot.granted,
+            snapshot.denied,
+            snapshot.gave_up,
+            snapshot.errors
+        ),
+        (3, 1, 1, 1)
+    );
+    assert_eq!(snapshot.round_trips, 5);
+    assert_eq!(snapshot.total_wait, Duration::from_secs(1));
+}

@@ -1,0 +1,344 @@
+//! The waiting policy on paused tokio time: the limiter runs against an in-memory
+//! THROTTLE.TAKE (the module's own arithmetic), and tokio's clock jumps from one timer to
+//! the next, so every instant below is exact and nothing really sleeps.
+
+mod common;
+
+use std::time::Duration;
+
+use common::fake::FakeServer;
+use redis_throttle::{Error, Limiter, Quota, QuotaError, Strategy, TryAcquire};
+use tokio::time::Instant;
+
+const MS: Duration = Duration::from_millis(1);
+const SECOND: Duration = Duration::from_secs(1);
+/// The longest reservation the server takes, sent when there is no deadline.
+const MAX_WAIT_MS: u64 = 315_360_000_000;
+
+fn limiter(
+    fake: &FakeServer,
+    capacity: u64,
+    rate: &str,
+    strategy: Strategy,
+) -> Limiter<FakeServer> {
+    Limiter::builder("bucket", Quota::new(capacity, rate).unwrap())
+        .strategy(strategy)
+        .build(fake.clone())
+        .unwrap()
+}
+
+/// Real (wall-clock) time must stay small although the virtual time spans seconds.
+struct RealTime(std::time::Instant);
+
+impl RealTime {
+    fn start() -> RealTime {
+        RealTime(std::time::Instant::now())
+    }
+}
+
+impl Drop for RealTime {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let real = self.0.elapsed();
+            assert!(
+                real < Duration::from_secs(5),
+                "the test really slept: {real:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn reserve_sleeps_exactly_the_wait_after_one_round_trip() {
+    let _real = RealTime::start();
+    let fake = FakeServer::new();
+    let limiter = limiter(&fake, 2, "1", Strategy::Reserve);
+    let start = Instant::now();
+
+    let mut offsets = Vec::new();
+    for _ in 0..5 {
+        let grant = limiter.acquire().await.unwrap();
+        assert_eq!(grant.round_trips, 1);
+        assert_eq!(grant.tokens, 1);
+        assert_eq!(
+            grant.waited, grant.slept,
+            "no latency: all of the wait is the sleep"
+        );
+        offsets.push(start.elapsed());
+    }
+    // Two at once (the burst), then one per second, each exactly on time.
+    assert_eq!(offsets, [0, 0, 1, 2, 3].map(|s| SECOND * s));
+
+    let calls = fake.calls();
+    assert_eq!(calls.len(), 5, "one THROTTLE.TAKE per grant");
+    assert!(calls
+        .iter()
+        .all(|c| c.max_wait_ms == MAX_WAIT_MS && c.tokens == 1));
+
+    let metrics = limiter.metrics();
+    assert_eq!(
+        (metrics.granted, metrics.round_trips, metrics.gave_up),
+        (5, 5, 0)
+    );
+    assert_eq!(metrics.total_wait, SECOND * 3);
+    assert_eq!(metrics.mean_wait(), Some(SECOND * 3 / 5));
+    assert_eq!(metrics.wait_histogram.quantile(0.4), Some(MS));
+    assert_eq!(metrics.wait_histogram.quantile(1.0), Some(SECOND));
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrent_reservations_are_served_in_bucket_order() {
+    let _real = RealTime::start();
+    let latency = MS * 3;
+    let fake = FakeServer::with_latency(latency);
+    // 3 at once, then one every 500 ms.
+    let limiter = limiter(&fake, 3, "2", Strategy::Reserve);
+    let start = Instant::now();
+
+    let tasks: Vec<_> = (0..10)
+        .map(|_| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let grant = limiter.acquire().await.unwrap();
+                (start.elapsed(), grant)
+            })
+        })
+        .collect();
+    let mut offsets = Vec::new();
+    for task in tasks {
+        let (offset, grant) = task.await.unwrap();
+        assert_eq!(grant.round_trips, 1);
+        offsets.push(offset);
+    }
+    offsets.sort();
+    // The server runs each command `latency` after it is sent and computes the wait from
+    // then; the reply takes `latency` more, and the sleep starts when it arrives. So each
+    // grant is exactly one round trip after its slot: late by the latency, never early.
+    let expected: Vec<Duration> = [0, 0, 0, 1, 2, 3, 4, 5, 6, 7]
+        .iter()
+        .map(|slot| MS * 500 * *slot + latency * 2)
+        .collect();
+    assert_eq!(offsets, expected);
+    assert_eq!(fake.calls().len(), 10);
+    assert_eq!(limiter.metrics().round_trips, 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn poll_retries_after_the_wait_plus_jitter_and_is_never_early() {
+    let _real = RealTime::start();
+    let fake = FakeServer::new();
+    let strategy = Strategy::Poll {
+        max_jitter: MS * 20,
+        max_attempts: 100,
+    };
+    let limiter = limiter(&fake, 1, "1", strategy);
+    let start = Instant::now();
+
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let grant = limiter.acquire().await.unwrap();
+                (start.elapsed(), grant)
+            })
+        })
+        .collect();
+    let mut offsets = Vec::new();
+    let mut round_trips = 0;
+    for task in tasks {
+        let (offset, grant) = task.await.unwrap();
+        round_trips += grant.round_trips;
+        offsets.push(offset);
+    }
+    offsets.sort();
+    for (k, offset) in offsets.iter().enumerate() {
+        // Never early: the k-th token (from 0) is there at k seconds.
+        assert!(*offset >= SECOND * k as u32, "grant {k} at {offset:?}");
+        // Late only by jitter, here at most a few polls' worth.
+        assert!(
+            *offset <= SECOND * k as u32 + MS * 200,
+            "grant {k} at {offset:?}"
+        );
+    }
+    let calls = fake.calls();
+    assert!(
+        calls.iter().all(|c| c.max_wait_ms == 0),
+        "poll never reserves"
+    );
+    assert_eq!(calls.len(), round_trips as usize);
+    assert!(
+        round_trips > 4,
+        "refused polls cost round trips: {round_trips}"
+    );
+    println!("poll: 4 grants in {round_trips} round trips");
+}
+
+#[tokio::test(start_paused = true)]
+async fn poll_gives_up_after_its_attempts() {
+    let _real = RealTime::start();
+    let fake = FakeServer::new();
+    let poll = |max_attempts| Strategy::Poll {
+        max_jitter: Duration::ZERO,
+        max_attempts,
+    };
+    let once = limiter(&fake, 1, "1", poll(1));
+    assert!(once.try_acquire().await.unwrap().is_granted());
+    let start = Instant::now();
+    match once.acquire().await {
+        Err(Error::GaveUp {
+            attempts: 1,
+            waited,
+        }) => assert_eq!(waited, Duration::ZERO),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(start.elapsed(), Duration::ZERO);
+
+    // A poller competing with a client that keeps reserving is refused every time: the
+    // reservation is made before the token is there, the poll only when it is (and gone).
+    let reserver = limiter(&fake, 1, "1", Strategy::Reserve);
+    let competitor = tokio::spawn(async move {
+        for _ in 0..10 {
+            reserver.acquire().await.unwrap();
+        }
+    });
+    tokio::task::yield_now().await;
+    let poller = limiter(&fake, 1, "1", poll(3));
+    let start = Instant::now();
+    match poller.acquire().await {
+        Err(Error::GaveUp {
+            attempts: 3,
+            waited,
+        }) => {
+            assert_eq!(waited, start.elapsed());
+            assert!(waited >= SECOND * 2, "{waited:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(poller.metrics().gave_up, 1);
+    assert_eq!(poller.metrics().round_trips, 3);
+    competitor.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_fails_at_once_and_takes_nothing() {
+    let _real = RealTime::start();
+    for strategy in [Strategy::Reserve, Strategy::poll()] {
+        let fake = FakeServer::new();
+        let limiter = limiter(&fake, 2, "1", strategy);
+        assert!(limiter.try_acquire_n(2).await.unwrap().is_granted());
+        let stored = fake.stored("bucket");
+        let calls = fake.calls().len();
+
+        let start = Instant::now();
+        match limiter.acquire_within(MS * 500).await {
+            Err(Error::DeadlineExceeded { needed, deadline }) => {
+                assert_eq!((needed, deadline), (SECOND, MS * 500), "{strategy:?}");
+            }
+            other => panic!("{strategy:?}: {other:?}"),
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO, "{strategy:?}: at once");
+        assert_eq!(
+            fake.stored("bucket"),
+            stored,
+            "{strategy:?}: bucket unchanged"
+        );
+        assert_eq!(
+            fake.calls().len(),
+            calls + 1,
+            "{strategy:?}: one round trip"
+        );
+        let expected_max_wait = if strategy == Strategy::Reserve {
+            500
+        } else {
+            0
+        };
+        assert_eq!(fake.calls().last().unwrap().max_wait_ms, expected_max_wait);
+        assert_eq!(limiter.metrics().gave_up, 1);
+
+        // A deadline that is long enough: granted after the wait.
+        let start = Instant::now();
+        let grant = limiter.acquire_within(MS * 1500).await.unwrap();
+        assert!(grant.waited >= SECOND, "{strategy:?}: {grant:?}");
+        assert!(start.elapsed() <= MS * 1500, "{strategy:?}: {grant:?}");
+        if strategy == Strategy::Reserve {
+            assert_eq!((grant.round_trips, grant.waited), (1, SECOND));
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_waiting_call_is_safe() {
+    let _real = RealTime::start();
+    for strategy in [Strategy::Reserve, Strategy::poll()] {
+        let fake = FakeServer::new();
+        let limiter = limiter(&fake, 1, "1", strategy);
+        assert!(limiter.try_acquire().await.unwrap().is_granted());
+        let stored = fake.stored("bucket").unwrap();
+
+        let waiting = tokio::time::timeout(MS * 300, limiter.acquire()).await;
+        assert!(waiting.is_err(), "{strategy:?}: still waiting at 300 ms");
+        let calls = fake.calls().len();
+        tokio::time::sleep(SECOND * 10).await;
+        assert_eq!(
+            fake.calls().len(),
+            calls,
+            "{strategy:?}: nothing runs on after the drop"
+        );
+
+        let after = fake.stored("bucket").unwrap();
+        match strategy {
+            // The reservation stays: the bucket counted the token one interval later.
+            Strategy::Reserve => assert_eq!(after, stored + 1_000_000_000),
+            // A poller holds nothing while it sleeps.
+            Strategy::Poll { .. } => assert_eq!(after, stored),
+        }
+        assert_eq!(limiter.metrics().granted, 1, "{strategy:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn try_acquire_never_waits() {
+    let _real = RealTime::start();
+    let fake = FakeServer::new();
+    let limiter = limiter(&fake, 2, "4", Strategy::Reserve);
+    let start = Instant::now();
+    assert!(limiter.try_acquire().await.unwrap().is_granted());
+    assert!(limiter.try_acquire().await.unwrap().is_granted());
+    assert_eq!(
+        limiter.try_acquire().await.unwrap(),
+        TryAcquire::Denied {
+            retry_after: MS * 250
+        }
+    );
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert!(fake.calls().iter().all(|c| c.max_wait_ms == 0));
+    let metrics = limiter.metrics();
+    assert_eq!((metrics.granted, metrics.denied), (2, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn token_counts_are_checked_before_any_round_trip() {
+    let fake = FakeServer::new();
+    let limiter = Limiter::builder("bucket", Quota::new(5, "1").unwrap())
+        .cost(2)
+        .build(fake.clone())
+        .unwrap();
+    assert_eq!(limiter.cost(), 2);
+    match limiter.acquire_n(6).await {
+        Err(Error::InvalidQuota(QuotaError::Tokens {
+            tokens: 6,
+            capacity: 5,
+        })) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(fake.calls().is_empty());
+    assert_eq!(limiter.metrics().errors, 1);
+
+    // The cost per call is what acquire takes; 0 only looks.
+    assert_eq!(limiter.acquire().await.unwrap().tokens, 2);
+    let peek = limiter.acquire_n(0).await.unwrap();
+    assert_eq!((peek.tokens, peek.remaining), (0, 3));
+    let state = limiter.peek().await.unwrap();
+    assert_eq!(state.remaining, 3);
+    assert_eq!(state.until_full, SECOND * 2);
+}
