@@ -1,0 +1,657 @@
+//! The timeline chart, as a hand-written SVG: requests per 100 ms for each phase (served and
+//! refused, against the upstream's burst and quota), then the cumulative count the upstream
+//! received against its allowance line, so the burst, the plateau and the line never
+//! crossed are visible at a glance.
+
+use std::fmt::Write;
+
+use crate::limit::UpstreamMode;
+use crate::theory;
+
+/// One phase as the upstream saw it.
+pub struct PhaseSeries {
+    pub title: String,
+    /// The phase's numbers, shown after its title.
+    pub subtitle: String,
+    /// Seconds after the shared start, in order, and whether each was served.
+    pub arrivals: Vec<(f64, bool)>,
+}
+
+/// What the chart is about.
+pub struct ChartSpec {
+    pub heading: String,
+    pub mode: UpstreamMode,
+    pub quota: u32,
+    pub capacity: u64,
+    pub rate: f64,
+    /// Lines of explanation under the chart.
+    pub notes: Vec<String>,
+}
+
+const WIDTH: f64 = 1040.0;
+const LEFT: f64 = 70.0;
+const RIGHT: f64 = 240.0; // room for the legends
+const BIN: f64 = 0.1;
+/// Characters per line of a note at 13 px across the chart.
+const NOTE_CHARS: usize = 140;
+
+const SERVED: &str = "#2e9d5b";
+const REFUSED: &str = "#d64541";
+const ALLOWANCE: &str = "#e08a00";
+const PHASE_COLORS: [&str; 2] = ["#8e44ad", "#1f6fb2"];
+
+pub fn render(spec: &ChartSpec, phases: &[PhaseSeries]) -> String {
+    let last = phases
+        .iter()
+        .flat_map(|p| p.arrivals.last().map(|a| a.0))
+        .fold(0.0_f64, f64::max);
+    // Whole half-seconds, at least one second, with a bin of room after the last call.
+    let t_max = (((last + BIN) / 0.5).ceil() * 0.5).max(1.0);
+
+    let bars_height = 170.0;
+    let cumulative_height = 300.0;
+    let mut y = 70.0;
+    let mut body = String::new();
+    for (index, phase) in phases.iter().enumerate() {
+        bars(&mut body, spec, phase, y, bars_height, t_max, index == 0);
+        y += bars_height + 70.0;
+    }
+    match spec.mode {
+        UpstreamMode::Bucket => cumulative(&mut body, spec, phases, y, cumulative_height, t_max),
+        UpstreamMode::Window => trailing(&mut body, spec, phases, y, cumulative_height, t_max),
+    }
+    y += cumulative_height + 60.0;
+    for note in &spec.notes {
+        for line in wrap(note, NOTE_CHARS) {
+            text(&mut body, 20.0, y, 13.0, "start", "#333", &line);
+            y += 18.0;
+        }
+    }
+    let height = y + 10.0;
+
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="DejaVu Sans, Arial, sans-serif">"#
+    );
+    let _ = writeln!(
+        svg,
+        r#"<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="white"/>"#
+    );
+    text(&mut svg, 20.0, 30.0, 17.0, "start", "#111", &spec.heading);
+    svg.push_str(&body);
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// Requests per 100 ms, served stacked under refused, for one phase.
+fn bars(
+    out: &mut String,
+    spec: &ChartSpec,
+    phase: &PhaseSeries,
+    top: f64,
+    height: f64,
+    t_max: f64,
+    legend: bool,
+) {
+    let bins = (t_max / BIN).round() as usize;
+    let mut counts = vec![(0u32, 0u32); bins.max(1)];
+    for &(t, served) in &phase.arrivals {
+        let bin = ((t / BIN).floor().max(0.0) as usize).min(counts.len() - 1);
+        if served {
+            counts[bin].0 += 1;
+        } else {
+            counts[bin].1 += 1;
+        }
+    }
+    let busiest = counts.iter().map(|(s, r)| s + r).max().unwrap_or(0);
+    let burst = f64::from(spec.quota);
+    let y_max = nice_ceiling(f64::from(busiest).max(burst) * 1.1);
+    let axes = Axes {
+        top,
+        height,
+        t_max,
+        y_max,
+    };
+    let title = if phase.subtitle.is_empty() {
+        phase.title.clone()
+    } else {
+        format!("{}: {}", phase.title, phase.subtitle)
+    };
+    axes.frame(out, &title, "requests per 100 ms");
+
+    let bin_width = axes.x(BIN) - axes.x(0.0);
+    for (i, &(served, refused)) in counts.iter().enumerate() {
+        let x = axes.x(i as f64 * BIN) + 1.0;
+        let w = (bin_width - 2.0).max(1.0);
+        let y_served = axes.y(f64::from(served));
+        let y_total = axes.y(f64::from(served + refused));
+        if served > 0 {
+            rect(out, x, y_served, w, axes.y(0.0) - y_served, SERVED);
+        }
+        if refused > 0 {
+            rect(out, x, y_total, w, y_served - y_total, REFUSED);
+        }
+    }
+    let per_bin = f64::from(spec.quota) * BIN;
+    let (burst_label, quota_label) = match spec.mode {
+        UpstreamMode::Bucket => (
+            format!("upstream burst: {}", spec.quota),
+            format!(
+                "quota {}/s = {} per 100 ms",
+                spec.quota,
+                theory::num(per_bin)
+            ),
+        ),
+        UpstreamMode::Window => (
+            format!("window: {} in any 1 s", spec.quota),
+            format!(
+                "{}/s on average = {} per 100 ms",
+                spec.quota,
+                theory::num(per_bin)
+            ),
+        ),
+    };
+    axes.hline(out, burst, "#777", &burst_label);
+    axes.hline(out, per_bin, ALLOWANCE, &quota_label);
+    if legend {
+        let x = WIDTH - RIGHT + 20.0;
+        swatch(out, x, top + 10.0, SERVED, "served (200)");
+        swatch(out, x, top + 30.0, REFUSED, "refused (429)");
+    }
+}
+
+/// Bucket mode: cumulative arrivals per phase against the upstream's allowance line,
+/// `quota + quota·t` (its bucket is full when the replicas fire).
+fn cumulative(
+    out: &mut String,
+    spec: &ChartSpec,
+    phases: &[PhaseSeries],
+    top: f64,
+    height: f64,
+    t_max: f64,
+) {
+    let most = phases.iter().map(|p| p.arrivals.len()).max().unwrap_or(0) as f64;
+    let allowed_at_end = theory::allowance(spec.quota, t_max);
+    let y_max = nice_ceiling(most.max(allowed_at_end.min(most * 1.5)) * 1.05);
+    let axes = Axes {
+        top,
+        height,
+        t_max,
+        y_max,
+    };
+    axes.frame(
+        out,
+        "calls received by the upstream so far, against what it allows",
+        "calls (cumulative)",
+    );
+    let allowance = format!(
+        "M{:.1},{:.1} L{:.1},{:.1}",
+        axes.x(0.0),
+        axes.y(theory::allowance(spec.quota, 0.0)),
+        axes.x(t_max),
+        axes.y(allowed_at_end)
+    );
+    clip_path(out, &axes, &allowance, ALLOWANCE, 3.0, "");
+    // The shared bucket's own release line, thin: capacity + rate·t.
+    let release = format!(
+        "M{:.1},{:.1} L{:.1},{:.1}",
+        axes.x(0.0),
+        axes.y(theory::bucket_release(spec.capacity, spec.rate, 0.0)),
+        axes.x(t_max),
+        axes.y(theory::bucket_release(spec.capacity, spec.rate, t_max))
+    );
+    clip_path(out, &axes, &release, "#999", 1.2, DASHED);
+
+    let counted: Vec<Vec<(f64, f64, bool)>> = phases
+        .iter()
+        .map(|p| {
+            p.arrivals
+                .iter()
+                .enumerate()
+                .map(|(i, &(t, served))| (t, (i + 1) as f64, served))
+                .collect()
+        })
+        .collect();
+    draw_steps(out, &axes, phases, &counted);
+    legends(
+        out,
+        top,
+        phases,
+        &format!("allowed: {q} + {q}·t", q = spec.quota),
+        &format!("bucket: {} + {}·t", spec.capacity, theory::num(spec.rate)),
+    );
+}
+
+/// Window mode: a sliding window has no cumulative line (it allows `quota` in every
+/// one-second span), so this counts, at each moment, the calls of the last second.
+fn trailing(
+    out: &mut String,
+    spec: &ChartSpec,
+    phases: &[PhaseSeries],
+    top: f64,
+    height: f64,
+    t_max: f64,
+) {
+    let burst_second = theory::bucket_release(spec.capacity, spec.rate, 1.0);
+    let counted: Vec<Vec<(f64, f64, bool)>> = phases
+        .iter()
+        .map(|p| {
+            let times: Vec<f64> = p.arrivals.iter().map(|&(t, _)| t).collect();
+            p.arrivals
+                .iter()
+                .zip(theory::trailing_counts(&times))
+                .map(|(&(t, served), inside)| (t, inside as f64, served))
+                .collect()
+        })
+        .collect();
+    let most = counted
+        .iter()
+        .flatten()
+        .map(|&(_, n, _)| n)
+        .fold(0.0, f64::max);
+    let y_max = nice_ceiling(most.max(f64::from(spec.quota)).max(burst_second) * 1.1);
+    let axes = Axes {
+        top,
+        height,
+        t_max,
+        y_max,
+    };
+    axes.frame(
+        out,
+        "calls received by the upstream in the last second, against its window",
+        "calls in the last 1 s",
+    );
+    let limit = axes.y(f64::from(spec.quota));
+    let window = format!(
+        "M{:.1},{limit:.1} L{:.1},{limit:.1}",
+        axes.x(0.0),
+        axes.x(t_max)
+    );
+    clip_path(out, &axes, &window, ALLOWANCE, 3.0, "");
+    axes.hline(out, burst_second, "#999", "");
+
+    // Between arrivals the count also falls, as calls leave the window.
+    let mut stepped = Vec::with_capacity(counted.len());
+    for phase in phases {
+        let mut events: Vec<(f64, f64)> = phase
+            .arrivals
+            .iter()
+            .flat_map(|&(t, _)| [(t, 1.0), (t + 1.0, -1.0)])
+            .collect();
+        // At one instant, a call leaving goes before one arriving: (t - 1 s, t].
+        events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        let mut level = 0.0;
+        let mut line = Vec::with_capacity(events.len());
+        for (t, delta) in events {
+            level += delta;
+            line.push((t, level, true));
+        }
+        stepped.push(line);
+    }
+    draw_steps(out, &axes, phases, &stepped);
+    for points in &counted {
+        refused_dots(out, &axes, points);
+    }
+    legends(
+        out,
+        top,
+        phases,
+        &format!("window: {} in any 1 s", spec.quota),
+        &format!(
+            "bucket: {} + {} in 1 s",
+            spec.capacity,
+            theory::num(spec.rate)
+        ),
+    );
+}
+
+const DASHED: &str = r#" stroke-dasharray="6 4""#;
+
+/// A step line per phase through `(t, level)` points, with refused calls as red dots.
+fn draw_steps(
+    out: &mut String,
+    axes: &Axes,
+    phases: &[PhaseSeries],
+    points: &[Vec<(f64, f64, bool)>],
+) {
+    for ((_, line), color) in phases.iter().zip(points).zip(PHASE_COLORS) {
+        let mut d = format!("M{:.1},{:.1}", axes.x(0.0), axes.y(0.0));
+        let mut level = 0.0;
+        for &(t, next, _) in line {
+            let _ = write!(
+                d,
+                " L{:.1},{:.1} L{:.1},{:.1}",
+                axes.x(t),
+                axes.y(level),
+                axes.x(t),
+                axes.y(next)
+            );
+            level = next;
+        }
+        let _ = write!(d, " L{:.1},{:.1}", axes.x(axes.t_max), axes.y(level));
+        clip_path(out, axes, &d, color, 2.0, "");
+        refused_dots(out, axes, line);
+    }
+}
+
+fn refused_dots(out: &mut String, axes: &Axes, points: &[(f64, f64, bool)]) {
+    for &(t, level, served) in points {
+        if !served {
+            let _ = writeln!(
+                out,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="2.6" fill="{REFUSED}"/>"#,
+                axes.x(t),
+                axes.y(level)
+            );
+        }
+    }
+}
+
+fn legends(out: &mut String, top: f64, phases: &[PhaseSeries], allowance: &str, bucket: &str) {
+    let x = WIDTH - RIGHT + 20.0;
+    legend_line(out, x, top + 10.0, ALLOWANCE, 3.0, "", allowance);
+    legend_line(out, x, top + 30.0, "#999", 1.2, DASHED, bucket);
+    for (i, (phase, color)) in phases.iter().zip(PHASE_COLORS).enumerate() {
+        let y = top + 50.0 + 20.0 * i as f64;
+        legend_line(out, x, y, color, 2.0, "", &phase.title);
+    }
+    let y = top + 50.0 + 20.0 * phases.len() as f64;
+    let _ = writeln!(
+        out,
+        r#"<circle cx="{:.1}" cy="{:.1}" r="2.6" fill="{REFUSED}"/>"#,
+        x + 12.0,
+        y + 6.0
+    );
+    text(
+        out,
+        x + 30.0,
+        y + 10.0,
+        12.0,
+        "start",
+        "#333",
+        "refused (429)",
+    );
+}
+
+struct Axes {
+    top: f64,
+    height: f64,
+    t_max: f64,
+    y_max: f64,
+}
+
+impl Axes {
+    fn x(&self, t: f64) -> f64 {
+        LEFT + t / self.t_max * (WIDTH - LEFT - RIGHT)
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        self.top + self.height - v / self.y_max * self.height
+    }
+
+    fn bottom(&self) -> f64 {
+        self.top + self.height
+    }
+
+    /// Title, frame, grid and ticks on both axes.
+    fn frame(&self, out: &mut String, title: &str, y_label: &str) {
+        let (left, right) = (self.x(0.0), self.x(self.t_max));
+        text(out, left, self.top - 10.0, 14.0, "start", "#111", title);
+        let y_step = nice_step(self.y_max / 5.0);
+        let mut v = 0.0;
+        while v <= self.y_max + 1e-9 {
+            let y = self.y(v);
+            let _ = writeln!(
+                out,
+                r##"<line x1="{left:.1}" y1="{y:.1}" x2="{right:.1}" y2="{y:.1}" stroke="#eee"/>"##
+            );
+            text(
+                out,
+                left - 6.0,
+                y + 4.0,
+                11.0,
+                "end",
+                "#555",
+                &theory::num(v),
+            );
+            v += y_step;
+        }
+        let x_step = if self.t_max <= 6.0 { 0.5 } else { 1.0 };
+        let mut t = 0.0;
+        while t <= self.t_max + 1e-9 {
+            let x = self.x(t);
+            let _ = writeln!(
+                out,
+                r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#999"/>"##,
+                self.bottom(),
+                self.bottom() + 4.0
+            );
+            text(
+                out,
+                x,
+                self.bottom() + 16.0,
+                11.0,
+                "middle",
+                "#555",
+                &format!("{t:.1} s"),
+            );
+            t += x_step;
+        }
+        let _ = writeln!(
+            out,
+            r##"<rect x="{left:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="none" stroke="#999"/>"##,
+            self.top,
+            right - left,
+            self.height
+        );
+        let (x, y) = (18.0, self.top + self.height / 2.0);
+        let _ = writeln!(
+            out,
+            r##"<text x="{x}" y="{y:.1}" font-size="11" fill="#555" text-anchor="middle" transform="rotate(-90 {x} {y:.1})">{}</text>"##,
+            escape(y_label)
+        );
+        text(
+            out,
+            right,
+            self.bottom() + 32.0,
+            11.0,
+            "end",
+            "#555",
+            "time since the replicas fired",
+        );
+    }
+
+    /// A labelled horizontal reference line, if it is inside the plot.
+    fn hline(&self, out: &mut String, v: f64, color: &str, label: &str) {
+        if v > self.y_max {
+            return;
+        }
+        let (left, right, y) = (self.x(0.0), self.x(self.t_max), self.y(v));
+        let _ = writeln!(
+            out,
+            r#"<line x1="{left:.1}" y1="{y:.1}" x2="{right:.1}" y2="{y:.1}" stroke="{color}" stroke-width="1.5" stroke-dasharray="5 4"/>"#
+        );
+        if !label.is_empty() {
+            text(out, right + 6.0, y + 4.0, 11.0, "start", color, label);
+        }
+    }
+}
+
+fn clip_path(out: &mut String, axes: &Axes, d: &str, color: &str, width: f64, extra: &str) {
+    // Lines that leave the plot are cut at its frame.
+    let id = format!("clip{:.0}", axes.top);
+    if !out.contains(&format!(r#"id="{id}""#)) {
+        let _ = writeln!(
+            out,
+            r#"<clipPath id="{id}"><rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}"/></clipPath>"#,
+            axes.x(0.0),
+            axes.top,
+            axes.x(axes.t_max) - axes.x(0.0),
+            axes.height
+        );
+    }
+    let _ = writeln!(
+        out,
+        r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="{width}"{extra} clip-path="url(#{id})"/>"#
+    );
+}
+
+fn rect(out: &mut String, x: f64, y: f64, w: f64, h: f64, color: &str) {
+    let _ = writeln!(
+        out,
+        r#"<rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="{color}"/>"#
+    );
+}
+
+fn swatch(out: &mut String, x: f64, y: f64, color: &str, label: &str) {
+    rect(out, x, y, 14.0, 12.0, color);
+    text(out, x + 20.0, y + 10.0, 12.0, "start", "#333", label);
+}
+
+fn legend_line(
+    out: &mut String,
+    x: f64,
+    y: f64,
+    color: &str,
+    width: f64,
+    extra: &str,
+    label: &str,
+) {
+    let _ = writeln!(
+        out,
+        r#"<line x1="{x:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="{width}"{extra}/>"#,
+        y + 6.0,
+        x + 24.0,
+        y + 6.0
+    );
+    text(out, x + 30.0, y + 10.0, 12.0, "start", "#333", label);
+}
+
+fn text(out: &mut String, x: f64, y: f64, size: f64, anchor: &str, color: &str, content: &str) {
+    let _ = writeln!(
+        out,
+        r#"<text x="{x:.1}" y="{y:.1}" font-size="{size}" fill="{color}" text-anchor="{anchor}">{}</text>"#,
+        escape(content)
+    );
+}
+
+/// Splits `s` into lines of at most `width` characters, at spaces.
+fn wrap(s: &str, width: usize) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for word in s.split_whitespace() {
+        let line = lines.last_mut().expect("never empty");
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(word.to_owned());
+        } else {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+    }
+    lines
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// 1, 2 or 5 times a power of ten, at least `raw`.
+fn nice_step(raw: f64) -> f64 {
+    if raw <= 0.0 {
+        return 1.0;
+    }
+    let power = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * power)
+        .find(|&step| step >= raw)
+        .unwrap_or(10.0 * power)
+        .max(1.0)
+}
+
+/// The axis top: a whole number of nice steps at or above `v`.
+fn nice_ceiling(v: f64) -> f64 {
+    let step = nice_step(v / 5.0);
+    ((v / step).ceil() * step).max(step)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(mode: UpstreamMode) -> ChartSpec {
+        ChartSpec {
+            heading: "40 calls <test> & co".to_owned(),
+            mode,
+            quota: 10,
+            capacity: 8,
+            rate: 9.0,
+            notes: vec!["a note".to_owned()],
+        }
+    }
+
+    fn phases() -> Vec<PhaseSeries> {
+        vec![
+            PhaseSeries {
+                title: "phase 1: direct".to_owned(),
+                subtitle: "10 served, 30 refused".to_owned(),
+                arrivals: (0..40).map(|i| (0.0001 * f64::from(i), i < 10)).collect(),
+            },
+            PhaseSeries {
+                title: "phase 2: shared bucket".to_owned(),
+                subtitle: String::new(),
+                arrivals: (0..40)
+                    .map(|i| (f64::from(i.max(7) - 7) / 9.0, true))
+                    .collect(),
+            },
+        ]
+    }
+
+    #[test]
+    fn renders_a_well_formed_svg_with_every_part() {
+        for mode in [UpstreamMode::Bucket, UpstreamMode::Window] {
+            let svg = render(&spec(mode), &phases());
+            assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>\n"));
+            assert!(svg.contains("40 calls &lt;test&gt; &amp; co"));
+            assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
+            assert!(svg.contains("phase 1: direct") && svg.contains("phase 2: shared bucket"));
+            assert!(svg.contains("refused (429)") && svg.contains("a note"));
+            // 30 refused calls are dots on the cumulative line, plus one in the legend.
+            assert!(svg.matches(&format!(r#"fill="{REFUSED}"/>"#)).count() >= 31);
+            assert!(!svg.contains("NaN") && !svg.contains("inf"));
+        }
+        let bucket = render(&spec(UpstreamMode::Bucket), &phases());
+        assert!(bucket.contains("allowed: 10 + 10·t"));
+        let window = render(&spec(UpstreamMode::Window), &phases());
+        assert!(
+            window.contains("window: 10 in any 1 s") && window.contains("bucket: 8 + 9 in 1 s")
+        );
+    }
+
+    #[test]
+    fn an_empty_run_still_renders() {
+        let svg = render(&spec(UpstreamMode::Bucket), &[]);
+        assert!(svg.ends_with("</svg>\n") && !svg.contains("NaN"));
+    }
+
+    #[test]
+    fn notes_wrap_at_spaces() {
+        assert_eq!(wrap("aa bb cc", 5), ["aa bb", "cc"]);
+        assert_eq!(wrap("", 5), [""]);
+        assert_eq!(wrap("toolongword x", 4), ["toolongword", "x"]);
+    }
+
+    #[test]
+    fn nice_numbers() {
+        assert_eq!(nice_step(0.7), 1.0);
+        assert_eq!(nice_step(3.0), 5.0);
+        assert_eq!(nice_step(11.0), 20.0);
+        assert_eq!(nice_ceiling(44.0), 50.0);
+        assert_eq!(nice_ceiling(11.0), 15.0);
+    }
+}

@@ -1,0 +1,133 @@
+//! Command-line flags: the scenario's knobs, and the hidden `replica` subcommand the demo
+//! uses to start its replicas as separate processes.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+
+use crate::limit::UpstreamMode;
+
+/// The PIX-status scenario: replicas of a bank's service query a central-bank style API that
+/// allows 10 status queries per second per integrator, first directly, then through one
+/// shared redis-throttle bucket.
+#[derive(Debug, Parser)]
+#[command(name = "pix-demo", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// One replica of the bank's service (started by the demo itself).
+    #[command(hide = true)]
+    Replica(ReplicaArgs),
+}
+
+/// The scenario's knobs.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct RunArgs {
+    /// Replicas of the bank's service, each a separate OS process.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub replicas: u32,
+    /// PIX status queries each replica fires at once (at most 400 in all: each has a
+    /// connection of its own, and file descriptors are limited).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=400))]
+    pub calls: u32,
+    /// The shared bucket's burst, in calls.
+    #[arg(long, default_value_t = 8)]
+    pub capacity: u64,
+    /// The shared bucket's refill, in calls per second (a decimal, e.g. 9 or 4.5).
+    #[arg(long, default_value_t = 9.0)]
+    pub rate: f64,
+    /// What the upstream API allows per integrator: calls per second.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub quota: u32,
+    /// How the upstream enforces its quota: a bucket of `quota` refilling at `quota` per
+    /// second, or a strict sliding window of `quota` calls in any one second.
+    #[arg(long, value_enum, default_value_t = UpstreamMode::Bucket)]
+    pub upstream_mode: UpstreamMode,
+    /// How a replica waits for a token: one reservation and one sleep, or polling.
+    #[arg(long, value_enum, default_value_t = StrategyArg::Reserve)]
+    pub strategy: StrategyArg,
+    /// Where to write the SVG timeline [default: target/pix-demo/timeline.svg].
+    #[arg(long, value_name = "PATH")]
+    pub chart: Option<std::path::PathBuf>,
+    /// Use this Redis server (the module must be loaded) instead of starting a private one.
+    #[arg(long, value_name = "URL")]
+    pub redis_url: Option<String>,
+    /// Print a machine-readable summary (JSON) on stdout; the report goes to stderr.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StrategyArg {
+    Reserve,
+    Poll,
+}
+
+impl StrategyArg {
+    pub fn to_strategy(self) -> redis_throttle::Strategy {
+        match self {
+            StrategyArg::Reserve => redis_throttle::Strategy::Reserve,
+            StrategyArg::Poll => redis_throttle::Strategy::poll(),
+        }
+    }
+}
+
+/// Calls in all, across replicas: one open connection each, well under the usual limit
+/// of 1024 file descriptors per process.
+pub const MAX_CALLS: u32 = 400;
+
+/// The two phases of the scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Every replica calls the API as soon as it wants to.
+    Direct,
+    /// Every call first takes a token from the shared bucket.
+    Bucket,
+}
+
+impl Phase {
+    pub fn title(self) -> &'static str {
+        match self {
+            Phase::Direct => "phase 1: direct",
+            Phase::Bucket => "phase 2: shared bucket",
+        }
+    }
+}
+
+/// What a replica process needs; the start instant comes later, on its stdin.
+#[derive(Debug, Clone, Args)]
+pub struct ReplicaArgs {
+    #[arg(long)]
+    pub index: u32,
+    #[arg(long, value_enum)]
+    pub phase: Phase,
+    /// Base URL of the mock upstream, e.g. http://127.0.0.1:40000.
+    #[arg(long)]
+    pub upstream: String,
+    /// The integrator this fleet calls as (the upstream's `x-integrator` header).
+    #[arg(long)]
+    pub integrator: String,
+    #[arg(long)]
+    pub calls: u32,
+    #[arg(long)]
+    pub redis_url: Option<String>,
+    /// The shared bucket's key.
+    #[arg(long)]
+    pub key: Option<String>,
+    #[arg(long, default_value_t = 8)]
+    pub capacity: u64,
+    #[arg(long, default_value_t = 9.0)]
+    pub rate: f64,
+    #[arg(long, value_enum, default_value_t = StrategyArg::Reserve)]
+    pub strategy: StrategyArg,
+    /// Longest a call may wait for its token, in ms.
+    #[arg(long)]
+    pub max_wait_ms: u64,
+}

@@ -1,0 +1,141 @@
+//! The Redis the shared bucket lives in: a private server with the module, started through
+//! the test kit on a free loopback port (killed when this value is dropped), or a server
+//! the user already runs.
+
+use std::panic::{self, AssertUnwindSafe};
+use std::path::Path;
+use std::time::Duration;
+
+use redis_throttle::redis;
+use throttle_testkit::{Flavor, Server};
+
+pub struct RedisTarget {
+    url: String,
+    description: String,
+    /// The private server, killed on drop; `None` for the user's own.
+    _server: Option<Server>,
+}
+
+impl RedisTarget {
+    /// Connects to `url`, or starts a private server: Redis 7.0, else the first flavor
+    /// whose binary is installed.
+    pub fn open(url: Option<String>) -> Result<RedisTarget, String> {
+        match url {
+            Some(url) => {
+                let version = probe(&url)?;
+                Ok(RedisTarget {
+                    description: format!("{version} at {url} (yours)"),
+                    url,
+                    _server: None,
+                })
+            }
+            None => start_private(),
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+}
+
+fn start_private() -> Result<RedisTarget, String> {
+    let module = quietly(throttle_testkit::module_path)
+        .map_err(|why| format!("the module is not built: {why} (client/demo/run.sh builds it)"))?;
+    // Redis 7.0 first (Debian's package); any other supported server that is installed
+    // will do, e.g. when Debian's is not 7.0.
+    let mut failures = Vec::new();
+    for flavor in Flavor::ALL {
+        if let Err(why) = flavor.binary() {
+            if flavor == Flavor::Redis70 {
+                failures.push(why);
+            }
+            continue;
+        }
+        let mut builder = Server::builder(flavor);
+        // Should the demo itself be killed outright (SIGKILL), the kernel stops the server
+        // too: setpriv sets the parent-death signal, and exec keeps it.
+        if Path::new(SETPRIV).is_file() {
+            builder = builder.wrapper(SETPRIV, &["--pdeathsig", "KILL"]);
+        }
+        match quietly(move || builder.start()) {
+            Ok(server) => {
+                let url = server.url();
+                let version = probe(&url)?;
+                return Ok(RedisTarget {
+                    description: format!("private {version} on {url}, module {}", module.display()),
+                    url,
+                    _server: Some(server),
+                });
+            }
+            Err(why) => failures.push(format!("cannot start a private {flavor} server: {why}")),
+        }
+    }
+    Err(format!(
+        "no usable Redis server (client/demo/run.sh installs Debian's):\n  {}",
+        failures.join("\n  ")
+    ))
+}
+
+const SETPRIV: &str = "/usr/bin/setpriv";
+
+/// Runs `f`, turning the kit's panics (its way of failing) into an error message without
+/// printing a backtrace hint.
+fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    let previous = panic::take_hook();
+    panic::set_hook(Box::new(|_| {}));
+    let result = panic::catch_unwind(AssertUnwindSafe(f));
+    panic::set_hook(previous);
+    result.map_err(|payload| {
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "unknown failure".to_owned())
+    })
+}
+
+/// The server's name and version, after checking that THROTTLE.TAKE is there.
+fn probe(url: &str) -> Result<String, String> {
+    let client = redis::Client::open(url).map_err(|e| format!("bad Redis URL {url}: {e}"))?;
+    let mut con = client
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+    let timeout = Some(Duration::from_secs(5));
+    let _ = con.set_read_timeout(timeout);
+    let _ = con.set_write_timeout(timeout);
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut con)
+        .map_err(|e| format!("INFO on {url}: {e}"))?;
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(|v| v.trim().to_owned())
+    };
+    let version = match (field("valkey_version"), field("redis_version")) {
+        (Some(v), _) => format!("Valkey {v}"),
+        (None, Some(v)) => format!("Redis {v}"),
+        (None, None) => "a server".to_owned(),
+    };
+    // TOKENS 0 only inspects: it writes nothing.
+    let probe: redis::RedisResult<redis::Value> = redis::cmd("THROTTLE.TAKE")
+        .arg("pix-demo:probe")
+        .arg(1)
+        .arg(1)
+        .arg("TOKENS")
+        .arg(0)
+        .query(&mut con);
+    match probe {
+        Ok(_) => Ok(version),
+        Err(e) if e.to_string().to_lowercase().contains("unknown command") => Err(format!(
+            "{version} at {url} does not have the redis-throttle module: start it with \
+             --loadmodule target/release/libredis_throttle.so (or MODULE LOAD it), or leave out \
+             --redis-url to use a private server"
+        )),
+        Err(e) => Err(format!("THROTTLE.TAKE on {url}: {e}")),
+    }
+}

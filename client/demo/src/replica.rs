@@ -1,0 +1,248 @@
+//! One replica of the bank's service, in a process of its own: it opens its connections,
+//! says it is ready, waits for the shared start instant, fires all its PIX status queries
+//! at once (through the shared bucket in phase 2), and reports each one as a JSON line.
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis_throttle::{Limiter, Quota, Rate};
+use tokio::sync::oneshot;
+use tokio::time::{timeout, Instant};
+
+use crate::cli::{Phase, ReplicaArgs};
+use crate::upstream::INTEGRATOR_HEADER;
+use crate::wire::{micros, CallRecord, ReplicaMessage, Start};
+
+/// Bound on one HTTP call, connection included.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bound on connecting to Redis and on each Redis reply.
+const REDIS_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the replica waits for the demo to send the start instant.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub fn main(args: ReplicaArgs) -> ExitCode {
+    // One thread is plenty for a few dozen calls, and leaves the other core to the rest.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("pix-demo replica {}: no tokio runtime: {err}", args.index);
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(&args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("pix-demo replica {}: {err}", args.index);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: &ReplicaArgs) -> Result<(), String> {
+    let limiter = match args.phase {
+        Phase::Direct => None,
+        Phase::Bucket => Some(limiter(args).await?),
+    };
+    let url = format!("{}/pix", args.upstream.trim_end_matches('/'));
+    // One keep-alive connection per call, opened now, so no TCP handshake lands in the
+    // timed part and every call starts from the same place.
+    let mut clients = Vec::with_capacity(args.calls as usize);
+    for _ in 0..args.calls {
+        clients.push(warm_client(&args.upstream).await?);
+    }
+
+    let start = read_start_from_stdin();
+    say(&ReplicaMessage::Ready)?;
+    let start = match timeout(START_TIMEOUT, start).await {
+        Ok(Ok(Ok(start))) => start,
+        Ok(Ok(Err(err))) => return Err(err),
+        Ok(Err(_)) => return Err("the stdin reader stopped".to_owned()),
+        Err(_) => return Err(format!("no start instant within {START_TIMEOUT:?}")),
+    };
+    let start_at = start.local_instant();
+
+    let max_wait = Duration::from_millis(args.max_wait_ms);
+    let mut tasks = Vec::with_capacity(clients.len());
+    for (call, client) in (0..args.calls).zip(clients) {
+        let id = format!("E{:02}{:04}", args.index, call);
+        let call_url = format!("{url}/{id}/status");
+        tasks.push(tokio::spawn(one_call(
+            Call {
+                replica: args.index,
+                call,
+                url: call_url,
+                integrator: args.integrator.clone(),
+                max_wait,
+            },
+            start_at,
+            client,
+            limiter.clone(),
+        )));
+    }
+    // Reported after the last call, so no printing happens while calls are timed.
+    let mut records = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        records.push(task.await.map_err(|e| format!("a call task failed: {e}"))?);
+    }
+    for record in records {
+        say(&ReplicaMessage::Call(record))?;
+    }
+    Ok(())
+}
+
+/// The shared bucket, checked once (the module is there, the quota is valid) before the start.
+async fn limiter(args: &ReplicaArgs) -> Result<Limiter<ConnectionManager>, String> {
+    let (Some(url), Some(key)) = (&args.redis_url, &args.key) else {
+        return Err("phase 2 needs --redis-url and --key".to_owned());
+    };
+    let quota = Quota::new(args.capacity, Rate::from_f64(args.rate)).map_err(|e| e.to_string())?;
+    let client = redis_throttle::redis::Client::open(url.as_str())
+        .map_err(|e| format!("bad Redis URL {url}: {e}"))?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(REDIS_TIMEOUT))
+        .set_response_timeout(Some(REDIS_TIMEOUT))
+        .set_number_of_retries(2);
+    let conn = timeout(
+        REDIS_TIMEOUT * 2,
+        ConnectionManager::new_with_config(client, config),
+    )
+    .await
+    .map_err(|_| format!("no connection to {url} within {:?}", REDIS_TIMEOUT * 2))?
+    .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+    let limiter = Limiter::builder(key.as_str(), quota)
+        .strategy(args.strategy.to_strategy())
+        .name("pix-status")
+        .build(conn)
+        .map_err(|e| e.to_string())?;
+    // TOKENS 0 writes nothing: a dry run that fails here, not mid-scenario, without the module.
+    limiter.peek().await.map_err(|e| e.to_string())?;
+    Ok(limiter)
+}
+
+async fn warm_client(upstream: &str) -> Result<reqwest::Client, String> {
+    let client = reqwest::Client::builder()
+        // Loopback only: a proxy from the environment must not get in between.
+        .no_proxy()
+        .timeout(HTTP_TIMEOUT)
+        .connect_timeout(HTTP_TIMEOUT)
+        .pool_max_idle_per_host(1)
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))?;
+    let health = format!("{}/health", upstream.trim_end_matches('/'));
+    let response = client
+        .get(&health)
+        .send()
+        .await
+        .map_err(|e| format!("cannot reach the upstream at {health}: {e}"))?;
+    // Reading the body to the end puts the connection back in the pool for the real call.
+    response
+        .bytes()
+        .await
+        .map_err(|e| format!("upstream {health}: {e}"))?;
+    Ok(client)
+}
+
+struct Call {
+    replica: u32,
+    call: u32,
+    url: String,
+    integrator: String,
+    max_wait: Duration,
+}
+
+async fn one_call(
+    call: Call,
+    start_at: Instant,
+    client: reqwest::Client,
+    limiter: Option<Limiter<ConnectionManager>>,
+) -> CallRecord {
+    tokio::time::sleep_until(start_at).await;
+    let began = Instant::now();
+    let mut record = CallRecord {
+        replica: call.replica,
+        call: call.call,
+        start_us: micros(began.saturating_duration_since(start_at)),
+        wait_us: 0,
+        sent_us: 0,
+        status: 0,
+        round_trips: 0,
+        error: None,
+    };
+    if let Some(limiter) = limiter {
+        // The limiter's own deadline refuses a longer wait without taking a token; the
+        // outer timeout also bounds the round trips.
+        let got = timeout(
+            call.max_wait + REDIS_TIMEOUT,
+            limiter.acquire_within(call.max_wait),
+        )
+        .await;
+        record.wait_us = micros(began.elapsed());
+        match got {
+            Ok(Ok(grant)) => record.round_trips = grant.round_trips,
+            Ok(Err(err)) => {
+                record.error = Some(format!("no token: {err}"));
+                return record;
+            }
+            Err(_) => {
+                record.error = Some(format!(
+                    "no token within {:?}",
+                    call.max_wait + REDIS_TIMEOUT
+                ));
+                return record;
+            }
+        }
+    }
+    let sent = Instant::now();
+    record.sent_us = micros(sent.saturating_duration_since(start_at));
+    let response = client
+        .get(&call.url)
+        .header(INTEGRATOR_HEADER, &call.integrator)
+        .send()
+        .await;
+    match response {
+        Ok(response) => {
+            record.status = response.status().as_u16();
+            let _ = response.bytes().await;
+        }
+        Err(err) => record.error = Some(format!("HTTP: {err}")),
+    }
+    record
+}
+
+/// Reads the start instant from stdin on a thread of its own (a blocking read cannot be
+/// cancelled, and would hold up the runtime's shutdown), then keeps reading: the demo holds
+/// our stdin open until it has our report, so end-of-file means it is gone, and so do we.
+fn read_start_from_stdin() -> oneshot::Receiver<Result<Start, String>> {
+    let (sender, receiver) = oneshot::channel();
+    std::thread::spawn(move || {
+        let mut lines = std::io::stdin().lock().lines();
+        let first = match lines.next() {
+            Some(Ok(line)) => serde_json::from_str::<Start>(&line)
+                .map_err(|e| format!("bad start line {line:?}: {e}")),
+            Some(Err(err)) => Err(format!("reading stdin: {err}")),
+            None => Err("stdin closed before the start instant".to_owned()),
+        };
+        let _ = sender.send(first);
+        for line in lines {
+            if line.is_err() {
+                break;
+            }
+        }
+        eprintln!("pix-demo replica: the demo went away; stopping");
+        std::process::exit(3);
+    });
+    receiver
+}
+
+fn say(message: &ReplicaMessage) -> Result<(), String> {
+    let line = serde_json::to_string(message).map_err(|e| e.to_string())?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}")
+        .and_then(|()| stdout.flush())
+        .map_err(|e| format!("writing to the demo: {e}"))
+}

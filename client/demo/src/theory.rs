@@ -1,0 +1,207 @@
+//! What the scenario should show, derived from the knobs rather than written down: the
+//! bucket's ideal schedule, the upstream's verdicts replayed on it, the allowance left
+//! over a run, and whether a bucket shape fits the upstream's rule at all.
+
+use std::time::Duration;
+
+use crate::limit::{Allowance, UpstreamMode, Verdict};
+
+/// When each of `calls` simultaneous calls may go through a full bucket of `capacity`
+/// that refills one token per `interval`: `capacity` at once, then one per interval.
+pub fn bucket_schedule(calls: u64, capacity: u64, interval: Duration) -> Vec<Duration> {
+    (0..calls)
+        .map(|k| match (k + 1).checked_sub(capacity) {
+            Some(late) if late > 0 => interval * u32::try_from(late).unwrap_or(u32::MAX),
+            _ => Duration::ZERO,
+        })
+        .collect()
+}
+
+/// The upstream's verdicts on calls arriving exactly at `arrivals` (in order):
+/// `(served, refused)`.
+pub fn replay(mode: UpstreamMode, quota: u32, arrivals: &[Duration]) -> (u64, u64) {
+    let mut allowance = Allowance::new(mode, quota);
+    let served = arrivals
+        .iter()
+        .filter(|&&t| allowance.check(t) == Verdict::Served)
+        .count() as u64;
+    (served, arrivals.len() as u64 - served)
+}
+
+/// Bucket mode: the most calls the upstream can have served `t` seconds after a moment
+/// its bucket was full: `quota + quota·t`.
+pub fn allowance(quota: u32, t: f64) -> f64 {
+    let q = f64::from(quota);
+    q + q * t.max(0.0)
+}
+
+/// The least room the upstream's rule left over a phase, given the arrivals' offsets in
+/// seconds from a moment its allowance was whole (negative: the fleet went over it).
+/// Bucket: under `quota + quota·t`. Window: under `quota` in each arrival's trailing second.
+pub fn headroom(mode: UpstreamMode, quota: u32, arrivals: &[f64]) -> Option<f64> {
+    let q = f64::from(quota);
+    match mode {
+        UpstreamMode::Bucket => arrivals
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| allowance(quota, t) - (i + 1) as f64)
+            .reduce(f64::min),
+        UpstreamMode::Window => trailing_counts(arrivals)
+            .into_iter()
+            .map(|inside| q - inside as f64)
+            .reduce(f64::min),
+    }
+}
+
+/// For each arrival (sorted, in seconds), the arrivals in its window (t - 1 s, t], itself
+/// included.
+pub fn trailing_counts(arrivals: &[f64]) -> Vec<usize> {
+    let mut oldest = 0;
+    arrivals
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| {
+            while arrivals[oldest] <= t - 1.0 {
+                oldest += 1;
+            }
+            i + 1 - oldest
+        })
+        .collect()
+}
+
+/// The most the shared bucket lets through in `t` seconds: `capacity + rate·t`.
+pub fn bucket_release(capacity: u64, rate: f64, t: f64) -> f64 {
+    capacity as f64 + rate * t.max(0.0)
+}
+
+/// Why a bucket of `capacity` and `rate` does or does not keep the fleet inside the
+/// upstream's rule, with a shape that does when it does not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fit {
+    pub fits: bool,
+    /// One sentence: the condition, with the numbers.
+    pub reason: String,
+    /// `(capacity, rate)` that would fit, when this one does not.
+    pub example: Option<(u64, u64)>,
+}
+
+pub fn fit(mode: UpstreamMode, quota: u32, capacity: u64, rate: f64) -> Fit {
+    let q = f64::from(quota);
+    match mode {
+        UpstreamMode::Bucket => {
+            // capacity + rate·t <= quota + quota·t for every t >= 0.
+            let fits = capacity <= u64::from(quota) && rate <= q;
+            Fit {
+                fits,
+                reason: format!(
+                    "the upstream's bucket holds {quota} and refills {quota}/s, so the shared \
+                     bucket fits when capacity <= {quota} and rate <= {quota}/s (here {capacity} \
+                     and {}/s)",
+                    num(rate)
+                ),
+                example: (!fits).then(|| (capacity.min(u64::from(quota)), u64::from(quota))),
+            }
+        }
+        UpstreamMode::Window => {
+            // In any one-second span a full bucket releases its burst plus one second of
+            // refill; the window takes `quota` in any such span.
+            let released = capacity as f64 + rate;
+            let fits = released <= q;
+            let half = u64::from(quota).div_ceil(2);
+            Fit {
+                fits,
+                reason: format!(
+                    "a strict sliding window needs capacity + rate <= quota in any second: \
+                     {capacity} + {} = {} {} {quota}",
+                    num(rate),
+                    num(released),
+                    if fits { "<=" } else { ">" }
+                ),
+                // Half burst, half refill; with a quota of 1 no refill rate is left.
+                example: (!fits && quota >= 2).then(|| (half, u64::from(quota) - half)),
+            }
+        }
+    }
+}
+
+/// A rate as a person writes it: `9`, `4.5`.
+pub fn num(x: f64) -> String {
+    format!("{x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INTERVAL_9: Duration = Duration::from_nanos(111_111_112);
+
+    #[test]
+    fn forty_calls_through_8_at_9_per_second_take_32_intervals() {
+        let schedule = bucket_schedule(40, 8, INTERVAL_9);
+        assert_eq!(schedule.len(), 40);
+        assert!(schedule[..8].iter().all(|t| t.is_zero()));
+        assert_eq!(schedule[8], INTERVAL_9);
+        assert_eq!(schedule[39], INTERVAL_9 * 32);
+        let total = schedule[39].as_secs_f64();
+        assert!((total - 3.5556).abs() < 0.0001, "{total}");
+        assert_eq!(bucket_schedule(5, 8, INTERVAL_9), vec![Duration::ZERO; 5]);
+    }
+
+    #[test]
+    fn the_scenario_replayed_on_both_upstreams() {
+        let direct = vec![Duration::ZERO; 40];
+        let shared = bucket_schedule(40, 8, INTERVAL_9);
+        assert_eq!(replay(UpstreamMode::Bucket, 10, &direct), (10, 30));
+        assert_eq!(replay(UpstreamMode::Bucket, 10, &shared), (40, 0));
+        assert_eq!(replay(UpstreamMode::Window, 10, &direct), (10, 30));
+        let (_, refused) = replay(UpstreamMode::Window, 10, &shared);
+        assert!(refused > 0, "8 + 9/s is too much for a window of 10");
+        // The shape the output suggests for a window does fit it.
+        let five = bucket_schedule(40, 5, Duration::from_millis(200));
+        assert_eq!(replay(UpstreamMode::Window, 10, &five), (40, 0));
+    }
+
+    #[test]
+    fn fits_are_derived_from_the_numbers() {
+        let bucket = fit(UpstreamMode::Bucket, 10, 8, 9.0);
+        assert!(bucket.fits && bucket.example.is_none(), "{bucket:?}");
+        assert!(!fit(UpstreamMode::Bucket, 10, 11, 9.0).fits);
+        assert!(!fit(UpstreamMode::Bucket, 10, 8, 10.5).fits);
+
+        let window = fit(UpstreamMode::Window, 10, 8, 9.0);
+        assert!(!window.fits);
+        assert_eq!(window.example, Some((5, 5)));
+        assert!(
+            window.reason.contains("8 + 9 = 17 > 10"),
+            "{}",
+            window.reason
+        );
+        assert!(fit(UpstreamMode::Window, 10, 5, 5.0).fits);
+        assert!(fit(UpstreamMode::Window, 10, 1, 9.0).fits);
+        assert_eq!(fit(UpstreamMode::Window, 1, 1, 0.5).example, None);
+        assert_eq!(fit(UpstreamMode::Window, 7, 8, 9.0).example, Some((4, 3)));
+    }
+
+    #[test]
+    fn allowance_and_headroom() {
+        assert_eq!(allowance(10, 0.0), 10.0);
+        assert_eq!(allowance(10, 3.5), 45.0);
+        let secs = |schedule: Vec<Duration>| -> Vec<f64> {
+            schedule.iter().map(Duration::as_secs_f64).collect()
+        };
+        let direct = vec![0.0; 40];
+        assert_eq!(headroom(UpstreamMode::Bucket, 10, &direct), Some(-30.0));
+        assert_eq!(headroom(UpstreamMode::Window, 10, &direct), Some(-30.0));
+        let shared = secs(bucket_schedule(40, 8, INTERVAL_9));
+        let room = headroom(UpstreamMode::Bucket, 10, &shared).unwrap();
+        assert!((room - 2.0).abs() < 1e-6, "{room}");
+        // 8 + 9 in a second is 17 against a window of 10 (16 land in one: the 9th refill
+        // comes just as the burst leaves); 5 + 5 fits, with the same one to spare.
+        assert_eq!(headroom(UpstreamMode::Window, 10, &shared), Some(-6.0));
+        let five = secs(bucket_schedule(40, 5, Duration::from_millis(200)));
+        assert_eq!(headroom(UpstreamMode::Window, 10, &five), Some(1.0));
+        assert_eq!(headroom(UpstreamMode::Bucket, 10, &[]), None);
+        assert_eq!(trailing_counts(&[0.0, 0.5, 1.0, 1.0, 2.5]), [1, 2, 2, 3, 1]);
+        assert_eq!(bucket_release(8, 9.0, 2.0), 26.0);
+    }
+}

@@ -1,0 +1,231 @@
+//! The mock upstream: a central-bank style API, `GET /pix/{id}/status`, with its own limit
+//! per integrator (the `x-integrator` header), kept here by its own clock. It trusts nothing
+//! the callers say about time or about their limiter: above the limit it answers 429 with
+//! `Retry-After`, and it records every call's arrival for the report and the chart.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::limit::{Allowance, UpstreamMode, Verdict};
+
+/// The header that names the caller's integrator: the unit the quota is counted in.
+pub const INTEGRATOR_HEADER: &str = "x-integrator";
+
+/// One call as the upstream saw it.
+#[derive(Debug, Clone)]
+pub struct Arrival {
+    pub at: Instant,
+    pub status: u16,
+}
+
+struct Shared {
+    mode: UpstreamMode,
+    quota: u32,
+    /// The mock's clock starts here; limits see durations since it.
+    epoch: Instant,
+    limits: HashMap<String, Allowance>,
+    log: Vec<Arrival>,
+}
+
+type SharedState = Arc<Mutex<Shared>>;
+
+/// A running mock upstream on a loopback port. Dropping it stops the server.
+pub struct Upstream {
+    addr: SocketAddr,
+    shared: SharedState,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl Upstream {
+    /// Starts the server on 127.0.0.1 with a free port.
+    pub async fn start(mode: UpstreamMode, quota: u32) -> std::io::Result<Upstream> {
+        let shared = Arc::new(Mutex::new(Shared {
+            mode,
+            quota,
+            epoch: Instant::now(),
+            limits: HashMap::new(),
+            log: Vec::new(),
+        }));
+        let app = Router::new()
+            .route("/pix/{id}/status", get(pix_status))
+            // Not limited and not recorded: replicas open their connections with it.
+            .route("/health", get(|| async { "ok" }))
+            .with_state(Arc::clone(&shared));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let server = axum::serve(listener, app).with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+            if let Err(err) = server.await {
+                eprintln!("pix-demo: mock upstream stopped: {err}");
+            }
+        });
+        Ok(Upstream {
+            addr,
+            shared,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The calls recorded since the last time, in arrival order; the log starts empty again.
+    pub fn take_log(&self) -> Vec<Arrival> {
+        std::mem::take(&mut lock(&self.shared).log)
+    }
+
+    /// How long until `integrator` has its whole allowance again.
+    pub fn full_in(&self, integrator: &str) -> Duration {
+        let shared = lock(&self.shared);
+        let now = shared.epoch.elapsed();
+        shared
+            .limits
+            .get(integrator)
+            .map_or(Duration::ZERO, |a| a.full_in(now))
+    }
+
+    /// Stops accepting, lets calls in flight finish (bounded), and returns.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let task = &mut self.task;
+        if tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .is_err()
+        {
+            self.task.abort();
+        }
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A panic while the lock is held cannot leave the state half-written in a way that
+/// matters to a demo, so a poisoned lock is used as it is.
+fn lock(shared: &SharedState) -> MutexGuard<'_, Shared> {
+    shared
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+async fn pix_status(
+    State(shared): State<SharedState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(integrator) = headers
+        .get(INTEGRATOR_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+    else {
+        return (
+            StatusCode::BAD_REQUEST,
+            format!("missing {INTEGRATOR_HEADER} header\n"),
+        )
+            .into_response();
+    };
+    let verdict = {
+        let mut guard = lock(&shared);
+        let state = &mut *guard;
+        // The clock is read under the lock, so the limiter sees instants in order.
+        let at = Instant::now();
+        let now = at - state.epoch;
+        let (mode, quota) = (state.mode, state.quota);
+        let verdict = state
+            .limits
+            .entry(integrator.to_owned())
+            .or_insert_with(|| Allowance::new(mode, quota))
+            .check(now);
+        let status = match verdict {
+            Verdict::Served => 200,
+            Verdict::Refused { .. } => 429,
+        };
+        state.log.push(Arrival { at, status });
+        verdict
+    };
+    match verdict {
+        Verdict::Served => (
+            [(header::CONTENT_TYPE, "application/json")],
+            format!("{{\"endToEndId\":{id:?},\"status\":\"SETTLED\"}}\n"),
+        )
+            .into_response(),
+        Verdict::Refused { retry_after } => {
+            // Retry-After counts whole seconds; rounded up so a client that obeys is never early.
+            let seconds = retry_after.as_nanos().div_ceil(1_000_000_000).max(1);
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                [
+                    (header::RETRY_AFTER, seconds.to_string()),
+                    (header::CONTENT_TYPE, "application/json".to_owned()),
+                ],
+                "{\"error\":\"rate limit exceeded for this integrator\"}\n",
+            )
+                .into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn get(url: &str, integrator: Option<&str>) -> reqwest::Response {
+        let mut request = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .get(url);
+        if let Some(integrator) = integrator {
+            request = request.header(INTEGRATOR_HEADER, integrator);
+        }
+        request.send().await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn refuses_above_the_quota_per_integrator_with_retry_after() {
+        let upstream = Upstream::start(UpstreamMode::Bucket, 3).await.unwrap();
+        let url = format!("{}/pix/E123/status", upstream.url());
+        for _ in 0..3 {
+            assert_eq!(get(&url, Some("a")).await.status(), 200);
+        }
+        let refused = get(&url, Some("a")).await;
+        assert_eq!(refused.status(), 429);
+        assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
+        // Another integrator has its own allowance.
+        assert_eq!(get(&url, Some("b")).await.status(), 200);
+        // No integrator: not counted, not served.
+        assert_eq!(get(&url, None).await.status(), 400);
+        // Warm-up calls are not counted either.
+        let health = format!("{}/health", upstream.url());
+        assert_eq!(get(&health, None).await.status(), 200);
+
+        let statuses: Vec<u16> = upstream.take_log().iter().map(|a| a.status).collect();
+        assert_eq!(statuses, [200, 200, 200, 429, 200]);
+        assert!(upstream.take_log().is_empty());
+        let full_in = upstream.full_in("a");
+        assert!(full_in > Duration::from_millis(500) && full_in <= Duration::from_secs(1));
+        assert_eq!(upstream.full_in("nobody"), Duration::ZERO);
+        upstream.stop().await;
+    }
+}

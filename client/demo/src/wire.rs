@@ -1,0 +1,115 @@
+//! What the demo and its replica processes tell each other, one JSON object per line:
+//! a replica says `ready` on stdout, the demo answers with the start instant on its stdin,
+//! and the replica reports one `call` line per query when they are all done.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+/// Replica to demo, on the replica's stdout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ReplicaMessage {
+    /// Connections are open; waiting for the start instant.
+    Ready,
+    Call(CallRecord),
+}
+
+/// One query, timed by the replica. Offsets are from the shared start instant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    pub replica: u32,
+    pub call: u32,
+    /// When the task began, in µs after the start (about 0: all fire together).
+    pub start_us: u64,
+    /// Time spent getting a token from the shared bucket, in µs (0 when direct).
+    pub wait_us: u64,
+    /// When the request went out, in µs after the start.
+    pub sent_us: u64,
+    /// The HTTP status, or 0 when no answer came.
+    pub status: u16,
+    /// Round trips to Redis for the token.
+    pub round_trips: u32,
+    /// Why the call failed before an HTTP status, if it did.
+    pub error: Option<String>,
+}
+
+/// Demo to replica, on the replica's stdin: when to fire, as wall-clock nanoseconds since
+/// the Unix epoch. Processes on one machine share the wall clock, not their `Instant`s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Start {
+    pub start_unix_ns: u64,
+}
+
+impl Start {
+    /// `lead` from now, and the same instant as this process's `Instant`.
+    pub fn in_(lead: Duration) -> (Start, Instant) {
+        let (now_wall, now) = (SystemTime::now(), Instant::now());
+        let wall = now_wall + lead;
+        let ns = wall
+            .duration_since(UNIX_EPOCH)
+            .expect("the clock is after 1970")
+            .as_nanos();
+        let start = Start {
+            start_unix_ns: u64::try_from(ns).expect("before the year 2554"),
+        };
+        (start, now + lead)
+    }
+
+    /// This process's `Instant` for the start (in the past if it already went by).
+    pub fn local_instant(self) -> Instant {
+        let (now_wall, now) = (SystemTime::now(), Instant::now());
+        let start = UNIX_EPOCH + Duration::from_nanos(self.start_unix_ns);
+        match start.duration_since(now_wall) {
+            Ok(ahead) => now + ahead,
+            Err(behind) => now.checked_sub(behind.duration()).unwrap_or(now),
+        }
+    }
+}
+
+/// Microseconds as a u64, saturating (a demo never runs for 584 000 years).
+pub fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_one_tagged_json_object_per_line() {
+        assert_eq!(
+            serde_json::to_string(&ReplicaMessage::Ready).unwrap(),
+            r#"{"type":"ready"}"#
+        );
+        let call = ReplicaMessage::Call(CallRecord {
+            replica: 1,
+            call: 7,
+            start_us: 12,
+            wait_us: 111_000,
+            sent_us: 111_020,
+            status: 200,
+            round_trips: 1,
+            error: None,
+        });
+        let line = serde_json::to_string(&call).unwrap();
+        assert!(
+            line.starts_with(r#"{"type":"call","replica":1,"call":7,"#),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<ReplicaMessage>(&line).unwrap(), call);
+    }
+
+    #[test]
+    fn the_start_instant_survives_the_trip_through_the_wall_clock() {
+        let (start, here) = Start::in_(Duration::from_millis(300));
+        let there = start.local_instant();
+        let gap = if there > here {
+            there - here
+        } else {
+            here - there
+        };
+        assert!(gap < Duration::from_millis(5), "{gap:?}");
+    }
+}

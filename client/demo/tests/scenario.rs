@@ -1,0 +1,361 @@
+//! The PIX-status scenario against real processes: a private Redis with the module (the
+//! module must be built: `cargo build -p redis-throttle-module`), the mock API, and the
+//! replicas as separate processes, through the `pix-demo` binary and its `--json` summary.
+//!
+//! The runs take turns: the full-size one times the bucket to the millisecond, and two
+//! cores shared with parallel runs would make that a test of the scheduler.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn turn() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn chart_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("pix-demo-{name}.svg"))
+}
+
+fn demo(name: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pix-demo"));
+    command
+        .arg("--json")
+        .arg("--chart")
+        .arg(chart_path(name))
+        .args(args);
+    command
+}
+
+/// Runs the demo to the end and returns its JSON summary.
+fn run(name: &str, args: &[&str]) -> Value {
+    let output = output_within(demo(name, args), Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "pix-demo {args:?} failed ({}):\n{stderr}",
+        output.status
+    );
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "pix-demo printed no JSON ({e}):\n{}\n{stderr}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    });
+    // The human report goes to stderr in --json mode; shown when a test fails.
+    eprintln!("{stderr}");
+    summary
+}
+
+/// `command.output()`, but killed if it has not finished in `limit`.
+fn output_within(mut command: Command, limit: Duration) -> Output {
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start pix-demo");
+    let pid = child.id();
+    let (done, finished) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let output = child.wait_with_output();
+        let _ = done.send(());
+        output
+    });
+    if finished.recv_timeout(limit).is_err() {
+        signal(pid, "KILL");
+        panic!("pix-demo did not finish within {limit:?}");
+    }
+    waiter.join().unwrap().expect("wait for pix-demo")
+}
+
+fn phase<'a>(summary: &'a Value, name: &str) -> &'a Value {
+    summary["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .find(|p| p["phase"] == name)
+        .unwrap_or_else(|| panic!("no phase {name} in {summary}"))
+}
+
+fn int(value: &Value) -> u64 {
+    value
+        .as_u64()
+        .unwrap_or_else(|| panic!("{value} is not a count"))
+}
+
+fn secs(value: &Value) -> f64 {
+    value
+        .as_f64()
+        .unwrap_or_else(|| panic!("{value} is not a number"))
+}
+
+#[test]
+fn full_size_direct_is_refused_and_the_bucket_is_served_on_time() {
+    let _turn = turn();
+    let summary = run("full-size", &[]);
+    assert_eq!(int(&summary["calls"]), 40);
+
+    let direct = phase(&summary, "direct");
+    assert_eq!(int(&direct["served"]), 10, "{direct}");
+    assert_eq!(int(&direct["refused"]), 30, "{direct}");
+    assert_eq!(int(&direct["errors"]), 0, "{direct}");
+
+    let bucket = phase(&summary, "bucket");
+    assert_eq!(int(&bucket["served"]), 40, "{bucket}");
+    assert_eq!(int(&bucket["refused"]), 0, "{bucket}");
+    assert_eq!(int(&bucket["errors"]), 0, "{bucket}");
+    assert_eq!(
+        int(&bucket["round_trips"]),
+        40,
+        "reserve: one round trip per call"
+    );
+
+    // 8 at once, then 32 tokens at 9/s: 32 intervals of 111.111112 ms (the server's
+    // interval, rounded up to the nanosecond).
+    let ideal = secs(&bucket["ideal_total_s"]);
+    assert!((ideal - 32.0 * 0.111_111_112).abs() < 1e-9, "{ideal}");
+    // From the instant the replicas fired to the upstream's last arrival, on one clock: the
+    // bucket cannot let the last call go earlier, and the measurement adds no credit.
+    let total = secs(&bucket["total_s"]);
+    assert!(
+        total >= ideal,
+        "the last call arrived after {total} s, before the ideal {ideal} s"
+    );
+    assert!(
+        total <= ideal * 1.03,
+        "the last call arrived after {total} s, more than 3% over the ideal {ideal} s"
+    );
+    // The upstream's line 10 + 10·t was never crossed: 2 calls to spare at the burst.
+    assert!(secs(&bucket["min_headroom"]) >= 1.0, "{bucket}");
+    assert!(secs(&bucket["wait_max_s"]) >= ideal - 0.01, "{bucket}");
+
+    let chart = std::fs::read_to_string(chart_path("full-size")).expect("the chart");
+    assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"));
+    assert_eq!(
+        summary["chart"],
+        chart_path("full-size").display().to_string()
+    );
+}
+
+#[test]
+fn a_strict_window_refuses_the_default_bucket_and_says_what_fits() {
+    let _turn = turn();
+    let summary = run("window", &["--upstream-mode", "window"]);
+    let direct = phase(&summary, "direct");
+    assert_eq!(
+        (int(&direct["served"]), int(&direct["refused"])),
+        (10, 30),
+        "{direct}"
+    );
+    let bucket = phase(&summary, "bucket");
+    assert!(
+        int(&bucket["refused"]) > 0,
+        "8 + 9/s is over a window of 10: {bucket}"
+    );
+    assert_eq!(int(&bucket["predicted_refused"]), 6, "{bucket}");
+    assert_eq!(summary["fits"], false);
+    let reason = summary["fit_reason"].as_str().unwrap();
+    assert!(
+        reason.contains("capacity + rate <= quota in any second")
+            && reason.contains("8 + 9 = 17 > 10"),
+        "{reason}"
+    );
+    assert_eq!(summary["fit_example"], serde_json::json!([5, 5]));
+}
+
+#[test]
+fn a_strict_window_serves_a_bucket_within_its_quota() {
+    let _turn = turn();
+    let summary = run(
+        "window-fits",
+        &[
+            "--upstream-mode",
+            "window",
+            "--capacity",
+            "5",
+            "--rate",
+            "5",
+            "--calls",
+            "10",
+        ],
+    );
+    assert_eq!(summary["fits"], true);
+    let bucket = phase(&summary, "bucket");
+    assert_eq!(
+        (int(&bucket["served"]), int(&bucket["refused"])),
+        (20, 0),
+        "{bucket}"
+    );
+}
+
+#[test]
+fn polling_keeps_under_the_quota_too() {
+    let _turn = turn();
+    let summary = run("poll", &["--strategy", "poll", "--calls", "10"]);
+    let bucket = phase(&summary, "bucket");
+    assert_eq!(
+        (int(&bucket["served"]), int(&bucket["refused"])),
+        (20, 0),
+        "{bucket}"
+    );
+    assert!(
+        int(&bucket["round_trips"]) > 20,
+        "polling retries: {bucket}"
+    );
+    assert!(secs(&bucket["total_s"]) >= secs(&bucket["ideal_total_s"]));
+}
+
+#[test]
+fn an_unreachable_redis_is_a_clear_error() {
+    let _turn = turn();
+    let output = output_within(
+        demo("unreachable", &["--redis-url", "redis://127.0.0.1:1"]),
+        Duration::from_secs(30),
+    );
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot connect to redis://127.0.0.1:1"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn ctrl_c_stops_redis_and_the_replicas() {
+    let _turn = turn();
+    let (mut child, lines) = start_watched("ctrl-c");
+    let seen = wait_for(&lines, "phase 2");
+    signal(child.id(), "INT");
+    let status = wait_exit(&mut child, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(130), "{seen}");
+    assert_everything_stopped(&seen);
+}
+
+#[test]
+fn even_a_kill_leaves_nothing_running() {
+    let _turn = turn();
+    let (mut child, lines) = start_watched("kill");
+    let seen = wait_for(&lines, "phase 2");
+    signal(child.id(), "KILL");
+    wait_exit(&mut child, Duration::from_secs(20));
+    assert_everything_stopped(&seen);
+}
+
+/// Starts the demo with its stderr lines coming through a channel.
+fn start_watched(name: &str) -> (Child, mpsc::Receiver<String>) {
+    let mut child = demo(name, &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start pix-demo");
+    let stderr = child.stderr.take().unwrap();
+    let (send, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, lines)
+}
+
+/// Everything printed until a line containing `needle` (bounded).
+fn wait_for(lines: &mpsc::Receiver<String>, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = String::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                seen.push_str(&line);
+                seen.push('\n');
+                if line.contains(needle) {
+                    return seen;
+                }
+            }
+            Err(_) => panic!("no {needle:?} within 60 s:\n{seen}"),
+        }
+    }
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for pix-demo") {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("pix-demo did not stop within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The private Redis no longer answers, and no replica of this run is left.
+fn assert_everything_stopped(seen: &str) {
+    let redis = between(seen, "on redis://", ",");
+    let upstream = between(seen, "mock API on ", ": ");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let redis_up = TcpStream::connect(redis).is_ok();
+        let replicas = processes_with(upstream);
+        if !redis_up && replicas.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running 10 s later: redis at {redis} {}, replicas {replicas:?}\n{seen}",
+            if redis_up { "answers" } else { "is gone" }
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn between<'a>(text: &'a str, before: &str, after: &str) -> &'a str {
+    let start = text
+        .find(before)
+        .unwrap_or_else(|| panic!("no {before:?} in:\n{text}"))
+        + before.len();
+    let rest = &text[start..];
+    &rest[..rest.find(after).unwrap_or(rest.len())]
+}
+
+/// Pids of live processes whose command line mentions `needle`.
+fn processes_with(needle: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = state
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+            !zombie && String::from_utf8_lossy(&cmdline).contains(needle)
+        })
+        .collect()
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{name} {pid}");
+}
