@@ -26,7 +26,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 
 fn register(ctx: &Context) -> Status {
     let raw_ctx = ctx.get_raw();
-    // SAFETY (this block and the next function's): the API pointers are written once by
+    // SAFETY: the API pointers are written once by
     // RedisModule_Init before OnLoad runs and only read afterwards; the names and flags are
     // NUL-terminated literals and the handler has the C signature Redis expects.
     let created = unsafe {
@@ -54,6 +54,7 @@ fn register(ctx: &Context) -> Status {
 /// Module commands get no ACL category from their flags; the API to give them one exists from
 /// Redis 7.2 (and in Valkey). On older servers `-@write` does not cover THROTTLE.TAKE.
 fn set_acl_categories(ctx: &Context, name: &std::ffi::CStr, categories: &std::ffi::CStr) {
+    // SAFETY: as in `register`; `get_command` is only asked for a command registered above.
     unsafe {
         let (Some(get_command), Some(set_categories)) = (
             raw::RedisModule_GetCommand,
