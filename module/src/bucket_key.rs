@@ -1,5 +1,5 @@
-//! A bucket's key: read its stored state, and write a new one. All the raw key calls of the
-//! module live here.
+//! A bucket's key: read its stored state, and write a new one. All the module's calls into
+//! the keyspace live here.
 
 use std::os::raw::{c_int, c_longlong};
 use std::slice;
@@ -7,45 +7,54 @@ use std::slice;
 use redis_module::raw;
 use throttle_bucket::{parse_state, Write};
 
+const NO_CALL: &str = "ERR THROTTLE: this server lacks RedisModule_Call";
 const WRONG_TYPE: &str =
     "WRONGTYPE the key holds a value that is not a string, so not a THROTTLE bucket: use another key";
 
 /// Reads the bucket stored at `name`: `None` for a missing key (a full bucket).
 ///
-/// Opened for reading only, so a denial or an inspection touches nothing: no WATCH fires and
-/// nothing is propagated.
+/// Through `GET` rather than the key API: reading a string through the key API (StringDMA)
+/// decodes an int-encoded value in place, so a denial would leave the key bigger than it was.
+/// `GET` reads without touching it, fires no WATCH and propagates nothing.
 pub fn read_state(
     ctx: *mut raw::RedisModuleCtx,
     name: *mut raw::RedisModuleString,
 ) -> Result<Option<i64>, String> {
-    let key = raw::open_key(ctx, name, raw::KeyMode::READ);
-    let state = parse(key);
-    raw::close_key(key);
-    state
-}
-
-fn parse(key: *mut raw::RedisModuleKey) -> Result<Option<i64>, String> {
-    if key.is_null() {
-        return Ok(None);
+    // SAFETY: `ctx` and `name` are the live handles of this command; the format "s" matches
+    // the one RedisModuleString argument; the bytes borrowed from the reply are parsed before
+    // the reply is freed.
+    unsafe {
+        let (Some(call), Some(reply_type), Some(string_ptr), Some(free)) = (
+            raw::RedisModule_Call,
+            raw::RedisModule_CallReplyType,
+            raw::RedisModule_CallReplyStringPtr,
+            raw::RedisModule_FreeCallReply,
+        ) else {
+            return Err(NO_CALL.to_owned());
+        };
+        let reply = call(ctx, c"GET".as_ptr(), c"s".as_ptr(), name);
+        if reply.is_null() {
+            return Err("ERR THROTTLE could not read the bucket: GET was refused".to_owned());
+        }
+        let kind = reply_type(reply);
+        let state = if kind == raw::REDISMODULE_REPLY_NULL as c_int {
+            Ok(None)
+        } else if kind == raw::REDISMODULE_REPLY_STRING as c_int {
+            let mut len = 0;
+            let ptr = string_ptr(reply, &mut len);
+            let bytes = if ptr.is_null() {
+                &[][..]
+            } else {
+                slice::from_raw_parts(ptr.cast::<u8>(), len)
+            };
+            parse_state(bytes).map(Some).map_err(|e| e.to_string())
+        } else {
+            // GET's only error on an existing key is WRONGTYPE.
+            Err(WRONG_TYPE.to_owned())
+        };
+        free(reply);
+        state
     }
-    // SAFETY: `key` is open; the key-type call has no other precondition.
-    let key_type = unsafe { raw::RedisModule_KeyType.map_or(-1, |key_type| key_type(key)) };
-    if key_type == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
-        return Ok(None);
-    }
-    if key_type != raw::REDISMODULE_KEYTYPE_STRING as c_int {
-        return Err(WRONG_TYPE.to_owned());
-    }
-    let mut len = 0;
-    // Read mode still decodes an int-encoded value into a plain string in place (Redis does
-    // that for every DMA read); the next write re-encodes it.
-    let ptr = raw::string_dma(key, &mut len, raw::KeyMode::READ);
-    if ptr.is_null() {
-        return Err(WRONG_TYPE.to_owned());
-    }
-    // SAFETY: Redis keeps the value alive and unchanged while the key is open.
-    let bytes = unsafe { slice::from_raw_parts(ptr.cast::<u8>(), len) };
-    parse_state(bytes).map(Some).map_err(|e| e.to_string())
 }
 
 /// Stores a new state with `SET key <state> PXAT <expire>`, run inside Redis and replicated as
@@ -65,7 +74,7 @@ pub fn store_state(
             raw::RedisModule_CallReplyType,
             raw::RedisModule_FreeCallReply,
         ) else {
-            return Err("ERR THROTTLE: this server lacks RedisModule_Call".to_owned());
+            return Err(NO_CALL.to_owned());
         };
         let reply = call(
             ctx,
