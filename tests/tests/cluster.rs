@@ -1,0 +1,420 @@
+//! Redis Cluster: 3 masters on loopback made into a cluster by `redis-cli --cluster create`
+//! (Debian's redis-tools); the client's cluster connection acquires on 200 keys spread over
+//! all three; a slot is migrated by hand under a bucket, and the same connection follows
+//! the MOVED to the bucket's new node, with the bucket's state.
+
+mod common;
+
+use std::fs::File;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis_throttle::{Limiter, Quota, TryAcquire};
+
+common::per_server!(keys_on_every_master_and_a_moved_slot);
+
+const KEYS: usize = 200;
+/// Capacity 3, one token every 100 s: nothing refills during the test.
+const CAPACITY: u64 = 3;
+const RATE: f64 = 0.01;
+/// Bound for `redis-cli --cluster create` and for the cluster to settle.
+const CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One master: its server, node id and the slot ranges it serves.
+struct Node {
+    server: Server,
+    id: String,
+    slots: Vec<(u16, u16)>,
+}
+
+impl Node {
+    fn owns(&self, slot: u16) -> bool {
+        self.slots.iter().any(|&(lo, hi)| (lo..=hi).contains(&slot))
+    }
+}
+
+/// The redis-cli that creates the cluster: `$THROTTLE_REDIS_CLI`, or `redis-cli` on the PATH.
+fn redis_cli() -> String {
+    std::env::var("THROTTLE_REDIS_CLI")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "redis-cli".to_owned())
+}
+
+/// Starts 3 cluster-enabled servers with the module, creates the cluster with
+/// `redis-cli --cluster create`, and waits (bounded) until all three report
+/// `cluster_state:ok` and agree on who serves the 16384 slots.
+fn start_cluster(flavor: Flavor) -> Vec<Node> {
+    let servers: Vec<Server> = (0..3).map(|_| start_node(flavor)).collect();
+
+    let out_path = servers[0].dir().join("cluster-create.out");
+    let out = File::create(&out_path).expect("create cluster-create.out");
+    let mut command = Command::new(redis_cli());
+    command.arg("--cluster").arg("create");
+    for server in &servers {
+        command.arg(format!("127.0.0.1:{}", server.port()));
+    }
+    command
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out);
+    let mut child = command.spawn().unwrap_or_else(|e| {
+        panic!(
+            "run {} (Debian's redis-tools; set THROTTLE_REDIS_CLI to use another): {e}",
+            redis_cli()
+        )
+    });
+    let deadline = Instant::now() + CLUSTER_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for redis-cli") {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
+    match status {
+        Some(s) if s.success() => {}
+        Some(s) => panic!("redis-cli --cluster create failed ({s}):\n{output}"),
+        None => panic!("redis-cli --cluster create took over {CLUSTER_TIMEOUT:?}:\n{output}"),
+    }
+
+    // Every node: state ok, 3 known nodes, every slot assigned, and the same slot map.
+    let mut maps = Vec::new();
+    let settled = Instant::now() + CLUSTER_TIMEOUT;
+    loop {
+        maps.clear();
+        let mut ok = true;
+        for server in &servers {
+            let mut con = server.conn();
+            let info: String = query(&mut con, redis::cmd("CLUSTER").arg("INFO"));
+            ok &= info.contains("cluster_state:ok")
+                && info.contains("cluster_known_nodes:3")
+                && info.contains("cluster_slots_assigned:16384");
+            maps.push(cluster_nodes(&mut con));
+        }
+        if ok && maps.iter().all(|m| *m == maps[0]) {
+            break;
+        }
+        assert!(
+            Instant::now() < settled,
+            "the cluster did not settle within {CLUSTER_TIMEOUT:?}; CLUSTER NODES seen: \
+             {maps:?}\nredis-cli said:\n{output}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let map = maps.swap_remove(0);
+    servers
+        .into_iter()
+        .map(|server| {
+            let (id, slots) = map
+                .iter()
+                .find(|(_, port, _)| *port == server.port())
+                .map(|(id, _, slots)| (id.clone(), slots.clone()))
+                .unwrap_or_else(|| panic!("port {} missing in {map:?}", server.port()));
+            assert!(!slots.is_empty(), "node {id} serves no slot");
+            Node { server, id, slots }
+        })
+        .collect()
+}
+
+/// A line of `CLUSTER NODES`: node id, port, slot ranges.
+type NodeLine = (String, u16, Vec<(u16, u16)>);
+
+/// One cluster-enabled server with the module.
+///
+/// Its cluster bus listens on its port + 10000, so the port must be at most 55535. The
+/// kit's free ports come from bind(0) with SO_REUSEADDR, for which Linux searches the lower
+/// half of the ephemeral range first (32768-46883 by default); should a higher one come,
+/// the server refuses to start ("port number too high"), and this tries again (twice at
+/// most). A bus port another process holds is the kit's "Address already in use" retry.
+fn start_node(flavor: Flavor) -> Server {
+    let builder = Server::builder(flavor)
+        .arg("cluster-enabled", "yes")
+        // Relative to the server's data dir, which is its own.
+        .arg("cluster-config-file", "nodes.conf")
+        .arg("cluster-node-timeout", "2000")
+        .arg("cluster-announce-ip", "127.0.0.1");
+    for attempt in 1.. {
+        let start =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| builder.clone().start()));
+        match start {
+            Ok(server) => return server,
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .unwrap_or_default();
+                if attempt < 3 && message.contains("port number too high") {
+                    continue;
+                }
+                std::panic::resume_unwind(panic);
+            }
+        }
+    }
+    unreachable!("the loop returns or panics")
+}
+
+/// `CLUSTER NODES`, sorted by port.
+fn cluster_nodes(con: &mut Connection) -> Vec<NodeLine> {
+    let text: String = query(con, redis::cmd("CLUSTER").arg("NODES"));
+    let mut nodes: Vec<_> = text
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let port = fields[1]
+                .split(['@', ','])
+                .next()
+                .and_then(|addr| addr.rsplit_once(':'))
+                .and_then(|(_, port)| port.parse().ok())
+                .unwrap_or_else(|| panic!("no port in {line:?}"));
+            let slots = fields[8..]
+                .iter()
+                .filter(|s| !s.starts_with('['))
+                .map(|s| match s.split_once('-') {
+                    Some((lo, hi)) => (lo.parse().unwrap(), hi.parse().unwrap()),
+                    None => (s.parse().unwrap(), s.parse().unwrap()),
+                })
+                .collect();
+            (fields[0].to_owned(), port, slots)
+        })
+        .collect();
+    nodes.sort_by_key(|(_, port, _)| *port);
+    nodes
+}
+
+fn keyslot(con: &mut Connection, key: &str) -> u16 {
+    query(con, redis::cmd("CLUSTER").arg("KEYSLOT").arg(key))
+}
+
+/// `rejected_calls` of THROTTLE.TAKE in `INFO commandstats` (0 if none or absent).
+fn rejected_takes(con: &mut Connection) -> u64 {
+    let stats = info(con, "commandstats");
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_throttle.take:"))
+        .and_then(|fields| {
+            fields
+                .split(',')
+                .find_map(|f| f.strip_prefix("rejected_calls="))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn quota() -> Quota {
+    Quota::new(CAPACITY, RATE).unwrap()
+}
+
+/// 200 keys over all three masters: each one's first `capacity` acquires through the
+/// cluster connection are granted at once, the next is denied, and each bucket lives on
+/// the node that serves its slot. Then a slot holding an emptied bucket (and a half-used
+/// one beside it, same hash tag) moves to another master by hand (SETSLOT IMPORTING /
+/// MIGRATING, MIGRATE, SETSLOT NODE on all three): the same connection follows the MOVED,
+/// and the buckets moved with their keys.
+fn keys_on_every_master_and_a_moved_slot(flavor: Flavor) {
+    let started = Instant::now();
+    let nodes = start_cluster(flavor);
+    let cluster_up = started.elapsed();
+    let mut cons: Vec<Connection> = nodes.iter().map(|n| n.server.conn()).collect();
+
+    let keys: Vec<String> = (0..KEYS).map(|i| format!("cl:bucket:{i}")).collect();
+    let owner: Vec<usize> = keys
+        .iter()
+        .map(|key| {
+            let slot = keyslot(&mut cons[0], key);
+            nodes.iter().position(|n| n.owns(slot)).unwrap()
+        })
+        .collect();
+    let per_node: Vec<usize> = (0..3)
+        .map(|n| owner.iter().filter(|&&o| o == n).count())
+        .collect();
+    assert!(
+        per_node.iter().all(|&n| n > 0),
+        "the keys do not reach every master: {per_node:?}"
+    );
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = ClusterClient::builder(nodes.iter().map(|n| n.server.url()))
+        .connection_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .expect("a cluster client");
+    let conn: ClusterConnection = runtime
+        .block_on(client.get_async_connection())
+        .expect("a cluster connection");
+
+    // Every key at once, one task each.
+    runtime.block_on(async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for key in &keys {
+            let limiter = Limiter::new(conn.clone(), key.clone(), quota());
+            tasks.spawn(async move {
+                for k in 1..=CAPACITY {
+                    let grant = limiter
+                        .acquire()
+                        .await
+                        .unwrap_or_else(|e| panic!("{}: acquire {k}: {e}", limiter.key()));
+                    assert_eq!(
+                        grant.slept,
+                        Duration::ZERO,
+                        "{}: take {k} waited",
+                        limiter.key()
+                    );
+                    assert_eq!(grant.remaining, CAPACITY - k, "{}", limiter.key());
+                }
+                let next = limiter.try_acquire().await.unwrap();
+                assert!(
+                    !next.is_granted(),
+                    "{}: capacity + 1 granted",
+                    limiter.key()
+                );
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.expect("a key's task panicked");
+        }
+    });
+    // Each bucket is on the node that serves its slot, and nowhere else.
+    for (key, &o) in keys.iter().zip(&owner) {
+        assert!(exists(&mut cons[o], key), "{key} is not on its node");
+    }
+    for (n, con) in cons.iter_mut().enumerate() {
+        let size: usize = query(con, &redis::cmd("DBSIZE"));
+        assert_eq!(size, per_node[n], "node {n} holds other keys");
+    }
+
+    // The slot of the first key of node 0 moves to node 1.
+    let (src, dst, other) = (0, 1, 2);
+    let key = keys[owner.iter().position(|&o| o == src).unwrap()].clone();
+    let partial = format!("{{{key}}}:half");
+    let slot = keyslot(&mut cons[src], &key);
+    assert_eq!(keyslot(&mut cons[src], &partial), slot);
+    let (empty, half) = (
+        Limiter::new(conn.clone(), key.clone(), quota()),
+        Limiter::new(conn.clone(), partial.clone(), quota()),
+    );
+    runtime.block_on(async {
+        assert_eq!(half.acquire().await.unwrap().remaining, CAPACITY - 1);
+        assert_eq!(empty.peek().await.unwrap().remaining, 0);
+    });
+    let before = (
+        state(&mut cons[src], &key),
+        pexpiretime(&mut cons[src], &key),
+    );
+    let rejected_before = rejected_takes(&mut cons[src]);
+
+    let set_slot = |con: &mut Connection, how: &str, id: &str| {
+        let _: () = query(
+            con,
+            redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg(how)
+                .arg(id),
+        );
+    };
+    set_slot(&mut cons[dst], "IMPORTING", &nodes[src].id);
+    set_slot(&mut cons[src], "MIGRATING", &nodes[dst].id);
+    let in_slot: Vec<String> = query(
+        &mut cons[src],
+        redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(1000),
+    );
+    assert!(
+        in_slot.contains(&key) && in_slot.contains(&partial),
+        "{in_slot:?}"
+    );
+    let migrating = Instant::now();
+    let _: () = query(
+        &mut cons[src],
+        redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(nodes[dst].server.port())
+            .arg("")
+            .arg(0)
+            .arg(5000)
+            .arg("KEYS")
+            .arg(&in_slot),
+    );
+    set_slot(&mut cons[dst], "NODE", &nodes[dst].id);
+    set_slot(&mut cons[src], "NODE", &nodes[dst].id);
+    set_slot(&mut cons[other], "NODE", &nodes[dst].id);
+
+    // The old node redirects; the new one holds the bucket as it was.
+    let moved = send(&mut cons[src], redis::cmd("GET").arg(&key));
+    let want = format!("MOVED {slot} 127.0.0.1:{}", nodes[dst].server.port());
+    assert!(
+        moved.as_ref().is_err_and(|e| e.starts_with(&want)),
+        "GET on the old node: {moved:?}"
+    );
+    // The state is the same integer. MIGRATE carries the TTL as ms left (RESTORE's ttl),
+    // so the expiry can land up to the transfer time later (seen: 1 ms on Valkey 9.1),
+    // never earlier: a key kept a little longer is still a full bucket once its state has
+    // passed.
+    let migrate_ms = slack_ms(migrating);
+    assert_eq!(
+        state(&mut cons[dst], &key),
+        before.0,
+        "the moved bucket's state"
+    );
+    let expire_at = pexpiretime(&mut cons[dst], &key);
+    assert!(
+        (before.1..=before.1 + migrate_ms).contains(&expire_at),
+        "the moved bucket expires at {expire_at}, {} ms after it did on the old node \
+         (the migration took at most {migrate_ms} ms)",
+        expire_at - before.1
+    );
+
+    // Through the same cluster connection: the emptied bucket is still empty, the half-used
+    // one has its last 2 tokens.
+    runtime.block_on(async {
+        match empty.try_acquire().await {
+            Ok(TryAcquire::Denied { retry_after }) => {
+                assert!(retry_after > Duration::from_secs(90), "{retry_after:?}")
+            }
+            other => panic!("{key} after the move: {other:?}"),
+        }
+        let peek = empty.peek().await.expect("TOKENS 0 after the move");
+        assert_eq!(peek.remaining, 0, "{peek:?}");
+        for left in (0..CAPACITY - 1).rev() {
+            match half.try_acquire().await {
+                Ok(TryAcquire::Granted(grant)) => assert_eq!(grant.remaining, left),
+                other => panic!("{partial} after the move: {other:?}"),
+            }
+        }
+        assert!(!half.try_acquire().await.unwrap().is_granted());
+    });
+    let rejected = rejected_takes(&mut cons[src]) - rejected_before;
+    assert!(
+        rejected >= 1,
+        "the old node never answered THROTTLE.TAKE with MOVED: the test did not test it"
+    );
+    assert_eq!(
+        state(&mut cons[dst], &key),
+        before.0,
+        "a denial wrote on the new node"
+    );
+    println!(
+        "{flavor}: cluster up in {cluster_up:?} (ports {:?}); {KEYS} buckets over 3 masters {per_node:?}; \
+         slot {slot} moved, {rejected} THROTTLE.TAKE answered MOVED by the old node; whole \
+         test {:?}",
+        nodes.iter().map(|n| n.server.port()).collect::<Vec<_>>(),
+        started.elapsed()
+    );
+}
