@@ -1,0 +1,284 @@
+//! Side-by-side server benchmarks of THROTTLE.TAKE (issue 5), against one server with the
+//! release module loaded:
+//!
+//! - throughput: `redis-benchmark` runs of INCR, SET, THROTTLE.TAKE (hot key granted, hot key
+//!   denied, 100k random keys, with MAXWAIT) and EVALSHA of the Lua script, interleaved, at
+//!   pipelining 1 and 16; medians over the repetitions, ops/s and server µs per call (from
+//!   `INFO commandstats`) as ratios against INCR in the same repetition;
+//! - memory: `used_memory` per key for 1,000,000 buckets that are not full, against
+//!   `SET key <int> PX` and the Lua script's keys;
+//! - client: 64 concurrent waiters on one key through the `redis-throttle` client; round trips
+//!   per granted call for the reservation strategy and the polling strategy;
+//! - callgrind: instructions per call, and where they go, under `valgrind --tool=callgrind`.
+//!
+//! `benches/server-bench.sh [--quick]` builds what it needs and runs this. Every loop and every
+//! child process is bounded; the server is the test kit's, on a free loopback port.
+
+mod callgrind;
+mod child;
+mod client;
+mod memory;
+mod throughput;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use throttle_benches::load_lua_take;
+use throttle_testkit::{module_path, Flavor, Server};
+
+const USAGE: &str = "\
+usage: server-bench [--quick] [--server NAME] [--only SECTION]... [--reps N] [--seconds S]
+                    [--clients N] [--keys N] [--out DIR]
+
+  --quick         a smoke run (~1 min): 3 short repetitions, 100,000 keys, fewer profiled calls
+  --server NAME   redis-8.2 (default), redis-7.0, valkey-8.1 or valkey-9.1
+  --only SECTION  throughput, memory, client or callgrind (repeatable; default: all,
+                  callgrind only where valgrind is installed)
+  --reps N        repetitions of the throughput runs (default 3, at least 3 counts as a result)
+  --seconds S     target length of one redis-benchmark run (default 3, quick 0.4)
+  --clients N     redis-benchmark connections (default 50)
+  --keys N        buckets for the memory figures (default 1000000, quick 100000)
+  --out DIR       where results.md and the callgrind files go
+                  (default target/server-bench/<server>)
+
+The module is target/release/libredis_throttle.so (THROTTLE_MODULE overrides it); build it
+with `cargo build --release -p redis-throttle-module`, or run benches/server-bench.sh.";
+
+/// A state-sized integer: the value of the `SET key <int> PX` baseline.
+const STATE_LIKE_INT: &str = "1796024257214135340";
+/// Longest one redis-benchmark or valgrind child may run before it is killed.
+const CHILD_TIMEOUT: Duration = Duration::from_secs(180);
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    quick: bool,
+    flavor: Flavor,
+    sections: Vec<Section>,
+    reps: usize,
+    seconds: f64,
+    clients: u32,
+    keys: u64,
+    out: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Section {
+    Throughput,
+    Memory,
+    Client,
+    Callgrind,
+}
+
+fn parse_options(args: &[String]) -> Result<Options, String> {
+    let mut options = Options {
+        quick: false,
+        flavor: Flavor::Redis82,
+        sections: Vec::new(),
+        reps: 3,
+        seconds: 3.0,
+        clients: 50,
+        keys: 1_000_000,
+        out: None,
+    };
+    let (mut seconds, mut keys) = (None, None);
+    let mut rest = args;
+    while let [flag, tail @ ..] = rest {
+        let mut value = || -> Result<&String, String> {
+            let value = tail.first().ok_or(format!("{flag} needs a value"))?;
+            rest = &tail[1..];
+            Ok(value)
+        };
+        match flag.as_str() {
+            "--quick" => {
+                options.quick = true;
+                rest = tail;
+            }
+            "--server" => {
+                let name = value()?;
+                options.flavor = Flavor::ALL
+                    .into_iter()
+                    .find(|f| f.name() == name)
+                    .ok_or(format!("unknown server {name}"))?;
+            }
+            "--only" => options.sections.push(match value()?.as_str() {
+                "throughput" => Section::Throughput,
+                "memory" => Section::Memory,
+                "client" => Section::Client,
+                "callgrind" => Section::Callgrind,
+                other => return Err(format!("unknown section {other}")),
+            }),
+            "--reps" => options.reps = number(value()?, 1.0, 100.0)? as usize,
+            "--seconds" => seconds = Some(number(value()?, 0.05, 60.0)?),
+            "--clients" => options.clients = number(value()?, 1.0, 1000.0)? as u32,
+            "--keys" => keys = Some(number(value()?, 1000.0, 10_000_000.0)? as u64),
+            "--out" => options.out = Some(PathBuf::from(value()?)),
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    options.seconds = seconds.unwrap_or(if options.quick { 0.4 } else { 3.0 });
+    options.keys = keys.unwrap_or(if options.quick { 100_000 } else { 1_000_000 });
+    Ok(options)
+}
+
+fn number(text: &str, min: f64, max: f64) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|v| (min..=max).contains(v))
+        .ok_or(format!("{text}: expected a number from {min} to {max}"))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = match parse_options(&args) {
+        Ok(options) => options,
+        Err(message) => {
+            if !message.is_empty() {
+                eprintln!("server-bench: {message}\n");
+            }
+            eprintln!("{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(message) = run(&options) {
+        eprintln!("server-bench: {message}");
+        std::process::exit(1);
+    }
+}
+
+fn run(options: &Options) -> Result<(), String> {
+    require("redis-benchmark", "apt-get install redis-tools")?;
+    let module = module_path();
+    // Every server of this run loads this one library, even if the sources change while it
+    // runs (the kit takes THROTTLE_MODULE as given). Set before any thread is started.
+    std::env::set_var("THROTTLE_MODULE", &module);
+    if !module.to_string_lossy().contains("/release/") {
+        eprintln!(
+            "server-bench: warning: {} is not a release build; figures will be off",
+            module.display()
+        );
+    }
+    let out = options.out.clone().unwrap_or_else(|| {
+        // CARGO_MANIFEST_DIR is <workspace>/benches.
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap_or(Path::new("."));
+        workspace
+            .join("target/server-bench")
+            .join(options.flavor.name())
+    });
+    std::fs::create_dir_all(&out).map_err(|e| format!("create {}: {e}", out.display()))?;
+    let all = options.sections.is_empty();
+    let wants = |s: Section| all || options.sections.contains(&s);
+    let started = Instant::now();
+
+    let mut report = String::new();
+    let _ = writeln!(
+        report,
+        "server-bench on {} ({}), module {}, {} clients{}\n",
+        options.flavor,
+        options.flavor.binary()?.display(),
+        module.display(),
+        options.clients,
+        if options.quick { ", --quick" } else { "" }
+    );
+    // results.md for a whole run; results-<sections>.md for a partial one.
+    let file = if all {
+        out.join("results.md")
+    } else {
+        let names: Vec<String> = options
+            .sections
+            .iter()
+            .map(|s| format!("{s:?}").to_lowercase())
+            .collect();
+        out.join(format!("results-{}.md", names.join("-")))
+    };
+    // Written after every section, so a failure later keeps what was measured.
+    let save = |report: &str| -> Result<(), String> {
+        std::fs::write(&file, report).map_err(|e| format!("write {}: {e}", file.display()))
+    };
+    if wants(Section::Throughput) || wants(Section::Memory) || wants(Section::Client) {
+        let server = Server::start(options.flavor);
+        let mut con = server.conn();
+        let sha = load_lua_take(&mut con).map_err(|e| format!("SCRIPT LOAD: {e}"))?;
+        if wants(Section::Throughput) {
+            report.push_str(&throughput::throughput(options, &server, &sha)?);
+            save(&report)?;
+        }
+        if wants(Section::Memory) {
+            report.push_str(&memory::memory(options, &server, &sha)?);
+            save(&report)?;
+        }
+        if wants(Section::Client) {
+            report.push_str(&client::overhead(options, &server)?);
+            report.push_str(&client::waiters(options, &server)?);
+            save(&report)?;
+        }
+    }
+    if wants(Section::Callgrind) {
+        if require("valgrind", "apt-get install valgrind").is_ok() {
+            report.push_str(&callgrind::callgrind(options, &out)?);
+        } else if !all {
+            return Err("valgrind is not installed (apt-get install valgrind)".into());
+        } else {
+            report.push_str("\n(callgrind skipped: valgrind is not installed)\n");
+        }
+    }
+    let _ = writeln!(
+        report,
+        "\ntotal time {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    save(&report)?;
+    println!("{report}");
+    eprintln!("server-bench: results in {}", file.display());
+    Ok(())
+}
+
+/// The words of a command line.
+fn words(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_owned).collect()
+}
+
+pub(crate) fn require(program: &str, hint: &str) -> Result<(), String> {
+    let found = Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if found {
+        Ok(())
+    } else {
+        Err(format!("{program} not found ({hint})"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Options, String> {
+        parse_options(&args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn options() {
+        let defaults = parse(&[]).unwrap();
+        assert_eq!(
+            (defaults.flavor, defaults.reps, defaults.keys),
+            (Flavor::Redis82, 3, 1_000_000)
+        );
+        let quick = parse(&["--quick", "--server", "valkey-9.1", "--only", "memory"]).unwrap();
+        assert!(quick.quick);
+        assert_eq!(quick.flavor, Flavor::Valkey91);
+        assert_eq!(quick.sections, [Section::Memory]);
+        assert_eq!(quick.keys, 100_000);
+        assert!(parse(&["--reps"]).is_err());
+        assert!(parse(&["--reps", "0"]).is_err());
+        assert!(parse(&["--server", "redis-6"]).is_err());
+        assert!(parse(&["--bogus"]).is_err());
+    }
+}

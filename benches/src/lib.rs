@@ -1,0 +1,136 @@
+//! Shared by the server benchmark driver (`server-bench`) and the tests: the Lua script that
+//! does what THROTTLE.TAKE does, and parsers for what `redis-benchmark` and `INFO` print.
+
+use std::collections::BTreeMap;
+
+/// `THROTTLE.TAKE` as a Lua script (`benches/lua/throttle_take.lua`):
+/// `EVALSHA <sha> 1 key capacity rate [TOKENS n] [MAXWAIT ms]`.
+pub const LUA_TAKE: &str = include_str!("../lua/throttle_take.lua");
+
+/// Loads [`LUA_TAKE`] into the server's script cache and returns its SHA1.
+pub fn load_lua_take(con: &mut redis::Connection) -> redis::RedisResult<String> {
+    redis::cmd("SCRIPT").arg("LOAD").arg(LUA_TAKE).query(con)
+}
+
+/// The value of `field:value` in an `INFO` reply.
+pub fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+/// One line of `INFO commandstats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CommandStat {
+    pub calls: u64,
+    pub usec: u64,
+    pub usec_per_call: f64,
+    /// Calls that returned an error (Redis 7+).
+    pub failed_calls: u64,
+}
+
+/// `INFO commandstats` by command name (`incr`, `throttle.take`, `evalsha`, ...).
+pub fn parse_commandstats(info: &str) -> BTreeMap<String, CommandStat> {
+    let mut stats = BTreeMap::new();
+    for line in info.lines() {
+        let Some((name, fields)) = line
+            .trim()
+            .strip_prefix("cmdstat_")
+            .and_then(|rest| rest.split_once(':'))
+        else {
+            continue;
+        };
+        let mut stat = CommandStat::default();
+        for field in fields.split(',') {
+            match field.split_once('=') {
+                Some(("calls", v)) => stat.calls = v.parse().unwrap_or(0),
+                Some(("usec", v)) => stat.usec = v.parse().unwrap_or(0),
+                Some(("usec_per_call", v)) => stat.usec_per_call = v.parse().unwrap_or(0.0),
+                Some(("failed_calls", v)) => stat.failed_calls = v.parse().unwrap_or(0),
+                _ => {}
+            }
+        }
+        stats.insert(name.to_ascii_lowercase(), stat);
+    }
+    stats
+}
+
+/// Requests per second and the median latency (ms) from `redis-benchmark --csv` output:
+/// a header line, then `"<test>","<rps>","<avg>","<min>","<p50>",...`.
+pub fn parse_benchmark_csv(output: &str) -> Option<(f64, f64)> {
+    let line = output
+        .lines()
+        .map(str::trim)
+        .rfind(|line| line.starts_with('"') && !line.starts_with("\"test\""))?;
+    let fields: Vec<&str> = line.split("\",\"").map(|f| f.trim_matches('"')).collect();
+    // The test name is the command line, which holds no `","`.
+    let rps = fields.get(1)?.parse().ok()?;
+    let p50 = fields
+        .get(4)
+        .and_then(|f| f.parse().ok())
+        .unwrap_or(f64::NAN);
+    Some((rps, p50))
+}
+
+/// The median of some numbers (the mean of the middle two for an even count); NaN if empty.
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| !v.is_nan()).collect();
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    if sorted.len() % 2 == 1 {
+        sorted[mid]
+    } else {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_commandstats() {
+        let info = "# Commandstats\r\n\
+            cmdstat_incr:calls=100,usec=11,usec_per_call=0.11,rejected_calls=0,failed_calls=0\r\n\
+            cmdstat_throttle.take:calls=7,usec=7,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n\
+            cmdstat_evalsha:calls=3,usec=15,usec_per_call=5.00\r\n";
+        let stats = parse_commandstats(info);
+        assert_eq!(stats.len(), 3);
+        assert_eq!(
+            stats["throttle.take"],
+            CommandStat {
+                calls: 7,
+                usec: 7,
+                usec_per_call: 1.0,
+                failed_calls: 0,
+            }
+        );
+        assert_eq!(stats["incr"].usec_per_call, 0.11);
+        assert_eq!(stats["evalsha"].calls, 3);
+    }
+
+    #[test]
+    fn reads_redis_benchmark_csv() {
+        let out = "\"test\",\"rps\",\"avg_latency_ms\",\"min_latency_ms\",\"p50_latency_ms\",\"p95_latency_ms\",\"p99_latency_ms\",\"max_latency_ms\"\n\
+                   \"THROTTLE.TAKE bench:hot 1000000 1000000000\",\"631313.12\",\"1.210\",\"0.232\",\"1.175\",\"1.615\",\"1.999\",\"3.295\"\n";
+        assert_eq!(parse_benchmark_csv(out), Some((631313.12, 1.175)));
+        assert_eq!(parse_benchmark_csv("garbage"), None);
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn reads_info_fields() {
+        let info = "# Memory\r\nused_memory:1000\r\nused_memory_human:1000B\r\n";
+        assert_eq!(info_field(info, "used_memory"), Some("1000"));
+        assert_eq!(info_field(info, "used_memory_peak"), None);
+    }
+}
