@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
+use throttle_testkit::libfaketime;
 
 const HOUR_S: i64 = 3600;
 const DAY_S: i64 = 24 * HOUR_S;
@@ -52,32 +53,6 @@ per_faketime_server!(stepped_back_an_hour, stepped_forward_a_day);
 
 // ---------------------------------------------------------------------------------------
 // The fake clock.
-
-/// libfaketime's preload library: `$THROTTLE_LIBFAKETIME`, or where Debian's `libfaketime`
-/// package puts it (the multi-threaded variant: the server has threads of its own).
-fn libfaketime() -> PathBuf {
-    if let Some(path) = std::env::var_os("THROTTLE_LIBFAKETIME").filter(|p| !p.is_empty()) {
-        return PathBuf::from(path);
-    }
-    const NAME: &str = "faketime/libfaketimeMT.so.1";
-    let mut candidates = vec![
-        PathBuf::from("/usr/lib").join(NAME),
-        PathBuf::from("/usr/local/lib").join(NAME),
-    ];
-    if let Ok(entries) = std::fs::read_dir("/usr/lib") {
-        // Multiarch dirs: /usr/lib/x86_64-linux-gnu/faketime/..., /usr/lib/aarch64-linux-gnu/...
-        candidates.extend(entries.flatten().map(|e| e.path().join(NAME)));
-    }
-    candidates
-        .into_iter()
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "libfaketime is missing: install Debian's faketime package \
-                 (tests/install-servers.sh does), or set THROTTLE_LIBFAKETIME to libfaketimeMT.so.1"
-            )
-        })
-}
 
 /// A server whose wall clock is the real one plus an offset the test sets.
 struct FakeClock {

@@ -13,6 +13,7 @@
 //! assert_eq!(pong, "PONG");
 //! ```
 
+mod faketime;
 mod flavor;
 mod module;
 mod port;
@@ -20,6 +21,7 @@ mod process;
 mod server;
 mod wait;
 
+pub use faketime::libfaketime;
 pub use flavor::Flavor;
 pub use module::module_path;
 pub use server::{Server, ServerBuilder};

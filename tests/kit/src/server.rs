@@ -71,7 +71,9 @@ impl ServerBuilder {
     }
 
     /// Run the server under `program args... <server> <config...>`, e.g.
-    /// `wrapper("faketime", &["-f", "+1d"])`.
+    /// `wrapper("setpriv", &["--pdeathsig", "KILL"])`. For a fake clock preload
+    /// [`libfaketime`](crate::libfaketime) with [`env`](Self::env) instead of wrapping in the
+    /// `faketime` program, whose semaphores leak when it is killed.
     pub fn wrapper(mut self, program: &str, args: &[&str]) -> Self {
         let args = args.iter().map(|a| (*a).to_owned()).collect();
         self.wrapper = Some((program.to_owned(), args));

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use redis::{Commands, Connection};
-use throttle_testkit::{module_path, Flavor, Server};
+use throttle_testkit::{libfaketime, module_path, Flavor, Server};
 
 fn set_get(con: &mut Connection, key: &str, value: &str) {
     let _: () = con.set(key, value).unwrap();
@@ -136,10 +136,13 @@ fn replica_syncs(flavor: Flavor) {
     assert_eq!(role[0], redis::Value::BulkString(b"slave".to_vec()));
 }
 
-fn faketime_wrapper_is_killed_with_the_server(flavor: Flavor) {
+/// A server on a clock 1000 days ahead, with libfaketime preloaded.
+fn faketime_moves_the_clock(flavor: Flavor) {
+    let libfaketime = libfaketime().display().to_string();
     let server = Server::builder(flavor)
         .module(false)
-        .wrapper("faketime", &["-f", "+1000d"])
+        .env("LD_PRELOAD", &libfaketime)
+        .env("FAKETIME", "+1000d")
         .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
         .start();
     let (secs, _micros): (u64, u64) = redis::cmd("TIME").query(&mut server.conn()).unwrap();
@@ -149,12 +152,23 @@ fn faketime_wrapper_is_killed_with_the_server(flavor: Flavor) {
         .as_secs();
     let ahead = secs.saturating_sub(now);
     assert!(ahead > 999 * 86_400, "server clock only {ahead} s ahead");
+}
+
+/// A wrapper that keeps the server as its child (`sh` runs it and waits): dropping the
+/// server kills both.
+fn wrapper_is_killed_with_the_server(flavor: Flavor) {
+    let server = Server::builder(flavor)
+        .module(false)
+        .wrapper("sh", &["-c", "\"$0\" \"$@\"; exit $?"])
+        .start();
+    let pong: String = redis::cmd("PING").query(&mut server.conn()).unwrap();
+    assert_eq!(pong, "PONG");
     let url = server.url();
     drop(server);
     let down = redis::Client::open(url)
         .unwrap()
         .get_connection_with_timeout(Duration::from_millis(500));
-    assert!(down.is_err(), "the server outlived its faketime wrapper");
+    assert!(down.is_err(), "the server outlived its wrapper");
 }
 
 fn loads_the_module(flavor: Flavor) {
@@ -206,18 +220,23 @@ per_flavor! {
 
 // Debian's Redis 7.0 is not in this list: see `redis_7_0_hangs_under_faketime`.
 #[test]
-fn faketime_wrapper_redis_8_2() {
-    faketime_wrapper_is_killed_with_the_server(Flavor::Redis82)
+fn faketime_redis_8_2() {
+    faketime_moves_the_clock(Flavor::Redis82)
 }
 
 #[test]
-fn faketime_wrapper_valkey_8_1() {
-    faketime_wrapper_is_killed_with_the_server(Flavor::Valkey81)
+fn faketime_valkey_8_1() {
+    faketime_moves_the_clock(Flavor::Valkey81)
 }
 
 #[test]
-fn faketime_wrapper_valkey_9_1() {
-    faketime_wrapper_is_killed_with_the_server(Flavor::Valkey91)
+fn faketime_valkey_9_1() {
+    faketime_moves_the_clock(Flavor::Valkey91)
+}
+
+#[test]
+fn wrapper_is_killed_with_the_server_redis_8_2() {
+    wrapper_is_killed_with_the_server(Flavor::Redis82)
 }
 
 /// Debian's redis-server links jemalloc dynamically; libfaketime 0.9.10's setup then recurses
@@ -226,7 +245,7 @@ fn faketime_wrapper_valkey_9_1() {
 #[test]
 #[should_panic(expected = "libfaketime: Cannot recover")]
 fn redis_7_0_hangs_under_faketime() {
-    faketime_wrapper_is_killed_with_the_server(Flavor::Redis70)
+    faketime_moves_the_clock(Flavor::Redis70)
 }
 
 #[test]
