@@ -38,9 +38,9 @@ fn main() -> ExitCode {
 }
 
 fn demo(args: &RunArgs) -> ExitCode {
-    if args.replicas * args.calls > cli::MAX_CALLS {
+    if args.replicas.saturating_mul(args.calls) > cli::MAX_CALLS {
         eprintln!(
-            "pix-demo: {} replicas x {} calls is more than {} calls in all",
+            "pix-demo: {} replicas x {} calls is more than {} calls in all: lower --replicas or --calls",
             args.replicas,
             args.calls,
             cli::MAX_CALLS
