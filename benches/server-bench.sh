@@ -3,10 +3,25 @@
 #   benches/server-bench.sh            # full run, ~10 min: throughput, memory, callgrind
 #   benches/server-bench.sh --quick    # smoke run, ~1-2 min
 #   benches/server-bench.sh --help     # options (--server, --only, --reps, ...)
+#   benches/server-bench.sh --only throughput --redis-cell PATH/libredis_cell.so
+#                                      # also redis-cell's CL.THROTTLE, from a module you built
+#                                      # yourself (README, "Benchmarks"); nothing here fetches it
 # Installs what is missing (redis-tools, the test servers, valgrind), builds the module and the
 # driver in release, and runs the driver against a private server on a loopback port. Results
 # are printed and written to target/server-bench/<server>/results.md.
 set -euo pipefail
+# A relative --redis-cell path is relative to where this was started, not to the workspace.
+args=()
+while [ $# -gt 0 ]; do
+    if [ "$1" = --redis-cell ] && [ $# -gt 1 ] && [ -n "$2" ]; then
+        args+=("$1" "$(realpath -- "$2")")
+        shift 2
+    else
+        args+=("$1")
+        shift
+    fi
+done
+set -- ${args[@]+"${args[@]}"}
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 tests/install-servers.sh

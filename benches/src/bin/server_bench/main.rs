@@ -11,6 +11,9 @@
 //!   per granted call for the reservation strategy and the polling strategy;
 //! - callgrind: instructions per call, and where they go, under `valgrind --tool=callgrind`.
 //!
+//! With `--redis-cell PATH/libredis_cell.so` the server also loads redis-cell, and the throughput
+//! and memory sections add its `CL.THROTTLE` with the same quotas, interleaved with the rest.
+//!
 //! `benches/server-bench.sh [--quick]` builds what it needs and runs this. Every loop and every
 //! child process is bounded; the server is the test kit's, on a free loopback port.
 
@@ -30,7 +33,7 @@ use throttle_testkit::{module_path, Flavor, Server};
 
 const USAGE: &str = "\
 usage: server-bench [--quick] [--server NAME] [--only SECTION]... [--reps N] [--seconds S]
-                    [--clients N] [--keys N] [--out DIR]
+                    [--clients N] [--keys N] [--out DIR] [--redis-cell PATH]
 
   --quick         a smoke run (~1 min): 3 short repetitions, 100,000 keys, fewer profiled calls
   --server NAME   redis-8.2 (default), redis-7.0, valkey-8.1 or valkey-9.1
@@ -42,6 +45,8 @@ usage: server-bench [--quick] [--server NAME] [--only SECTION]... [--reps N] [--
   --keys N        buckets for the memory figures (default 1000000, quick 100000)
   --out DIR       where results.md and the callgrind files go
                   (default target/server-bench/<server>)
+  --redis-cell PATH  also load this prebuilt redis-cell module (libredis_cell.so) and measure
+                  its CL.THROTTLE with the same quotas (throughput and memory sections)
 
 The module is target/release/libredis_throttle.so (THROTTLE_MODULE overrides it); build it
 with `cargo build --release -p redis-throttle-module`, or run benches/server-bench.sh.";
@@ -61,6 +66,8 @@ pub struct Options {
     clients: u32,
     keys: u64,
     out: Option<PathBuf>,
+    /// A prebuilt redis-cell module to load beside ours and compare with.
+    redis_cell: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,6 +88,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         clients: 50,
         keys: 1_000_000,
         out: None,
+        redis_cell: None,
     };
     let (mut seconds, mut keys) = (None, None);
     let mut rest = args;
@@ -114,6 +122,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--clients" => options.clients = number(value()?, 1.0, 1000.0)? as u32,
             "--keys" => keys = Some(number(value()?, 1000.0, 10_000_000.0)? as u64),
             "--out" => options.out = Some(PathBuf::from(value()?)),
+            "--redis-cell" => options.redis_cell = Some(PathBuf::from(value()?)),
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -173,6 +182,24 @@ fn run(options: &Options) -> Result<(), String> {
     let all = options.sections.is_empty();
     let wants = |s: Section| all || options.sections.contains(&s);
     let started = Instant::now();
+    // Absolute (the server resolves a relative path in its data dir) and checked up front.
+    let redis_cell = match &options.redis_cell {
+        Some(path) => Some(redis_cell_path(path)?),
+        None => None,
+    };
+    if redis_cell.is_some() && module.to_string_lossy().contains(char::is_whitespace) {
+        return Err(format!(
+            "{}: with --redis-cell, the module path cannot hold whitespace (it is passed as \
+             a config value, which is split into words)",
+            module.display()
+        ));
+    }
+    if redis_cell.is_none() && (wants(Section::Throughput) || wants(Section::Memory)) {
+        eprintln!(
+            "server-bench: redis-cell's CL.THROTTLE is not compared; to add it, pass \
+             --redis-cell PATH/libredis_cell.so (README, \"Benchmarks\")"
+        );
+    }
 
     let mut report = String::new();
     let _ = writeln!(
@@ -184,6 +211,13 @@ fn run(options: &Options) -> Result<(), String> {
         options.clients,
         if options.quick { ", --quick" } else { "" }
     );
+    if let Some(cell) = &redis_cell {
+        let _ = writeln!(
+            report,
+            "redis-cell loaded beside it: {} (CL.THROTTLE rows)\n",
+            cell.display()
+        );
+    }
     // results.md for a whole run; results-<sections>.md for a partial one.
     let file = if all {
         out.join("results.md")
@@ -200,15 +234,27 @@ fn run(options: &Options) -> Result<(), String> {
         std::fs::write(&file, report).map_err(|e| format!("write {}: {e}", file.display()))
     };
     if wants(Section::Throughput) || wants(Section::Memory) || wants(Section::Client) {
-        let server = Server::start(options.flavor);
+        let server = match &redis_cell {
+            None => Server::start(options.flavor),
+            // `--loadmodule` twice: a `loadmodule` of ours replaces the kit's default one.
+            Some(cell) => Server::builder(options.flavor)
+                .module(false)
+                .arg("loadmodule", &module.display().to_string())
+                .arg("loadmodule", &cell.display().to_string())
+                .start(),
+        };
         let mut con = server.conn();
         let sha = load_lua_take(&mut con).map_err(|e| format!("SCRIPT LOAD: {e}"))?;
+        let cell = redis_cell.is_some();
+        if cell {
+            check_redis_cell(&mut con)?;
+        }
         if wants(Section::Throughput) {
-            report.push_str(&throughput::throughput(options, &server, &sha)?);
+            report.push_str(&throughput::throughput(options, &server, &sha, cell)?);
             save(&report)?;
         }
         if wants(Section::Memory) {
-            report.push_str(&memory::memory(options, &server, &sha)?);
+            report.push_str(&memory::memory(options, &server, &sha, cell)?);
             save(&report)?;
         }
         if wants(Section::Client) {
@@ -234,6 +280,44 @@ fn run(options: &Options) -> Result<(), String> {
     save(&report)?;
     println!("{report}");
     eprintln!("server-bench: results in {}", file.display());
+    Ok(())
+}
+
+/// The redis-cell library as the server must be given it: an existing file, absolute, with no
+/// whitespace (the kit splits a config value into words).
+fn redis_cell_path(path: &Path) -> Result<PathBuf, String> {
+    let absolute =
+        std::fs::canonicalize(path).map_err(|e| format!("--redis-cell {}: {e}", path.display()))?;
+    if !absolute.is_file() {
+        return Err(format!("--redis-cell {}: not a file", path.display()));
+    }
+    if absolute.to_string_lossy().contains(char::is_whitespace) {
+        return Err(format!(
+            "--redis-cell {}: a path with whitespace cannot be passed to --loadmodule; \
+             copy the library elsewhere",
+            absolute.display()
+        ));
+    }
+    Ok(absolute)
+}
+
+/// Both modules answer, and CL.THROTTLE replies as redis-cell 0.2 does: five integers, the
+/// first 0 when allowed. (A module loaded under another name would fail here, not mid-run.)
+fn check_redis_cell(con: &mut redis::Connection) -> Result<(), String> {
+    let reply: Vec<i64> = redis::cmd("CL.THROTTLE")
+        .arg(words("bench:cell:check 9 1 1000"))
+        .query(con)
+        .map_err(|e| format!("CL.THROTTLE (is --redis-cell a redis-cell module?): {e}"))?;
+    let _: redis::Value = redis::cmd("DEL")
+        .arg("bench:cell:check")
+        .query(con)
+        .map_err(|e| format!("DEL: {e}"))?;
+    if reply.len() != 5 || reply[0] != 0 || reply[1] != 10 || reply[2] != 9 {
+        return Err(format!(
+            "CL.THROTTLE bench:cell:check 9 1 1000 replied {reply:?}, \
+             expected [0, 10, 9, -1, 1000] as redis-cell 0.2 does"
+        ));
+    }
     Ok(())
 }
 
@@ -280,5 +364,18 @@ mod tests {
         assert!(parse(&["--reps", "0"]).is_err());
         assert!(parse(&["--server", "redis-6"]).is_err());
         assert!(parse(&["--bogus"]).is_err());
+        assert_eq!(defaults.redis_cell, None);
+        let cell = parse(&["--redis-cell", "/x/libredis_cell.so"]).unwrap();
+        assert_eq!(cell.redis_cell, Some(PathBuf::from("/x/libredis_cell.so")));
+        assert!(parse(&["--redis-cell"]).is_err());
+    }
+
+    #[test]
+    fn redis_cell_path_is_checked() {
+        assert!(redis_cell_path(Path::new("/nonexistent/libredis_cell.so")).is_err());
+        assert!(redis_cell_path(Path::new("/")).is_err());
+        // Tests run in the package dir: a relative path comes back absolute.
+        let absolute = redis_cell_path(Path::new("Cargo.toml")).unwrap();
+        assert!(absolute.is_absolute() && absolute.ends_with("benches/Cargo.toml"));
     }
 }

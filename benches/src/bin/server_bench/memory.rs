@@ -1,5 +1,5 @@
 //! Memory: used_memory per key for N buckets that are not full, against `SET key <int> PX`
-//! and the Lua script's keys, loaded through pipelines.
+//! and the Lua script's keys, loaded through pipelines; with `--redis-cell`, also redis-cell's.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -22,7 +22,7 @@ struct Loader {
     commands: Commands,
 }
 
-fn loaders(sha: &str) -> Vec<Loader> {
+fn loaders(sha: &str, cell: bool) -> Vec<Loader> {
     let take = |key: &str, args: &str| {
         let mut cmd = redis::cmd("THROTTLE.TAKE");
         cmd.arg(key).arg(words(args));
@@ -35,7 +35,7 @@ fn loaders(sha: &str) -> Vec<Loader> {
         cmd
     };
     let script2 = script.clone();
-    vec![
+    let mut loaders = vec![
         Loader {
             label: "SET key <int> PX (baseline)",
             commands: Box::new(|key| {
@@ -62,7 +62,21 @@ fn loaders(sha: &str) -> Vec<Loader> {
             label: "EVALSHA script, granted then denied",
             commands: Box::new(move |key| vec![script2(key, "1 0.001"), script2(key, "1 0.001")]),
         },
-    ]
+    ];
+    if cell {
+        // The quota of the THROTTLE.TAKE row (burst 10, one per 1000 s), as `capacity-1 1 1/rate`:
+        // 9 left, its TTL the 1000 s until full. A refused call writes nothing in redis-cell
+        // either, so there is no granted-then-denied row.
+        loaders.push(Loader {
+            label: "CL.THROTTLE (redis-cell), granted",
+            commands: Box::new(|key| {
+                let mut cmd = redis::cmd("CL.THROTTLE");
+                cmd.arg(key).arg(words("9 1 1000"));
+                vec![cmd]
+            }),
+        });
+    }
+    loaders
 }
 
 struct MemoryRow {
@@ -73,10 +87,10 @@ struct MemoryRow {
     seconds: f64,
 }
 
-pub fn memory(options: &Options, server: &Server, sha: &str) -> Result<String, String> {
+pub fn memory(options: &Options, server: &Server, sha: &str, cell: bool) -> Result<String, String> {
     let keys = options.keys;
     let mut rows = Vec::new();
-    for loader in loaders(sha) {
+    for loader in loaders(sha, cell) {
         let started = Instant::now();
         let mut con = server.conn();
         redis::cmd("FLUSHALL")

@@ -1,5 +1,6 @@
 //! Throughput: redis-benchmark runs of every workload, interleaved, at pipelining 1 and 16;
 //! medians, ratios against INCR in the same repetition, server time from INFO commandstats.
+//! With `--redis-cell`, redis-cell's CL.THROTTLE under the same quotas joins the rotation.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -27,17 +28,30 @@ struct Workload {
     random_keys: Option<u32>,
     /// Run once before every measurement (puts the bucket in the state the workload needs).
     setup: Option<Vec<String>>,
+    /// CL.THROTTLE rows: the `limited` flag (0 allowed, 1 refused) that one call after the
+    /// setup must reply, checked once before the runs.
+    limited: Option<i64>,
 }
 
-fn workloads(sha: &str) -> Vec<Workload> {
+/// The workloads; with `cell`, redis-cell's CL.THROTTLE rows follow the THROTTLE.TAKE rows with
+/// the same quota. `CL.THROTTLE key max_burst count period` allows max_burst + 1 at once and
+/// count per period seconds, so THROTTLE.TAKE's `capacity rate` is `capacity-1 rate 1` (a rate
+/// below 1/s: `capacity-1 1 1/rate`).
+fn workloads(sha: &str, cell: bool) -> Vec<Workload> {
     let workload = |label, stat, command: String, random_keys, setup: Option<&str>| Workload {
         label,
         stat,
         command: words(&command),
         random_keys,
         setup: setup.map(words),
+        limited: None,
     };
-    vec![
+    let cell_workload = |label, command: &str, random_keys, setup: Option<&str>, limited| {
+        let mut w = workload(label, "cl.throttle", command.into(), random_keys, setup);
+        w.limited = Some(limited);
+        w
+    };
+    let mut workloads = vec![
         workload("INCR", "incr", "INCR bench:incr".into(), None, None),
         workload(
             "SET key <int> PX",
@@ -92,7 +106,50 @@ fn workloads(sha: &str) -> Vec<Workload> {
             Some(RANDOM_KEYS),
             None,
         ),
-    ]
+    ];
+    if cell {
+        // Each after its THROTTLE.TAKE counterpart.
+        let rows = [
+            // Burst 100 at 1/s per key, as the THROTTLE.TAKE random-key row.
+            (
+                "THROTTLE.TAKE 100k random keys",
+                cell_workload(
+                    "CL.THROTTLE 100k random keys",
+                    "CL.THROTTLE bench:cellrand:__rand_int__ 99 1 1",
+                    Some(RANDOM_KEYS),
+                    None,
+                    0,
+                ),
+            ),
+            // Burst 1 at one per 10^6 s, the token taken by the setup: every call refused.
+            (
+                "THROTTLE.TAKE hot key, denied",
+                cell_workload(
+                    "CL.THROTTLE hot key, denied",
+                    "CL.THROTTLE bench:celldenied 0 1 1000000",
+                    None,
+                    Some("CL.THROTTLE bench:celldenied 0 1 1000000"),
+                    1,
+                ),
+            ),
+            // Burst 10^6 at 10^9/s: every call allowed and written.
+            (
+                "THROTTLE.TAKE hot key, granted",
+                cell_workload(
+                    "CL.THROTTLE hot key, granted",
+                    "CL.THROTTLE bench:cellgranted 999999 1000000000 1",
+                    None,
+                    None,
+                    0,
+                ),
+            ),
+        ];
+        for (after, row) in rows {
+            let at = workloads.iter().position(|w| w.label == after);
+            workloads.insert(at.map_or(workloads.len(), |i| i + 1), row);
+        }
+    }
+    workloads
 }
 
 /// One measured run.
@@ -105,11 +162,19 @@ struct Run {
     nested_sets: u64,
 }
 
-pub fn throughput(options: &Options, server: &Server, sha: &str) -> Result<String, String> {
-    let workloads = workloads(sha);
+pub fn throughput(
+    options: &Options,
+    server: &Server,
+    sha: &str,
+    cell: bool,
+) -> Result<String, String> {
+    let workloads = workloads(sha, cell);
     let mut con = server.conn();
     let port = server.port();
     let seconds = options.seconds;
+    for workload in &workloads {
+        check_limited(&mut con, workload)?;
+    }
 
     // Calibration (and warm-up: it also creates the random keys): a short run of each
     // workload sizes the measured runs to about `seconds` each.
@@ -166,6 +231,15 @@ pub fn throughput(options: &Options, server: &Server, sha: &str) -> Result<Strin
          `cmdstat_` line (THROTTLE.TAKE: `cmdstat_throttle.take`, the script: \
          `cmdstat_evalsha`); it includes the SET the module or script runs inside.\n"
     );
+    if cell {
+        let _ = writeln!(
+            out,
+            "CL.THROTTLE is redis-cell's, loaded in the same server, with the quota of the \
+             THROTTLE.TAKE row above it (`capacity rate` = `capacity-1 rate 1`); its server us/call \
+             is `cmdstat_cl.throttle`. It writes through the key API (RM_StringSet, \
+             RM_SetExpire), not a nested SET, hence 0 SET per call.\n"
+        );
+    }
     let _ = writeln!(
         out,
         "| command | P | ops/s | ops/s x INCR | server us/call | us/call x INCR | SET per call | p50 ms |"
@@ -208,6 +282,37 @@ pub fn throughput(options: &Options, server: &Server, sha: &str) -> Result<Strin
         }
     }
     Ok(out)
+}
+
+/// For a workload with an expected `limited` flag: the setup, then one call (on key `check` for
+/// a random-key workload), whose first reply integer must be that flag.
+fn check_limited(con: &mut Connection, workload: &Workload) -> Result<(), String> {
+    let Some(limited) = workload.limited else {
+        return Ok(());
+    };
+    if let Some(setup) = &workload.setup {
+        redis::cmd(&setup[0])
+            .arg(&setup[1..])
+            .query::<Value>(con)
+            .map_err(|e| format!("setup of {}: {e}", workload.label))?;
+    }
+    let command: Vec<String> = workload
+        .command
+        .iter()
+        .map(|word| word.replace("__rand_int__", "check"))
+        .collect();
+    let reply: Vec<i64> = redis::cmd(&command[0])
+        .arg(&command[1..])
+        .query(con)
+        .map_err(|e| format!("{}: {e}", workload.label))?;
+    if reply.first() != Some(&limited) {
+        return Err(format!(
+            "{}: `{}` replied {reply:?}; expected limited = {limited} first",
+            workload.label,
+            command.join(" ")
+        ));
+    }
+    Ok(())
 }
 
 /// CONFIG RESETSTAT, one redis-benchmark run, INFO commandstats.
@@ -273,14 +378,53 @@ mod tests {
 
     #[test]
     fn workloads_name_their_stats() {
-        let workloads = workloads("0123");
-        assert_eq!(workloads[0].stat, "incr", "INCR is the baseline, first");
-        assert!(workloads
+        for cell in [false, true] {
+            let workloads = workloads("0123", cell);
+            assert_eq!(workloads[0].stat, "incr", "INCR is the baseline, first");
+            assert!(workloads
+                .iter()
+                .all(|w| w.command[0].to_ascii_lowercase() == w.stat));
+            assert!(workloads
+                .iter()
+                .filter(|w| w.random_keys.is_some())
+                .all(|w| w.command.iter().any(|a| a.contains("__rand_int__"))));
+        }
+    }
+
+    /// Without --redis-cell the rows are exactly the THROTTLE.TAKE ones; with it each
+    /// CL.THROTTLE row follows the THROTTLE.TAKE row with the same quota.
+    #[test]
+    fn cell_rows_follow_their_counterpart() {
+        let plain = workloads("0123", false);
+        assert!(plain.iter().all(|w| w.stat != "cl.throttle"));
+        let cell = workloads("0123", true);
+        assert_eq!(cell.len(), plain.len() + 3);
+        let others: Vec<_> = cell
             .iter()
-            .all(|w| w.command[0].to_ascii_lowercase() == w.stat));
-        assert!(workloads
+            .filter(|w| w.stat != "cl.throttle")
+            .map(|w| w.label)
+            .collect();
+        assert_eq!(others, plain.iter().map(|w| w.label).collect::<Vec<_>>());
+        for (i, w) in cell
             .iter()
-            .filter(|w| w.random_keys.is_some())
-            .all(|w| w.command.iter().any(|a| a.contains("__rand_int__"))));
+            .enumerate()
+            .filter(|(_, w)| w.stat == "cl.throttle")
+        {
+            let take = &cell[i - 1];
+            assert_eq!(
+                take.stat, "throttle.take",
+                "{} follows {}",
+                w.label, take.label
+            );
+            assert_eq!(w.random_keys, take.random_keys);
+            assert_eq!(w.setup.is_some(), take.setup.is_some());
+            // THROTTLE.TAKE key capacity rate  <->  CL.THROTTLE key capacity-1 count period.
+            let capacity: f64 = take.command[2].parse().unwrap();
+            let rate: f64 = take.command[3].parse().unwrap();
+            let n = |k: usize| w.command[k].parse::<f64>().unwrap();
+            assert_eq!(n(2) + 1.0, capacity, "{}", w.label);
+            assert!((n(3) / n(4) / rate - 1.0).abs() < 1e-9, "{}", w.label);
+            assert_eq!(w.limited, Some(i64::from(take.setup.is_some())));
+        }
     }
 }
