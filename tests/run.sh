@@ -5,6 +5,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 tests/install-servers.sh
+# libfaketime leaves per-pid files in /dev/shm when a faked server is killed, and a new process
+# with the same pid then fails to start: drop those whose process is gone (the kit also cleans
+# up after its own servers).
+for f in /dev/shm/sem.faketime_sem_* /dev/shm/faketime_shm_*; do
+    [ -e "$f" ] || continue
+    kill -0 "${f##*_}" 2>/dev/null || rm -f "$f"
+done
 # The e2e tests load target/debug/libredis_throttle.so; `cargo test` alone does not build a cdylib.
 cargo build -p redis-throttle-module
 cargo test --workspace "$@"

@@ -1,4 +1,4 @@
-//! A server process, possibly under a wrapper (e.g. faketime), in a process group of its own.
+//! A server process, possibly under a wrapper, in a process group of its own.
 
 use std::io;
 use std::os::unix::process::CommandExt;
@@ -17,6 +17,9 @@ pub(crate) struct Process {
     /// The server's own pid when it differs from the child's (under a wrapper), learned from
     /// `INFO server`: a wrapper may exit before its child, which we cannot wait(2) for.
     server_pid: Option<u32>,
+    /// The child has been waited for: its pid, which is also the group id, may now belong to
+    /// someone else, so the group must not be signalled any more.
+    reaped: bool,
 }
 
 impl Process {
@@ -26,6 +29,7 @@ impl Process {
         Ok(Process {
             child: command.spawn()?,
             server_pid: None,
+            reaped: false,
         })
     }
 
@@ -37,14 +41,22 @@ impl Process {
 
     /// The exit status, if the child has exited.
     pub(crate) fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.try_wait().ok().flatten()
+        let status = self.child.try_wait().ok().flatten();
+        self.reaped |= status.is_some();
+        status
     }
 
-    /// Sends `signal` to the whole process group.
+    /// Sends `signal` to the whole process group, or, once the child is reaped, to the
+    /// server alone if it outlived its wrapper.
     pub(crate) fn signal(&self, signal: libc::c_int) {
-        // While the group has a member its id cannot be reused, so this hits only our processes.
+        // SAFETY: kill(2) has no memory preconditions. While the child is unreaped its pid, the
+        // group id, cannot be reused, so the group signal reaches only our processes.
         unsafe {
-            libc::kill(-(self.child.id() as libc::pid_t), signal);
+            if !self.reaped {
+                libc::kill(-(self.child.id() as libc::pid_t), signal);
+            } else if let Some(pid) = self.server_pid.filter(|&pid| !pid_gone(pid)) {
+                libc::kill(pid as libc::pid_t, signal);
+            }
         }
     }
 
@@ -66,6 +78,24 @@ impl Drop for Process {
             // Reparented to init once the wrapper died: we can only watch it go.
             poll(REAP_TIMEOUT, || pid_gone(pid).then_some(()));
         }
+        for pid in [Some(self.child.id()), self.server_pid]
+            .into_iter()
+            .flatten()
+        {
+            remove_faketime_files(pid);
+        }
+    }
+}
+
+/// libfaketime, when preloaded, keeps a semaphore and a shared-memory file named after the
+/// process's pid, and a killed process leaves them behind; a later process that gets the same
+/// pid then fails to start ("sem_open: File exists"). The process is gone, so they are ours.
+fn remove_faketime_files(pid: u32) {
+    for name in [
+        format!("sem.faketime_sem_{pid}"),
+        format!("faketime_shm_{pid}"),
+    ] {
+        let _ = std::fs::remove_file(std::path::Path::new("/dev/shm").join(name));
     }
 }
 
