@@ -1,5 +1,6 @@
 //! Shared by the server benchmark driver (`server-bench`) and the tests: the Lua script that
-//! does what THROTTLE.TAKE does, and parsers for what `redis-benchmark` and `INFO` print.
+//! does what THROTTLE.TAKE does, and parsers for what `redis-benchmark` and `INFO commandstats`
+//! print (single `INFO` fields: `throttle_testkit::info_field`).
 
 use std::collections::BTreeMap;
 
@@ -10,13 +11,6 @@ pub const LUA_TAKE: &str = include_str!("../lua/throttle_take.lua");
 /// Loads [`LUA_TAKE`] into the server's script cache and returns its SHA1.
 pub fn load_lua_take(con: &mut redis::Connection) -> redis::RedisResult<String> {
     redis::cmd("SCRIPT").arg("LOAD").arg(LUA_TAKE).query(con)
-}
-
-/// The value of `field:value` in an `INFO` reply.
-pub fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
-    info.lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .map(str::trim)
 }
 
 /// One line of `INFO commandstats`.
@@ -125,12 +119,5 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert!(median(&[]).is_nan());
-    }
-
-    #[test]
-    fn reads_info_fields() {
-        let info = "# Memory\r\nused_memory:1000\r\nused_memory_human:1000B\r\n";
-        assert_eq!(info_field(info, "used_memory"), Some("1000"));
-        assert_eq!(info_field(info, "used_memory_peak"), None);
     }
 }

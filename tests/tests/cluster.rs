@@ -198,17 +198,12 @@ fn keyslot(con: &mut Connection, key: &str) -> u16 {
 
 /// `rejected_calls` of THROTTLE.TAKE in `INFO commandstats` (0 if none or absent).
 fn rejected_takes(con: &mut Connection) -> u64 {
-    let stats = info(con, "commandstats");
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_throttle.take:"))
-        .and_then(|fields| {
-            fields
-                .split(',')
-                .find_map(|f| f.strip_prefix("rejected_calls="))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
+    command_stat(
+        &info(con, "commandstats"),
+        "throttle.take",
+        "rejected_calls",
+    )
+    .unwrap_or(0)
 }
 
 fn quota() -> Quota {

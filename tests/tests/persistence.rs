@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_same_bucket, assert_take_continues, check_in_memory_round_trips, check_rdb_restart,
-    digest, info, info_field, make_buckets, per_server, query, take, wait_until, Bucket,
-    Connection, Flavor, Server,
+    assert_take_continues, check_in_memory_round_trips, check_rdb_restart, digest, info,
+    info_field, make_buckets, per_server, query, restart_keeps_buckets, take, wait_until, Bucket,
+    Connection, Flavor, Server, Stop,
 };
 
 fn in_memory_round_trips(flavor: Flavor) {
@@ -83,22 +83,13 @@ fn aof_kill_rewrite_and_restart(flavor: Flavor) {
 
     let before = digest(&mut con);
     drop(con);
-    server.kill();
-    server.restart();
-    let mut con = server.conn();
-    assert_eq!(
-        digest(&mut con),
-        before,
-        "the dataset changed across kill -9 and AOF replay"
+    let mut con = restart_keeps_buckets(
+        &mut server,
+        &before,
+        &buckets,
+        Stop::Kill,
+        "kill -9 and AOF replay",
     );
-    for bucket in &buckets {
-        assert_same_bucket(
-            &mut con,
-            &bucket.key,
-            bucket,
-            "after kill -9 and AOF replay",
-        );
-    }
 
     // BGREWRITEAOF (default: an RDB preamble), then a take that lands in the new
     // incremental file, then a restart.
@@ -106,21 +97,13 @@ fn aof_kill_rewrite_and_restart(flavor: Flavor) {
     take_one_more(&mut con, &mut buckets[0], "after BGREWRITEAOF");
     let before = digest(&mut con);
     drop(con);
-    server.restart();
-    let mut con = server.conn();
-    assert_eq!(
-        digest(&mut con),
-        before,
-        "the dataset changed across BGREWRITEAOF and restart"
+    let mut con = restart_keeps_buckets(
+        &mut server,
+        &before,
+        &buckets,
+        Stop::Clean,
+        "BGREWRITEAOF and restart",
     );
-    for bucket in &buckets {
-        assert_same_bucket(
-            &mut con,
-            &bucket.key,
-            bucket,
-            "after BGREWRITEAOF and restart",
-        );
-    }
 
     // A rewrite without the preamble writes commands: SET and PEXPIREAT, still no command.
     let _: () = query(
@@ -149,21 +132,14 @@ fn aof_kill_rewrite_and_restart(flavor: Flavor) {
     );
     let before = digest(&mut con);
     drop(con);
-    server.kill();
-    server.restart();
-    let mut con = server.conn();
-    assert_eq!(
-        digest(&mut con),
-        before,
-        "the dataset changed across a plain AOF rewrite"
+    let mut con = restart_keeps_buckets(
+        &mut server,
+        &before,
+        &buckets,
+        Stop::Kill,
+        "a plain rewrite and kill -9",
     );
     for bucket in &buckets {
-        assert_same_bucket(
-            &mut con,
-            &bucket.key,
-            bucket,
-            "after a plain rewrite and kill -9",
-        );
         assert_take_continues(
             &mut con,
             &bucket.key,
@@ -189,7 +165,7 @@ fn rewrite(con: &mut Connection) {
     wait_no_rewrite(con);
     let persistence = info(con, "persistence");
     assert_eq!(
-        info_field(&persistence, "aof_last_bgrewrite_status").as_deref(),
+        info_field(&persistence, "aof_last_bgrewrite_status"),
         Some("ok"),
         "{persistence}"
     );
@@ -202,8 +178,8 @@ fn wait_no_rewrite(con: &mut Connection) {
         Duration::from_secs(10),
         || {
             let persistence = info(con, "persistence");
-            info_field(&persistence, "aof_rewrite_in_progress").as_deref() == Some("0")
-                && info_field(&persistence, "aof_rewrite_scheduled").as_deref() == Some("0")
+            info_field(&persistence, "aof_rewrite_in_progress") == Some("0")
+                && info_field(&persistence, "aof_rewrite_scheduled") == Some("0")
         },
     );
 }

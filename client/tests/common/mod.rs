@@ -46,16 +46,7 @@ pub fn throttle_take_calls(con: &mut redis::Connection) -> u64 {
         .arg("commandstats")
         .query(con)
         .expect("INFO commandstats");
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_throttle.take:"))
-        .map(|stats| {
-            stats
-                .split(',')
-                .find_map(|field| field.strip_prefix("calls="))
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("no calls= in {stats}"))
-        })
-        .unwrap_or(0)
+    throttle_testkit::command_stat(&info, "throttle.take", "calls").unwrap_or(0)
 }
 
 /// Checks that grants at these offsets from the moment the bucket was full (and nothing had

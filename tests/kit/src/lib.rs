@@ -15,6 +15,7 @@
 
 mod faketime;
 mod flavor;
+mod info;
 mod module;
 mod port;
 mod process;
@@ -23,5 +24,6 @@ mod wait;
 
 pub use faketime::libfaketime;
 pub use flavor::Flavor;
+pub use info::{command_stat, info_field};
 pub use module::module_path;
 pub use server::{Server, ServerBuilder};

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tempfile::TempDir;
 
 use crate::flavor::Flavor;
+use crate::info::info_field;
 use crate::module::module_path;
 use crate::port::free_port;
 use crate::process::Process;
@@ -507,11 +508,4 @@ impl Drop for Server {
         }
         self.kill();
     }
-}
-
-/// The value of `field:value` in an INFO reply.
-fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
-    info.lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .map(str::trim)
 }

@@ -14,29 +14,36 @@
 use std::time::{Duration, Instant};
 
 pub use redis::{Connection, Value};
-pub use throttle_testkit::{Flavor, Server};
+#[allow(unused_imports)]
+pub use throttle_testkit::{command_stat, info_field, Flavor, Server};
 
 /// One `#[test]` per server for each case function `fn case(flavor: Flavor)`, in modules
 /// named after the server, so a failure reads `redis_7_0::case`.
 #[allow(unused_macros)]
 macro_rules! per_server {
     ($($case:ident),* $(,)?) => {
-        mod redis_7_0 {
-            $( #[test] fn $case() { super::$case(::throttle_testkit::Flavor::Redis70) } )*
-        }
-        mod redis_8_2 {
-            $( #[test] fn $case() { super::$case(::throttle_testkit::Flavor::Redis82) } )*
-        }
-        mod valkey_8_1 {
-            $( #[test] fn $case() { super::$case(::throttle_testkit::Flavor::Valkey81) } )*
-        }
-        mod valkey_9_1 {
-            $( #[test] fn $case() { super::$case(::throttle_testkit::Flavor::Valkey91) } )*
-        }
+        $crate::common::on_servers!(
+            [redis_7_0 Redis70, redis_8_2 Redis82, valkey_8_1 Valkey81, valkey_9_1 Valkey91]
+            $($case),*
+        );
     };
 }
 #[allow(unused_imports)]
 pub(crate) use per_server;
+
+/// `per_server!` on a chosen list of servers: `on_servers!([module Flavor, ...] case, ...)`.
+#[allow(unused_macros)]
+macro_rules! on_servers {
+    ([] $($case:ident),*) => {};
+    ([$module:ident $flavor:ident $(, $rest:ident $rest_flavor:ident)*] $($case:ident),*) => {
+        mod $module {
+            $( #[test] fn $case() { super::$case(::throttle_testkit::Flavor::$flavor) } )*
+        }
+        $crate::common::on_servers!([$($rest $rest_flavor),*] $($case),*);
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use on_servers;
 
 /// `[granted, remaining, wait_ms, reset_ms]`.
 pub type Reply = [i64; 4];
@@ -155,13 +162,6 @@ pub fn info(con: &mut Connection, section: &str) -> String {
     query(con, redis::cmd("INFO").arg(section))
 }
 
-/// The value of `field:value` in an INFO reply.
-pub fn info_field(info: &str, field: &str) -> Option<String> {
-    info.lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .map(|v| v.trim().to_owned())
-}
-
 /// The server's clock (`TIME`), in ns.
 #[track_caller]
 pub fn server_time_ns(con: &mut Connection) -> i64 {
@@ -206,8 +206,12 @@ pub fn assert_no_crash(server: &Server, pid: &str) {
     let mut con = server.conn();
     let pong: String = query(&mut con, &redis::cmd("PING"));
     assert_eq!(pong, "PONG");
-    let now = info_field(&info(&mut con, "server"), "process_id");
-    assert_eq!(now.as_deref(), Some(pid), "the server restarted");
+    let now = info(&mut con, "server");
+    assert_eq!(
+        info_field(&now, "process_id"),
+        Some(pid),
+        "the server restarted"
+    );
     let log = server.log();
     for bad in [
         "panicked",
@@ -225,7 +229,9 @@ pub fn assert_no_crash(server: &Server, pid: &str) {
 
 #[track_caller]
 pub fn process_id(con: &mut Connection) -> String {
-    info_field(&info(con, "server"), "process_id").expect("INFO server has process_id")
+    info_field(&info(con, "server"), "process_id")
+        .expect("INFO server has process_id")
+        .to_owned()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1035,18 +1041,46 @@ pub fn check_rdb_restart(server: &mut Server) {
     );
     drop(con);
 
-    server.stop();
+    let mut con = restart_keeps_buckets(server, &before, &buckets, Stop::Clean, "SAVE and restart");
+    for bucket in &buckets {
+        assert_take_continues(&mut con, &bucket.key, bucket, "after SAVE and restart");
+    }
+}
+
+/// How [`restart_keeps_buckets`] stops the server.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// `SHUTDOWN NOSAVE`.
+    Clean,
+    /// SIGKILL.
+    Kill,
+}
+
+/// Stops and restarts `server`, then checks that the whole dataset has the digest `before`
+/// and every bucket is as it was; returns a connection to the restarted server.
+#[track_caller]
+pub fn restart_keeps_buckets(
+    server: &mut Server,
+    before: &str,
+    buckets: &[Bucket],
+    stop: Stop,
+    what: &str,
+) -> Connection {
+    match stop {
+        Stop::Clean => server.stop(),
+        Stop::Kill => server.kill(),
+    }
     server.restart();
     let mut con = server.conn();
     assert_eq!(
         digest(&mut con),
         before,
-        "the dataset changed across SAVE and restart"
+        "the dataset changed across {what}"
     );
-    for bucket in &buckets {
-        assert_same_bucket(&mut con, &bucket.key, bucket, "after SAVE and restart");
-        assert_take_continues(&mut con, &bucket.key, bucket, "after SAVE and restart");
+    for bucket in buckets {
+        assert_same_bucket(&mut con, &bucket.key, bucket, &format!("after {what}"));
     }
+    con
 }
 
 // ---------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use redis::Value;
-use throttle_benches::{info_field, load_lua_take};
+use throttle_benches::load_lua_take;
+use throttle_testkit::info_field;
 use throttle_testkit::Server;
 
 use crate::child::run_bounded;

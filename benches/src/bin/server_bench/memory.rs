@@ -5,8 +5,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
-use throttle_benches::info_field;
-use throttle_testkit::Server;
+use throttle_testkit::{info_field, Server};
 
 use crate::{words, Options, STATE_LIKE_INT};
 
