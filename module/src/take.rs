@@ -44,8 +44,7 @@ fn run(
     let [_, name, rest @ ..] = argv else {
         return Err(ArgError::Arity.to_string());
     };
-    let words: Vec<&[u8]> = rest.iter().map(|&s| bytes(s)).collect();
-    let args = TakeArgs::parse(&words).map_err(|e| e.to_string())?;
+    let args = parse_args(rest).map_err(|e| e.to_string())?;
 
     let stored = read_state(ctx, *name)?;
     let outcome = take(&args, stored, clock::now_ns());
@@ -53,6 +52,24 @@ fn run(
         store_state(ctx, *name, write)?;
     }
     Ok(outcome.reply())
+}
+
+/// Most words a valid call has after the key: `capacity rate TOKENS n MAXWAIT ms`.
+const MAX_WORDS: usize = 6;
+
+/// Parses on the stack: this runs on Redis's one thread for every call, so no allocation.
+/// A longer call is wrong anyway; it goes through a Vec only to name its exact problem.
+fn parse_args(rest: &[*mut raw::RedisModuleString]) -> Result<TakeArgs, ArgError> {
+    let mut words: [&[u8]; MAX_WORDS] = [&[]; MAX_WORDS];
+    match words.get_mut(..rest.len()) {
+        Some(slots) => {
+            for (slot, &s) in slots.iter_mut().zip(rest) {
+                *slot = bytes(s);
+            }
+            TakeArgs::parse(slots)
+        }
+        None => TakeArgs::parse(&rest.iter().map(|&s| bytes(s)).collect::<Vec<_>>()),
+    }
 }
 
 fn bytes<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {

@@ -249,15 +249,6 @@ fn redis_7_0_hangs_under_faketime() {
 }
 
 #[test]
-fn capabilities() {
-    for flavor in Flavor::ALL {
-        let modern = flavor != Flavor::Redis70;
-        assert_eq!(flavor.has_cached_micros(), modern, "{flavor}");
-        assert_eq!(flavor.has_acl_categories(), modern, "{flavor}");
-    }
-}
-
-#[test]
 fn every_flavor_is_installed() {
     let missing: Vec<String> = Flavor::ALL
         .iter()
