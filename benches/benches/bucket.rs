@@ -37,7 +37,7 @@ fn takes(c: &mut Criterion) {
     let mut group = c.benchmark_group("take");
     let plain = args(&["8", "9"]);
     let reserve = args(&["8", "9", "MAXWAIT", "5000"]);
-    let fill = 8 * plain.rate.interval_ns();
+    let fill = 8 * plain.quota.interval.ns();
     // State `NOW`: a full bucket (the stored instant has passed). State `NOW + fill`: empty.
     let cases = [
         ("granted", plain, Some(NOW - 1_000_000)),

@@ -127,7 +127,7 @@ impl Quota {
         match TakeArgs::parse(&args) {
             Ok(parsed) => Ok(Quota {
                 capacity,
-                interval_ns: u64::try_from(parsed.rate.interval_ns()).unwrap_or(u64::MAX),
+                interval_ns: u64::try_from(parsed.quota.interval.ns()).unwrap_or(u64::MAX),
                 rate,
             }),
             Err(ArgError::Capacity) => Err(QuotaError::Capacity { capacity }),

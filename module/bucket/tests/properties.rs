@@ -120,3 +120,154 @@ proptest! {
         }
     }
 }
+
+/// One step of a random interleaving of every command over two buckets.
+#[derive(Clone, Debug)]
+enum Op {
+    Take { bucket: usize, tokens: u64, max_wait_ms: u64 },
+    /// Gives back part of an earlier grant (picked by index modulo the grants so far); the
+    /// grant may be long stale by then.
+    Give { grant: usize, fraction: u8 },
+    Pause { bucket: usize, ms: u64 },
+    MTake { tokens: [u64; 2], max_wait_ms: u64 },
+    Peek { bucket: usize },
+}
+
+fn ops(capacities: [u64; 2]) -> impl Strategy<Value = Vec<(i64, Op)>> {
+    let step = prop_oneof![
+        6 => -50 * NS_PER_MS..1_500 * NS_PER_MS,
+        2 => Just(0i64),
+        1 => -3_600 * NS_PER_S..-NS_PER_S,
+    ];
+    let wait = prop_oneof![Just(0u64), 0..5_000u64];
+    let op = prop_oneof![
+        4 => (0..2usize, 1..=capacities[0].min(capacities[1]), wait.clone())
+            .prop_map(|(bucket, tokens, max_wait_ms)| Op::Take { bucket, tokens, max_wait_ms }),
+        3 => (any::<usize>(), 1..=4u8).prop_map(|(grant, fraction)| Op::Give { grant, fraction }),
+        1 => (0..2usize, 1..3_000u64).prop_map(|(bucket, ms)| Op::Pause { bucket, ms }),
+        3 => (0..=capacities[0], 0..=capacities[1], wait)
+            .prop_map(|(a, b, max_wait_ms)| Op::MTake { tokens: [a, b], max_wait_ms }),
+        1 => (0..2usize).prop_map(|bucket| Op::Peek { bucket }),
+    ];
+    prop::collection::vec((step, op), 1..120)
+}
+
+/// A grant as the window check counts it: `tokens - given` used at `act`.
+struct Grant {
+    bucket: usize,
+    act: i64,
+    tokens: u64,
+    given: u64,
+    ticket: i64,
+}
+
+fn words(text: &str) -> Vec<&[u8]> {
+    text.split_whitespace().map(str::as_bytes).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1500))]
+
+    /// Any interleaving of take, reserve, give back (fresh and stale tickets, each used once),
+    /// pause, multi-take and peek, with clock readings that also go backwards, keeps the tokens
+    /// used in every window, counting every grant less what it gave back, within
+    /// capacity + rate * window, for each bucket.
+    #[test]
+    fn every_command_keeps_every_window_within_the_bucket(
+        (buckets, ops) in (1u64..=12, 0..RATES.len(), 1u64..=12, 0..RATES.len())
+            .prop_flat_map(|(ca, ra, cb, rb)| (Just([(ca, ra), (cb, rb)]), ops([ca, cb])))
+    ) {
+        use throttle_bucket::{give, mtake, pause, peek, GiveArgs, MTakeArgs, PauseArgs, Quota};
+        let quota = |b: usize| format!("{} {}", buckets[b].0, RATES[buckets[b].1].0);
+        let mut now = T0;
+        let mut state: [Option<i64>; 2] = [None, None];
+        let mut grants: Vec<Grant> = Vec::new();
+        let set = |state: &mut [Option<i64>; 2], b: usize, tat: i64, may_go_back: bool| {
+            if !may_go_back {
+                prop_assert!(state[b].is_none_or(|s| tat >= s), "a state moved back");
+            }
+            state[b] = Some(tat);
+            Ok(())
+        };
+        for (step, op) in &ops {
+            now += step;
+            match op {
+                Op::Take { bucket, tokens, max_wait_ms } => {
+                    let text = format!("{} TOKENS {tokens} MAXWAIT {max_wait_ms} TICKET", quota(*bucket));
+                    let out = take(&TakeArgs::parse(&words(&text)).unwrap(), state[*bucket], now);
+                    if let Some(w) = out.write {
+                        set(&mut state, *bucket, w.tat_ns, false)?;
+                        grants.push(Grant { bucket: *bucket, act: now + out.wait_ns, tokens: *tokens, given: 0, ticket: out.ticket() });
+                    }
+                    prop_assert_eq!(out.granted, out.write.is_some());
+                }
+                Op::Give { grant, fraction } => {
+                    let open: Vec<usize> = (0..grants.len()).filter(|&i| grants[i].given == 0 && grants[i].ticket > 0).collect();
+                    if open.is_empty() { continue; }
+                    let g = &mut grants[open[grant % open.len()]];
+                    let n = g.tokens * u64::from(*fraction) / 4;
+                    let text = format!("{} {n} {}", quota(g.bucket), g.ticket);
+                    let out = give(&GiveArgs::parse(&words(&text)).unwrap(), state[g.bucket], now);
+                    prop_assert!(out.given <= n);
+                    if let Some(w) = out.write {
+                        prop_assert!(w.tat_ns >= now.clamp(0, throttle_bucket::MAX_NOW_NS));
+                        state[g.bucket] = Some(w.tat_ns);
+                    }
+                    // Used once: a later give of this grant would be a second one.
+                    g.given = out.given;
+                    g.ticket = 0;
+                }
+                Op::Pause { bucket, ms } => {
+                    let text = format!("{} {ms}", quota(*bucket));
+                    let out = pause(&PauseArgs::parse(&words(&text)).unwrap(), state[*bucket], now);
+                    prop_assert!(out.reply() >= *ms as i64);
+                    if let Some(w) = out.write {
+                        set(&mut state, *bucket, w.tat_ns, false)?;
+                    }
+                }
+                Op::MTake { tokens, max_wait_ms } => {
+                    let text = format!(
+                        "2 a b {} {} {} {} MAXWAIT {max_wait_ms}",
+                        quota(0), tokens[0], quota(1), tokens[1]
+                    );
+                    let out = mtake(&MTakeArgs::parse(&words(&text)).unwrap(), &state, now);
+                    let wrote = out.buckets().iter().filter(|b| b.write.is_some()).count();
+                    let taking = tokens.iter().filter(|&&t| t > 0).count();
+                    prop_assert!(wrote == 0 || wrote == taking, "all or nothing");
+                    for (b, after) in out.buckets().iter().enumerate() {
+                        if let Some(w) = after.write {
+                            set(&mut state, b, w.tat_ns, false)?;
+                            grants.push(Grant { bucket: b, act: now + out.wait_ns, tokens: tokens[b], given: 0, ticket: 0 });
+                        }
+                    }
+                }
+                Op::Peek { bucket } => {
+                    let parsed = Quota::parse(quota(*bucket).split(' ').next().unwrap().as_bytes(), RATES[buckets[*bucket].1].0.as_bytes()).unwrap();
+                    let out = peek(&parsed, state[*bucket], now);
+                    prop_assert!(out.write.is_none() && out.granted);
+                }
+            }
+        }
+        for (b, &(capacity, rate)) in buckets.iter().enumerate() {
+            let (rate_text, mantissa, scale) = RATES[rate];
+            let unit = 10i128.pow(scale) * i128::from(NS_PER_S);
+            let mut used: Vec<(i64, u64)> = grants
+                .iter()
+                .filter(|g| g.bucket == b && g.tokens > g.given)
+                .map(|g| (g.act, g.tokens - g.given))
+                .collect();
+            used.sort_unstable();
+            for (i, &(t0, _)) in used.iter().enumerate() {
+                let mut tokens = 0i128;
+                for &(t1, n) in &used[i..] {
+                    tokens += i128::from(n);
+                    let bound = i128::from(capacity) * unit + i128::from(t1 - t0) * mantissa;
+                    prop_assert!(
+                        tokens * unit <= bound,
+                        "bucket {b}: {tokens} tokens used in [{t0}, {t1}] at capacity {capacity}, rate {rate_text}"
+                    );
+                }
+            }
+        }
+    }
+}

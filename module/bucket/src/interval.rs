@@ -9,21 +9,26 @@ use crate::NS_PER_S;
 /// below one part in a thousand for rates up to a million per second; above that, prefer a
 /// coarser token (KiB rather than bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rate {
-    interval_ns: i64,
+pub struct Interval {
+    ns: i64,
 }
 
-/// Most digits accepted after the decimal point (trailing zeros aside).
-const MAX_FRACTION_DIGITS: u32 = 18;
+/// Digits after the decimal point that count; later ones are dropped, which can only lower the
+/// rate (a longer interval: fewer tokens, never more). At rates >= 10^-6 they change the
+/// interval by less than a thousandth of a nanosecond.
+const FRACTION_DIGITS: usize = 24;
 /// Most digits accepted before it (leading zeros aside): 1000000000 has ten.
 const MAX_INTEGER_DIGITS: u32 = 10;
 
-impl Rate {
+impl Interval {
+    /// One token per nanosecond: the fastest rate.
+    pub const ONE_NS: Interval = Interval { ns: 1 };
+
     /// Parses a decimal such as `10`, `0.5` or `35791394.1` (tokens per second), exactly.
     ///
     /// Returns `None` for anything else: signs, exponents, spaces, empty text, or a rate
     /// outside [`MIN_RATE`](crate::MIN_RATE)..=[`MAX_RATE`](crate::MAX_RATE).
-    pub fn parse(text: &[u8]) -> Option<Rate> {
+    pub fn from_rate(text: &[u8]) -> Option<Interval> {
         let (int_part, frac_part) = match text.iter().position(|&b| b == b'.') {
             Some(dot) => (text.get(..dot)?, text.get(dot + 1..)?),
             None => (text, &[][..]),
@@ -33,10 +38,15 @@ impl Rate {
         }
         let int_part = trim_start(int_part, b'0');
         let frac_part = trim_end(frac_part, b'0');
-        if digits(int_part)? > MAX_INTEGER_DIGITS || digits(frac_part)? > MAX_FRACTION_DIGITS {
+        if digits(int_part)? > MAX_INTEGER_DIGITS || digits(frac_part).is_none() {
             return None;
         }
-        // rate = mantissa / 10^scale, exactly. Both fit easily in u128 (< 10^28).
+        // Above MAX_RATE, however little: checked on every digit, before any are dropped.
+        if int_part.len() == 10 && !frac_part.is_empty() {
+            return None;
+        }
+        let frac_part = frac_part.get(..FRACTION_DIGITS).unwrap_or(frac_part);
+        // rate = mantissa / 10^scale, exactly. Both fit in u128 (< 10^35).
         let scale = frac_part.len() as u32;
         let mantissa = int_part
             .iter()
@@ -44,18 +54,19 @@ impl Rate {
             .fold(0u128, |acc, &d| acc * 10 + u128::from(d - b'0'));
         let unit = 10u128.pow(scale);
         // MIN_RATE (1e-6) <= rate <= MAX_RATE (1e9).
-        if mantissa == 0 || mantissa * 1_000_000 < unit || mantissa > 1_000_000_000 * unit {
+        let below_min = mantissa.checked_mul(1_000_000).is_some_and(|m| m < unit);
+        if mantissa == 0 || below_min || mantissa > 1_000_000_000 * unit {
             return None;
         }
         let interval = (NS_PER_S as u128 * unit).div_ceil(mantissa);
-        Some(Rate {
-            interval_ns: i64::try_from(interval).ok()?,
+        Some(Interval {
+            ns: i64::try_from(interval).ok()?,
         })
     }
 
     /// Nanoseconds one token takes to refill (at least 1, at most 10^15).
-    pub fn interval_ns(self) -> i64 {
-        self.interval_ns
+    pub fn ns(self) -> i64 {
+        self.ns
     }
 }
 
@@ -83,7 +94,7 @@ mod tests {
     use super::*;
 
     fn interval(text: &str) -> Option<i64> {
-        Rate::parse(text.as_bytes()).map(Rate::interval_ns)
+        Interval::from_rate(text.as_bytes()).map(Interval::ns)
     }
 
     #[test]
@@ -103,6 +114,12 @@ mod tests {
             ("0.0000010", Some(1_000_000_000_000_000)),
             ("0.0000015", Some(666_666_666_666_667)),
             ("0.000000000000000001000000", None),
+            // More digits than a double prints are fine: 1/3600 as Python, JS and Rust print it.
+            ("0.0002777777777777778", Some(3_600_000_000_000)),
+            ("0.00027777777777777777777777777777", Some(3_600_000_000_001)),
+            ("0.000001000000000000000000000000000000", Some(1_000_000_000_000_000)),
+            ("0.000000999999999999999999999999999999", None),
+            ("999999999.999999999999999999999999999", Some(2)),
         ];
         for (text, expected) in cases {
             assert_eq!(interval(text), expected, "rate {text:?}");
@@ -111,7 +128,7 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_a_plain_decimal_in_range() {
-        let bad: [&[u8]; 19] = [
+        let bad: [&[u8]; 20] = [
             b"",
             b".",
             b"0",
@@ -127,13 +144,14 @@ mod tests {
             b"inf",
             b"0.0000009",
             b"1000000000.1",
+            b"1000000000.000000000000000000000000001",
             b"99999999999",
             b"1,5",
             b"\xff\xfe",
             b"0x10",
         ];
         for text in bad {
-            assert_eq!(Rate::parse(text), None, "rate {text:?}");
+            assert_eq!(Interval::from_rate(text), None, "rate {text:?}");
         }
     }
 }

@@ -1,0 +1,135 @@
+//! What is wrong with a call. `Display` gives the error reply, which starts with `ERR`; the Lua
+//! twin of the commands sends the very same text.
+
+use std::fmt;
+
+use crate::limits::{MAX_CAPACITY, MAX_FILL_NS, MAX_KEYS, MAX_RATE, MAX_WAIT_MS, MIN_RATE};
+
+/// The module's commands, as they name themselves in errors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    Take,
+    MTake,
+    Pause,
+    Give,
+    Peek,
+}
+
+impl Command {
+    /// The name Redis uses in its own arity error: lower case.
+    pub fn name(self) -> &'static str {
+        match self {
+            Command::Take => "throttle.take",
+            Command::MTake => "throttle.mtake",
+            Command::Pause => "throttle.pause",
+            Command::Give => "throttle.give",
+            Command::Peek => "throttle.peek",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgError {
+    /// Too few or too many words: the same text as the server's own arity check.
+    Arity(Command),
+    /// `capacity` is not an integer in 1..=MAX_CAPACITY.
+    Capacity,
+    /// `rate` is not a decimal in MIN_RATE..=MAX_RATE.
+    Rate,
+    /// `capacity / rate` is longer than MAX_FILL_NS.
+    FillTooLong,
+    /// `TOKENS` (or an MTAKE triple's tokens) is not an integer in 0..=capacity.
+    Tokens { capacity: u64 },
+    /// `MAXWAIT` is not an integer in 0..=MAX_WAIT_MS.
+    MaxWait,
+    /// An option the command does not have.
+    UnknownOption(Command),
+    /// An option name with no value after it.
+    MissingValue(&'static str),
+    /// The same option twice.
+    Repeated(&'static str),
+    /// THROTTLE.PAUSE's `ms` is not an integer in 1..=MAX_WAIT_MS.
+    PauseMs,
+    /// THROTTLE.GIVE's `n` is not an integer in 0..=capacity.
+    GiveTokens { capacity: u64 },
+    /// THROTTLE.GIVE's `ticket` is not an integer in 0..=MAX_TICKET_US.
+    Ticket,
+    /// THROTTLE.MTAKE's `numkeys` is not an integer in 1..=MAX_KEYS.
+    NumKeys,
+    /// THROTTLE.MTAKE's words after the keys are not one triple per key (and options).
+    Triples { keys: usize },
+    /// THROTTLE.MTAKE names a key twice.
+    DuplicateKey,
+}
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgError::Arity(command) => write!(
+                f,
+                "ERR wrong number of arguments for '{}' command",
+                command.name()
+            ),
+            ArgError::Capacity => write!(
+                f,
+                "ERR capacity must be a whole number of tokens from 1 to {MAX_CAPACITY}"
+            ),
+            ArgError::Rate => write!(
+                f,
+                "ERR rate must be a decimal number of tokens per second from {MIN_RATE} to \
+                 {MAX_RATE}, like 10 or 0.5"
+            ),
+            ArgError::FillTooLong => write!(
+                f,
+                "ERR capacity / rate must be at most {} seconds (10 years): raise the rate or \
+                 lower the capacity",
+                MAX_FILL_NS / 1_000_000_000
+            ),
+            ArgError::Tokens { capacity } => write!(
+                f,
+                "ERR TOKENS must be a whole number from 0 to the capacity ({capacity})"
+            ),
+            ArgError::MaxWait => write!(
+                f,
+                "ERR MAXWAIT must be a whole number of milliseconds from 0 to {MAX_WAIT_MS} \
+                 (10 years)"
+            ),
+            ArgError::UnknownOption(Command::MTake) => f.write_str(
+                "ERR unknown option for THROTTLE.MTAKE: the only option is MAXWAIT ms",
+            ),
+            ArgError::UnknownOption(_) => f.write_str(
+                "ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT ms \
+                 and TICKET",
+            ),
+            ArgError::MissingValue(name) => write!(f, "ERR {name} needs a value: {name} n"),
+            ArgError::Repeated(name) => write!(f, "ERR {name} is given more than once"),
+            ArgError::PauseMs => write!(
+                f,
+                "ERR ms must be a whole number of milliseconds from 1 to {MAX_WAIT_MS} \
+                 (10 years): the supplier's Retry-After"
+            ),
+            ArgError::GiveTokens { capacity } => write!(
+                f,
+                "ERR n must be a whole number of tokens from 0 to the capacity ({capacity})"
+            ),
+            ArgError::Ticket => f.write_str(
+                "ERR ticket must be the fifth element of a THROTTLE.TAKE ... TICKET reply (a \
+                 whole number of microseconds)",
+            ),
+            ArgError::NumKeys => write!(
+                f,
+                "ERR numkeys must be a whole number from 1 to {MAX_KEYS}"
+            ),
+            ArgError::Triples { keys } => write!(
+                f,
+                "ERR THROTTLE.MTAKE needs capacity, rate and tokens for each of its {keys} \
+                 keys, in key order, then optionally MAXWAIT ms"
+            ),
+            ArgError::DuplicateKey => f.write_str(
+                "ERR the keys of THROTTLE.MTAKE must be distinct: name each bucket once",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ArgError {}

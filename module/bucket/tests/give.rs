@@ -1,0 +1,110 @@
+//! THROTTLE.GIVE as tables of explicit instants: the x/time/rate `Reservation.Cancel` rule.
+
+use throttle_bucket::{give, take, GiveArgs, Outcome, TakeArgs};
+
+const T0: i64 = 1_764_547_200_000_000_000;
+const MS: i64 = 1_000_000;
+
+fn words(text: &str) -> Vec<&[u8]> {
+    text.split_whitespace().map(str::as_bytes).collect()
+}
+
+/// A bucket threaded through calls.
+struct Bucket(Option<i64>);
+
+impl Bucket {
+    fn take(&mut self, text: &str, now: i64) -> Outcome {
+        let out = take(&TakeArgs::parse(&words(text)).unwrap(), self.0, now);
+        if let Some(w) = out.write {
+            self.0 = Some(w.tat_ns);
+        }
+        out
+    }
+
+    fn give(&mut self, quota: &str, n: u64, ticket: i64, now: i64) -> u64 {
+        let text = format!("{quota} {n} {ticket}");
+        let out = give(&GiveArgs::parse(&words(&text)).unwrap(), self.0, now);
+        if let Some(w) = out.write {
+            assert!(w.tat_ns >= now, "a give-back never fills past full");
+            self.0 = Some(w.tat_ns);
+        }
+        out.given
+    }
+}
+
+#[test]
+fn the_ticket_is_the_state_after_the_take_in_microseconds() {
+    let mut b = Bucket(None);
+    let out = b.take("8 9 TICKET", T0);
+    // 111 111 112 ns after T0, rounded down to the µs.
+    assert_eq!(out.ticket(), T0 / 1000 + 111_111);
+    assert_eq!(b.take("8 9 TOKENS 0 TICKET", T0).ticket(), 0, "nothing taken");
+    let mut empty = Bucket(Some(T0 + 888_888_896));
+    assert_eq!(empty.take("8 9 TICKET", T0).ticket(), 0, "denied");
+}
+
+#[test]
+fn a_give_back_with_nothing_taken_after_returns_everything() {
+    let mut b = Bucket(None);
+    let ticket = b.take("10 10 TOKENS 4", T0).ticket();
+    assert_eq!(b.give("10 10", 4, ticket, T0 + MS), 4);
+    // The bucket is as if the take never happened: full.
+    assert_eq!(b.take("10 10 TOKENS 10", T0 + MS).reply()[0], 1);
+}
+
+#[test]
+fn tokens_taken_after_the_ticket_stay_taken() {
+    let mut b = Bucket(None);
+    // A reserves 3 (the bucket is empty after), B reserves 2 behind A.
+    b.take("3 1 TOKENS 3", T0);
+    let a = b.take("3 1 TOKENS 3 MAXWAIT 10000 TICKET", T0);
+    assert_eq!(a.reply(), [1, 0, 3000, 6000]);
+    let c = b.take("3 1 TOKENS 2 MAXWAIT 10000", T0);
+    assert_eq!(c.reply(), [1, 0, 5000, 8000]);
+    // A gives up before its time: 3 less the 2 taken after it.
+    assert_eq!(b.give("3 1", 3, a.ticket(), T0 + 1000 * MS), 1);
+    // C's reservation stays valid: the next caller comes after it, one interval sooner than
+    // without the give-back (5000 ms).
+    assert_eq!(b.take("3 1 MAXWAIT 10000", T0 + 1000 * MS).reply()[2], 4000);
+}
+
+#[test]
+fn a_ticket_gives_back_once_and_never_past_full() {
+    let mut b = Bucket(None);
+    let t = b.take("10 10 TOKENS 5 TICKET", T0).ticket();
+    // 300 ms later 3 of the 5 have come back: only 2 more fit under full.
+    assert_eq!(b.give("10 10", 5, t, T0 + 300 * MS), 2);
+    assert_eq!(b.0, Some(T0 + 300 * MS), "full, no further");
+    // The state is now before the ticket: the same ticket gives nothing again.
+    assert_eq!(b.give("10 10", 5, t, T0 + 300 * MS), 0);
+}
+
+#[test]
+fn stale_missing_and_forged_tickets_give_nothing() {
+    let mut b = Bucket(None);
+    let t = b.take("10 10 TOKENS 2 TICKET", T0).ticket();
+    // Missing key: a full bucket, nothing to give back to.
+    assert_eq!(Bucket(None).give("10 10", 2, t, T0), 0);
+    // A ticket from after the state (another bucket's, or the key was reset since).
+    assert_eq!(b.give("10 10", 2, t + 1_000_000, T0), 0);
+    // Ten takes later the ticket is stale: 2 - 10 < 0.
+    for _ in 0..10 {
+        b.take("10 10 MAXWAIT 10000", T0);
+    }
+    assert_eq!(b.give("10 10", 2, t, T0), 0);
+    // n = 0 gives 0.
+    let t2 = b.take("10 10 MAXWAIT 10000 TICKET", T0).ticket();
+    assert_eq!(b.give("10 10", 0, t2, T0), 0);
+    assert_eq!(b.give("10 10", 1, t2, T0), 1);
+}
+
+#[test]
+fn the_ticket_rounding_gives_back_less_never_more() {
+    // At 1e9/s a token is 1 ns: the µs ticket is up to 999 ns below the state, which reads
+    // as up to 999 tokens taken after. Here the state after the take is 2 ns past a µs.
+    let state_before = T0 + 999;
+    let mut b = Bucket(Some(state_before));
+    let t = b.take("1000000 1000000000 TOKENS 3 TICKET", T0).ticket();
+    assert_eq!(t, (state_before + 3) / 1000);
+    assert_eq!(b.give("1000000 1000000000", 3, t, T0), 1);
+}

@@ -1,0 +1,106 @@
+//! THROTTLE.MTAKE as tables of explicit instants.
+
+use throttle_bucket::{mtake, take, MOutcome, MTakeArgs, TakeArgs, MAX_KEYS};
+
+const T0: i64 = 1_764_547_200_000_000_000;
+const MS: i64 = 1_000_000;
+
+fn words(text: &str) -> Vec<&[u8]> {
+    text.split_whitespace().map(str::as_bytes).collect()
+}
+
+fn run(text: &str, stored: &[Option<i64>], now: i64) -> (MOutcome, Vec<i64>) {
+    let out = mtake(&MTakeArgs::parse(&words(text)).unwrap(), stored, now);
+    let mut reply = [0; 2 + 2 * MAX_KEYS];
+    let len = out.reply(&mut reply);
+    (out, reply[..len].to_vec())
+}
+
+fn states(out: &MOutcome, before: &[Option<i64>]) -> Vec<Option<i64>> {
+    out.buckets()
+        .iter()
+        .zip(before)
+        .map(|(b, s)| b.write.map(|w| w.tat_ns).or(*s))
+        .collect()
+}
+
+#[test]
+fn ten_per_second_and_twenty_five_per_five_seconds() {
+    let q = "2 s m 10 10 1 25 5 1";
+    let mut stored = vec![None, None];
+    // 10 at once: the per-second bucket empties, the other has 15 left.
+    for k in 1..=10 {
+        let (out, reply) = run(q, &stored, T0);
+        assert_eq!(reply[..2], [1, 0], "call {k}");
+        assert_eq!(reply[2], 10 - k, "call {k}");
+        stored = states(&out, &stored);
+    }
+    // The 11th is denied by the first bucket alone and nothing is written to either.
+    let (out, reply) = run(q, &stored, T0);
+    assert_eq!(reply, [0, 100, 0, 1000, 15, 2000]);
+    assert!(out.buckets().iter().all(|b| b.write.is_none()));
+}
+
+#[test]
+fn all_or_nothing_when_one_bucket_is_short() {
+    // The second bucket is empty for 2 s more: the first is left untouched.
+    let stored = [None, Some(T0 + 2000 * MS + 1000 * MS)];
+    let (out, reply) = run("2 a b 5 1 1 1 1 1", &stored, T0);
+    assert_eq!(reply, [0, 3000, 5, 0, 0, 3000]);
+    assert!(out.buckets().iter().all(|b| b.write.is_none()));
+}
+
+#[test]
+fn the_wait_is_the_longest_and_every_bucket_takes_as_of_then() {
+    // a: full (5 at 1/s); b: its one token comes in 2 s (capacity 1 at 1/s, 2 s in debt).
+    let stored = [None, Some(T0 + 2000 * MS)];
+    let (out, reply) = run("2 a b 5 1 1 1 1 1 MAXWAIT 5000", &stored, T0);
+    // Seen from now, a holds 2: its token is set aside at T0 + 2 s, which is also when a
+    // would be full again without it.
+    assert_eq!(reply, [1, 2000, 2, 3000, 0, 3000]);
+    let after = states(&out, &stored);
+    // a's token is used 2 s from now, so a takes it as a take at that instant would: a full
+    // bucket at T0 + 2 s less one token. A single take on a at T0 + 2 s then sees 4 left.
+    assert_eq!(after[0], Some(T0 + 2000 * MS + 1000 * MS));
+    let single = take(&TakeArgs::parse(&words("5 1 TOKENS 0")).unwrap(), after[0], T0 + 2000 * MS);
+    assert_eq!(single.reply(), [1, 4, 0, 1000]);
+    assert_eq!(after[1], Some(T0 + 3000 * MS));
+}
+
+#[test]
+fn zero_tokens_inspect_and_a_bucket_with_zero_is_left_alone() {
+    let stored = [Some(T0 + 500 * MS), None];
+    let (out, reply) = run("2 a b 10 10 0 10 10 0", &stored, T0);
+    assert_eq!(reply, [1, 0, 5, 500, 10, 0]);
+    assert!(out.buckets().iter().all(|b| b.write.is_none()));
+    // Taking from b only: a is not written, and its debt does not delay b.
+    let (out, reply) = run("2 a b 10 10 0 10 10 3", &stored, T0);
+    assert_eq!(reply, [1, 0, 5, 500, 7, 300]);
+    assert_eq!(out.buckets()[0].write, None);
+}
+
+#[test]
+fn one_key_is_the_same_as_throttle_take() {
+    let mut stored = None;
+    for k in 0..12 {
+        let now = T0 + k * 37 * MS;
+        let single = take(
+            &TakeArgs::parse(&words("8 9 TOKENS 2 MAXWAIT 300")).unwrap(),
+            stored,
+            now,
+        );
+        let (multi, reply) = run("1 a 8 9 2 MAXWAIT 300", &[stored], now);
+        let [granted, remaining, wait, reset] = single.reply();
+        assert_eq!(reply, [granted, wait, remaining, reset], "call {k}");
+        assert_eq!(multi.buckets()[0].write, single.write, "call {k}");
+        stored = single.write.map(|w| w.tat_ns).or(stored);
+    }
+}
+
+#[test]
+fn a_forged_state_past_i64_refuses_the_whole_call() {
+    let stored = [None, Some(i64::MAX)];
+    let (out, reply) = run("2 a b 8 9 1 8 9 1 MAXWAIT 315360000000", &stored, T0);
+    assert_eq!(reply[0], 0);
+    assert!(out.buckets().iter().all(|b| b.write.is_none()));
+}

@@ -1,0 +1,36 @@
+//! `THROTTLE.GIVE key capacity rate n ticket`: give back the tokens of a take (by the ticket
+//! `THROTTLE.TAKE ... TICKET` replied) that the caller did not use. Replies the tokens given
+//! back.
+
+use std::os::raw::c_int;
+
+use redis_module::raw;
+use throttle_bucket::{give, ArgError, Command, GiveArgs};
+
+use crate::bucket_key::{read_state, store_state};
+use crate::call::{self, Reply};
+use crate::{clock, stats};
+
+/// The command handler Redis calls.
+pub extern "C" fn command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    call::run(ctx, argv, argc, stats::Command::Give, |args, reply| {
+        let [key, rest @ ..] = args else {
+            return Err(ArgError::Arity(Command::Give).to_string());
+        };
+        let parsed = call::with_words::<{ call::ONE_KEY_WORDS }, _>(rest, GiveArgs::parse)
+            .map_err(|e| e.to_string())?;
+        let outcome = give(&parsed, read_state(ctx, *key)?, clock::now_ns());
+        if let Some(write) = outcome.write {
+            store_state(ctx, *key, write)?;
+        }
+        stats::given_back(outcome.given);
+        reply(Reply::Integer(
+            i64::try_from(outcome.given).unwrap_or(i64::MAX),
+        ));
+        Ok(())
+    })
+}

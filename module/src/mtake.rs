@@ -1,0 +1,52 @@
+//! `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms]`: take from
+//! every bucket or from none. Replies `[granted, wait_ms, remaining_1, reset_ms_1, ...]`.
+
+use std::os::raw::c_int;
+
+use redis_module::raw;
+use throttle_bucket::{mtake, MTakeArgs, MAX_KEYS};
+
+use crate::bucket_key::{read_state, store_state};
+use crate::call::{self, Reply};
+use crate::{clock, stats};
+
+/// Most words a valid call has: numkeys, 16 keys, 16 triples, MAXWAIT ms.
+const MAX_WORDS: usize = 1 + 4 * MAX_KEYS + 2;
+
+/// The command handler Redis calls.
+pub extern "C" fn command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    call::run(ctx, argv, argc, stats::Command::MTake, |args, reply| {
+        let parsed =
+            call::with_words::<MAX_WORDS, _>(args, MTakeArgs::parse).map_err(|e| e.to_string())?;
+        let count = parsed.limits().len();
+        // The keys follow numkeys; `parse` checked there are `count` of them.
+        let keys = args.get(1..=count).unwrap_or(&[]);
+
+        // Every bucket is read (and its type checked) before anything is written.
+        let mut stored = [None; MAX_KEYS];
+        for (slot, &key) in stored.iter_mut().zip(keys) {
+            *slot = read_state(ctx, key)?;
+        }
+        let outcome = mtake(&parsed, stored.get(..count).unwrap_or(&[]), clock::now_ns());
+        for (after, &key) in outcome.buckets().iter().zip(keys) {
+            if let Some(write) = after.write {
+                store_state(ctx, key, write)?;
+            }
+        }
+        if parsed.limits().iter().any(|l| l.tokens > 0) {
+            if outcome.granted {
+                stats::granted(outcome.wait_ns > 0);
+            } else {
+                stats::denied();
+            }
+        }
+        let mut values = [0; 2 + 2 * MAX_KEYS];
+        let len = outcome.reply(&mut values);
+        reply(Reply::Integers(values.get(..len).unwrap_or(&values)));
+        Ok(())
+    })
+}

@@ -1,0 +1,34 @@
+//! `THROTTLE.PAUSE key capacity rate ms`: the supplier said 429 with Retry-After; the first
+//! token is there `ms` from now at the earliest. Replies the ms until the next token.
+
+use std::os::raw::c_int;
+
+use redis_module::raw;
+use throttle_bucket::{pause, ArgError, Command, PauseArgs};
+
+use crate::bucket_key::{read_state, store_state};
+use crate::call::{self, Reply};
+use crate::{clock, stats};
+
+/// The command handler Redis calls.
+pub extern "C" fn command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    call::run(ctx, argv, argc, stats::Command::Pause, |args, reply| {
+        let [key, rest @ ..] = args else {
+            return Err(ArgError::Arity(Command::Pause).to_string());
+        };
+        let parsed = call::with_words::<{ call::ONE_KEY_WORDS }, _>(rest, PauseArgs::parse)
+            .map_err(|e| e.to_string())?;
+        let outcome = pause(&parsed, read_state(ctx, *key)?, clock::now_ns());
+        // A pause that a longer one already covers writes and replicates nothing.
+        if let Some(write) = outcome.write {
+            store_state(ctx, *key, write)?;
+        }
+        stats::paused();
+        reply(Reply::Integer(outcome.reply()));
+        Ok(())
+    })
+}

@@ -1,0 +1,30 @@
+//! `THROTTLE.PEEK key capacity rate`: the bucket as it stands, `[1, remaining, 0, reset_ms]`,
+//! what `THROTTLE.TAKE ... TOKENS 0` replies, but a read-only command: it runs on a read-only
+//! replica, in EVAL_RO and `no-writes` functions, during CLIENT PAUSE WRITE and under OOM.
+
+use std::os::raw::c_int;
+
+use redis_module::raw;
+use throttle_bucket::{parse_peek, peek, ArgError, Command};
+
+use crate::bucket_key::read_state;
+use crate::call::{self, Reply};
+use crate::{clock, stats};
+
+/// The command handler Redis calls.
+pub extern "C" fn command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    call::run(ctx, argv, argc, stats::Command::Peek, |args, reply| {
+        let [key, rest @ ..] = args else {
+            return Err(ArgError::Arity(Command::Peek).to_string());
+        };
+        let quota = call::with_words::<{ call::ONE_KEY_WORDS }, _>(rest, parse_peek)
+            .map_err(|e| e.to_string())?;
+        let outcome = peek(&quota, read_state(ctx, *key)?, clock::now_ns());
+        reply(Reply::Integers(&outcome.reply()));
+        Ok(())
+    })
+}

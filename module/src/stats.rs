@@ -1,0 +1,121 @@
+//! Counters since the module was loaded, shown by `INFO throttle`.
+//!
+//! Redis runs commands on one thread, but relaxed atomics cost nothing here and keep this
+//! free of `static mut`.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use redis_module::raw;
+
+use crate::{eviction, guard};
+
+/// The module's commands, for the per-command call counters.
+#[derive(Clone, Copy, Debug)]
+pub enum Command {
+    Take,
+    MTake,
+    Pause,
+    Give,
+    Peek,
+}
+
+pub(crate) static CALLS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+pub(crate) static GRANTED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static RESERVED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static DENIED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static GIVEN_BACK: AtomicU64 = AtomicU64::new(0);
+pub(crate) static PAUSES: AtomicU64 = AtomicU64::new(0);
+pub(crate) static ERRORS: AtomicU64 = AtomicU64::new(0);
+
+/// One call of `command`, whatever its outcome.
+pub fn called(command: Command) {
+    CALLS[command as usize].fetch_add(1, Relaxed);
+}
+
+/// Tokens were taken; `reserved` when the caller must wait before using them.
+pub fn granted(reserved: bool) {
+    GRANTED.fetch_add(1, Relaxed);
+    if reserved {
+        RESERVED.fetch_add(1, Relaxed);
+    }
+}
+
+/// A take that took nothing.
+pub fn denied() {
+    DENIED.fetch_add(1, Relaxed);
+}
+
+/// Tokens returned by THROTTLE.GIVE.
+pub fn given_back(tokens: u64) {
+    GIVEN_BACK.fetch_add(tokens, Relaxed);
+}
+
+/// A THROTTLE.PAUSE call (also one that changed nothing, since a longer pause was on).
+pub fn paused() {
+    PAUSES.fetch_add(1, Relaxed);
+}
+
+/// A call answered with an error.
+pub fn error() {
+    ERRORS.fetch_add(1, Relaxed);
+}
+
+/// The `INFO` callback: one section, `# throttle`, shown by `INFO throttle`, `INFO modules`
+/// and `INFO everything`. Redis prefixes each field with `throttle_`.
+pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    guard::callback("INFO", (), || write_info(ctx));
+}
+
+fn write_info(ctx: *mut raw::RedisModuleInfoCtx) {
+    // SAFETY: the pointers are written once by RedisModule_Init before OnLoad; `ctx` is the
+    // live INFO context; names and values are NUL-terminated and only read during the call.
+    unsafe {
+        let (Some(add_section), Some(add_number), Some(add_text)) = (
+            raw::RedisModule_InfoAddSection,
+            raw::RedisModule_InfoAddFieldULongLong,
+            raw::RedisModule_InfoAddFieldCString,
+        ) else {
+            return;
+        };
+        // A null name: the section is named after the module. Err: not requested.
+        if add_section(ctx, std::ptr::null()) != raw::REDISMODULE_OK as c_int {
+            return;
+        }
+        let calls = |command: Command| CALLS[command as usize].load(Relaxed);
+        let numbers: [(&CStr, u64); 11] = [
+            (c"calls_take", calls(Command::Take)),
+            (c"calls_mtake", calls(Command::MTake)),
+            (c"calls_pause", calls(Command::Pause)),
+            (c"calls_give", calls(Command::Give)),
+            (c"calls_peek", calls(Command::Peek)),
+            (c"granted", GRANTED.load(Relaxed)),
+            (c"reserved", RESERVED.load(Relaxed)),
+            (c"denied", DENIED.load(Relaxed)),
+            (c"tokens_given_back", GIVEN_BACK.load(Relaxed)),
+            (c"pauses", PAUSES.load(Relaxed)),
+            (c"errors", ERRORS.load(Relaxed)),
+        ];
+        for (name, value) in numbers {
+            add_number(ctx, name.as_ptr(), value);
+        }
+        match eviction::buckets_can_be_evicted() {
+            Some(true) => {
+                add_text(ctx, c"eviction".as_ptr(), c"possible".as_ptr());
+                add_text(ctx, c"eviction_warning".as_ptr(), EVICTION_WARNING.as_ptr());
+            }
+            Some(false) => {
+                add_text(ctx, c"eviction".as_ptr(), c"no".as_ptr());
+            }
+            None => {
+                add_text(ctx, c"eviction".as_ptr(), c"unknown".as_ptr());
+            }
+        }
+    }
+}
+
+/// One line, no colon or comma, so INFO parsers keep it whole.
+const EVICTION_WARNING: &CStr = c"buckets can be evicted (maxmemory is set and the policy \
+    is not noeviction). A bucket evicted while in debt reads as full so the fleet can exceed \
+    its quota. Set maxmemory-policy noeviction or give the buckets a Redis of their own";
