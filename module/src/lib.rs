@@ -1,14 +1,31 @@
-//! The `THROTTLE.TAKE` Redis module: glue between Redis and the `throttle-bucket` arithmetic.
+//! The `throttle` Redis module: glue between Redis and the `throttle-bucket` arithmetic.
 //!
 //! Each command lives in a file of its own (parse, read the key, call the arithmetic, write,
 //! replicate, reply); the raw Redis calls they share are in `bucket_key`, `clock` and `guard`.
-//! Every entry point runs behind `guard`, because a Rust panic that reaches Redis aborts it.
+//! This file registers them (flags, keys, ACL categories, `COMMAND DOCS` from
+//! `command_info`), the `INFO throttle` section (`stats`), the eviction warning (`eviction`)
+//! and the refusal to unload. Every entry point runs behind `guard`, because a Rust panic
+//! that reaches Redis aborts it.
 
 mod bucket_key;
+mod call;
 mod clock;
+mod command_info;
+mod eviction;
+mod give;
 mod guard;
+mod keys;
+mod mtake;
+mod pause;
+mod peek;
+mod stats;
 mod take;
 
+use std::ffi::CStr;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+use command_info::Doc;
 use redis_module::alloc::RedisAlloc;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 
@@ -18,7 +35,72 @@ redis_module! {
     allocator: (RedisAlloc, RedisAlloc),
     data_types: [],
     init: init,
+    deinit: deinit,
 }
+
+/// One command to register.
+struct Command {
+    name: &'static CStr,
+    handler: raw::RedisModuleCmdFunc,
+    /// Server flags: `write` or `readonly` (where it may run), `deny-oom`, `fast`.
+    flags: &'static CStr,
+    /// The legacy (first key, last key, step); the key specs in `doc` replace it where the
+    /// server has them.
+    keys: (c_int, c_int, c_int),
+    /// ACL categories, where the server can give module commands any (7.2+, Valkey).
+    acl: &'static CStr,
+    doc: &'static Doc,
+}
+
+static COMMANDS: [Command; 5] = [
+    Command {
+        name: c"throttle.take",
+        handler: Some(take::command),
+        flags: c"write deny-oom fast",
+        keys: (1, 1, 1),
+        acl: c"write fast",
+        doc: &command_info::TAKE,
+    },
+    Command {
+        name: c"throttle.mtake",
+        handler: Some(keys::mtake_entry),
+        // No legacy range can say "numkeys keys from argv[2]": (0, 0, 0) here. The key spec
+        // (keynum) serves COMMAND GETKEYS and ACL key patterns; the cluster's slot check
+        // asks the module (`getkeys-api`, answered in `keys`), so keys in different slots
+        // get the server's CROSSSLOT. SetCommandInfo accepts key specs over none or over one
+        // legacy range.
+        flags: c"write deny-oom fast getkeys-api",
+        keys: (0, 0, 0),
+        acl: c"write fast",
+        doc: &command_info::MTAKE,
+    },
+    Command {
+        name: c"throttle.pause",
+        handler: Some(pause::command),
+        flags: c"write deny-oom fast",
+        keys: (1, 1, 1),
+        acl: c"write fast",
+        doc: &command_info::PAUSE,
+    },
+    Command {
+        name: c"throttle.give",
+        handler: Some(give::command),
+        flags: c"write deny-oom fast",
+        keys: (1, 1, 1),
+        acl: c"write fast",
+        doc: &command_info::GIVE,
+    },
+    Command {
+        name: c"throttle.peek",
+        handler: Some(peek::command),
+        // Read-only: allowed on a read-only replica, in EVAL_RO and `no-writes` functions,
+        // during CLIENT PAUSE WRITE and when the server is out of memory.
+        flags: c"readonly fast",
+        keys: (1, 1, 1),
+        acl: c"read fast",
+        doc: &command_info::PEEK,
+    },
+];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     guard::on_load(ctx, || register(ctx))
@@ -26,48 +108,153 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 
 fn register(ctx: &Context) -> Status {
     let raw_ctx = ctx.get_raw();
-    // SAFETY: the API pointers are written once by
-    // RedisModule_Init before OnLoad runs and only read afterwards; the names and flags are
-    // NUL-terminated literals and the handler has the C signature Redis expects.
-    let created = unsafe {
-        let Some(create_command) = raw::RedisModule_CreateCommand else {
+    for command in &COMMANDS {
+        if create(raw_ctx, command).is_err() {
+            guard::warning(
+                raw_ctx,
+                &format!("could not register {}", upper(command.name)),
+            );
             return Status::Err;
+        }
+        // SAFETY: the pointer is written once by RedisModule_Init before OnLoad; the name is a
+        // command this module has just registered.
+        let handle = unsafe {
+            raw::RedisModule_GetCommand.map_or(std::ptr::null_mut(), |get| {
+                get(raw_ctx, command.name.as_ptr())
+            })
         };
-        create_command(
-            raw_ctx,
-            c"throttle.take".as_ptr(),
-            Some(take::command),
-            c"write deny-oom fast".as_ptr(),
-            1,
-            1,
-            1,
-        )
-    };
-    if created != raw::REDISMODULE_OK as i32 {
-        ctx.log_warning("throttle: could not register THROTTLE.TAKE");
-        return Status::Err;
+        set_acl_categories(raw_ctx, handle, command);
+        if let Err(why) = command_info::set(handle, command.doc) {
+            // The command works without its docs: only COMMAND DOCS, the arity check at
+            // MULTI time and the key specs' flags are missing (MTAKE's keys still reach the
+            // cluster and ACLs through `keys`).
+            guard::warning(
+                raw_ctx,
+                &format!(
+                    "no COMMAND DOCS or key specs for {}: {why}",
+                    upper(command.name)
+                ),
+            );
+        }
     }
-    set_acl_categories(ctx, c"throttle.take", c"write fast");
+    // SAFETY: as above; the callback has the C signature Redis expects and lives forever.
+    unsafe {
+        if let Some(register_info) = raw::RedisModule_RegisterInfoFunc {
+            // Replaces the crate's default callback (which has nothing to show).
+            register_info(raw_ctx, Some(stats::info));
+        }
+    }
+    eviction::init(raw_ctx);
+    // SAFETY: as above.
+    unsafe {
+        if let Some(subscribe) = raw::RedisModule_SubscribeToServerEvent {
+            let event = raw::RedisModuleEvent {
+                id: raw::REDISMODULE_EVENT_SHUTDOWN,
+                dataver: 1,
+            };
+            subscribe(raw_ctx, event, Some(shutting_down));
+        }
+    }
     Status::Ok
 }
 
+fn create(ctx: *mut raw::RedisModuleCtx, command: &Command) -> Result<(), ()> {
+    let (first, last, step) = command.keys;
+    // SAFETY: as in `register`; the name and flags are NUL-terminated statics and the handler
+    // has the C signature Redis expects.
+    let created = unsafe {
+        let Some(create_command) = raw::RedisModule_CreateCommand else {
+            return Err(());
+        };
+        create_command(
+            ctx,
+            command.name.as_ptr(),
+            command.handler,
+            command.flags.as_ptr(),
+            first,
+            last,
+            step,
+        )
+    };
+    if created == raw::REDISMODULE_OK as c_int {
+        Ok(())
+    } else {
+        Err(())
+    }
+}
+
 /// Module commands get no ACL category from their flags; the API to give them one exists from
-/// Redis 7.2 (and in Valkey). On older servers `-@write` does not cover THROTTLE.TAKE.
-fn set_acl_categories(ctx: &Context, name: &std::ffi::CStr, categories: &std::ffi::CStr) {
-    // SAFETY: as in `register`; `get_command` is only asked for a command registered above.
-    unsafe {
-        let (Some(get_command), Some(set_categories)) = (
-            raw::RedisModule_GetCommand,
-            raw::RedisModule_SetCommandACLCategories,
-        ) else {
-            ctx.log_notice("throttle: this server cannot give module commands ACL categories");
+/// Redis 7.2 (and in Valkey). On older servers `-@write` does not cover the module's commands.
+fn set_acl_categories(
+    ctx: *mut raw::RedisModuleCtx,
+    handle: *mut raw::RedisModuleCommand,
+    command: &Command,
+) {
+    // SAFETY: as in `register`; `handle` is checked for null.
+    let done = unsafe {
+        let Some(set_categories) = raw::RedisModule_SetCommandACLCategories else {
+            if command.name == c"throttle.take" {
+                guard::notice(
+                    ctx,
+                    "this server cannot give module commands ACL categories",
+                );
+            }
             return;
         };
-        let command = get_command(ctx.get_raw(), name.as_ptr());
-        if command.is_null()
-            || set_categories(command, categories.as_ptr()) != raw::REDISMODULE_OK as i32
-        {
-            ctx.log_warning("throttle: could not set the ACL categories of THROTTLE.TAKE");
-        }
+        !handle.is_null()
+            && set_categories(handle, command.acl.as_ptr()) == raw::REDISMODULE_OK as c_int
+    };
+    if !done {
+        guard::warning(
+            ctx,
+            &format!(
+                "could not set the ACL categories of {}",
+                upper(command.name)
+            ),
+        );
     }
+}
+
+/// Set by the server's shutdown event: Valkey 9 unloads every module on its way out. That
+/// unload is refused too (a shutdown can still be aborted, by a failed save, and the server
+/// then carries on), but only with a short note, since the server exits as usual.
+static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn shutting_down(
+    _ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut c_void,
+) {
+    SHUTTING_DOWN.store(true, Relaxed);
+}
+
+/// MODULE UNLOAD is refused: the unload callback fails, and the server keeps the module.
+///
+/// Unloading while a client has one of our commands queued in MULTI (or held by CLIENT PAUSE
+/// WRITE) makes the server run a freed command at EXEC and crash (redis/redis#4826, open in
+/// every server we support). The module stays loaded until the server restarts.
+fn deinit(ctx: &Context) -> Status {
+    guard::callback("MODULE UNLOAD", Status::Err, || {
+        if SHUTTING_DOWN.load(Relaxed) {
+            guard::notice(
+                ctx.get_raw(),
+                "the module is never unloaded, also not at shutdown; the server exits as usual",
+            );
+            return Status::Err;
+        }
+        guard::warning(
+            ctx.get_raw(),
+            "MODULE UNLOAD refused: the throttle module cannot be unloaded, it stays \
+             loaded until the server restarts. Unloading a module while a client has one of \
+             its commands queued in MULTI or held by CLIENT PAUSE WRITE makes the server \
+             crash at EXEC (redis/redis#4826)",
+        );
+        Status::Err
+    })
+}
+
+/// `THROTTLE.TAKE` for log lines.
+fn upper(name: &CStr) -> String {
+    name.to_string_lossy().to_uppercase()
 }

@@ -1,0 +1,270 @@
+//! `INFO throttle`, on every server: the counters since load move exactly as a known sequence
+//! of calls says, and the eviction field (and the log's warning) follow the maxmemory policy,
+//! also when it is changed at runtime with CONFIG SET.
+
+use redis::{Connection, Value};
+use throttle_testkit::{info_field, per_server, Flavor, Server};
+
+/// Runs `words` (split on whitespace) as one command: the reply, or the error line.
+fn run(con: &mut Connection, words: &str) -> Result<Value, String> {
+    let mut parts = words.split_whitespace();
+    let mut cmd = redis::cmd(parts.next().expect("a command name"));
+    for word in parts {
+        cmd.arg(word);
+    }
+    cmd.query::<Value>(con)
+        .map_err(|e| match (e.code(), e.detail()) {
+            (Some(code), Some(detail)) => format!("{code} {detail}"),
+            _ => format!("(not a server error) {e}"),
+        })
+}
+
+#[track_caller]
+fn ok(con: &mut Connection, words: &str) -> Value {
+    run(con, words).unwrap_or_else(|e| panic!("{words}: {e}"))
+}
+
+fn info_throttle(con: &mut Connection) -> String {
+    match ok(con, "INFO throttle") {
+        Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Value::VerbatimString { text, .. } => text,
+        other => panic!("INFO throttle: {other:?}"),
+    }
+}
+
+/// `throttle_<name>` from `INFO throttle`, as a number.
+#[track_caller]
+fn counter(info: &str, name: &str) -> u64 {
+    let field = format!("throttle_{name}");
+    info_field(info, &field)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("INFO throttle has no number {field}:\n{info}"))
+}
+
+const COUNTERS: [&str; 11] = [
+    "calls_take",
+    "calls_mtake",
+    "calls_pause",
+    "calls_give",
+    "calls_peek",
+    "granted",
+    "reserved",
+    "denied",
+    "tokens_given_back",
+    "pauses",
+    "errors",
+];
+
+#[track_caller]
+fn assert_counters(con: &mut Connection, expected: &[(&str, u64)]) {
+    let info = info_throttle(con);
+    for name in COUNTERS {
+        let want = expected
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0, |(_, v)| *v);
+        assert_eq!(counter(&info, name), want, "throttle_{name} in\n{info}");
+    }
+}
+
+/// THROTTLE.TAKE: every call counts once in calls_take, and once as granted (reserved when
+/// the caller must wait), denied, or an error. A call the server refuses for its arity never
+/// reaches the module and is not counted.
+fn take_counters(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let info = info_throttle(&mut con);
+    assert!(info.starts_with("# throttle"), "{info}");
+    assert_counters(&mut con, &[]);
+
+    // Capacity 2, one token per 1000 s: nothing refills while the test runs.
+    let replies = [
+        ok(&mut con, "THROTTLE.TAKE a 2 0.001"),
+        ok(&mut con, "THROTTLE.TAKE a 2 0.001"),
+        ok(&mut con, "THROTTLE.TAKE a 2 0.001"),
+        // The next token is 1000 s away: reserved with a 2000 s MAXWAIT.
+        ok(&mut con, "THROTTLE.TAKE a 2 0.001 MAXWAIT 2000000"),
+    ];
+    let granted: Vec<i64> = replies
+        .iter()
+        .map(|reply| match reply {
+            Value::Array(items) => match items.first() {
+                Some(Value::Int(g)) => *g,
+                _ => panic!("{reply:?}"),
+            },
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(granted, [1, 1, 0, 1], "{replies:?}");
+
+    let _ = ok(&mut con, "RPUSH list x");
+    for (words, prefix) in [
+        ("THROTTLE.TAKE a 0 1", "ERR"),
+        ("THROTTLE.TAKE list 2 1", "WRONGTYPE"),
+    ] {
+        let error = run(&mut con, words).expect_err(words);
+        assert!(error.starts_with(prefix), "{words}: {error}");
+    }
+    let error = run(&mut con, "THROTTLE.TAKE a 2").expect_err("arity");
+    assert!(error.contains("wrong number of arguments"), "{error}");
+
+    assert_counters(
+        &mut con,
+        &[
+            ("calls_take", 6),
+            ("granted", 3),
+            ("reserved", 1),
+            ("denied", 1),
+            ("errors", 2),
+        ],
+    );
+    // The server's own count of calls that reached the command agrees.
+    let stats = match ok(&mut con, "INFO commandstats") {
+        Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Value::VerbatimString { text, .. } => text,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        throttle_testkit::command_stat(&stats, "throttle.take", "calls"),
+        Some(6),
+        "{stats}"
+    );
+}
+
+/// The other commands: `calls_*` counts every call, errors included; a pause counts in
+/// `pauses`, and what THROTTLE.GIVE says it gave back in `tokens_given_back`.
+fn other_counters(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+
+    let _ = ok(&mut con, "THROTTLE.PEEK p 5 1");
+    let error = run(&mut con, "THROTTLE.PEEK p 0 1").expect_err("capacity 0");
+    assert!(error.starts_with("ERR"), "{error}");
+
+    let paused = ok(&mut con, "THROTTLE.PAUSE q 5 1 1000");
+    assert!(matches!(paused, Value::Int(ms) if ms >= 1000), "{paused:?}");
+
+    let taken = ok(&mut con, "THROTTLE.TAKE g 5 0.001 TOKENS 2 TICKET");
+    let Value::Array(items) = &taken else {
+        panic!("TAKE ... TICKET: {taken:?}");
+    };
+    let Some(Value::Int(ticket)) = items.get(4) else {
+        panic!("TAKE ... TICKET has no ticket: {taken:?}");
+    };
+    let given = ok(&mut con, &format!("THROTTLE.GIVE g 5 0.001 2 {ticket}"));
+    let Value::Int(given) = given else {
+        panic!("GIVE: {given:?}");
+    };
+    assert_eq!(given, 2, "nothing was taken after the ticket");
+
+    let _ = ok(&mut con, "THROTTLE.MTAKE 2 {m}a {m}b 5 1 1 5 1 1");
+    let error = run(&mut con, "THROTTLE.MTAKE 2 {m}a {m}b 5 1 1 5 1 9").expect_err("9 > 5");
+    assert!(error.starts_with("ERR"), "{error}");
+
+    assert_counters(
+        &mut con,
+        &[
+            ("calls_take", 1),
+            ("calls_mtake", 2),
+            ("calls_pause", 1),
+            ("calls_give", 1),
+            ("calls_peek", 2),
+            // The take with TICKET and the first MTAKE.
+            ("granted", 2),
+            ("tokens_given_back", 2),
+            ("pauses", 1),
+            ("errors", 2),
+        ],
+    );
+}
+
+fn eviction(info: &str) -> &str {
+    info_field(info, "throttle_eviction").unwrap_or_else(|| panic!("no eviction field:\n{info}"))
+}
+
+const LOG_WARNING: &str = "can evict buckets";
+
+/// `maxmemory 100mb` + `allkeys-lru`: INFO and the log warn. CONFIG SET to noeviction clears
+/// it (and says so in the log), `volatile-lru` warns again: every bucket has a TTL, so
+/// volatile-* policies pick buckets too.
+fn eviction_policy_warns(flavor: Flavor) {
+    let server = Server::builder(flavor)
+        .arg("maxmemory", "100mb")
+        .arg("maxmemory-policy", "allkeys-lru")
+        .start();
+    let mut con = server.conn();
+    let info = info_throttle(&mut con);
+    assert_eq!(eviction(&info), "possible", "{info}");
+    let warning = info_field(&info, "throttle_eviction_warning").unwrap_or_default();
+    assert!(warning.contains("noeviction"), "{info}");
+    let log = server.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains(LOG_WARNING))
+        .unwrap_or_else(|| panic!("no eviction warning at load:\n{log}"));
+    assert!(
+        line.contains("allkeys-lru") && line.contains("noeviction"),
+        "{line}"
+    );
+
+    let _ = ok(&mut con, "CONFIG SET maxmemory-policy noeviction");
+    let info = info_throttle(&mut con);
+    assert_eq!(eviction(&info), "no", "{info}");
+    assert_eq!(
+        info_field(&info, "throttle_eviction_warning"),
+        None,
+        "{info}"
+    );
+    assert!(
+        server.log().contains("no longer evicts buckets"),
+        "{}",
+        server.log()
+    );
+
+    let _ = ok(&mut con, "CONFIG SET maxmemory-policy volatile-lru");
+    assert_eq!(eviction(&info_throttle(&mut con)), "possible");
+    let log = server.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains(LOG_WARNING) && l.contains("volatile-lru")),
+        "no warning after CONFIG SET maxmemory-policy volatile-lru:\n{log}"
+    );
+}
+
+/// `noeviction` (the default) with a maxmemory, and an evicting policy without maxmemory
+/// (nothing is evicted without a limit): no warning. Setting the limit at runtime warns.
+fn no_eviction_no_warning(flavor: Flavor) {
+    let server = Server::builder(flavor)
+        .arg("maxmemory", "100mb")
+        .arg("maxmemory-policy", "noeviction")
+        .start();
+    let mut con = server.conn();
+    assert_eq!(eviction(&info_throttle(&mut con)), "no");
+
+    let unlimited = Server::builder(flavor)
+        .arg("maxmemory", "0")
+        .arg("maxmemory-policy", "allkeys-lfu")
+        .start();
+    let mut con = unlimited.conn();
+    assert_eq!(eviction(&info_throttle(&mut con)), "no");
+    for server in [&server, &unlimited] {
+        let log = server.log();
+        assert!(!log.contains(LOG_WARNING), "{log}");
+    }
+
+    let _ = ok(&mut con, "CONFIG SET maxmemory 100mb");
+    assert_eq!(eviction(&info_throttle(&mut con)), "possible");
+    let log = unlimited.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains(LOG_WARNING) && l.contains("allkeys-lfu")),
+        "{log}"
+    );
+}
+
+per_server!(
+    take_counters,
+    other_counters,
+    eviction_policy_warns,
+    no_eviction_no_warning
+);
