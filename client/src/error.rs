@@ -40,13 +40,16 @@ pub enum Error {
     #[error("redis connection or server error: {0}")]
     Connection(#[source] RedisError),
 
-    /// The server does not know `THROTTLE.TAKE`: the redis-throttle module is not loaded.
+    /// The server does not know the `THROTTLE.*` commands: the redis-throttle module is not
+    /// loaded (and the limiter was told to use it: [`Backend::Module`](crate::Backend::Module)).
     #[error(
-        "THROTTLE.TAKE is not available on this server: the redis-throttle module is not \
-         loaded. Load it at startup with `redis-server --loadmodule /path/to/libredis_throttle.so`, \
-         or add `loadmodule /path/to/libredis_throttle.so` to redis.conf, or load it into the \
-         running server with `MODULE LOAD /path/to/libredis_throttle.so` (server said: \
-         {server_message})"
+        "the THROTTLE commands are not available on this server: the redis-throttle module is \
+         not loaded. Load it at startup with `redis-server --loadmodule \
+         /path/to/libredis_throttle_module.so`, or add `loadmodule \
+         /path/to/libredis_throttle_module.so` to redis.conf, or load it into the running server \
+         with `MODULE LOAD /path/to/libredis_throttle_module.so`; where modules cannot be loaded \
+         (managed Redis), build the limiter with `.backend(Backend::Script)` or the default \
+         `Backend::Auto` (server said: {server_message})"
     )]
     ModuleNotLoaded {
         /// The server's error reply, as it came.
@@ -62,7 +65,7 @@ pub enum Error {
 
     /// The server refused the call's arguments, or the key holds something that is not a
     /// bucket (an `ERR` or `WRONGTYPE` reply other than an unknown command).
-    #[error("THROTTLE.TAKE refused the call: {message}")]
+    #[error("the server refused the call: {message}")]
     Rejected {
         /// The server's error reply, starting with `ERR` or `WRONGTYPE`.
         message: String,
@@ -92,7 +95,7 @@ pub enum Error {
 
     /// The server answered with something other than `THROTTLE.TAKE`'s reply: probably a
     /// different command of the same name, or a proxy in between that mangles replies.
-    #[error("unexpected reply to THROTTLE.TAKE: {reply}")]
+    #[error("unexpected reply to a THROTTLE command: {reply}")]
     UnexpectedReply {
         /// What came back, described.
         reply: String,

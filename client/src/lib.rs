@@ -47,16 +47,24 @@
 
 #![warn(missing_docs)]
 
+mod backend;
 mod error;
+#[cfg(any(feature = "tower", feature = "reqwest"))]
+pub mod http;
 mod limiter;
 mod metrics;
+mod multi;
 mod policy;
 mod quota;
 mod reply;
+pub mod script;
+mod waiting;
 
+pub use backend::Backend;
 pub use error::Error;
 pub use limiter::{BucketState, Grant, Limiter, LimiterBuilder, TryAcquire};
 pub use metrics::{MetricsSnapshot, WaitHistogram};
+pub use multi::{MultiGrant, MultiLimiter, MultiLimiterBuilder};
 pub use policy::Strategy;
 pub use quota::{Quota, QuotaError, Rate};
 

@@ -7,19 +7,24 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::Value;
+use throttle_bucket::MAX_WAIT_MS;
 use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::Instrument;
 
+use throttle_bucket::Command;
+
+use crate::backend::{Call, Dispatch};
 use crate::metrics::Metrics;
-use crate::policy::{Decision, GiveUp, Policy};
+use crate::policy::Policy;
 use crate::reply::{self, TakeReply};
-use crate::{Error, MetricsSnapshot, Quota, Strategy};
+use crate::waiting::{self, record, Held};
+use crate::{Backend, Error, MetricsSnapshot, Quota, Strategy};
 
 /// A shared token bucket in Redis: a key and a [`Quota`], over a redis-rs async connection.
 ///
-/// Every call first takes tokens from the bucket with one `THROTTLE.TAKE`; a call that
-/// finds none waits (see [`Strategy`]) instead of failing. All limiters on the same key and
+/// Every call first takes tokens from the bucket with one `THROTTLE.TAKE` (or its Lua twin,
+/// see [`Backend`]); a call that finds none waits (see [`Strategy`]) instead of failing. All limiters on the same key and
 /// server share the bucket, whichever process they are in, so a fleet as a whole never goes
 /// above the quota.
 ///
@@ -32,13 +37,17 @@ use crate::{Error, MetricsSnapshot, Quota, Strategy};
 ///
 /// # Cancellation
 ///
-/// Dropping a call's future is safe at any point: the limiter starts no task of its own,
-/// so nothing keeps running and nothing panics. What the bucket keeps depends on when:
+/// Dropping a call's future is safe at any point, and never blocks. What the bucket keeps
+/// depends on when:
 /// - before the reply came back: the server may or may not have taken the tokens;
-/// - with [`Strategy::Reserve`], during the sleep after a reservation: the tokens **stay
-///   taken**. The bucket has already counted them, and there is no refund, so the fleet
-///   sends a little less than the quota allows, never more;
+/// - with [`Strategy::Reserve`], during the sleep after a reservation: the tokens are
+///   **given back** (`THROTTLE.GIVE`, sent from a task spawned on the current tokio runtime,
+///   best effort), less whatever other callers reserved after them, whose reservations stay
+///   valid (the rule of Go's `x/time/rate` `Reservation.Cancel`);
 /// - with [`Strategy::Poll`], during a sleep: nothing is held.
+///
+/// A call that got its tokens and then did not use them (the request failed before it
+/// reached the supplier) gives them back with [`Limiter::give_back`].
 ///
 /// # Example
 ///
@@ -85,6 +94,7 @@ struct Shared {
     quota: Quota,
     cost: u64,
     strategy: Strategy,
+    dispatch: Dispatch,
     metrics: Metrics,
 }
 
@@ -106,6 +116,7 @@ impl<C> fmt::Debug for Limiter<C> {
             .field("quota", &shared.quota)
             .field("cost", &shared.cost)
             .field("strategy", &shared.strategy)
+            .field("backend", &shared.dispatch.serving())
             .finish_non_exhaustive()
     }
 }
@@ -134,6 +145,7 @@ pub struct LimiterBuilder {
     quota: Quota,
     cost: u64,
     strategy: Strategy,
+    backend: Backend,
     name: Option<String>,
 }
 
@@ -148,6 +160,13 @@ impl LimiterBuilder {
     /// How calls wait (default [`Strategy::Reserve`]).
     pub fn strategy(mut self, strategy: Strategy) -> Self {
         self.strategy = strategy;
+        self
+    }
+
+    /// Where the commands run (default [`Backend::Auto`]: the module where it is loaded,
+    /// else the Lua script).
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
         self
     }
 
@@ -173,13 +192,17 @@ impl LimiterBuilder {
                 quota: self.quota,
                 cost: self.cost,
                 strategy: self.strategy,
+                dispatch: Dispatch::new(self.backend),
             }),
         })
     }
 }
 
 /// What a granted call got: its tokens, and what it took to get them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// Neither `Clone` nor `Copy`: [`Limiter::give_back`] consumes it, so its tokens are given
+/// back at most once.
+#[derive(Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Grant {
     /// Tokens taken.
@@ -193,10 +216,12 @@ pub struct Grant {
     pub remaining: u64,
     /// `THROTTLE.TAKE` round trips the call made (always 1 with [`Strategy::Reserve`]).
     pub round_trips: u32,
+    /// What `THROTTLE.GIVE` needs to give the tokens back (0: there is nothing to give).
+    ticket: u64,
 }
 
 /// The result of [`Limiter::try_acquire`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum TryAcquire {
     /// The tokens were there and are taken.
     Granted(Grant),
@@ -233,6 +258,7 @@ impl Limiter<()> {
             quota,
             cost: 1,
             strategy: Strategy::default(),
+            backend: Backend::default(),
             name: None,
         }
     }
@@ -272,9 +298,15 @@ impl<C> Limiter<C> {
         self.shared.strategy
     }
 
+    /// What serves the calls: [`Backend::Module`] or [`Backend::Script`], or
+    /// [`Backend::Auto`] until the first call has answered.
+    pub fn backend(&self) -> Backend {
+        self.shared.dispatch.serving()
+    }
+
     /// The counters of this limiter and its clones since it was built.
     pub fn metrics(&self) -> MetricsSnapshot {
-        self.shared.metrics.snapshot()
+        self.shared.metrics.snapshot(self.backend())
     }
 
     /// The connection the limiter uses.
@@ -285,7 +317,7 @@ impl<C> Limiter<C> {
 
 impl<C> Limiter<C>
 where
-    C: ConnectionLike + Clone + Send + Sync,
+    C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// Takes [`cost`](LimiterBuilder::cost) tokens, waiting as long as the bucket needs.
     ///
@@ -340,6 +372,7 @@ where
                     slept: Duration::ZERO,
                     remaining: reply.remaining,
                     round_trips: 1,
+                    ticket: reply.ticket,
                 }))
             } else {
                 metrics.denied();
@@ -353,16 +386,62 @@ where
         .await
     }
 
-    /// The bucket as it stands (`THROTTLE.TAKE ... TOKENS 0`, which writes nothing).
+    /// The bucket as it stands (`THROTTLE.PEEK`: read-only, so it also answers on a
+    /// read-only replica and while writes are paused).
     pub async fn peek(&self) -> Result<BucketState, Error> {
-        let reply = self.take(0, 0).await?;
+        let value = self.send(Command::Peek, Vec::new()).await?;
+        let reply = reply::take(&value).map_err(|reply| Error::UnexpectedReply { reply })?;
         Ok(BucketState {
             remaining: reply.remaining,
             until_full: reply.reset,
         })
     }
 
-    /// The waiting loop: ask, let the policy decide, sleep, maybe ask again.
+    /// The supplier pushed back (HTTP 429 or 503 with `Retry-After`): stops the whole fleet
+    /// on this bucket, not just this caller. After the call the bucket's next token is there
+    /// `retry_after` from now (rounded up to whole ms, at least 1 ms), and refill resumes
+    /// from that one token, with no burst. A pause never shortens a longer pause or the
+    /// bucket's debt, so every replica that saw the 429 may call it. Returns how long until
+    /// the next token (at least `retry_after`). Reservations granted before the pause keep
+    /// their times.
+    pub async fn pause(&self, retry_after: Duration) -> Result<Duration, Error> {
+        let ms = retry_after
+            .as_nanos()
+            .div_ceil(1_000_000)
+            .clamp(1, u128::from(MAX_WAIT_MS));
+        let ms = u64::try_from(ms).unwrap_or(MAX_WAIT_MS);
+        self.shared.metrics.paused();
+        tracing::debug!(key = %self.shared.key, ms, "pausing the bucket: the supplier pushed back");
+        let value = self.send(Command::Pause, vec![ms.to_string()]).await?;
+        let next = reply::integer(&value, "THROTTLE.PAUSE")
+            .map_err(|reply| Error::UnexpectedReply { reply })?;
+        Ok(Duration::from_millis(next))
+    }
+
+    /// Gives back the tokens of a grant that were not used (the request failed before it
+    /// reached the supplier), less whatever other callers took after it: their reservations
+    /// stay valid (the rule of Go's `x/time/rate` `Reservation.Cancel`). Returns the tokens
+    /// given back: 0 when later calls took at least as many, or the bucket has refilled.
+    pub async fn give_back(&self, grant: Grant) -> Result<u64, Error> {
+        self.give(grant.tokens, grant.ticket).await
+    }
+
+    async fn give(&self, tokens: u64, ticket: u64) -> Result<u64, Error> {
+        if tokens == 0 || ticket == 0 {
+            return Ok(0);
+        }
+        let value = self
+            .send(Command::Give, vec![tokens.to_string(), ticket.to_string()])
+            .await?;
+        let given = reply::integer(&value, "THROTTLE.GIVE")
+            .map_err(|reply| Error::UnexpectedReply { reply })?;
+        self.shared.metrics.gave_back(given);
+        tracing::debug!(key = %self.shared.key, tokens, given, "gave tokens back");
+        Ok(given)
+    }
+
+    /// The waiting loop (see [`crate::waiting`]), with a refund armed during a reserved
+    /// sleep.
     async fn run(
         &self,
         operation: &'static str,
@@ -370,59 +449,23 @@ where
         deadline: Option<Duration>,
     ) -> Result<Grant, Error> {
         let span = self.span(operation, tokens, deadline);
-        async {
-            let metrics = &self.shared.metrics;
-            let policy = Policy::new(self.shared.strategy, deadline);
-            let start = Instant::now();
-            let mut round_trips = 0u32;
-            let mut slept = Duration::ZERO;
-            loop {
-                let reply = self
-                    .checked_take(tokens, policy.max_wait_ms(start.elapsed()))
-                    .await?;
-                round_trips = round_trips.saturating_add(1);
-                let decision = policy.decide(&reply, round_trips, start.elapsed(), fastrand::f64());
-                let done = match decision {
-                    Decision::Done => true,
-                    Decision::SleepThenDone(pause) => {
-                        tokio::time::sleep(pause).await;
-                        slept += pause;
-                        true
-                    }
-                    Decision::SleepThenRetry(pause) => {
-                        tracing::trace!(?pause, round_trips, "refused; polling again");
-                        tokio::time::sleep(pause).await;
-                        slept += pause;
-                        false
-                    }
-                    Decision::GiveUp(reason) => {
-                        metrics.gave_up();
-                        let waited = start.elapsed();
-                        record(waited, round_trips, "gave_up");
-                        return Err(match reason {
-                            GiveUp::Deadline { needed, deadline } => {
-                                Error::DeadlineExceeded { needed, deadline }
-                            }
-                            GiveUp::Attempts(attempts) => Error::GaveUp { attempts, waited },
-                        });
-                    }
-                };
-                if done {
-                    let waited = start.elapsed();
-                    metrics.granted(waited);
-                    record(waited, round_trips, "granted");
-                    return Ok(Grant {
-                        tokens,
-                        waited,
-                        slept,
-                        remaining: reply.remaining,
-                        round_trips,
-                    });
-                }
-            }
-        }
+        let policy = Policy::new(self.shared.strategy, deadline);
+        let outcome = waiting::run(
+            policy,
+            &self.shared.metrics,
+            |max_wait_ms| self.checked_take(tokens, max_wait_ms),
+            |reply| Refund::new(self, tokens, reply.ticket),
+        )
         .instrument(span)
-        .await
+        .await?;
+        Ok(Grant {
+            tokens,
+            waited: outcome.waited,
+            slept: outcome.slept,
+            remaining: outcome.reply.remaining,
+            round_trips: outcome.round_trips,
+            ticket: outcome.reply.ticket,
+        })
     }
 
     /// One take, with the token count checked first and failures counted.
@@ -439,25 +482,34 @@ where
         })
     }
 
-    /// One `THROTTLE.TAKE key capacity rate TOKENS n [MAXWAIT ms]` round trip.
+    /// One `THROTTLE.TAKE key capacity rate TOKENS n [MAXWAIT ms] TICKET` round trip.
     async fn take(&self, tokens: u64, max_wait_ms: u64) -> Result<TakeReply, Error> {
-        let shared = &self.shared;
-        let mut cmd = redis::cmd("THROTTLE.TAKE");
-        cmd.arg(&shared.key)
-            .arg(shared.quota.capacity())
-            .arg(shared.quota.rate().as_str())
-            .arg("TOKENS")
-            .arg(tokens);
+        let mut args = vec!["TOKENS".to_owned(), tokens.to_string()];
         if max_wait_ms > 0 {
-            cmd.arg("MAXWAIT").arg(max_wait_ms);
+            args.extend(["MAXWAIT".to_owned(), max_wait_ms.to_string()]);
         }
-        shared.metrics.round_trip();
+        args.push("TICKET".to_owned());
+        let value = self.send(Command::Take, args).await?;
+        reply::take(&value).map_err(|reply| Error::UnexpectedReply { reply })
+    }
+
+    /// One round trip of `command key capacity rate <args>` to the backend.
+    async fn send(&self, command: Command, args: Vec<String>) -> Result<Value, Error> {
+        let shared = &self.shared;
+        let mut words = vec![
+            shared.quota.capacity().to_string(),
+            shared.quota.rate().as_str().to_owned(),
+        ];
+        words.extend(args);
+        let call = Call {
+            command,
+            keys: &[shared.key.as_str()],
+            args: words,
+        };
         let mut conn = self.conn.clone();
-        let value: Value = cmd
-            .query_async(&mut conn)
-            .await
-            .map_err(Error::from_redis)?;
-        reply::parse(&value).map_err(|reply| Error::UnexpectedReply { reply })
+        let result = shared.dispatch.send(&mut conn, &call).await;
+        shared.metrics.round_trip(shared.dispatch.serving());
+        result
     }
 
     fn span(
@@ -474,6 +526,7 @@ where
             key = %shared.key,
             tokens,
             strategy = ?shared.strategy,
+            backend = shared.dispatch.serving().name(),
             deadline = ?deadline,
             waited = Empty,
             round_trips = Empty,
@@ -482,10 +535,59 @@ where
     }
 }
 
-/// Records a call's result on the current span.
-fn record(waited: Duration, round_trips: u32, outcome: &'static str) {
-    let span = tracing::Span::current();
-    span.record("waited", tracing::field::debug(waited));
-    span.record("round_trips", round_trips);
-    span.record("outcome", outcome);
+/// Gives a reservation's tokens back if the call is dropped while it waits to use them.
+struct Refund<'a, C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    limiter: &'a Limiter<C>,
+    tokens: u64,
+    ticket: u64,
+    armed: bool,
+}
+
+impl<'a, C> Refund<'a, C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn new(limiter: &'a Limiter<C>, tokens: u64, ticket: u64) -> Self {
+        Refund {
+            limiter,
+            tokens,
+            ticket,
+            armed: true,
+        }
+    }
+}
+
+impl<C> Held for Refund<'_, C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn release(mut self) {
+        self.armed = false;
+    }
+}
+
+impl<C> Drop for Refund<'_, C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn drop(&mut self) {
+        if !self.armed || self.ticket == 0 {
+            return;
+        }
+        // Never block a drop: the give-back runs as a task of its own, if there is a runtime
+        // to run it (a drop outside any runtime leaves the tokens taken, as a crash would).
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let limiter = self.limiter.clone();
+        let (tokens, ticket) = (self.tokens, self.ticket);
+        runtime.spawn(async move {
+            if let Err(err) = limiter.give(tokens, ticket).await {
+                tracing::debug!(error = %err, "could not give back the tokens of a dropped call");
+            }
+        });
+    }
 }

@@ -54,8 +54,16 @@ pub struct MetricsSnapshot {
     pub gave_up: u64,
     /// Calls that failed with any other error (connection, module missing, ...).
     pub errors: u64,
-    /// `THROTTLE.TAKE` round trips, by all calls.
+    /// Round trips to the server, by all calls (takes, pauses, give-backs, peeks).
     pub round_trips: u64,
+    /// Tokens given back with [`Limiter::give_back`](crate::Limiter::give_back) or by a
+    /// waiting call that was dropped.
+    pub tokens_given_back: u64,
+    /// [`Limiter::pause`](crate::Limiter::pause) calls: the supplier pushed back.
+    pub pauses: u64,
+    /// What serves the calls: [`Backend::Module`](crate::Backend::Module) or
+    /// [`Backend::Script`](crate::Backend::Script) (`Auto` until the first call answered).
+    pub backend: crate::Backend,
     /// Sum of the waits of the granted calls.
     pub total_wait: Duration,
     /// Distribution of the waits of the granted calls.
@@ -125,6 +133,8 @@ pub(crate) struct Metrics {
     gave_up: AtomicU64,
     errors: AtomicU64,
     round_trips: AtomicU64,
+    given_back: AtomicU64,
+    pauses: AtomicU64,
     total_wait_us: AtomicU64,
     histogram: [AtomicU64; BUCKETS],
     #[cfg(feature = "metrics")]
@@ -142,6 +152,8 @@ impl Metrics {
             gave_up: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             round_trips: AtomicU64::new(0),
+            given_back: AtomicU64::new(0),
+            pauses: AtomicU64::new(0),
             total_wait_us: AtomicU64::new(0),
             histogram: std::array::from_fn(|_| AtomicU64::new(0)),
             #[cfg(feature = "metrics")]
@@ -149,10 +161,20 @@ impl Metrics {
         }
     }
 
-    pub(crate) fn round_trip(&self) {
+    pub(crate) fn round_trip(&self, backend: crate::Backend) {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
-        self.facade.round_trip();
+        self.facade.round_trip(backend);
+        #[cfg(not(feature = "metrics"))]
+        let _ = backend;
+    }
+
+    pub(crate) fn gave_back(&self, tokens: u64) {
+        self.given_back.fetch_add(tokens, Ordering::Relaxed);
+    }
+
+    pub(crate) fn paused(&self) {
+        self.pauses.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn granted(&self, wait: Duration) {
@@ -182,7 +204,7 @@ impl Metrics {
         self.facade.outcome("error");
     }
 
-    pub(crate) fn snapshot(&self) -> MetricsSnapshot {
+    pub(crate) fn snapshot(&self, backend: crate::Backend) -> MetricsSnapshot {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         MetricsSnapshot {
             granted: load(&self.granted),
@@ -190,6 +212,9 @@ impl Metrics {
             gave_up: load(&self.gave_up),
             errors: load(&self.errors),
             round_trips: load(&self.round_trips),
+            tokens_given_back: load(&self.given_back),
+            pauses: load(&self.pauses),
+            backend,
             total_wait: Duration::from_micros(load(&self.total_wait_us)),
             wait_histogram: WaitHistogram {
                 counts: std::array::from_fn(|i| load(&self.histogram[i])),
@@ -200,7 +225,7 @@ impl Metrics {
 
 /// The same counters through the `metrics` crate facade, labelled `limiter = <name>`:
 /// `throttle_calls_total{outcome=granted|denied|gave_up|error}`,
-/// `throttle_round_trips_total` and the histogram `throttle_wait_seconds`.
+/// `throttle_round_trips_total{backend=module|script|auto}` and the histogram `throttle_wait_seconds`.
 #[cfg(feature = "metrics")]
 mod facade {
     use std::time::Duration;
@@ -219,7 +244,7 @@ mod facade {
     impl Facade {
         pub(super) fn new(name: &str) -> Facade {
             ::metrics::describe_counter!(CALLS, "Calls to a redis-throttle limiter, by outcome.");
-            ::metrics::describe_counter!(ROUND_TRIPS, "THROTTLE.TAKE round trips.");
+            ::metrics::describe_counter!(ROUND_TRIPS, "Round trips to the server, by backend.");
             ::metrics::describe_histogram!(
                 WAIT,
                 ::metrics::Unit::Seconds,
@@ -230,8 +255,13 @@ mod facade {
             }
         }
 
-        pub(super) fn round_trip(&self) {
-            ::metrics::counter!(ROUND_TRIPS, "limiter" => self.name.clone()).increment(1);
+        pub(super) fn round_trip(&self, backend: crate::Backend) {
+            ::metrics::counter!(
+                ROUND_TRIPS,
+                "limiter" => self.name.clone(),
+                "backend" => backend.name()
+            )
+            .increment(1);
         }
 
         pub(super) fn granted(&self, wait: Duration) {
@@ -266,9 +296,18 @@ mod tests {
     #[test]
     fn snapshot_counts_means_and_quantiles() {
         let metrics = Metrics::new("test");
-        assert_eq!(metrics.snapshot(), MetricsSnapshot::default());
-        assert_eq!(metrics.snapshot().mean_wait(), None);
-        assert_eq!(metrics.snapshot().wait_histogram.quantile(0.5), None);
+        assert_eq!(
+            metrics.snapshot(crate::Backend::Auto),
+            MetricsSnapshot::default()
+        );
+        assert_eq!(metrics.snapshot(crate::Backend::Auto).mean_wait(), None);
+        assert_eq!(
+            metrics
+                .snapshot(crate::Backend::Auto)
+                .wait_histogram
+                .quantile(0.5),
+            None
+        );
 
         for wait in [MS, MS * 3, MS * 3, MS * 150] {
             metrics.granted(wait);
@@ -278,9 +317,9 @@ mod tests {
         metrics.gave_up();
         metrics.error();
         for _ in 0..7 {
-            metrics.round_trip();
+            metrics.round_trip(crate::Backend::Module);
         }
-        let snap = metrics.snapshot();
+        let snap = metrics.snapshot(crate::Backend::Auto);
         assert_eq!(
             (snap.granted, snap.denied, snap.gave_up, snap.errors),
             (4, 1, 2, 1)

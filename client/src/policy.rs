@@ -177,6 +177,7 @@ mod tests {
             remaining: 0,
             wait: MS * wait_ms as u32,
             reset: MS * 1000,
+            ticket: 0,
         }
     }
 

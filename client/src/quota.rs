@@ -3,7 +3,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use throttle_bucket::{ArgError, TakeArgs, MAX_CAPACITY, MAX_FILL_NS, MAX_RATE, MIN_RATE};
+use throttle_bucket::{
+    ArgError, TakeArgs, MAX_CAPACITY, MAX_FILL_NS, MAX_KEYS, MAX_RATE, MIN_RATE,
+};
 
 /// A refill rate in tokens per second, kept as the exact decimal text sent to the server.
 ///
@@ -37,8 +39,7 @@ impl Rate {
     }
 
     /// A rate from a float, written as its shortest exact decimal (`0.1` is sent as `0.1`).
-    /// NaN, infinities, negative numbers and values with more than 18 decimals are
-    /// rejected by [`Quota::new`].
+    /// NaN, infinities and negative numbers are rejected by [`Quota::new`].
     pub fn from_f64(tokens_per_second: f64) -> Rate {
         // Display for f64 never uses an exponent and round-trips exactly.
         Rate(format!("{tokens_per_second}"))
@@ -178,8 +179,8 @@ pub enum QuotaError {
     },
     /// The rate is not a plain decimal from 0.000001 to 10^9 tokens per second.
     #[error(
-        "rate {rate:?} is not usable: it must be a plain decimal (no sign or exponent, at most \
-         18 decimals) from {MIN_RATE} to {MAX_RATE} tokens per second"
+        "rate {rate:?} is not usable: it must be a plain decimal (no sign or exponent) from \
+         {MIN_RATE} to {MAX_RATE} tokens per second"
     )]
     Rate {
         /// The rate asked for, as it would be sent.
@@ -205,6 +206,12 @@ pub enum QuotaError {
         tokens: u64,
         /// The bucket's capacity.
         capacity: u64,
+    },
+    /// A [`MultiLimiter`](crate::MultiLimiter) needs 1 to 16 limits on distinct keys.
+    #[error("a multi-limit limiter takes 1 to {MAX_KEYS} limits, each on its own key: {problem}")]
+    Limits {
+        /// What is wrong with them.
+        problem: String,
     },
 }
 

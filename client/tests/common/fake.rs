@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-use throttle_bucket::TakeArgs;
+use throttle_bucket::{GiveArgs, PauseArgs, TakeArgs};
 use tokio::time::Instant;
 
 /// The fake server's clock starts at this Unix time (ns), plus tokio's elapsed time.
@@ -82,34 +82,66 @@ impl FakeServer {
         let [name, key, rest @ ..] = args.as_slice() else {
             return error("ERR wrong number of arguments".to_owned());
         };
-        if !name.eq_ignore_ascii_case(b"THROTTLE.TAKE") {
-            return error(format!(
-                "ERR unknown command '{}'",
-                String::from_utf8_lossy(name)
-            ));
-        }
         let rest: Vec<&[u8]> = rest.iter().map(Vec::as_slice).collect();
-        let parsed = match TakeArgs::parse(&rest) {
-            Ok(parsed) => parsed,
-            Err(e) => return error(e.to_string()),
-        };
         let mut state = self.state.lock().unwrap();
         let at = state.origin.elapsed();
         let now_ns = EPOCH_NS + i64::try_from(at.as_nanos()).unwrap();
-        let outcome = throttle_bucket::take(&parsed, state.buckets.get(key).copied(), now_ns);
-        if let Some(write) = outcome.write {
-            state.buckets.insert(key.clone(), write.tat_ns);
+        let stored = state.buckets.get(key).copied();
+        let ints = |values: &[i64]| {
+            Ok(Value::Array(
+                values.iter().copied().map(Value::Int).collect(),
+            ))
+        };
+        let name = String::from_utf8_lossy(name).to_ascii_uppercase();
+        match name.as_str() {
+            "THROTTLE.TAKE" => {
+                let parsed = match TakeArgs::parse(&rest) {
+                    Ok(parsed) => parsed,
+                    Err(e) => return error(e.to_string()),
+                };
+                let outcome = throttle_bucket::take(&parsed, stored, now_ns);
+                if let Some(write) = outcome.write {
+                    state.buckets.insert(key.clone(), write.tat_ns);
+                }
+                let reply = outcome.reply();
+                state.calls.push(Call {
+                    at,
+                    tokens: parsed.tokens,
+                    max_wait_ms: parsed.max_wait_ms,
+                    reply,
+                });
+                let mut values = reply.to_vec();
+                if parsed.ticket {
+                    values.push(outcome.ticket());
+                }
+                ints(&values)
+            }
+            "THROTTLE.PEEK" => match throttle_bucket::parse_peek(&rest) {
+                Ok(quota) => ints(&throttle_bucket::peek(&quota, stored, now_ns).reply()),
+                Err(e) => error(e.to_string()),
+            },
+            "THROTTLE.PAUSE" => match PauseArgs::parse(&rest) {
+                Ok(parsed) => {
+                    let outcome = throttle_bucket::pause(&parsed, stored, now_ns);
+                    if let Some(write) = outcome.write {
+                        state.buckets.insert(key.clone(), write.tat_ns);
+                    }
+                    Ok(Value::Int(outcome.reply()))
+                }
+                Err(e) => error(e.to_string()),
+            },
+            "THROTTLE.GIVE" => match GiveArgs::parse(&rest) {
+                Ok(parsed) => {
+                    let outcome = throttle_bucket::give(&parsed, stored, now_ns);
+                    if let Some(write) = outcome.write {
+                        state.buckets.insert(key.clone(), write.tat_ns);
+                    }
+                    Ok(Value::Int(i64::try_from(outcome.given).unwrap()))
+                }
+                Err(e) => error(e.to_string()),
+            },
+            _ => error(format!("ERR unknown command '{name}'")),
         }
-        let reply = outcome.reply();
-        state.calls.push(Call {
-            at,
-            tokens: parsed.tokens,
-            max_wait_ms: parsed.max_wait_ms,
-            reply,
-        });
-        Ok(Value::Array(
-            reply.iter().copied().map(Value::Int).collect(),
-        ))
     }
 }
 
