@@ -48,6 +48,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+pub mod backlog;
 mod error;
 #[cfg(any(feature = "tower", feature = "reqwest"))]
 pub mod http;

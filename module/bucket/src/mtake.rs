@@ -64,7 +64,10 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<i64>], now_ns: i64) -> MOutcome 
     let mut wait = 0i128;
     for ((view, limit), state) in views.iter_mut().zip(limits).zip(stored) {
         let bucket = View::at(&limit.quota, *state, now_ns);
-        wait = wait.max(bucket.wait(bucket.cost(limit.tokens)));
+        // A bucket asked for nothing is only inspected: its debt delays no one.
+        if limit.tokens > 0 {
+            wait = wait.max(bucket.wait(bucket.cost(limit.tokens)));
+        }
         *view = Some((bucket, limit.tokens));
     }
     let takes_any = limits.iter().any(|l| l.tokens > 0);

@@ -62,7 +62,11 @@ fn the_wait_is_the_longest_and_every_bucket_takes_as_of_then() {
     // a's token is used 2 s from now, so a takes it as a take at that instant would: a full
     // bucket at T0 + 2 s less one token. A single take on a at T0 + 2 s then sees 4 left.
     assert_eq!(after[0], Some(T0 + 2000 * MS + 1000 * MS));
-    let single = take(&TakeArgs::parse(&words("5 1 TOKENS 0")).unwrap(), after[0], T0 + 2000 * MS);
+    let single = take(
+        &TakeArgs::parse(&words("5 1 TOKENS 0")).unwrap(),
+        after[0],
+        T0 + 2000 * MS,
+    );
     assert_eq!(single.reply(), [1, 4, 0, 1000]);
     assert_eq!(after[1], Some(T0 + 3000 * MS));
 }
@@ -73,7 +77,12 @@ fn zero_tokens_inspect_and_a_bucket_with_zero_is_left_alone() {
     let (out, reply) = run("2 a b 10 10 0 10 10 0", &stored, T0);
     assert_eq!(reply, [1, 0, 5, 500, 10, 0]);
     assert!(out.buckets().iter().all(|b| b.write.is_none()));
-    // Taking from b only: a is not written, and its debt does not delay b.
+    // Taking from b only: a is not written, and its debt does not delay b, even a debt past
+    // empty (a asked for nothing is only inspected, as TOKENS 0 is).
+    let deep = [Some(T0 + 5000 * MS), None];
+    let (out, reply) = run("2 a b 10 10 0 10 10 3", &deep, T0);
+    assert_eq!(reply, [1, 0, 0, 5000, 7, 300]);
+    assert_eq!(out.buckets()[0].write, None);
     let (out, reply) = run("2 a b 10 10 0 10 10 3", &stored, T0);
     assert_eq!(reply, [1, 0, 5, 500, 7, 300]);
     assert_eq!(out.buckets()[0].write, None);

@@ -1,0 +1,672 @@
+//! THROTTLE.MTAKE on every server: two and three limits taken all or nothing (a denial writes
+//! to no key, the wait is the longest, zero tokens only inspect), a key of another type
+//! refused before anything is written, 16 keys accepted and 17 refused, duplicate keys
+//! refused; replicas get the resulting states and a denial propagates nothing; every malformed
+//! call gets its exact error; and in a real 3-master Redis Cluster, keys with one hash tag
+//! work, keys in different slots get the server's own CROSSSLOT, COMMAND GETKEYS lists them.
+
+mod common;
+mod support;
+
+use std::fs::File;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{exists, per_server, query, send, strings, Connection, Flavor, Server, NS_PER_MS};
+use support::{
+    assert_reply, bad, check_battery, cmd, errors, exec, ints, mtake, mtake_cmd, num, BadCall, Pair,
+};
+
+per_server!(
+    two_limits_of_a_supplier,
+    three_keys_all_or_nothing_and_the_longest_wait,
+    zero_tokens_only_inspect,
+    a_bucket_asked_for_0_does_not_delay_the_others,
+    a_key_of_another_type_writes_nothing,
+    sixteen_keys_accepted_seventeen_refused_duplicates_refused,
+    replicas_get_the_states_and_a_denial_nothing,
+    bad_input_battery,
+    in_a_cluster_one_hash_tag_works_and_two_slots_are_crossslot,
+);
+
+const MS: i64 = NS_PER_MS;
+
+/// `{s}:a` holds 3 at one per 100 s, `{s}:b` 5 at one per 1000 s, in one MULTI: three calls
+/// granted, the fourth denied by `a` alone (writing nothing), the fifth with MAXWAIT reserves
+/// from both as of `a`'s time; COMMAND GETKEYS names the two keys.
+fn two_limits_of_a_supplier(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let call = "2 {s}:a {s}:b 3 0.01 1 5 0.001 1";
+    let mut cmds: Vec<redis::Cmd> = (0..3).map(|_| mtake_cmd(call)).collect();
+    cmds.extend([
+        cmd("GET", "{s}:a", ""),
+        cmd("GET", "{s}:b", ""),
+        mtake_cmd(call),
+        cmd("GET", "{s}:a", ""),
+        cmd("GET", "{s}:b", ""),
+        mtake_cmd(&format!("{call} MAXWAIT 100000")),
+        cmd("GET", "{s}:a", ""),
+        cmd("GET", "{s}:b", ""),
+    ]);
+    let (replies, slack) = exec(&mut con, flavor, &cmds);
+    let d = &[1, 3, 5];
+    for (k, reply) in (1..).zip(&replies[..3]) {
+        assert_reply(
+            &ints(reply),
+            &[1, 0, 3 - k, k * 100_000, 5 - k, k * 1_000_000],
+            d,
+            slack,
+            &format!("call {k}"),
+        );
+    }
+    let (a, b) = (num(&replies[3]), num(&replies[4]));
+    assert_reply(
+        &ints(&replies[5]),
+        &[0, 100_000, 0, 300_000, 2, 3_000_000],
+        d,
+        slack,
+        "the 4th, denied by a",
+    );
+    assert_eq!(
+        (num(&replies[6]), num(&replies[7])),
+        (a, b),
+        "a denial wrote"
+    );
+    // Granted 100 s from now: `a` takes its token then, and `b` as of then too.
+    assert_reply(
+        &ints(&replies[8]),
+        &[1, 100_000, 0, 400_000, 1, 4_000_000],
+        d,
+        slack,
+        "with MAXWAIT 100000",
+    );
+    assert_eq!(num(&replies[9]), a + 100_000 * MS, "a: one more token");
+    let b_moved = num(&replies[10]) - b;
+    assert!(
+        (1_000_000 * MS..=(1_000_000 + slack) * MS).contains(&b_moved),
+        "b: one more token, {b_moved} ns"
+    );
+
+    let keys = strings(&query::<redis::Value>(
+        &mut con,
+        redis::cmd("COMMAND")
+            .arg("GETKEYS")
+            .arg("THROTTLE.MTAKE")
+            .arg(call.split_whitespace().collect::<Vec<_>>()),
+    ));
+    assert_eq!(keys, ["{s}:a", "{s}:b"], "COMMAND GETKEYS");
+
+    // RESP3: the same array of integers.
+    let mut resp3 = support::resp3(&server);
+    let reply = mtake(&mut resp3, "2 {r3}:a {r3}:b 3 0.01 1 5 0.001 2");
+    assert_eq!(reply, [1, 0, 2, 100_000, 3, 2_000_000], "over RESP3");
+}
+
+/// Three buckets: `1` full, `2` empty for 100 s, `3` empty for 1000 s. Denied for 1000 s (the
+/// longest) with MAXWAIT 0 and 999999, writing nothing (`1` is not even created); granted with
+/// MAXWAIT 1000000, every bucket taking its token 1000 s from now.
+fn three_keys_all_or_nothing_and_the_longest_wait(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let call = "3 {t}:1 {t}:2 {t}:3 10 1 1 2 0.01 1 1 0.001 1";
+    let (replies, slack) = exec(
+        &mut con,
+        flavor,
+        &[
+            cmd("THROTTLE.TAKE", "{t}:2", "2 0.01 TOKENS 2"),
+            cmd("THROTTLE.TAKE", "{t}:3", "1 0.001"),
+            cmd("GET", "{t}:2", ""),
+            cmd("GET", "{t}:3", ""),
+            mtake_cmd(call),
+            mtake_cmd(&format!("{call} MAXWAIT 999999")),
+            cmd("EXISTS", "{t}:1", ""),
+            cmd("GET", "{t}:2", ""),
+            cmd("GET", "{t}:3", ""),
+            mtake_cmd(&format!("{call} MAXWAIT 1000000")),
+            cmd("GET", "{t}:1", ""),
+            cmd("GET", "{t}:2", ""),
+            cmd("GET", "{t}:3", ""),
+        ],
+    );
+    let d = &[1, 3, 5, 7];
+    let denied = [0, 1_000_000, 10, 0, 0, 200_000, 0, 1_000_000];
+    assert_reply(&ints(&replies[4]), &denied, d, slack, "MAXWAIT 0");
+    assert_reply(&ints(&replies[5]), &denied, d, slack, "MAXWAIT 999999");
+    assert_eq!(num(&replies[6]), 0, "a denial created {{t}}:1");
+    let (two, three) = (num(&replies[2]), num(&replies[3]));
+    assert_eq!(
+        (num(&replies[7]), num(&replies[8])),
+        (two, three),
+        "a denial wrote"
+    );
+    assert_reply(
+        &ints(&replies[9]),
+        &[1, 1_000_000, 0, 1_001_000, 0, 1_100_000, 0, 2_000_000],
+        d,
+        slack,
+        "MAXWAIT 1000000",
+    );
+    // Every bucket takes as of 1000 s from now, when `3` has its token: `3` is then one
+    // interval further; `1` and `2` hold their token from then on.
+    assert_eq!(num(&replies[12]), three + 1_000_000 * MS, "{{t}}:3");
+    let slack_ns = slack * MS;
+    let near = |got: i64, want: i64| (want..=want + slack_ns).contains(&got);
+    assert!(
+        near(num(&replies[10]), three + 1_000 * MS),
+        "{{t}}:1 one second past {{t}}:3"
+    );
+    assert!(
+        near(num(&replies[11]), two + 900_000 * MS),
+        "{{t}}:2 from 200 s to 1100 s"
+    );
+}
+
+/// Zero tokens from every bucket only inspect: the reply is granted, no wait, the buckets as
+/// they stand, and nothing is written (missing keys stay missing). A bucket asked for 0 while
+/// another gives tokens is left alone.
+fn zero_tokens_only_inspect(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let (replies, slack) = exec(
+        &mut con,
+        flavor,
+        &[
+            cmd("THROTTLE.TAKE", "{z}:debt", "3 0.01 TOKENS 3"),
+            cmd("THROTTLE.TAKE", "{z}:debt", "3 0.01 MAXWAIT 100000"),
+            cmd("THROTTLE.TAKE", "{z}:half", "4 0.01 TOKENS 2"),
+            cmd("GET", "{z}:debt", ""),
+            mtake_cmd("3 {z}:debt {z}:half {z}:none 3 0.01 0 4 0.01 0 5 0.001 0"),
+            mtake_cmd("3 {z}:debt {z}:half {z}:none 3 0.01 0 4 0.01 0 5 0.001 0 MAXWAIT 7"),
+            cmd("EXISTS", "{z}:none", ""),
+            cmd("GET", "{z}:debt", ""),
+            // From the half-used bucket only: granted at once, the other untouched.
+            mtake_cmd("2 {z}:half {z}:none 4 0.01 1 5 0.001 0"),
+            cmd("EXISTS", "{z}:none", ""),
+        ],
+    );
+    let inspected = [1, 0, 0, 400_000, 2, 200_000, 5, 0];
+    let d = &[1, 3, 5, 7];
+    assert_reply(
+        &ints(&replies[4]),
+        &inspected,
+        d,
+        slack,
+        "zero tokens from all",
+    );
+    assert_reply(
+        &ints(&replies[5]),
+        &inspected,
+        d,
+        slack,
+        "zero tokens, MAXWAIT 7",
+    );
+    assert_eq!(num(&replies[6]), 0, "an inspection created a key");
+    assert_eq!(num(&replies[7]), num(&replies[3]), "an inspection wrote");
+    assert_reply(
+        &ints(&replies[8]),
+        &[1, 0, 1, 300_000, 5, 0],
+        d,
+        slack,
+        "one from half",
+    );
+    assert_eq!(num(&replies[9]), 0, "a bucket asked for 0 was written");
+}
+
+/// A bucket asked for 0 tokens is only inspected, as THROTTLE.TAKE ... TOKENS 0 is: its debt
+/// (here 100 s past empty) delays no one, so 2 tokens from a fresh bucket beside it are
+/// granted now, and the bucket asked for nothing is not written.
+fn a_bucket_asked_for_0_does_not_delay_the_others(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let (replies, slack) = exec(
+        &mut con,
+        flavor,
+        &[
+            cmd("THROTTLE.TAKE", "{z}:debt", "3 0.01 TOKENS 3"),
+            cmd("THROTTLE.TAKE", "{z}:debt", "3 0.01 MAXWAIT 100000"),
+            cmd("GET", "{z}:debt", ""),
+            mtake_cmd("2 {z}:debt {z}:fresh 3 0.01 0 5 0.001 2"),
+            cmd("GET", "{z}:debt", ""),
+        ],
+    );
+    assert_eq!(
+        num(&replies[4]),
+        num(&replies[2]),
+        "a bucket asked for 0 was written"
+    );
+    assert_reply(
+        &ints(&replies[3]),
+        &[1, 0, 0, 400_000, 3, 2_000_000],
+        &[1, 3, 5],
+        slack,
+        "2 from a fresh bucket beside one asked for 0 and in debt past full",
+    );
+}
+
+/// A list among the keys: WRONGTYPE, and no bucket is written, before or after it.
+fn a_key_of_another_type_writes_nothing(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let _: i64 = query(
+        &mut con,
+        redis::cmd("RPUSH").arg("{w}:list").arg("x").arg("y"),
+    );
+    let _ = support::take_any(&mut con, "{w}:b", "5 0.01");
+    let b = num(&query(&mut con, redis::cmd("GET").arg("{w}:b")));
+    for call in [
+        "3 {w}:a {w}:list {w}:b 5 0.01 1 5 0.01 1 5 0.01 1",
+        "3 {w}:a {w}:b {w}:list 5 0.01 1 5 0.01 1 5 0.01 0",
+        "2 {w}:list {w}:a 5 0.01 0 5 0.01 1",
+    ] {
+        let error = send(&mut con, &mtake_cmd(call)).expect_err(call);
+        assert_eq!(error, errors::WRONGTYPE, "{call}");
+        assert!(!exists(&mut con, "{w}:a"), "{call} wrote {{w}}:a");
+        assert_eq!(
+            num(&query(&mut con, redis::cmd("GET").arg("{w}:b"))),
+            b,
+            "{call}"
+        );
+        let list: Vec<String> = query(
+            &mut con,
+            redis::cmd("LRANGE").arg("{w}:list").arg(0).arg(-1),
+        );
+        assert_eq!(list, ["x", "y"], "{call}");
+    }
+}
+
+/// 16 keys (the most) are taken from at once; 17 are refused with the numkeys error and
+/// nothing written; a key named twice is refused, nothing written; keys that differ only in
+/// case are distinct.
+fn sixteen_keys_accepted_seventeen_refused_duplicates_refused(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let call = |prefix: &str, n: usize| {
+        let keys: Vec<String> = (0..n).map(|i| format!("{{{prefix}}}:{i}")).collect();
+        format!("{n} {} {}", keys.join(" "), "5 0.01 1 ".repeat(n))
+    };
+    let reply = mtake(&mut con, &call("m16", 16));
+    assert_eq!(reply.len(), 2 + 2 * 16, "{reply:?}");
+    assert_eq!(reply[..2], [1, 0]);
+    for pair in reply[2..].chunks(2) {
+        assert_eq!(pair, [4, 100_000], "{reply:?}");
+    }
+    for i in 0..16 {
+        assert!(exists(&mut con, format!("{{m16}}:{i}")));
+    }
+    let dbsize = |con: &mut Connection| query::<i64>(con, &redis::cmd("DBSIZE"));
+    let keys = dbsize(&mut con);
+    assert_eq!(
+        send(&mut con, &mtake_cmd(&call("m17", 17))),
+        Err(errors::NUMKEYS.to_owned())
+    );
+    for dup in [
+        "2 {d}:a {d}:a 5 0.01 1 5 0.01 1",
+        "3 {d}:a {d}:b {d}:a 5 0.01 1 5 0.01 1 5 0.01 1",
+        "3 {m16}:0 {d}:b {m16}:0 5 0.01 1 5 0.01 1 5 0.01 1",
+    ] {
+        assert_eq!(
+            send(&mut con, &mtake_cmd(dup)),
+            Err(errors::DUPLICATE.to_owned()),
+            "{dup}"
+        );
+    }
+    assert_eq!(dbsize(&mut con), keys, "a refused call wrote");
+    assert_eq!(state_of(&mut con, "{m16}:0"), state_of(&mut con, "{m16}:1"));
+    let reply = mtake(&mut con, "2 {d}:a {d}:A 5 0.01 1 5 0.01 1");
+    assert_eq!(
+        reply,
+        [1, 0, 4, 100_000, 4, 100_000],
+        "keys differing in case"
+    );
+}
+
+/// A state read with GET.
+fn state_of(con: &mut Connection, key: &str) -> i64 {
+    num(&query(con, redis::cmd("GET").arg(key)))
+}
+
+/// A primary and a replica: a granted MTAKE reaches the replica as one SET per bucket
+/// (equal DEBUG DIGEST); a denial and an inspection propagate nothing.
+fn replicas_get_the_states_and_a_denial_nothing(flavor: Flavor) {
+    let pair = Pair::start(flavor);
+    let mut con = pair.primary.conn();
+    let call = "3 {r}:a {r}:b {r}:c 2 0.01 1 3 0.001 2 1 0.01 1";
+    assert_eq!(mtake(&mut con, call)[..2], [1, 0]);
+    assert_eq!(mtake(&mut con, &format!("{call} MAXWAIT 3600000"))[0], 1);
+    pair.assert_replica_same("after two MTAKEs");
+    let mut rcon = pair.replica.conn();
+    for key in ["{r}:a", "{r}:b", "{r}:c"] {
+        assert_eq!(state_of(&mut rcon, key), state_of(&mut con, key), "{key}");
+    }
+    pair.assert_replicates_nothing("a denial and an inspection", |con| {
+        assert_eq!(mtake(con, call)[0], 0);
+        assert_eq!(mtake(con, &format!("{call} MAXWAIT 1000"))[0], 0);
+        assert_eq!(mtake(con, "2 {r}:a {r}:new 2 0.01 0 5 1 0")[0], 1);
+    });
+    pair.assert_replica_same("after a denial");
+}
+
+/// Every malformed THROTTLE.MTAKE gets its exact error, and nothing changes.
+fn bad_input_battery(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let arity = errors::arity("throttle.mtake");
+    let w = |text: &str| -> Vec<Vec<u8>> {
+        text.split_whitespace()
+            .map(|s| s.as_bytes().to_vec())
+            .collect()
+    };
+    let case = |text: &str, error: &str| {
+        let words = w(text);
+        let args: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+        bad(&args, error)
+    };
+    let mut calls: Vec<BadCall> = vec![
+        bad(&[], &*arity),
+        case("1", &arity),
+        case("1 a 8 9", &arity),
+        case("0 a 8 9 1", errors::NUMKEYS),
+        case("17 a 8 9 1", errors::NUMKEYS),
+        case("-1 a 8 9 1", errors::NUMKEYS),
+        case("1.5 a 8 9 1", errors::NUMKEYS),
+        case("x a 8 9 1", errors::NUMKEYS),
+        case("99999999999999999999 a 8 9 1", errors::NUMKEYS),
+        bad(&[b"", b"a", b"8", b"9", b"1"], errors::NUMKEYS),
+        bad(&[b"\xff", b"a", b"8", b"9", b"1"], errors::NUMKEYS),
+        case("2 a b 8 9 1", &errors::triples(2)),
+        case("2 a b 8 9 1 8 9", &errors::triples(2)),
+        case("3 a b c 8 9 1 8 9 1", &errors::triples(3)),
+        case("16 a b c d e", &errors::triples(16)),
+        case("2 a a 8 9 1 8 9 1", errors::DUPLICATE),
+        case("2 a a 0 9 1 8 9 1", errors::DUPLICATE),
+        case("2 a b 8 9 1 0 9 1", errors::CAPACITY),
+        case("2 a b 8 9 1 x 9 1", errors::CAPACITY),
+        case("2 a b 8 9 1 8 0 1", errors::RATE),
+        case("2 a b 8 9 1 8 nan 1", errors::RATE),
+        case("2 a b 8 9 1 8 1e3 1", errors::RATE),
+        case("2 a b 8 9 1 315360001 1 1", errors::FILL),
+        case("2 a b 8 9 9 8 9 1", &errors::tokens(8)),
+        case("2 a b 8 9 1 3 9 4", &errors::tokens(3)),
+        case("2 a b 8 9 1 8 9 -1", &errors::tokens(8)),
+        case("2 a b 8 9 1 8 9 x", &errors::tokens(8)),
+        case("1 a 8 9 1 TOKENS 1", errors::MTAKE_UNKNOWN),
+        case("1 a 8 9 1 TICKET", errors::MTAKE_UNKNOWN),
+        case("1 a 8 9 1 8 9 1", errors::MTAKE_UNKNOWN),
+        case("1 a 8 9 1 MAXWAIT", &errors::missing("MAXWAIT")),
+        case("1 a 8 9 1 MAXWAIT 1 MAXWAIT", &errors::missing("MAXWAIT")),
+        case(
+            "1 a 8 9 1 MAXWAIT 1 maxwait 2",
+            &errors::repeated("MAXWAIT"),
+        ),
+        case("1 a 8 9 1 MAXWAIT -1", errors::MAXWAIT),
+        case("1 a 8 9 1 MAXWAIT 1.5", errors::MAXWAIT),
+        case("1 a 8 9 1 MAXWAIT 315360000001", errors::MAXWAIT),
+        bad(
+            &[b"1", b"a", b"8", b"9", b"1", b"MAX\xffWAIT", b"1"],
+            errors::MTAKE_UNKNOWN,
+        ),
+        bad(&[b"1", b"a", b"8", b"9\xff", b"1"], errors::RATE),
+        // Keys of another type or strings that are not a bucket, wherever they stand.
+        case("2 k t:list 8 9 1 8 9 1", errors::WRONGTYPE),
+        case("2 t:hash k 8 9 0 8 9 1", errors::WRONGTYPE),
+        case("2 k s:hello 8 9 1 8 9 1", errors::NOT_BUCKET),
+        case("2 s:negative k 8 9 1 8 9 0", errors::NOT_BUCKET),
+        case("1 s:float 8 9 0", errors::NOT_BUCKET),
+        case("3 k s:empty t:list 8 9 1 8 9 1 8 9 1", errors::NOT_BUCKET),
+        // The arguments are checked before any key is read.
+        case("2 k t:list 0 9 1 8 9 1", errors::CAPACITY),
+    ];
+    let sixteen: String = (0..16).map(|i| format!("k{i} ")).collect();
+    calls.push(case(
+        &format!("16 {sixteen} {}", "8 9 1 ".repeat(17)),
+        errors::MTAKE_UNKNOWN,
+    ));
+    let checked = check_battery(&server, "THROTTLE.MTAKE", &calls);
+    let mut con = server.conn();
+    assert_eq!(mtake(&mut con, "1 after 8 9 1"), [1, 0, 7, 112]);
+    println!("{flavor}: {checked} malformed THROTTLE.MTAKE calls checked");
+}
+
+/// Three masters: keys with one hash tag are taken together on the node serving their slot
+/// (directly, and through redis-rs's cluster client, which follows the MOVED its first guess
+/// gets); another master answers MOVED for them; keys in two slots get the server's own
+/// CROSSSLOT and nothing is written anywhere; COMMAND GETKEYS lists the keys.
+fn in_a_cluster_one_hash_tag_works_and_two_slots_are_crossslot(flavor: Flavor) {
+    let nodes = start_cluster(flavor);
+    let mut cons: Vec<Connection> = nodes.iter().map(|n| n.server.conn()).collect();
+    let slot = keyslot(&mut cons[0], "{supplier}:s");
+    assert_eq!(keyslot(&mut cons[0], "{supplier}:m"), slot);
+    let owner = nodes.iter().position(|n| n.owns(slot)).expect("an owner");
+    let call = "2 {supplier}:s {supplier}:m 10 10 1 500 0.1 1";
+
+    let reply = mtake(&mut cons[owner], call);
+    assert_eq!(reply[..3], [1, 0, 9], "{reply:?}");
+    assert!(exists(&mut cons[owner], "{supplier}:s") && exists(&mut cons[owner], "{supplier}:m"));
+    for (i, con) in cons.iter_mut().enumerate().filter(|(i, _)| *i != owner) {
+        let moved = send(con, &mtake_cmd(call)).expect_err("MTAKE on a node without the slot");
+        let want = format!("MOVED {slot} 127.0.0.1:{}", nodes[owner].server.port());
+        assert_eq!(moved, want, "node {i}");
+    }
+
+    // Through the cluster client: the command is routed (or redirected) to the owner.
+    let client = redis::cluster::ClusterClient::builder(nodes.iter().map(|n| n.server.url()))
+        .connection_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .expect("a cluster client");
+    let mut cluster = client.get_connection().expect("a cluster connection");
+    let reply: Vec<i64> = mtake_cmd(call)
+        .query(&mut cluster)
+        .unwrap_or_else(|e| panic!("MTAKE through the cluster client: {e}"));
+    assert_eq!(reply[..3], [1, 0, 8], "{reply:?}");
+    assert_eq!(reply[4], 498, "{reply:?}");
+    // redis-rs routes a command it does not know by its first argument, here numkeys ("2"),
+    // and follows the MOVED it gets when that slot is on another node than the keys': a hash
+    // tag served by another node than slot("2") takes that path.
+    let numkeys_node = {
+        let s = keyslot(&mut cons[0], "2");
+        nodes.iter().position(|n| n.owns(s)).unwrap()
+    };
+    let tag = (0..100)
+        .map(|i| format!("{{sup{i}}}"))
+        .find(|tag| {
+            let s = keyslot(&mut cons[0], tag);
+            nodes.iter().position(|n| n.owns(s)) != Some(numkeys_node)
+        })
+        .expect("a hash tag on another node among 100");
+    let moved_before = rejected(&mut cons);
+    let reply: Vec<i64> = mtake_cmd(&format!("2 {tag}:s {tag}:m 10 10 1 500 0.1 1"))
+        .query(&mut cluster)
+        .unwrap_or_else(|e| panic!("MTAKE {tag} through the cluster client: {e}"));
+    assert_eq!(reply[..3], [1, 0, 9], "{tag}: {reply:?}");
+    println!(
+        "{flavor}: MTAKE on {tag} through redis-rs's cluster client was answered MOVED {} \
+         time(s) first",
+        rejected(&mut cons) - moved_before
+    );
+
+    // Keys in different slots: CROSSSLOT from whichever node, nothing written.
+    let (a, b) = ("cross:a", "cross:b");
+    assert_ne!(keyslot(&mut cons[0], a), keyslot(&mut cons[0], b));
+    let crossslot = "CROSSSLOT Keys in request don't hash to the same slot";
+    let sizes: Vec<i64> = cons
+        .iter_mut()
+        .map(|c| query(c, &redis::cmd("DBSIZE")))
+        .collect();
+    for (i, con) in cons.iter_mut().enumerate() {
+        let error = send(con, &mtake_cmd(&format!("2 {a} {b} 10 10 1 10 10 1")))
+            .expect_err("MTAKE across slots");
+        assert_eq!(error, crossslot, "node {i}");
+    }
+    let error = mtake_cmd(&format!("2 {a} {b} 10 10 1 10 10 1"))
+        .query::<redis::Value>(&mut cluster)
+        .expect_err("MTAKE across slots through the cluster client");
+    assert_eq!(
+        common::error_text(&error),
+        crossslot,
+        "through the cluster client"
+    );
+    let after: Vec<i64> = cons
+        .iter_mut()
+        .map(|c| query(c, &redis::cmd("DBSIZE")))
+        .collect();
+    assert_eq!(after, sizes, "a CROSSSLOT call wrote");
+
+    let keys = strings(&query::<redis::Value>(
+        &mut cons[owner],
+        redis::cmd("COMMAND")
+            .arg("GETKEYS")
+            .arg("THROTTLE.MTAKE")
+            .arg(call.split_whitespace().collect::<Vec<_>>()),
+    ));
+    assert_eq!(keys, ["{supplier}:s", "{supplier}:m"]);
+}
+
+/// One master of the test cluster.
+struct Node {
+    server: Server,
+    slots: Vec<(u16, u16)>,
+}
+
+impl Node {
+    fn owns(&self, slot: u16) -> bool {
+        self.slots.iter().any(|&(lo, hi)| (lo..=hi).contains(&slot))
+    }
+}
+
+/// MTAKE calls refused (MOVED, CROSSSLOT) on every node so far.
+fn rejected(cons: &mut [Connection]) -> u64 {
+    cons.iter_mut()
+        .map(|c| support::command_stat_of(c, "throttle.mtake", "rejected_calls"))
+        .sum()
+}
+
+fn keyslot(con: &mut Connection, key: &str) -> u16 {
+    query(con, redis::cmd("CLUSTER").arg("KEYSLOT").arg(key))
+}
+
+/// Bound for `redis-cli --cluster create` and for the cluster to settle.
+const CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Three cluster-enabled servers with the module, made a cluster by `redis-cli --cluster
+/// create` (`$THROTTLE_REDIS_CLI`, or Debian's redis-cli), once every node reports
+/// `cluster_state:ok` and the same slot map (bounded waits), as in cluster.rs.
+fn start_cluster(flavor: Flavor) -> Vec<Node> {
+    let servers: Vec<Server> = (0..3).map(|_| start_node(flavor)).collect();
+    let out_path = servers[0].dir().join("cluster-create.out");
+    let out = File::create(&out_path).expect("create cluster-create.out");
+    let cli = std::env::var("THROTTLE_REDIS_CLI")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "redis-cli".to_owned());
+    let mut command = Command::new(&cli);
+    command.args(["--cluster", "create"]);
+    for server in &servers {
+        command.arg(format!("127.0.0.1:{}", server.port()));
+    }
+    command
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out);
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {cli} (set THROTTLE_REDIS_CLI to use another): {e}"));
+    let deadline = Instant::now() + CLUSTER_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for redis-cli") {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "redis-cli --cluster create: {status:?}\n{output}"
+    );
+
+    let settled = Instant::now() + CLUSTER_TIMEOUT;
+    let map = loop {
+        let mut ok = true;
+        let mut maps = Vec::new();
+        for server in &servers {
+            let mut con = server.conn();
+            let info: String = query(&mut con, redis::cmd("CLUSTER").arg("INFO"));
+            ok &= info.contains("cluster_state:ok")
+                && info.contains("cluster_known_nodes:3")
+                && info.contains("cluster_slots_assigned:16384");
+            maps.push(slot_map(&mut con));
+        }
+        if ok && maps.iter().all(|m| *m == maps[0]) {
+            break maps.swap_remove(0);
+        }
+        assert!(
+            Instant::now() < settled,
+            "the cluster did not settle within {CLUSTER_TIMEOUT:?}: {maps:?}\n{output}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    servers
+        .into_iter()
+        .map(|server| {
+            let slots = map
+                .iter()
+                .find(|(port, _)| *port == server.port())
+                .map(|(_, slots)| slots.clone())
+                .unwrap_or_else(|| panic!("port {} missing in {map:?}", server.port()));
+            Node { server, slots }
+        })
+        .collect()
+}
+
+/// One cluster-enabled server with the module. Its bus port is its port + 10000; a port too
+/// high for that is refused by the server, and this tries again (twice at most).
+fn start_node(flavor: Flavor) -> Server {
+    let builder = Server::builder(flavor)
+        .arg("cluster-enabled", "yes")
+        .arg("cluster-config-file", "nodes.conf")
+        .arg("cluster-node-timeout", "2000")
+        .arg("cluster-announce-ip", "127.0.0.1");
+    for attempt in 1..=3 {
+        match builder.clone().try_start() {
+            Ok(server) => return server,
+            Err(e) if attempt < 3 && e.to_string().contains("port number too high") => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    unreachable!("the third attempt returns or panics")
+}
+
+/// `CLUSTER NODES` as (port, slot ranges), sorted by port.
+fn slot_map(con: &mut Connection) -> Vec<(u16, Vec<(u16, u16)>)> {
+    let text: String = query(con, redis::cmd("CLUSTER").arg("NODES"));
+    let mut nodes: Vec<_> = text
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let port = fields[1]
+                .split(['@', ','])
+                .next()
+                .and_then(|addr| addr.rsplit_once(':'))
+                .and_then(|(_, port)| port.parse().ok())
+                .unwrap_or_else(|| panic!("no port in {line:?}"));
+            let slots = fields[8..]
+                .iter()
+                .filter(|s| !s.starts_with('['))
+                .map(|s| match s.split_once('-') {
+                    Some((lo, hi)) => (lo.parse().unwrap(), hi.parse().unwrap()),
+                    None => (s.parse().unwrap(), s.parse().unwrap()),
+                })
+                .collect();
+            (port, slots)
+        })
+        .collect();
+    nodes.sort_by_key(|(port, _)| *port);
+    nodes
+}
