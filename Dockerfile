@@ -10,9 +10,9 @@ RUN apt-get update \
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked -p redis-throttle-module \
- && cp target/release/libredis_throttle.so /libredis_throttle.so
+ && cp target/release/libredis_throttle_module.so /libredis_throttle_module.so
 
 FROM redis:7.4-bookworm
-COPY --from=build /libredis_throttle.so /usr/local/lib/redis/modules/libredis_throttle.so
+COPY --from=build /libredis_throttle_module.so /usr/local/lib/redis/modules/libredis_throttle_module.so
 EXPOSE 6379
-CMD ["redis-server", "--loadmodule", "/usr/local/lib/redis/modules/libredis_throttle.so"]
+CMD ["redis-server", "--loadmodule", "/usr/local/lib/redis/modules/libredis_throttle_module.so"]

@@ -33,5 +33,5 @@ fi
 cargo build --release -p redis-throttle-module
 cargo build --release -p throttle-benches --bin server-bench
 # The library just built, for every server of the run (also if sources change meanwhile).
-export THROTTLE_MODULE="${THROTTLE_MODULE:-$PWD/target/release/libredis_throttle.so}"
+export THROTTLE_MODULE="${THROTTLE_MODULE:-$PWD/target/release/libredis_throttle_module.so}"
 exec target/release/server-bench "$@"

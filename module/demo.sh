@@ -14,7 +14,7 @@ if ! need redis-server || ! need redis-cli || ! [ -e /usr/lib/llvm-14/lib/libcla
 fi
 
 cargo build --release -p redis-throttle-module
-module="$PWD/target/release/libredis_throttle.so"
+module="$PWD/target/release/libredis_throttle_module.so"
 dir="$(mktemp -d)"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 redis-server --port "$port" --bind 127.0.0.1 --save "" --dir "$dir" --daemonize no \

@@ -12,9 +12,12 @@ for f in /dev/shm/sem.faketime_sem_* /dev/shm/faketime_shm_*; do
     [ -e "$f" ] || continue
     kill -0 "${f##*_}" 2>/dev/null || rm -f "$f"
 done
-# The e2e tests load target/debug/libredis_throttle.so; `cargo test` alone does not build a cdylib.
+# The e2e tests load target/debug/libredis_throttle_module.so; `cargo test` alone does not build a cdylib.
 cargo build -p redis-throttle-module
-cargo test --workspace "$@"
+# --no-fail-fast, and both runs whatever the first gave: one failure must not hide the others.
+status=0
+cargo test --workspace --no-fail-fast "$@" || status=$?
 # The client's optional `metrics` feature (the facade test needs it); not --workspace, which
 # would also switch on redis-module's API-level features.
-cargo test -p redis-throttle --all-features --lib --test metrics_facade "$@"
+cargo test -p redis-throttle --all-features --no-fail-fast --lib --test metrics_facade "$@" || status=$?
+exit "$status"

@@ -23,7 +23,7 @@ tests/install-servers.sh --apt-only
 log "building the module (release)"
 cargo build --release -p redis-throttle-module
 target="${CARGO_TARGET_DIR:-target}"
-module="$(cd "$target/release" && pwd)/libredis_throttle.so"
+module="$(cd "$target/release" && pwd)/libredis_throttle_module.so"
 [ -f "$module" ] || die "the build did not produce $module"
 
 log "building the demo (release)"

@@ -4,7 +4,7 @@
 //! cargo run -p redis-throttle --example acquire -- [redis://127.0.0.1:6379] [calls]
 //! ```
 //!
-//! The server needs the module: `redis-server --loadmodule target/debug/libredis_throttle.so`.
+//! The server needs the module: `redis-server --loadmodule target/debug/libredis_throttle_module.so`.
 //! The bucket holds 3 tokens and refills 2 per second, so the first three calls go at once
 //! and the rest are spaced 500 ms apart. Run two copies at the same time to see them share
 //! the bucket.

@@ -7,8 +7,10 @@
 //! bucket needs, then goes. The fleet as a whole never sends more than the bucket allows,
 //! and the wait time ([`Limiter::metrics`]) tells when demand has outgrown the contract.
 //!
-//! The module must be loaded in the server (`--loadmodule /path/to/libredis_throttle.so`);
-//! without it calls fail with [`Error::ModuleNotLoaded`], which says how to load it.
+//! The commands run in the redis-throttle module where the server has it loaded
+//! (`--loadmodule /path/to/libredis_throttle_module.so`), and as a Lua script where it cannot
+//! load modules (managed Redis): see [`Backend`]. A limiter told to use the module on a server
+//! without it fails with [`Error::ModuleNotLoaded`], which says how to load it.
 //!
 //! ```no_run
 //! use redis_throttle::{Limiter, Quota, Rate};

@@ -3,10 +3,10 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::multiplexed;
-use redis_throttle::{Error, Limiter, Quota, Strategy, TryAcquire};
+use redis_throttle::{Backend, Error, Limiter, Quota, Strategy, TryAcquire};
 use throttle_testkit::{Flavor, Server};
 
 #[tokio::test]
@@ -23,38 +23,82 @@ async fn every_server_grants_reserves_and_refuses() {
             (3, Duration::ZERO),
             "{flavor}"
         );
+        // The server decides what each call gets; the machine decides when the calls reach
+        // it. So each outcome is checked exactly, and only the calls that the clock says
+        // came before the next token must have been refused.
+        let drained = Instant::now();
         let grant = limiter.acquire_n(3).await.unwrap();
         assert_eq!((grant.round_trips, grant.remaining), (1, 0), "{flavor}");
-        match limiter.try_acquire().await.unwrap() {
+        let mut expected = Metrics {
+            granted: 1,
+            ..Metrics::default()
+        };
+
+        // The next token is 100 ms after the drain: a try before then is refused.
+        let tried = limiter.try_acquire().await.unwrap();
+        let before_the_token = drained.elapsed() < TOKEN;
+        match tried {
             TryAcquire::Denied { retry_after } => {
                 assert!(
-                    retry_after > Duration::ZERO && retry_after <= Duration::from_millis(100),
+                    retry_after > Duration::ZERO && retry_after <= TOKEN,
                     "{flavor}: {retry_after:?}"
                 );
+                expected.denied += 1;
             }
-            granted => panic!("{flavor}: {granted:?}"),
+            TryAcquire::Granted(_) if !before_the_token => expected.granted += 1,
+            granted => panic!("{flavor}: before the next token: {granted:?}"),
         }
-        let start = std::time::Instant::now();
+
+        // A reservation sleeps until its token, which is never before `TOKEN` after the
+        // drain; it did not sleep only if it reached the server after that.
+        let start = Instant::now();
         let grant = limiter.acquire().await.unwrap();
         assert_eq!(grant.round_trips, 1, "{flavor}");
-        assert!(grant.slept > Duration::ZERO, "{flavor}: {grant:?}");
+        assert!(
+            drained.elapsed() >= TOKEN,
+            "{flavor}: granted early: {grant:?}"
+        );
         assert!(start.elapsed() >= grant.slept, "{flavor}");
-        match limiter.acquire_within(Duration::from_millis(10)).await {
-            Err(Error::DeadlineExceeded { .. }) => {}
+        assert!(
+            grant.slept > Duration::ZERO || start + grant.waited >= drained + TOKEN,
+            "{flavor}: no sleep, yet the call was back before its token was due: {grant:?}"
+        );
+        expected.granted += 1;
+
+        // The bucket is empty again: one token per grant since the drain has been taken, so
+        // the next is `TOKEN` times the grants after it, more than the deadline away unless
+        // the machine held this call back until nearly then.
+        let deadline = Duration::from_millis(10);
+        let next_token = TOKEN * u32::try_from(expected.granted).unwrap();
+        match limiter.acquire_within(deadline).await {
+            Err(Error::DeadlineExceeded { .. }) => expected.gave_up += 1,
+            Ok(_) if drained.elapsed() + deadline >= next_token => expected.granted += 1,
             other => panic!("{flavor}: {other:?}"),
         }
         let metrics = limiter.metrics();
         assert_eq!(
-            (
-                metrics.granted,
-                metrics.denied,
-                metrics.gave_up,
-                metrics.errors
-            ),
-            (2, 1, 1, 0),
+            Metrics {
+                granted: metrics.granted,
+                denied: metrics.denied,
+                gave_up: metrics.gave_up,
+                errors: metrics.errors
+            },
+            expected,
             "{flavor}"
         );
     }
+}
+
+/// The bucket's refill time per token in [`every_server_grants_reserves_and_refuses`].
+const TOKEN: Duration = Duration::from_millis(100);
+
+/// The limiter's counters that test checks.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Metrics {
+    granted: u64,
+    denied: u64,
+    gave_up: u64,
+    errors: u64,
 }
 
 #[tokio::test]
@@ -62,8 +106,10 @@ async fn a_missing_module_says_how_to_load_it() {
     for flavor in Flavor::ALL {
         let server = Server::builder(flavor).module(false).start();
         let conn = multiplexed(&server.url()).await;
+        // Told to use the module (the default, Auto, would fall back to the script).
         let limiter = Limiter::builder("k", Quota::new(5, 1u64).unwrap())
             .strategy(Strategy::poll())
+            .backend(Backend::Module)
             .build(conn)
             .unwrap();
         for result in [
@@ -78,9 +124,10 @@ async fn a_missing_module_says_how_to_load_it() {
             );
             let message = err.to_string();
             for needle in [
-                "--loadmodule /path/to/libredis_throttle.so",
-                "`loadmodule /path/to/libredis_throttle.so` to redis.conf",
-                "MODULE LOAD /path/to/libredis_throttle.so",
+                "--loadmodule /path/to/libredis_throttle_module.so",
+                "`loadmodule /path/to/libredis_throttle_module.so` to redis.conf",
+                "MODULE LOAD /path/to/libredis_throttle_module.so",
+                "Backend::Script",
             ] {
                 assert!(
                     message.contains(needle),

@@ -668,7 +668,7 @@ fn classify(args: &TakeArgs, reply: &[i64; 4]) -> &'static str {
 /// Checks an integer reply against the contract for these arguments.
 fn check_reply(args: &TakeArgs, reply: &[i64; 4]) -> Result<(), String> {
     let [granted, remaining, wait, reset] = *reply;
-    let capacity = args.capacity as i64;
+    let capacity = args.quota.capacity as i64;
     let tokens = args.tokens as i64;
     let max_wait = args.max_wait_ms as i64;
     let rules = [
@@ -863,7 +863,7 @@ fn random_input_soak(flavor: Flavor) {
         // What the fuzzer expects: the argument check first, then the key.
         let words: Vec<&[u8]> = args.iter().skip(1).map(Vec::as_slice).collect();
         let parsed = if args.is_empty() {
-            Err(ArgError::Arity)
+            Err(ArgError::Arity(throttle_bucket::Command::Take))
         } else {
             TakeArgs::parse(&words)
         };

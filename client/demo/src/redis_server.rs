@@ -2,12 +2,11 @@
 //! the test kit on a free loopback port (killed when this value is dropped), or a server
 //! the user already runs.
 
-use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 use std::time::Duration;
 
 use redis_throttle::redis;
-use throttle_testkit::{Flavor, Server};
+use throttle_testkit::{info_field, Flavor, Server};
 
 pub struct RedisTarget {
     url: String,
@@ -43,7 +42,7 @@ impl RedisTarget {
 }
 
 fn start_private() -> Result<RedisTarget, String> {
-    let module = quietly(throttle_testkit::module_path)
+    let module = throttle_testkit::try_module_path()
         .map_err(|why| format!("the module is not built: {why} (client/demo/run.sh builds it)"))?;
     // Redis 7.0 first (Debian's package); any other supported server that is installed
     // will do, e.g. when Debian's is not 7.0.
@@ -61,7 +60,7 @@ fn start_private() -> Result<RedisTarget, String> {
         if Path::new(SETPRIV).is_file() {
             builder = builder.wrapper(SETPRIV, &["--pdeathsig", "KILL"]);
         }
-        match quietly(move || builder.start()) {
+        match builder.try_start() {
             Ok(server) => {
                 let url = server.url();
                 let version = probe(&url)?;
@@ -82,22 +81,6 @@ fn start_private() -> Result<RedisTarget, String> {
 
 const SETPRIV: &str = "/usr/bin/setpriv";
 
-/// Runs `f`, turning the kit's panics (its way of failing) into an error message without
-/// printing a backtrace hint.
-fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    let previous = panic::take_hook();
-    panic::set_hook(Box::new(|_| {}));
-    let result = panic::catch_unwind(AssertUnwindSafe(f));
-    panic::set_hook(previous);
-    result.map_err(|payload| {
-        payload
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-            .unwrap_or_else(|| "unknown failure".to_owned())
-    })
-}
-
 /// The server's name and version, after checking that THROTTLE.TAKE is there.
 fn probe(url: &str) -> Result<String, String> {
     let client = redis::Client::open(url).map_err(|e| format!("bad Redis URL {url}: {e}"))?;
@@ -111,11 +94,7 @@ fn probe(url: &str) -> Result<String, String> {
         .arg("server")
         .query(&mut con)
         .map_err(|e| format!("INFO on {url}: {e}"))?;
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .map(|v| v.trim().to_owned())
-    };
+    let field = |name: &str| info_field(&info, name);
     let version = match (field("valkey_version"), field("redis_version")) {
         (Some(v), _) => format!("Valkey {v}"),
         (None, Some(v)) => format!("Redis {v}"),
@@ -133,8 +112,8 @@ fn probe(url: &str) -> Result<String, String> {
         Ok(_) => Ok(version),
         Err(e) if e.to_string().to_lowercase().contains("unknown command") => Err(format!(
             "{version} at {url} does not have the redis-throttle module: start it with \
-             --loadmodule target/release/libredis_throttle.so (or MODULE LOAD it), or leave out \
-             --redis-url to use a private server"
+             --loadmodule target/release/libredis_throttle_module.so (or MODULE LOAD it), or \
+             leave out --redis-url to use a private server"
         )),
         Err(e) => Err(format!("THROTTLE.TAKE on {url}: {e}")),
     }

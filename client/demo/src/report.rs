@@ -58,9 +58,18 @@ pub struct PhaseReport {
     pub sent_span_s: Option<f64>,
     /// The total the bucket allows at best (0 when direct: everything at once).
     pub ideal_total_s: f64,
-    /// The upstream's verdicts replayed on the ideal schedule.
+    /// What the knobs predict. Through the bucket: the upstream's verdicts replayed on the
+    /// ideal schedule (the server decides when calls go). Direct: a bound, from how far apart
+    /// the calls arrived (`arrival_span_s`, the machine's doing): at most this many served,
+    /// at least this many refused (`predicted_is_bound`).
     pub predicted_served: u64,
     pub predicted_refused: u64,
+    pub predicted_is_bound: bool,
+    /// The earliest a call had its token, from the shared start, on the replicas' clocks
+    /// (direct: when the first call began). The bucket's schedule starts no later.
+    pub first_token_s: Option<f64>,
+    /// When the last call was sent, from the shared start, on the replicas' clocks.
+    pub last_sent_s: Option<f64>,
     pub wait_mean_s: Option<f64>,
     pub wait_max_s: Option<f64>,
     pub round_trips: u64,
@@ -111,8 +120,26 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
         Phase::Direct => vec![Duration::ZERO; calls as usize],
         Phase::Bucket => theory::bucket_schedule(calls, args.capacity, interval),
     };
-    let (predicted_served, predicted_refused) =
-        theory::replay(args.upstream_mode, args.quota, &schedule);
+    let arrival_span = outcome
+        .arrivals
+        .first()
+        .zip(outcome.arrivals.last())
+        .map(|(first, last)| last.at.saturating_duration_since(first.at));
+    let (predicted_served, predicted_refused, predicted_is_bound) = match outcome.phase {
+        Phase::Direct => {
+            let most = theory::most_served(
+                args.upstream_mode,
+                args.quota,
+                calls,
+                arrival_span.unwrap_or_default(),
+            );
+            (most, calls - most, true)
+        }
+        Phase::Bucket => {
+            let (served, refused) = theory::replay(args.upstream_mode, args.quota, &schedule);
+            (served, refused, false)
+        }
+    };
     let count = |status: u16| {
         outcome
             .arrivals
@@ -142,8 +169,14 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
     let sent_span_s = sent
         .clone()
         .max()
-        .zip(sent.min())
+        .zip(sent.clone().min())
         .map(|(last, first)| (last - first) as f64 / 1e6);
+    let last_sent_s = sent.max().map(|us| us as f64 / 1e6);
+    let first_token_s = answered
+        .iter()
+        .map(|r| r.start_us + r.wait_us)
+        .min()
+        .map(|us| us as f64 / 1e6);
 
     let errors: Vec<String> = outcome
         .records
@@ -167,11 +200,14 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
         errors: errors.len() as u64,
         error_samples: errors.into_iter().take(5).collect(),
         total_s: offsets.last().map(|&(t, _)| t),
-        arrival_span_s: offsets.first().zip(offsets.last()).map(|(f, l)| l.0 - f.0),
+        arrival_span_s: arrival_span.map(|d| d.as_secs_f64()),
         sent_span_s,
+        first_token_s,
+        last_sent_s,
         ideal_total_s: schedule.last().copied().unwrap_or_default().as_secs_f64(),
         predicted_served,
         predicted_refused,
+        predicted_is_bound,
         wait_mean_s,
         wait_max_s,
         round_trips: outcome
@@ -345,13 +381,26 @@ pub fn text(summary: &Summary) -> String {
             Some(h) => format!("never crossed ({} spare)", num(h.floor())),
         },
     );
-    row(&mut out, "predicted served / refused", &|p| {
-        format!("{} / {}", p.predicted_served, p.predicted_refused)
+    row(&mut out, "predicted served / refused †", &|p| {
+        if p.predicted_is_bound {
+            format!("<= {} / >= {}", p.predicted_served, p.predicted_refused)
+        } else {
+            format!("{} / {}", p.predicted_served, p.predicted_refused)
+        }
     });
     let _ = writeln!(
         out,
         "\n* from the instant the replicas fired to the upstream's last arrival, on one clock."
     );
+    if let Some(direct) = phases.iter().find(|p| p.predicted_is_bound) {
+        let _ = writeln!(
+            out,
+            "† direct: the calls reached the API over {}, so at most {} can be served; through \
+             the bucket: on the ideal schedule.",
+            seconds(direct.arrival_span_s),
+            direct.predicted_served
+        );
+    }
     for line in explanations(summary) {
         let _ = writeln!(out, "{line}");
     }

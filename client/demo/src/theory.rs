@@ -28,6 +28,23 @@ pub fn replay(mode: UpstreamMode, quota: u32, arrivals: &[Duration]) -> (u64, u6
     (served, arrivals.len() as u64 - served)
 }
 
+/// The most of `calls` the upstream's rule can serve when they arrive over `span` (from the
+/// first arrival to the last) and its allowance is whole at the first: `quota`, plus one per
+/// refill interval in the span for a bucket (the mock's interval, rounded up like it), plus
+/// `quota` per further second begun for a window. The first `quota` are always served, so the
+/// count lies between `min(quota, calls)` and this.
+pub fn most_served(mode: UpstreamMode, quota: u32, calls: u64, span: Duration) -> u64 {
+    let span_ns = span.as_nanos();
+    let most = match mode {
+        UpstreamMode::Bucket => {
+            let interval_ns = 1_000_000_000u128.div_ceil(u128::from(quota));
+            u128::from(quota) + span_ns / interval_ns
+        }
+        UpstreamMode::Window => u128::from(quota) * (span_ns / 1_000_000_000 + 1),
+    };
+    u64::try_from(most).unwrap_or(u64::MAX).min(calls)
+}
+
 /// Bucket mode: the most calls the upstream can have served `t` seconds after a moment
 /// its bucket was full: `quota + quota·t`.
 pub fn allowance(quota: u32, t: f64) -> f64 {
@@ -159,6 +176,25 @@ mod tests {
         // The shape the output suggests for a window does fit it.
         let five = bucket_schedule(40, 5, Duration::from_millis(200));
         assert_eq!(replay(UpstreamMode::Window, 10, &five), (40, 0));
+    }
+
+    #[test]
+    fn most_served_over_an_arrival_span() {
+        let ms = Duration::from_millis;
+        // 40 calls at one instant: the burst. Over 225 ms a bucket of 10/s refills 2 more.
+        assert_eq!(most_served(UpstreamMode::Bucket, 10, 40, ms(0)), 10);
+        assert_eq!(most_served(UpstreamMode::Bucket, 10, 40, ms(225)), 12);
+        assert_eq!(most_served(UpstreamMode::Bucket, 10, 40, ms(199)), 11);
+        assert_eq!(most_served(UpstreamMode::Bucket, 10, 40, ms(200)), 12);
+        assert_eq!(most_served(UpstreamMode::Bucket, 10, 5, ms(900)), 5);
+        // A window takes `quota` per second begun, however the calls fall in it.
+        assert_eq!(most_served(UpstreamMode::Window, 10, 40, ms(999)), 10);
+        assert_eq!(most_served(UpstreamMode::Window, 10, 40, ms(1000)), 20);
+        // The bound is tight: 40 arrivals spread evenly over 225 ms get exactly 12 served
+        // (the loaded run), 40 at one instant exactly 10.
+        let arrivals: Vec<Duration> = (0..40).map(|i| ms(i * 225 / 39)).collect();
+        assert_eq!(replay(UpstreamMode::Bucket, 10, &arrivals), (12, 28));
+        assert_eq!(replay(UpstreamMode::Bucket, 10, &[ms(0); 40]), (10, 30));
     }
 
     #[test]

@@ -106,9 +106,7 @@ fn full_size_direct_is_refused_and_the_bucket_is_served_on_time() {
     assert_eq!(int(&summary["calls"]), 40);
 
     let direct = phase(&summary, "direct");
-    assert_eq!(int(&direct["served"]), 10, "{direct}");
-    assert_eq!(int(&direct["refused"]), 30, "{direct}");
-    assert_eq!(int(&direct["errors"]), 0, "{direct}");
+    assert_direct_is_refused_as_the_arrivals_allow(direct, Upstream::Bucket);
 
     let bucket = phase(&summary, "bucket");
     assert_eq!(int(&bucket["served"]), 40, "{bucket}");
@@ -131,13 +129,26 @@ fn full_size_direct_is_refused_and_the_bucket_is_served_on_time() {
         total >= ideal,
         "the last call arrived after {total} s, before the ideal {ideal} s"
     );
+    // Late only by the limiter's own doing: the schedule starts at the first grant (how long
+    // that took, and the trip to the upstream, are the machine's), and the last call goes
+    // out at most 3% of the ideal after its token.
+    let first_token = secs(&bucket["first_token_s"]);
+    let last_sent = secs(&bucket["last_sent_s"]);
     assert!(
-        total <= ideal * 1.03,
-        "the last call arrived after {total} s, more than 3% over the ideal {ideal} s"
+        last_sent <= first_token + ideal * 1.03,
+        "the last call was sent {last_sent} s after the start, more than 3% over the ideal \
+         {ideal} s after the first grant at {first_token} s: {bucket}"
     );
-    // The upstream's line 10 + 10·t was never crossed: 2 calls to spare at the burst.
+    // The upstream's line 10 + 10·t was never crossed: 2 calls to spare at the burst, and the
+    // machine's delays only take arrivals further below it.
     assert!(secs(&bucket["min_headroom"]) >= 1.0, "{bucket}");
-    assert!(secs(&bucket["wait_max_s"]) >= ideal - 0.01, "{bucket}");
+    // The call with the last token began at most `start_lag_max_ms` after the start, and
+    // the server's millisecond clock may read up to 1 ms early.
+    let start_lag = secs(&bucket["start_lag_max_ms"]) / 1e3;
+    assert!(
+        secs(&bucket["wait_max_s"]) >= ideal - start_lag - 0.001,
+        "{bucket}"
+    );
 
     let chart = std::fs::read_to_string(chart_path("full-size")).expect("the chart");
     assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"));
@@ -147,16 +158,58 @@ fn full_size_direct_is_refused_and_the_bucket_is_served_on_time() {
     );
 }
 
+/// How the mock upstream counts (`--upstream-mode`).
+#[derive(Clone, Copy, Debug)]
+enum Upstream {
+    Bucket,
+    Window,
+}
+
+/// The direct phase: all 40 calls fire at once, and how together they reach the upstream is
+/// the machine's doing. The upstream serves the first `quota` for sure and, over the
+/// observed arrival span, at most one more per refill (bucket: `quota` per second; +1 as the
+/// span is a rounded decimal in the JSON) or `quota` per second begun (window); everything
+/// else is refused. The demo's prediction is that bound, computed from the exact instants.
+#[track_caller]
+fn assert_direct_is_refused_as_the_arrivals_allow(direct: &Value, upstream: Upstream) {
+    const QUOTA: u64 = 10;
+    let span = secs(&direct["arrival_span_s"]);
+    let (served, refused) = (int(&direct["served"]), int(&direct["refused"]));
+    assert_eq!(
+        (int(&direct["errors"]), int(&direct["other_status"])),
+        (0, 0),
+        "{direct}"
+    );
+    assert_eq!(served + refused, 40, "{direct}");
+    let most = match upstream {
+        Upstream::Bucket => QUOTA + (QUOTA as f64 * span).floor() as u64 + 1,
+        Upstream::Window => QUOTA * ((span + 1e-6).floor() as u64 + 1),
+    }
+    .min(40);
+    assert!(
+        (QUOTA..=most).contains(&served),
+        "{served} served of 40 arriving over {span} s ({upstream:?}): {QUOTA} to {most}: {direct}"
+    );
+    assert!(refused >= 40 - most, "{direct}");
+    assert_eq!(direct["predicted_is_bound"], true, "{direct}");
+    let predicted = int(&direct["predicted_served"]);
+    assert!(
+        (served..=most).contains(&predicted),
+        "the demo predicts at most {predicted} served: {direct}"
+    );
+    assert_eq!(
+        int(&direct["predicted_refused"]),
+        40 - predicted,
+        "{direct}"
+    );
+}
+
 #[test]
 fn a_strict_window_refuses_the_default_bucket_and_says_what_fits() {
     let _turn = turn();
     let summary = run("window", &["--upstream-mode", "window"]);
     let direct = phase(&summary, "direct");
-    assert_eq!(
-        (int(&direct["served"]), int(&direct["refused"])),
-        (10, 30),
-        "{direct}"
-    );
+    assert_direct_is_refused_as_the_arrivals_allow(direct, Upstream::Window);
     let bucket = phase(&summary, "bucket");
     assert!(
         int(&bucket["refused"]) > 0,

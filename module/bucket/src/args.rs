@@ -291,12 +291,18 @@ mod tests {
     #[test]
     fn take_defaults_and_options() {
         let args = take("8 9").unwrap();
-        assert_eq!((args.quota.capacity, args.tokens, args.max_wait_ms), (8, 1, 0));
+        assert_eq!(
+            (args.quota.capacity, args.tokens, args.max_wait_ms),
+            (8, 1, 0)
+        );
         assert_eq!(args.quota.interval.ns(), 111_111_112);
         assert!(!args.ticket);
 
         let args = take("8 9 maxwait 5000 Tokens 3 ticket").unwrap();
-        assert_eq!((args.tokens, args.max_wait_ms, args.ticket), (3, 5000, true));
+        assert_eq!(
+            (args.tokens, args.max_wait_ms, args.ticket),
+            (3, 5000, true)
+        );
         let args = take("8 9 TICKET TOKENS 0").unwrap();
         assert_eq!((args.tokens, args.ticket), (0, true));
         let args = take("8 9 TOKENS 8 MAXWAIT 315360000000").unwrap();
@@ -365,7 +371,10 @@ mod tests {
         use ArgError::*;
         let pause = |t: &str| PauseArgs::parse(&words(t));
         assert_eq!(pause("8 9 1500").map(|a| a.pause_ms), Ok(1500));
-        assert_eq!(pause("8 9 315360000000").map(|a| a.pause_ms), Ok(MAX_WAIT_MS));
+        assert_eq!(
+            pause("8 9 315360000000").map(|a| a.pause_ms),
+            Ok(MAX_WAIT_MS)
+        );
         for (text, expected) in [
             ("8 9", Arity(Command::Pause)),
             ("8 9 1 2", Arity(Command::Pause)),
@@ -379,7 +388,10 @@ mod tests {
 
         assert!(parse_peek(&words("8 9")).is_ok());
         assert_eq!(parse_peek(&words("8")), Err(Arity(Command::Peek)));
-        assert_eq!(parse_peek(&words("8 9 TOKENS 0")), Err(Arity(Command::Peek)));
+        assert_eq!(
+            parse_peek(&words("8 9 TOKENS 0")),
+            Err(Arity(Command::Peek))
+        );
         assert_eq!(parse_peek(&words("8 x")), Err(Rate));
 
         let give = |t: &str| GiveArgs::parse(&words(t));

@@ -94,9 +94,9 @@ impl fmt::Display for ArgError {
                 "ERR MAXWAIT must be a whole number of milliseconds from 0 to {MAX_WAIT_MS} \
                  (10 years)"
             ),
-            ArgError::UnknownOption(Command::MTake) => f.write_str(
-                "ERR unknown option for THROTTLE.MTAKE: the only option is MAXWAIT ms",
-            ),
+            ArgError::UnknownOption(Command::MTake) => {
+                f.write_str("ERR unknown option for THROTTLE.MTAKE: the only option is MAXWAIT ms")
+            }
             ArgError::UnknownOption(_) => f.write_str(
                 "ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT ms \
                  and TICKET",
@@ -116,10 +116,9 @@ impl fmt::Display for ArgError {
                 "ERR ticket must be the fifth element of a THROTTLE.TAKE ... TICKET reply (a \
                  whole number of microseconds)",
             ),
-            ArgError::NumKeys => write!(
-                f,
-                "ERR numkeys must be a whole number from 1 to {MAX_KEYS}"
-            ),
+            ArgError::NumKeys => {
+                write!(f, "ERR numkeys must be a whole number from 1 to {MAX_KEYS}")
+            }
             ArgError::Triples { keys } => write!(
                 f,
                 "ERR THROTTLE.MTAKE needs capacity, rate and tokens for each of its {keys} \

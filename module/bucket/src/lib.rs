@@ -31,8 +31,7 @@ pub use gcra::{ceil_ms, Write};
 pub use give::{give, GiveOutcome};
 pub use interval::Interval;
 pub use limits::{
-    MAX_CAPACITY, MAX_FILL_NS, MAX_KEYS, MAX_NOW_NS, MAX_RATE, MAX_TICKET_US, MAX_WAIT_MS,
-    MIN_RATE,
+    MAX_CAPACITY, MAX_FILL_NS, MAX_KEYS, MAX_NOW_NS, MAX_RATE, MAX_TICKET_US, MAX_WAIT_MS, MIN_RATE,
 };
 pub use mtake::{mtake, BucketAfter, MOutcome};
 pub use pause::{pause, PauseOutcome};

@@ -27,8 +27,7 @@ impl PauseOutcome {
 pub fn pause(args: &PauseArgs, stored: Option<i64>, now_ns: i64) -> PauseOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     let one_short_of_full = bucket.fill - bucket.interval;
-    let target =
-        bucket.now + i128::from(args.pause_ms) * i128::from(NS_PER_MS) + one_short_of_full;
+    let target = bucket.now + i128::from(args.pause_ms) * i128::from(NS_PER_MS) + one_short_of_full;
     let write = if target > bucket.base {
         Write::at(target)
     } else {

@@ -38,7 +38,11 @@ fn the_ticket_is_the_state_after_the_take_in_microseconds() {
     let out = b.take("8 9 TICKET", T0);
     // 111 111 112 ns after T0, rounded down to the µs.
     assert_eq!(out.ticket(), T0 / 1000 + 111_111);
-    assert_eq!(b.take("8 9 TOKENS 0 TICKET", T0).ticket(), 0, "nothing taken");
+    assert_eq!(
+        b.take("8 9 TOKENS 0 TICKET", T0).ticket(),
+        0,
+        "nothing taken"
+    );
     let mut empty = Bucket(Some(T0 + 888_888_896));
     assert_eq!(empty.take("8 9 TICKET", T0).ticket(), 0, "denied");
 }

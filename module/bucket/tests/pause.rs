@@ -34,7 +34,11 @@ fn the_first_token_is_there_exactly_after_the_pause_then_no_burst() {
     // Then one token, not a burst: the second waits one interval.
     let first = at(T0 + 1500 * MS, "10 10");
     assert_eq!(first.reply(), [1, 0, 0, 1000]);
-    let second = take(&take_args("10 10"), Some(first.write.unwrap().tat_ns), T0 + 1500 * MS);
+    let second = take(
+        &take_args("10 10"),
+        Some(first.write.unwrap().tat_ns),
+        T0 + 1500 * MS,
+    );
     assert_eq!(second.reply(), [0, 0, 100, 1000]);
 }
 
@@ -42,7 +46,11 @@ fn the_first_token_is_there_exactly_after_the_pause_then_no_burst() {
 fn a_pause_never_shortens_a_longer_pause_or_a_debt() {
     let long = pause(&pause_args("10 10 60000"), None, T0).write.unwrap();
     // A shorter pause later changes nothing and says how long the longer one still runs.
-    let short = pause(&pause_args("10 10 1000"), Some(long.tat_ns), T0 + 10_000 * MS);
+    let short = pause(
+        &pause_args("10 10 1000"),
+        Some(long.tat_ns),
+        T0 + 10_000 * MS,
+    );
     assert_eq!(short.write, None);
     assert_eq!(short.reply(), 50_000);
     // The same pause again (a second replica saw the same 429): a no-op.

@@ -124,13 +124,28 @@ proptest! {
 /// One step of a random interleaving of every command over two buckets.
 #[derive(Clone, Debug)]
 enum Op {
-    Take { bucket: usize, tokens: u64, max_wait_ms: u64 },
+    Take {
+        bucket: usize,
+        tokens: u64,
+        max_wait_ms: u64,
+    },
     /// Gives back part of an earlier grant (picked by index modulo the grants so far); the
     /// grant may be long stale by then.
-    Give { grant: usize, fraction: u8 },
-    Pause { bucket: usize, ms: u64 },
-    MTake { tokens: [u64; 2], max_wait_ms: u64 },
-    Peek { bucket: usize },
+    Give {
+        grant: usize,
+        fraction: u8,
+    },
+    Pause {
+        bucket: usize,
+        ms: u64,
+    },
+    MTake {
+        tokens: [u64; 2],
+        max_wait_ms: u64,
+    },
+    Peek {
+        bucket: usize,
+    },
 }
 
 fn ops(capacities: [u64; 2]) -> impl Strategy<Value = Vec<(i64, Op)>> {

@@ -7,14 +7,18 @@ pub fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
-/// One number from a command's line in `INFO commandstats`, such as
+/// One count from a command's line in `INFO commandstats`, such as
 /// `command_stat(&info, "throttle.take", "calls")`; `None` while the command has not run.
 pub fn command_stat(info: &str, command: &str, stat: &str) -> Option<u64> {
-    let fields = info_field(info, &format!("cmdstat_{command}"))?;
-    fields
+    command_stat_text(info, command, stat)?.parse().ok()
+}
+
+/// One field of a command's line in `INFO commandstats` as the server wrote it, for the
+/// ones that are not counts: `command_stat_text(&info, "set", "usec_per_call")` is `"0.43"`.
+pub fn command_stat_text<'a>(info: &'a str, command: &str, stat: &str) -> Option<&'a str> {
+    info_field(info, &format!("cmdstat_{command}"))?
         .split(',')
         .find_map(|field| field.strip_prefix(stat)?.strip_prefix('='))
-        .and_then(|n| n.parse().ok())
 }
 
 #[cfg(test)]
@@ -41,5 +45,10 @@ mod tests {
         assert_eq!(command_stat(INFO, "set", "calls"), Some(7));
         assert_eq!(command_stat(INFO, "incr", "calls"), None);
         assert_eq!(command_stat(INFO, "set", "usec_per_call"), None);
+        assert_eq!(
+            command_stat_text(INFO, "set", "usec_per_call"),
+            Some("0.43")
+        );
+        assert_eq!(command_stat_text(INFO, "set", "usec"), Some("3"));
     }
 }

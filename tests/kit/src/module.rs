@@ -6,21 +6,28 @@ use std::time::SystemTime;
 const BUILD_HINT: &str =
     "run `cargo build -p redis-throttle-module` first (tests/run.sh does this)";
 
-/// The module built from this workspace: `<target>/<profile>/libredis_throttle.so`.
+/// The module built from this workspace: `<target>/<profile>/libredis_throttle_module.so`.
 ///
 /// `$THROTTLE_MODULE` overrides it (taken as is, no staleness check). Otherwise the target
 /// dir is `$CARGO_TARGET_DIR` or `<workspace>/target`, and the profile is the one these
 /// tests were built with. Panics if the library is missing or older than a source file it
 /// is built from, so a test never runs against yesterday's module.
 pub fn module_path() -> PathBuf {
+    try_module_path().unwrap_or_else(|why| panic!("{why}"))
+}
+
+/// [`module_path`], with the reason (and what to run) as an error instead of a panic.
+pub fn try_module_path() -> Result<PathBuf, String> {
     if let Some(path) = std::env::var_os("THROTTLE_MODULE").filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);
-        assert!(
-            path.is_file(),
-            "THROTTLE_MODULE={} does not exist; unset it and {BUILD_HINT}",
-            path.display()
-        );
-        return path;
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!(
+                "THROTTLE_MODULE={} does not exist; unset it and {BUILD_HINT}",
+                path.display()
+            ))
+        };
     }
     let root = workspace_root();
     let target = match std::env::var_os("CARGO_TARGET_DIR").filter(|p| !p.is_empty()) {
@@ -32,11 +39,9 @@ pub fn module_path() -> PathBuf {
     } else {
         "release"
     };
-    let lib = target.join(profile).join("libredis_throttle.so");
-    if let Err(why) = check_fresh(&lib, &root.join("module")) {
-        panic!("{why}: {BUILD_HINT}");
-    }
-    lib
+    let lib = target.join(profile).join("libredis_throttle_module.so");
+    check_fresh(&lib, &root.join("module")).map_err(|why| format!("{why}: {BUILD_HINT}"))?;
+    Ok(lib)
 }
 
 fn workspace_root() -> PathBuf {
@@ -51,7 +56,7 @@ fn workspace_root() -> PathBuf {
 /// Ok if `lib` exists and no source it depends on is newer.
 ///
 /// The sources are the ones cargo lists in the dep-info file beside the library
-/// (`libredis_throttle.d`): exactly what makes `cargo build` relink it. Without that file,
+/// (`libredis_throttle_module.d`): exactly what makes `cargo build` relink it. Without that file,
 /// every `.rs` and `Cargo.toml` under `module_dir` counts.
 fn check_fresh(lib: &Path, module_dir: &Path) -> Result<(), String> {
     let built = modified(lib).ok_or_else(|| format!("the module {} is missing", lib.display()))?;
@@ -132,7 +137,8 @@ mod tests {
 
     #[test]
     fn parses_dep_info_with_escaped_spaces() {
-        let text = "/t/libredis_throttle.so: /w/module/src/lib.rs /w/my\\ dir/a.rs\n\n/w/x.rs:\n";
+        let text =
+            "/t/libredis_throttle_module.so: /w/module/src/lib.rs /w/my\\ dir/a.rs\n\n/w/x.rs:\n";
         assert_eq!(
             parse_dep_info(text),
             [

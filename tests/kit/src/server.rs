@@ -1,5 +1,6 @@
 //! Starting, stopping and restarting one server.
 
+use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -9,7 +10,7 @@ use tempfile::TempDir;
 
 use crate::flavor::Flavor;
 use crate::info::info_field;
-use crate::module::module_path;
+use crate::module::try_module_path;
 use crate::port::free_port;
 use crate::process::Process;
 use crate::wait::poll;
@@ -40,7 +41,7 @@ pub struct ServerBuilder {
 }
 
 impl ServerBuilder {
-    /// Load the module (`--loadmodule`, see [`module_path`]). Default: true.
+    /// Load the module (`--loadmodule`, see [`module_path`](crate::module_path)). Default: true.
     pub fn module(mut self, yes: bool) -> Self {
         self.module = yes;
         self
@@ -87,15 +88,29 @@ impl ServerBuilder {
         self
     }
 
-    /// Starts the server and waits until it answers. Panics (with the server log) if it
-    /// cannot be found or does not come up in time.
+    /// Starts the server and waits until it answers. Panics with [`StartError`]'s message
+    /// (the server's log included) if it cannot be found or does not come up in time.
+    #[track_caller]
     pub fn start(self) -> Server {
-        let binary = self.flavor.binary().unwrap_or_else(|how| panic!("{how}"));
-        let module = self.module.then(module_path);
+        match self.try_start() {
+            Ok(server) => server,
+            Err(error) => panic!("{error}"),
+        }
+    }
+
+    /// Starts the server and waits until it answers; if it cannot, says why and what to do.
+    /// Nothing is left running on an error.
+    pub fn try_start(self) -> Result<Server, StartError> {
+        let binary = self.flavor.binary().map_err(StartError::NoBinary)?;
+        let module = if self.module {
+            Some(try_module_path().map_err(StartError::NoModule)?)
+        } else {
+            None
+        };
         let dir = tempfile::Builder::new()
             .prefix(&format!("throttle-{}-", self.flavor.name()))
             .tempdir()
-            .expect("create a temporary data dir");
+            .map_err(|e| StartError::NoDataDir(e.to_string()))?;
         let socket = self.unix_socket.then(|| dir.path().join("server.sock"));
         let mut server = Server {
             flavor: self.flavor,
@@ -108,23 +123,71 @@ impl ServerBuilder {
             process: None,
             log_shown: false,
         };
-        if server.socket.is_some() {
-            server
-                .launch()
-                .unwrap_or_else(|failure| server.fail(&failure));
-            return server;
-        }
-        for attempt in 1..=BIND_TRIES {
-            server.port = free_port();
+        let tries = if server.socket.is_some() {
+            1
+        } else {
+            BIND_TRIES
+        };
+        for attempt in 1..=tries {
+            if server.socket.is_none() {
+                server.port = free_port();
+            }
             match server.launch() {
-                Ok(()) => return server,
-                Err(failure) if failure.port_taken && attempt < BIND_TRIES => continue,
-                Err(failure) => server.fail(&failure),
+                Ok(()) => return Ok(server),
+                Err(failure) if failure.port_taken && attempt < tries => continue,
+                // Dropping the server on return kills whatever is left of it.
+                Err(failure) => return Err(server.launch_error(failure)),
             }
         }
-        unreachable!("the last attempt returns or panics")
+        unreachable!("the last attempt returns")
     }
 }
+
+/// Why a server did not start. The message says what went wrong and what to do about it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The server binary is not installed, or an override does not point at one.
+    NoBinary(String),
+    /// The module is not built, or is older than its sources.
+    NoModule(String),
+    /// No temporary data directory could be made.
+    NoDataDir(String),
+    /// The server was launched but did not come up: it exited, hung, or is not the server
+    /// it should be.
+    Launch {
+        flavor: Flavor,
+        url: String,
+        reason: String,
+        /// The server's log and whatever it printed, read before it was removed.
+        log: String,
+    },
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::NoBinary(how) | StartError::NoModule(how) => f.write_str(how),
+            StartError::NoDataDir(why) => write!(
+                f,
+                "cannot create a temporary data dir ({why}): check that $TMPDIR (or /tmp) \
+                 exists and is writable"
+            ),
+            StartError::Launch {
+                flavor,
+                url,
+                reason,
+                log,
+            } => write!(
+                f,
+                "{flavor} server {url} did not start: {reason}; its log below says why\n\
+                 --- server log ---\n{log}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
 
 /// Why a launch failed.
 struct Failure {
@@ -150,8 +213,15 @@ pub struct Server {
 
 impl Server {
     /// The usual server: module loaded, TCP on a free loopback port, its own temp dir.
+    /// Panics if it does not start; [`Server::try_start`] says why instead.
+    #[track_caller]
     pub fn start(flavor: Flavor) -> Server {
         Server::builder(flavor).start()
+    }
+
+    /// [`Server::start`], with what went wrong as an error.
+    pub fn try_start(flavor: Flavor) -> Result<Server, StartError> {
+        Server::builder(flavor).try_start()
     }
 
     pub fn builder(flavor: Flavor) -> ServerBuilder {
@@ -335,7 +405,8 @@ impl Server {
             }
             None => {
                 return Err(failure(format!(
-                    "the server did not get ready within {READY_TIMEOUT:?}"
+                    "the server did not get ready within {READY_TIMEOUT:?} (hung, or the \
+                     machine is too busy)"
                 )))
             }
         }
@@ -491,6 +562,15 @@ impl Server {
             failure.message,
             self.log()
         )
+    }
+
+    fn launch_error(&self, failure: Failure) -> StartError {
+        StartError::Launch {
+            flavor: self.flavor,
+            url: self.url(),
+            reason: failure.message,
+            log: self.log(),
+        }
     }
 }
 

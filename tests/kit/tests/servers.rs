@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use redis::{Commands, Connection};
-use throttle_testkit::{libfaketime, module_path, Flavor, Server};
+use throttle_testkit::{libfaketime, module_path, Flavor, Server, StartError};
 
 fn set_get(con: &mut Connection, key: &str, value: &str) {
     let _: () = con.set(key, value).unwrap();
@@ -189,34 +189,14 @@ fn loads_the_module(flavor: Flavor) {
     );
 }
 
-macro_rules! per_flavor {
-    ($($module:ident => $flavor:expr),* $(,)?) => {$(
-        mod $module {
-            use super::*;
-            #[test]
-            fn answers() { super::answers($flavor) }
-            #[test]
-            fn aof_survives_kill_and_stop() { super::aof_survives_kill_and_stop($flavor) }
-            #[test]
-            fn rdb_save_points_and_restart_while_running() {
-                super::rdb_save_points_and_restart_while_running($flavor)
-            }
-            #[test]
-            fn unix_socket() { super::unix_socket($flavor) }
-            #[test]
-            fn replica_syncs() { super::replica_syncs($flavor) }
-            #[test]
-            fn loads_the_module() { super::loads_the_module($flavor) }
-        }
-    )*};
-}
-
-per_flavor! {
-    redis_7_0 => Flavor::Redis70,
-    redis_8_2 => Flavor::Redis82,
-    valkey_8_1 => Flavor::Valkey81,
-    valkey_9_1 => Flavor::Valkey91,
-}
+throttle_testkit::per_server!(
+    answers,
+    aof_survives_kill_and_stop,
+    rdb_save_points_and_restart_while_running,
+    unix_socket,
+    replica_syncs,
+    loads_the_module,
+);
 
 // Debian's Redis 7.0 is not in this list: see `redis_7_0_hangs_under_faketime`.
 #[test]
@@ -255,4 +235,37 @@ fn every_flavor_is_installed() {
         .filter_map(|f| f.binary().err())
         .collect();
     assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
+
+/// A server that cannot start is an error that says why, with its log, and leaves nothing
+/// running: here Redis refuses an unknown config directive.
+#[test]
+fn try_start_says_why_a_server_did_not_start() {
+    let error = Server::builder(Flavor::Redis82)
+        .module(false)
+        .arg("no-such-directive", "1")
+        .try_start()
+        .err()
+        .expect("a server with an unknown directive does not start");
+    let StartError::Launch {
+        flavor,
+        url,
+        reason,
+        log,
+    } = &error
+    else {
+        panic!("expected a launch failure, got {error:?}");
+    };
+    assert_eq!(*flavor, Flavor::Redis82);
+    assert!(reason.contains("exited while starting"), "{reason}");
+    assert!(log.contains("no-such-directive"), "{log}");
+    let message = error.to_string();
+    assert!(
+        message.contains(url.as_str()) && message.contains(log.as_str()),
+        "{message}"
+    );
+    let down = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection_with_timeout(Duration::from_millis(500));
+    assert!(down.is_err(), "something still answers at {url}");
 }

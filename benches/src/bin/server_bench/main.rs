@@ -48,7 +48,7 @@ usage: server-bench [--quick] [--server NAME] [--only SECTION]... [--reps N] [--
   --redis-cell PATH  also load this prebuilt redis-cell module (libredis_cell.so) and measure
                   its CL.THROTTLE with the same quotas (throughput and memory sections)
 
-The module is target/release/libredis_throttle.so (THROTTLE_MODULE overrides it); build it
+The module is target/release/libredis_throttle_module.so (THROTTLE_MODULE overrides it); build it
 with `cargo build --release -p redis-throttle-module`, or run benches/server-bench.sh.";
 
 /// A state-sized integer: the value of the `SET key <int> PX` baseline.
