@@ -17,7 +17,9 @@ cargo build -p redis-throttle-module
 # --no-fail-fast, and both runs whatever the first gave: one failure must not hide the others.
 status=0
 cargo test --workspace --no-fail-fast "$@" || status=$?
-# The client's optional `metrics` feature (the facade test needs it); not --workspace, which
-# would also switch on redis-module's API-level features.
-cargo test -p redis-throttle --all-features --no-fail-fast --lib --test metrics_facade "$@" || status=$?
+# The client's optional features: `metrics` (the facade test), `tower` and `reqwest` (the HTTP
+# layers); not --workspace, which would also switch on redis-module's API-level features.
+cargo test -p redis-throttle --all-features --no-fail-fast --lib \
+    --test metrics_facade --test http_tower --test http_reqwest "$@" || status=$?
+cargo test -p redis-throttle --all-features --doc "$@" || status=$?
 exit "$status"

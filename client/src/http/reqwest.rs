@@ -1,0 +1,134 @@
+//! The `reqwest-middleware` middleware.
+
+use ::http::header::RETRY_AFTER;
+use ::http::Extensions;
+use ::reqwest::{Request, Response};
+use redis::aio::ConnectionLike;
+use reqwest_middleware::{Middleware, Next};
+use tracing::Instrument;
+
+use super::{LimiterError, PickLimiter, RequestHead, RetryPolicy, Run};
+use crate::Limiter;
+
+/// Takes a token from a shared bucket before each request, and obeys the supplier's 429 and
+/// 503 (see [the module](super)).
+///
+/// A request is resent only if `Request::try_clone` can copy it (not a streamed body).
+/// Limiter failures come back as `reqwest_middleware::Error::Middleware`, holding a
+/// [`LimiterError`].
+///
+/// ```no_run
+/// # #[cfg(feature = "connection-manager")]
+/// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
+/// use redis_throttle::http::{RetryPolicy, ThrottleMiddleware};
+/// use redis_throttle::{Limiter, Quota};
+///
+/// let limiter = Limiter::new(conn, "quota:supplier", Quota::new(10, 10u64)?);
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(ThrottleMiddleware::new(limiter).policy(RetryPolicy::default().max_attempts(4)))
+///     .build();
+/// let response = client.get("http://supplier.example/status").send().await?;
+/// # let _ = response;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ThrottleMiddleware<P> {
+    pick: P,
+    policy: RetryPolicy,
+}
+
+impl<C: Clone> ThrottleMiddleware<Limiter<C>> {
+    /// Every request takes its token from `limiter`.
+    pub fn new(limiter: Limiter<C>) -> Self {
+        ThrottleMiddleware {
+            pick: limiter,
+            policy: RetryPolicy::default(),
+        }
+    }
+}
+
+impl<F> ThrottleMiddleware<F> {
+    /// Each request takes its token from the limiter `pick` chooses for it, from its
+    /// [`RequestHead`]: per supplier host, per integrator header, ...
+    pub fn per_request<C>(pick: F) -> Self
+    where
+        F: Fn(&RequestHead<'_>) -> Limiter<C>,
+    {
+        ThrottleMiddleware {
+            pick,
+            policy: RetryPolicy::default(),
+        }
+    }
+
+    /// How pushback is handled (default: [`RetryPolicy::default`]).
+    pub fn policy(mut self, policy: RetryPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+}
+
+#[async_trait::async_trait]
+impl<P> Middleware for ThrottleMiddleware<P>
+where
+    P: PickLimiter + Send + Sync + 'static,
+    P::Conn: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    async fn handle(
+        &self,
+        request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let limiter = self.pick.pick(&head(&request, extensions));
+        let run = Run::new(limiter, self.policy, request.method().clone());
+        let span = run.span();
+        send(run, request, extensions, next).instrument(span).await
+    }
+}
+
+async fn send<C>(
+    mut run: Run<C>,
+    mut request: Request,
+    extensions: &mut Extensions,
+    next: Next<'_>,
+) -> reqwest_middleware::Result<Response>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    loop {
+        let copy = if run.may_retry() {
+            request.try_clone()
+        } else {
+            None
+        };
+        run.acquire().await.map_err(middleware_error)?;
+        let response = next.clone().run(request, extensions).await?;
+        let retry = run
+            .after(
+                response.status(),
+                response.headers().get(RETRY_AFTER),
+                copy.is_some(),
+            )
+            .await
+            .map_err(middleware_error)?;
+        match copy {
+            Some(copy) if retry => request = copy,
+            _ => return Ok(response),
+        }
+    }
+}
+
+fn middleware_error(err: LimiterError) -> reqwest_middleware::Error {
+    reqwest_middleware::Error::Middleware(anyhow::Error::new(err))
+}
+
+fn head<'a>(request: &'a Request, extensions: &'a Extensions) -> RequestHead<'a> {
+    RequestHead {
+        method: request.method(),
+        host: request.url().host_str(),
+        path: request.url().path(),
+        headers: request.headers(),
+        extensions,
+    }
+}

@@ -1,0 +1,277 @@
+//! The tower layer around hyper's client, against a mock supplier that pushes back, over a real
+//! Redis with the module.
+
+mod common;
+mod http_supplier;
+
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use http_supplier::{Hit, RetryAfter, Script, Supplier};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use redis::aio::MultiplexedConnection;
+use redis_throttle::http::{
+    LimiterError, NeverClone, RequestHead, RetryPolicy, Throttle, ThrottleLayer,
+};
+use redis_throttle::{Limiter, Quota};
+use throttle_testkit::{Flavor, Server};
+use tower::{Layer, ServiceExt};
+
+type Hyper = Client<HttpConnector, Full<Bytes>>;
+
+/// Every test ends within this.
+const LIMIT: Duration = Duration::from_secs(30);
+
+async fn bounded<T>(test: impl Future<Output = T>) -> T {
+    tokio::time::timeout(LIMIT, test)
+        .await
+        .expect("the test took too long")
+}
+
+async fn limiter(server: &Server, key: &str) -> Limiter<MultiplexedConnection> {
+    // 5 at once, then 20 per second.
+    Limiter::new(
+        common::multiplexed(&server.url()).await,
+        key,
+        Quota::new(5, 20u64).unwrap(),
+    )
+}
+
+fn hyper() -> Hyper {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+fn request(method: Method, url: &str, client: &str) -> Request<Full<Bytes>> {
+    Request::builder()
+        .method(method)
+        .uri(url)
+        .header("x-client", client)
+        .body(Full::new(Bytes::from_static(b"{}")))
+        .unwrap()
+}
+
+async fn send<P, K>(
+    service: &Throttle<Hyper, P, K>,
+    request: Request<Full<Bytes>>,
+) -> Result<Response<Incoming>, Box<dyn std::error::Error + Send + Sync>>
+where
+    Throttle<Hyper, P, K>: tower::Service<
+            Request<Full<Bytes>>,
+            Response = Response<Incoming>,
+            Error = Box<dyn std::error::Error + Send + Sync>,
+        > + Clone,
+{
+    service.clone().oneshot(request).await
+}
+
+/// Every hit after a pushback comes no earlier than the instant its `Retry-After` named, except
+/// one already on its way from each replica: a reservation granted before the pause.
+fn assert_pause_held(hits: &[Hit], replicas: usize) {
+    let Some(first) = hits.iter().position(|h| h.until.is_some()) else {
+        return;
+    };
+    let until = hits[first].until.unwrap();
+    let inside: Vec<&Hit> = hits[first + 1..].iter().filter(|h| h.at < until).collect();
+    assert!(inside.len() < replicas, "{hits:#?}");
+    for hit in &inside {
+        let earlier = hits.iter().take_while(|h| h.at < hit.at);
+        assert!(
+            earlier.filter(|h| h.client == hit.client).count() == 0,
+            "{} sent during the pause after it had seen it: {hits:#?}",
+            hit.client
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_sending_together_each_meet_at_most_one_429() {
+    bounded(async {
+        let server = Server::start(Flavor::Redis82);
+        // A supplier whose window stays closed for the Retry-After it gave: it answers 429 to
+        // anything that comes before then.
+        let supplier = Supplier::start(Script {
+            closed_window: true,
+            ..Script::once()
+        })
+        .await;
+        let url = supplier.url("/status");
+        let mut services = Vec::new();
+        for name in ["a", "b"] {
+            let limiter = limiter(&server, "http:tower:fleet").await;
+            services.push((name, limiter.clone(), ThrottleLayer::new(limiter).layer(hyper())));
+        }
+        // Both start together, once both are connected.
+        let replicas: Vec<_> = services
+            .into_iter()
+            .map(|(name, limiter, service)| {
+                let url = url.clone();
+                tokio::spawn(async move {
+                    for _ in 0..4 {
+                        let response = send(&service, request(Method::GET, &url, name))
+                            .await
+                            .unwrap();
+                        assert_eq!(response.status(), StatusCode::OK, "{name}");
+                    }
+                    limiter.metrics().granted
+                })
+            })
+            .collect();
+        let mut granted = 0;
+        for replica in replicas {
+            granted += replica.await.unwrap();
+        }
+        let hits = supplier.hits();
+        let pushbacks = supplier.pushbacks();
+        assert!((1..=2).contains(&pushbacks), "{hits:#?}");
+        assert_eq!(hits.len(), 8 + pushbacks, "each 429 resent once");
+        assert_eq!(granted, 8 + pushbacks as u64);
+        assert_pause_held(&hits, 2);
+        let until = hits[0].until.unwrap();
+        assert!(hits
+            .iter()
+            .filter(|h| h.at >= until)
+            .all(|h| h.status == StatusCode::OK));
+        println!(
+            "{pushbacks} 429s in {} requests; the first hit after the pause came {:?} after it ended",
+            hits.len(),
+            hits.iter().filter(|h| h.at >= until).map(|h| h.at - until).min()
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_is_not_resent_unless_the_caller_opts_in() {
+    bounded(async {
+        let server = Server::start(Flavor::Redis82);
+        let supplier = Supplier::start(Script {
+            first: 2,
+            ..Script::once()
+        })
+        .await;
+        let limiter = limiter(&server, "http:tower:post").await;
+        let url = supplier.url("/payments");
+
+        let plain = ThrottleLayer::new(limiter.clone()).layer(hyper());
+        let response = send(&plain, request(Method::POST, &url, "a"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(supplier.hits().len(), 1);
+
+        let opted_in = ThrottleLayer::new(limiter)
+            .policy(RetryPolicy::default().retry_non_idempotent(true))
+            .layer(hyper());
+        let response = send(&opted_in, request(Method::POST, &url, "a"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let hits = supplier.hits();
+        assert_eq!(
+            hits.iter().map(|h| h.status.as_u16()).collect::<Vec<_>>(),
+            [429, 429, 200]
+        );
+        assert_pause_held(&hits, 1);
+        assert_pause_held(&hits[1..], 1);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_supplier_that_always_says_503_gets_max_attempts_and_the_last_503_is_the_response() {
+    bounded(async {
+        let server = Server::start(Flavor::Redis82);
+        let supplier = Supplier::start(Script {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            retry_after: RetryAfter::Seconds(0),
+            first: usize::MAX,
+            closed_window: false,
+        })
+        .await;
+        let limiter = limiter(&server, "http:tower:always").await;
+        for (attempts, expected) in [(None, 3), (Some(4), 4)] {
+            let mut policy = RetryPolicy::default();
+            if let Some(n) = attempts {
+                policy = policy.max_attempts(n);
+            }
+            let service = ThrottleLayer::new(limiter.clone())
+                .policy(policy)
+                .layer(hyper());
+            let before = supplier.hits().len();
+            let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(supplier.hits().len() - before, expected);
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_cannot_be_copied_is_sent_once_and_still_pauses_the_bucket() {
+    bounded(async {
+        let server = Server::start(Flavor::Redis82);
+        let supplier = Supplier::start(Script::once()).await;
+        let limiter = limiter(&server, "http:tower:stream").await;
+        // Per request: the closure sees the URL's host and path.
+        let pick = {
+            let limiter = limiter.clone();
+            move |head: &RequestHead<'_>| {
+                assert_eq!(head.host(), Some("127.0.0.1"));
+                assert_eq!(head.path(), "/upload");
+                limiter.clone()
+            }
+        };
+        let service = ThrottleLayer::per_request(pick)
+            .clone_requests(NeverClone)
+            .layer(hyper());
+        let url = supplier.url("/upload");
+        let response = send(&service, request(Method::PUT, &url, "a"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        let response = send(&service, request(Method::PUT, &url, "a"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let hits = supplier.hits();
+        assert_eq!(hits.len(), 2);
+        assert!(hits[1].at >= hits[0].until.unwrap(), "{hits:#?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limiter_errors_are_boxed_limiter_errors_and_nothing_is_sent() {
+    bounded(async {
+        let mut server = Server::start(Flavor::Redis82);
+        let supplier = Supplier::start(Script::once()).await;
+        let limiter = limiter(&server, "http:tower:gone").await;
+        // Redis goes away: the limiter cannot take a token.
+        server.kill();
+        let service = ThrottleLayer::new(limiter).layer(hyper());
+        let err = send(&service, request(Method::GET, &supplier.url("/"), "a"))
+            .await
+            .unwrap_err();
+        let limiter_err = err.downcast_ref::<LimiterError>().expect("a LimiterError");
+        assert!(
+            matches!(limiter_err.error(), redis_throttle::Error::Connection(_)),
+            "{limiter_err:?}"
+        );
+        assert!(
+            err.to_string().starts_with(
+                "redis-throttle could not take a token before sending on bucket \"http:tower:gone\""
+            ),
+            "{err}"
+        );
+        assert!(supplier.hits().is_empty());
+    })
+    .await;
+}
