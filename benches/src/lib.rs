@@ -4,13 +4,16 @@
 
 use std::collections::BTreeMap;
 
-/// `THROTTLE.TAKE` as a Lua script (`benches/lua/throttle_take.lua`):
-/// `EVALSHA <sha> 1 key capacity rate [TOKENS n] [MAXWAIT ms]`.
-pub const LUA_TAKE: &str = include_str!("../lua/throttle_take.lua");
+use throttle_testkit::{command_stat, command_stat_text};
 
-/// Loads [`LUA_TAKE`] into the server's script cache and returns its SHA1.
+/// Loads the client's Lua script (`redis_throttle::script::SOURCE`, every THROTTLE command)
+/// into the server's script cache and returns its SHA1. THROTTLE.TAKE is
+/// `EVALSHA <sha> 1 key take capacity rate [TOKENS n] [MAXWAIT ms]`.
 pub fn load_lua_take(con: &mut redis::Connection) -> redis::RedisResult<String> {
-    redis::cmd("SCRIPT").arg("LOAD").arg(LUA_TAKE).query(con)
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(redis_throttle::script::SOURCE)
+        .query(con)
 }
 
 /// One line of `INFO commandstats`.
@@ -23,30 +26,24 @@ pub struct CommandStat {
     pub failed_calls: u64,
 }
 
-/// `INFO commandstats` by command name (`incr`, `throttle.take`, `evalsha`, ...).
+/// `INFO commandstats` by command name (`incr`, `throttle.take`, `evalsha`, ...), each line
+/// read with the kit's [`command_stat`].
 pub fn parse_commandstats(info: &str) -> BTreeMap<String, CommandStat> {
-    let mut stats = BTreeMap::new();
-    for line in info.lines() {
-        let Some((name, fields)) = line
-            .trim()
-            .strip_prefix("cmdstat_")
-            .and_then(|rest| rest.split_once(':'))
-        else {
-            continue;
-        };
-        let mut stat = CommandStat::default();
-        for field in fields.split(',') {
-            match field.split_once('=') {
-                Some(("calls", v)) => stat.calls = v.parse().unwrap_or(0),
-                Some(("usec", v)) => stat.usec = v.parse().unwrap_or(0),
-                Some(("usec_per_call", v)) => stat.usec_per_call = v.parse().unwrap_or(0.0),
-                Some(("failed_calls", v)) => stat.failed_calls = v.parse().unwrap_or(0),
-                _ => {}
-            }
-        }
-        stats.insert(name.to_ascii_lowercase(), stat);
-    }
-    stats
+    info.lines()
+        .filter_map(|line| {
+            let name = line.trim().strip_prefix("cmdstat_")?.split_once(':')?.0;
+            let count = |stat: &str| command_stat(info, name, stat).unwrap_or(0);
+            let stat = CommandStat {
+                calls: count("calls"),
+                usec: count("usec"),
+                usec_per_call: command_stat_text(info, name, "usec_per_call")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0.0),
+                failed_calls: count("failed_calls"),
+            };
+            Some((name.to_ascii_lowercase(), stat))
+        })
+        .collect()
 }
 
 /// Requests per second and the median latency (ms) from `redis-benchmark --csv` output:

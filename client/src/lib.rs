@@ -1,5 +1,5 @@
-//! Async client for the `THROTTLE.TAKE` Redis module: a fleet-wide outbound rate limiter
-//! that **delays** calls instead of dropping them.
+//! Async client for the redis-throttle Redis module (`THROTTLE.*` commands): a fleet-wide
+//! outbound rate limiter that **delays** calls instead of dropping them.
 //!
 //! A fleet of replicas that calls a third party with a quota (say 10 requests per second
 //! per integrator) keeps one token bucket per quota in Redis. Every outbound call first
@@ -34,6 +34,14 @@
 //!   [`ConnectionManager`](https://docs.rs/redis/1/redis/aio/struct.ConnectionManager.html), a multiplexed connection, or a
 //!   cluster connection (feature `cluster`). Timeouts are the connection's.
 //! - Quotas are validated when they are built ([`Quota::new`]), by the server's own rules.
+//! - [`Limiter::pause`] stops the whole fleet when the supplier answers 429 with
+//!   `Retry-After`; [`Limiter::give_back`] returns the tokens of a call that never reached
+//!   the supplier, and a waiting call that is dropped gives its reservation back.
+//! - [`MultiLimiter`] takes several limits (per second and per minute, requests and bytes) in
+//!   one round trip, all or nothing.
+//! - [`backlog`]: a durable queue on Redis Streams, drained by workers at the quota's rate.
+//! - `http` (features `tower`, `reqwest`): middleware that acquires per request and obeys a
+//!   supplier's 429.
 //!
 //! # Features
 //!
@@ -41,11 +49,12 @@
 //! - `cluster`: redis-rs's `cluster_async::ClusterConnection`.
 //! - `metrics`: the [`MetricsSnapshot`] counters also go to the
 //!   [`metrics`](https://docs.rs/metrics) facade: `throttle_calls_total{limiter, outcome}`,
-//!   `throttle_round_trips_total{limiter}` and the histogram
+//!   `throttle_round_trips_total{limiter, backend}` and the histogram
 //!   `throttle_wait_seconds{limiter}`.
+//! - `tower`, `reqwest`: the HTTP layers in `http`.
 //!
 //! Each call runs in a `tracing` span named `throttle` (debug level) with the limiter, the
-//! key, the tokens, and at the end the wait, the round trips and the outcome.
+//! key, the tokens, the backend, and at the end the wait, the round trips and the outcome.
 
 #![warn(missing_docs)]
 

@@ -3,7 +3,7 @@
 //!
 //! Producers [`push`](Backlog::push) records (each with its cost in the bucket's tokens) onto
 //! a Redis Stream; [`Worker`]s, any number, on any machines, read them through one consumer
-//! group, acquire each record's cost from a shared [`Limiter`](crate::Limiter), call the
+//! group, acquire each record's cost from a shared [`Limiter`], call the
 //! handler, and acknowledge only what the handler finished. A worker that dies loses
 //! nothing: its records stay pending, and the others claim them once they have been idle for
 //! [`WorkerOptions::claim_idle`] (`XAUTOCLAIM`). Delivery is at least once, so the handler is

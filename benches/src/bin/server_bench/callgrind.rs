@@ -72,7 +72,7 @@ fn profiles(quick: bool) -> Vec<Profile> {
         profile(
             "evalsha",
             "EVALSHA script, hot key, granted",
-            "EVALSHA {sha} 1 bench:lua 1000000 1000000000",
+            "EVALSHA {sha} 1 bench:lua take 1000000 1000000000",
             None,
             None,
             1_000,

@@ -30,7 +30,7 @@ fn loaders(sha: &str, cell: bool) -> Vec<Loader> {
     let sha = sha.to_owned();
     let script = move |key: &str, args: &str| {
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&sha).arg(1).arg(key).arg(words(args));
+        cmd.arg(&sha).arg(1).arg(key).arg("take").arg(words(args));
         cmd
     };
     let script2 = script.clone();

@@ -95,14 +95,14 @@ fn workloads(sha: &str, cell: bool) -> Vec<Workload> {
         workload(
             "EVALSHA script, hot key, granted",
             "evalsha",
-            format!("EVALSHA {sha} 1 bench:lua 1000000 1000000000"),
+            format!("EVALSHA {sha} 1 bench:lua take 1000000 1000000000"),
             None,
             None,
         ),
         workload(
             "EVALSHA script, 100k random keys",
             "evalsha",
-            format!("EVALSHA {sha} 1 bench:luarand:__rand_int__ 100 1"),
+            format!("EVALSHA {sha} 1 bench:luarand:__rand_int__ take 100 1"),
             Some(RANDOM_KEYS),
             None,
         ),
