@@ -712,19 +712,20 @@ local function give(keys, argv)
   end
   local now_s, now_n = clock()
   local base_s, base_n, debt_s, debt_n = view(state_s, state_n, now_s, now_n)
-  -- A state before the ticket: the bucket was reset since (or the ticket already used).
+  -- Only while the state is still this take's slot end (module/bucket/src/give.rs says why):
+  -- within the ticket's rounding (999 ns) when a token takes longer than that, exactly on it
+  -- otherwise. Before it: reset since, or given back already.
   local since_s, since_n = sub(state_s, state_n, ticket_s, ticket_n)
-  if since_s < 0 or (debt_s == 0 and debt_n == 0) then
+  local rounding = 0
+  if quota.interval > 999 then
+    rounding = 999
+  end
+  if since_s ~= 0 or since_n > rounding or (debt_s == 0 and debt_n == 0) or n == 0 then
     return 0
   end
-  -- Tokens taken after the ticket, rounded up, and room below full, rounded up.
-  local taken_after = div_ceil(since_s, since_n, quota.interval)
-  local room = div_ceil(debt_s, debt_n, quota.interval)
-  local given = math.min(n - taken_after, room)
-  if given <= 0 then
-    return 0
-  end
-  local back_s, back_n = mul(given, quota.interval)
+  -- Never beyond a full bucket: the room below full, rounded up.
+  local given = math.min(n, div_ceil(debt_s, debt_n, quota.interval))
+  local back_s, back_n = mul(n, quota.interval)
   local tat_s, tat_n = sub(base_s, base_n, back_s, back_n)
   tat_s, tat_n = max(tat_s, tat_n, now_s, now_n)
   store(keys[1], tat_s, tat_n)

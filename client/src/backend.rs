@@ -2,12 +2,12 @@
 //! servers that cannot load modules. The two keep the same state and give the same replies,
 //! so this is only about how a call is sent.
 
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::LazyLock;
 
 use redis::aio::ConnectionLike;
 use redis::Value;
 use throttle_bucket::Command;
+use tokio::sync::OnceCell;
 
 use crate::Error;
 
@@ -62,55 +62,58 @@ pub(crate) struct Call<'a> {
 /// A limiter's backend: the caller's choice, or what `Auto` settled on.
 #[derive(Debug)]
 pub(crate) struct Dispatch {
-    /// 0: not known yet (Auto before its first answer); 1: module; 2: script.
-    resolved: AtomicU8,
+    /// Set from the start for `Module` and `Script`; for `Auto`, by the first call's answer.
+    resolved: OnceCell<Backend>,
 }
 
 impl Dispatch {
     pub(crate) fn new(choice: Backend) -> Dispatch {
         let resolved = match choice {
-            Backend::Module => 1,
-            Backend::Script => 2,
-            Backend::Auto => 0,
+            Backend::Auto => OnceCell::new(),
+            fixed => OnceCell::new_with(Some(fixed)),
         };
-        Dispatch {
-            resolved: AtomicU8::new(resolved),
-        }
+        Dispatch { resolved }
     }
 
     /// What serves the calls: `Auto` until the first answer says.
     pub(crate) fn serving(&self) -> Backend {
-        match self.resolved.load(Ordering::Relaxed) {
-            1 => Backend::Module,
-            2 => Backend::Script,
-            _ => Backend::Auto,
-        }
+        self.resolved.get().copied().unwrap_or(Backend::Auto)
     }
 
-    /// Sends `call` to the backend; `Auto` settles on its first answer.
+    /// Sends `call` to the backend. Under `Auto` the first call is the probe: it goes to the
+    /// module, and calls made meanwhile wait for its answer rather than probe too.
     pub(crate) async fn send<C: ConnectionLike>(
         &self,
         conn: &mut C,
         call: &Call<'_>,
     ) -> Result<Value, Error> {
-        match self.serving() {
-            Backend::Module => module(conn, call).await,
+        let mut probe_answer = None;
+        let backend = *self
+            .resolved
+            .get_or_try_init(|| async {
+                match module(conn, call).await {
+                    Err(Error::ModuleNotLoaded { server_message }) => {
+                        tracing::info!(
+                            server = %server_message,
+                            "the redis-throttle module is not loaded; using the Lua script"
+                        );
+                        Ok(Backend::Script)
+                    }
+                    // Not settled: the next call probes again.
+                    Err(other) => Err(other),
+                    Ok(value) => {
+                        probe_answer = Some(value);
+                        Ok(Backend::Module)
+                    }
+                }
+            })
+            .await?;
+        if let Some(value) = probe_answer {
+            return Ok(value);
+        }
+        match backend {
             Backend::Script => script(conn, call).await,
-            Backend::Auto => match module(conn, call).await {
-                Err(Error::ModuleNotLoaded { server_message }) => {
-                    tracing::info!(
-                        server = %server_message,
-                        "the redis-throttle module is not loaded; using the Lua script"
-                    );
-                    self.resolved.store(2, Ordering::Relaxed);
-                    script(conn, call).await
-                }
-                Err(other) => Err(other),
-                Ok(value) => {
-                    self.resolved.store(1, Ordering::Relaxed);
-                    Ok(value)
-                }
-            },
+            _ => module(conn, call).await,
         }
     }
 }
@@ -125,6 +128,9 @@ async fn module<C: ConnectionLike>(conn: &mut C, call: &Call<'_>) -> Result<Valu
 }
 
 async fn script<C: ConnectionLike>(conn: &mut C, call: &Call<'_>) -> Result<Value, Error> {
+    if call.command == Command::Peek {
+        return script_read_only(conn, call).await;
+    }
     let mut invocation = SCRIPT.prepare_invoke();
     invocation
         .key(call.keys)
@@ -134,4 +140,25 @@ async fn script<C: ConnectionLike>(conn: &mut C, call: &Call<'_>) -> Result<Valu
         .invoke_async(conn)
         .await
         .map_err(Error::from_redis)
+}
+
+/// A peek runs under `EVALSHA_RO`, so it answers where writes are refused or held (a
+/// read-only replica, `CLIENT PAUSE WRITE`); redis-rs's `Script` only sends `EVALSHA`.
+async fn script_read_only<C: ConnectionLike>(
+    conn: &mut C,
+    call: &Call<'_>,
+) -> Result<Value, Error> {
+    let mut cmd = redis::cmd("EVALSHA_RO");
+    cmd.arg(SCRIPT.get_hash())
+        .arg(call.keys.len())
+        .arg(call.keys)
+        .arg("peek")
+        .arg(&call.args);
+    match cmd.query_async(conn).await {
+        Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            SCRIPT.load_async(conn).await.map_err(Error::from_redis)?;
+            cmd.query_async(conn).await.map_err(Error::from_redis)
+        }
+        other => other.map_err(Error::from_redis),
+    }
 }

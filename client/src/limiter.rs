@@ -42,8 +42,9 @@ use crate::{Backend, Error, MetricsSnapshot, Quota, Strategy};
 /// - before the reply came back: the server may or may not have taken the tokens;
 /// - with [`Strategy::Reserve`], during the sleep after a reservation: the tokens are
 ///   **given back** (`THROTTLE.GIVE`, sent from a task spawned on the current tokio runtime,
-///   best effort), less whatever other callers reserved after them, whose reservations stay
-///   valid (the rule of Go's `x/time/rate` `Reservation.Cancel`);
+///   best effort) if no other caller reserved after them; with others queued behind, they
+///   stay taken and every reservation keeps its time (as with Go's `x/time/rate`
+///   `Reservation.Cancel`);
 /// - with [`Strategy::Poll`], during a sleep: nothing is held.
 ///
 /// A call that got its tokens and then did not use them (the request failed before it
@@ -419,9 +420,9 @@ where
     }
 
     /// Gives back the tokens of a grant that were not used (the request failed before it
-    /// reached the supplier), less whatever other callers took after it: their reservations
-    /// stay valid (the rule of Go's `x/time/rate` `Reservation.Cancel`). Returns the tokens
-    /// given back: 0 when later calls took at least as many, or the bucket has refilled.
+    /// reached the supplier), if no other caller took tokens after it: their reservations
+    /// stay valid. Returns the tokens given back: 0 when a later call took tokens, and fewer
+    /// than the grant's when the bucket has refilled meanwhile (never beyond full).
     pub async fn give_back(&self, grant: Grant) -> Result<u64, Error> {
         self.give(grant.tokens, grant.ticket).await
     }

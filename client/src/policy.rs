@@ -28,8 +28,9 @@ pub enum Strategy {
     /// exactly that long. Callers are served in the order their reservations reach the
     /// server, and the server does one command per call.
     ///
-    /// Dropping the future during the sleep does **not** give the tokens back: the bucket
-    /// has already counted them, so the fleet sends a little less than it could.
+    /// Dropping the future during the sleep gives the tokens back if no later reservation
+    /// followed (see [`Limiter`](crate::Limiter)); otherwise they stay taken, so the fleet
+    /// sends a little less than it could, never more.
     #[default]
     Reserve,
     /// Take without `MAXWAIT`; when refused, sleep for the time the server says the tokens

@@ -121,9 +121,11 @@ where
     /// [`Record::id`].
     pub async fn push(&self, payload: impl Into<Vec<u8>>, cost: u64) -> Result<String, Error> {
         let ids = self.push_all([(None, payload.into(), cost)]).await?;
-        ids.into_iter().next().ok_or_else(|| Error::UnexpectedReply {
-            reply: "XADD returned no id".to_owned(),
-        })
+        ids.into_iter()
+            .next()
+            .ok_or_else(|| Error::UnexpectedReply {
+                reply: "XADD returned no id".to_owned(),
+            })
     }
 
     /// Appends a record with an id of the caller's (the supplier's idempotency key).
@@ -136,9 +138,11 @@ where
         let ids = self
             .push_all([(Some(id.into()), payload.into(), cost)])
             .await?;
-        ids.into_iter().next().ok_or_else(|| Error::UnexpectedReply {
-            reply: "XADD returned no id".to_owned(),
-        })
+        ids.into_iter()
+            .next()
+            .ok_or_else(|| Error::UnexpectedReply {
+                reply: "XADD returned no id".to_owned(),
+            })
     }
 
     /// Appends records `(payload, cost)` in one transaction; returns their entry ids.
@@ -219,7 +223,10 @@ where
             Option<u64>,
             StreamRangeReply,
             (u64, u64),
-        ) = pipe.query_async(&mut conn).await.map_err(Error::from_redis)?;
+        ) = pipe
+            .query_async(&mut conn)
+            .await
+            .map_err(Error::from_redis)?;
         let in_flight = self.pending_count().await?;
         let now_ms = secs * 1000 + micros / 1000;
         let oldest_age = oldest
@@ -230,13 +237,13 @@ where
         let queued_cost = queued_cost.unwrap_or(0);
         let bucket = limiter.peek().await?;
         let quota = limiter.quota();
-        let interval = quota.token_interval();
-        let fill = interval.saturating_mul(u32::try_from(quota.capacity()).unwrap_or(u32::MAX));
-        let debt_past_empty = bucket.until_full.saturating_sub(fill);
-        let short = queued_cost.saturating_sub(bucket.remaining);
-        let drain_time = interval
-            .saturating_mul(u32::try_from(short).unwrap_or(u32::MAX))
-            .saturating_add(debt_past_empty);
+        // In u128 ns: a queue of bytes can hold more than u32 tokens.
+        let interval_ns = quota.token_interval().as_nanos();
+        let fill_ns = interval_ns * u128::from(quota.capacity());
+        let debt_past_empty = bucket.until_full.as_nanos().saturating_sub(fill_ns);
+        let short = u128::from(queued_cost.saturating_sub(bucket.remaining));
+        let drain_ns = (interval_ns * short).saturating_add(debt_past_empty);
+        let drain_time = Duration::from_nanos(u64::try_from(drain_ns).unwrap_or(u64::MAX));
         Ok(BacklogStats {
             depth,
             in_flight,

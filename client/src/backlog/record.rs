@@ -21,7 +21,8 @@ pub struct Record {
     /// The payload, as pushed.
     pub payload: Vec<u8>,
     /// How many times the queue has handed this record out, this delivery included (more
-    /// than 1: a worker died or gave it back, or it failed before).
+    /// than 1: a worker died holding it, or it failed before). A record a stopping worker
+    /// handed back unhandled does not count that time.
     pub deliveries: u64,
 }
 

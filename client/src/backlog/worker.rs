@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
@@ -269,7 +269,10 @@ where
         // ends in the dead letters too.
         let mut failures = record.deliveries.saturating_sub(1);
         if failures >= max_attempts {
-            let error = format!("delivered {} times without being acknowledged", record.deliveries);
+            let error = format!(
+                "delivered {} times without being acknowledged",
+                record.deliveries
+            );
             self.dead_letter(&record, &error, failures).await?;
             return Ok(Settled::Finished);
         }
@@ -284,7 +287,8 @@ where
             let grant = match grant {
                 Ok(grant) => grant,
                 Err(Error::InvalidQuota(err)) => {
-                    self.dead_letter(&record, &err.to_string(), failures).await?;
+                    self.dead_letter(&record, &err.to_string(), failures)
+                        .await?;
                     return Ok(Settled::Finished);
                 }
                 Err(other) => return Err(other),
@@ -423,44 +427,22 @@ where
 
     /// Acknowledges and deletes a finished record, and takes its cost off the queue's.
     async fn ack(&self, record: &Record) -> Result<(), Error> {
-        let b = &self.backlog;
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        pipe.cmd("XACK").arg(&b.stream).arg(&b.group).arg(&record.entry).ignore();
-        pipe.cmd("XDEL").arg(&b.stream).arg(&record.entry).ignore();
-        pipe.cmd("DECRBY").arg(&b.cost).arg(record.cost).ignore();
-        let mut conn = b.conn.clone();
-        pipe.query_async::<()>(&mut conn).await.map_err(Error::from_redis)
+        self.settle(&record.entry, record.cost, &[]).await
     }
 
-    /// Moves a record to the dead letters with its error, in one transaction with its ack.
+    /// Moves a record to the dead letters with its error, with its acknowledgement.
     async fn dead_letter(&self, record: &Record, error: &str, attempts: u64) -> Result<(), Error> {
-        let b = &self.backlog;
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        pipe.cmd("XADD")
-            .arg(&b.dead)
-            .arg("*")
-            .arg(record::ID)
-            .arg(&record.id)
-            .arg("entry")
-            .arg(&record.entry)
-            .arg(record::COST)
-            .arg(record.cost)
-            .arg(record::PAYLOAD)
-            .arg(&record.payload)
-            .arg("error")
-            .arg(error)
-            .arg("attempts")
-            .arg(attempts)
-            .ignore();
-        pipe.cmd("XACK").arg(&b.stream).arg(&b.group).arg(&record.entry).ignore();
-        pipe.cmd("XDEL").arg(&b.stream).arg(&record.entry).ignore();
-        pipe.cmd("DECRBY").arg(&b.cost).arg(record.cost).ignore();
-        let mut conn = b.conn.clone();
-        pipe.query_async::<()>(&mut conn)
-            .await
-            .map_err(Error::from_redis)?;
+        let cost = record.cost.to_string();
+        let attempts = attempts.to_string();
+        let fields: [(&str, &[u8]); 6] = [
+            (record::ID, record.id.as_bytes()),
+            ("entry", record.entry.as_bytes()),
+            (record::COST, cost.as_bytes()),
+            (record::PAYLOAD, &record.payload),
+            ("error", error.as_bytes()),
+            ("attempts", attempts.as_bytes()),
+        ];
+        self.settle(&record.entry, record.cost, &fields).await?;
         self.counters.dead_lettered.fetch_add(1, Relaxed);
         tracing::warn!(id = %record.id, %error, attempts, "record moved to the dead letters");
         Ok(())
@@ -469,25 +451,54 @@ where
     /// An entry that is not a record (pushed by something else): kept whole in the dead
     /// letters, so nothing is lost, and out of the way.
     async fn dead_letter_raw(&self, entry: &StreamId) -> Result<(), Error> {
-        let b = &self.backlog;
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        let add = pipe.cmd("XADD").arg(&b.dead).arg("*");
-        add.arg("entry").arg(&entry.id).arg("error").arg(
-            "not a backlog record: it needs the fields cost (a whole number) and payload",
+        let raw = record::raw_fields(entry);
+        let names: Vec<String> = raw.keys().map(|field| format!("field:{field}")).collect();
+        let mut fields: Vec<(&str, &[u8])> = vec![
+            ("entry", entry.id.as_bytes()),
+            (
+                "error",
+                b"not a backlog record: it needs the fields cost (a whole number) and payload",
+            ),
+        ];
+        fields.extend(
+            names
+                .iter()
+                .map(String::as_str)
+                .zip(raw.values().map(Vec::as_slice)),
         );
-        for (field, value) in record::raw_fields(entry) {
-            add.arg(format!("field:{field}")).arg(value);
-        }
-        add.ignore();
-        pipe.cmd("XACK").arg(&b.stream).arg(&b.group).arg(&entry.id).ignore();
-        pipe.cmd("XDEL").arg(&b.stream).arg(&entry.id).ignore();
-        let mut conn = b.conn.clone();
-        pipe.query_async::<()>(&mut conn)
-            .await
-            .map_err(Error::from_redis)?;
+        self.settle(&entry.id, 0, &fields).await?;
         self.counters.dead_lettered.fetch_add(1, Relaxed);
         Ok(())
+    }
+
+    /// Acknowledges `entry`, and only if this acknowledgement is the one that counts (a
+    /// record taken over from a slow worker may be finished by both), deletes it, takes its
+    /// cost off the queue's and writes its dead letter (`dead_letter`: the fields, or none).
+    /// One script, so all of it happens or none.
+    async fn settle(
+        &self,
+        entry: &str,
+        cost: u64,
+        dead_letter: &[(&str, &[u8])],
+    ) -> Result<(), Error> {
+        let b = &self.backlog;
+        let mut invocation = SETTLE.prepare_invoke();
+        invocation
+            .key(&b.stream)
+            .key(&b.cost)
+            .key(&b.dead)
+            .arg(&b.group)
+            .arg(entry)
+            .arg(cost);
+        for (field, value) in dead_letter {
+            invocation.arg(*field).arg(*value);
+        }
+        let mut conn = b.conn.clone();
+        invocation
+            .invoke_async::<i64>(&mut conn)
+            .await
+            .map(drop)
+            .map_err(Error::from_redis)
     }
 
     /// Gives records back unhandled: they stay pending but look idle long enough for the
@@ -497,16 +508,26 @@ where
             return Ok(());
         }
         let b = &self.backlog;
-        let mut cmd = redis::cmd("XCLAIM");
-        cmd.arg(&b.stream).arg(&b.group).arg(&self.consumer).arg(0);
-        for (entry, _) in entries {
-            cmd.arg(&entry.id);
-        }
-        // Idle as of long ago; JUSTID leaves the delivery count as it is.
+        // Idle as of long ago. The next worker's claim counts a delivery, so the count goes
+        // one back first: a record handed back is not a record that failed.
         let idle = millis(self.options.claim_idle).saturating_add(86_400_000);
-        cmd.arg("IDLE").arg(idle).arg("JUSTID");
+        let mut pipe = redis::pipe();
+        for (entry, deliveries) in entries {
+            pipe.cmd("XCLAIM")
+                .arg(&b.stream)
+                .arg(&b.group)
+                .arg(&self.consumer)
+                .arg(0)
+                .arg(&entry.id)
+                .arg("IDLE")
+                .arg(idle)
+                .arg("RETRYCOUNT")
+                .arg(deliveries.saturating_sub(1))
+                .arg("JUSTID")
+                .ignore();
+        }
         let mut conn = b.conn.clone();
-        cmd.query_async::<redis::Value>(&mut conn)
+        pipe.query_async::<()>(&mut conn)
             .await
             .map_err(Error::from_redis)?;
         self.counters
@@ -515,6 +536,27 @@ where
         Ok(())
     }
 }
+
+/// Acknowledges an entry; only when that acknowledgement counted (XACK returns 1) deletes it,
+/// takes its cost off the queue's and, given fields, adds its dead letter.
+/// KEYS: stream, cost, dead letters. ARGV: group, entry, cost, dead-letter fields and values.
+static SETTLE: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then
+  return 0
+end
+redis.call('XDEL', KEYS[1], ARGV[2])
+if ARGV[3] ~= '0' then
+  redis.call('DECRBY', KEYS[2], ARGV[3])
+end
+if #ARGV > 3 then
+  redis.call('XADD', KEYS[3], '*', unpack(ARGV, 4))
+end
+return 1
+",
+    )
+});
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)

@@ -12,16 +12,23 @@ pub struct GiveOutcome {
     pub write: Option<Write>,
 }
 
-/// Returns the `n` tokens of the take whose ticket this is, less whatever was taken after it,
-/// and never beyond a full bucket. This is the rule of Go's `x/time/rate`
-/// `Reservation.Cancel`: the state has moved past the ticket by what later calls took, and
-/// their reservations were timed behind this one, so those tokens stay taken; every other
-/// reservation stays valid.
+/// Returns `n` tokens of the take whose ticket this is, if nothing was taken after it, and
+/// never beyond a full bucket; nothing if the state has moved past the ticket.
 ///
-/// Rounding errs toward giving back less: the ticket is the state rounded down to the µs, so
-/// the tokens taken after it are counted high. A state earlier than the ticket means the
-/// bucket was reset since (deleted, expired, or this ticket already given back): nothing to
-/// give. A ticket is good for one give-back (the client's grant is consumed by it).
+/// The state is the end of the last take's slot. While it still is this take's, giving back
+/// frees this take's own slot (the last `n` tokens of it: `n` may be fewer than it took), and
+/// every other reservation keeps its time. Once a later call took tokens, the last slot is
+/// that call's: moving the state back would free a slot someone still uses, and a third call
+/// would be given it too (module/bucket/tests/properties.rs finds such cases for the rule of
+/// x/time/rate's `Cancel`, "n less what was taken after", in a bucket kept as one instant). So
+/// a waiter with others queued behind it gives back nothing, as with x/time/rate; the others,
+/// and a call that failed right after its take, give back everything.
+///
+/// The ticket is the state rounded down to the µs: up to 999 ns before it. With an interval
+/// longer than that, a later take moves the state by more, so "nothing after" is exact; with a
+/// shorter one the state must sit exactly on the ticket. A state before the ticket means the
+/// bucket was reset since (deleted, or this ticket given back already): nothing to give. A
+/// ticket is good for one give-back (the client's grant is consumed by it).
 pub fn give(args: &GiveArgs, stored: Option<i64>, now_ns: i64) -> GiveOutcome {
     const NOTHING: GiveOutcome = GiveOutcome {
         given: 0,
@@ -32,29 +39,19 @@ pub fn give(args: &GiveArgs, stored: Option<i64>, now_ns: i64) -> GiveOutcome {
     };
     let bucket = View::at(&args.quota, stored, now_ns);
     let since_ticket = i128::from(state) - i128::from(args.ticket_us) * 1000;
-    if since_ticket < 0 || bucket.debt() <= 0 {
+    let rounding = if bucket.interval > 999 { 999 } else { 0 };
+    if !(0..=rounding).contains(&since_ticket) || bucket.debt() <= 0 || args.tokens == 0 {
         return NOTHING;
     }
-    let taken_after = div_ceil(since_ticket, bucket.interval);
-    let room = div_ceil(bucket.debt(), bucket.interval);
-    let given = (i128::from(args.tokens) - taken_after).min(room);
-    let Ok(given) = u64::try_from(given) else {
-        return NOTHING;
-    };
-    if given == 0 {
-        return NOTHING;
-    }
-    let tat = (bucket.base - bucket.cost(given)).max(bucket.now);
-    match Write::at(tat) {
-        Some(write) => GiveOutcome {
+    // Never beyond a full bucket: what fits is the debt, in tokens rounded up.
+    let room = bucket.debt() / bucket.interval + i128::from(bucket.debt() % bucket.interval > 0);
+    let given = i128::from(args.tokens).min(room);
+    let tat = (bucket.base - bucket.cost(args.tokens)).max(bucket.now);
+    match (u64::try_from(given), Write::at(tat)) {
+        (Ok(given), Some(write)) => GiveOutcome {
             given,
             write: Some(write),
         },
-        None => NOTHING,
+        _ => NOTHING,
     }
-}
-
-/// `a / b` rounded up, for `a >= 0`, `b > 0`.
-fn div_ceil(a: i128, b: i128) -> i128 {
-    a / b + i128::from(a % b > 0)
 }

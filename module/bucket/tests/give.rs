@@ -57,19 +57,37 @@ fn a_give_back_with_nothing_taken_after_returns_everything() {
 }
 
 #[test]
-fn tokens_taken_after_the_ticket_stay_taken() {
+fn once_others_took_after_the_ticket_nothing_is_given_back() {
     let mut b = Bucket(None);
-    // A reserves 3 (the bucket is empty after), B reserves 2 behind A.
+    // A reserves 3 (the bucket is empty after), C reserves 2 behind A.
     b.take("3 1 TOKENS 3", T0);
     let a = b.take("3 1 TOKENS 3 MAXWAIT 10000 TICKET", T0);
     assert_eq!(a.reply(), [1, 0, 3000, 6000]);
-    let c = b.take("3 1 TOKENS 2 MAXWAIT 10000", T0);
+    let c = b.take("3 1 TOKENS 2 MAXWAIT 10000 TICKET", T0);
     assert_eq!(c.reply(), [1, 0, 5000, 8000]);
-    // A gives up before its time: 3 less the 2 taken after it.
-    assert_eq!(b.give("3 1", 3, a.ticket(), T0 + 1000 * MS), 1);
-    // C's reservation stays valid: the next caller comes after it, one interval sooner than
-    // without the give-back (5000 ms).
-    assert_eq!(b.take("3 1 MAXWAIT 10000", T0 + 1000 * MS).reply()[2], 4000);
+    // A gives up before its time: the last slot is C's, so A gives back nothing (freeing it
+    // would hand C's slot to the next caller too), and the next caller comes after C.
+    assert_eq!(b.give("3 1", 3, a.ticket(), T0 + 1000 * MS), 0);
+    assert_eq!(b.take("3 1 MAXWAIT 10000", T0 + 1000 * MS).reply()[2], 5000);
+    // The newest reservation gives back its whole slot.
+    let mut b = Bucket(None);
+    b.take("3 1 TOKENS 3", T0);
+    b.take("3 1 TOKENS 3 MAXWAIT 10000", T0);
+    let c = b.take("3 1 TOKENS 2 MAXWAIT 10000 TICKET", T0);
+    assert_eq!(b.give("3 1", 2, c.ticket(), T0 + 1000 * MS), 2);
+    assert_eq!(b.take("3 1 MAXWAIT 10000", T0 + 1000 * MS).reply()[2], 3000);
+}
+
+#[test]
+fn part_of_a_take_can_come_back() {
+    // A call that reserved 5 and used 3 gives back 2: the last 2 of its slot.
+    let mut b = Bucket(None);
+    let t = b.take("10 10 TOKENS 5 TICKET", T0).ticket();
+    assert_eq!(b.give("10 10", 2, t, T0), 2);
+    assert_eq!(b.0, Some(T0 + 300 * MS));
+    // The rest of the same ticket: the state is now before it, so nothing (one give-back a
+    // ticket).
+    assert_eq!(b.give("10 10", 3, t, T0), 0);
 }
 
 #[test]
@@ -103,12 +121,36 @@ fn stale_missing_and_forged_tickets_give_nothing() {
 }
 
 #[test]
-fn the_ticket_rounding_gives_back_less_never_more() {
-    // At 1e9/s a token is 1 ns: the µs ticket is up to 999 ns below the state, which reads
-    // as up to 999 tokens taken after. Here the state after the take is 2 ns past a µs.
-    let state_before = T0 + 999;
-    let mut b = Bucket(Some(state_before));
+fn faster_than_a_token_a_microsecond_the_state_must_sit_on_the_ticket() {
+    // At 1e9/s a token is 1 ns and the µs ticket cannot tell 2 ns past it from 2 tokens taken
+    // after: nothing comes back (fewer tokens, never more). On a µs boundary it is exact.
+    let mut b = Bucket(Some(T0 + 999));
     let t = b.take("1000000 1000000000 TOKENS 3 TICKET", T0).ticket();
-    assert_eq!(t, (state_before + 3) / 1000);
-    assert_eq!(b.give("1000000 1000000000", 3, t, T0), 1);
+    assert_eq!(t, (T0 + 999 + 3) / 1000);
+    assert_eq!(b.give("1000000 1000000000", 3, t, T0), 0);
+
+    let mut b = Bucket(Some(T0 + 997));
+    let t = b.take("1000000 1000000000 TOKENS 3 TICKET", T0).ticket();
+    assert_eq!(b.give("1000000 1000000000", 3, t, T0), 3);
+}
+
+#[test]
+fn the_ticket_rounding_costs_nothing_at_intervals_of_a_microsecond_or_more() {
+    // 9/s: 111 111 112 ns a token, not a whole µs. A state up to 999 ns past the ticket is no
+    // token taken after, so everything comes back; one take after is exactly one.
+    for rate in ["9", "3", "1000000", "999000"] {
+        let quota = format!("8 {rate}");
+        let mut b = Bucket(None);
+        let t = b
+            .take(&format!("{quota} TOKENS 3 TICKET"), T0 + 123)
+            .ticket();
+        assert_eq!(b.give(&quota, 3, t, T0 + 123), 3, "rate {rate}");
+
+        let mut b = Bucket(None);
+        let t = b
+            .take(&format!("{quota} TOKENS 3 TICKET"), T0 + 777)
+            .ticket();
+        b.take(&format!("{quota} TOKENS 1 MAXWAIT 100000"), T0 + 777);
+        assert_eq!(b.give(&quota, 3, t, T0 + 777), 0, "rate {rate}");
+    }
 }

@@ -1,0 +1,376 @@
+//! Several limits in one limiter (`MultiLimiter`, one `THROTTLE.MTAKE` per call), on real
+//! servers with each backend: 10 per second and 25 per 5 s on two keys with one hash tag.
+//!
+//! - 3 OS processes (this binary run again) x 4 tasks call `acquire()` for 10 s; every
+//!   grant's instant is logged, and no window goes over either limit: every window
+//!   `[t0, t1]` holds at most `capacity + rate * (t1 - t0)` grants for each, plus the
+//!   bunching late grants can make, `rate * (max lateness + 1 ms + g)`, measured in the run
+//!   (the argument is in tests/tests/soak_overshoot.rs). From the moment both buckets were
+//!   full the bound holds strictly. Utilisation is printed.
+//! - All or nothing: a call one bucket refuses writes nothing to any key.
+//!
+//! ```sh
+//! cargo build -p redis-throttle-module
+//! cargo test -p redis-throttle --test multi_limits -- --nocapture
+//! ```
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    backend_named, check_windows, clock_lag_ns, command_calls, multiplexed, now_ns, runtime,
+    serial, server_for, stored, Sample, Windows, Worker, NS_PER_S,
+};
+use redis::aio::MultiplexedConnection;
+use redis_throttle::{Backend, Error, Limiter, MultiLimiter, Quota, Rate};
+use throttle_testkit::Flavor;
+
+const PER_SECOND: &str = "{supplier}:second";
+const PER_5S: &str = "{supplier}:5s";
+/// 10 per second: a burst of 10, one every 100 ms.
+const SECOND: (u64, u64) = (10, 10);
+/// 25 per 5 s: a burst of 25, one every 200 ms.
+const FIVE_SECONDS: (u64, u64) = (25, 5);
+const PROCESSES: usize = 3;
+const TASKS: usize = 4;
+const RUN: Duration = Duration::from_secs(10);
+const GO_DELAY: Duration = Duration::from_millis(1500);
+/// A worker's last reservations (12 outstanding at 5/s: 2.4 s) and a slow shutdown.
+const GRACE: Duration = Duration::from_secs(30);
+/// Below this the run did not keep the tighter bucket busy enough to mean anything.
+const MIN_UTILISATION: f64 = 0.8;
+
+fn second() -> Quota {
+    Quota::new(SECOND.0, SECOND.1).unwrap()
+}
+
+fn five_seconds() -> Quota {
+    Quota::new(FIVE_SECONDS.0, Rate::per(25, Duration::from_secs(5))).unwrap()
+}
+
+fn multi<C>(conn: C, backend: Backend, prefix: &str) -> MultiLimiter<C> {
+    MultiLimiter::builder()
+        .limit(format!("{prefix}{PER_SECOND}"), second(), 1)
+        .limit(format!("{prefix}{PER_5S}"), five_seconds(), 1)
+        .backend(backend)
+        .build(conn)
+        .unwrap()
+}
+
+// --- The worker process ----------------------------------------------------------------
+
+const WORKER_URL: &str = "THROTTLE_MULTI_WORKER_URL";
+const WORKER_BACKEND: &str = "THROTTLE_MULTI_WORKER_BACKEND";
+const WORKER_GO_AT: &str = "THROTTLE_MULTI_WORKER_GO_AT_NS";
+const WORKER_END_AT: &str = "THROTTLE_MULTI_WORKER_END_AT_NS";
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
+}
+
+/// In a worker process: 4 tasks call `acquire()` until the end instant, then print
+/// `START <ns>`, a `SAMPLE` per grant and the counters. As a normal test it does nothing.
+#[test]
+fn multi_worker() {
+    let Ok(url) = std::env::var(WORKER_URL) else {
+        return;
+    };
+    let backend = backend_named(&env(WORKER_BACKEND));
+    let go_at: i128 = env(WORKER_GO_AT).parse().unwrap();
+    let end_at: i128 = env(WORKER_END_AT).parse().unwrap();
+    let bound = Duration::from_nanos((end_at - now_ns()).max(0) as u64) + GRACE;
+    runtime().block_on(async {
+        let work = async {
+            let limiter = multi(multiplexed(&url).await, backend, "");
+            let pause = (go_at - now_ns()).clamp(0, 10 * NS_PER_S);
+            tokio::time::sleep(Duration::from_nanos(pause as u64)).await;
+            let first = now_ns();
+            let handles: Vec<_> = (0..TASKS)
+                .map(|_| {
+                    let limiter = limiter.clone();
+                    tokio::spawn(async move {
+                        let mut samples = Vec::new();
+                        // Bounded by the end instant, and by a count no run can reach.
+                        for _ in 0..10_000 {
+                            let start = now_ns();
+                            if start >= end_at {
+                                break;
+                            }
+                            let grant = limiter.acquire().await.expect("acquire");
+                            assert_eq!(grant.round_trips, 1, "one THROTTLE.MTAKE per grant");
+                            samples.push(Sample {
+                                start,
+                                done: now_ns(),
+                                slept: grant.slept.as_nanos() as i128,
+                            });
+                        }
+                        samples
+                    })
+                })
+                .collect();
+            let mut lines = vec![String::new(), format!("START {first}")];
+            for handle in handles {
+                lines.extend(handle.await.unwrap().iter().map(Sample::line));
+            }
+            let m = limiter.metrics();
+            lines.push(format!(
+                "METRICS granted={} errors={} gave_up={} round_trips={} backend={}",
+                m.granted,
+                m.errors,
+                m.gave_up,
+                m.round_trips,
+                m.backend.name()
+            ));
+            println!("{}", lines.join("\n"));
+        };
+        tokio::time::timeout(bound, work)
+            .await
+            .expect("the worker ran past its bound");
+    });
+}
+
+// --- No window over either limit ------------------------------------------------------
+
+fn no_window_over_either_limit(flavor: Flavor, backend: Backend) {
+    let _serial = serial();
+    let server = server_for(flavor, backend);
+    let mut con = server.conn();
+    if backend == Backend::Script {
+        let _: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(redis_throttle::script::SOURCE)
+            .query(&mut con)
+            .unwrap();
+    }
+    let (mtake_before, evalsha_before) = (
+        command_calls(&mut con, "throttle.mtake"),
+        command_calls(&mut con, "evalsha"),
+    );
+    let go_at = now_ns() + GO_DELAY.as_nanos() as i128;
+    let end_at = go_at + RUN.as_nanos() as i128;
+    let env = [
+        (WORKER_URL, server.url()),
+        (WORKER_BACKEND, backend.name().to_owned()),
+        (WORKER_GO_AT, go_at.to_string()),
+        (WORKER_END_AT, end_at.to_string()),
+    ];
+    let mut workers: Vec<Worker> = (0..PROCESSES)
+        .map(|_| Worker::spawn("multi_worker", &env))
+        .collect();
+    let deadline = std::time::Instant::now() + GO_DELAY + RUN + GRACE;
+    let mut starts = Vec::new();
+    let mut samples = Vec::new();
+    let mut per_process = Vec::new();
+    for worker in &mut workers {
+        let stdout = worker.finish(deadline);
+        let mut mine = 0;
+        for line in stdout.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                ["START", at] => starts.push(at.parse::<i128>().unwrap()),
+                ["SAMPLE", numbers @ ..] => {
+                    samples.push(Sample::parse(numbers));
+                    mine += 1;
+                }
+                ["METRICS", fields @ ..] => assert_eq!(
+                    fields.join(" "),
+                    format!(
+                        "granted={mine} errors=0 gave_up=0 round_trips={mine} backend={}",
+                        backend.name()
+                    ),
+                    "{flavor} {backend:?}"
+                ),
+                _ => {}
+            }
+        }
+        per_process.push(mine);
+    }
+    drop(workers);
+    assert_eq!(starts.len(), PROCESSES);
+    assert!(per_process.iter().all(|&n| n > 0), "{per_process:?}");
+
+    let grants = samples.len() as u64;
+    let (mtake, evalsha) = (
+        command_calls(&mut con, "throttle.mtake") - mtake_before,
+        command_calls(&mut con, "evalsha") - evalsha_before,
+    );
+    match backend {
+        Backend::Script => assert_eq!((mtake, evalsha), (0, grants), "{flavor}"),
+        _ => assert_eq!((mtake, evalsha), (grants, 0), "{flavor}"),
+    }
+
+    // Both buckets were full before the first request of any process.
+    let t0 = *starts.iter().min().unwrap();
+    let g = clock_lag_ns(flavor, backend);
+    let per_second: Windows = check_windows(&samples, t0, g, SECOND.0, SECOND.1);
+    let per_5s: Windows = check_windows(&samples, t0, g, FIVE_SECONDS.0, FIVE_SECONDS.1);
+    println!(
+        "{flavor} {backend:?}: 10/s + 25/5 s, {PROCESSES} processes x {TASKS} tasks for {RUN:?}, \
+         {grants} grants (per process {per_process:?}), {mtake} THROTTLE.MTAKE, {evalsha} \
+         EVALSHA\n  10/s:    {per_second}\n  25/5 s:  {per_5s}"
+    );
+    assert!(
+        per_5s.utilisation >= MIN_UTILISATION,
+        "{flavor} {backend:?}: the 25/5 s bucket was not kept busy: {per_5s}"
+    );
+}
+
+// --- All or nothing --------------------------------------------------------------------
+
+/// How many times a scenario may be run again because the machine held a call back until
+/// the refused bucket had a token again.
+const ATTEMPTS: usize = 5;
+
+async fn single(
+    url: &str,
+    key: String,
+    quota: Quota,
+    backend: Backend,
+) -> Limiter<MultiplexedConnection> {
+    Limiter::builder(key, quota)
+        .backend(backend)
+        .build(multiplexed(url).await)
+        .unwrap()
+}
+
+/// When the 25/5 s bucket is empty, a `try_acquire` (and an `acquire_within` whose deadline
+/// is shorter than that bucket's wait) is refused and writes nothing to the 10/s key, nor to
+/// the empty one; and the other way round, a refusal by the 10/s bucket leaves the 25/5 s
+/// key as it was (here: absent). Exact, unless the machine delayed the call until a token
+/// was due (then the scenario runs again, at most [`ATTEMPTS`] times).
+fn all_or_nothing(flavor: Flavor, backend: Backend) {
+    let _serial = serial();
+    let server = server_for(flavor, backend);
+    let url = server.url();
+    let mut con = server.conn();
+    runtime().block_on(async {
+        // The 25/5 s bucket empty (next token in 200 ms), the 10/s one holding 7.
+        let mut checked = false;
+        for attempt in 0..ATTEMPTS {
+            let prefix = format!("a{attempt}:");
+            let (s_key, m_key) = (format!("{prefix}{PER_SECOND}"), format!("{prefix}{PER_5S}"));
+            let per_second = single(&url, s_key.clone(), second(), backend).await;
+            let per_5s = single(&url, m_key.clone(), five_seconds(), backend).await;
+            let limiter = multi(multiplexed(&url).await, backend, &prefix);
+            assert!(per_second.try_acquire_n(3).await.unwrap().is_granted());
+            let drained = tokio::time::Instant::now();
+            assert!(per_5s.try_acquire_n(25).await.unwrap().is_granted());
+            let (s_state, m_state) = (stored(&mut con, &s_key), stored(&mut con, &m_key));
+            assert!(s_state.is_some() && m_state.is_some());
+
+            let tried = limiter.try_acquire().await.unwrap();
+            let within = limiter.acquire_within(Duration::from_millis(50)).await;
+            if drained.elapsed() >= Duration::from_millis(150) {
+                // A token may have been due: try again.
+                continue;
+            }
+            assert!(
+                tried.is_none(),
+                "{flavor} {backend:?}: granted with the 25/5 s bucket empty"
+            );
+            match within {
+                Err(Error::DeadlineExceeded { needed, .. }) => assert!(
+                    needed > Duration::from_millis(50) && needed <= Duration::from_millis(200),
+                    "{flavor}: {needed:?}"
+                ),
+                other => panic!("{flavor} {backend:?}: {other:?}"),
+            }
+            assert_eq!(
+                stored(&mut con, &s_key),
+                s_state,
+                "{flavor} {backend:?}: the 10/s key"
+            );
+            assert_eq!(
+                stored(&mut con, &m_key),
+                m_state,
+                "{flavor} {backend:?}: the 25/5 s key"
+            );
+            let m = limiter.metrics();
+            assert_eq!(
+                (m.granted, m.denied, m.gave_up),
+                (0, 1, 1),
+                "{flavor}: {m:?}"
+            );
+            checked = true;
+            break;
+        }
+        assert!(
+            checked,
+            "{flavor}: the machine was too slow {ATTEMPTS} times in a row"
+        );
+
+        // The 10/s bucket empty (next token in 100 ms), the 25/5 s key never written.
+        let mut checked = false;
+        for attempt in 0..ATTEMPTS {
+            let prefix = format!("b{attempt}:");
+            let (s_key, m_key) = (format!("{prefix}{PER_SECOND}"), format!("{prefix}{PER_5S}"));
+            let per_second = single(&url, s_key.clone(), second(), backend).await;
+            let limiter = multi(multiplexed(&url).await, backend, &prefix);
+            let drained = tokio::time::Instant::now();
+            assert!(per_second.try_acquire_n(10).await.unwrap().is_granted());
+            let s_state = stored(&mut con, &s_key);
+            let tried = limiter.try_acquire().await.unwrap();
+            if drained.elapsed() >= Duration::from_millis(100) {
+                continue;
+            }
+            assert!(
+                tried.is_none(),
+                "{flavor} {backend:?}: granted with the 10/s bucket empty"
+            );
+            assert_eq!(stored(&mut con, &s_key), s_state, "{flavor} {backend:?}");
+            assert_eq!(
+                stored(&mut con, &m_key),
+                None,
+                "{flavor} {backend:?}: written"
+            );
+            checked = true;
+            break;
+        }
+        assert!(
+            checked,
+            "{flavor}: the machine was too slow {ATTEMPTS} times in a row"
+        );
+
+        // And a grant takes from both: one token each, in one round trip.
+        let limiter = multi(multiplexed(&url).await, backend, "c:");
+        let grant = limiter
+            .try_acquire()
+            .await
+            .unwrap()
+            .expect("two full buckets");
+        assert_eq!((grant.round_trips, grant.remaining), (1, 9), "{flavor}");
+        // One clock reading for both: each state is that instant plus one interval, so
+        // they are exactly 100 ms apart (200 ms - 100 ms).
+        let state = |con: &mut redis::Connection, key: &str| -> i128 {
+            stored(con, key).expect("written").parse().unwrap()
+        };
+        let (s, m) = (
+            state(&mut con, "c:{supplier}:second"),
+            state(&mut con, "c:{supplier}:5s"),
+        );
+        assert_eq!(m - s, 100_000_000, "{flavor} {backend:?}");
+        println!("{flavor} {backend:?}: a refused multi-take wrote nothing to either key");
+    });
+}
+
+fn no_window_over_either_limit_module(flavor: Flavor) {
+    no_window_over_either_limit(flavor, Backend::Module);
+}
+fn no_window_over_either_limit_script(flavor: Flavor) {
+    no_window_over_either_limit(flavor, Backend::Script);
+}
+fn all_or_nothing_module(flavor: Flavor) {
+    all_or_nothing(flavor, Backend::Module);
+}
+fn all_or_nothing_script(flavor: Flavor) {
+    all_or_nothing(flavor, Backend::Script);
+}
+
+throttle_testkit::on_servers!(
+    [redis_7_0 Redis70, redis_8_2 Redis82]
+    no_window_over_either_limit_module,
+    no_window_over_either_limit_script,
+    all_or_nothing_module,
+    all_or_nothing_script,
+);
