@@ -5,9 +5,11 @@
 #      Redis service running (tests/install-servers.sh --apt-only);
 #   2. builds the module in release;
 #   3. runs the demo (`pix-demo`), which starts a private Redis with the module on a loopback
-#      port, a mock API and two replica processes, and stops all of them when it ends, also
-#      on Ctrl-C or failure (and the Redis even if the demo is killed outright).
-# Arguments go to the demo, e.g. `client/demo/run.sh --upstream-mode window`; `--help` lists them.
+#      port (without it for `--backend script`), a mock API and two replica processes, and
+#      stops all of them when it ends, also on Ctrl-C or failure (and the Redis even if the
+#      demo is killed outright).
+# Arguments go to the demo, e.g. `client/demo/run.sh --upstream-mode window` (a 429 pauses the
+# fleet) or `client/demo/run.sh --backend script` (no module); `--help` lists them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 

@@ -15,6 +15,8 @@ pub struct PhaseSeries {
     pub subtitle: String,
     /// Seconds after the shared start, in order, and whether each was served.
     pub arrivals: Vec<(f64, bool)>,
+    /// When the fleet was paused after a 429: from the pause to the end of its Retry-After.
+    pub pauses: Vec<(f64, f64)>,
 }
 
 /// What the chart is about.
@@ -38,12 +40,14 @@ const NOTE_CHARS: usize = 140;
 const SERVED: &str = "#2e9d5b";
 const REFUSED: &str = "#d64541";
 const ALLOWANCE: &str = "#e08a00";
+const PAUSED: &str = "#9aa7b8";
 const PHASE_COLORS: [&str; 2] = ["#8e44ad", "#1f6fb2"];
 
 pub fn render(spec: &ChartSpec, phases: &[PhaseSeries]) -> String {
     let last = phases
         .iter()
         .flat_map(|p| p.arrivals.last().map(|a| a.0))
+        .chain(phases.iter().flat_map(|p| p.pauses.iter().map(|w| w.1)))
         .fold(0.0_f64, f64::max);
     // Whole half-seconds, at least one second, with a bin of room after the last call.
     let t_max = (((last + BIN) / 0.5).ceil() * 0.5).max(1.0);
@@ -119,6 +123,7 @@ fn bars(
         format!("{}: {}", phase.title, phase.subtitle)
     };
     axes.frame(out, &title, "requests per 100 ms");
+    pause_bands(out, &axes, &phase.pauses, true);
 
     let bin_width = axes.x(BIN) - axes.x(0.0);
     for (i, &(served, refused)) in counts.iter().enumerate() {
@@ -159,6 +164,52 @@ fn bars(
         swatch(out, x, top + 10.0, SERVED, "served (200)");
         swatch(out, x, top + 30.0, REFUSED, "refused (429)");
     }
+    if !phase.pauses.is_empty() {
+        let x = WIDTH - RIGHT + 20.0;
+        let _ = writeln!(
+            out,
+            r#"<rect x="{x:.1}" y="{:.1}" width="14" height="12" fill="{PAUSED}" fill-opacity="0.35"/>"#,
+            top + 50.0
+        );
+        text(
+            out,
+            x + 20.0,
+            top + 60.0,
+            12.0,
+            "start",
+            "#333",
+            "fleet paused (Retry-After)",
+        );
+    }
+}
+
+/// Shaded spans where the fleet was paused after a 429, behind the data; `label` names the
+/// first one at its top.
+fn pause_bands(out: &mut String, axes: &Axes, pauses: &[(f64, f64)], label: bool) {
+    for (i, &(from, to)) in pauses.iter().enumerate() {
+        let (x0, x1) = (axes.x(from.max(0.0)), axes.x(to.min(axes.t_max)));
+        if x1 <= x0 {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{PAUSED}" fill-opacity="0.35"/>"#,
+            axes.top,
+            x1 - x0,
+            axes.height
+        );
+        if label && i == 0 {
+            text(
+                out,
+                x0 + 4.0,
+                axes.top + 14.0,
+                11.0,
+                "start",
+                "#445",
+                &format!("paused {:.3} s to {:.3} s", from, to),
+            );
+        }
+    }
 }
 
 /// Bucket mode: cumulative arrivals per phase against the upstream's allowance line,
@@ -185,6 +236,9 @@ fn cumulative(
         "calls received by the upstream so far, against what it allows",
         "calls (cumulative)",
     );
+    for phase in phases {
+        pause_bands(out, &axes, &phase.pauses, false);
+    }
     let allowance = format!(
         "M{:.1},{:.1} L{:.1},{:.1}",
         axes.x(0.0),
@@ -262,6 +316,9 @@ fn trailing(
         "calls received by the upstream in the last second, against its window",
         "calls in the last 1 s",
     );
+    for phase in phases {
+        pause_bands(out, &axes, &phase.pauses, false);
+    }
     let limit = axes.y(f64::from(spec.quota));
     let window = format!(
         "M{:.1},{limit:.1} L{:.1},{limit:.1}",
@@ -601,6 +658,7 @@ mod tests {
                 title: "phase 1: direct".to_owned(),
                 subtitle: "10 served, 30 refused".to_owned(),
                 arrivals: (0..40).map(|i| (0.0001 * f64::from(i), i < 10)).collect(),
+                pauses: Vec::new(),
             },
             PhaseSeries {
                 title: "phase 2: shared bucket".to_owned(),
@@ -608,6 +666,7 @@ mod tests {
                 arrivals: (0..40)
                     .map(|i| (f64::from(i.max(7) - 7) / 9.0, true))
                     .collect(),
+                pauses: vec![(0.334, 1.334)],
             },
         ]
     }
@@ -627,6 +686,10 @@ mod tests {
         }
         let bucket = render(&spec(UpstreamMode::Bucket), &phases());
         assert!(bucket.contains("allowed: 10 + 10·t"));
+        // The pause: a band in its phase's panel (labelled) and one in the last panel.
+        assert!(bucket.contains("paused 0.334 s to 1.334 s"));
+        assert!(bucket.contains("fleet paused (Retry-After)"));
+        assert_eq!(bucket.matches(&format!(r#"fill="{PAUSED}""#)).count(), 3);
         let window = render(&spec(UpstreamMode::Window), &phases());
         assert!(
             window.contains("window: 10 in any 1 s") && window.contains("bucket: 8 + 9 in 1 s")

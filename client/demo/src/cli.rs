@@ -48,18 +48,39 @@ pub struct RunArgs {
     /// second, or a strict sliding window of `quota` calls in any one second.
     #[arg(long, value_enum, default_value_t = UpstreamMode::Bucket)]
     pub upstream_mode: UpstreamMode,
-    /// How a replica waits for a token: one reservation and one sleep, or polling.
-    #[arg(long, value_enum, default_value_t = StrategyArg::Reserve)]
-    pub strategy: StrategyArg,
+    /// How a replica waits for a token: one reservation and one sleep, or polling
+    /// [default: reserve; poll with `--upstream-mode window`, so that a 429's pause stops
+    /// every call at once: a reservation keeps its slot through a pause].
+    #[arg(long, value_enum)]
+    pub strategy: Option<StrategyArg>,
+    /// Where the bucket's commands run: the module, the Lua script (EVALSHA; the private
+    /// Redis is then started without the module, as on a managed Redis that refuses MODULE
+    /// LOAD), or auto (the module if the server has it, else the script).
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
     /// Where to write the SVG timeline [default: target/pix-demo/timeline.svg].
     #[arg(long, value_name = "PATH")]
     pub chart: Option<std::path::PathBuf>,
-    /// Use this Redis server (the module must be loaded) instead of starting a private one.
+    /// Use this Redis server instead of starting a private one (with `--backend module` it
+    /// must have the module loaded).
     #[arg(long, value_name = "URL")]
     pub redis_url: Option<String>,
     /// Print a machine-readable summary (JSON) on stdout; the report goes to stderr.
     #[arg(long)]
     pub json: bool,
+}
+
+impl RunArgs {
+    /// The strategy the replicas use: the one given, else reserve, except against a strict
+    /// window, which refuses the default bucket's burst: there the supplier's 429 must stop
+    /// the whole fleet at once, and a pause never moves a reservation already granted, so
+    /// the replicas poll (they hold no slot while they wait).
+    pub fn strategy(&self) -> StrategyArg {
+        self.strategy.unwrap_or(match self.upstream_mode {
+            UpstreamMode::Bucket => StrategyArg::Reserve,
+            UpstreamMode::Window => StrategyArg::Poll,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -77,6 +98,45 @@ impl StrategyArg {
         }
     }
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendArg {
+    Module,
+    Script,
+    Auto,
+}
+
+impl BackendArg {
+    pub fn to_backend(self) -> redis_throttle::Backend {
+        match self {
+            BackendArg::Module => redis_throttle::Backend::Module,
+            BackendArg::Script => redis_throttle::Backend::Script,
+            BackendArg::Auto => redis_throttle::Backend::Auto,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendArg::Module => "module",
+            BackendArg::Script => "script",
+            BackendArg::Auto => "auto",
+        }
+    }
+}
+
+impl StrategyArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            StrategyArg::Reserve => "reserve",
+            StrategyArg::Poll => "poll",
+        }
+    }
+}
+
+/// Sends per call in the bucket phase, the first included: a 429 pauses the bucket, and the
+/// call acquires again and is sent again, at most this many times in all.
+pub const MAX_ATTEMPTS: u32 = 5;
 
 /// Calls in all, across replicas: one open connection each, well under the usual limit
 /// of 1024 file descriptors per process.
@@ -127,6 +187,8 @@ pub struct ReplicaArgs {
     pub rate: f64,
     #[arg(long, value_enum, default_value_t = StrategyArg::Reserve)]
     pub strategy: StrategyArg,
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
     /// Longest a call may wait for its token, in ms.
     #[arg(long)]
     pub max_wait_ms: u64,

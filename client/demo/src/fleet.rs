@@ -10,8 +10,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::{timeout_at, Instant};
 
-use crate::cli::{Phase, StrategyArg};
-use crate::wire::{CallRecord, ReplicaMessage, Start};
+use crate::cli::{BackendArg, Phase, StrategyArg};
+use crate::wire::{CallRecord, ReplicaMessage, ReplicaStats, Start};
 
 /// A process start, a Redis connection and a few warm-up calls, on a busy machine.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -33,6 +33,7 @@ pub struct Plan {
     pub capacity: u64,
     pub rate: f64,
     pub strategy: StrategyArg,
+    pub backend: BackendArg,
     /// Longest a call may wait for its token.
     pub max_wait: Duration,
 }
@@ -43,6 +44,8 @@ pub struct FleetRun {
     /// The shared start, as this process's instant.
     pub start: Instant,
     pub records: Vec<CallRecord>,
+    /// Each replica's limiter counters, in replica order.
+    pub stats: Vec<ReplicaStats>,
 }
 
 struct Replica {
@@ -92,9 +95,24 @@ pub async fn run(plan: &Plan) -> Result<FleetRun, String> {
         for _ in 0..plan.calls {
             match next_message(replica, done_by).await? {
                 ReplicaMessage::Call(record) => records.push(record),
-                ReplicaMessage::Ready => {
-                    return Err(format!("replica {} said ready twice", replica.index))
+                other => {
+                    return Err(format!(
+                        "replica {} sent {other:?} before its last call",
+                        replica.index
+                    ))
                 }
+            }
+        }
+    }
+    let mut stats = Vec::with_capacity(replicas.len());
+    for replica in &mut replicas {
+        match next_message(replica, done_by).await? {
+            ReplicaMessage::Done(done) => stats.push(done),
+            other => {
+                return Err(format!(
+                    "replica {} sent {other:?} instead of its counters",
+                    replica.index
+                ))
             }
         }
     }
@@ -110,6 +128,7 @@ pub async fn run(plan: &Plan) -> Result<FleetRun, String> {
     Ok(FleetRun {
         start: start_at,
         records,
+        stats,
     })
 }
 
@@ -129,7 +148,8 @@ fn spawn(exe: &std::path::Path, plan: &Plan, index: u32) -> Result<Replica, Stri
             .args(["--key", &plan.key])
             .args(["--capacity", &plan.capacity.to_string()])
             .args(["--rate", &plan.rate.to_string()])
-            .args(["--strategy", strategy_arg(plan.strategy)]);
+            .args(["--strategy", plan.strategy.name()])
+            .args(["--backend", plan.backend.name()]);
     }
     let mut child = command
         .stdin(Stdio::piped())
@@ -163,12 +183,5 @@ fn phase_arg(phase: Phase) -> &'static str {
     match phase {
         Phase::Direct => "direct",
         Phase::Bucket => "bucket",
-    }
-}
-
-fn strategy_arg(strategy: StrategyArg) -> &'static str {
-    match strategy {
-        StrategyArg::Reserve => "reserve",
-        StrategyArg::Poll => "poll",
     }
 }

@@ -59,7 +59,7 @@ fn demo(args: &RunArgs) -> ExitCode {
 
     // Started on the main thread, which lives as long as the process: the server's
     // parent-death signal follows the thread that started it.
-    let redis = match RedisTarget::open(args.redis_url.clone()) {
+    let redis = match RedisTarget::open(args.redis_url.clone(), args.backend) {
         Ok(redis) => redis,
         Err(err) => {
             eprintln!("pix-demo: {err}");
@@ -81,6 +81,7 @@ fn demo(args: &RunArgs) -> ExitCode {
     };
     let url = redis.url().to_owned();
     let redis_description = redis.description().to_owned();
+    let module_loaded = redis.module_loaded();
     let result = runtime.block_on(async {
         let signal = stop_signal();
         tokio::pin!(signal);
@@ -115,7 +116,14 @@ fn demo(args: &RunArgs) -> ExitCode {
     };
 
     let chart_path = args.chart.clone().unwrap_or_else(default_chart_path);
-    let mut summary = report::summarize(args, &redis_description, interval, &outcome, None);
+    let mut summary = report::summarize(
+        args,
+        &redis_description,
+        module_loaded,
+        interval,
+        &outcome,
+        None,
+    );
     let spec = ChartSpec {
         heading: report::heading(args),
         mode: args.upstream_mode,

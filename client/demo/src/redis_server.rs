@@ -1,6 +1,7 @@
-//! The Redis the shared bucket lives in: a private server with the module, started through
-//! the test kit on a free loopback port (killed when this value is dropped), or a server
-//! the user already runs.
+//! The Redis the shared bucket lives in: a private server, started through the test kit on a
+//! free loopback port (killed when this value is dropped), or a server the user already
+//! runs. The private server loads the module, except for `--backend script`: then it is
+//! started without it, as a managed Redis that refuses `MODULE LOAD` would be.
 
 use std::path::Path;
 use std::time::Duration;
@@ -8,9 +9,13 @@ use std::time::Duration;
 use redis_throttle::redis;
 use throttle_testkit::{info_field, Flavor, Server};
 
+use crate::cli::BackendArg;
+
 pub struct RedisTarget {
     url: String,
     description: String,
+    /// Whether the server has the module (`THROTTLE.TAKE` answers).
+    module_loaded: bool,
     /// The private server, killed on drop; `None` for the user's own.
     _server: Option<Server>,
 }
@@ -18,18 +23,27 @@ pub struct RedisTarget {
 impl RedisTarget {
     /// Connects to `url`, or starts a private server: Redis 7.0, else the first flavor
     /// whose binary is installed.
-    pub fn open(url: Option<String>) -> Result<RedisTarget, String> {
+    pub fn open(url: Option<String>, backend: BackendArg) -> Result<RedisTarget, String> {
         match url {
             Some(url) => {
-                let version = probe(&url)?;
+                let probed = probe(&url, backend)?;
                 Ok(RedisTarget {
-                    description: format!("{version} at {url} (yours)"),
+                    description: format!(
+                        "{} at {url} (yours), {}",
+                        probed.version,
+                        module_words(probed.module_loaded)
+                    ),
+                    module_loaded: probed.module_loaded,
                     url,
                     _server: None,
                 })
             }
-            None => start_private(),
+            None => start_private(backend),
         }
+    }
+
+    pub fn module_loaded(&self) -> bool {
+        self.module_loaded
     }
 
     pub fn url(&self) -> &str {
@@ -41,9 +55,24 @@ impl RedisTarget {
     }
 }
 
-fn start_private() -> Result<RedisTarget, String> {
-    let module = throttle_testkit::try_module_path()
-        .map_err(|why| format!("the module is not built: {why} (client/demo/run.sh builds it)"))?;
+fn module_words(loaded: bool) -> &'static str {
+    if loaded {
+        "module loaded"
+    } else {
+        "no module"
+    }
+}
+
+fn start_private(backend: BackendArg) -> Result<RedisTarget, String> {
+    // The script needs nothing on the server: show it where modules cannot be loaded.
+    let with_module = backend != BackendArg::Script;
+    let module = if with_module {
+        Some(throttle_testkit::try_module_path().map_err(|why| {
+            format!("the module is not built: {why} (client/demo/run.sh builds it)")
+        })?)
+    } else {
+        None
+    };
     // Redis 7.0 first (Debian's package); any other supported server that is installed
     // will do, e.g. when Debian's is not 7.0.
     let mut failures = Vec::new();
@@ -54,7 +83,7 @@ fn start_private() -> Result<RedisTarget, String> {
             }
             continue;
         }
-        let mut builder = Server::builder(flavor);
+        let mut builder = Server::builder(flavor).module(with_module);
         // Should the demo itself be killed outright (SIGKILL), the kernel stops the server
         // too: setpriv sets the parent-death signal, and exec keeps it.
         if Path::new(SETPRIV).is_file() {
@@ -63,9 +92,14 @@ fn start_private() -> Result<RedisTarget, String> {
         match builder.try_start() {
             Ok(server) => {
                 let url = server.url();
-                let version = probe(&url)?;
+                let probed = probe(&url, backend)?;
+                let loaded = match &module {
+                    Some(path) => format!("module {}", path.display()),
+                    None => "started without the module (no --loadmodule)".to_owned(),
+                };
                 return Ok(RedisTarget {
-                    description: format!("private {version} on {url}, module {}", module.display()),
+                    description: format!("private {} on {url}, {loaded}", probed.version),
+                    module_loaded: probed.module_loaded,
                     url,
                     _server: Some(server),
                 });
@@ -81,8 +115,14 @@ fn start_private() -> Result<RedisTarget, String> {
 
 const SETPRIV: &str = "/usr/bin/setpriv";
 
-/// The server's name and version, after checking that THROTTLE.TAKE is there.
-fn probe(url: &str) -> Result<String, String> {
+struct Probed {
+    version: String,
+    module_loaded: bool,
+}
+
+/// The server's name and version, and whether THROTTLE.TAKE is there (it must be for
+/// `--backend module`).
+fn probe(url: &str, backend: BackendArg) -> Result<Probed, String> {
     let client = redis::Client::open(url).map_err(|e| format!("bad Redis URL {url}: {e}"))?;
     let mut con = client
         .get_connection_with_timeout(Duration::from_secs(5))
@@ -108,13 +148,20 @@ fn probe(url: &str) -> Result<String, String> {
         .arg("TOKENS")
         .arg(0)
         .query(&mut con);
-    match probe {
-        Ok(_) => Ok(version),
-        Err(e) if e.to_string().to_lowercase().contains("unknown command") => Err(format!(
+    let module_loaded = match probe {
+        Ok(_) => true,
+        Err(e) if e.to_string().to_lowercase().contains("unknown command") => false,
+        Err(e) => return Err(format!("THROTTLE.TAKE on {url}: {e}")),
+    };
+    if !module_loaded && backend == BackendArg::Module {
+        return Err(format!(
             "{version} at {url} does not have the redis-throttle module: start it with \
-             --loadmodule target/release/libredis_throttle_module.so (or MODULE LOAD it), or \
-             leave out --redis-url to use a private server"
-        )),
-        Err(e) => Err(format!("THROTTLE.TAKE on {url}: {e}")),
+             --loadmodule target/release/libredis_throttle_module.so (or MODULE LOAD it), use \
+             --backend script (or auto), or leave out --redis-url to use a private server"
+        ));
     }
+    Ok(Probed {
+        version,
+        module_loaded,
+    })
 }

@@ -1,6 +1,11 @@
 //! One replica of the bank's service, in a process of its own: it opens its connections,
 //! says it is ready, waits for the shared start instant, fires all its PIX status queries
 //! at once (through the shared bucket in phase 2), and reports each one as a JSON line.
+//!
+//! In phase 2 the supplier's word wins: a 429 pauses the shared bucket for its
+//! `Retry-After` (`THROTTLE.PAUSE`: the whole fleet stops, not just this replica), and the
+//! call takes a token again and is sent again, at most [`MAX_ATTEMPTS`] times in all.
+//! Phase 1 shows what happens without the limiter: one send per call, no retry.
 
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
@@ -11,9 +16,11 @@ use redis_throttle::{Limiter, Quota, Rate};
 use tokio::sync::oneshot;
 use tokio::time::{timeout, Instant};
 
-use crate::cli::{Phase, ReplicaArgs};
+use crate::cli::{Phase, ReplicaArgs, MAX_ATTEMPTS};
 use crate::upstream::INTEGRATOR_HEADER;
-use crate::wire::{micros, CallRecord, ReplicaMessage, Start};
+use crate::wire::{
+    call_id, micros, Attempt, CallRecord, PauseRecord, ReplicaMessage, ReplicaStats, Start,
+};
 
 /// Bound on one HTTP call, connection included.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -21,6 +28,8 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 const REDIS_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the replica waits for the demo to send the start instant.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// The pause when a 429 carries no `Retry-After` the replica can read.
+const DEFAULT_PAUSE: Duration = Duration::from_secs(1);
 
 pub fn main(args: ReplicaArgs) -> ExitCode {
     // One thread is plenty for a few dozen calls, and leaves the other core to the rest.
@@ -69,7 +78,7 @@ async fn run(args: &ReplicaArgs) -> Result<(), String> {
     let max_wait = Duration::from_millis(args.max_wait_ms);
     let mut tasks = Vec::with_capacity(clients.len());
     for (call, client) in (0..args.calls).zip(clients) {
-        let id = format!("E{:02}{:04}", args.index, call);
+        let id = call_id(args.index, call);
         let call_url = format!("{url}/{id}/status");
         tasks.push(tokio::spawn(one_call(
             Call {
@@ -92,10 +101,23 @@ async fn run(args: &ReplicaArgs) -> Result<(), String> {
     for record in records {
         say(&ReplicaMessage::Call(record))?;
     }
-    Ok(())
+    let mut stats = ReplicaStats {
+        replica: args.index,
+        ..ReplicaStats::default()
+    };
+    if let Some(limiter) = &limiter {
+        let metrics = limiter.metrics();
+        stats.backend = Some(limiter.backend().name().to_owned());
+        stats.granted = metrics.granted;
+        stats.pauses = metrics.pauses;
+        stats.tokens_given_back = metrics.tokens_given_back;
+        stats.round_trips = metrics.round_trips;
+    }
+    say(&ReplicaMessage::Done(stats))
 }
 
-/// The shared bucket, checked once (the module is there, the quota is valid) before the start.
+/// The shared bucket, checked once (the backend answers, the quota is valid) before the
+/// start. With `auto` that first call is also the probe that settles module or script.
 async fn limiter(args: &ReplicaArgs) -> Result<Limiter<ConnectionManager>, String> {
     let (Some(url), Some(key)) = (&args.redis_url, &args.key) else {
         return Err("phase 2 needs --redis-url and --key".to_owned());
@@ -116,10 +138,12 @@ async fn limiter(args: &ReplicaArgs) -> Result<Limiter<ConnectionManager>, Strin
     .map_err(|e| format!("cannot connect to {url}: {e}"))?;
     let limiter = Limiter::builder(key.as_str(), quota)
         .strategy(args.strategy.to_strategy())
+        .backend(args.backend.to_backend())
         .name("pix-status")
         .build(conn)
         .map_err(|e| e.to_string())?;
-    // TOKENS 0 writes nothing: a dry run that fails here, not mid-scenario, without the module.
+    // PEEK writes nothing: a dry run that fails here, not mid-scenario (a module backend
+    // without the module, a script the server refuses).
     limiter.peek().await.map_err(|e| e.to_string())?;
     Ok(limiter)
 }
@@ -172,44 +196,83 @@ async fn one_call(
         status: 0,
         round_trips: 0,
         error: None,
+        attempts: Vec::new(),
     };
-    if let Some(limiter) = limiter {
-        // The limiter's own deadline refuses a longer wait without taking a token; the
-        // outer timeout also bounds the round trips.
-        let got = timeout(
-            call.max_wait + REDIS_TIMEOUT,
-            limiter.acquire_within(call.max_wait),
-        )
-        .await;
-        record.wait_us = micros(began.elapsed());
-        match got {
-            Ok(Ok(grant)) => record.round_trips = grant.round_trips,
-            Ok(Err(err)) => {
-                record.error = Some(format!("no token: {err}"));
-                return record;
-            }
-            Err(_) => {
-                record.error = Some(format!(
-                    "no token within {:?}",
-                    call.max_wait + REDIS_TIMEOUT
-                ));
-                return record;
+    // Direct: one send, whatever the answer (what happens without the limiter).
+    let attempts = if limiter.is_some() { MAX_ATTEMPTS } else { 1 };
+    for _ in 0..attempts {
+        let asked = Instant::now();
+        if let Some(limiter) = &limiter {
+            // The limiter's own deadline refuses a longer wait without taking a token; the
+            // outer timeout also bounds the round trips.
+            let left = call.max_wait.saturating_sub(began.elapsed());
+            let got = timeout(left + REDIS_TIMEOUT, limiter.acquire_within(left)).await;
+            record.wait_us += micros(asked.elapsed());
+            match got {
+                Ok(Ok(grant)) => record.round_trips += grant.round_trips,
+                Ok(Err(err)) => {
+                    record.error = Some(format!("no token: {err}"));
+                    return record;
+                }
+                Err(_) => {
+                    record.error = Some(format!("no token within {:?}", left + REDIS_TIMEOUT));
+                    return record;
+                }
             }
         }
-    }
-    let sent = Instant::now();
-    record.sent_us = micros(sent.saturating_duration_since(start_at));
-    let response = client
-        .get(&call.url)
-        .header(INTEGRATOR_HEADER, &call.integrator)
-        .send()
-        .await;
-    match response {
-        Ok(response) => {
-            record.status = response.status().as_u16();
-            let _ = response.bytes().await;
+        let sent = Instant::now();
+        let mut this = Attempt {
+            wait_us: micros(sent.saturating_duration_since(asked)),
+            sent_us: micros(sent.saturating_duration_since(start_at)),
+            status: 0,
+            retry_after_s: None,
+            pause: None,
+        };
+        record.sent_us = this.sent_us;
+        let response = client
+            .get(&call.url)
+            .header(INTEGRATOR_HEADER, &call.integrator)
+            .send()
+            .await;
+        match response {
+            Ok(response) => {
+                this.status = response.status().as_u16();
+                this.retry_after_s = response
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse().ok());
+                let _ = response.bytes().await;
+            }
+            Err(err) => record.error = Some(format!("HTTP: {err}")),
         }
-        Err(err) => record.error = Some(format!("HTTP: {err}")),
+        record.status = this.status;
+        let refused = this.status == 429;
+        if let (true, Some(limiter)) = (refused, &limiter) {
+            // The supplier's word stops the whole fleet, also on the last attempt.
+            let asked_for = this
+                .retry_after_s
+                .map_or(DEFAULT_PAUSE, Duration::from_secs);
+            let at = Instant::now();
+            let paused = timeout(REDIS_TIMEOUT, limiter.pause(asked_for)).await;
+            this.pause = Some(PauseRecord {
+                at_us: micros(at.saturating_duration_since(start_at)),
+                asked_ms: u64::try_from(asked_for.as_millis()).unwrap_or(u64::MAX),
+                next_token_ms: match &paused {
+                    Ok(Ok(next)) => Some(u64::try_from(next.as_millis()).unwrap_or(u64::MAX)),
+                    _ => None,
+                },
+                error: match paused {
+                    Ok(Ok(_)) => None,
+                    Ok(Err(err)) => Some(err.to_string()),
+                    Err(_) => Some(format!("no answer within {REDIS_TIMEOUT:?}")),
+                },
+            });
+        }
+        record.attempts.push(this);
+        if !refused || record.error.is_some() {
+            break;
+        }
     }
     record
 }

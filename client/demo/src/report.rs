@@ -8,10 +8,11 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::chart::PhaseSeries;
-use crate::cli::{Phase, RunArgs, StrategyArg};
+use crate::cli::{BackendArg, Phase, RunArgs, StrategyArg, MAX_ATTEMPTS};
 use crate::limit::UpstreamMode;
 use crate::scenario::{Outcome, PhaseOutcome};
 use crate::theory::{self, num};
+use crate::wire::replica_of;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -23,6 +24,17 @@ pub struct Summary {
     pub quota: u32,
     pub upstream_mode: UpstreamMode,
     pub strategy: StrategyArg,
+    /// The strategy was not given: reserve, or poll against a window (see `RunArgs::strategy`).
+    pub strategy_defaulted: bool,
+    /// What `--backend` asked for.
+    pub backend_requested: BackendArg,
+    /// What served the bucket phase, as the replicas' limiters report it: `module` or
+    /// `script` (`mixed` if they differ).
+    pub backend: Option<String>,
+    /// Whether the Redis server has the module loaded.
+    pub module_loaded: bool,
+    /// Sends per call at most in the bucket phase (a 429 pauses, then one more try).
+    pub max_attempts: u32,
     pub redis: String,
     pub upstream: String,
     pub key: String,
@@ -47,6 +59,37 @@ pub struct PhaseReport {
     pub other_status: u64,
     /// Calls that got no HTTP status (no token in time, connection trouble).
     pub errors: u64,
+    /// Calls not served in the end (their last attempt was not a 200).
+    pub unserved: u64,
+    /// 429s the replicas got (every attempt counted).
+    pub seen_429: u64,
+    /// `THROTTLE.PAUSE`s the replicas' limiters sent (`None` when direct: no limiter).
+    pub pauses: Option<u64>,
+    /// Pauses that changed nothing: the bucket already owed tokens further out than the
+    /// pause (reservations granted before it keep their slots), or another replica's pause
+    /// already held it; the server's reply put the next token beyond the Retry-After.
+    pub pauses_absorbed: u64,
+    /// Sends after the first, over every call.
+    pub retries: u64,
+    /// Tokens the limiters gave back (`THROTTLE.GIVE`).
+    pub tokens_given_back: u64,
+    /// What served the calls: `module`, `script`, `mixed`, or `None` when direct.
+    pub backend: Option<String>,
+    /// The upstream's first 429, from the shared start, on its clock, and its Retry-After.
+    pub first_429_s: Option<f64>,
+    pub first_retry_after_s: Option<u64>,
+    /// The upstream's last 429, from the shared start.
+    pub last_429_s: Option<f64>,
+    /// Calls that reached the upstream from the first 429 to the end of its Retry-After,
+    /// from any replica (bucket phase only: the pause should hold them all back).
+    pub arrivals_in_first_pause: Option<u64>,
+    /// 429s at the upstream after the first 429's Retry-After ran out.
+    pub refused_after_first_pause: Option<u64>,
+    /// Each pause the replicas set, from the shared start: when it was sent, and when the
+    /// Retry-After it was asked for ran out (overlapping ones merged).
+    pub pause_windows: Vec<(f64, f64)>,
+    /// Every call as the upstream saw it, in arrival order.
+    pub arrivals: Vec<ArrivalReport>,
     pub error_samples: Vec<String>,
     /// From the instant the replicas fired to the upstream's last arrival, both on the
     /// upstream's clock. The bucket cannot make this shorter than the ideal.
@@ -58,13 +101,18 @@ pub struct PhaseReport {
     pub sent_span_s: Option<f64>,
     /// The total the bucket allows at best (0 when direct: everything at once).
     pub ideal_total_s: f64,
-    /// What the knobs predict. Through the bucket: the upstream's verdicts replayed on the
-    /// ideal schedule (the server decides when calls go). Direct: a bound, from how far apart
+    /// What the knobs predict. Through the bucket: the upstream's verdicts on an ideal
+    /// machine, the replicas obeying each 429 (`theory::obey`; the server decides when calls
+    /// go). Direct: a bound, from how far apart
     /// the calls arrived (`arrival_span_s`, the machine's doing): at most this many served,
     /// at least this many refused (`predicted_is_bound`).
     pub predicted_served: u64,
     pub predicted_refused: u64,
     pub predicted_is_bound: bool,
+    /// Through the bucket: the pauses the ideal run takes, and what the upstream would have
+    /// refused on the plain schedule, had nobody obeyed a 429.
+    pub predicted_pauses: Option<u64>,
+    pub predicted_refused_without_pause: Option<u64>,
     /// The earliest a call had its token, from the shared start, on the replicas' clocks
     /// (direct: when the first call began). The bucket's schedule starts no later.
     pub first_token_s: Option<f64>,
@@ -80,9 +128,20 @@ pub struct PhaseReport {
     pub min_headroom: Option<f64>,
 }
 
+/// One call at the upstream.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArrivalReport {
+    /// From the shared start, on the upstream's clock.
+    pub t_s: f64,
+    pub replica: Option<u32>,
+    pub status: u16,
+    pub retry_after_s: Option<u64>,
+}
+
 pub fn summarize(
     args: &RunArgs,
     redis: &str,
+    module_loaded: bool,
     interval: Duration,
     outcome: &Outcome,
     chart: Option<String>,
@@ -97,7 +156,16 @@ pub fn summarize(
         rate: args.rate,
         quota: args.quota,
         upstream_mode: args.upstream_mode,
-        strategy: args.strategy,
+        strategy: args.strategy(),
+        strategy_defaulted: args.strategy.is_none(),
+        backend_requested: args.backend,
+        backend: outcome
+            .phases
+            .iter()
+            .find(|p| p.phase == Phase::Bucket)
+            .and_then(served_by),
+        module_loaded,
+        max_attempts: MAX_ATTEMPTS,
         redis: redis.to_owned(),
         upstream: outcome.upstream_url.clone(),
         key: outcome.key.clone(),
@@ -116,10 +184,17 @@ pub fn summarize(
 
 fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> PhaseReport {
     let calls = u64::from(args.replicas) * u64::from(args.calls);
-    let schedule = match outcome.phase {
-        Phase::Direct => vec![Duration::ZERO; calls as usize],
-        Phase::Bucket => theory::bucket_schedule(calls, args.capacity, interval),
-    };
+    let obeyed = (outcome.phase == Phase::Bucket).then(|| {
+        theory::obey(
+            args.upstream_mode,
+            args.quota,
+            calls,
+            args.capacity,
+            interval,
+            args.strategy(),
+            MAX_ATTEMPTS,
+        )
+    });
     let arrival_span = outcome
         .arrivals
         .first()
@@ -136,10 +211,14 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
             (most, calls - most, true)
         }
         Phase::Bucket => {
-            let (served, refused) = theory::replay(args.upstream_mode, args.quota, &schedule);
-            (served, refused, false)
+            let obeyed = obeyed.as_ref().expect("the bucket phase");
+            (obeyed.served(), obeyed.refused(), false)
         }
     };
+    let predicted_refused_without_pause = (outcome.phase == Phase::Bucket).then(|| {
+        let schedule = theory::bucket_schedule(calls, args.capacity, interval);
+        theory::replay(args.upstream_mode, args.quota, &schedule).1
+    });
     let count = |status: u16| {
         outcome
             .arrivals
@@ -178,6 +257,52 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
         .min()
         .map(|us| us as f64 / 1e6);
 
+    let since_start = |at: std::time::Instant| at.saturating_duration_since(outcome.start);
+    let refusals: Vec<_> = outcome
+        .arrivals
+        .iter()
+        .filter(|a| a.status == 429)
+        .collect();
+    let first_429 = refusals.first();
+    let first_pause_ends = first_429.map(|a| {
+        (
+            a.at,
+            a.at + Duration::from_secs(a.retry_after_s.unwrap_or_default()),
+        )
+    });
+    let (arrivals_in_first_pause, refused_after_first_pause) =
+        match (outcome.phase, first_pause_ends) {
+            (Phase::Bucket, Some((from, to))) => (
+                Some(
+                    outcome
+                        .arrivals
+                        .iter()
+                        .filter(|a| a.at > from && a.at < to)
+                        .count() as u64,
+                ),
+                Some(refusals.iter().filter(|a| a.at >= to).count() as u64),
+            ),
+            _ => (None, None),
+        };
+    let attempts = outcome.records.iter().flat_map(|r| &r.attempts);
+    let pause_records: Vec<_> = attempts.clone().filter_map(|a| a.pause.as_ref()).collect();
+    // A pause that takes effect puts the next token exactly `asked` away; one the bucket
+    // absorbs leaves it where it was, further out.
+    let pauses_absorbed = pause_records
+        .iter()
+        .filter(|p| p.next_token_ms.is_some_and(|next| next > p.asked_ms))
+        .count() as u64;
+    let pause_windows = merge(
+        pause_records
+            .iter()
+            .map(|p| {
+                let at = p.at_us as f64 / 1e6;
+                (at, at + p.asked_ms as f64 / 1e3)
+            })
+            .collect(),
+    );
+    let limiters = outcome.phase == Phase::Bucket;
+
     let errors: Vec<String> = outcome
         .records
         .iter()
@@ -199,15 +324,44 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
             .count() as u64,
         errors: errors.len() as u64,
         error_samples: errors.into_iter().take(5).collect(),
+        unserved: outcome.records.iter().filter(|r| r.status != 200).count() as u64,
+        seen_429: attempts.clone().filter(|a| a.status == 429).count() as u64,
+        pauses: limiters.then(|| outcome.stats.iter().map(|s| s.pauses).sum()),
+        pauses_absorbed,
+        retries: outcome
+            .records
+            .iter()
+            .map(|r| r.attempts.len().saturating_sub(1) as u64)
+            .sum(),
+        tokens_given_back: outcome.stats.iter().map(|s| s.tokens_given_back).sum(),
+        backend: served_by(outcome),
+        first_429_s: first_429.map(|a| since_start(a.at).as_secs_f64()),
+        first_retry_after_s: first_429.and_then(|a| a.retry_after_s),
+        last_429_s: refusals.last().map(|a| since_start(a.at).as_secs_f64()),
+        arrivals_in_first_pause,
+        refused_after_first_pause,
+        pause_windows,
+        arrivals: outcome
+            .arrivals
+            .iter()
+            .map(|a| ArrivalReport {
+                t_s: since_start(a.at).as_secs_f64(),
+                replica: replica_of(&a.id),
+                status: a.status,
+                retry_after_s: a.retry_after_s,
+            })
+            .collect(),
         total_s: offsets.last().map(|&(t, _)| t),
         arrival_span_s: arrival_span.map(|d| d.as_secs_f64()),
         sent_span_s,
         first_token_s,
         last_sent_s,
-        ideal_total_s: schedule.last().copied().unwrap_or_default().as_secs_f64(),
+        ideal_total_s: obeyed.as_ref().map_or(0.0, |o| o.last().as_secs_f64()),
         predicted_served,
         predicted_refused,
         predicted_is_bound,
+        predicted_pauses: obeyed.as_ref().map(|o| o.pauses.len() as u64),
+        predicted_refused_without_pause,
         wait_mean_s,
         wait_max_s,
         round_trips: outcome
@@ -224,6 +378,30 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
             / 1e3,
         min_headroom,
     }
+}
+
+/// What served a phase's calls, as its replicas' limiters say.
+fn served_by(outcome: &PhaseOutcome) -> Option<String> {
+    let mut names = outcome.stats.iter().filter_map(|s| s.backend.as_deref());
+    let first = names.next()?;
+    Some(if names.all(|n| n == first) {
+        first.to_owned()
+    } else {
+        "mixed".to_owned()
+    })
+}
+
+/// Sorted, overlapping spans joined.
+fn merge(mut spans: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut merged: Vec<(f64, f64)> = Vec::with_capacity(spans.len());
+    for (from, to) in spans {
+        match merged.last_mut() {
+            Some(last) if from <= last.1 => last.1 = last.1.max(to),
+            _ => merged.push((from, to)),
+        }
+    }
+    merged
 }
 
 /// Seconds from the shared start to each arrival, and whether each was served. The
@@ -253,10 +431,20 @@ pub fn chart_series(outcome: &Outcome, summary: &Summary) -> Vec<PhaseSeries> {
             if let Some(wait) = r.wait_mean_s {
                 let _ = write!(subtitle, ", mean wait {wait:.2} s");
             }
+            if let Some(pauses @ 1..) = r.pauses {
+                let _ = write!(
+                    subtitle,
+                    ", {pauses} pause{}, {} retr{}",
+                    if pauses == 1 { "" } else { "s" },
+                    r.retries,
+                    if r.retries == 1 { "y" } else { "ies" }
+                );
+            }
             PhaseSeries {
                 title: p.phase.title().to_owned(),
                 subtitle,
                 arrivals: arrival_offsets(p),
+                pauses: r.pause_windows.clone(),
             }
         })
         .collect()
@@ -319,6 +507,118 @@ pub fn explanations(summary: &Summary) -> Vec<String> {
             capacity + rate
         ));
     }
+    lines.extend(pause_story(summary));
+    lines
+}
+
+/// What the supplier's 429s did to the bucket phase: the pause, what it held back, what
+/// came after.
+fn pause_story(summary: &Summary) -> Vec<String> {
+    let mut lines = Vec::new();
+    let Some(shared) = summary.phases.iter().find(|p| p.phase == Phase::Bucket) else {
+        return lines;
+    };
+    let (Some(first), Some(pauses @ 1..)) = (shared.first_429_s, shared.pauses) else {
+        return lines;
+    };
+    let retry_after = shared.first_retry_after_s.unwrap_or_default();
+    let interval = summary.token_interval_ms;
+    lines.push(format!(
+        "The API's first 429 came at {first:.3} s with Retry-After: {retry_after}. The replica \
+         that got it paused the shared bucket for it (THROTTLE.PAUSE {} ms), which stops \
+         every replica on that key, not just itself; {pauses} pause{} in all.",
+        retry_after * 1000,
+        if pauses == 1 { "" } else { "s" }
+    ));
+    let held = shared.arrivals_in_first_pause.unwrap_or_default();
+    let after = shared.refused_after_first_pause.unwrap_or_default();
+    let end = first + retry_after as f64;
+    match summary.strategy {
+        StrategyArg::Poll => {
+            lines.push(format!(
+                "{} from either replica reached the API from {first:.3} s to {end:.3} s; then \
+                 the bucket gave one token every {interval:.3} ms, with no burst (a pause \
+                 resumes from a single token).",
+                match held {
+                    0 => "No call".to_owned(),
+                    1 => "1 call".to_owned(),
+                    n => format!("{n} calls"),
+                }
+            ));
+        }
+        StrategyArg::Reserve => {
+            if shared.pauses_absorbed > 0 || held > 0 {
+                lines.push(format!(
+                    "With --strategy reserve every call reserved its slot at the start, and a \
+                     pause never moves a reservation already granted: {held} call{} reserved \
+                     inside the pause still reached the API during it, and {} of the {pauses} \
+                     pauses changed nothing (the bucket already owed tokens further out); each \
+                     refused call reserved again at the end of the queue. Polling (the default \
+                     against a window) holds no slot while it waits, so one 429 stops the \
+                     whole fleet.",
+                    if held == 1 { "" } else { "s" },
+                    shared.pauses_absorbed
+                ));
+            }
+        }
+    }
+    let rate_over = summary.rate > f64::from(summary.quota);
+    if after == 0 {
+        lines.push(format!(
+            "No 429 after the pause: {}/s with no burst fits the API's {}.",
+            num(summary.rate),
+            match summary.upstream_mode {
+                UpstreamMode::Bucket => format!("{}/s", summary.quota),
+                UpstreamMode::Window => format!("window of {} in any second", summary.quota),
+            }
+        ));
+    } else if rate_over {
+        lines.push(format!(
+            "{after} 429s came after the first pause: the bucket's rate, {}/s, is still above \
+             the API's {}/s, so each pause is followed by more refusals and another pause. The \
+             pauses, not the bucket, keep the fleet to what the API takes; set --rate {} or \
+             lower.",
+            num(summary.rate),
+            summary.quota,
+            summary.quota
+        ));
+    } else {
+        lines.push(format!(
+            "{after} 429s came after the first pause, though {}/s fits the API: calls that \
+             reached it more than one interval after their token bunched up (the machine's \
+             doing: the bucket gave one token per interval).",
+            num(summary.rate)
+        ));
+    }
+    if let Some(pauses @ 1..) = shared.predicted_pauses {
+        lines.push(format!(
+            "On an ideal machine, obeying each 429: {} refused, {pauses} pause{}, the last call \
+             at {:.3} s (the ideal above, with the pauses).",
+            shared.predicted_refused,
+            if pauses == 1 { "" } else { "s" },
+            shared.ideal_total_s
+        ));
+    }
+    if shared.unserved == 0 {
+        lines.push(format!(
+            "Every call was served in the end: {} retr{} (at most {} sends per call).",
+            shared.retries,
+            if shared.retries == 1 { "y" } else { "ies" },
+            summary.max_attempts
+        ));
+    } else {
+        lines.push(format!(
+            "{} calls were not served after {} sends.",
+            shared.unserved, summary.max_attempts
+        ));
+    }
+    if summary.strategy_defaulted && summary.strategy == StrategyArg::Poll {
+        lines.push(
+            "Strategy poll: the default with --upstream-mode window, so that a 429 stops the \
+             fleet at once (--strategy reserve shows the difference)."
+                .to_owned(),
+        );
+    }
     lines
 }
 
@@ -332,17 +632,35 @@ pub fn text(summary: &Summary) -> String {
     );
     let _ = writeln!(
         out,
-        "shared bucket: key {}, capacity {}, rate {}/s (one token every {:.3} ms), strategy {}",
+        "shared bucket: key {}, capacity {}, rate {}/s (one token every {:.3} ms), strategy {}{}",
         summary.key,
         summary.capacity,
         num(summary.rate),
         summary.token_interval_ms,
-        match summary.strategy {
-            StrategyArg::Reserve => "reserve",
-            StrategyArg::Poll => "poll",
+        summary.strategy.name(),
+        if summary.strategy_defaulted && summary.strategy == StrategyArg::Poll {
+            " (the default against a window)"
+        } else {
+            ""
         }
     );
-    let _ = writeln!(out, "redis:         {}\n", summary.redis);
+    let _ = writeln!(out, "redis:         {}", summary.redis);
+    let _ = writeln!(
+        out,
+        "backend:       {}, from --backend {}{}\n",
+        match summary.backend.as_deref() {
+            Some("script") => "script (the commands ran as Lua, EVALSHA)",
+            Some("module") => "module (the THROTTLE.* commands ran natively)",
+            Some(other) => other,
+            None => "unknown",
+        },
+        summary.backend_requested.name(),
+        if summary.module_loaded {
+            ""
+        } else {
+            "; the server has no module"
+        }
+    );
 
     let phases = &summary.phases;
     let row = |out: &mut String, label: &str, cell: &dyn Fn(&PhaseReport) -> String| {
@@ -355,9 +673,34 @@ pub fn text(summary: &Summary) -> String {
     row(&mut out, "", &|p| p.phase.title().to_owned());
     row(&mut out, "served (200)", &|p| p.served.to_string());
     row(&mut out, "refused (429)", &|p| p.refused.to_string());
+    row(&mut out, "429s seen by the replicas", &|p| {
+        p.seen_429.to_string()
+    });
+    row(&mut out, "pauses (THROTTLE.PAUSE)", &|p| {
+        p.pauses
+            .map_or("- (no limiter)".to_owned(), |n| n.to_string())
+    });
+    row(&mut out, "retries after a 429", &|p| match p.phase {
+        Phase::Direct => "- (none)".to_owned(),
+        Phase::Bucket => p.retries.to_string(),
+    });
+    row(&mut out, "last 429 at", &|p| seconds(p.last_429_s));
+    // Only when something was paused: otherwise they would be all dashes.
+    if phases.iter().any(|p| p.pauses.is_some_and(|n| n > 0)) {
+        pause_rows(&mut out, &row);
+    }
     if phases.iter().any(|p| p.errors > 0 || p.other_status > 0) {
         row(&mut out, "failed (no answer or other status)", &|p| {
             (p.errors + p.other_status).to_string()
+        });
+    }
+    if phases
+        .iter()
+        .any(|p| p.phase == Phase::Bucket && p.unserved > 0)
+    {
+        row(&mut out, "not served in the end", &|p| match p.phase {
+            Phase::Direct => "-".to_owned(),
+            Phase::Bucket => p.unserved.to_string(),
         });
     }
     row(&mut out, "total time, fired to last call *", &|p| {
@@ -388,6 +731,19 @@ pub fn text(summary: &Summary) -> String {
             format!("{} / {}", p.predicted_served, p.predicted_refused)
         }
     });
+    if phases
+        .iter()
+        .any(|p| p.predicted_pauses.is_some_and(|n| n > 0))
+    {
+        row(
+            &mut out,
+            "  predicted pauses (without: refused)",
+            &|p| match (p.predicted_pauses, p.predicted_refused_without_pause) {
+                (Some(pauses), Some(without)) => format!("{pauses} (without: {without})"),
+                _ => "-".to_owned(),
+            },
+        );
+    }
     let _ = writeln!(
         out,
         "\n* from the instant the replicas fired to the upstream's last arrival, on one clock."
@@ -396,7 +752,7 @@ pub fn text(summary: &Summary) -> String {
         let _ = writeln!(
             out,
             "† direct: the calls reached the API over {}, so at most {} can be served; through \
-             the bucket: on the ideal schedule.",
+             the bucket: on an ideal machine, every 429 obeyed.",
             seconds(direct.arrival_span_s),
             direct.predicted_served
         );
@@ -420,8 +776,11 @@ pub fn text(summary: &Summary) -> String {
         if summary.upstream_mode == UpstreamMode::Window && shared.refused > 0 {
             let _ = writeln!(
                 out,
-                "The window refused {} through the bucket ({} predicted on the ideal schedule).",
-                shared.refused, shared.predicted_refused
+                "The window refused {} through the bucket ({} predicted; {} had the fleet not \
+                 paused).",
+                shared.refused,
+                shared.predicted_refused,
+                shared.predicted_refused_without_pause.unwrap_or_default()
             );
         }
     }
@@ -434,6 +793,30 @@ pub fn text(summary: &Summary) -> String {
         let _ = writeln!(out, "chart: {chart}");
     }
     out
+}
+
+type Row<'a> = dyn Fn(&mut String, &str, &dyn Fn(&PhaseReport) -> String) + 'a;
+
+/// The pause's rows: when, what reached the API meanwhile, and what was refused after.
+fn pause_rows(out: &mut String, row: &Row<'_>) {
+    row(out, "fleet paused (first Retry-After)", &|p| match (
+        p.phase,
+        p.first_429_s,
+        p.first_retry_after_s,
+    ) {
+        (Phase::Bucket, Some(at), Some(ra)) => {
+            format!("{at:.3} s to {:.3} s", at + ra as f64)
+        }
+        _ => "-".to_owned(),
+    });
+    row(out, "  calls at the API meanwhile", &|p| {
+        p.arrivals_in_first_pause
+            .map_or("-".to_owned(), |n| n.to_string())
+    });
+    row(out, "  429s after it", &|p| {
+        p.refused_after_first_pause
+            .map_or("-".to_owned(), |n| n.to_string())
+    });
 }
 
 fn rule_row(mode: UpstreamMode) -> &'static str {

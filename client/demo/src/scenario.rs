@@ -3,11 +3,11 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::cli::{Phase, RunArgs};
+use crate::cli::{Phase, RunArgs, MAX_ATTEMPTS};
 use crate::fleet::{self, Plan};
 use crate::theory;
 use crate::upstream::{Arrival, Upstream};
-use crate::wire::CallRecord;
+use crate::wire::{CallRecord, ReplicaStats};
 
 /// The bank's integrator id at the central bank: the unit the upstream's quota counts in.
 pub const INTEGRATOR: &str = "bank-0001";
@@ -19,6 +19,8 @@ pub struct PhaseOutcome {
     /// upstream's: the origin of every time in the report and the chart.
     pub start: Instant,
     pub records: Vec<CallRecord>,
+    /// Each replica's limiter counters.
+    pub stats: Vec<ReplicaStats>,
     /// In arrival order.
     pub arrivals: Vec<Arrival>,
 }
@@ -50,10 +52,17 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
         std::process::id()
     );
     let calls = u64::from(args.replicas) * u64::from(args.calls);
-    let ideal = theory::bucket_schedule(calls, args.capacity, interval)
-        .last()
-        .copied()
-        .unwrap_or_default();
+    // With the pauses the supplier's 429s ask for, on an ideal machine.
+    let ideal = theory::obey(
+        args.upstream_mode,
+        args.quota,
+        calls,
+        args.capacity,
+        interval,
+        args.strategy(),
+        MAX_ATTEMPTS,
+    )
+    .last();
 
     let mut phases = Vec::with_capacity(2);
     for phase in [Phase::Direct, Phase::Bucket] {
@@ -78,7 +87,8 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
             key: key.clone(),
             capacity: args.capacity,
             rate: args.rate,
-            strategy: args.strategy,
+            strategy: args.strategy(),
+            backend: args.backend,
             // Twice the ideal, plus slack: enough for polling on a busy machine, and a bound.
             max_wait: ideal * 2 + Duration::from_secs(10),
         };
@@ -87,6 +97,7 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
             phase,
             start: run.start.into_std(),
             records: run.records,
+            stats: run.stats,
             arrivals: upstream.take_log(),
         });
     }

@@ -2,9 +2,12 @@
 //! bucket's ideal schedule, the upstream's verdicts replayed on it, the allowance left
 //! over a run, and whether a bucket shape fits the upstream's rule at all.
 
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use crate::limit::{Allowance, UpstreamMode, Verdict};
+use crate::cli::StrategyArg;
+use crate::limit::{retry_after_seconds, Allowance, UpstreamMode, Verdict};
 
 /// When each of `calls` simultaneous calls may go through a full bucket of `capacity`
 /// that refills one token per `interval`: `capacity` at once, then one per interval.
@@ -26,6 +29,113 @@ pub fn replay(mode: UpstreamMode, quota: u32, arrivals: &[Duration]) -> (u64, u6
         .filter(|&&t| allowance.check(t) == Verdict::Served)
         .count() as u64;
     (served, arrivals.len() as u64 - served)
+}
+
+/// The bucket phase on an ideal machine (no time on the wire, no time in Redis), with the
+/// replicas obeying the supplier: every 429 pauses the shared bucket for its `Retry-After`
+/// (`THROTTLE.PAUSE`'s rule), and the call takes a token again and is sent again, at most
+/// `max_attempts` sends in all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Obeyed {
+    /// Every send, in arrival order, and whether the upstream served it.
+    pub arrivals: Vec<(Duration, bool)>,
+    /// Each pause: from the 429 to the end of its `Retry-After`.
+    pub pauses: Vec<(Duration, Duration)>,
+    /// Calls refused on their last attempt.
+    pub failed: u64,
+}
+
+impl Obeyed {
+    pub fn refused(&self) -> u64 {
+        self.arrivals.iter().filter(|a| !a.1).count() as u64
+    }
+
+    pub fn served(&self) -> u64 {
+        self.arrivals.len() as u64 - self.refused()
+    }
+
+    /// The last arrival.
+    pub fn last(&self) -> Duration {
+        self.arrivals.last().map_or(Duration::ZERO, |a| a.0)
+    }
+}
+
+/// Runs the bucket phase of `calls` simultaneous calls through a full bucket of `capacity`
+/// refilling one token per `interval` (GCRA, in nanoseconds, as the server keeps it):
+/// - reserve: every call reserves its slot at the start; a call refused reserves again at
+///   the end of the queue. A pause never moves a slot already granted.
+/// - poll: a call takes a token only when one is there, so the bucket holds no slot for
+///   anyone, and a pause holds back every call that has not sent yet.
+pub fn obey(
+    mode: UpstreamMode,
+    quota: u32,
+    calls: u64,
+    capacity: u64,
+    interval: Duration,
+    strategy: StrategyArg,
+    max_attempts: u32,
+) -> Obeyed {
+    let i = interval.as_nanos();
+    let burst = u128::from(capacity) * i;
+    // The instant the bucket is full again, in ns after the start (full at the start).
+    let mut state: u128 = 0;
+    let mut upstream = Allowance::new(mode, quota);
+    let mut out = Obeyed::default();
+    let at = |t: u128| Duration::from_nanos(u64::try_from(t).unwrap_or(u64::MAX));
+    // Sends `(t, attempt)` and applies the answer; true when the call must send again.
+    let mut send = |t: u128, attempt: u32, state: &mut u128, out: &mut Obeyed| -> bool {
+        match upstream.check(at(t)) {
+            Verdict::Served => {
+                out.arrivals.push((at(t), true));
+                false
+            }
+            Verdict::Refused { retry_after } => {
+                out.arrivals.push((at(t), false));
+                let pause = u128::from(retry_after_seconds(retry_after)) * 1_000_000_000;
+                // THROTTLE.PAUSE: the next token `pause` from now, then one per interval.
+                *state = (*state).max(t + pause + burst - i);
+                out.pauses.push((at(t), at(t + pause)));
+                if attempt < max_attempts {
+                    true
+                } else {
+                    out.failed += 1;
+                    false
+                }
+            }
+        }
+    };
+    match strategy {
+        StrategyArg::Reserve => {
+            // A reservation at `t`: the slot after the last one granted.
+            let reserve = |state: &mut u128, t: u128| -> u128 {
+                *state = (*state).max(t) + i;
+                state.saturating_sub(burst).max(t)
+            };
+            let mut slots = BinaryHeap::new();
+            for call in 0..calls {
+                slots.push(Reverse((reserve(&mut state, 0), call, 1u32)));
+            }
+            while let Some(Reverse((t, call, attempt))) = slots.pop() {
+                if send(t, attempt, &mut state, &mut out) {
+                    slots.push(Reverse((reserve(&mut state, t), call, attempt + 1)));
+                }
+            }
+        }
+        StrategyArg::Poll => {
+            let mut waiting: VecDeque<u32> = (0..calls).map(|_| 1).collect();
+            let mut now = 0;
+            while let Some(attempt) = waiting.pop_front() {
+                // The first instant a token is there, and whoever asks first takes it.
+                let t = state.saturating_sub(burst - i).max(now);
+                state = state.max(t) + i;
+                now = t;
+                if send(t, attempt, &mut state, &mut out) {
+                    waiting.push_back(attempt + 1);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The most of `calls` the upstream's rule can serve when they arrive over `span` (from the
@@ -176,6 +286,93 @@ mod tests {
         // The shape the output suggests for a window does fit it.
         let five = bucket_schedule(40, 5, Duration::from_millis(200));
         assert_eq!(replay(UpstreamMode::Window, 10, &five), (40, 0));
+    }
+
+    #[test]
+    fn obeying_the_window_pauses_the_fleet_once_when_polling() {
+        let poll = obey(
+            UpstreamMode::Window,
+            10,
+            40,
+            8,
+            INTERVAL_9,
+            StrategyArg::Poll,
+            5,
+        );
+        // 8 at once, 2 more refills, and the 11th call in the first second is refused at
+        // 3 intervals, told to come back in 1 s (0.667 s rounded up): the whole fleet waits,
+        // then goes on at 9/s with no burst, which the window of 10 takes.
+        assert_eq!((poll.served(), poll.refused(), poll.failed), (40, 1, 0));
+        assert_eq!(
+            poll.pauses,
+            [(INTERVAL_9 * 3, INTERVAL_9 * 3 + Duration::from_secs(1))]
+        );
+        assert_eq!(poll.last(), INTERVAL_9 * 32 + Duration::from_secs(1));
+        let after: Vec<_> = poll.arrivals.iter().skip(11).collect();
+        assert_eq!(after[0].0, INTERVAL_9 * 3 + Duration::from_secs(1));
+        assert!(after.iter().all(|a| a.1));
+    }
+
+    #[test]
+    fn a_pause_does_not_move_reservations_already_granted() {
+        let reserve = obey(
+            UpstreamMode::Window,
+            10,
+            40,
+            8,
+            INTERVAL_9,
+            StrategyArg::Reserve,
+            5,
+        );
+        // Every slot was reserved at the start: the 6 the window refuses (as without any
+        // pause) still go, each pauses (a no-op: the bucket owes slots 3 s ahead) and
+        // reserves again at the end of the queue.
+        assert_eq!((reserve.served(), reserve.refused()), (40, 6));
+        assert_eq!(reserve.pauses.len(), 6);
+        assert_eq!(reserve.last(), INTERVAL_9 * 38);
+        // Nothing to obey against a bucket that fits: the plain schedule.
+        let fits = obey(
+            UpstreamMode::Bucket,
+            10,
+            40,
+            8,
+            INTERVAL_9,
+            StrategyArg::Reserve,
+            5,
+        );
+        let schedule = bucket_schedule(40, 8, INTERVAL_9);
+        assert_eq!(
+            fits.arrivals,
+            schedule.iter().map(|&t| (t, true)).collect::<Vec<_>>()
+        );
+        assert!(fits.pauses.is_empty());
+        let polled = obey(
+            UpstreamMode::Bucket,
+            10,
+            40,
+            8,
+            INTERVAL_9,
+            StrategyArg::Poll,
+            5,
+        );
+        assert_eq!(polled.arrivals, fits.arrivals);
+    }
+
+    #[test]
+    fn a_rate_above_the_window_is_paused_again_and_again() {
+        // 12/s with no burst is still over a window of 10: every second or so another 429
+        // and another pause; the pauses bring the fleet down to what the window takes.
+        let fast = obey(
+            UpstreamMode::Window,
+            10,
+            40,
+            8,
+            Duration::from_nanos(83_333_334),
+            StrategyArg::Poll,
+            5,
+        );
+        assert!(fast.pauses.len() > 1, "{fast:?}");
+        assert_eq!(fast.served(), 40);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use axum::Router;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::limit::{Allowance, UpstreamMode, Verdict};
+use crate::limit::{retry_after_seconds, Allowance, UpstreamMode, Verdict};
 
 /// The header that names the caller's integrator: the unit the quota is counted in.
 pub const INTEGRATOR_HEADER: &str = "x-integrator";
@@ -26,6 +26,10 @@ pub const INTEGRATOR_HEADER: &str = "x-integrator";
 pub struct Arrival {
     pub at: Instant,
     pub status: u16,
+    /// The call's id, from its URL (see [`crate::wire::call_id`]).
+    pub id: String,
+    /// The `Retry-After` it was answered with, in whole seconds (429 only).
+    pub retry_after_s: Option<u64>,
 }
 
 struct Shared {
@@ -157,11 +161,16 @@ async fn pix_status(
             .entry(integrator.to_owned())
             .or_insert_with(|| Allowance::new(mode, quota))
             .check(now);
-        let status = match verdict {
-            Verdict::Served => 200,
-            Verdict::Refused { .. } => 429,
+        let (status, retry_after_s) = match verdict {
+            Verdict::Served => (200, None),
+            Verdict::Refused { retry_after } => (429, Some(retry_after_seconds(retry_after))),
         };
-        state.log.push(Arrival { at, status });
+        state.log.push(Arrival {
+            at,
+            status,
+            id: id.clone(),
+            retry_after_s,
+        });
         verdict
     };
     match verdict {
@@ -171,8 +180,7 @@ async fn pix_status(
         )
             .into_response(),
         Verdict::Refused { retry_after } => {
-            // Retry-After counts whole seconds; rounded up so a client that obeys is never early.
-            let seconds = retry_after.as_nanos().div_ceil(1_000_000_000).max(1);
+            let seconds = retry_after_seconds(retry_after);
             (
                 StatusCode::TOO_MANY_REQUESTS,
                 [
@@ -220,8 +228,12 @@ mod tests {
         let health = format!("{}/health", upstream.url());
         assert_eq!(get(&health, None).await.status(), 200);
 
-        let statuses: Vec<u16> = upstream.take_log().iter().map(|a| a.status).collect();
+        let log = upstream.take_log();
+        let statuses: Vec<u16> = log.iter().map(|a| a.status).collect();
         assert_eq!(statuses, [200, 200, 200, 429, 200]);
+        assert_eq!(log[3].retry_after_s, Some(1));
+        assert_eq!(log[3].id, "E123");
+        assert_eq!(log[0].retry_after_s, None);
         assert!(upstream.take_log().is_empty());
         let full_in = upstream.full_in("a");
         assert!(full_in > Duration::from_millis(500) && full_in <= Duration::from_secs(1));

@@ -109,9 +109,33 @@ fn full_size_direct_is_refused_and_the_bucket_is_served_on_time() {
     assert_direct_is_refused_as_the_arrivals_allow(direct, Upstream::Bucket);
 
     let bucket = phase(&summary, "bucket");
+    assert_served_on_time(bucket);
+    // A private server has the module, and auto found it.
+    assert_eq!(summary["module_loaded"], true, "{summary}");
+    assert_eq!(summary["backend"], "module", "{summary}");
+    assert_eq!(bucket["backend"], "module", "{bucket}");
+
+    let chart = std::fs::read_to_string(chart_path("full-size")).expect("the chart");
+    assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"));
+    assert_eq!(
+        summary["chart"],
+        chart_path("full-size").display().to_string()
+    );
+}
+
+/// Phase 2 at full size: 40 served, none refused, one round trip each, and the last call no
+/// earlier than the ideal 3.556 s and late only by the machine's measured doing.
+#[track_caller]
+fn assert_served_on_time(bucket: &Value) {
     assert_eq!(int(&bucket["served"]), 40, "{bucket}");
     assert_eq!(int(&bucket["refused"]), 0, "{bucket}");
     assert_eq!(int(&bucket["errors"]), 0, "{bucket}");
+    assert_eq!(int(&bucket["unserved"]), 0, "{bucket}");
+    assert_eq!(
+        (int(&bucket["pauses"]), int(&bucket["retries"])),
+        (0, 0),
+        "nothing to obey: {bucket}"
+    );
     assert_eq!(
         int(&bucket["round_trips"]),
         40,
@@ -149,13 +173,24 @@ fn full_size_direct_is_refused_and_the_bucket_is_served_on_time() {
         secs(&bucket["wait_max_s"]) >= ideal - start_lag - 0.001,
         "{bucket}"
     );
+}
 
-    let chart = std::fs::read_to_string(chart_path("full-size")).expect("the chart");
-    assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"));
-    assert_eq!(
-        summary["chart"],
-        chart_path("full-size").display().to_string()
-    );
+#[test]
+fn the_script_backend_on_a_server_without_the_module_gives_the_same_table() {
+    let _turn = turn();
+    let summary = run("script", &["--backend", "script"]);
+    // The private server was started without --loadmodule: THROTTLE.TAKE is an unknown
+    // command there, as on a managed Redis that refuses MODULE LOAD.
+    assert_eq!(summary["module_loaded"], false, "{summary}");
+    let redis = summary["redis"].as_str().unwrap();
+    assert!(redis.contains("without the module"), "{redis}");
+    assert_eq!(summary["backend_requested"], "script");
+    // Both replicas' limiters say the script served them.
+    assert_eq!(summary["backend"], "script", "{summary}");
+    let bucket = phase(&summary, "bucket");
+    assert_eq!(bucket["backend"], "script", "{bucket}");
+    assert_served_on_time(bucket);
+    assert_direct_is_refused_as_the_arrivals_allow(phase(&summary, "direct"), Upstream::Bucket);
 }
 
 /// How the mock upstream counts (`--upstream-mode`).
@@ -215,7 +250,13 @@ fn a_strict_window_refuses_the_default_bucket_and_says_what_fits() {
         int(&bucket["refused"]) > 0,
         "8 + 9/s is over a window of 10: {bucket}"
     );
-    assert_eq!(int(&bucket["predicted_refused"]), 6, "{bucket}");
+    // Had the fleet not paused: 6 of the 8 + 9 in the first second. Obeying: 1 (below).
+    assert_eq!(
+        int(&bucket["predicted_refused_without_pause"]),
+        6,
+        "{bucket}"
+    );
+    assert_eq!(int(&bucket["predicted_refused"]), 1, "{bucket}");
     assert_eq!(summary["fits"], false);
     let reason = summary["fit_reason"].as_str().unwrap();
     assert!(
@@ -224,6 +265,216 @@ fn a_strict_window_refuses_the_default_bucket_and_says_what_fits() {
         "{reason}"
     );
     assert_eq!(summary["fit_example"], serde_json::json!([5, 5]));
+}
+
+/// The shared bucket's time per token at 9/s, as the server computes it (rounded up to the ns).
+const INTERVAL_9_S: f64 = 0.111_111_112;
+/// Room for the clocks: the mock's is this machine's monotonic clock, the bucket's the
+/// server's (Redis's own monotonic clock, or TIME for the script); over a few seconds they
+/// differ by well under a millisecond, and the server counts the pause in whole ms.
+const CLOCKS_S: f64 = 0.003;
+
+/// One call as the mock saw it, from the JSON summary.
+#[derive(Debug)]
+struct Arrival {
+    t: f64,
+    replica: u64,
+    status: u64,
+    retry_after: Option<u64>,
+}
+
+fn arrivals(phase: &Value) -> Vec<Arrival> {
+    phase["arrivals"]
+        .as_array()
+        .expect("arrivals")
+        .iter()
+        .map(|a| Arrival {
+            t: secs(&a["t_s"]),
+            replica: int(&a["replica"]),
+            status: int(&a["status"]),
+            retry_after: a["retry_after_s"].as_u64(),
+        })
+        .collect()
+}
+
+#[test]
+fn a_429_pauses_the_whole_fleet_and_every_call_is_served_in_the_end() {
+    let _turn = turn();
+    let summary = run("window-pause", &["--upstream-mode", "window"]);
+    // Against a window the replicas poll unless told otherwise: a pause holds back every
+    // call that has not sent yet, and a polling call holds no slot while it waits.
+    assert_eq!(summary["strategy"], "poll", "{summary}");
+    assert_eq!(summary["strategy_defaulted"], true);
+    let bucket = phase(&summary, "bucket");
+    assert_eq!(
+        (
+            int(&bucket["served"]),
+            int(&bucket["unserved"]),
+            int(&bucket["errors"])
+        ),
+        (40, 0, 0),
+        "every call served in the end: {bucket}"
+    );
+    let log = arrivals(bucket);
+
+    // The mock decides the first 429: 8 at once and 2 refills fill its window of 10 within
+    // the first second, so the 11th arrival (3 intervals in) is refused, told to come back
+    // when the oldest call leaves the window: under a second away, rounded up to 1 s.
+    let first = log
+        .iter()
+        .position(|a| a.status == 429)
+        .unwrap_or_else(|| panic!("no 429: {bucket}"));
+    assert_eq!(first, 10, "{log:?}");
+    let (t429, retry_after) = (log[first].t, log[first].retry_after);
+    assert_eq!(retry_after, Some(1), "{log:?}");
+    let resume = t429 + 1.0;
+
+    // The pause: from the 429 until its Retry-After ran out, no call reached the API from
+    // either replica (the server holds every token back; none was due for 111 ms anyway
+    // when the 429 came, so none was in flight).
+    let after = &log[first + 1..];
+    let early: Vec<_> = after.iter().filter(|a| a.t < resume - CLOCKS_S).collect();
+    assert!(
+        early.is_empty(),
+        "calls reached the API during the pause ({t429:.3} s to {resume:.3} s): {early:?}"
+    );
+    // Both replicas were held back, not done: each has calls after the pause.
+    for replica in 0..2 {
+        assert!(
+            after.iter().any(|a| a.replica == replica),
+            "replica {replica} sent nothing after the pause: {log:?}"
+        );
+    }
+    // The fleet resumes from a single token, one per interval, no burst: the j-th call
+    // after the pause reaches the API no earlier than j intervals after it ended (the
+    // server's guarantee, whatever the machine does).
+    let mut late_max = 0.0_f64;
+    for (j, a) in after.iter().enumerate() {
+        let slot = resume + j as f64 * INTERVAL_9_S;
+        assert!(
+            a.t >= slot - CLOCKS_S,
+            "call {j} after the pause arrived at {:.4} s, before its slot {slot:.4} s: {log:?}",
+            a.t
+        );
+        late_max = late_max.max(a.t - slot);
+    }
+    // After a pause of at least a second the window holds only calls sent after it. A 429
+    // there needs 11 arrivals within 1 s, whose tokens span at least 10 intervals (1.111 s),
+    // so some call reached the API more than 10 intervals - 1 s (111 ms) after its slot.
+    // The machine decides whether that happens; when it does not, no 429 can come.
+    let refused_after = after.iter().filter(|a| a.status == 429).count() as u64;
+    let bunching = 10.0 * INTERVAL_9_S - 1.0;
+    eprintln!(
+        "after the pause: latest arrival {:.1} ms behind its slot, {refused_after} 429s",
+        late_max * 1e3
+    );
+    if late_max < bunching - CLOCKS_S {
+        assert_eq!(refused_after, 0, "{log:?}");
+        assert_eq!(
+            (
+                int(&bucket["refused"]),
+                int(&bucket["pauses"]),
+                int(&bucket["retries"])
+            ),
+            (1, 1, 1),
+            "one 429, one pause, one retry: {bucket}"
+        );
+    } else {
+        // Each 429 paused the fleet again and was retried: bounded by the attempts.
+        assert_eq!(
+            (int(&bucket["pauses"]), int(&bucket["retries"])),
+            (1 + refused_after, 1 + refused_after),
+            "{bucket}"
+        );
+    }
+    // The report says what the log says.
+    assert_eq!(
+        int(&bucket["seen_429"]),
+        int(&bucket["refused"]),
+        "{bucket}"
+    );
+    assert_eq!(int(&bucket["arrivals_in_first_pause"]), 0, "{bucket}");
+    assert_eq!(
+        int(&bucket["refused_after_first_pause"]),
+        refused_after,
+        "{bucket}"
+    );
+    assert!(
+        (secs(&bucket["first_429_s"]) - t429).abs() < 1e-6,
+        "{bucket}"
+    );
+    assert_eq!(
+        int(&bucket["pauses_absorbed"]),
+        0,
+        "nothing was reserved: {bucket}"
+    );
+    // On an ideal machine: 10 calls, the 429 at 3 intervals, the pause of 1 s, then the
+    // other 30 at 9/s: the last one 32 intervals + 1 s after the start. Nothing is earlier.
+    assert_eq!(
+        (
+            int(&bucket["predicted_refused"]),
+            int(&bucket["predicted_pauses"])
+        ),
+        (1, 1),
+        "{bucket}"
+    );
+    let ideal = secs(&bucket["ideal_total_s"]);
+    assert!(
+        (ideal - (32.0 * INTERVAL_9_S + 1.0)).abs() < 1e-6,
+        "{ideal}"
+    );
+    assert!(secs(&bucket["total_s"]) >= ideal - CLOCKS_S, "{bucket}");
+    // The chart marks the pause.
+    let chart = std::fs::read_to_string(chart_path("window-pause")).expect("the chart");
+    assert!(
+        chart.contains("fleet paused (Retry-After)") && chart.contains("paused "),
+        "no pause on the chart"
+    );
+}
+
+#[test]
+fn reservations_keep_their_slots_through_a_pause() {
+    let _turn = turn();
+    let summary = run(
+        "window-reserve",
+        &[
+            "--upstream-mode",
+            "window",
+            "--strategy",
+            "reserve",
+            "--calls",
+            "10",
+        ],
+    );
+    let bucket = phase(&summary, "bucket");
+    // Every call reserved its slot at the start; the window refuses the 6 slots from 3 to
+    // 8 intervals (as without any pause), and a pause never moves a slot already granted.
+    assert_eq!(
+        (
+            int(&bucket["predicted_refused"]),
+            int(&bucket["predicted_pauses"])
+        ),
+        (6, 6),
+        "{bucket}"
+    );
+    let refused = int(&bucket["refused"]);
+    assert!(refused >= 1, "{bucket}");
+    assert!(
+        int(&bucket["arrivals_in_first_pause"]) > 0,
+        "reserved calls went during the pause: {bucket}"
+    );
+    assert!(
+        int(&bucket["pauses_absorbed"]) >= 1,
+        "the bucket already owed tokens beyond the pause: {bucket}"
+    );
+    // Every 429 paused and was retried, and every call was served in the end.
+    assert_eq!(int(&bucket["pauses"]), refused, "{bucket}");
+    assert_eq!(int(&bucket["retries"]), refused, "{bucket}");
+    assert_eq!(
+        (int(&bucket["served"]), int(&bucket["unserved"])),
+        (20, 0),
+        "{bucket}"
+    );
 }
 
 #[test]

@@ -1,0 +1,138 @@
+//! Command-line flags: the demo's knobs, and the hidden subcommands the demo starts its
+//! worker processes with.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+use throttle_testkit::Flavor;
+
+/// The Rate Limiting pattern's ingestion example: 10 000 records of 10 RU each into a
+/// database provisioned for 20 000 RU/s, by 3 worker processes. Phase 1 sends them all and
+/// retries what is refused; phase 2 queues them in a redis-throttle backlog (two streams,
+/// one shared bucket) and drains it at the quota; phase 3 does the same and SIGKILLs a
+/// worker mid-run.
+#[derive(Debug, Parser)]
+#[command(name = "ingest-demo", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// A phase-1 worker: sends its records at once and retries what is refused.
+    #[command(hide = true)]
+    RetryWorker(RetryWorkerArgs),
+    /// A phase-2/3 worker: drains the backlog's streams through the shared bucket.
+    #[command(hide = true)]
+    BacklogWorker(BacklogWorkerArgs),
+}
+
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct RunArgs {
+    /// Records to ingest, 10 RU each (half in queue A, half in queue B in phases 2 and 3).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(10..=100_000))]
+    pub records: u32,
+    /// Worker processes.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=8))]
+    pub workers: u32,
+    /// Phases to run (1: retry on error, 2: backlog, 3: backlog with a worker killed);
+    /// repeat the flag for several [default: all three].
+    #[arg(long = "phase", value_parser = clap::value_parser!(u8).range(1..=3))]
+    pub phases: Vec<u8>,
+    /// How long a record read by a worker may sit unacknowledged before another worker takes
+    /// it over (the backlog's `claim_idle`), in ms.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    pub claim_idle_ms: u64,
+    /// Request units the shared bucket keeps under the database's burst (its capacity is
+    /// 20 000 minus this; the rate is the database's). A write reaches the database a trip
+    /// after its tokens are granted, and trips vary: with no margin a write that travels
+    /// faster than the first one can find the database's bucket a fraction of a ms short.
+    /// 200 RU covers 10 ms of variation.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub margin_ru: u64,
+    /// Which server to start privately [default: Redis 7.0, else the first one installed].
+    #[arg(long, value_enum)]
+    pub server: Option<ServerArg>,
+    /// Where to write the SVG chart [default: target/ingest-demo/flow.svg].
+    #[arg(long, value_name = "PATH")]
+    pub chart: Option<std::path::PathBuf>,
+    /// Print a machine-readable summary (JSON) on stdout; the report goes to stderr.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl RunArgs {
+    pub fn runs(&self, phase: u8) -> bool {
+        self.phases.is_empty() || self.phases.contains(&phase)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+pub enum ServerArg {
+    #[value(name = "redis-7.0")]
+    Redis70,
+    #[value(name = "redis-8.2")]
+    Redis82,
+    #[value(name = "valkey-8.1")]
+    Valkey81,
+    #[value(name = "valkey-9.1")]
+    Valkey91,
+}
+
+impl ServerArg {
+    pub fn flavor(self) -> Flavor {
+        match self {
+            ServerArg::Redis70 => Flavor::Redis70,
+            ServerArg::Redis82 => Flavor::Redis82,
+            ServerArg::Valkey81 => Flavor::Valkey81,
+            ServerArg::Valkey91 => Flavor::Valkey91,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RetryWorkerArgs {
+    #[arg(long)]
+    pub index: u32,
+    /// Base URL of the mock database.
+    #[arg(long)]
+    pub db: String,
+    /// First record number of this worker's share.
+    #[arg(long)]
+    pub first: u32,
+    /// How many records.
+    #[arg(long)]
+    pub count: u32,
+    /// HTTP connections (the writes go out on them as fast as they can).
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BacklogWorkerArgs {
+    #[arg(long)]
+    pub index: u32,
+    #[arg(long)]
+    pub db: String,
+    #[arg(long)]
+    pub redis_url: String,
+    /// The shared bucket's key.
+    #[arg(long)]
+    pub key: String,
+    /// The streams to drain, one worker loop each (`--stream A --stream B`).
+    #[arg(long = "stream", required = true)]
+    pub streams: Vec<String>,
+    #[arg(long)]
+    pub group: String,
+    #[arg(long)]
+    pub capacity: u64,
+    #[arg(long)]
+    pub rate: u64,
+    #[arg(long)]
+    pub claim_idle_ms: u64,
+    /// Records a worker loop reads at a time.
+    #[arg(long, default_value_t = 16)]
+    pub batch: usize,
+}

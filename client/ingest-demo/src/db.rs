@@ -1,0 +1,317 @@
+//! The mock database: `PUT /docs/{id}` writes one record for [`RU_PER_WRITE`] request units
+//! out of a token bucket it keeps itself (like a database provisioned for 20 000 RU/s). Above
+//! it, 429 with `Retry-After` (whole seconds, as HTTP has it) and `x-ms-retry-after-ms`. A
+//! record id it already stored is a duplicate: 200, not stored again, counted. It trusts
+//! nothing the callers say about time or their limiter, and logs every write it saw.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use axum::Router;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// What one write costs, in request units.
+pub const RU_PER_WRITE: u64 = 10;
+/// Which try of a record this is (phase 1), or how many times the backlog delivered it.
+pub const ATTEMPT_HEADER: &str = "x-attempt";
+/// The retry-after in milliseconds, rounded up (`Retry-After` only has whole seconds).
+pub const RETRY_AFTER_MS_HEADER: &str = "x-ms-retry-after-ms";
+
+/// How a write ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Stored,
+    Duplicate,
+    Refused,
+}
+
+/// One write as the database saw it.
+#[derive(Debug, Clone)]
+pub struct Arrival {
+    pub at: Instant,
+    pub verdict: Verdict,
+    /// The caller's `x-attempt` (1 if absent).
+    pub attempt: u32,
+}
+
+/// A token bucket in nano-RU, so refill is exact integer arithmetic: `rate` RU/s for one
+/// nanosecond is `rate` nano-RU.
+#[derive(Debug, Clone)]
+pub struct Bucket {
+    capacity_nru: u128,
+    rate: u128,
+    level_nru: u128,
+    at: Duration,
+}
+
+const NANO: u128 = 1_000_000_000;
+
+impl Bucket {
+    /// Full at time zero.
+    pub fn new(capacity_ru: u64, rate_ru_per_s: u64) -> Bucket {
+        let capacity_nru = u128::from(capacity_ru) * NANO;
+        Bucket {
+            capacity_nru,
+            rate: u128::from(rate_ru_per_s.max(1)),
+            level_nru: capacity_nru,
+            at: Duration::ZERO,
+        }
+    }
+
+    fn refill(&mut self, now: Duration) {
+        if now > self.at {
+            let ns = (now - self.at).as_nanos();
+            self.level_nru = (self.level_nru + ns * self.rate).min(self.capacity_nru);
+            self.at = now;
+        }
+    }
+
+    /// Takes `ru` at `now` (time since the bucket's zero), or says how long until they are there.
+    pub fn take(&mut self, ru: u64, now: Duration) -> Result<(), Duration> {
+        self.refill(now);
+        let need = u128::from(ru) * NANO;
+        if self.level_nru >= need {
+            self.level_nru -= need;
+            Ok(())
+        } else {
+            let ns = (need - self.level_nru).div_ceil(self.rate);
+            Err(Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX)))
+        }
+    }
+
+    /// How long until the bucket is full again.
+    pub fn full_in(&self, now: Duration) -> Duration {
+        let level = (self.level_nru + now.saturating_sub(self.at).as_nanos() * self.rate)
+            .min(self.capacity_nru);
+        let ns = (self.capacity_nru - level).div_ceil(self.rate);
+        Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+    }
+}
+
+struct Shared {
+    epoch: Instant,
+    bucket: Bucket,
+    stored: HashSet<String>,
+    log: Vec<Arrival>,
+}
+
+type SharedState = Arc<Mutex<Shared>>;
+
+/// A running mock database on a loopback port. Dropping it stops the server.
+pub struct Database {
+    addr: SocketAddr,
+    shared: SharedState,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl Database {
+    /// Starts on 127.0.0.1 with a free port, provisioned for `capacity` RU of burst refilling
+    /// at `rate` RU/s.
+    pub async fn start(capacity: u64, rate: u64) -> std::io::Result<Database> {
+        let shared = Arc::new(Mutex::new(Shared {
+            epoch: Instant::now(),
+            bucket: Bucket::new(capacity, rate),
+            stored: HashSet::new(),
+            log: Vec::new(),
+        }));
+        let app = Router::new()
+            .route("/docs/{id}", put(write))
+            // Free and not logged: workers open their connections with it.
+            .route("/health", get(|| async { "ok" }))
+            .with_state(Arc::clone(&shared));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let server = axum::serve(listener, app).with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+            if let Err(err) = server.await {
+                eprintln!("ingest-demo: mock database stopped: {err}");
+            }
+        });
+        Ok(Database {
+            addr,
+            shared,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The writes seen since the last call, in arrival order; the log starts empty again.
+    pub fn take_log(&self) -> Vec<Arrival> {
+        std::mem::take(&mut lock(&self.shared).log)
+    }
+
+    /// Records stored so far (each id once).
+    pub fn stored_count(&self) -> usize {
+        lock(&self.shared).stored.len()
+    }
+
+    /// The ids stored so far, and the store emptied for the next phase.
+    pub fn take_stored(&self) -> HashSet<String> {
+        std::mem::take(&mut lock(&self.shared).stored)
+    }
+
+    /// How long until the bucket is full again.
+    pub fn full_in(&self) -> Duration {
+        let shared = lock(&self.shared);
+        shared.bucket.full_in(shared.epoch.elapsed())
+    }
+
+    /// Stops accepting, lets writes in flight finish (bounded), and returns.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if tokio::time::timeout(Duration::from_secs(5), &mut self.task)
+            .await
+            .is_err()
+        {
+            self.task.abort();
+        }
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A panic under the lock cannot leave the state half-written in a way that matters to a
+/// demo, so a poisoned lock is used as it is.
+fn lock(shared: &SharedState) -> MutexGuard<'_, Shared> {
+    shared
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+async fn write(
+    State(shared): State<SharedState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let attempt = headers
+        .get(ATTEMPT_HEADER)
+        .and_then(|v| v.to_str().ok()?.parse().ok())
+        .unwrap_or(1);
+    let verdict = {
+        let mut guard = lock(&shared);
+        let state = &mut *guard;
+        // Read under the lock, so the bucket sees instants in order.
+        let at = Instant::now();
+        // A write costs its RU whether or not the record was there already: the database
+        // does the work of finding out.
+        let verdict = match state.bucket.take(RU_PER_WRITE, at - state.epoch) {
+            Err(wait) => Err(wait),
+            Ok(()) if state.stored.insert(id) => Ok(Verdict::Stored),
+            Ok(()) => Ok(Verdict::Duplicate),
+        };
+        state.log.push(Arrival {
+            at,
+            verdict: match verdict {
+                Ok(v) => v,
+                Err(_) => Verdict::Refused,
+            },
+            attempt,
+        });
+        verdict
+    };
+    match verdict {
+        Ok(Verdict::Stored) => (StatusCode::CREATED, "stored\n").into_response(),
+        Ok(_) => (StatusCode::OK, "duplicate: already stored\n").into_response(),
+        Err(wait) => {
+            // Rounded up, so a client that obeys is never early.
+            let secs = wait.as_nanos().div_ceil(1_000_000_000).max(1);
+            let ms = wait.as_nanos().div_ceil(1_000_000).max(1);
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                [
+                    ("retry-after", secs.to_string()),
+                    (RETRY_AFTER_MS_HEADER, ms.to_string()),
+                ],
+                "request rate too large\n",
+            )
+                .into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn the_bucket_holds_two_thousand_writes_then_two_per_millisecond() {
+        let mut bucket = Bucket::new(20_000, 20_000);
+        for _ in 0..2_000 {
+            bucket.take(RU_PER_WRITE, Duration::ZERO).unwrap();
+        }
+        // 10 RU at 20 RU/ms: half a millisecond.
+        assert_eq!(bucket.take(RU_PER_WRITE, Duration::ZERO), Err(MS / 2));
+        assert_eq!(bucket.take(RU_PER_WRITE, MS / 2), Ok(()));
+        assert_eq!(bucket.full_in(MS / 2), Duration::from_secs(1));
+        // A long pause refills to the capacity, no further.
+        assert_eq!(bucket.full_in(Duration::from_secs(5)), Duration::ZERO);
+        for _ in 0..2_000 {
+            bucket.take(RU_PER_WRITE, Duration::from_secs(5)).unwrap();
+        }
+        assert!(bucket.take(RU_PER_WRITE, Duration::from_secs(5)).is_err());
+    }
+
+    async fn put_doc(url: &str, attempt: u32) -> reqwest::Response {
+        reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .put(url)
+            .header(ATTEMPT_HEADER, attempt.to_string())
+            .send()
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn stores_once_ignores_a_duplicate_and_refuses_above_the_bucket() {
+        let db = Database::start(20, 1).await.unwrap();
+        let url = |id: &str| format!("{}/docs/{id}", db.url());
+        assert_eq!(put_doc(&url("a"), 1).await.status(), 201);
+        assert_eq!(put_doc(&url("a"), 2).await.status(), 200);
+        let refused = put_doc(&url("b"), 1).await;
+        assert_eq!(refused.status(), 429);
+        assert_eq!(refused.headers()["retry-after"], "10");
+        let ms: u64 = refused.headers()[RETRY_AFTER_MS_HEADER]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((9_000..=10_000).contains(&ms), "{ms}");
+        let log = db.take_log();
+        let verdicts: Vec<_> = log.iter().map(|a| (a.verdict, a.attempt)).collect();
+        assert_eq!(
+            verdicts,
+            [
+                (Verdict::Stored, 1),
+                (Verdict::Duplicate, 2),
+                (Verdict::Refused, 1)
+            ]
+        );
+        assert_eq!(db.stored_count(), 1);
+        db.stop().await;
+    }
+}

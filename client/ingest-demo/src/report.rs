@@ -1,0 +1,203 @@
+//! The tables each phase prints, and the JSON summary (`--json`).
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::phases::{BacklogSummary, RetrySummary, CAPACITY_RU, RATE_RU};
+
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub redis: String,
+    pub database: String,
+    pub records: u64,
+    pub ru_per_record: u64,
+    pub capacity_ru: u64,
+    pub rate_ru_per_s: u64,
+    pub retry: Option<RetrySummary>,
+    pub backlog: Option<BacklogSummary>,
+    pub kill: Option<BacklogSummary>,
+    pub chart: Option<String>,
+}
+
+pub fn text(summary: &Summary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n{} records of {} RU into a database of {} RU refilling at {} RU/s (429 above it)",
+        summary.records, summary.ru_per_record, CAPACITY_RU, RATE_RU
+    );
+    let _ = writeln!(out, "Redis: {}", summary.redis);
+    if let Some(retry) = &summary.retry {
+        retry_table(&mut out, retry);
+    }
+    for phase in [&summary.backlog, &summary.kill].into_iter().flatten() {
+        backlog_table(&mut out, phase);
+    }
+    if let Some(chart) = &summary.chart {
+        let _ = writeln!(out, "\nchart: {chart}");
+    }
+    out
+}
+
+fn retry_table(out: &mut String, r: &RetrySummary) {
+    let _ = writeln!(
+        out,
+        "\n{} ({} workers send all {} at once, retry each refused one after Retry-After)",
+        r.title, r.workers, r.records
+    );
+    let _ = writeln!(
+        out,
+        "  {:<7} {:>8} {:>8} {:>8} {:>9} {:>9} {:>12} {:>16}",
+        "try", "sent", "stored", "refused", "first s", "span s", "bucket: most", "document: sent"
+    );
+    for w in &r.waves {
+        let _ = writeln!(
+            out,
+            "  {:<7} {:>8} {:>8} {:>8} {:>9.3} {:>9.3} {:>12} {:>16}",
+            w.attempt,
+            w.sent,
+            w.stored,
+            w.refused,
+            w.first_s,
+            w.span_s,
+            w.most_stored,
+            w.document_sent
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  {:<22} {:>10} {:>10} {:>10} {:>9}",
+        "", "sent", "refused", "stored", "time s"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<22} {:>10} {:>10} {:>10} {:>9.3}",
+        "measured", r.sent, r.refused, r.stored, r.time_s
+    );
+    let _ = writeln!(
+        out,
+        "  {:<22} {:>10} {:>10} {:>10} {:>9}",
+        "bucket, these spans",
+        format!(">= {}", r.records + r.least_refused),
+        format!(">= {}", r.least_refused),
+        r.records,
+        format!(">= {:.1}", r.min_time_s)
+    );
+    let _ = writeln!(
+        out,
+        "  {:<22} {:>10} {:>10} {:>10} {:>9.1}",
+        "document (at once)", r.document_sent, r.document_refused, r.records, r.document_time_s
+    );
+    let _ = writeln!(
+        out,
+        "  duplicates {}, errors {}; every record stored exactly once: {}",
+        r.duplicates,
+        r.errors,
+        yes(r.all_stored_once)
+    );
+    let _ = writeln!(
+        out,
+        "  (\"bucket: most\": a full bucket when a try's first write arrives plus the refill over \
+         its span; the document's tries all arrive at once, a second apart)"
+    );
+}
+
+fn backlog_table(out: &mut String, b: &BacklogSummary) {
+    let _ = writeln!(
+        out,
+        "\n{} (queue A {} + queue B {} records, {} workers, one shared bucket of {} RU at {} RU/s: \
+         {} RU under the database's burst as a margin for the trip)",
+        b.title,
+        b.queue_a,
+        b.queue_b,
+        b.workers,
+        b.bucket_capacity_ru,
+        RATE_RU,
+        CAPACITY_RU - b.bucket_capacity_ru
+    );
+    for s in &b.stats {
+        let _ = writeln!(
+            out,
+            "  stats before the start, {}: depth {}, in flight {}, queued {} RU, oldest {} ms, \
+             drain alone {:.3} s",
+            s.stream,
+            s.depth,
+            s.in_flight,
+            s.queued_cost,
+            s.oldest_age_ms.map_or("-".to_owned(), |ms| ms.to_string()),
+            s.drain_time_s
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  {:<10} {:>8} {:>8} {:>8} {:>11} {:>6} {:>10} {:>12} {:>10}",
+        "", "sent", "refused", "stored", "duplicates", "lost", "ideal s", "predicted s", "finish s"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<10} {:>8} {:>8} {:>8} {:>11} {:>6} {:>10.3} {:>12.3} {:>10.3}",
+        "measured",
+        b.sent,
+        b.refused,
+        b.stored,
+        b.duplicates,
+        b.lost,
+        b.ideal_s,
+        b.predicted_s,
+        b.finish_s
+    );
+    let _ = writeln!(
+        out,
+        "  ideal: {} records at once, then {} a second (the database alone: {:.3} s); \
+         predicted from stats() before the start\n  \
+         last grant at {:.3} s ({:+.3} s from the ideal), longest write {:.1} ms, longest wait \
+         for tokens {:.3} s; queues empty at {:.3} s; throttled {}, dead letters {}, errors {}",
+        b.bucket_capacity_ru / crate::db::RU_PER_WRITE,
+        RATE_RU / crate::db::RU_PER_WRITE,
+        b.database_min_s,
+        b.last_grant_s,
+        b.last_grant_s - b.ideal_s,
+        b.max_trip_s * 1e3,
+        b.max_wait_s,
+        b.drained_s,
+        b.throttled,
+        b.dead_letters,
+        b.errors
+    );
+    if let Some(k) = &b.kill {
+        let _ = writeln!(
+            out,
+            "  worker {} SIGKILLed at {:.3} s ({} stored by then); records it had read and not \
+             acknowledged: {}; claimed by the others once idle for claim_idle = {:.1} s: {} \
+             (first written again {} after the kill); duplicates (had reached the database \
+             before the kill), ignored by it: {}",
+            k.worker,
+            k.at_s,
+            k.stored_before,
+            k.held,
+            k.claim_idle_s,
+            k.claimed,
+            k.claimed_after_s
+                .map_or("never".to_owned(), |s| format!("{s:.3} s")),
+            b.duplicates
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  every record stored exactly once: {} ({} pushed, {} stored, {} lost, {} unexpected)",
+        yes(b.lost == 0 && b.unexpected == 0 && b.stored == b.records),
+        b.records,
+        b.stored,
+        b.lost,
+        b.unexpected
+    );
+}
+
+fn yes(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "NO"
+    }
+}

@@ -1,0 +1,447 @@
+//! The worker processes (this same executable, hidden subcommands). Each opens its
+//! connections, says `ready`, waits for the shared start, works, and reports one JSON line.
+//!
+//! - Phase 1 (`retry-worker`): sends its share of the records at once and retries each
+//!   refused one after the database's `Retry-After`.
+//! - Phases 2 and 3 (`backlog-worker`): one backlog [`Worker`] loop per stream, every record's
+//!   cost taken from the one shared bucket, until the demo says stop (or is gone).
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis_throttle::backlog::{Backlog, Outcome, Record, Worker, WorkerOptions};
+use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis_throttle::{Limiter, Quota};
+use tokio::sync::{mpsc, Semaphore};
+use tokio::time::{timeout, Instant};
+
+use crate::cli::{BacklogWorkerArgs, RetryWorkerArgs};
+use crate::db::{ATTEMPT_HEADER, RETRY_AFTER_MS_HEADER};
+use crate::wire::{local_instant, micros, DemoMessage, WorkerMessage, WorkerReport};
+
+/// Bound on one HTTP write, connection included.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bound on connecting to Redis and on each reply (longer than a blocking read's 100 ms).
+const REDIS_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a worker waits for the demo's start.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Phase 1: tries of one record before it is given up (the bucket serves every record long
+/// before), and the whole run's bound.
+const MAX_TRIES: u32 = 60;
+const RETRY_RUN_LIMIT: Duration = Duration::from_secs(120);
+/// Phases 2 and 3: the longest a worker runs without being told to stop.
+const BACKLOG_RUN_LIMIT: Duration = Duration::from_secs(300);
+
+pub fn retry_main(args: RetryWorkerArgs) -> ExitCode {
+    let index = args.index;
+    main_with(index, retry_run(args))
+}
+
+pub fn backlog_main(args: BacklogWorkerArgs) -> ExitCode {
+    let index = args.index;
+    main_with(index, backlog_run(args))
+}
+
+fn main_with(index: u32, work: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
+    // One thread per worker process leaves the cores to the database and Redis.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("ingest-demo worker {index}: no tokio runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(work) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("ingest-demo worker {index}: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    sent: AtomicU64,
+    stored: AtomicU64,
+    duplicates: AtomicU64,
+    refused: AtomicU64,
+    errors: AtomicU64,
+    last_grant_us: AtomicU64,
+    max_trip_us: AtomicU64,
+}
+
+impl Counts {
+    fn report(&self, index: u32) -> WorkerReport {
+        WorkerReport {
+            index,
+            sent: self.sent.load(Relaxed),
+            stored: self.stored.load(Relaxed),
+            duplicates: self.duplicates.load(Relaxed),
+            refused: self.refused.load(Relaxed),
+            errors: self.errors.load(Relaxed),
+            last_grant_us: self.last_grant_us.load(Relaxed),
+            max_trip_us: self.max_trip_us.load(Relaxed),
+            ..WorkerReport::default()
+        }
+    }
+}
+
+/// What a write came to.
+enum Answer {
+    Written,
+    /// Refused, with the exact retry-after (ms header) and HTTP's whole seconds.
+    Refused {
+        exact: Duration,
+        seconds: Duration,
+    },
+    Error(String),
+}
+
+/// One `PUT /docs/{id}`, counted.
+async fn put(
+    client: &reqwest::Client,
+    db: &str,
+    id: &str,
+    attempt: u64,
+    counts: &Counts,
+) -> Answer {
+    counts.sent.fetch_add(1, Relaxed);
+    let response = client
+        .put(format!("{db}/docs/{id}"))
+        .header(ATTEMPT_HEADER, attempt.to_string())
+        .body(format!("{{\"id\":\"{id}\",\"ru\":10}}"))
+        .send()
+        .await;
+    let response = match response {
+        Ok(response) => response,
+        Err(err) => {
+            counts.errors.fetch_add(1, Relaxed);
+            return Answer::Error(format!("HTTP: {err}"));
+        }
+    };
+    let status = response.status().as_u16();
+    let header = |name: &str| -> Option<u64> {
+        response
+            .headers()
+            .get(name)?
+            .to_str()
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    // The ms header when there is one; else Retry-After's whole seconds.
+    let retry_after = header(RETRY_AFTER_MS_HEADER)
+        .map(Duration::from_millis)
+        .or_else(|| header("retry-after").map(Duration::from_secs))
+        .unwrap_or(Duration::from_secs(1));
+    let seconds = header("retry-after").map(Duration::from_secs);
+    let _ = response.bytes().await;
+    match status {
+        201 => {
+            counts.stored.fetch_add(1, Relaxed);
+            Answer::Written
+        }
+        200 => {
+            counts.duplicates.fetch_add(1, Relaxed);
+            Answer::Written
+        }
+        429 => {
+            counts.refused.fetch_add(1, Relaxed);
+            Answer::Refused {
+                exact: retry_after,
+                seconds: seconds.unwrap_or(retry_after).max(retry_after),
+            }
+        }
+        other => {
+            counts.errors.fetch_add(1, Relaxed);
+            Answer::Error(format!("HTTP {other}"))
+        }
+    }
+}
+
+fn http_client(connections: usize) -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        // Loopback only: a proxy from the environment must not get in between.
+        .no_proxy()
+        .timeout(HTTP_TIMEOUT)
+        .connect_timeout(HTTP_TIMEOUT)
+        .pool_max_idle_per_host(connections)
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))
+}
+
+/// Opens `connections` keep-alive connections at once, so no handshake lands in the timed part.
+async fn warm(client: &reqwest::Client, db: &str, connections: usize) -> Result<(), String> {
+    let health = format!("{db}/health");
+    let mut tasks = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        let (client, health) = (client.clone(), health.clone());
+        tasks.push(tokio::spawn(async move {
+            let response = client.get(&health).send().await?;
+            // Read to the end, so the connection goes back to the pool.
+            response.bytes().await.map(drop)
+        }));
+    }
+    for task in tasks {
+        task.await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("cannot reach the database at {health}: {e}"))?;
+    }
+    Ok(())
+}
+
+async fn retry_run(args: RetryWorkerArgs) -> Result<(), String> {
+    let db = args.db.trim_end_matches('/').to_owned();
+    let connections = args.connections.max(1);
+    let client = http_client(connections)?;
+    warm(&client, &db, connections).await?;
+    let mut control = control_messages();
+    say(&WorkerMessage::Ready)?;
+    let start = wait_start(&mut control).await?;
+    tokio::time::sleep_until(start).await;
+
+    let counts = Arc::new(Counts::default());
+    let permits = Arc::new(Semaphore::new(connections));
+    let deadline = start + RETRY_RUN_LIMIT;
+    let mut tasks = Vec::with_capacity(args.count as usize);
+    // Every record at once: a task each, as many on the wire as there are connections.
+    for n in args.first..args.first.saturating_add(args.count) {
+        let (client, db, counts, permits) = (
+            client.clone(),
+            db.clone(),
+            Arc::clone(&counts),
+            Arc::clone(&permits),
+        );
+        tasks.push(tokio::spawn(async move {
+            let id = format!("r{n:06}");
+            for attempt in 1..=MAX_TRIES {
+                let answer = {
+                    let Ok(_permit) = permits.acquire().await else {
+                        return false;
+                    };
+                    put(&client, &db, &id, u64::from(attempt), &counts).await
+                };
+                let pause = match answer {
+                    Answer::Written => return true,
+                    // Plain HTTP `Retry-After` (whole seconds), as a generic client obeys it.
+                    Answer::Refused { seconds, .. } => seconds,
+                    Answer::Error(_) => Duration::from_secs(1),
+                };
+                if Instant::now() + pause > deadline {
+                    return false;
+                }
+                tokio::time::sleep(pause).await;
+            }
+            false
+        }));
+    }
+    let mut given_up = 0;
+    for task in tasks {
+        if !task
+            .await
+            .map_err(|e| format!("a write task failed: {e}"))?
+        {
+            given_up += 1;
+        }
+    }
+    if given_up > 0 {
+        return Err(format!("{given_up} records never got through"));
+    }
+    say(&WorkerMessage::Report(counts.report(args.index)))
+}
+
+async fn connect(url: &str) -> Result<ConnectionManager, String> {
+    let client = redis_throttle::redis::Client::open(url)
+        .map_err(|e| format!("bad Redis URL {url}: {e}"))?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(REDIS_TIMEOUT))
+        .set_response_timeout(Some(REDIS_TIMEOUT))
+        .set_number_of_retries(2);
+    timeout(
+        REDIS_TIMEOUT * 2,
+        ConnectionManager::new_with_config(client, config),
+    )
+    .await
+    .map_err(|_| format!("no connection to {url} within {:?}", REDIS_TIMEOUT * 2))?
+    .map_err(|e| format!("cannot connect to {url}: {e}"))
+}
+
+/// The document id of a record: the queue's letter and the record's id, so the two queues'
+/// stream ids cannot collide in the database.
+pub fn doc_id(stream: &str, record_id: &str) -> String {
+    let kind = stream.rsplit(':').next().unwrap_or(stream);
+    format!("{kind}-{record_id}")
+}
+
+async fn backlog_run(args: BacklogWorkerArgs) -> Result<(), String> {
+    let db = args.db.trim_end_matches('/').to_owned();
+    let quota = Quota::new(args.capacity, args.rate).map_err(|e| e.to_string())?;
+    let limiter = Limiter::builder(args.key.as_str(), quota)
+        .name("ingest")
+        .build(connect(&args.redis_url).await?)
+        .map_err(|e| e.to_string())?;
+    // TOKENS 0 writes nothing: without the module this fails here, not mid-run.
+    limiter.peek().await.map_err(|e| e.to_string())?;
+    let options = WorkerOptions::default()
+        .batch(args.batch)
+        .block(Duration::from_millis(100))
+        .claim_idle(Duration::from_millis(args.claim_idle_ms));
+    let mut workers = Vec::with_capacity(args.streams.len());
+    for stream in &args.streams {
+        // A connection per loop: a blocking read holds its connection.
+        let backlog = Backlog::new(
+            connect(&args.redis_url).await?,
+            stream.as_str(),
+            &args.group,
+        );
+        backlog.ensure_group().await.map_err(|e| e.to_string())?;
+        let worker = Worker::new(backlog, format!("worker-{}", args.index), limiter.clone())
+            .options(options);
+        workers.push((stream.clone(), worker));
+    }
+    let client = http_client(workers.len())?;
+    warm(&client, &db, workers.len()).await?;
+
+    let mut control = control_messages();
+    say(&WorkerMessage::Ready)?;
+    let start = wait_start(&mut control).await?;
+    tokio::time::sleep_until(start).await;
+
+    let counts = Arc::new(Counts::default());
+    let stops: Vec<_> = workers.iter().map(|(_, w)| w.stop_handle()).collect();
+    let loops = workers.iter().map(|(stream, worker)| {
+        let (client, db, counts, stream) = (
+            client.clone(),
+            db.clone(),
+            Arc::clone(&counts),
+            stream.clone(),
+        );
+        worker.run(move |record: Record| {
+            let (client, db, counts) = (client.clone(), db.clone(), Arc::clone(&counts));
+            let id = doc_id(&stream, &record.id);
+            async move {
+                // Called right after the record's tokens were granted.
+                let began = Instant::now();
+                counts
+                    .last_grant_us
+                    .fetch_max(micros(began.saturating_duration_since(start)), Relaxed);
+                let answer = put(&client, &db, &id, record.deliveries, &counts).await;
+                counts
+                    .max_trip_us
+                    .fetch_max(micros(began.elapsed()), Relaxed);
+                match answer {
+                    Answer::Written => Outcome::Done,
+                    // The fleet pauses for exactly as long as the database asked.
+                    Answer::Refused { exact, .. } => Outcome::Throttled { retry_after: exact },
+                    Answer::Error(error) => Outcome::Failed { error },
+                }
+            }
+        })
+    });
+    let all = futures_join_all(loops.collect());
+    tokio::pin!(all);
+    // Until the demo says stop (or goes away, or the bound passes); then each loop finishes
+    // the record it is on and hands back the rest.
+    let metrics = tokio::select! {
+        metrics = &mut all => metrics,
+        _ = async {
+            let _ = timeout(BACKLOG_RUN_LIMIT, control.recv()).await;
+        } => {
+            stops.iter().for_each(|s| s.stop());
+            timeout(Duration::from_secs(30), &mut all)
+                .await
+                .map_err(|_| "the worker loops did not stop within 30 s".to_owned())?
+        }
+    };
+    let mut report = counts.report(args.index);
+    for result in metrics {
+        let m = result.map_err(|e| e.to_string())?;
+        report.done += m.done;
+        report.claimed += m.claimed;
+        report.handed_back += m.handed_back;
+        report.dead_lettered += m.dead_lettered;
+        report.throttled += m.throttled;
+        report.max_wait_us = report.max_wait_us.max(micros(m.max_wait));
+    }
+    say(&WorkerMessage::Report(report))
+}
+
+/// Polls the futures together on this thread, in order of their results.
+async fn futures_join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(value) => *output = Some(value),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
+}
+
+async fn wait_start(control: &mut mpsc::UnboundedReceiver<DemoMessage>) -> Result<Instant, String> {
+    match timeout(START_TIMEOUT, control.recv()).await {
+        Ok(Some(DemoMessage::Start { start_unix_ns })) => Ok(local_instant(start_unix_ns)),
+        Ok(Some(other)) => Err(format!("expected the start, got {other:?}")),
+        Ok(None) => Err("the demo went away before the start".to_owned()),
+        Err(_) => Err(format!("no start within {START_TIMEOUT:?}")),
+    }
+}
+
+/// The demo's messages, read from stdin on a thread of its own (a blocking read cannot be
+/// cancelled). End of file means the demo is gone: so are we, at once.
+fn control_messages() -> mpsc::UnboundedReceiver<DemoMessage> {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            match serde_json::from_str::<DemoMessage>(&line) {
+                Ok(message) => {
+                    let _ = sender.send(message);
+                }
+                Err(err) => eprintln!("ingest-demo worker: bad line {line:?}: {err}"),
+            }
+        }
+        eprintln!("ingest-demo worker: the demo went away; stopping");
+        std::process::exit(3);
+    });
+    receiver
+}
+
+fn say(message: &WorkerMessage) -> Result<(), String> {
+    let line = serde_json::to_string(message).map_err(|e| e.to_string())?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}")
+        .and_then(|()| stdout.flush())
+        .map_err(|e| format!("writing to the demo: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_are_named_by_queue_and_record() {
+        assert_eq!(doc_id("ingest-demo:7:p2:A", "1-0"), "A-1-0");
+        assert_eq!(doc_id("B", "x"), "B-x");
+    }
+}

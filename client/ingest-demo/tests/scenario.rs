@@ -1,0 +1,486 @@
+//! The ingestion scenario against real processes: a private Redis with the module (built:
+//! `cargo build -p redis-throttle-module`), the mock database, and 3 worker processes per
+//! phase, through the `ingest-demo` binary and its `--json` summary. Full size (10 000
+//! records of 10 RU, 20 000 RU/s); a worker is SIGKILLed on every run.
+//!
+//! The server decides the counts, so they are exact: every record stored exactly once,
+//! nothing refused through the backlog. The machine decides the timing, so times are
+//! bounded by what was measured: how the retried writes spread out, when the last tokens
+//! were granted, how long a write took.
+//!
+//! The runs take turns: each one times a bucket to the millisecond, and two cores shared
+//! with parallel runs would make that a test of the scheduler.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// The database's burst and rate, and a write's cost.
+const CAPACITY_RU: u64 = 20_000;
+const RATE_RU: u64 = 20_000;
+const RU: u64 = 10;
+const RECORDS: u64 = 10_000;
+/// The default margin: the shared bucket's burst is 19 800 RU.
+const MARGIN_RU: u64 = 200;
+
+fn turn() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn chart_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ingest-demo-{name}.svg"))
+}
+
+fn demo(name: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ingest-demo"));
+    command
+        .arg("--json")
+        .arg("--chart")
+        .arg(chart_path(name))
+        .args(args);
+    command
+}
+
+/// Runs the demo to the end and returns its JSON summary.
+fn run(name: &str, args: &[&str]) -> Value {
+    let output = output_within(demo(name, args), Duration::from_secs(300));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "ingest-demo {args:?} failed ({}):\n{stderr}",
+        output.status
+    );
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "ingest-demo printed no JSON ({e}):\n{}\n{stderr}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    });
+    // The tables go to stderr in --json mode; shown when a test fails or with --nocapture.
+    eprintln!("{stderr}");
+    summary
+}
+
+/// `command.output()`, but killed if it has not finished in `limit`.
+fn output_within(mut command: Command, limit: Duration) -> Output {
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ingest-demo");
+    let pid = child.id();
+    let (done, finished) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let output = child.wait_with_output();
+        let _ = done.send(());
+        output
+    });
+    if finished.recv_timeout(limit).is_err() {
+        signal(pid, "KILL");
+        panic!("ingest-demo did not finish within {limit:?}");
+    }
+    waiter.join().unwrap().expect("wait for ingest-demo")
+}
+
+fn int(value: &Value) -> u64 {
+    value
+        .as_u64()
+        .unwrap_or_else(|| panic!("{value} is not a count"))
+}
+
+fn secs(value: &Value) -> f64 {
+    value
+        .as_f64()
+        .unwrap_or_else(|| panic!("{value} is not a number"))
+}
+
+#[test]
+fn full_size_on_redis_8_2_retry_multiplies_the_writes_and_the_backlog_does_not() {
+    let _turn = turn();
+    let summary = run("redis-8.2", &["--server", "redis-8.2"]);
+    assert!(
+        summary["redis"].as_str().unwrap().contains("Redis 8.2"),
+        "{}",
+        summary["redis"]
+    );
+    assert_retry_phase(&summary["retry"]);
+    assert_backlog_phase(&summary["backlog"], false);
+    assert_backlog_phase(&summary["kill"], true);
+
+    let chart = std::fs::read_to_string(chart_path("redis-8.2")).expect("the chart");
+    assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"));
+    assert!(chart.contains("quota: 200 per 100 ms"), "the quota line");
+    for title in [
+        "phase 1: retry on error",
+        "phase 2: backlog",
+        "phase 3: backlog",
+    ] {
+        assert!(chart.contains(title), "no panel {title:?}");
+    }
+    assert_eq!(
+        summary["chart"],
+        chart_path("redis-8.2").display().to_string()
+    );
+}
+
+#[test]
+fn the_backlog_and_the_kill_on_redis_7_0() {
+    let _turn = turn();
+    let summary = run(
+        "redis-7.0",
+        &["--server", "redis-7.0", "--phase", "2", "--phase", "3"],
+    );
+    assert!(
+        summary["redis"].as_str().unwrap().contains("Redis 7.0"),
+        "{}",
+        summary["redis"]
+    );
+    assert!(summary["retry"].is_null());
+    assert_backlog_phase(&summary["backlog"], false);
+    assert_backlog_phase(&summary["kill"], true);
+}
+
+/// Phase 1: every record arrives at once (as fast as the machine fires them) and is retried
+/// after Retry-After. The database's bucket decides; the machine decides when the writes
+/// arrive. So: the counts add up exactly, and each try stored at most what a full bucket
+/// plus the refill over that try's measured arrival span holds.
+#[track_caller]
+fn assert_retry_phase(retry: &Value) {
+    let (sent, refused, stored) = (
+        int(&retry["sent"]),
+        int(&retry["refused"]),
+        int(&retry["stored"]),
+    );
+    assert_eq!(stored, RECORDS, "{retry}");
+    assert_eq!(
+        (int(&retry["duplicates"]), int(&retry["errors"])),
+        (0, 0),
+        "{retry}"
+    );
+    assert_eq!(retry["all_stored_once"], true, "{retry}");
+    assert_eq!(
+        sent,
+        RECORDS + refused,
+        "every refusal was sent again: {retry}"
+    );
+    // The document's arithmetic, exact.
+    assert_eq!(
+        (
+            int(&retry["document_sent"]),
+            int(&retry["document_refused"])
+        ),
+        (30_000, 20_000)
+    );
+
+    let waves = retry["waves"].as_array().expect("waves");
+    let burst = CAPACITY_RU / RU;
+    let (mut sent_by_waves, mut least_refused) = (0, 0);
+    for wave in waves {
+        let (w_sent, w_stored, w_refused) = (
+            int(&wave["sent"]),
+            int(&wave["stored"]),
+            int(&wave["refused"]),
+        );
+        assert_eq!(w_sent, w_stored + w_refused, "{wave}");
+        // A full bucket at the try's first arrival plus the refill over its span; +1 as the
+        // span is a decimal in the JSON.
+        let span = secs(&wave["span_s"]);
+        let most = burst + (span * (RATE_RU / RU) as f64).floor() as u64 + 1;
+        assert!(
+            w_stored <= most && w_stored <= int(&wave["most_stored"]),
+            "try {} stored {w_stored} of {w_sent} arriving over {span} s: at most {most}: {retry}",
+            wave["attempt"]
+        );
+        assert!(int(&wave["most_stored"]) <= most, "{wave}");
+        sent_by_waves += w_sent;
+        least_refused += w_sent - int(&wave["most_stored"]);
+    }
+    assert_eq!(sent_by_waves, sent, "{retry}");
+    assert_eq!(least_refused, int(&retry["least_refused"]), "{retry}");
+    assert!(refused >= least_refused, "{retry}");
+    // The first try alone overflows the bucket unless the machine took 4 s to fire it.
+    if secs(&waves[0]["span_s"]) < 4.0 {
+        assert!(refused > 0, "{retry}");
+    }
+    // The database stores at most its burst plus 2 000 a second: all of them take 4 s.
+    assert!((secs(&retry["min_time_s"]) - 4.0).abs() < 1e-9, "{retry}");
+    assert!(secs(&retry["time_s"]) >= 4.0, "{retry}");
+}
+
+/// Phases 2 and 3: exact counts, the prediction from `stats()` before the start, and a
+/// finish time that the bucket bounds below and the measured lateness bounds above.
+#[track_caller]
+fn assert_backlog_phase(phase: &Value, killed: bool) {
+    assert_eq!(int(&phase["records"]), RECORDS);
+    assert_eq!(
+        (int(&phase["queue_a"]), int(&phase["queue_b"])),
+        (5_000, 5_000)
+    );
+    // Exactly once each, none lost, nothing else; nothing refused, no error, no dead letter.
+    assert_eq!(int(&phase["stored"]), RECORDS, "{phase}");
+    assert_eq!(
+        (int(&phase["lost"]), int(&phase["unexpected"])),
+        (0, 0),
+        "{phase}"
+    );
+    assert_eq!(int(&phase["refused"]), 0, "{phase}");
+    assert_eq!(
+        (
+            int(&phase["errors"]),
+            int(&phase["throttled"]),
+            int(&phase["dead_letters"])
+        ),
+        (0, 0, 0),
+        "{phase}"
+    );
+    let duplicates = int(&phase["duplicates"]);
+    assert_eq!(int(&phase["sent"]), RECORDS + duplicates, "{phase}");
+
+    // Before the start: each queue's stats, and the two through the one bucket.
+    let capacity = CAPACITY_RU - MARGIN_RU;
+    assert_eq!(int(&phase["bucket_capacity_ru"]), capacity);
+    assert_eq!(int(&phase["bucket_remaining"]), capacity, "a fresh bucket");
+    for stream in phase["stats"].as_array().expect("stats") {
+        assert_eq!(
+            (
+                int(&stream["depth"]),
+                int(&stream["in_flight"]),
+                int(&stream["queued_cost"])
+            ),
+            (5_000, 0, 50_000),
+            "{stream}"
+        );
+        assert!(stream["oldest_age_ms"].is_u64(), "{stream}");
+        // One queue alone: (50 000 − 19 800) RU at 20 000 RU/s.
+        assert!(
+            (secs(&stream["drain_time_s"]) - 1.51).abs() < 1e-9,
+            "{stream}"
+        );
+    }
+    // Both: (100 000 − 19 800) RU at 20 000 RU/s, the same as the ideal schedule; the
+    // database alone could not be faster than (100 000 − 20 000) / 20 000.
+    let ideal = secs(&phase["ideal_s"]);
+    assert!((ideal - 4.01).abs() < 1e-9, "{phase}");
+    assert!(
+        (secs(&phase["predicted_s"]) - ideal).abs() < 1e-9,
+        "{phase}"
+    );
+    assert!(
+        (secs(&phase["database_min_s"]) - 4.0).abs() < 1e-9,
+        "{phase}"
+    );
+
+    // The bucket could not grant the last tokens before the ideal (the server's clock reads
+    // in whole ms on Redis 7.0: 1 ms of slack); the last record was stored during the last
+    // handler call, which began at `last_grant_s` and took at most `max_trip_s` (the
+    // workers' and the database's clocks meet through the wall clock: 2 ms of slack).
+    let (finish, last_grant, trip) = (
+        secs(&phase["finish_s"]),
+        secs(&phase["last_grant_s"]),
+        secs(&phase["max_trip_s"]),
+    );
+    let lateness = last_grant - ideal;
+    assert!(
+        lateness >= -0.001,
+        "granted before the bucket allows: {phase}"
+    );
+    assert!(
+        finish >= ideal - 0.001,
+        "finished before the ideal: {phase}"
+    );
+    assert!(
+        finish <= ideal + lateness + trip + 0.002,
+        "finished {finish} s: more than the ideal {ideal} s + lateness {lateness} s + the \
+         longest write {trip} s: {phase}"
+    );
+    assert!(secs(&phase["drained_s"]) >= finish - 0.002, "{phase}");
+
+    let kill = &phase["kill"];
+    if !killed {
+        assert!(kill.is_null(), "{phase}");
+        assert_eq!((duplicates, int(&phase["claimed"])), (0, 0), "{phase}");
+        return;
+    }
+    // SIGKILLed with 30% stored; the records it held were taken over once idle for
+    // claim_idle. Only those can come back as duplicates.
+    assert!(int(&kill["stored_before"]) >= 3_000, "{kill}");
+    let held = int(&kill["held"]);
+    assert!(int(&kill["claimed"]) >= held, "{kill}");
+    assert!(duplicates <= held, "{phase}");
+    let claim_idle = secs(&kill["claim_idle_s"]);
+    assert!((claim_idle - 1.0).abs() < 1e-9);
+    if held > 0 {
+        let after = secs(&kill["claimed_after_s"]);
+        // Idle counts from the read, before the kill; a worker looks for stranded records
+        // every round (a read blocks at most 100 ms).
+        assert!(
+            after > 0.0 && after <= claim_idle + 1.0,
+            "the dead worker's records came back {after} s after the kill: {kill}"
+        );
+    }
+}
+
+#[test]
+fn help_lists_the_knobs() {
+    let output = output_within(
+        {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_ingest-demo"));
+            c.arg("--help");
+            c
+        },
+        Duration::from_secs(30),
+    );
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    for flag in [
+        "--records",
+        "--phase",
+        "--server",
+        "--json",
+        "--chart",
+        "--claim-idle-ms",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+    }
+}
+
+#[test]
+fn ctrl_c_stops_redis_the_database_and_the_workers() {
+    let _turn = turn();
+    let (mut child, lines) = start_watched("ctrl-c", &["--phase", "2"]);
+    let seen = wait_for(&lines, "workers start");
+    signal(child.id(), "INT");
+    let status = wait_exit(&mut child, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(130), "{seen}");
+    assert_everything_stopped(&seen);
+}
+
+#[test]
+fn even_a_kill_leaves_nothing_running() {
+    let _turn = turn();
+    let (mut child, lines) = start_watched("kill", &["--phase", "2"]);
+    let seen = wait_for(&lines, "workers start");
+    signal(child.id(), "KILL");
+    wait_exit(&mut child, Duration::from_secs(20));
+    assert_everything_stopped(&seen);
+}
+
+/// Starts the demo with its stderr lines coming through a channel.
+fn start_watched(name: &str, args: &[&str]) -> (Child, mpsc::Receiver<String>) {
+    let mut child = demo(name, args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ingest-demo");
+    let stderr = child.stderr.take().unwrap();
+    let (send, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, lines)
+}
+
+/// Everything printed until a line containing `needle` (bounded).
+fn wait_for(lines: &mpsc::Receiver<String>, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = String::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                seen.push_str(&line);
+                seen.push('\n');
+                if line.contains(needle) {
+                    return seen;
+                }
+            }
+            Err(_) => panic!("no {needle:?} within 60 s:\n{seen}"),
+        }
+    }
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for ingest-demo") {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("ingest-demo did not stop within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The private Redis no longer answers, and no worker of this run is left.
+fn assert_everything_stopped(seen: &str) {
+    let redis = between(seen, "on redis://", ",");
+    let database = between(seen, "mock database on ", ": ");
+    let needle = format!("--db={database}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let redis_up = TcpStream::connect(redis).is_ok();
+        let workers = processes_with(&needle);
+        if !redis_up && workers.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running 10 s later: redis at {redis} {}, workers {workers:?}\n{seen}",
+            if redis_up { "answers" } else { "is gone" }
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn between<'a>(text: &'a str, before: &str, after: &str) -> &'a str {
+    let start = text
+        .find(before)
+        .unwrap_or_else(|| panic!("no {before:?} in:\n{text}"))
+        + before.len();
+    let rest = &text[start..];
+    &rest[..rest.find(after).unwrap_or(rest.len())]
+}
+
+/// Pids of live processes whose command line mentions `needle`.
+fn processes_with(needle: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = state
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+            !zombie && String::from_utf8_lossy(&cmdline).contains(needle)
+        })
+        .collect()
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{name} {pid}");
+}
