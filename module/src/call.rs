@@ -8,7 +8,9 @@ use std::slice;
 use redis_module::raw;
 
 use crate::guard;
-use crate::stats::{self, Command};
+use throttle_bucket::Command;
+
+use crate::stats;
 
 /// A command's answer.
 pub enum Reply<'a> {
@@ -25,7 +27,7 @@ pub fn run(
     command: Command,
     body: impl FnOnce(&[*mut raw::RedisModuleString], &mut dyn FnMut(Reply)) -> Result<(), String>,
 ) -> c_int {
-    guard::command(ctx, label(command), || {
+    guard::command(ctx, command.name(), || {
         stats::called(command);
         let args: &[*mut raw::RedisModuleString] = match usize::try_from(argc) {
             // SAFETY: Redis passes `argc` valid strings in `argv` for the call's duration.
@@ -92,16 +94,5 @@ fn reply_error(ctx: *mut raw::RedisModuleCtx, message: &str) {
     match CString::new(message) {
         Ok(text) => raw::reply_with_error(ctx, text.as_ptr()),
         Err(_) => raw::reply_with_error(ctx, c"ERR THROTTLE: invalid arguments".as_ptr()),
-    }
-}
-
-/// The command's name, for the panic guard's log line.
-fn label(command: Command) -> &'static str {
-    match command {
-        Command::Take => "THROTTLE.TAKE",
-        Command::MTake => "THROTTLE.MTAKE",
-        Command::Pause => "THROTTLE.PAUSE",
-        Command::Give => "THROTTLE.GIVE",
-        Command::Peek => "THROTTLE.PEEK",
     }
 }

@@ -17,7 +17,7 @@ pub extern "C" fn command(
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
 ) -> c_int {
-    call::run(ctx, argv, argc, stats::Command::Give, |args, reply| {
+    call::run(ctx, argv, argc, Command::Give, |args, reply| {
         let [key, rest @ ..] = args else {
             return Err(ArgError::Arity(Command::Give).to_string());
         };

@@ -4,7 +4,7 @@
 use std::os::raw::c_int;
 
 use redis_module::raw;
-use throttle_bucket::{mtake, MTakeArgs, MAX_KEYS};
+use throttle_bucket::{mtake, Command, MTakeArgs, MAX_KEYS};
 
 use crate::bucket_key::{read_state, store_state};
 use crate::call::{self, Reply};
@@ -19,7 +19,7 @@ pub extern "C" fn command(
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
 ) -> c_int {
-    call::run(ctx, argv, argc, stats::Command::MTake, |args, reply| {
+    call::run(ctx, argv, argc, Command::MTake, |args, reply| {
         let parsed =
             call::with_words::<MAX_WORDS, _>(args, MTakeArgs::parse).map_err(|e| e.to_string())?;
         let count = parsed.limits().len();

@@ -9,7 +9,7 @@ use throttle_bucket::{parse_peek, peek, ArgError, Command};
 
 use crate::bucket_key::read_state;
 use crate::call::{self, Reply};
-use crate::{clock, stats};
+use crate::clock;
 
 /// The command handler Redis calls.
 pub extern "C" fn command(
@@ -17,7 +17,7 @@ pub extern "C" fn command(
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
 ) -> c_int {
-    call::run(ctx, argv, argc, stats::Command::Peek, |args, reply| {
+    call::run(ctx, argv, argc, Command::Peek, |args, reply| {
         let [key, rest @ ..] = args else {
             return Err(ArgError::Arity(Command::Peek).to_string());
         };

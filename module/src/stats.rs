@@ -9,17 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use redis_module::raw;
 
-use crate::{eviction, guard};
+use throttle_bucket::Command;
 
-/// The module's commands, for the per-command call counters.
-#[derive(Clone, Copy, Debug)]
-pub enum Command {
-    Take,
-    MTake,
-    Pause,
-    Give,
-    Peek,
-}
+use crate::{eviction, guard};
 
 pub(crate) static CALLS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 pub(crate) static GRANTED: AtomicU64 = AtomicU64::new(0);
@@ -31,7 +23,18 @@ pub(crate) static ERRORS: AtomicU64 = AtomicU64::new(0);
 
 /// One call of `command`, whatever its outcome.
 pub fn called(command: Command) {
-    CALLS[command as usize].fetch_add(1, Relaxed);
+    CALLS[slot(command)].fetch_add(1, Relaxed);
+}
+
+/// Each command's place in `CALLS`.
+fn slot(command: Command) -> usize {
+    match command {
+        Command::Take => 0,
+        Command::MTake => 1,
+        Command::Pause => 2,
+        Command::Give => 3,
+        Command::Peek => 4,
+    }
 }
 
 /// Tokens were taken; `reserved` when the caller must wait before using them.
@@ -83,7 +86,7 @@ fn write_info(ctx: *mut raw::RedisModuleInfoCtx) {
         if add_section(ctx, std::ptr::null()) != raw::REDISMODULE_OK as c_int {
             return;
         }
-        let calls = |command: Command| CALLS[command as usize].load(Relaxed);
+        let calls = |command: Command| CALLS[slot(command)].load(Relaxed);
         let numbers: [(&CStr, u64); 11] = [
             (c"calls_take", calls(Command::Take)),
             (c"calls_mtake", calls(Command::MTake)),

@@ -16,7 +16,7 @@ pub extern "C" fn command(
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
 ) -> c_int {
-    call::run(ctx, argv, argc, stats::Command::Take, |args, reply| {
+    call::run(ctx, argv, argc, Command::Take, |args, reply| {
         let [key, rest @ ..] = args else {
             return Err(ArgError::Arity(Command::Take).to_string());
         };
