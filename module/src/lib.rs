@@ -39,7 +39,7 @@ redis_module! {
 }
 
 /// One command to register.
-struct Command {
+struct Registration {
     name: &'static CStr,
     handler: raw::RedisModuleCmdFunc,
     /// Server flags: `write` or `readonly` (where it may run), `deny-oom`, `fast`.
@@ -52,8 +52,8 @@ struct Command {
     doc: &'static Doc,
 }
 
-static COMMANDS: [Command; 5] = [
-    Command {
+static COMMANDS: [Registration; 5] = [
+    Registration {
         name: c"throttle.take",
         handler: Some(take::command),
         flags: c"write deny-oom fast",
@@ -61,7 +61,7 @@ static COMMANDS: [Command; 5] = [
         acl: c"write fast",
         doc: &command_info::TAKE,
     },
-    Command {
+    Registration {
         name: c"throttle.mtake",
         handler: Some(keys::mtake_entry),
         // No legacy range can say "numkeys keys from argv[2]": (0, 0, 0) here. The key spec
@@ -74,7 +74,7 @@ static COMMANDS: [Command; 5] = [
         acl: c"write fast",
         doc: &command_info::MTAKE,
     },
-    Command {
+    Registration {
         name: c"throttle.pause",
         handler: Some(pause::command),
         flags: c"write deny-oom fast",
@@ -82,7 +82,7 @@ static COMMANDS: [Command; 5] = [
         acl: c"write fast",
         doc: &command_info::PAUSE,
     },
-    Command {
+    Registration {
         name: c"throttle.give",
         handler: Some(give::command),
         flags: c"write deny-oom fast",
@@ -90,7 +90,7 @@ static COMMANDS: [Command; 5] = [
         acl: c"write fast",
         doc: &command_info::GIVE,
     },
-    Command {
+    Registration {
         name: c"throttle.peek",
         handler: Some(peek::command),
         // Read-only: allowed on a read-only replica, in EVAL_RO and `no-writes` functions,
@@ -158,7 +158,7 @@ fn register(ctx: &Context) -> Status {
     Status::Ok
 }
 
-fn create(ctx: *mut raw::RedisModuleCtx, command: &Command) -> Result<(), ()> {
+fn create(ctx: *mut raw::RedisModuleCtx, command: &Registration) -> Result<(), ()> {
     let (first, last, step) = command.keys;
     // SAFETY: as in `register`; the name and flags are NUL-terminated statics and the handler
     // has the C signature Redis expects.
@@ -188,7 +188,7 @@ fn create(ctx: *mut raw::RedisModuleCtx, command: &Command) -> Result<(), ()> {
 fn set_acl_categories(
     ctx: *mut raw::RedisModuleCtx,
     handle: *mut raw::RedisModuleCommand,
-    command: &Command,
+    command: &Registration,
 ) {
     // SAFETY: as in `register`; `handle` is checked for null.
     let done = unsafe {
