@@ -32,7 +32,8 @@ pub enum Backend {
     Script,
     /// The module if the server has it, else the script. The first call is the probe: it
     /// goes to the module, and only an "unknown command" answer switches the limiter (and its
-    /// clones) to the script for good, so a server with the module pays nothing for it.
+    /// clones) to the script for good, so a server with the module pays nothing for it. Calls
+    /// made while the probe is out wait for its answer (one round trip) instead of probing too.
     #[default]
     Auto,
 }

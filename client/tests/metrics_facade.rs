@@ -127,8 +127,9 @@ async fn the_counters_go_to_the_metrics_facade() {
     assert_eq!(calls("gave_up"), 1);
     assert_eq!(calls("error"), 1);
     assert_eq!(
-        recorder.counter("throttle_round_trips_total{limiter=payments}"),
-        5
+        recorder.counter("throttle_round_trips_total{backend=module,limiter=payments}"),
+        5,
+        "the fake answers as the module does: Auto settles on it at the first call"
     );
     assert_eq!(
         recorder.samples("throttle_wait_seconds{limiter=payments}"),
