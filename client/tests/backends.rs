@@ -19,12 +19,11 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    backend_named, check_windows, clock_lag_ns, command_calls, command_failed_calls, error_replies,
-    manager, multiplexed, now_ns, runtime, serial, server_for, stored, Sample, Worker, NS_PER_MS,
-    NS_PER_S,
+    backend_named, clock_lag_ns, command_calls, command_failed_calls, error_replies, manager,
+    multiplexed, now_ns, runtime, serial, server_for, stored, NS_PER_MS, NS_PER_S,
 };
 use redis_throttle::{Backend, Limiter, Quota, TryAcquire};
-use throttle_testkit::Flavor;
+use throttle_testkit::{check_windows, ChildTest, Flavor, Sample};
 
 const CAPACITY: u64 = 8;
 const RATE: u64 = 9;
@@ -181,8 +180,8 @@ fn fleet(
         (WORKER_TASKS, tasks.to_string()),
         (WORKER_CALLS, calls.to_string()),
     ];
-    let mut workers: Vec<Worker> = (0..PROCESSES)
-        .map(|_| Worker::spawn("backend_worker", &env))
+    let mut workers: Vec<ChildTest> = (0..PROCESSES)
+        .map(|_| ChildTest::spawn("backend_worker", &env))
         .collect();
 
     let mut flushed_at = None;
@@ -197,7 +196,7 @@ fn fleet(
     let mut starts = Vec::new();
     let mut samples = Vec::new();
     for worker in &mut workers {
-        let stdout = worker.finish(deadline);
+        let stdout = worker.finish_ok(deadline);
         let mut mine = 0;
         for line in stdout.lines() {
             let words: Vec<&str> = line.split_whitespace().collect();

@@ -19,12 +19,12 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    backend_named, check_windows, clock_lag_ns, command_calls, multiplexed, now_ns, runtime,
-    serial, server_for, stored, Sample, Windows, Worker, NS_PER_S,
+    backend_named, clock_lag_ns, command_calls, multiplexed, now_ns, runtime, serial, server_for,
+    stored, NS_PER_S,
 };
 use redis::aio::MultiplexedConnection;
 use redis_throttle::{Backend, Error, Limiter, MultiLimiter, Quota, Rate};
-use throttle_testkit::Flavor;
+use throttle_testkit::{check_windows, ChildTest, Flavor, Sample, Windows};
 
 const PER_SECOND: &str = "{supplier}:second";
 const PER_5S: &str = "{supplier}:5s";
@@ -155,15 +155,15 @@ fn no_window_over_either_limit(flavor: Flavor, backend: Backend) {
         (WORKER_GO_AT, go_at.to_string()),
         (WORKER_END_AT, end_at.to_string()),
     ];
-    let mut workers: Vec<Worker> = (0..PROCESSES)
-        .map(|_| Worker::spawn("multi_worker", &env))
+    let mut workers: Vec<ChildTest> = (0..PROCESSES)
+        .map(|_| ChildTest::spawn("multi_worker", &env))
         .collect();
     let deadline = std::time::Instant::now() + GO_DELAY + RUN + GRACE;
     let mut starts = Vec::new();
     let mut samples = Vec::new();
     let mut per_process = Vec::new();
     for worker in &mut workers {
-        let stdout = worker.finish(deadline);
+        let stdout = worker.finish_ok(deadline);
         let mut mine = 0;
         for line in stdout.lines() {
             let words: Vec<&str> = line.split_whitespace().collect();

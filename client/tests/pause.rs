@@ -17,12 +17,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{
-    check_windows, clock_lag_ns, multiplexed, now_ns, runtime, serial, server_for, stored, Sample,
-    NS_PER_MS,
-};
+use common::{clock_lag_ns, multiplexed, now_ns, runtime, serial, server_for, stored, NS_PER_MS};
 use redis_throttle::{Backend, Limiter, Quota, TryAcquire};
-use throttle_testkit::Flavor;
+use throttle_testkit::{check_windows, Flavor, Sample};
 
 /// Capacity 3, 10 per second: one token every 100 ms.
 const CAPACITY: u64 = 3;

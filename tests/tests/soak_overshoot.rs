@@ -48,14 +48,12 @@
 //! Hence **tolerance = rate * (max lateness + 1 ms + g)** tokens, computed from the run and
 //! printed with it. All of this is integer arithmetic in ns.
 
-use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
-use std::thread::JoinHandle;
+use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis_throttle::{Limiter, Quota, Strategy};
-use throttle_testkit::{Flavor, Server};
+use throttle_testkit::{check_windows, ChildTest, Flavor, Sample, Server};
 
 const KEY: &str = "soak:overshoot";
 /// A burst of 20, 200 per second: about 1 000 grants in the short run, 6 000 in the long
@@ -183,207 +181,18 @@ async fn work(url: &str, go_at: i128, end_at: i128) {
 
 // --- The parent ------------------------------------------------------------------------
 
-/// A worker process; dropping it kills it (SIGKILL) and reaps it.
-struct Worker {
-    child: Child,
-    stdout: Option<JoinHandle<String>>,
-    stderr: Option<JoinHandle<String>>,
-}
-
-impl Worker {
-    fn spawn(url: &str, go_at: i128, end_at: i128) -> Worker {
-        let exe = std::env::current_exe().expect("the test binary");
-        let mut child = Command::new(exe)
-            .args(["--exact", "soak_worker", "--nocapture", "--test-threads=1"])
-            .env(WORKER_URL, url)
-            .env(WORKER_GO_AT, go_at.to_string())
-            .env(WORKER_END_AT, end_at.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn a worker process");
-        // Read both pipes while the worker runs: thousands of grant lines fill a pipe.
-        let drain = |mut pipe: Box<dyn Read + Send>| {
-            std::thread::spawn(move || {
-                let mut bytes = Vec::new();
-                let _ = pipe.read_to_end(&mut bytes);
-                String::from_utf8_lossy(&bytes).into_owned()
-            })
-        };
-        let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
-        let stderr = drain(Box::new(child.stderr.take().expect("piped stderr")));
-        Worker {
-            child,
-            stdout: Some(stdout),
-            stderr: Some(stderr),
-        }
-    }
-
-    /// Waits for the worker to exit (or kills it at the deadline) and returns its output.
-    fn finish(&mut self, deadline: std::time::Instant) -> (String, String, Option<String>) {
-        let failure = loop {
-            match self.child.try_wait().expect("wait for a worker") {
-                Some(status) if status.success() => break None,
-                Some(status) => break Some(format!("exited with {status}")),
-                None if std::time::Instant::now() > deadline => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
-                    break Some("ran past its deadline and was killed".to_owned());
-                }
-                None => std::thread::sleep(Duration::from_millis(20)),
-            }
-        };
-        let join = |handle: Option<JoinHandle<String>>| {
-            handle
-                .map(|h| h.join().unwrap_or_default())
-                .unwrap_or_default()
-        };
-        (join(self.stdout.take()), join(self.stderr.take()), failure)
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// One grant as a worker logged it, ns since the epoch.
-#[derive(Clone, Copy, Debug)]
-struct Sample {
-    /// Just before the call was sent.
-    start: i128,
-    /// When `acquire()` returned: the client may act.
-    done: i128,
-    /// The wait the server asked for (`wait_ms`), which the client slept.
-    slept: i128,
-}
-
-impl Sample {
-    /// How much later than `start + slept` the call returned.
-    fn lateness(&self) -> i128 {
-        self.done - self.start - self.slept
-    }
-}
-
-/// What a run measured.
-#[derive(Debug)]
-struct Figures {
-    grants: usize,
-    /// From the first request to the last grant, ns.
-    duration: i128,
-    utilisation: f64,
-    /// Largest `grants - (capacity + rate * (t1 - t0))` over all windows, in tokens, and
-    /// where (offsets from the start, ns, and the grants in it).
-    worst_window: f64,
-    worst_at: (i128, i128, usize),
-    /// Smallest `capacity + rate * (c_k - T0 + g) - k`, tokens: never negative.
-    cumulative_margin: f64,
-    max_lateness: i128,
-    median_lateness: i128,
-    p99_lateness: i128,
-    /// `rate * (max lateness + 1 ms + g)`, tokens.
-    tolerance: f64,
-}
-
-/// Checks and measures the grants; `t0` is when the bucket was last known full (before the
-/// first request), `g` how far the server's clock reading can trail the true time.
-fn analyse(samples: &[Sample], t0: i128, g: i128, capacity: u64, rate: u64) -> Figures {
-    assert!(!samples.is_empty(), "no grants");
-    let (capacity, rate) = (i128::from(capacity), i128::from(rate));
-    let mut sorted = samples.to_vec();
-    sorted.sort_by_key(|s| s.done);
-
-    for s in &sorted {
-        assert!(
-            s.lateness() >= 0,
-            "a grant returned {} ns before the wait the server asked for: {s:?}",
-            -s.lateness()
-        );
-    }
-    let mut lateness: Vec<i128> = sorted.iter().map(Sample::lateness).collect();
-    lateness.sort_unstable();
-    let max_lateness = *lateness.last().unwrap();
-    let percentile = |p: usize| lateness[(lateness.len() - 1) * p / 100];
-
-    // Strict, from the full bucket: the k-th grant (from 1) needs k <= capacity + rate *
-    // (c_k - T0 + g). In tokens x 10^9 to stay in integers.
-    let mut cumulative_margin = i128::MAX;
-    for (index, s) in sorted.iter().enumerate() {
-        let k = index as i128 + 1;
-        let allowed = capacity * NS_PER_S + rate * (s.done - t0 + g);
-        let margin = allowed - k * NS_PER_S;
-        assert!(
-            margin >= 0,
-            "grant {k} came {} ms after the start, before the bucket allows it ({capacity} + \
-             {rate}/s); the grants before it: {:?}",
-            (s.done - t0) as f64 / 1e6,
-            &sorted[index.saturating_sub(5)..=index]
-        );
-        cumulative_margin = cumulative_margin.min(margin);
-    }
-
-    // Every window [c_i, c_j], i <= j in time order: excess(i, j) = (j - i + 1) - capacity -
-    // rate * (c_j - c_i). With A_k = k * 10^9 - rate * c_k, excess * 10^9 = A_j - A_i + 10^9 -
-    // capacity * 10^9, so the worst window ending at j starts at the smallest A_i, i <= j:
-    // one pass covers all n^2 windows (ties included: among equal instants the earliest
-    // index has the smallest A).
-    let tolerance_nano = rate * (max_lateness + NS_PER_MS + g);
-    let mut worst = i128::MIN;
-    let mut worst_at = (0, 0, 0);
-    let mut min_a = (i128::MAX, 0usize);
-    for (j, s) in sorted.iter().enumerate() {
-        let a_j = j as i128 * NS_PER_S - rate * s.done;
-        if a_j < min_a.0 {
-            min_a = (a_j, j);
-        }
-        let excess = a_j - min_a.0 + NS_PER_S - capacity * NS_PER_S;
-        if excess > worst {
-            worst = excess;
-            worst_at = (sorted[min_a.1].done - t0, s.done - t0, j - min_a.1 + 1);
-        }
-        if excess > tolerance_nano {
-            let i = min_a.1;
-            panic!(
-                "{} grants in the {:.3} ms from {:.3} ms after the start: {:.3} tokens over \
-                 capacity + rate * window, tolerance {:.3} (rate * (max lateness {:.3} ms + \
-                 1 ms + {g} ns)); grants: {:?}",
-                j - i + 1,
-                (s.done - sorted[i].done) as f64 / 1e6,
-                (sorted[i].done - t0) as f64 / 1e6,
-                excess as f64 / 1e9,
-                tolerance_nano as f64 / 1e9,
-                max_lateness as f64 / 1e6,
-                &sorted[i..=j.min(i + 40)]
-            );
-        }
-    }
-
-    let duration = sorted.last().unwrap().done - t0;
-    let allowed = (capacity * NS_PER_S + rate * duration) as f64 / 1e9;
-    Figures {
-        grants: sorted.len(),
-        duration,
-        utilisation: sorted.len() as f64 / allowed,
-        worst_window: worst as f64 / 1e9,
-        worst_at,
-        cumulative_margin: cumulative_margin as f64 / 1e9,
-        max_lateness,
-        median_lateness: percentile(50),
-        p99_lateness: percentile(99),
-        tolerance: tolerance_nano as f64 / 1e9,
-    }
-}
-
 fn soak(flavor: Flavor, run: Duration) {
     let server = Server::start(flavor);
     let url = server.url();
     let go_at = now_ns() + GO_DELAY.as_nanos() as i128;
     let end_at = go_at + run.as_nanos() as i128;
-    let mut workers: Vec<Worker> = (0..PROCESSES)
-        .map(|_| Worker::spawn(&url, go_at, end_at))
+    let env = [
+        (WORKER_URL, url.clone()),
+        (WORKER_GO_AT, go_at.to_string()),
+        (WORKER_END_AT, end_at.to_string()),
+    ];
+    let mut workers: Vec<ChildTest> = (0..PROCESSES)
+        .map(|_| ChildTest::spawn("soak_worker", &env))
         .collect();
 
     let deadline = std::time::Instant::now() + GO_DELAY + run + GRACE;
@@ -391,13 +200,10 @@ fn soak(flavor: Flavor, run: Duration) {
     let mut samples = Vec::new();
     let mut per_process = Vec::new();
     for (n, worker) in workers.iter_mut().enumerate() {
-        let (stdout, stderr, failure) = worker.finish(deadline);
-        if let Some(failure) = failure {
-            panic!("worker {n} {failure}\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
-        }
+        let stdout = worker.finish_ok(deadline);
         assert!(
             stdout.contains("SOAK-END"),
-            "worker {n} printed no report\n{stdout}\n{stderr}"
+            "worker {n} printed no report\n{stdout}"
         );
         let mut grants = 0;
         for line in stdout.lines() {
@@ -438,7 +244,7 @@ fn soak(flavor: Flavor, run: Duration) {
     } else {
         NS_PER_MS
     };
-    let f = analyse(&samples, t0, g, CAPACITY, RATE);
+    let f = check_windows(&samples, t0, g, CAPACITY, RATE);
     eprintln!(
         "overshoot soak on {flavor}: {PROCESSES} processes x {TASKS} tasks, capacity \
          {CAPACITY}, {RATE}/s, {:.3} s from the first request to the last grant\n  \
@@ -495,65 +301,4 @@ fn overshoot_soak() {
     for flavor in flavors() {
         soak(flavor, run);
     }
-}
-
-// --- The analysis on made-up grants ----------------------------------------------------
-
-fn at(done_ms: i128) -> Sample {
-    Sample {
-        start: done_ms * NS_PER_MS,
-        done: done_ms * NS_PER_MS,
-        slept: 0,
-    }
-}
-
-#[test]
-fn analysis_of_a_perfect_bucket() {
-    // capacity 2, 10/s: two at once, then one every 100 ms.
-    let samples: Vec<Sample> = [0, 0, 100, 200, 300].into_iter().map(at).collect();
-    let f = analyse(&samples, 0, 0, 2, 10);
-    assert_eq!(f.grants, 5);
-    assert_eq!(f.worst_window, 0.0, "{f:?}");
-    assert_eq!(f.worst_at, (0, 0, 2), "two at once fill the bucket's burst");
-    assert_eq!(f.cumulative_margin, 0.0);
-    assert_eq!(f.max_lateness, 0);
-    assert!((f.tolerance - 0.01).abs() < 1e-12, "10/s x 1 ms: {f:?}");
-    assert!((f.utilisation - 1.0).abs() < 1e-12, "{f:?}");
-}
-
-#[test]
-fn analysis_allows_a_bunch_within_the_lateness() {
-    // capacity 1, 10/s. The grant due at 100 ms (reserved at 0 with a wait of 100 ms) came
-    // 50 ms late, bunching with the one due at 200 ms: the window [150, 200] holds 2 grants
-    // where the bucket allows 1 + 0.5. The lateness, 50 ms, gives a tolerance of
-    // 10/s x (50 + 1) ms = 0.51 token, which covers the 0.5 over.
-    let mut late = at(150);
-    late.start = 0;
-    late.slept = 100 * NS_PER_MS;
-    let samples = vec![at(0), late, at(200)];
-    let f = analyse(&samples, 0, 0, 1, 10);
-    assert_eq!(f.max_lateness, 50 * NS_PER_MS);
-    assert!((f.tolerance - 0.51).abs() < 1e-12, "{f:?}");
-    assert!((f.worst_window - 0.5).abs() < 1e-12, "{f:?}");
-    assert_eq!(f.worst_at, (150 * NS_PER_MS, 200 * NS_PER_MS, 2));
-}
-
-#[test]
-#[should_panic(expected = "before the bucket allows it")]
-fn analysis_rejects_an_early_grant() {
-    // capacity 2, 10/s: a third grant at 50 ms is 50 ms early.
-    let samples: Vec<Sample> = [0, 0, 50].into_iter().map(at).collect();
-    analyse(&samples, 0, 0, 2, 10);
-}
-
-#[test]
-#[should_panic(expected = "over capacity + rate * window")]
-fn analysis_rejects_a_bunch_beyond_the_lateness() {
-    // capacity 2, 10/s, grants well spaced from the start, but four at 1000 ms: the window
-    // [1000, 1000] holds 4 > 2 + tolerance (no lateness: 0.01).
-    let samples: Vec<Sample> = [0, 0, 600, 700, 1000, 1000, 1000, 1000]
-        .into_iter()
-        .map(at)
-        .collect();
-    analyse(&samples, 0, 0, 2, 10);
 }

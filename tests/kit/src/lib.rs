@@ -14,8 +14,10 @@
 //! assert_eq!(pong, "PONG");
 //! ```
 
+mod child;
 mod faketime;
 mod flavor;
+mod grants;
 mod info;
 mod module;
 mod port;
@@ -23,8 +25,10 @@ mod process;
 mod server;
 mod wait;
 
+pub use child::{ChildOutput, ChildTest};
 pub use faketime::libfaketime;
 pub use flavor::Flavor;
+pub use grants::{check_windows, Sample, Windows};
 pub use info::{command_stat, command_stat_text, info_field};
 pub use module::{module_path, try_module_path};
 pub use server::{Server, ServerBuilder, StartError};
