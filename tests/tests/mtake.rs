@@ -8,10 +8,9 @@
 mod common;
 mod support;
 
-use std::fs::File;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::cluster::{keyslot, start_cluster};
 use common::{exists, per_server, query, send, strings, Connection, Flavor, Server, NS_PER_MS};
 use support::{
     assert_reply, bad, check_battery, cmd, errors, exec, ints, mtake, mtake_cmd, num, BadCall, Pair,
@@ -522,151 +521,9 @@ fn in_a_cluster_one_hash_tag_works_and_two_slots_are_crossslot(flavor: Flavor) {
     assert_eq!(keys, ["{supplier}:s", "{supplier}:m"]);
 }
 
-/// One master of the test cluster.
-struct Node {
-    server: Server,
-    slots: Vec<(u16, u16)>,
-}
-
-impl Node {
-    fn owns(&self, slot: u16) -> bool {
-        self.slots.iter().any(|&(lo, hi)| (lo..=hi).contains(&slot))
-    }
-}
-
 /// MTAKE calls refused (MOVED, CROSSSLOT) on every node so far.
 fn rejected(cons: &mut [Connection]) -> u64 {
     cons.iter_mut()
         .map(|c| support::command_stat_of(c, "throttle.mtake", "rejected_calls"))
         .sum()
-}
-
-fn keyslot(con: &mut Connection, key: &str) -> u16 {
-    query(con, redis::cmd("CLUSTER").arg("KEYSLOT").arg(key))
-}
-
-/// Bound for `redis-cli --cluster create` and for the cluster to settle.
-const CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Three cluster-enabled servers with the module, made a cluster by `redis-cli --cluster
-/// create` (`$THROTTLE_REDIS_CLI`, or Debian's redis-cli), once every node reports
-/// `cluster_state:ok` and the same slot map (bounded waits), as in cluster.rs.
-fn start_cluster(flavor: Flavor) -> Vec<Node> {
-    let servers: Vec<Server> = (0..3).map(|_| start_node(flavor)).collect();
-    let out_path = servers[0].dir().join("cluster-create.out");
-    let out = File::create(&out_path).expect("create cluster-create.out");
-    let cli = std::env::var("THROTTLE_REDIS_CLI")
-        .ok()
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "redis-cli".to_owned());
-    let mut command = Command::new(&cli);
-    command.args(["--cluster", "create"]);
-    for server in &servers {
-        command.arg(format!("127.0.0.1:{}", server.port()));
-    }
-    command
-        .args(["--cluster-replicas", "0", "--cluster-yes"])
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out);
-    let mut child = command
-        .spawn()
-        .unwrap_or_else(|e| panic!("run {cli} (set THROTTLE_REDIS_CLI to use another): {e}"));
-    let deadline = Instant::now() + CLUSTER_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for redis-cli") {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
-    assert!(
-        status.is_some_and(|s| s.success()),
-        "redis-cli --cluster create: {status:?}\n{output}"
-    );
-
-    let settled = Instant::now() + CLUSTER_TIMEOUT;
-    let map = loop {
-        let mut ok = true;
-        let mut maps = Vec::new();
-        for server in &servers {
-            let mut con = server.conn();
-            let info: String = query(&mut con, redis::cmd("CLUSTER").arg("INFO"));
-            ok &= info.contains("cluster_state:ok")
-                && info.contains("cluster_known_nodes:3")
-                && info.contains("cluster_slots_assigned:16384");
-            maps.push(slot_map(&mut con));
-        }
-        if ok && maps.iter().all(|m| *m == maps[0]) {
-            break maps.swap_remove(0);
-        }
-        assert!(
-            Instant::now() < settled,
-            "the cluster did not settle within {CLUSTER_TIMEOUT:?}: {maps:?}\n{output}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    servers
-        .into_iter()
-        .map(|server| {
-            let slots = map
-                .iter()
-                .find(|(port, _)| *port == server.port())
-                .map(|(_, slots)| slots.clone())
-                .unwrap_or_else(|| panic!("port {} missing in {map:?}", server.port()));
-            Node { server, slots }
-        })
-        .collect()
-}
-
-/// One cluster-enabled server with the module. Its bus port is its port + 10000; a port too
-/// high for that is refused by the server, and this tries again (twice at most).
-fn start_node(flavor: Flavor) -> Server {
-    let builder = Server::builder(flavor)
-        .arg("cluster-enabled", "yes")
-        .arg("cluster-config-file", "nodes.conf")
-        .arg("cluster-node-timeout", "2000")
-        .arg("cluster-announce-ip", "127.0.0.1");
-    for attempt in 1..=3 {
-        match builder.clone().try_start() {
-            Ok(server) => return server,
-            Err(e) if attempt < 3 && e.to_string().contains("port number too high") => continue,
-            Err(e) => panic!("{e}"),
-        }
-    }
-    unreachable!("the third attempt returns or panics")
-}
-
-/// `CLUSTER NODES` as (port, slot ranges), sorted by port.
-fn slot_map(con: &mut Connection) -> Vec<(u16, Vec<(u16, u16)>)> {
-    let text: String = query(con, redis::cmd("CLUSTER").arg("NODES"));
-    let mut nodes: Vec<_> = text
-        .lines()
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let port = fields[1]
-                .split(['@', ','])
-                .next()
-                .and_then(|addr| addr.rsplit_once(':'))
-                .and_then(|(_, port)| port.parse().ok())
-                .unwrap_or_else(|| panic!("no port in {line:?}"));
-            let slots = fields[8..]
-                .iter()
-                .filter(|s| !s.starts_with('['))
-                .map(|s| match s.split_once('-') {
-                    Some((lo, hi)) => (lo.parse().unwrap(), hi.parse().unwrap()),
-                    None => (s.parse().unwrap(), s.parse().unwrap()),
-                })
-                .collect();
-            (port, slots)
-        })
-        .collect();
-    nodes.sort_by_key(|(port, _)| *port);
-    nodes
 }
