@@ -34,6 +34,27 @@ pub fn take(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> R
     }
 }
 
+/// A command from one whitespace-separated line: `line("THROTTLE.PEEK k 8 9")`.
+pub fn line(words: &str) -> redis::Cmd {
+    let mut parts = words.split_whitespace();
+    let mut cmd = redis::cmd(parts.next().expect("a command name"));
+    for word in parts {
+        cmd.arg(word);
+    }
+    cmd
+}
+
+/// Runs a [`line`]: its reply, or the server's error as the text it sent.
+pub fn run(con: &mut Connection, words: &str) -> Result<Value, String> {
+    send(con, &line(words))
+}
+
+/// Runs a [`line`] that must succeed.
+#[track_caller]
+pub fn ok(con: &mut Connection, words: &str) -> Value {
+    run(con, words).unwrap_or_else(|e| panic!("{words}: {e}"))
+}
+
 /// Sends a command: its reply, or the server's error as the text it sent (`ERR ...`).
 pub fn send(con: &mut Connection, cmd: &redis::Cmd) -> Result<Value, String> {
     cmd.query::<Value>(con).map_err(|e| error_text(&e))

@@ -6,33 +6,9 @@
 
 use std::time::Duration;
 
-use redis::{Connection, Value};
-use throttle_testkit::{info_field, per_server, poll, Flavor, Server};
+mod common;
 
-fn cmd(words: &str) -> redis::Cmd {
-    let mut parts = words.split_whitespace();
-    let mut cmd = redis::cmd(parts.next().expect("a command name"));
-    for word in parts {
-        cmd.arg(word);
-    }
-    cmd
-}
-
-/// Runs `words` (split on whitespace): the reply, or the error line as the server sent it.
-fn run(con: &mut Connection, words: &str) -> Result<Value, String> {
-    cmd(words)
-        .query::<Value>(con)
-        .map_err(|e| match (e.code(), e.detail()) {
-            (Some(code), Some(detail)) => format!("{code} {detail}"),
-            (Some(code), None) => code.to_owned(),
-            _ => format!("(not a server error) {e}"),
-        })
-}
-
-#[track_caller]
-fn ok(con: &mut Connection, words: &str) -> Value {
-    run(con, words).unwrap_or_else(|e| panic!("{words}: {e}"))
-}
+use common::{info_field, ok, per_server, poll, run, Flavor, Server, Value};
 
 #[track_caller]
 fn text(value: &Value) -> String {

@@ -2,27 +2,9 @@
 //! of calls says, and the eviction field (and the log's warning) follow the maxmemory policy,
 //! also when it is changed at runtime with CONFIG SET.
 
-use redis::{Connection, Value};
-use throttle_testkit::{info_field, per_server, Flavor, Server};
+mod common;
 
-/// Runs `words` (split on whitespace) as one command: the reply, or the error line.
-fn run(con: &mut Connection, words: &str) -> Result<Value, String> {
-    let mut parts = words.split_whitespace();
-    let mut cmd = redis::cmd(parts.next().expect("a command name"));
-    for word in parts {
-        cmd.arg(word);
-    }
-    cmd.query::<Value>(con)
-        .map_err(|e| match (e.code(), e.detail()) {
-            (Some(code), Some(detail)) => format!("{code} {detail}"),
-            _ => format!("(not a server error) {e}"),
-        })
-}
-
-#[track_caller]
-fn ok(con: &mut Connection, words: &str) -> Value {
-    run(con, words).unwrap_or_else(|e| panic!("{words}: {e}"))
-}
+use common::{info_field, ok, per_server, run, Connection, Flavor, Server, Value};
 
 fn info_throttle(con: &mut Connection) -> String {
     match ok(con, "INFO throttle") {

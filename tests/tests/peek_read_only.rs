@@ -5,30 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
-use throttle_testkit::{per_server, Flavor, Server};
+mod common;
 
-fn run(con: &mut Connection, cmd: &redis::Cmd) -> Result<Value, String> {
-    cmd.query::<Value>(con)
-        .map_err(|e| match (e.code(), e.detail()) {
-            (Some(code), Some(detail)) => format!("{code} {detail}"),
-            _ => format!("(not a server error) {e}"),
-        })
-}
-
-fn words(line: &str) -> redis::Cmd {
-    let mut parts = line.split_whitespace();
-    let mut cmd = redis::cmd(parts.next().expect("a command name"));
-    for word in parts {
-        cmd.arg(word);
-    }
-    cmd
-}
-
-#[track_caller]
-fn ok(con: &mut Connection, line: &str) -> Value {
-    run(con, &words(line)).unwrap_or_else(|e| panic!("{line}: {e}"))
-}
+use common::{ok, per_server, run, send, Flavor, Server, Value};
 
 /// The bucket `k` after one token of 5 was taken at one token per 1000 s: PEEK says 4 left.
 #[track_caller]
@@ -59,7 +38,7 @@ fn on_a_read_only_replica(flavor: Flavor) {
     replica.wait_replica_synced(&primary);
     let mut con = replica.conn();
     assert_peek(&ok(&mut con, PEEK), "PEEK on a read-only replica");
-    let error = run(&mut con, &words(TAKE)).expect_err("TAKE on a replica");
+    let error = run(&mut con, TAKE).expect_err("TAKE on a replica");
     assert!(error.starts_with("READONLY "), "{error}");
 }
 
@@ -78,10 +57,10 @@ fn in_read_only_scripts(flavor: Flavor) {
         cmd
     };
     assert_peek(
-        &run(&mut con, &script("THROTTLE.PEEK")).expect("PEEK in EVAL_RO"),
+        &send(&mut con, &script("THROTTLE.PEEK")).expect("PEEK in EVAL_RO"),
         "EVAL_RO",
     );
-    let error = run(&mut con, &script("THROTTLE.TAKE")).expect_err("TAKE in EVAL_RO");
+    let error = send(&mut con, &script("THROTTLE.TAKE")).expect_err("TAKE in EVAL_RO");
     assert!(error.starts_with("ERR "), "{error}");
 
     let library = "#!lua name=throttle_ro\n\
@@ -89,12 +68,12 @@ fn in_read_only_scripts(flavor: Flavor) {
         callback=function(keys, args) return redis.call('THROTTLE.PEEK', keys[1], '5', '0.001') end}\n\
         redis.register_function{function_name='take', flags={'no-writes'}, \
         callback=function(keys, args) return redis.call('THROTTLE.TAKE', keys[1], '5', '0.001') end}";
-    let _ = run(&mut con, redis::cmd("FUNCTION").arg("LOAD").arg(library)).expect("FUNCTION LOAD");
+    let _ = send(&mut con, redis::cmd("FUNCTION").arg("LOAD").arg(library)).expect("FUNCTION LOAD");
     assert_peek(
         &ok(&mut con, "FCALL_RO peek 1 k"),
         "FCALL_RO of a no-writes function",
     );
-    let error = run(&mut con, &words("FCALL_RO take 1 k")).expect_err("TAKE in no-writes");
+    let error = run(&mut con, "FCALL_RO take 1 k").expect_err("TAKE in no-writes");
     assert!(error.starts_with("ERR "), "{error}");
 }
 
@@ -105,7 +84,7 @@ fn during_client_pause_write(flavor: Flavor) {
     assert_eq!(ok(&mut admin, "CLIENT PAUSE 20000 WRITE"), Value::Okay);
     let mut con = server.conn();
     let start = Instant::now();
-    let reply = run(&mut con, &words(PEEK));
+    let reply = run(&mut con, PEEK);
     let took = start.elapsed();
     let _ = ok(&mut admin, "CLIENT UNPAUSE");
     assert_peek(
@@ -127,11 +106,11 @@ fn out_of_memory(flavor: Flavor) {
     let _ = ok(&mut con, TAKE);
     // Any use is over one byte: every write that may grow memory is refused with OOM.
     let _ = ok(&mut con, "CONFIG SET maxmemory 1");
-    let error = run(&mut con, &words("SET other 1")).expect_err("SET under OOM");
+    let error = run(&mut con, "SET other 1").expect_err("SET under OOM");
     assert!(error.starts_with("OOM "), "{error}");
-    let error = run(&mut con, &words(TAKE)).expect_err("TAKE under OOM");
+    let error = run(&mut con, TAKE).expect_err("TAKE under OOM");
     assert!(error.starts_with("OOM "), "{error}");
-    let reply = run(&mut con, &words(PEEK));
+    let reply = run(&mut con, PEEK);
     let _ = ok(&mut con, "CONFIG SET maxmemory 0");
     assert_peek(&reply.expect("PEEK under OOM"), "under OOM");
 }

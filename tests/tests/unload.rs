@@ -5,26 +5,9 @@
 
 use std::time::Duration;
 
-use redis::{Connection, Value};
-use throttle_testkit::{info_field, per_server, poll, Flavor, Server};
+mod common;
 
-fn run(con: &mut Connection, words: &str) -> Result<Value, String> {
-    let mut parts = words.split_whitespace();
-    let mut cmd = redis::cmd(parts.next().expect("a command name"));
-    for word in parts {
-        cmd.arg(word);
-    }
-    cmd.query::<Value>(con)
-        .map_err(|e| match (e.code(), e.detail()) {
-            (Some(code), Some(detail)) => format!("{code} {detail}"),
-            _ => format!("(not a server error) {e}"),
-        })
-}
-
-#[track_caller]
-fn ok(con: &mut Connection, words: &str) -> Value {
-    run(con, words).unwrap_or_else(|e| panic!("{words}: {e}"))
-}
+use common::{info_field, ok, per_server, poll, run, Connection, Flavor, Server, Value};
 
 fn text(value: &Value) -> String {
     match value {
