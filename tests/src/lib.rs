@@ -12,6 +12,7 @@
 pub mod cluster;
 mod command;
 mod keyspace;
+mod rng;
 mod seed;
 mod server;
 mod time;
@@ -20,6 +21,7 @@ pub use command::{
     as_reply, error_text, line, ok, query, raw_cmd, run, send, strings, take, take_cmd, Reply,
 };
 pub use keyspace::{digest, exists, info, pexpiretime, pttl, state};
+pub use rng::Rng;
 pub use seed::{check_seed_scenario, seed_expected, SEED_INTERVAL_NS};
 pub use server::{assert_no_crash, conn_as, process_id, unix_socket_server};
 pub use time::{assert_server_instant, ceil_ms, server_time_ns, slack_ms, wait_until, NS_PER_MS};

@@ -39,7 +39,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{assert_no_crash, error_text, per_server, process_id, query, Connection, Value};
+use common::{assert_no_crash, error_text, per_server, process_id, query, Connection, Rng, Value};
 use throttle_bucket::{parse_state, ArgError, TakeArgs, MAX_CAPACITY, MAX_WAIT_MS};
 use throttle_testkit::{Flavor, Server};
 
@@ -72,24 +72,19 @@ const CANARIES: &[&str] = &[
     "canary:bucket",
 ];
 
-// --- A seeded PRNG (SplitMix64) ----------------------------------------------------------
+// --- Random arguments, from the seeded generator (common::Rng) ------------------------
 
-struct Rng(u64);
+/// What the fuzzer draws, on the tests' seeded generator.
+trait Draw {
+    fn range(&mut self, low: u64, high: u64) -> u64;
+    fn one_in(&mut self, d: u64) -> bool;
+    fn choose<'a, T: ?Sized>(&mut self, items: &[&'a T]) -> &'a T;
+    fn bytes(&mut self, len: usize) -> Vec<u8>;
+    fn some_digits(&mut self, low: u64, high: u64) -> String;
+    fn digits(&mut self, len: usize) -> String;
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0; the modulo bias is irrelevant here).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
+impl Draw for Rng {
     fn range(&mut self, low: u64, high: u64) -> u64 {
         low + self.below(high - low + 1)
     }
@@ -99,12 +94,12 @@ impl Rng {
         self.below(d) == 0
     }
 
-    fn pick<'a, T: ?Sized>(&mut self, items: &[&'a T]) -> &'a T {
+    fn choose<'a, T: ?Sized>(&mut self, items: &[&'a T]) -> &'a T {
         items[self.below(items.len() as u64) as usize]
     }
 
     fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
+        (0..len).map(|_| self.next_u64() as u8).collect()
     }
 
     /// `low..=high` random digits.
@@ -233,7 +228,7 @@ fn junk_number(rng: &mut Rng) -> Vec<u8> {
         "",
     ];
     match rng.below(8) {
-        0 => rng.pick(FIXED).as_bytes().to_vec(),
+        0 => rng.choose(FIXED).as_bytes().to_vec(),
         1 => {
             let len = rng.range(1, 45) as usize;
             rng.digits(len).into_bytes()
@@ -243,14 +238,14 @@ fn junk_number(rng: &mut Rng) -> Vec<u8> {
             format!("{}.{}", rng.digits(whole), rng.digits(fraction)).into_bytes()
         }
         3 => {
-            let sign = rng.pick(&["-", "+", "--", "+-"]);
+            let sign = rng.choose(&["-", "+", "--", "+-"]);
             let rest = junk_number(rng);
             [sign.as_bytes(), &rest].concat()
         }
         4 => {
             let (mantissa, exponent) = (rng.some_digits(1, 5), rng.below(400));
-            let sign = rng.pick(&["", "-", "+"]);
-            let e = rng.pick(&["e", "E"]);
+            let sign = rng.choose(&["", "-", "+"]);
+            let e = rng.choose(&["e", "E"]);
             format!("{mantissa}{e}{sign}{exponent}").into_bytes()
         }
         5 => {
@@ -262,7 +257,7 @@ fn junk_number(rng: &mut Rng) -> Vec<u8> {
             let mut text = good_number(rng).into_bytes();
             if !text.is_empty() {
                 let at = rng.below(text.len() as u64) as usize;
-                text[at] = rng.next() as u8;
+                text[at] = rng.next_u64() as u8;
             }
             text
         }
@@ -278,7 +273,7 @@ fn good_number(rng: &mut Rng) -> String {
         2 => MAX_CAPACITY.to_string(),
         3 => MAX_WAIT_MS.to_string(),
         4 => rng
-            .pick(&["0.5", "0.001", "9", "200", "0.000001", "1000000000"])
+            .choose(&["0.5", "0.001", "9", "200", "0.000001", "1000000000"])
             .to_owned(),
         _ => format!("{}.{}", rng.below(1000), rng.some_digits(1, 6)),
     }
@@ -297,7 +292,7 @@ fn capacity(rng: &mut Rng) -> Vec<u8> {
 fn rate(rng: &mut Rng) -> Vec<u8> {
     let text = match rng.below(8) {
         0 => rng
-            .pick(&[
+            .choose(&[
                 "0.000001",
                 "1000000000",
                 "35791394.1",
@@ -367,7 +362,7 @@ fn option_name(rng: &mut Rng) -> Vec<u8> {
             rng.bytes(len)
         }
         1 => [b"\xff".as_slice(), b"MAXWAIT"].concat(),
-        _ => rng.pick(NAMES).as_bytes().to_vec(),
+        _ => rng.choose(NAMES).as_bytes().to_vec(),
     }
 }
 
@@ -501,13 +496,13 @@ fn mutate(rng: &mut Rng, args: &mut Vec<Vec<u8>>) {
         }
         3 => {
             // Repeat an option, maybe in another case.
-            let name = rng.pick(&["TOKENS", "MAXWAIT"]);
+            let name = rng.choose(&["TOKENS", "MAXWAIT"]);
             args.push(option_name_of(rng, name));
             args.push(rng.below(5).to_string().into_bytes());
         }
         4 => {
             // An option without its value.
-            let name = rng.pick(&["TOKENS", "MAXWAIT"]);
+            let name = rng.choose(&["TOKENS", "MAXWAIT"]);
             args.push(option_name_of(rng, name));
         }
         5 => {
@@ -617,7 +612,7 @@ fn churn(con: &mut Connection, rng: &mut Rng, index: usize, kinds: &mut [Kind], 
                     .to_string()
                     .into_bytes(),
                 3 => rng
-                    .pick(&["0", "1", "9223372036854775807", "007"])
+                    .choose(&["0", "1", "9223372036854775807", "007"])
                     .as_bytes()
                     .to_vec(),
                 4 => rng.some_digits(1, 25).into_bytes(),

@@ -6,29 +6,9 @@
 mod common;
 
 use common::{
-    as_reply, digest, info, info_field, per_server, query, send, take, take_cmd, Flavor, Server,
-    Value,
+    as_reply, digest, info, info_field, per_server, query, send, take, take_cmd, Flavor, Rng,
+    Server, Value,
 };
-
-/// xorshift64*: a small seeded generator, so a failure replays the same traffic.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
-    }
-}
 
 const SEED: u64 = 0x7468_726f_7474_6c65;
 const KEYS: u64 = 20;
@@ -55,8 +35,8 @@ fn replicas_get_the_state_not_the_command(flavor: Flavor) {
     let quotas: Vec<(u64, &str)> = (0..KEYS)
         .map(|_| {
             (
-                rng.pick(&[1, 2, 3, 5, 10, 50]),
-                rng.pick(&["0.001", "0.01", "0.02", "0.05"]),
+                *rng.pick(&[1, 2, 3, 5, 10, 50]),
+                *rng.pick(&["0.001", "0.01", "0.02", "0.05"]),
             )
         })
         .collect();

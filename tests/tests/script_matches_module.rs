@@ -13,6 +13,7 @@
 
 use redis::{Connection, Value};
 use redis_throttle::script::SOURCE;
+use throttle_e2e::Rng;
 use throttle_testkit::{info_field, Flavor, Server};
 
 const S: i128 = 1_000_000_000;
@@ -1368,32 +1369,6 @@ fn tickets_past_2_pow_53(flavor: Flavor) {
                 "{flavor} {runner:?} {ticket}"
             );
         }
-    }
-}
-
-/// splitmix64: a small, seeded, reproducible source of choices.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n`.
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
     }
 }
 
