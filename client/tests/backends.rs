@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use common::{
     backend_named, clock_lag_ns, command_calls, command_failed_calls, error_replies, manager,
-    multiplexed, now_ns, runtime, serial, server_for, stored, NS_PER_MS, NS_PER_S,
+    multiplexed, now_ns, runtime, serial, server_for, stored, Report, NS_PER_MS, NS_PER_S,
 };
 use redis_throttle::{Backend, Limiter, Quota, TryAcquire};
 use throttle_testkit::{check_windows, ChildTest, Flavor, Sample};
@@ -93,21 +93,11 @@ fn backend_worker() {
                     })
                 })
                 .collect();
-            let mut lines = vec![String::new(), format!("START {first}")];
+            let mut samples = Vec::new();
             for handle in handles {
-                lines.extend(handle.await.unwrap().iter().map(Sample::line));
+                samples.extend(handle.await.unwrap());
             }
-            let m = limiter.metrics();
-            lines.push(format!(
-                "METRICS granted={} errors={} gave_up={} round_trips={} backend={}",
-                m.granted,
-                m.errors,
-                m.gave_up,
-                m.round_trips,
-                m.backend.name()
-            ));
-            // libtest has printed "test backend_worker ... " without a newline.
-            println!("{}", lines.join("\n"));
+            Report::print(first, &samples, &limiter.metrics());
         };
         tokio::time::timeout(WORKER_TIMEOUT, work)
             .await
@@ -196,28 +186,16 @@ fn fleet(
     let mut starts = Vec::new();
     let mut samples = Vec::new();
     for worker in &mut workers {
-        let stdout = worker.finish_ok(deadline);
-        let mut mine = 0;
-        for line in stdout.lines() {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            match words.as_slice() {
-                ["START", at] => starts.push(at.parse::<i128>().unwrap()),
-                ["SAMPLE", numbers @ ..] => {
-                    samples.push(Sample::parse(numbers));
-                    mine += 1;
-                }
-                ["METRICS", fields @ ..] => {
-                    let expected = format!(
-                        "granted={n} errors=0 gave_up=0 round_trips={n} backend={}",
-                        backend.name(),
-                        n = tasks * calls
-                    );
-                    assert_eq!(fields.join(" "), expected, "{flavor} {backend:?}");
-                }
-                _ => {}
-            }
-        }
-        assert_eq!(mine, tasks * calls, "{flavor} {backend:?}: {stdout}");
+        let report = Report::parse(&worker.finish_ok(deadline));
+        let expected = format!(
+            "granted={n} errors=0 gave_up=0 round_trips={n} backend={}",
+            backend.name(),
+            n = tasks * calls
+        );
+        assert_eq!(report.metrics, expected, "{flavor} {backend:?}");
+        assert_eq!(report.samples.len(), tasks * calls, "{flavor} {backend:?}");
+        starts.push(report.start);
+        samples.extend(report.samples);
     }
     drop(workers);
     assert_eq!(starts.len(), PROCESSES, "{flavor} {backend:?}");

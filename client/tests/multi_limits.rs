@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use common::{
     backend_named, clock_lag_ns, command_calls, multiplexed, now_ns, runtime, serial, server_for,
-    stored, NS_PER_S,
+    stored, Report, NS_PER_S,
 };
 use redis::aio::MultiplexedConnection;
 use redis_throttle::{Backend, Error, Limiter, MultiLimiter, Quota, Rate};
@@ -109,20 +109,11 @@ fn multi_worker() {
                     })
                 })
                 .collect();
-            let mut lines = vec![String::new(), format!("START {first}")];
+            let mut samples = Vec::new();
             for handle in handles {
-                lines.extend(handle.await.unwrap().iter().map(Sample::line));
+                samples.extend(handle.await.unwrap());
             }
-            let m = limiter.metrics();
-            lines.push(format!(
-                "METRICS granted={} errors={} gave_up={} round_trips={} backend={}",
-                m.granted,
-                m.errors,
-                m.gave_up,
-                m.round_trips,
-                m.backend.name()
-            ));
-            println!("{}", lines.join("\n"));
+            Report::print(first, &samples, &limiter.metrics());
         };
         tokio::time::timeout(bound, work)
             .await
@@ -163,27 +154,18 @@ fn no_window_over_either_limit(flavor: Flavor, backend: Backend) {
     let mut samples = Vec::new();
     let mut per_process = Vec::new();
     for worker in &mut workers {
-        let stdout = worker.finish_ok(deadline);
-        let mut mine = 0;
-        for line in stdout.lines() {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            match words.as_slice() {
-                ["START", at] => starts.push(at.parse::<i128>().unwrap()),
-                ["SAMPLE", numbers @ ..] => {
-                    samples.push(Sample::parse(numbers));
-                    mine += 1;
-                }
-                ["METRICS", fields @ ..] => assert_eq!(
-                    fields.join(" "),
-                    format!(
-                        "granted={mine} errors=0 gave_up=0 round_trips={mine} backend={}",
-                        backend.name()
-                    ),
-                    "{flavor} {backend:?}"
-                ),
-                _ => {}
-            }
-        }
+        let report = Report::parse(&worker.finish_ok(deadline));
+        let mine = report.samples.len();
+        assert_eq!(
+            report.metrics,
+            format!(
+                "granted={mine} errors=0 gave_up=0 round_trips={mine} backend={}",
+                backend.name()
+            ),
+            "{flavor} {backend:?}"
+        );
+        starts.push(report.start);
+        samples.extend(report.samples);
         per_process.push(mine);
     }
     drop(workers);

@@ -169,3 +169,54 @@ pub fn server_for(
         .module(backend != redis_throttle::Backend::Script)
         .start()
 }
+
+/// What a worker process of the fleet tests prints, and the parent reads back: `START <ns>`
+/// (its first request), a `SAMPLE` line per grant, and its limiter's counters.
+pub struct Report {
+    pub start: i128,
+    pub samples: Vec<throttle_testkit::Sample>,
+    /// `granted=.. errors=.. gave_up=.. round_trips=.. backend=..`
+    pub metrics: String,
+}
+
+impl Report {
+    /// Prints the report on stdout (after libtest's "test name ... " without a newline).
+    pub fn print(
+        start: i128,
+        samples: &[throttle_testkit::Sample],
+        m: &redis_throttle::MetricsSnapshot,
+    ) {
+        let mut lines = vec![String::new(), format!("START {start}")];
+        lines.extend(samples.iter().map(throttle_testkit::Sample::line));
+        lines.push(format!(
+            "METRICS granted={} errors={} gave_up={} round_trips={} backend={}",
+            m.granted,
+            m.errors,
+            m.gave_up,
+            m.round_trips,
+            m.backend.name()
+        ));
+        println!("{}", lines.join("\n"));
+    }
+
+    /// Reads a worker's stdout; panics if its start or counters are missing.
+    #[track_caller]
+    pub fn parse(stdout: &str) -> Report {
+        let (mut start, mut metrics, mut samples) = (None, None, Vec::new());
+        for line in stdout.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                ["START", at] => start = Some(at.parse::<i128>().expect("a start instant")),
+                ["SAMPLE", numbers @ ..] => samples.push(throttle_testkit::Sample::parse(numbers)),
+                ["METRICS", fields @ ..] => metrics = Some(fields.join(" ")),
+                _ => {}
+            }
+        }
+        Report {
+            start: start.unwrap_or_else(|| panic!("no START in the worker's output:\n{stdout}")),
+            samples,
+            metrics: metrics
+                .unwrap_or_else(|| panic!("no METRICS in the worker's output:\n{stdout}")),
+        }
+    }
+}
