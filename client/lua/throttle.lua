@@ -13,9 +13,9 @@
 -- Each is THROTTLE.<COMMAND> with the keys moved in front: the same semantics, the same
 -- stored state, the same replies and the same error messages, byte for byte (README,
 -- DESIGN.md; the arithmetic is module/bucket/src, followed step by step below). The state is
--- the instant (ns since the Unix epoch) at which the bucket is full again, a plain integer
--- written with `SET key <state> PXAT <ms>` only when something changes, so a key written by
--- the module can be used by the script and back. tests/tests/script_matches_module.rs holds
+-- the instant (ns since the Unix epoch) at which the bucket is full again, as 8 bytes (the
+-- i64, little-endian), written with `SET key <state> PXAT <ms>` only when something changes,
+-- so a key written by the module can be used by the script and back. tests/tests/script_matches_module.rs holds
 -- the two to that, case by case, on every supported server. `peek` never writes: it runs
 -- under EVALSHA_RO, on a read-only replica and during CLIENT PAUSE WRITE.
 --
@@ -83,8 +83,8 @@ local function fail(code, ...)
     wrongtype = 'WRONGTYPE the key holds a value that is not a string, so not a THROTTLE '
       .. 'bucket: use another key',
     not_bucket = 'ERR the key holds a string that is not a THROTTLE bucket (expected the '
-      .. 'integer THROTTLE.TAKE writes); use another key, or DEL this one to start a full '
-      .. 'bucket',
+      .. '8-byte state THROTTLE.TAKE writes); use another key, or DEL this one to start a '
+      .. 'full bucket',
     -- The script's own rules: which command, and one key for the one-key commands.
     command = 'ERR unknown THROTTLE script command: the first argument must be take, mtake, '
       .. 'pause, give or peek',
@@ -339,7 +339,8 @@ end
 -- The bucket: its state, the clock, a write, and the GCRA view (module/bucket/src/gcra.rs) -
 
 -- The state at `key` as a pair; nil for a missing key (a full bucket); or nil, nil and the
--- error text. A state is the integer THROTTLE.TAKE writes: 1 to 19 digits, at most i64::MAX.
+-- error text. A state is the i64 THROTTLE.TAKE writes, as 8 bytes, little-endian (at most
+-- i64::MAX: the last byte below 128); earlier releases wrote it as 1 to 19 digits.
 local function read_state(key)
   local stored = redis.pcall('GET', key)
   if type(stored) == 'table' then
@@ -347,6 +348,18 @@ local function read_state(key)
   end
   if not stored then
     return nil
+  end
+  if #stored == 8 then
+    if stored:byte(8) >= 128 then
+      return nil, nil, 'not_bucket'
+    end
+    -- (s, n) * 256 + byte, from the last byte down; every step stays below 2^53.
+    local s, n = 0, 0
+    for i = 8, 1, -1 do
+      local m = n * 256 + stored:byte(i)
+      s, n = s * 256 + floor(m / E9), m % E9
+    end
+    return s, n
   end
   if stored == '' or #stored > 19 or stored:find('%D') then
     return nil, nil, 'not_bucket'
@@ -378,13 +391,17 @@ local function fits(s, n)
 end
 
 -- SET key <state> PXAT <the same instant rounded up to ms>: a missing key is a full bucket,
--- so the key must not expire any earlier.
+-- so the key must not expire any earlier. The state's 8 bytes, lowest first: with
+-- s = a * 256 + b, the pair is (a, (b * 1e9 + n) / 256) * 256 + (b * 1e9 + n) % 256, exactly.
 local function store(key, s, n)
-  local state = string.format('%d', n)
-  if s > 0 then
-    state = string.format('%d%09d', s, n)
+  local bytes = {}
+  local expire = string.format('%d', ceil_ms(s, n))
+  for i = 1, 8 do
+    local m = (s % 256) * E9 + n
+    bytes[i] = m % 256
+    s, n = floor(s / 256), floor(m / 256)
   end
-  redis.call('SET', key, state, 'PXAT', string.format('%d', ceil_ms(s, n)))
+  redis.call('SET', key, string.char(unpack(bytes)), 'PXAT', expire)
 end
 
 -- The bucket seen at `now`: `base`, when it is full, never before now (time never runs

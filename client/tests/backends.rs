@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use common::{
     backend_named, clock_lag_ns, command_calls, command_failed_calls, error_replies, manager,
-    multiplexed, now_ns, runtime, serial, server_for, stored, Report, NS_PER_MS, NS_PER_S,
+    multiplexed, now_ns, runtime, serial, server_for, stored_state, Report, NS_PER_MS, NS_PER_S,
 };
 use redis_throttle::{Backend, Limiter, Quota, TryAcquire};
 use throttle_testkit::{check_windows, ChildTest, Flavor, Sample};
@@ -516,7 +516,7 @@ fn one_key_both_backends(flavor: Flavor) {
         let module = on(Backend::Module).await;
         let script = on(Backend::Script).await;
         let state = |con: &mut redis::Connection| -> i128 {
-            stored(con, key).expect("a stored state").parse().unwrap()
+            stored_state(con, key).expect("a stored state").into()
         };
 
         // The module takes 3 of 5.

@@ -36,7 +36,7 @@ async fn a_deadline_too_short_fails_at_once_and_takes_nothing() {
             .unwrap();
         assert!(limiter.try_acquire_n(2).await.unwrap().is_granted());
 
-        let stored_before: String = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+        let stored_before: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
         let calls_before = throttle_take_calls(&mut con);
         let peeked = Instant::now();
         let before = peek(&limiter).await;
@@ -61,7 +61,7 @@ async fn a_deadline_too_short_fails_at_once_and_takes_nothing() {
         // Nothing taken, nothing written.
         let after = peek(&limiter).await;
         let between = peeked.elapsed();
-        let stored_after: String = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+        let stored_after: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
         assert_eq!(
             stored_after, stored_before,
             "{strategy:?}: the stored state changed"

@@ -18,7 +18,7 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    clock_lag_ns, command_calls, multiplexed, now_ns, runtime, serial, server_for, stored,
+    clock_lag_ns, command_calls, multiplexed, now_ns, runtime, serial, server_for, stored_state,
     NS_PER_MS, NS_PER_S,
 };
 use redis::aio::MultiplexedConnection;
@@ -45,7 +45,7 @@ async fn limiter(server: &Server, key: &str, quota: &Quota, backend: Backend) ->
 async fn state_when(con: &mut redis::Connection, key: &str, ready: impl Fn(i128) -> bool) -> i128 {
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
-        let state: i128 = stored(con, key).map_or(0, |s| s.parse().unwrap());
+        let state: i128 = stored_state(con, key).map_or(0, i128::from);
         if ready(state) {
             return state;
         }
@@ -105,7 +105,7 @@ async fn next_caller(server: &Server, backend: Backend, drop_a: bool) -> Served 
     let drained = now_ns();
     assert!(x.try_acquire().await.unwrap().is_granted(), "{flavor}");
     let drain_rtt = now_ns() - drained;
-    let s0: i128 = stored(&mut con, &key).unwrap().parse().unwrap();
+    let s0: i128 = i128::from(stored_state(&mut con, &key).unwrap());
 
     let (a_start, a_task) = waiter(&a);
     // A's reservation is in when the state is one token later.
@@ -126,7 +126,7 @@ async fn next_caller(server: &Server, backend: Backend, drop_a: bool) -> Served 
         }
         // Exactly the token, exactly back: the state is the drain's again.
         assert_eq!(
-            stored(&mut con, &key).unwrap().parse::<i128>().unwrap(),
+            i128::from(stored_state(&mut con, &key).unwrap()),
             s0,
             "{flavor} {backend:?}"
         );
@@ -217,7 +217,7 @@ fn dropped_waiter_with_a_waiter_behind_gives_nothing(flavor: Flavor, backend: Ba
         let drained = now_ns();
         assert!(x.try_acquire().await.unwrap().is_granted(), "{flavor}");
         let drain_rtt = now_ns() - drained;
-        let s0: i128 = stored(&mut con, &key).unwrap().parse().unwrap();
+        let s0: i128 = i128::from(stored_state(&mut con, &key).unwrap());
         let (a_start, a_task) = waiter(&a);
         state_when(&mut con, &key, |s| s == s0 + T).await;
         let (_, c_task) = waiter(&c);
@@ -256,7 +256,7 @@ fn dropped_waiter_with_a_waiter_behind_gives_nothing(flavor: Flavor, backend: Ba
             "{flavor}: one give-back"
         );
         assert_eq!(
-            stored(&mut con, &key).unwrap().parse::<i128>().unwrap(),
+            i128::from(stored_state(&mut con, &key).unwrap()),
             queued,
             "{flavor} {backend:?}: the drop moved the state"
         );

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use common::{
     backend_named, clock_lag_ns, command_calls, multiplexed, now_ns, runtime, serial, server_for,
-    stored, Report, NS_PER_S,
+    stored_state, Report, NS_PER_S,
 };
 use redis::aio::MultiplexedConnection;
 use redis_throttle::{Backend, Error, Limiter, MultiLimiter, Quota, Rate};
@@ -238,7 +238,10 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
             assert!(per_second.try_acquire_n(3).await.unwrap().is_granted());
             let drained = tokio::time::Instant::now();
             assert!(per_5s.try_acquire_n(25).await.unwrap().is_granted());
-            let (s_state, m_state) = (stored(&mut con, &s_key), stored(&mut con, &m_key));
+            let (s_state, m_state) = (
+                stored_state(&mut con, &s_key),
+                stored_state(&mut con, &m_key),
+            );
             assert!(s_state.is_some() && m_state.is_some());
 
             let tried = limiter.try_acquire().await.unwrap();
@@ -259,12 +262,12 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
                 other => panic!("{flavor} {backend:?}: {other:?}"),
             }
             assert_eq!(
-                stored(&mut con, &s_key),
+                stored_state(&mut con, &s_key),
                 s_state,
                 "{flavor} {backend:?}: the 10/s key"
             );
             assert_eq!(
-                stored(&mut con, &m_key),
+                stored_state(&mut con, &m_key),
                 m_state,
                 "{flavor} {backend:?}: the 25/5 s key"
             );
@@ -291,7 +294,7 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
             let limiter = multi(multiplexed(&url).await, backend, &prefix);
             let drained = tokio::time::Instant::now();
             assert!(per_second.try_acquire_n(10).await.unwrap().is_granted());
-            let s_state = stored(&mut con, &s_key);
+            let s_state = stored_state(&mut con, &s_key);
             let tried = limiter.try_acquire().await.unwrap();
             if drained.elapsed() >= Duration::from_millis(100) {
                 continue;
@@ -300,9 +303,13 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
                 tried.is_none(),
                 "{flavor} {backend:?}: granted with the 10/s bucket empty"
             );
-            assert_eq!(stored(&mut con, &s_key), s_state, "{flavor} {backend:?}");
             assert_eq!(
-                stored(&mut con, &m_key),
+                stored_state(&mut con, &s_key),
+                s_state,
+                "{flavor} {backend:?}"
+            );
+            assert_eq!(
+                stored_state(&mut con, &m_key),
                 None,
                 "{flavor} {backend:?}: written"
             );
@@ -325,7 +332,7 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
         // One clock reading for both: each state is that instant plus one interval, so
         // they are exactly 100 ms apart (200 ms - 100 ms).
         let state = |con: &mut redis::Connection, key: &str| -> i128 {
-            stored(con, key).expect("written").parse().unwrap()
+            stored_state(con, key).expect("written").into()
         };
         let (s, m) = (
             state(&mut con, "c:{supplier}:second"),

@@ -1,22 +1,188 @@
 //! A bucket's key: read its stored state, and write a new one. All the module's calls into
 //! the keyspace live here.
+//!
+//! The commands that may write open the key with the key API and read and write the state in
+//! place (`StringDMA`), with no command run inside Redis: two `RedisModule_Call`s (a GET and
+//! a SET) were two thirds of a granted call. What a client's `SET key <state> PXAT <ms>` does
+//! besides storing, this does too: the expiry, `SET` replicated (replicas and the AOF get the
+//! resulting state, never the command to recompute with their own clock), WATCH and
+//! client-side caching invalidated, the `set` and `expire` keyspace events. A denial opens the
+//! key and writes nothing, so it invalidates and replicates nothing either (the module opts
+//! out of the implicit "modified" signal at load).
+//!
+//! The price: a state written in place is a plain (raw) 8-byte string, where SET of digits
+//! was kept as an integer inside the key's object: 16 bytes more per bucket on Redis
+//! (README, "Benchmarks").
 
 use std::os::raw::{c_int, c_longlong};
-use std::slice;
+use std::{ptr, slice};
 
 use redis_module::raw;
-use throttle_bucket::{parse_state, Write};
+use throttle_bucket::{encode_state, parse_state, Write, STATE_LEN};
 
-const NO_CALL: &str = "ERR THROTTLE: this server lacks RedisModule_Call";
+const MISSING_API: &str =
+    "ERR THROTTLE: this server lacks the module key API (Redis 7.0 or later is needed)";
 const WRONG_TYPE: &str =
     "WRONGTYPE the key holds a value that is not a string, so not a THROTTLE bucket: use another key";
+const NOT_STORED: &str =
+    "ERR THROTTLE could not store the bucket (out of memory?): see the server log, then retry";
 
-/// Reads the bucket stored at `name`: `None` for a missing key (a full bucket).
-///
-/// Through `GET` rather than the key API: reading a string through the key API (StringDMA)
-/// decodes an int-encoded value in place, so a denial would leave the key bigger than it was.
-/// `GET` reads without touching it, fires no WATCH and propagates nothing.
-pub fn read_state(
+/// A bucket's key, open for reading and writing until dropped.
+pub struct BucketKey {
+    ctx: *mut raw::RedisModuleCtx,
+    name: *mut raw::RedisModuleString,
+    key: *mut raw::RedisModuleKey,
+}
+
+impl BucketKey {
+    /// Opens the bucket `name` for a command that may write it, refusing a key of another
+    /// type (WRONGTYPE, as GET would).
+    pub fn open(
+        ctx: *mut raw::RedisModuleCtx,
+        name: *mut raw::RedisModuleString,
+    ) -> Result<BucketKey, String> {
+        // SAFETY: `ctx` and `name` are the live handles of this command; the function
+        // pointers are written once by RedisModule_Init before OnLoad and only read after.
+        let key = unsafe {
+            let Some(open) = raw::RedisModule_OpenKey else {
+                return Err(MISSING_API.to_owned());
+            };
+            open(
+                ctx,
+                name,
+                (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int,
+            )
+        };
+        if key.is_null() {
+            return Err(MISSING_API.to_owned());
+        }
+        let bucket = BucketKey { ctx, name, key };
+        // SAFETY: `key` is open (closed by Drop).
+        let kind = unsafe { raw::RedisModule_KeyType.map(|key_type| key_type(bucket.key)) };
+        match kind {
+            Some(k) if k == raw::REDISMODULE_KEYTYPE_EMPTY as c_int => Ok(bucket),
+            Some(k) if k == raw::REDISMODULE_KEYTYPE_STRING as c_int => Ok(bucket),
+            Some(_) => Err(WRONG_TYPE.to_owned()),
+            None => Err(MISSING_API.to_owned()),
+        }
+    }
+
+    /// The stored state: `None` for a missing key (a full bucket).
+    ///
+    /// An 8-byte value is read in place. One of another length (the digits of an earlier
+    /// release, or a string that is no bucket) is read with GET, as PEEK does: StringDMA
+    /// would turn an int-encoded string into a bigger raw copy even where nothing is written
+    /// after (a denial, a refusal). An 8-byte value that is not raw (written by the script or
+    /// by replication) becomes raw here, the same bytes, ready to be written in place.
+    pub fn state(&self) -> Result<Option<i64>, String> {
+        // SAFETY: `key` is open and holds a string or nothing (checked in `open`); the bytes
+        // are parsed before anything else touches the key.
+        unsafe {
+            let (Some(key_type), Some(value_length), Some(dma)) = (
+                raw::RedisModule_KeyType,
+                raw::RedisModule_ValueLength,
+                raw::RedisModule_StringDMA,
+            ) else {
+                return Err(MISSING_API.to_owned());
+            };
+            if key_type(self.key) == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
+                return Ok(None);
+            }
+            if value_length(self.key) != STATE_LEN {
+                return peek_state(self.ctx, self.name);
+            }
+            let mut len = 0;
+            let bytes = dma(self.key, &mut len, raw::REDISMODULE_READ as c_int);
+            if bytes.is_null() {
+                return Err(WRONG_TYPE.to_owned());
+            }
+            parse_state(slice::from_raw_parts(bytes.cast::<u8>(), len))
+                .map(Some)
+                .map_err(|e| e.to_string())
+        }
+    }
+
+    /// Stores `write`: the state in place, its expiry, and `SET key <state> PXAT <ms>` for
+    /// replicas and the AOF.
+    pub fn store(&mut self, write: Write) -> Result<(), String> {
+        let state = encode_state(write.tat_ns);
+        // SAFETY: `key` is open for writing; `dma` points at exactly `STATE_LEN` writable
+        // bytes after the truncate (checked); the Replicate format's conversions match the
+        // arguments (s: string, b: buffer and length, c: C string, l: long long).
+        unsafe {
+            let (
+                Some(truncate),
+                Some(dma),
+                Some(set_expire),
+                Some(replicate),
+                Some(signal),
+                Some(notify),
+            ) = (
+                raw::RedisModule_StringTruncate,
+                raw::RedisModule_StringDMA,
+                raw::RedisModule_SetAbsExpire,
+                raw::RedisModule_Replicate,
+                raw::RedisModule_SignalModifiedKey,
+                raw::RedisModule_NotifyKeyspaceEvent,
+            )
+            else {
+                return Err(MISSING_API.to_owned());
+            };
+            if truncate(self.key, STATE_LEN) != raw::REDISMODULE_OK as c_int {
+                return Err(NOT_STORED.to_owned());
+            }
+            let mut len = 0;
+            let target = dma(self.key, &mut len, raw::REDISMODULE_WRITE as c_int);
+            if target.is_null() || len != STATE_LEN {
+                return Err(NOT_STORED.to_owned());
+            }
+            ptr::copy_nonoverlapping(state.as_ptr(), target.cast::<u8>(), len);
+            if set_expire(self.key, write.expire_at_ms) != raw::REDISMODULE_OK as c_int {
+                return Err(NOT_STORED.to_owned());
+            }
+            replicate(
+                self.ctx,
+                c"SET".as_ptr(),
+                c"sbcl".as_ptr(),
+                self.name,
+                state.as_ptr(),
+                STATE_LEN,
+                c"PXAT".as_ptr(),
+                write.expire_at_ms as c_longlong,
+            );
+            signal(self.ctx, self.name);
+            notify(
+                self.ctx,
+                raw::REDISMODULE_NOTIFY_STRING,
+                c"set".as_ptr(),
+                self.name,
+            );
+            notify(
+                self.ctx,
+                raw::REDISMODULE_NOTIFY_GENERIC,
+                c"expire".as_ptr(),
+                self.name,
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for BucketKey {
+    fn drop(&mut self) {
+        // SAFETY: `key` was opened in `open` and is closed exactly once, here.
+        unsafe {
+            if let Some(close) = raw::RedisModule_CloseKey {
+                close(self.key);
+            }
+        }
+    }
+}
+
+/// Reads the bucket at `name` without touching it, for THROTTLE.PEEK: through `GET`, since
+/// the key API can turn a value into a raw copy, changing a key (on a replica, too) in a
+/// read-only command. `None` for a missing key (a full bucket).
+pub fn peek_state(
     ctx: *mut raw::RedisModuleCtx,
     name: *mut raw::RedisModuleString,
 ) -> Result<Option<i64>, String> {
@@ -30,7 +196,7 @@ pub fn read_state(
             raw::RedisModule_CallReplyStringPtr,
             raw::RedisModule_FreeCallReply,
         ) else {
-            return Err(NO_CALL.to_owned());
+            return Err(MISSING_API.to_owned());
         };
         let reply = call(ctx, c"GET".as_ptr(), c"s".as_ptr(), name);
         if reply.is_null() {
@@ -55,47 +221,4 @@ pub fn read_state(
         free(reply);
         state
     }
-}
-
-/// Stores a new state with `SET key <state> PXAT <expire>`, run inside Redis and replicated as
-/// is: replicas and the AOF get the resulting state, never the command to recompute with their
-/// own clock. Going through SET also gets the value int-encoded (as small as `SET key <int>`),
-/// the keyspace notifications, and WATCH invalidation, exactly as for a client's SET.
-pub fn store_state(
-    ctx: *mut raw::RedisModuleCtx,
-    name: *mut raw::RedisModuleString,
-    write: Write,
-) -> Result<(), String> {
-    // SAFETY: `ctx` and `name` are the live handles of this command; the format string's
-    // conversions match the arguments (!: replicate, s: string, l: long long, c: C string).
-    unsafe {
-        let (Some(call), Some(reply_type), Some(free)) = (
-            raw::RedisModule_Call,
-            raw::RedisModule_CallReplyType,
-            raw::RedisModule_FreeCallReply,
-        ) else {
-            return Err(NO_CALL.to_owned());
-        };
-        let reply = call(
-            ctx,
-            c"SET".as_ptr(),
-            c"!slcl".as_ptr(),
-            name,
-            write.tat_ns as c_longlong,
-            c"PXAT".as_ptr(),
-            write.expire_at_ms as c_longlong,
-        );
-        if reply.is_null() {
-            return Err("ERR THROTTLE could not store the bucket: SET was refused".to_owned());
-        }
-        let failed = reply_type(reply) == raw::REDISMODULE_REPLY_ERROR as c_int;
-        free(reply);
-        if failed {
-            return Err(
-                "ERR THROTTLE could not store the bucket: SET failed (see the server log)"
-                    .to_owned(),
-            );
-        }
-    }
-    Ok(())
 }

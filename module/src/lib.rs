@@ -144,6 +144,17 @@ fn register(ctx: &Context) -> Status {
             register_info(raw_ctx, Some(stats::info));
         }
     }
+    // SAFETY: as above. Without this, closing a key opened for writing would signal it
+    // modified (WATCH, client-side caching) even after a denial that wrote nothing;
+    // bucket_key.rs signals each write itself.
+    unsafe {
+        if let Some(set_options) = raw::RedisModule_SetModuleOptions {
+            set_options(
+                raw_ctx,
+                raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
+            );
+        }
+    }
     eviction::init(raw_ctx);
     // SAFETY: as above.
     unsafe {

@@ -6,7 +6,7 @@ use std::os::raw::c_int;
 use redis_module::raw;
 use throttle_bucket::{mtake, Command, MTakeArgs, MAX_KEYS};
 
-use crate::bucket_key::{read_state, store_state};
+use crate::bucket_key::BucketKey;
 use crate::call::{self, Reply};
 use crate::{clock, stats};
 
@@ -26,15 +26,17 @@ pub extern "C" fn command(
         // The keys follow numkeys; `parse` checked there are `count` of them.
         let keys = args.get(1..=count).unwrap_or(&[]);
 
-        // Every bucket is read (and its type checked) before anything is written.
+        // Every bucket is opened and read (its type checked) before anything is written.
+        let mut buckets: [Option<BucketKey>; MAX_KEYS] = Default::default();
         let mut stored = [None; MAX_KEYS];
-        for (slot, &key) in stored.iter_mut().zip(keys) {
-            *slot = read_state(ctx, key)?;
+        for ((bucket, state), &key) in buckets.iter_mut().zip(&mut stored).zip(keys) {
+            let opened = bucket.insert(BucketKey::open(ctx, key)?);
+            *state = opened.state()?;
         }
         let outcome = mtake(&parsed, stored.get(..count).unwrap_or(&[]), clock::now_ns());
-        for (after, &key) in outcome.buckets().iter().zip(keys) {
-            if let Some(write) = after.write {
-                store_state(ctx, key, write)?;
+        for (after, bucket) in outcome.buckets().iter().zip(&mut buckets) {
+            if let (Some(write), Some(bucket)) = (after.write, bucket) {
+                bucket.store(write)?;
             }
         }
         if parsed.limits().iter().any(|l| l.tokens > 0) {

@@ -6,7 +6,7 @@ use std::os::raw::c_int;
 use redis_module::raw;
 use throttle_bucket::{pause, ArgError, Command, PauseArgs};
 
-use crate::bucket_key::{read_state, store_state};
+use crate::bucket_key::BucketKey;
 use crate::call::{self, Reply};
 use crate::{clock, stats};
 
@@ -22,10 +22,11 @@ pub extern "C" fn command(
         };
         let parsed = call::with_words::<{ call::ONE_KEY_WORDS }, _>(rest, PauseArgs::parse)
             .map_err(|e| e.to_string())?;
-        let outcome = pause(&parsed, read_state(ctx, *key)?, clock::now_ns());
+        let mut bucket = BucketKey::open(ctx, *key)?;
+        let outcome = pause(&parsed, bucket.state()?, clock::now_ns());
         // A pause that a longer one already covers writes and replicates nothing.
         if let Some(write) = outcome.write {
-            store_state(ctx, *key, write)?;
+            bucket.store(write)?;
         }
         stats::paused();
         reply(Reply::Integer(outcome.reply()));

@@ -7,7 +7,7 @@ use std::os::raw::c_int;
 use redis_module::raw;
 use throttle_bucket::{parse_peek, peek, ArgError, Command};
 
-use crate::bucket_key::read_state;
+use crate::bucket_key::peek_state;
 use crate::call::{self, Reply};
 use crate::clock;
 
@@ -23,7 +23,7 @@ pub extern "C" fn command(
         };
         let quota = call::with_words::<{ call::ONE_KEY_WORDS }, _>(rest, parse_peek)
             .map_err(|e| e.to_string())?;
-        let outcome = peek(&quota, read_state(ctx, *key)?, clock::now_ns());
+        let outcome = peek(&quota, peek_state(ctx, *key)?, clock::now_ns());
         reply(Reply::Integers(&outcome.reply()));
         Ok(())
     })

@@ -6,7 +6,7 @@ use std::os::raw::c_int;
 use redis_module::raw;
 use throttle_bucket::{take, ArgError, Command, TakeArgs};
 
-use crate::bucket_key::{read_state, store_state};
+use crate::bucket_key::BucketKey;
 use crate::call::{self, Reply};
 use crate::{clock, stats};
 
@@ -22,9 +22,10 @@ pub extern "C" fn command(
         };
         let parsed = call::with_words::<{ call::ONE_KEY_WORDS }, _>(rest, TakeArgs::parse)
             .map_err(|e| e.to_string())?;
-        let outcome = take(&parsed, read_state(ctx, *key)?, clock::now_ns());
+        let mut bucket = BucketKey::open(ctx, *key)?;
+        let outcome = take(&parsed, bucket.state()?, clock::now_ns());
         if let Some(write) = outcome.write {
-            store_state(ctx, *key, write)?;
+            bucket.store(write)?;
         }
         if parsed.tokens > 0 {
             if outcome.granted {

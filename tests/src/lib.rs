@@ -20,7 +20,7 @@ mod time;
 pub use command::{
     as_reply, error_text, line, ok, query, raw_cmd, run, send, strings, take, take_cmd, Reply,
 };
-pub use keyspace::{digest, exists, info, pexpiretime, pttl, state};
+pub use keyspace::{digest, exists, info, pexpiretime, pttl, state, state_of};
 pub use rng::Rng;
 pub use seed::{check_seed_scenario, seed_expected, SEED_INTERVAL_NS};
 pub use server::{assert_no_crash, conn_as, process_id, unix_socket_server};

@@ -150,10 +150,10 @@ fn module_now_ns(con: &mut Connection) -> i64 {
         .cmd("DEL")
         .arg(&key)
         .ignore();
-    let (raw,): (String,) = pipe
+    let (raw,): (Vec<u8>,) = pipe
         .query(con)
         .unwrap_or_else(|e| panic!("clock probe: {}", error_text(&e)));
-    raw.parse::<i64>().expect("a state is an integer") - 1
+    state_of(&raw) - 1
 }
 
 /// `count` x `THROTTLE.TAKE key <args>` in one MULTI: the cached clock is the same for all

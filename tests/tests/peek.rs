@@ -112,7 +112,7 @@ fn writes_nothing(flavor: Flavor) {
             pexpiretime(&mut con, key),
             encoding(&mut con, key),
         );
-        assert_eq!(kept.2, "int", "{key}: a state is int-encoded");
+        assert_eq!(kept.2, "raw", "{key}: a state is written in place");
         for _ in 0..3 {
             let _ = peek(&mut con, key, SLOW);
         }

@@ -13,7 +13,7 @@
 
 use redis::{Connection, Value};
 use redis_throttle::script::SOURCE;
-use throttle_e2e::Rng;
+use throttle_e2e::{state_of, Rng};
 use throttle_testkit::{info_field, Flavor, Server};
 
 const S: i128 = 1_000_000_000;
@@ -1088,8 +1088,8 @@ fn replicates_effects_not_the_script(flavor: Flavor) {
     replica.wait_replica_synced(&primary);
 
     let mut replica_con = replica.conn();
-    let read = |con: &mut Connection, key: &str| -> (Option<String>, i64) {
-        let value: Option<String> = redis::cmd("GET").arg(key).query(con).unwrap();
+    let read = |con: &mut Connection, key: &str| -> (Option<Vec<u8>>, i64) {
+        let value: Option<Vec<u8>> = redis::cmd("GET").arg(key).query(con).unwrap();
         let expiry: i64 = redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap();
         (value, expiry)
     };
@@ -1317,9 +1317,9 @@ fn interop_on_a_moving_clock(flavor: Flavor) {
     for bucket in ["a", "b", "c"] {
         let read = |con: &mut Connection, side: &str| -> (i128, i64) {
             let key = format!("{side}:{bucket}");
-            let state: String = redis::cmd("GET").arg(&key).query(con).unwrap();
+            let state: Vec<u8> = redis::cmd("GET").arg(&key).query(con).unwrap();
             let expiry: i64 = redis::cmd("PEXPIRETIME").arg(&key).query(con).unwrap();
-            (state.parse().unwrap(), expiry)
+            (state_of(&state).into(), expiry)
         };
         let (alone, mixed) = (read(&mut con, "alone"), read(&mut con, "mixed"));
         assert!(
@@ -1336,15 +1336,15 @@ fn tickets_past_2_pow_53(flavor: Flavor) {
     let server = Server::start(flavor);
     let mut con = server.conn();
     let sha = load(&mut con);
-    let state = |con: &mut Connection, key: &str| -> String {
-        redis::cmd("GET").arg(key).query(con).unwrap()
+    let state = |con: &mut Connection, key: &str| -> i64 {
+        state_of(&redis::cmd("GET").arg(key).query::<Vec<u8>>(con).unwrap())
     };
     // State 2^53 µs + 1 µs: with 1 ns tokens, the ticket 2^53 µs + 1 counts none as taken
     // after it, 2^53 µs counts 1000, and the largest ticket is after the state.
     for (ticket, given, after) in [
-        (9_007_199_254_740_993_i64, 1, "9007199254740992999"),
-        (9_007_199_254_740_992, 0, "9007199254740993000"),
-        (9_223_372_036_854_775, 0, "9007199254740993000"),
+        (9_007_199_254_740_993_i64, 1, 9_007_199_254_740_992_999),
+        (9_007_199_254_740_992, 0, 9_007_199_254_740_993_000),
+        (9_223_372_036_854_775, 0, 9_007_199_254_740_993_000),
     ] {
         for runner in [Runner::Module, Runner::Script] {
             let keys = [format!("t:{runner:?}:{ticket}")];

@@ -1,6 +1,6 @@
 //! The stored state and the key's TTL on every server: the state is the instant the bucket is
-//! full again, stored as an integer Redis keeps int-encoded; the key expires then, and a full
-//! bucket is a missing key.
+//! full again, stored as 8 bytes written in place; the key expires then, and a full bucket is
+//! a missing key.
 
 mod common;
 
@@ -11,7 +11,11 @@ use common::{
     slack_ms, state, take, wait_until, Connection, Flavor, Server, SEED_INTERVAL_NS,
 };
 
-per_server!(ttl_is_the_reset, state_stays_int_encoded);
+per_server!(
+    ttl_is_the_reset,
+    state_is_written_in_place,
+    earlier_releases_digits_still_read
+);
 
 fn ttl_is_the_reset(flavor: Flavor) {
     check_ttl(&Server::start(flavor));
@@ -28,8 +32,8 @@ fn check_ttl(server: &Server) {
     let flavor = server.flavor();
     let mut con = server.conn();
 
-    // The state is the instant the bucket is full again, in ns since the epoch, stored as an
-    // integer; the key expires at that instant (rounded up to ms).
+    // The state is the instant the bucket is full again, in ns since the epoch, stored as 8
+    // bytes; the key expires at that instant (rounded up to ms).
     let before = server_time_ns(&mut con);
     let start = Instant::now();
     assert_eq!(take(&mut con, "ttl:a", "8 9"), [1, 7, 0, 112]);
@@ -50,7 +54,7 @@ fn check_ttl(server: &Server) {
         "PTTL {ttl} after a take that said reset 112 ms"
     );
     let encoding: String = query(&mut con, redis::cmd("OBJECT").arg("ENCODING").arg("ttl:a"));
-    assert_eq!(encoding, "int", "the state is stored as an integer");
+    assert_eq!(encoding, "raw", "the state is written in place");
 
     // A reservation puts the bucket into debt: the TTL covers the debt too.
     let start = Instant::now();
@@ -85,31 +89,90 @@ fn check_ttl(server: &Server) {
     assert!(!exists(&mut con, "ttl:c"));
 }
 
-/// Every write stores the state as an integer that Redis keeps int-encoded, as small as
-/// `SET key <int>` (module/bucket/src/state.rs says so), and nothing else changes it: a
-/// denial and `TOKENS 0` read the bucket with `GET` through `RedisModule_Call`, which leaves
-/// the value as it is (the key API's StringDMA would replace it with a raw copy).
-fn state_stays_int_encoded(flavor: Flavor) {
+/// Every write stores the state in place, 8 bytes in a raw string, and nothing else changes
+/// it: a denial and `TOKENS 0` read the bucket and leave the key exactly as it was.
+fn state_is_written_in_place(flavor: Flavor) {
     let server = Server::start(flavor);
     let mut con = server.conn();
     let encoding = |con: &mut Connection| -> String {
         query(con, redis::cmd("OBJECT").arg("ENCODING").arg("enc"))
     };
+    let strlen = |con: &mut Connection| -> i64 { query(con, redis::cmd("STRLEN").arg("enc")) };
     assert_eq!(
         take(&mut con, "enc", "2 0.001 TOKENS 2"),
         [1, 0, 0, 2_000_000]
     );
-    assert_eq!(encoding(&mut con), "int", "after a take");
+    assert_eq!(
+        (encoding(&mut con), strlen(&mut con)),
+        ("raw".to_owned(), 8),
+        "after a take"
+    );
     let value = state(&mut con, "enc");
     assert_eq!(take(&mut con, "enc", "2 0.001")[..2], [0, 0], "a denial");
-    assert_eq!(encoding(&mut con), "int", "after a denial");
     assert_eq!(
         take(&mut con, "enc", "2 0.001 TOKENS 0")[..2],
         [1, 0],
         "TOKENS 0"
     );
-    assert_eq!(encoding(&mut con), "int", "after TOKENS 0");
+    assert_eq!(encoding(&mut con), "raw", "after a denial and TOKENS 0");
     assert_eq!(state(&mut con, "enc"), value, "a denial or TOKENS 0 wrote");
     assert_eq!(take(&mut con, "enc", "2 0.001 MAXWAIT 100000000")[0], 1);
-    assert_eq!(encoding(&mut con), "int", "after a reservation");
+    assert_eq!(
+        (encoding(&mut con), strlen(&mut con)),
+        ("raw".to_owned(), 8),
+        "after a reservation"
+    );
+    assert_eq!(
+        state(&mut con, "enc"),
+        value + 1_000 * 1_000_000_000,
+        "one interval (1000 s) later"
+    );
+}
+
+/// Earlier releases stored the state as decimal digits: such a bucket reads as before (a
+/// denial leaves its digits as they are), and its next write stores the 8 bytes.
+fn earlier_releases_digits_still_read(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let now = server_time_ns(&mut con);
+    // Full again 1000 s from now: one token at 0.001/s is in use.
+    let digits = (now + 1_000 * 1_000_000_000).to_string();
+    let _: () = query(
+        &mut con,
+        redis::cmd("SET")
+            .arg("old")
+            .arg(&digits)
+            .arg("PX")
+            .arg(1_000_000),
+    );
+    let reply = take(&mut con, "old", "2 0.001");
+    assert_eq!(reply[..2], [1, 0], "the one token left is taken: {reply:?}");
+    let written = state(&mut con, "old");
+    assert_eq!(
+        written,
+        now + 2_000 * 1_000_000_000,
+        "the digits' instant plus one interval"
+    );
+
+    let _: () = query(
+        &mut con,
+        redis::cmd("SET")
+            .arg("old:denied")
+            .arg(&digits)
+            .arg("PX")
+            .arg(1_000_000),
+    );
+    assert_eq!(
+        take(&mut con, "old:denied", "1 0.001")[..2],
+        [0, 0],
+        "a denial"
+    );
+    let kept: (String, String) = (
+        query(&mut con, redis::cmd("GET").arg("old:denied")),
+        query(
+            &mut con,
+            redis::cmd("OBJECT").arg("ENCODING").arg("old:denied"),
+        ),
+    );
+    assert_eq!(kept, (digits, "int".to_owned()), "a denial changed the key");
 }

@@ -106,9 +106,22 @@ pub fn error_replies(con: &mut redis::Connection, code: &str) -> u64 {
         .map_or(0, |count| count.parse().expect("a count"))
 }
 
-/// The stored state of a bucket (`GET key`): `None` while the key does not exist.
+/// A string key's value (`GET key`): `None` while the key does not exist.
 pub fn stored(con: &mut redis::Connection, key: &str) -> Option<String> {
     redis::cmd("GET").arg(key).query(con).expect("GET")
+}
+
+/// The stored state of a bucket (`GET key`: ns since the epoch, 8 bytes little-endian):
+/// `None` while the key does not exist.
+pub fn stored_state(con: &mut redis::Connection, key: &str) -> Option<i64> {
+    let raw: Option<Vec<u8>> = redis::cmd("GET").arg(key).query(con).expect("GET");
+    raw.map(|bytes| {
+        let state: [u8; 8] = bytes
+            .as_slice()
+            .try_into()
+            .unwrap_or_else(|_| panic!("the state of {key} is not 8 bytes: {bytes:?}"));
+        i64::from_le_bytes(state)
+    })
 }
 
 /// Timing tests in one binary take this lock, so they do not run at once on a shared machine.

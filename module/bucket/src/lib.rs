@@ -35,7 +35,7 @@ pub use limits::{
 };
 pub use mtake::{mtake, BucketAfter, MOutcome};
 pub use pause::{pause, PauseOutcome};
-pub use state::{parse_state, StateError};
+pub use state::{encode_state, parse_state, StateError, STATE_LEN};
 pub use take::{peek, take, Outcome};
 
 /// Nanoseconds per millisecond, the unit of every duration in a reply.

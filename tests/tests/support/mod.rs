@@ -17,7 +17,7 @@ use redis::{Connection, Value};
 
 use crate::common::{
     assert_no_crash, command_stat, digest, error_text, info, info_field, process_id, query, send,
-    slack_ms, Flavor, Server,
+    slack_ms, state_of, Flavor, Server,
 };
 
 /// The exact error texts of module/bucket/src/error.rs and module/src/bucket_key.rs.
@@ -42,8 +42,8 @@ pub mod errors {
     pub const WRONGTYPE: &str = "WRONGTYPE the key holds a value that is not a string, so not \
                                  a THROTTLE bucket: use another key";
     pub const NOT_BUCKET: &str = "ERR the key holds a string that is not a THROTTLE bucket \
-                                  (expected the integer THROTTLE.TAKE writes); use another \
-                                  key, or DEL this one to start a full bucket";
+                                  (expected the 8-byte state THROTTLE.TAKE writes); use \
+                                  another key, or DEL this one to start a full bucket";
 
     /// The server's (and the module's) arity error; `command` in lower case.
     pub fn arity(command: &str) -> String {
@@ -111,11 +111,14 @@ pub fn int(value: &Value) -> i64 {
     }
 }
 
-/// A number: an integer reply, or a string holding one (GET of a state).
+/// A number: an integer reply, or a bucket's state (a GET's 8 bytes).
 #[track_caller]
 pub fn num(value: &Value) -> i64 {
-    redis::from_redis_value_ref(value)
-        .unwrap_or_else(|e| panic!("expected a number, got {value:?}: {e}"))
+    match value {
+        Value::Int(n) => *n,
+        Value::BulkString(bytes) => state_of(bytes),
+        other => panic!("expected an integer or a state, got {other:?}"),
+    }
 }
 
 /// An array of integers, and nothing else.

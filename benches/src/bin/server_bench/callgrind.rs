@@ -89,7 +89,7 @@ const BREAKDOWN: &[(&str, &str)] = &[
     ("incrCommand ", "INCR's own work"),
     (
         "setGenericCommand ",
-        "SET's own work (also the SET inside THROTTLE.TAKE and the script)",
+        "SET's own work (also the SET inside the script)",
     ),
     (
         "RedisModuleCommandDispatcher ",
@@ -98,20 +98,20 @@ const BREAKDOWN: &[(&str, &str)] = &[
     ("redis_throttle::take::command ", "THROTTLE.TAKE's handler"),
     (
         "RM_Call ",
-        "every RM_Call as a whole (the module's GET to read, SET to write)",
+        "every RM_Call as a whole (THROTTLE.PEEK's GET; none in THROTTLE.TAKE)",
     ),
     (
         "server.c:call'2 ",
-        "the commands run inside (the module's GET and SET; the script's GET, TIME, SET)",
+        "the commands run inside (the script's GET, TIME, SET)",
     ),
     (
         "moduleCreateArgvFromUserFormat ",
-        "RM_Call: build argv from the format (ll2string of the state and PXAT)",
+        "RM_Replicate: build SET's argv from the format (the state and PXAT)",
     ),
     ("getCommand ", "GET's own work (the module's read)"),
     (
         "lookupCommandLogic ",
-        "command table lookups (the client's command, and each RM_Call's)",
+        "command table lookups (the client's command, and RM_Replicate's SET)",
     ),
     ("moduleReleaseTempClient ", "RM_Call: reset the fake client"),
     ("RM_FreeCallReply ", "RM_Call: free the reply"),
@@ -119,18 +119,26 @@ const BREAKDOWN: &[(&str, &str)] = &[
         "callReplyCreate",
         "RM_Call: wrap the reply the SET wrote into the fake client",
     ),
+    (
+        "RM_Replicate ",
+        "RM_Replicate: SET key <state> PXAT <ms> for replicas and the AOF",
+    ),
     ("RM_OpenKey ", "RM_OpenKey"),
-    ("RM_StringDMA ", "RM_StringDMA (read the state)"),
+    (
+        "RM_StringDMA ",
+        "RM_StringDMA (read the state, then write it)",
+    ),
+    ("RM_SetAbsExpire ", "RM_SetAbsExpire: the key's TTL"),
     (
         "dbUnshareStringValue",
-        "in DMA: decode the int-encoded state into a new raw string",
+        "in DMA or StringTruncate: copy a value that is not raw into a raw string",
     ),
     ("RM_ReplyWithLongLong ", "RM_ReplyWithLongLong (x4)"),
     ("throttle_bucket::args::TakeArgs::parse", "TakeArgs::parse"),
     ("throttle_bucket::gcra::take", "gcra::take"),
     (
         "throttle_bucket::state::parse_state",
-        "parse_state (the stored digits)",
+        "parse_state (the stored 8 bytes)",
     ),
     ("evalShaCommand ", "EVALSHA as a whole"),
     ("luaCallFunction ", "running the script's function"),

@@ -63,15 +63,26 @@ fn loaders(sha: &str, cell: bool) -> Vec<Loader> {
         },
     ];
     if cell {
-        // The quota of the THROTTLE.TAKE row (burst 10, one per 1000 s), as `capacity-1 1 1/rate`:
-        // 9 left, its TTL the 1000 s until full. A refused call writes nothing in redis-cell
-        // either, so there is no granted-then-denied row.
+        // The quotas of the THROTTLE.TAKE rows, as `capacity-1 1 1/rate`: burst 10, one per
+        // 1000 s (9 left, its TTL the 1000 s until full); burst 1, the second call refused.
+        // redis-cell writes nothing for a refused call, but reads through StringDMA, which
+        // turns the embstr its write left into a raw copy.
+        let cell_throttle = |key: &str, args: &str| {
+            let mut cmd = redis::cmd("CL.THROTTLE");
+            cmd.arg(key).arg(words(args));
+            cmd
+        };
         loaders.push(Loader {
             label: "CL.THROTTLE (redis-cell), granted",
-            commands: Box::new(|key| {
-                let mut cmd = redis::cmd("CL.THROTTLE");
-                cmd.arg(key).arg(words("9 1 1000"));
-                vec![cmd]
+            commands: Box::new(move |key| vec![cell_throttle(key, "9 1 1000")]),
+        });
+        loaders.push(Loader {
+            label: "CL.THROTTLE (redis-cell), granted then denied",
+            commands: Box::new(move |key| {
+                vec![
+                    cell_throttle(key, "0 1 1000"),
+                    cell_throttle(key, "0 1 1000"),
+                ]
             }),
         });
     }

@@ -229,7 +229,8 @@ pub fn throughput(
         "ops/s x INCR and us/call x INCR are medians of the per-repetition ratios against INCR \
          in the same repetition. Server us/call is `usec_per_call` of the command's own \
          `cmdstat_` line (THROTTLE.TAKE: `cmdstat_throttle.take`, the script: \
-         `cmdstat_evalsha`); it includes the SET the module or script runs inside.\n"
+         `cmdstat_evalsha`); it includes the SET the script runs inside (the module writes \
+         through the key API: no SET).\n"
     );
     if cell {
         let _ = writeln!(
@@ -237,7 +238,7 @@ pub fn throughput(
             "CL.THROTTLE is redis-cell's, loaded in the same server, with the quota of the \
              THROTTLE.TAKE row above it (`capacity rate` = `capacity-1 rate 1`); its server us/call \
              is `cmdstat_cl.throttle`. It writes through the key API (RM_StringSet, \
-             RM_SetExpire), not a nested SET, hence 0 SET per call.\n"
+             RM_SetExpire), as THROTTLE.TAKE does.\n"
         );
     }
     let _ = writeln!(
