@@ -17,7 +17,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{clock_lag_ns, multiplexed, now_ns, runtime, serial, server_for, stored, NS_PER_MS};
+use common::{
+    clock_lag_ns, multiplexed, now_ns, runtime, serial, server_for, stored_state, NS_PER_MS,
+};
 use redis_throttle::{Backend, Limiter, Quota, TryAcquire};
 use throttle_testkit::{check_windows, Flavor, Sample};
 
@@ -62,7 +64,7 @@ fn paused_fleet(flavor: Flavor, backend: Backend) {
         );
         assert_eq!(a.metrics().pauses, 1);
         let end = paused + PAUSE.as_nanos() as i128; // the pause ends no earlier than this
-        let state = stored(&mut con, &key);
+        let state = stored_state(&mut con, &key);
 
         // B saw a 429 too, with a shorter Retry-After: it does not shorten A's pause.
         let b_paused = now_ns();
@@ -75,7 +77,7 @@ fn paused_fleet(flavor: Flavor, backend: Backend) {
             (b_paused - paused) / NS_PER_MS
         );
         assert_eq!(
-            stored(&mut con, &key),
+            stored_state(&mut con, &key),
             state,
             "{flavor}: a shorter pause wrote"
         );

@@ -54,7 +54,10 @@ impl BucketKey {
             )
         };
         if key.is_null() {
-            return Err(MISSING_API.to_owned());
+            // Only a key opened for reading alone can be NULL (when missing); kept for safety.
+            return Err(
+                "ERR THROTTLE could not open the bucket's key: see the server log".to_owned(),
+            );
         }
         let bucket = BucketKey { ctx, name, key };
         // SAFETY: `key` is open (closed by Drop).
