@@ -39,6 +39,8 @@
 //!   the supplier, and a waiting call that is dropped gives its reservation back.
 //! - [`MultiLimiter`] takes several limits (per second and per minute, requests and bytes) in
 //!   one round trip, all or nothing.
+//! - [`partitioned`]: one quota over a Redis Cluster as leased partitions, spent in process
+//!   with no round trip per call (the Rate Limiting pattern's partitions).
 //! - [`backlog`]: a durable queue on Redis Streams, drained by workers at the quota's rate.
 //! - `http` (features `tower`, `reqwest`): middleware that acquires per request and obeys a
 //!   supplier's 429.
@@ -66,6 +68,7 @@ pub mod http;
 mod limiter;
 mod metrics;
 mod multi;
+pub mod partitioned;
 mod policy;
 mod quota;
 mod reply;

@@ -12,7 +12,8 @@ use tokio::sync::watch;
 
 use super::record::{self, Outcome, Record};
 use super::Backlog;
-use crate::{Error, Limiter};
+use crate::partitioned::Acquire;
+use crate::Error;
 
 /// How a [`Worker`] reads and retries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,19 +127,24 @@ impl StopHandle {
     }
 }
 
-/// Takes records off a [`Backlog`] at the rate a [`Limiter`] allows. See the
+/// Takes records off a [`Backlog`] at the rate a [`Limiter`](crate::Limiter) allows (or a
+/// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter): any [`Acquire`]). See the
 /// [module](crate::backlog) for the guarantees.
 ///
 /// Give the worker's backlog a connection of its own: a read blocks its connection for up to
 /// [`WorkerOptions::block`], and a multiplexed connection shared with the limiter would hold
 /// the limiter's calls that long.
-pub struct Worker<C, L> {
+///
+/// `L` is a [`Limiter`](crate::Limiter)'s connection type; a worker built with
+/// [`Worker::with_limiter`] on any other [`Acquire`] has `L = ()` and the limiter's type as `T`.
+pub struct Worker<C, L, T = crate::Limiter<L>> {
     backlog: Backlog<C>,
     consumer: String,
-    limiter: Limiter<L>,
+    limiter: T,
     options: WorkerOptions,
     counters: Arc<Counters>,
     stop: Arc<watch::Sender<bool>>,
+    _conn: std::marker::PhantomData<fn() -> L>,
 }
 
 /// Where a record ended.
@@ -155,14 +161,41 @@ where
 {
     /// A worker named `consumer` (unique in the group: a host and process id, say) on
     /// `backlog`, taking each record's cost from `limiter`.
-    pub fn new(backlog: Backlog<C>, consumer: impl Into<String>, limiter: Limiter<L>) -> Self {
+    pub fn new(
+        backlog: Backlog<C>,
+        consumer: impl Into<String>,
+        limiter: crate::Limiter<L>,
+    ) -> Self {
+        Worker::build(backlog, consumer.into(), limiter)
+    }
+}
+
+impl<C, T> Worker<C, (), T>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+    T: Acquire,
+{
+    /// A worker taking each record's cost from any [`Acquire`]: a
+    /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter), say.
+    pub fn with_limiter(backlog: Backlog<C>, consumer: impl Into<String>, limiter: T) -> Self {
+        Worker::build(backlog, consumer.into(), limiter)
+    }
+}
+
+impl<C, L, T> Worker<C, L, T>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+    T: Acquire,
+{
+    fn build(backlog: Backlog<C>, consumer: String, limiter: T) -> Self {
         Worker {
             backlog,
-            consumer: consumer.into(),
+            consumer,
             limiter,
             options: WorkerOptions::default(),
             counters: Arc::default(),
             stop: Arc::new(watch::channel(false).0),
+            _conn: std::marker::PhantomData,
         }
     }
 
@@ -282,7 +315,7 @@ where
             let grant = tokio::select! {
                 biased;
                 _ = stopped.wait_for(|s| *s) => return Ok(Settled::Stopped),
-                grant = self.limiter.acquire_n(record.cost) => grant,
+                grant = self.limiter.acquire_tokens(record.cost) => grant,
             };
             let grant = match grant {
                 Ok(grant) => grant,
@@ -293,7 +326,7 @@ where
                 }
                 Err(other) => return Err(other),
             };
-            self.waited(grant.waited);
+            self.waited(grant);
             self.counters.in_flight.store(1, Relaxed);
             let outcome = handler(record.clone()).await;
             self.counters.in_flight.store(0, Relaxed);
@@ -307,7 +340,7 @@ where
                     // The supplier's word holds for the whole fleet: pause the bucket, then
                     // this record is the first to go again (acquire waits out the pause).
                     self.counters.throttled.fetch_add(1, Relaxed);
-                    self.limiter.pause(retry_after).await?;
+                    self.limiter.push_back(retry_after).await?;
                 }
                 Outcome::Failed { error } => {
                     failures += 1;

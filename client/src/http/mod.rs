@@ -33,6 +33,7 @@ use std::time::{Duration, SystemTime};
 use ::http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode};
 use redis::aio::ConnectionLike;
 
+use crate::partitioned::{Acquire, PartitionedLimiter};
 use crate::Limiter;
 use retry::Step;
 
@@ -86,34 +87,49 @@ impl<'a> RequestHead<'a> {
     }
 }
 
-/// Chooses the bucket for a request: a fixed [`Limiter`], or any
-/// `Fn(&RequestHead) -> Limiter<C>`.
+/// Chooses the bucket for a request: a fixed [`Limiter`] (or
+/// [`PartitionedLimiter`]), or any `Fn(&RequestHead) -> L` where `L` is either.
 ///
 /// A closure should hand out clones of limiters it keeps (a map per host, say), not build one
 /// per request: a limiter's counters ([`Limiter::metrics`]) live in it and its clones.
 pub trait PickLimiter {
-    /// The limiter's redis connection.
-    type Conn;
+    /// The limiter: any [`Acquire`].
+    type Limiter: Acquire + Send + Sync + 'static;
 
     /// The limiter for this request.
-    fn pick(&self, request: &RequestHead<'_>) -> Limiter<Self::Conn>;
+    fn pick(&self, request: &RequestHead<'_>) -> Self::Limiter;
 }
 
-impl<C: Clone> PickLimiter for Limiter<C> {
-    type Conn = C;
+impl<C> PickLimiter for Limiter<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    type Limiter = Limiter<C>;
 
     fn pick(&self, _request: &RequestHead<'_>) -> Limiter<C> {
         self.clone()
     }
 }
 
-impl<C, F> PickLimiter for F
+impl<C> PickLimiter for PartitionedLimiter<C>
 where
-    F: Fn(&RequestHead<'_>) -> Limiter<C>,
+    C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    type Conn = C;
+    type Limiter = PartitionedLimiter<C>;
 
-    fn pick(&self, request: &RequestHead<'_>) -> Limiter<C> {
+    fn pick(&self, _request: &RequestHead<'_>) -> PartitionedLimiter<C> {
+        self.clone()
+    }
+}
+
+impl<L, F> PickLimiter for F
+where
+    F: Fn(&RequestHead<'_>) -> L,
+    L: Acquire + Send + Sync + 'static,
+{
+    type Limiter = L;
+
+    fn pick(&self, request: &RequestHead<'_>) -> L {
         self(request)
     }
 }
@@ -163,18 +179,15 @@ impl std::error::Error for LimiterError {
 
 /// One request's run through the limiter, shared by the adapters: they send, this does the
 /// rest.
-struct Run<C> {
-    limiter: Limiter<C>,
+struct Run<L> {
+    limiter: L,
     policy: RetryPolicy,
     method: Method,
     attempt: u32,
 }
 
-impl<C> Run<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    fn new(limiter: Limiter<C>, policy: RetryPolicy, method: Method) -> Self {
+impl<L: Acquire> Run<L> {
+    fn new(limiter: L, policy: RetryPolicy, method: Method) -> Self {
         Run {
             limiter,
             policy,
@@ -184,7 +197,7 @@ where
     }
 
     fn span(&self) -> tracing::Span {
-        tracing::debug_span!("throttle_http", method = %self.method, key = %self.limiter.key())
+        tracing::debug_span!("throttle_http", method = %self.method, key = %self.limiter.label())
     }
 
     /// Whether to keep a copy of the request before this send.
@@ -195,7 +208,7 @@ where
     /// Takes a token before a send.
     async fn acquire(&self) -> Result<(), LimiterError> {
         self.limiter
-            .acquire()
+            .acquire_call()
             .await
             .map(drop)
             .map_err(|source| self.error("take a token before sending", source))
@@ -221,7 +234,7 @@ where
         };
         let next_token: Duration = self
             .limiter
-            .pause(pause)
+            .push_back(pause)
             .await
             .map_err(|source| self.error("pause after the supplier's pushback", source))?;
         tracing::debug!(
@@ -242,7 +255,7 @@ where
 
     fn error(&self, during: &'static str, source: crate::Error) -> LimiterError {
         LimiterError {
-            key: self.limiter.key().to_owned(),
+            key: self.limiter.label().to_owned(),
             during,
             source,
         }

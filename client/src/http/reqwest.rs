@@ -3,12 +3,11 @@
 use ::http::header::RETRY_AFTER;
 use ::http::Extensions;
 use ::reqwest::{Request, Response};
-use redis::aio::ConnectionLike;
 use reqwest_middleware::{Middleware, Next};
 use tracing::Instrument;
 
 use super::{LimiterError, PickLimiter, RequestHead, RetryPolicy, Run};
-use crate::Limiter;
+use crate::partitioned::Acquire;
 
 /// Takes a token from a shared bucket before each request, and obeys the supplier's 429 and
 /// 503 (see [the module](super)).
@@ -38,9 +37,10 @@ pub struct ThrottleMiddleware<P> {
     policy: RetryPolicy,
 }
 
-impl<C: Clone> ThrottleMiddleware<Limiter<C>> {
-    /// Every request takes its token from `limiter`.
-    pub fn new(limiter: Limiter<C>) -> Self {
+impl<L: Acquire + Clone> ThrottleMiddleware<L> {
+    /// Every request takes its token from `limiter` (a [`Limiter`](crate::Limiter) or a
+    /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)).
+    pub fn new(limiter: L) -> Self {
         ThrottleMiddleware {
             pick: limiter,
             policy: RetryPolicy::default(),
@@ -51,9 +51,10 @@ impl<C: Clone> ThrottleMiddleware<Limiter<C>> {
 impl<F> ThrottleMiddleware<F> {
     /// Each request takes its token from the limiter `pick` chooses for it, from its
     /// [`RequestHead`]: per supplier host, per integrator header, ...
-    pub fn per_request<C>(pick: F) -> Self
+    pub fn per_request<L>(pick: F) -> Self
     where
-        F: Fn(&RequestHead<'_>) -> Limiter<C>,
+        F: Fn(&RequestHead<'_>) -> L,
+        L: Acquire,
     {
         ThrottleMiddleware {
             pick,
@@ -72,7 +73,6 @@ impl<F> ThrottleMiddleware<F> {
 impl<P> Middleware for ThrottleMiddleware<P>
 where
     P: PickLimiter + Send + Sync + 'static,
-    P::Conn: ConnectionLike + Clone + Send + Sync + 'static,
 {
     async fn handle(
         &self,
@@ -87,15 +87,12 @@ where
     }
 }
 
-async fn send<C>(
-    mut run: Run<C>,
+async fn send<L: Acquire>(
+    mut run: Run<L>,
     mut request: Request,
     extensions: &mut Extensions,
     next: Next<'_>,
-) -> reqwest_middleware::Result<Response>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
+) -> reqwest_middleware::Result<Response> {
     loop {
         let copy = if run.may_retry() {
             request.try_clone()

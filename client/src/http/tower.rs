@@ -7,11 +7,10 @@ use std::task::{Context, Poll};
 use ::http::header::RETRY_AFTER;
 use ::http::{Request, Response};
 use ::tower::{Layer, Service};
-use redis::aio::ConnectionLike;
 use tracing::Instrument;
 
 use super::{PickLimiter, RequestHead, RetryPolicy, Run};
-use crate::Limiter;
+use crate::partitioned::Acquire;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -50,9 +49,10 @@ pub struct ThrottleLayer<P, K = CloneBody> {
     clone: K,
 }
 
-impl<C: Clone> ThrottleLayer<Limiter<C>> {
-    /// Every request takes its token from `limiter`.
-    pub fn new(limiter: Limiter<C>) -> Self {
+impl<L: Acquire + Clone> ThrottleLayer<L> {
+    /// Every request takes its token from `limiter` (a [`Limiter`](crate::Limiter) or a
+    /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)).
+    pub fn new(limiter: L) -> Self {
         ThrottleLayer {
             pick: limiter,
             policy: RetryPolicy::default(),
@@ -64,9 +64,10 @@ impl<C: Clone> ThrottleLayer<Limiter<C>> {
 impl<F> ThrottleLayer<F> {
     /// Each request takes its token from the limiter `pick` chooses for it, from its
     /// [`RequestHead`]: per supplier host, per integrator header, ...
-    pub fn per_request<C>(pick: F) -> Self
+    pub fn per_request<L>(pick: F) -> Self
     where
-        F: Fn(&RequestHead<'_>) -> Limiter<C>,
+        F: Fn(&RequestHead<'_>) -> L,
+        L: Acquire,
     {
         ThrottleLayer {
             pick,
@@ -164,7 +165,6 @@ where
     S::Future: Send,
     S::Error: Into<BoxError>,
     P: PickLimiter,
-    P::Conn: ConnectionLike + Clone + Send + Sync + 'static,
     K: CloneRequest<B> + Clone + Send + 'static,
     B: Send + 'static,
     RB: Send + 'static,
@@ -188,16 +188,16 @@ where
     }
 }
 
-async fn send<S, C, K, B, RB>(
+async fn send<S, L, K, B, RB>(
     mut inner: S,
-    mut run: Run<C>,
+    mut run: Run<L>,
     clone: K,
     mut request: Request<B>,
 ) -> Result<Response<RB>, BoxError>
 where
     S: Service<Request<B>, Response = Response<RB>>,
     S::Error: Into<BoxError>,
-    C: ConnectionLike + Clone + Send + Sync + 'static,
+    L: Acquire,
     K: CloneRequest<B>,
 {
     let mut ready = true;
