@@ -44,6 +44,10 @@
 //! - [`backlog`]: a durable queue on Redis Streams, drained by workers at the quota's rate.
 //! - `http` (features `tower`, `reqwest`): middleware that acquires per request and obeys a
 //!   supplier's 429.
+//! - [`Acquire`] is what a backlog worker and the HTTP layers need from a limiter (take
+//!   tokens, pass on the supplier's pushback): [`Limiter`] and
+//!   [`PartitionedLimiter`](partitioned::PartitionedLimiter) implement it, so each goes
+//!   wherever the other does.
 //!
 //! # Features
 //!
@@ -60,6 +64,7 @@
 
 #![warn(missing_docs)]
 
+mod acquire;
 mod backend;
 pub mod backlog;
 mod error;
@@ -75,6 +80,7 @@ mod reply;
 pub mod script;
 mod waiting;
 
+pub use acquire::Acquire;
 pub use backend::Backend;
 pub use error::Error;
 pub use limiter::{BucketState, Grant, Limiter, LimiterBuilder, TryAcquire};

@@ -31,7 +31,7 @@ fn options() -> WorkerOptions {
 
 /// Runs `worker` on a task of its own until its stop handle is used.
 fn spawn<H, F>(
-    worker: Worker<ConnectionManager, ConnectionManager>,
+    worker: Worker<ConnectionManager, Limiter<ConnectionManager>>,
     handler: H,
 ) -> JoinHandle<WorkerMetrics>
 where

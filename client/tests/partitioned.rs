@@ -220,7 +220,7 @@ async fn a_backlog_worker_drains_through_a_partitioned_limiter() {
     let limiter = PartitionedLimiter::builder(quota("backlog", 4))
         .build(multiplexed(&url).await)
         .unwrap();
-    let worker = Worker::with_limiter(backlog.clone(), "w1", limiter.clone())
+    let worker = Worker::new(backlog.clone(), "w1", limiter.clone())
         .options(WorkerOptions::default().block(Duration::from_millis(100)));
     let stop = worker.stop_handle();
     let run = tokio::spawn(async move { worker.run(|_| async { Outcome::Done }).await });

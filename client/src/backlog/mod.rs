@@ -3,8 +3,9 @@
 //!
 //! Producers [`push`](Backlog::push) records (each with its cost in the bucket's tokens) onto
 //! a Redis Stream; [`Worker`]s, any number, on any machines, read them through one consumer
-//! group, acquire each record's cost from a shared [`Limiter`], call the
-//! handler, and acknowledge only what the handler finished. A worker that dies loses
+//! group, acquire each record's cost from a shared limiter (any [`Acquire`](crate::Acquire):
+//! a [`Limiter`], or a [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)), call
+//! the handler, and acknowledge only what the handler finished. A worker that dies loses
 //! nothing: its records stay pending, and the others claim them once they have been idle for
 //! [`WorkerOptions::claim_idle`] (`XAUTOCLAIM`). Delivery is at least once, so the handler is
 //! idempotent by [`Record::id`].

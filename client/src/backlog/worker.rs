@@ -12,8 +12,7 @@ use tokio::sync::watch;
 
 use super::record::{self, Outcome, Record};
 use super::Backlog;
-use crate::partitioned::Acquire;
-use crate::Error;
+use crate::{Acquire, Error};
 
 /// How a [`Worker`] reads and retries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,24 +126,21 @@ impl StopHandle {
     }
 }
 
-/// Takes records off a [`Backlog`] at the rate a [`Limiter`](crate::Limiter) allows (or a
-/// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter): any [`Acquire`]). See the
+/// Takes records off a [`Backlog`] (over a connection `C`) at the rate a limiter `A` allows:
+/// any [`Acquire`], such as a [`Limiter`](crate::Limiter) or a
+/// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter). See the
 /// [module](crate::backlog) for the guarantees.
 ///
 /// Give the worker's backlog a connection of its own: a read blocks its connection for up to
 /// [`WorkerOptions::block`], and a multiplexed connection shared with the limiter would hold
 /// the limiter's calls that long.
-///
-/// `L` is a [`Limiter`](crate::Limiter)'s connection type; a worker built with
-/// [`Worker::with_limiter`] on any other [`Acquire`] has `L = ()` and the limiter's type as `T`.
-pub struct Worker<C, L, T = crate::Limiter<L>> {
+pub struct Worker<C, A> {
     backlog: Backlog<C>,
     consumer: String,
-    limiter: T,
+    limiter: A,
     options: WorkerOptions,
     counters: Arc<Counters>,
     stop: Arc<watch::Sender<bool>>,
-    _conn: std::marker::PhantomData<fn() -> L>,
 }
 
 /// Where a record ended.
@@ -154,48 +150,21 @@ enum Settled {
     Stopped,
 }
 
-impl<C, L> Worker<C, L>
+impl<C, A> Worker<C, A>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
-    L: ConnectionLike + Clone + Send + Sync + 'static,
+    A: Acquire,
 {
     /// A worker named `consumer` (unique in the group: a host and process id, say) on
-    /// `backlog`, taking each record's cost from `limiter`.
-    pub fn new(
-        backlog: Backlog<C>,
-        consumer: impl Into<String>,
-        limiter: crate::Limiter<L>,
-    ) -> Self {
-        Worker::build(backlog, consumer.into(), limiter)
-    }
-}
-
-impl<C, T> Worker<C, (), T>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-    T: Acquire,
-{
-    /// A worker taking each record's cost from any [`Acquire`]: a
-    /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter), say.
-    pub fn with_limiter(backlog: Backlog<C>, consumer: impl Into<String>, limiter: T) -> Self {
-        Worker::build(backlog, consumer.into(), limiter)
-    }
-}
-
-impl<C, L, T> Worker<C, L, T>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-    T: Acquire,
-{
-    fn build(backlog: Backlog<C>, consumer: String, limiter: T) -> Self {
+    /// `backlog`, taking each record's cost from `limiter`: any [`Acquire`].
+    pub fn new(backlog: Backlog<C>, consumer: impl Into<String>, limiter: A) -> Self {
         Worker {
             backlog,
-            consumer,
+            consumer: consumer.into(),
             limiter,
             options: WorkerOptions::default(),
             counters: Arc::default(),
             stop: Arc::new(watch::channel(false).0),
-            _conn: std::marker::PhantomData,
         }
     }
 

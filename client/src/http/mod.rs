@@ -4,12 +4,15 @@
 //! `reqwest`).
 //!
 //! For each request both:
-//! 1. choose the bucket: a fixed [`Limiter`], or a closure from the [`RequestHead`] to a
-//!    limiter (per supplier host, per integrator header, ...), see [`PickLimiter`];
-//! 2. take a token ([`Limiter::acquire`]), waiting as long as the bucket needs, then send;
+//! 1. choose the limiter: a fixed [`Limiter`] or [`PartitionedLimiter`], or a closure from
+//!    the [`RequestHead`] to a limiter (per supplier host, per integrator header, ...), see
+//!    [`PickLimiter`]; whatever it is, the layers use it as an [`Acquire`];
+//! 2. take a token ([`Acquire::acquire_call`]: [`Limiter::acquire`], or one token of a
+//!    [`PartitionedLimiter`]), waiting as long as the bucket needs, then send;
 //! 3. on 429 or 503, read `Retry-After` (delta seconds or an HTTP date; absent or
-//!    unreadable: [`RetryPolicy::default_pause`]) and [`Limiter::pause`] the bucket for that
-//!    long plus a jitter: the whole fleet stops on it, not only this caller;
+//!    unreadable: [`RetryPolicy::default_pause`]) and pause the limiter for that long plus a
+//!    jitter ([`Acquire::push_back`]: [`Limiter::pause`], [`PartitionedLimiter::pause`]):
+//!    the whole fleet stops on it, not only this caller;
 //! 4. take a token again and resend, up to [`RetryPolicy::max_attempts`] sends in all.
 //!
 //! Requests whose method is not idempotent (POST, PATCH, ...) are not resent unless
@@ -33,8 +36,8 @@ use std::time::{Duration, SystemTime};
 use ::http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode};
 use redis::aio::ConnectionLike;
 
-use crate::partitioned::{Acquire, PartitionedLimiter};
-use crate::Limiter;
+use crate::partitioned::PartitionedLimiter;
+use crate::{Acquire, Limiter};
 use retry::Step;
 
 #[cfg(feature = "reqwest")]

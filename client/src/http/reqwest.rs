@@ -7,7 +7,7 @@ use reqwest_middleware::{Middleware, Next};
 use tracing::Instrument;
 
 use super::{LimiterError, PickLimiter, RequestHead, RetryPolicy, Run};
-use crate::partitioned::Acquire;
+use crate::Acquire;
 
 /// Takes a token from a shared bucket before each request, and obeys the supplier's 429 and
 /// 503 (see [the module](super)).

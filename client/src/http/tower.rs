@@ -10,7 +10,7 @@ use ::tower::{Layer, Service};
 use tracing::Instrument;
 
 use super::{PickLimiter, RequestHead, RetryPolicy, Run};
-use crate::partitioned::Acquire;
+use crate::Acquire;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -7,6 +7,8 @@
 //! spread over the cluster's slots. Each process holds exclusive, expiring leases on some of
 //! them and spends the leased share **in process**, with no round trip per call
 //! ([`PartitionedLimiter`]); it leases more when its calls wait and gives back what idles.
+//! It is an [`Acquire`](crate::Acquire), so a backlog worker or an HTTP layer takes it where
+//! it takes a [`Limiter`](crate::Limiter).
 //!
 //! # Leases
 //!
@@ -77,7 +79,6 @@
 //! # }
 //! ```
 
-mod acquire;
 mod keeper;
 mod lease;
 mod limiter;
@@ -86,7 +87,6 @@ mod plan;
 mod quota;
 mod share;
 
-pub use acquire::Acquire;
 pub use lease::ReplicaAcks;
 pub use limiter::{
     LeaseEvent, LeaseEventKind, PartitionGrant, PartitionedLimiter, PartitionedLimiterBuilder,

@@ -309,9 +309,53 @@ pub enum PartitionError {
     Redis(#[source] crate::Error),
 }
 
+impl From<PartitionError> for crate::Error {
+    /// For the code that takes any [`Acquire`](crate::Acquire): a call that asks for more
+    /// than a partition holds is an invalid quota (a backlog dead-letters its record); a
+    /// stopped limiter is a connection that is gone.
+    fn from(err: PartitionError) -> crate::Error {
+        use crate::{Error, QuotaError};
+        match err {
+            PartitionError::Tokens { tokens, capacity } => {
+                Error::InvalidQuota(QuotaError::Tokens { tokens, capacity })
+            }
+            PartitionError::DeadlineExceeded { deadline } => Error::DeadlineExceeded {
+                needed: deadline,
+                deadline,
+            },
+            PartitionError::Redis(err) => err,
+            PartitionError::Stopped => Error::Connection(redis::RedisError::from(
+                std::io::Error::new(std::io::ErrorKind::NotConnected, err.to_string()),
+            )),
+            other => Error::Rejected {
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_convert_to_the_crate_error() {
+        use crate::{Error, QuotaError};
+        let e = Error::from(PartitionError::Tokens {
+            tokens: 9,
+            capacity: 2,
+        });
+        assert!(matches!(
+            e,
+            Error::InvalidQuota(QuotaError::Tokens {
+                tokens: 9,
+                capacity: 2
+            })
+        ));
+        let e = Error::from(PartitionError::Stopped);
+        assert!(matches!(e, Error::Connection(_)), "{e}");
+        assert!(e.to_string().contains("shut down"), "{e}");
+    }
 
     fn total(burst: u64, rate: u64) -> Quota {
         Quota::new(burst, rate).unwrap()

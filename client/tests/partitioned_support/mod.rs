@@ -8,7 +8,9 @@
 //!   `acquire()` returned),
 //! - `LEASE <partition> <from> <until>` per confirmed lease or renewal: the partition is
 //!   spent in `[from, until)`,
-//! - `LEASE_END <partition> <at>` when it stopped spending one early (released, lost),
+//! - `LEASE_END <partition> <at> <how>` when it stopped spending one early: `released`
+//!   (given back: idle, yielded, at the end), `lost` (a renewal found the key gone or
+//!   another owner's) or `lapsed` (no renewal confirmed in time; `at` is the lease's end),
 //! - `METRICS ...` at a graceful end.
 //!
 //! Times are ns since the Unix epoch: one machine, one clock. No `common`: these files do
@@ -145,9 +147,24 @@ pub async fn cluster_connection(urls: &[String]) -> redis::cluster_async::Cluste
         .expect("connect to the cluster")
 }
 
-/// Wall-clock ns of a monotonic instant, read next to a fresh pair of clock readings.
+/// Wall-clock ns of a monotonic instant, from a fresh pair of clock readings: the wall clock
+/// read between two monotonic readings, the closest pair of a few tries. A preemption
+/// between two readings (a busy machine) would otherwise shift the result by its length,
+/// and the confirmations of one hold, which share its first instant, would no longer match.
 fn wall(instant: Instant) -> i128 {
-    let (wall_now, mono_now) = (now_ns(), Instant::now());
+    let mut best: Option<(Duration, i128, Instant)> = None;
+    for _ in 0..8 {
+        let before = Instant::now();
+        let wall_now = now_ns();
+        let spread = Instant::now() - before;
+        if best.is_none_or(|(narrowest, _, _)| spread < narrowest) {
+            best = Some((spread, wall_now, before + spread / 2));
+        }
+        if spread <= Duration::from_micros(20) {
+            break;
+        }
+    }
+    let (_, wall_now, mono_now) = best.expect("a reading");
     if instant <= mono_now {
         wall_now - (mono_now - instant).as_nanos() as i128
     } else {
@@ -185,7 +202,12 @@ pub fn worker() -> bool {
                         wall(usable_from),
                         wall(valid_until)
                     ),
-                    _ => println!("LEASE_END {} {}", event.partition, wall(event.at)),
+                    kind => println!(
+                        "LEASE_END {} {} {}",
+                        event.partition,
+                        wall(event.at),
+                        End::of(kind).name()
+                    ),
                 })
                 .build(conn)
                 .expect("a limiter");
@@ -229,6 +251,41 @@ pub fn worker() -> bool {
     true
 }
 
+/// How a worker stopped spending a partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// Given back: idle, yielded to another process, or at the end.
+    Released,
+    /// A renewal found the key gone or another owner's.
+    Lost,
+    /// No renewal confirmed before the lease's usable time ran out.
+    Lapsed,
+}
+
+impl End {
+    fn of(kind: LeaseEventKind) -> End {
+        match kind {
+            LeaseEventKind::Lost => End::Lost,
+            LeaseEventKind::Lapsed => End::Lapsed,
+            _ => End::Released,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            End::Released => "released",
+            End::Lost => "lost",
+            End::Lapsed => "lapsed",
+        }
+    }
+
+    fn parse(word: &str) -> Option<End> {
+        [End::Released, End::Lost, End::Lapsed]
+            .into_iter()
+            .find(|end| end.name() == word)
+    }
+}
+
 /// One worker's lines.
 #[derive(Debug, Default)]
 pub struct Output {
@@ -237,8 +294,8 @@ pub struct Output {
     pub grants: Vec<(i128, i128, u32)>,
     /// `(partition, from, until)`.
     pub leases: Vec<(u32, i128, i128)>,
-    /// `(partition, at)`: spending stopped (released, lost, lapsed).
-    pub ends: Vec<(u32, i128)>,
+    /// `(partition, at, how)`: spending stopped.
+    pub ends: Vec<(u32, i128, End)>,
     pub metrics: Option<String>,
 }
 
@@ -261,9 +318,9 @@ impl Output {
                         out.leases.push((p as u32, from, until));
                     }
                 }
-                Some("LEASE_END") if words.len() == 3 => {
-                    if let (Some(p), Some(at)) = (n(1), n(2)) {
-                        out.ends.push((p as u32, at));
+                Some("LEASE_END") if words.len() == 4 => {
+                    if let (Some(p), Some(at), Some(end)) = (n(1), n(2), End::parse(words[3])) {
+                        out.ends.push((p as u32, at, end));
                     }
                 }
                 Some("METRICS") => out.metrics = Some(line.to_owned()),
@@ -333,8 +390,8 @@ pub fn check(outputs: &[Output], freezes: &[Freeze], spec: Spec) -> Findings {
             let stopped = outputs[hold.2]
                 .ends
                 .iter()
-                .filter(|&&(q, at)| q == p && at >= hold.0)
-                .map(|&(_, at)| at)
+                .filter(|&&(q, at, _)| q == p && at >= hold.0)
+                .map(|&(_, at, _)| at)
                 .min();
             if let Some(at) = stopped {
                 hold.1 = hold.1.min(at);

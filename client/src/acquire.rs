@@ -1,17 +1,20 @@
 //! What the backlog workers and the HTTP layers need from a limiter, whichever kind it is:
 //! take tokens (waiting as long as it takes) and pass on the supplier's pushback.
-//! [`Limiter`] (one shared bucket, a round trip per call) and [`PartitionedLimiter`] (leased
-//! partitions, spent in process) both implement it.
 
 use std::future::Future;
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 
-use super::{PartitionError, PartitionedLimiter};
-use crate::{Error, Limiter, QuotaError};
+use crate::partitioned::PartitionedLimiter;
+use crate::{Error, Limiter};
 
-/// Takes tokens before a call, and obeys the supplier's pushback.
+/// Takes tokens before a call, and obeys the supplier's pushback: what a
+/// [`backlog::Worker`](crate::backlog::Worker) and the HTTP layers (`http`, features `tower`
+/// and `reqwest`) need from a limiter.
+///
+/// [`Limiter`] (one shared bucket, a round trip per call) and [`PartitionedLimiter`] (leased
+/// partitions, spent in process) both implement it; so can a limiter of your own.
 pub trait Acquire: Send + Sync {
     /// What one call costs (a [`Limiter`]'s [`cost`](crate::LimiterBuilder::cost); one token
     /// of a [`PartitionedLimiter`]), waiting as long as needed; returns how long it waited.
@@ -55,6 +58,8 @@ where
     }
 }
 
+/// Its [`PartitionError`](crate::partitioned::PartitionError)s become the crate's [`Error`]
+/// by their `From` conversion.
 impl<C> Acquire for PartitionedLimiter<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
@@ -76,51 +81,5 @@ where
 
     fn label(&self) -> &str {
         self.quota().name()
-    }
-}
-
-impl From<PartitionError> for Error {
-    /// A call that asks for more than a partition holds is an invalid quota (a backlog
-    /// dead-letters its record); a stopped limiter is a connection that is gone.
-    fn from(err: PartitionError) -> Error {
-        match err {
-            PartitionError::Tokens { tokens, capacity } => {
-                Error::InvalidQuota(QuotaError::Tokens { tokens, capacity })
-            }
-            PartitionError::DeadlineExceeded { deadline } => Error::DeadlineExceeded {
-                needed: deadline,
-                deadline,
-            },
-            PartitionError::Redis(err) => err,
-            PartitionError::Stopped => Error::Connection(redis::RedisError::from(
-                std::io::Error::new(std::io::ErrorKind::NotConnected, err.to_string()),
-            )),
-            other => Error::Rejected {
-                message: other.to_string(),
-            },
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn errors_convert_to_the_crate_error() {
-        let e = Error::from(PartitionError::Tokens {
-            tokens: 9,
-            capacity: 2,
-        });
-        assert!(matches!(
-            e,
-            Error::InvalidQuota(QuotaError::Tokens {
-                tokens: 9,
-                capacity: 2
-            })
-        ));
-        let e = Error::from(PartitionError::Stopped);
-        assert!(matches!(e, Error::Connection(_)), "{e}");
-        assert!(e.to_string().contains("shut down"), "{e}");
     }
 }
