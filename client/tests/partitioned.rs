@@ -276,8 +276,13 @@ async fn a_partitioned_limiter_runs_over_a_cluster_connection() {
             .unwrap()
             .unwrap();
     }
+    // The outcome is exact: 10 grants within the bound, from leases taken through the
+    // cluster connection and all given back at shutdown. A round trip that fails on a loaded
+    // machine (seen once beside two CPU burners) is counted in `errors` and retried, so the
+    // count is printed, not asserted.
     let m = limiter.metrics();
-    assert!(m.leases_acquired >= 1 && m.errors == 0, "{m:?}");
+    assert!(m.leases_acquired >= 1 && m.granted == 10, "{m:?}");
+    println!("{m:?}");
     limiter.shutdown().await.unwrap();
     for key in q.keys() {
         assert_eq!(stored(&mut con, key), None);
