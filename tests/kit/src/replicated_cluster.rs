@@ -111,6 +111,11 @@ impl ReplicatedCluster {
         &self.servers
     }
 
+    /// The servers, by start order, for a caller that keeps them itself.
+    pub fn into_servers(self) -> Vec<Server> {
+        self.servers
+    }
+
     /// `redis://127.0.0.1:PORT` of every server that is up.
     pub fn urls(&self) -> Vec<String> {
         self.up().map(|i| self.servers[i].url()).collect()
