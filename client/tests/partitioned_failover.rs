@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use partitioned_support::{check, get, now_ns, worker, worker_env, End, Output, Spec, NS_PER_S};
 use redis_throttle::partitioned::{key_slot, PartitionedQuota};
-use throttle_testkit::{Flavor, ReplicatedCluster, SignalledChild};
+use throttle_testkit::{ChildTest, Flavor, ReplicatedCluster};
 
 const SPEC: Spec = Spec {
     partitions: 20,
@@ -102,8 +102,8 @@ fn leases_stay_exclusive_through_a_slot_migration_and_a_failover() {
         .collect();
     let go = now_ns() + 2 * NS_PER_S;
     let end = go + RUN_S * NS_PER_S;
-    let mut workers: Vec<SignalledChild> = (0..WORKERS)
-        .map(|_| SignalledChild::spawn("partitioned_worker", &worker_env(&urls, SPEC, go, end)))
+    let mut workers: Vec<ChildTest> = (0..WORKERS)
+        .map(|_| ChildTest::spawn("partitioned_worker", &worker_env(&urls, SPEC, go, end)))
         .collect();
 
     // 3 s: the slot of a partition leased now moves to the master that serves partition 13.

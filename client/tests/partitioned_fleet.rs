@@ -17,7 +17,7 @@ mod partitioned_support;
 use std::time::{Duration, Instant};
 
 use partitioned_support::{check, now_ns, worker, worker_env, Freeze, Output, Spec, NS_PER_S};
-use throttle_testkit::{Flavor, ReplicatedCluster, SignalledChild};
+use throttle_testkit::{ChildTest, Flavor, ReplicatedCluster};
 
 /// 200/s and a burst of 40 as 20 partitions of 10/s and 2 tokens; leases of 1 s.
 const SPEC: Spec = Spec {
@@ -54,12 +54,12 @@ fn a_fleet_stays_within_the_quota_through_joins_kills_and_freezes() {
     // Worker 3 leaves at 17 s (a graceful stop releases its leases).
     let end_of = |worker: usize| if worker == 3 { go + 17 * NS_PER_S } else { end };
     let spawn = |worker: usize, at: i128| {
-        SignalledChild::spawn(
+        ChildTest::spawn(
             "partitioned_worker",
             &worker_env(&urls, SPEC, at, end_of(worker)),
         )
     };
-    let mut workers: Vec<Option<SignalledChild>> = (0..4).map(|w| Some(spawn(w, go))).collect();
+    let mut workers: Vec<Option<ChildTest>> = (0..4).map(|w| Some(spawn(w, go))).collect();
     let plan = [
         (4.0, Step::Join(4)),
         (7.0, Step::Join(5)),

@@ -1,5 +1,6 @@
-//! A test binary run again as a child process: the way the fleet, soak and multi-limit tests
-//! get workers that are real OS processes.
+//! A test binary run again as a child process: the way the fleet, soak, multi-limit and
+//! partitioned-quota tests get workers that are real OS processes, which a test can also
+//! freeze (SIGSTOP), thaw (SIGCONT) and kill (SIGKILL).
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
@@ -52,6 +53,34 @@ impl ChildTest {
         }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGSTOP: the process stops at once, wherever it is.
+    pub fn freeze(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// SIGCONT.
+    pub fn thaw(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    /// SIGKILL (a frozen process too), and reaped.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) has no memory preconditions; the child is not reaped yet (we hold
+        // it), so its pid is still ours.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, signal);
+        }
+    }
+
     /// Waits until the child exits, killing it at `deadline`.
     pub fn finish(&mut self, deadline: Instant) -> ChildOutput {
         let failure = loop {
@@ -59,8 +88,7 @@ impl ChildTest {
                 Some(status) if status.success() => break None,
                 Some(status) => break Some(format!("exited with {status}")),
                 None if Instant::now() > deadline => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
+                    self.kill();
                     break Some("ran past its deadline and was killed".to_owned());
                 }
                 None => std::thread::sleep(Duration::from_millis(20)),
@@ -94,7 +122,6 @@ impl ChildTest {
 
 impl Drop for ChildTest {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }

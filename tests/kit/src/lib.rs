@@ -24,7 +24,6 @@ mod port;
 mod process;
 mod replicated_cluster;
 mod server;
-mod signalled;
 mod wait;
 
 pub use child::{ChildOutput, ChildTest};
@@ -35,7 +34,6 @@ pub use info::{command_stat, command_stat_text, info_field};
 pub use module::{module_path, try_module_path};
 pub use replicated_cluster::{cluster_nodes, NodeView, ReplicatedCluster, NODE_TIMEOUT_MS};
 pub use server::{Server, ServerBuilder, StartError};
-pub use signalled::SignalledChild;
 pub use wait::poll;
 
 /// One `#[test]` per server for each case `fn case(flavor: Flavor)`, in modules named after
