@@ -32,6 +32,8 @@ pub struct BucketKey {
     ctx: *mut raw::RedisModuleCtx,
     name: *mut raw::RedisModuleString,
     key: *mut raw::RedisModuleKey,
+    /// The key did not exist when opened (a full bucket).
+    empty: bool,
 }
 
 impl BucketKey {
@@ -59,11 +61,19 @@ impl BucketKey {
                 "ERR THROTTLE could not open the bucket's key: see the server log".to_owned(),
             );
         }
-        let bucket = BucketKey { ctx, name, key };
+        let mut bucket = BucketKey {
+            ctx,
+            name,
+            key,
+            empty: false,
+        };
         // SAFETY: `key` is open (closed by Drop).
         let kind = unsafe { raw::RedisModule_KeyType.map(|key_type| key_type(bucket.key)) };
         match kind {
-            Some(k) if k == raw::REDISMODULE_KEYTYPE_EMPTY as c_int => Ok(bucket),
+            Some(k) if k == raw::REDISMODULE_KEYTYPE_EMPTY as c_int => {
+                bucket.empty = true;
+                Ok(bucket)
+            }
             Some(k) if k == raw::REDISMODULE_KEYTYPE_STRING as c_int => Ok(bucket),
             Some(_) => Err(WRONG_TYPE.to_owned()),
             None => Err(MISSING_API.to_owned()),
@@ -81,16 +91,14 @@ impl BucketKey {
         // SAFETY: `key` is open and holds a string or nothing (checked in `open`); the bytes
         // are parsed before anything else touches the key.
         unsafe {
-            let (Some(key_type), Some(value_length), Some(dma)) = (
-                raw::RedisModule_KeyType,
-                raw::RedisModule_ValueLength,
-                raw::RedisModule_StringDMA,
-            ) else {
-                return Err(MISSING_API.to_owned());
-            };
-            if key_type(self.key) == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
+            if self.empty {
                 return Ok(None);
             }
+            let (Some(value_length), Some(dma)) =
+                (raw::RedisModule_ValueLength, raw::RedisModule_StringDMA)
+            else {
+                return Err(MISSING_API.to_owned());
+            };
             if value_length(self.key) != STATE_LEN {
                 return peek_state(self.ctx, self.name);
             }
