@@ -48,6 +48,8 @@ local MAX_KEYS = 16
 local MAX_TICKET = '9223372036854775'  -- i64::MAX ns in µs, 16 digits
 local MAX_NOW_S = 7258118400           -- clock readings are clamped to the year 2200
 local I64_S, I64_N = 9223372036, 854775807 -- i64::MAX ns: no state goes past it
+local EARLIEST_S = 1577836800          -- 2020-01-01: no command writes a state before it
+local LATEST_AHEAD_S = 662256000       -- 21 years: nor one further after the clock
 local FRACTION_DIGITS = 24             -- rate digits after the point that count
 
 -- Error replies (module/bucket/src/error.rs and state.rs, module/src/bucket_key.rs) ---------
@@ -191,20 +193,32 @@ end
 
 -- Arguments (module/bucket/src/args.rs, interval.rs), checked in the module's order --------
 
+-- Every parse below is linear in its input: a pattern that can backtrack (`^0*(%d*)$`) costs
+-- N^2 or worse on a long argument, inside one string call where the script's time limit is
+-- never checked. Only single-class finds (each position tried once) and plain finds are used.
+
+-- The position of the first byte that is not a '0' (nil: all zeros, or empty).
+local function first_nonzero(text)
+  return text:find('[^0]')
+end
+
 -- A whole number in ASCII digits (no sign, no spaces), 0..=max (max <= 1e15); nil otherwise.
 local function whole(text, max_value)
+  if text == '' or text:find('%D') then
+    return nil
+  end
   local value
   if #text <= 15 then -- the common case: below 2^53, so tonumber is exact
-    if text == '' or text:find('%D') then
-      return nil
-    end
     value = tonumber(text)
   else
-    local digits = text:match('^0*(%d*)$')
-    if not digits or #digits > 16 then
+    local first = first_nonzero(text)
+    if not first then
+      return 0
+    end
+    if #text - first >= 16 then -- 17 digits or more: above any max
       return nil
     end
-    value = tonumber(digits) or 0 -- exact up to 2^53, and any 16 digits above are > max
+    value = tonumber(text:sub(first)) -- exact up to 2^53, and any 16 digits above are > max
   end
   if value > max_value then
     return nil
@@ -253,16 +267,35 @@ end
 -- checked on all of them. nil for anything else.
 local function parse_interval(text)
   -- Digits, a point, digits: leading zeros and trailing fraction zeros left out.
-  local int, frac = text:match('^0*(%d*)%.?(%d-)0*$')
-  if not int or #int > 10 then
+  local int, frac = text, ''
+  local point = text:find('.', 1, true)
+  if point then
+    int, frac = text:sub(1, point - 1), text:sub(point + 1)
+  end
+  if (int == '' and frac == '') or int:find('%D') or frac:find('%D') then
     return nil
   end
-  if #int == 10 and (frac ~= '' or int > '1000000000') then -- above 1e9, however little
+  local first = first_nonzero(int)
+  if not first then
+    int = ''
+  elseif first > 1 then
+    int = int:sub(first)
+  end
+  if #int > 10 then
+    return nil
+  end
+  -- Above 1e9, however little: checked on every digit, before any are dropped.
+  if #int == 10 and (frac:find('[^0]') or int > '1000000000') then
     return nil
   end
   if #frac > FRACTION_DIGITS then
-    frac = frac:sub(1, FRACTION_DIGITS)
+    frac = frac:sub(1, FRACTION_DIGITS) -- the same value as trimming the zeros first
   end
+  local last = #frac
+  while last > 0 and frac:byte(last) == 48 do -- at most 24 steps
+    last = last - 1
+  end
+  frac = frac:sub(1, last)
   -- rate = digits / 10^#frac, exactly.
   local digits = int .. frac
   if int == '' then
@@ -338,10 +371,12 @@ end
 
 -- The bucket: its state, the clock, a write, and the GCRA view (module/bucket/src/gcra.rs) -
 
--- The state at `key` as a pair; nil for a missing key (a full bucket); or nil, nil and the
--- error text. A state is the i64 THROTTLE.TAKE writes, as 8 bytes, little-endian (at most
--- i64::MAX: the last byte below 128); earlier releases wrote it as 1 to 19 digits.
-local function read_state(key)
+-- The state at `key` as a pair, seen at `now`; nil for a missing key (a full bucket); or nil,
+-- nil and the error text. A state is the i64 THROTTLE.TAKE writes, as 8 bytes, little-endian
+-- (at most i64::MAX: the last byte below 128); earlier releases wrote it as 1 to 19 digits. An
+-- instant no command writes is not a bucket (module/bucket/src/state.rs): before 2020 while
+-- the clock is past it, or more than 21 years after the clock.
+local function read_state(key, now_s, now_n)
   local stored = redis.pcall('GET', key)
   if type(stored) == 'table' then
     return nil, nil, 'wrongtype'
@@ -349,26 +384,25 @@ local function read_state(key)
   if not stored then
     return nil
   end
+  local s, n
   if #stored == 8 then
     if stored:byte(8) >= 128 then
       return nil, nil, 'not_bucket'
     end
     -- (s, n) * 256 + byte, from the last byte down; every step stays below 2^53.
-    local s, n = 0, 0
+    s, n = 0, 0
     for i = 8, 1, -1 do
       local m = n * 256 + stored:byte(i)
       s, n = s * 256 + floor(m / E9), m % E9
     end
-    return s, n
-  end
-  if stored == '' or #stored > 19 or stored:find('%D') then
+  elseif stored == '' or #stored > 19 or stored:find('%D') then
     return nil, nil, 'not_bucket'
+  elseif #stored <= 9 then
+    s, n = 0, tonumber(stored)
+  else
+    s, n = tonumber(stored:sub(1, -10)), tonumber(stored:sub(-9))
   end
-  if #stored <= 9 then
-    return 0, tonumber(stored)
-  end
-  local s, n = tonumber(stored:sub(1, -10)), tonumber(stored:sub(-9))
-  if lt(I64_S, I64_N, s, n) then
+  if (s < EARLIEST_S and now_s >= EARLIEST_S) or lt(now_s + LATEST_AHEAD_S, now_n, s, n) then
     return nil, nil, 'not_bucket'
   end
   return s, n
@@ -434,15 +468,10 @@ local function remaining(quota, debt_s, debt_n)
   return (divmod(s, n, quota.interval))
 end
 
--- The ticket of a state: µs, rounded down. Below 2^53 µs (until the year 2255) it is exact;
--- past that (only a forged state) it is rounded down to an even number, which a double holds,
--- and which gives back less, never more.
+-- The ticket of a state: µs, rounded down. Exact: a state is at most 21 years after the clock,
+-- itself clamped to the year 2200, so its µs stay below 2^53 (the year 2255).
 local function ticket_of(s, n)
-  local high, us = s * 1e6, floor(n / 1000)
-  if high + us >= 9007199254740992 and us % 2 == 1 then
-    us = us - 1
-  end
-  return high + us
+  return s * 1e6 + floor(n / 1000)
 end
 
 -- The commands (module/bucket/src/take.rs, mtake.rs, pause.rs, give.rs) --------------------
@@ -506,11 +535,11 @@ local function take(keys, argv)
     end
   end
 
-  local state_s, state_n, read_err = read_state(keys[1])
+  local now_s, now_n = clock()
+  local state_s, state_n, read_err = read_state(keys[1], now_s, now_n)
   if read_err then
     return fail(read_err)
   end
-  local now_s, now_n = clock()
   local base_s, base_n, debt_s, debt_n = view(state_s, state_n, now_s, now_n)
 
   local granted, wait_s, wait_n, taken = 1, 0, 0, 0
@@ -602,15 +631,15 @@ local function mtake(keys, argv)
   end
 
   -- Every bucket is read (and its type checked) before anything is written.
+  local now_s, now_n = clock()
   local states = {}
   for k = 1, count do
-    local s, n, err = read_state(keys[k])
+    local s, n, err = read_state(keys[k], now_s, now_n)
     if err then
       return fail(err)
     end
     states[k] = { s, n }
   end
-  local now_s, now_n = clock()
 
   -- The wait is the longest of the buckets' own waits.
   local buckets, wait_s, wait_n, takes_any = {}, 0, 0, false
@@ -672,11 +701,11 @@ local function pause(keys, argv)
   if not ms or ms < 1 then
     return fail('pause_ms')
   end
-  local state_s, state_n, read_err = read_state(keys[1])
+  local now_s, now_n = clock()
+  local state_s, state_n, read_err = read_state(keys[1], now_s, now_n)
   if read_err then
     return fail(read_err)
   end
-  local now_s, now_n = clock()
   local base_s, base_n = view(state_s, state_n, now_s, now_n)
 
   -- The first token is there `ms` from now, then refill goes on from that one token:
@@ -694,7 +723,8 @@ local function pause(keys, argv)
   return ceil_ms(sub(next_s, next_n, now_s, now_n))
 end
 
--- THROTTLE.GIVE key capacity rate n ticket: the x/time/rate Reservation.Cancel rule.
+-- THROTTLE.GIVE key capacity rate n ticket: gives a take's tokens back while nothing was taken
+-- after it, never beyond a full bucket (module/bucket/src/give.rs).
 local function give(keys, argv)
   if #argv ~= 5 then
     return fail('arity', 'give')
@@ -712,7 +742,8 @@ local function give(keys, argv)
   if ticket == '' or ticket:find('%D') then
     return fail('ticket')
   end
-  ticket = ticket:gsub('^0+', '')
+  local first = first_nonzero(ticket)
+  ticket = first and ticket:sub(first) or ''
   if #ticket > #MAX_TICKET or (#ticket == #MAX_TICKET and ticket > MAX_TICKET) then
     return fail('ticket')
   end
@@ -720,14 +751,14 @@ local function give(keys, argv)
   local ticket_s = tonumber(ticket:sub(1, -7)) or 0
   local ticket_n = (tonumber(ticket:sub(-6)) or 0) * 1000
 
-  local state_s, state_n, read_err = read_state(keys[1])
+  local now_s, now_n = clock()
+  local state_s, state_n, read_err = read_state(keys[1], now_s, now_n)
   if read_err then
     return fail(read_err)
   end
   if not state_s then
     return 0 -- a missing key is a full bucket: nothing to give back to
   end
-  local now_s, now_n = clock()
   local base_s, base_n, debt_s, debt_n = view(state_s, state_n, now_s, now_n)
   -- Only while the state is still this take's slot end (module/bucket/src/give.rs says why):
   -- within the ticket's rounding (999 ns) when a token takes longer than that, exactly on it
@@ -744,8 +775,11 @@ local function give(keys, argv)
   local given = math.min(n, div_ceil(debt_s, debt_n, quota.interval))
   local back_s, back_n = mul(n, quota.interval)
   local tat_s, tat_n = sub(base_s, base_n, back_s, back_n)
-  tat_s, tat_n = max(tat_s, tat_n, now_s, now_n)
-  store(keys[1], tat_s, tat_n)
+  if lt(now_s, now_n, tat_s, tat_n) then
+    store(keys[1], tat_s, tat_n)
+  else
+    redis.call('DEL', keys[1]) -- full again: a missing key is a full bucket
+  end
   return given
 end
 
@@ -758,11 +792,11 @@ local function peek(keys, argv)
   if not quota then
     return fail(err)
   end
-  local state_s, state_n, read_err = read_state(keys[1])
+  local now_s, now_n = clock()
+  local state_s, state_n, read_err = read_state(keys[1], now_s, now_n)
   if read_err then
     return fail(read_err)
   end
-  local now_s, now_n = clock()
   local _, _, debt_s, debt_n = view(state_s, state_n, now_s, now_n)
   return { 1, remaining(quota, debt_s, debt_n), 0, ceil_ms(debt_s, debt_n) }
 end

@@ -87,7 +87,7 @@ impl BucketKey {
     /// would turn an int-encoded string into a bigger raw copy even where nothing is written
     /// after (a denial, a refusal). An 8-byte value that is not raw (written by the script or
     /// by replication) becomes raw here, the same bytes, ready to be written in place.
-    pub fn state(&self) -> Result<Option<i64>, String> {
+    pub fn state(&self, now_ns: i64) -> Result<Option<i64>, String> {
         // SAFETY: `key` is open and holds a string or nothing (checked in `open`); the bytes
         // are parsed before anything else touches the key.
         unsafe {
@@ -100,14 +100,14 @@ impl BucketKey {
                 return Err(MISSING_API.to_owned());
             };
             if value_length(self.key) != STATE_LEN {
-                return peek_state(self.ctx, self.name);
+                return peek_state(self.ctx, self.name, now_ns);
             }
             let mut len = 0;
             let bytes = dma(self.key, &mut len, raw::REDISMODULE_READ as c_int);
             if bytes.is_null() {
                 return Err(WRONG_TYPE.to_owned());
             }
-            parse_state(slice::from_raw_parts(bytes.cast::<u8>(), len))
+            parse_state(slice::from_raw_parts(bytes.cast::<u8>(), len), now_ns)
                 .map(Some)
                 .map_err(|e| e.to_string())
         }
@@ -179,6 +179,41 @@ impl BucketKey {
     }
 }
 
+impl BucketKey {
+    /// Deletes the bucket: a call left it full, and a missing key is a full bucket. `DEL key`
+    /// goes to replicas and the AOF, with the `del` keyspace event, as a client's DEL would.
+    pub fn delete(&mut self) -> Result<(), String> {
+        if self.empty {
+            return Ok(());
+        }
+        // SAFETY: `key` is open for writing; the Replicate format "s" matches the one
+        // RedisModuleString argument.
+        unsafe {
+            let (Some(delete), Some(replicate), Some(signal), Some(notify)) = (
+                raw::RedisModule_DeleteKey,
+                raw::RedisModule_Replicate,
+                raw::RedisModule_SignalModifiedKey,
+                raw::RedisModule_NotifyKeyspaceEvent,
+            ) else {
+                return Err(MISSING_API.to_owned());
+            };
+            if delete(self.key) != raw::REDISMODULE_OK as c_int {
+                return Err(NOT_STORED.to_owned());
+            }
+            self.empty = true;
+            replicate(self.ctx, c"DEL".as_ptr(), c"s".as_ptr(), self.name);
+            signal(self.ctx, self.name);
+            notify(
+                self.ctx,
+                raw::REDISMODULE_NOTIFY_GENERIC,
+                c"del".as_ptr(),
+                self.name,
+            );
+        }
+        Ok(())
+    }
+}
+
 impl Drop for BucketKey {
     fn drop(&mut self) {
         // SAFETY: `key` was opened in `open` and is closed exactly once, here.
@@ -196,6 +231,7 @@ impl Drop for BucketKey {
 pub fn peek_state(
     ctx: *mut raw::RedisModuleCtx,
     name: *mut raw::RedisModuleString,
+    now_ns: i64,
 ) -> Result<Option<i64>, String> {
     // SAFETY: `ctx` and `name` are the live handles of this command; the format "s" matches
     // the one RedisModuleString argument; the bytes borrowed from the reply are parsed before
@@ -224,7 +260,9 @@ pub fn peek_state(
             } else {
                 slice::from_raw_parts(ptr.cast::<u8>(), len)
             };
-            parse_state(bytes).map(Some).map_err(|e| e.to_string())
+            parse_state(bytes, now_ns)
+                .map(Some)
+                .map_err(|e| e.to_string())
         } else {
             // GET's only error on an existing key is WRONGTYPE.
             Err(WRONG_TYPE.to_owned())

@@ -1,5 +1,5 @@
-//! Whether the server's maxmemory policy can evict buckets, for the load-time warning and
-//! `INFO throttle`.
+//! Whether the server's maxmemory policy can evict buckets, for the warning logged at load,
+//! at CONFIG SET and when a replica is promoted, and for `INFO throttle`.
 //!
 //! Every bucket that is not full has a TTL, so every policy but `noeviction` can pick it:
 //! `volatile-*` and `allkeys-*` alike. A bucket evicted while in debt is a missing key, and a
@@ -64,6 +64,18 @@ pub fn init(ctx: *mut raw::RedisModuleCtx) {
              set at runtime shows in INFO throttle but is not logged",
         );
     }
+    // A replica ignores maxmemory (`replica-ignore-maxmemory yes`, the default), so its policy
+    // starts to evict only once it is promoted: check again then.
+    // SAFETY: as above.
+    unsafe {
+        if let Some(subscribe) = raw::RedisModule_SubscribeToServerEvent {
+            let event = raw::RedisModuleEvent {
+                id: raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+                dataver: 1,
+            };
+            subscribe(ctx, event, Some(role_changed));
+        }
+    }
 }
 
 /// Whether buckets can be evicted right now: `maxmemory` is set and the policy is not
@@ -88,17 +100,29 @@ extern "C" fn config_changed(
     _subevent: u64,
     _data: *mut c_void,
 ) {
-    guard::callback("the CONFIG SET event", (), || {
-        let now = can_evict(ctx) == Some(true);
-        if CAN_EVICT.swap(now, Relaxed) == now {
-            return;
-        }
-        if now {
-            warn(ctx);
-        } else {
-            guard::notice(ctx, "the maxmemory policy no longer evicts buckets");
-        }
-    });
+    guard::callback("the CONFIG SET event", (), || recheck(ctx));
+}
+
+/// Logs when whether buckets can be evicted has changed since the last check.
+fn recheck(ctx: *mut raw::RedisModuleCtx) {
+    let now = can_evict(ctx) == Some(true);
+    if CAN_EVICT.swap(now, Relaxed) == now {
+        return;
+    }
+    if now {
+        warn(ctx);
+    } else {
+        guard::notice(ctx, "the maxmemory policy no longer evicts buckets");
+    }
+}
+
+extern "C" fn role_changed(
+    ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut c_void,
+) {
+    guard::callback("the replication role event", (), || recheck(ctx));
 }
 
 fn warn(ctx: *mut raw::RedisModuleCtx) {

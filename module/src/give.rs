@@ -24,9 +24,13 @@ pub extern "C" fn command(
         let parsed = call::with_words::<{ call::ONE_KEY_WORDS }, _>(rest, GiveArgs::parse)
             .map_err(|e| e.to_string())?;
         let mut bucket = BucketKey::open(ctx, *key)?;
-        let outcome = give(&parsed, bucket.state()?, clock::now_ns());
+        let now = clock::now_ns();
+        let outcome = give(&parsed, bucket.state(now)?, now);
         if let Some(write) = outcome.write {
             bucket.store(write)?;
+        }
+        if outcome.delete {
+            bucket.delete()?;
         }
         stats::given_back(outcome.given);
         reply(Reply::Integer(

@@ -27,13 +27,14 @@ pub extern "C" fn command(
         let keys = args.get(1..=count).unwrap_or(&[]);
 
         // Every bucket is opened and read (its type checked) before anything is written.
+        let now = clock::now_ns();
         let mut buckets: [Option<BucketKey>; MAX_KEYS] = Default::default();
         let mut stored = [None; MAX_KEYS];
         for ((bucket, state), &key) in buckets.iter_mut().zip(&mut stored).zip(keys) {
             let opened = bucket.insert(BucketKey::open(ctx, key)?);
-            *state = opened.state()?;
+            *state = opened.state(now)?;
         }
-        let outcome = mtake(&parsed, stored.get(..count).unwrap_or(&[]), clock::now_ns());
+        let outcome = mtake(&parsed, stored.get(..count).unwrap_or(&[]), now);
         for (after, bucket) in outcome.buckets().iter().zip(&mut buckets) {
             if let (Some(write), Some(bucket)) = (after.write, bucket) {
                 bucket.store(write)?;

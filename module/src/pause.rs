@@ -23,7 +23,8 @@ pub extern "C" fn command(
         let parsed = call::with_words::<{ call::ONE_KEY_WORDS }, _>(rest, PauseArgs::parse)
             .map_err(|e| e.to_string())?;
         let mut bucket = BucketKey::open(ctx, *key)?;
-        let outcome = pause(&parsed, bucket.state()?, clock::now_ns());
+        let now = clock::now_ns();
+        let outcome = pause(&parsed, bucket.state(now)?, now);
         // A pause that a longer one already covers writes and replicates nothing.
         if let Some(write) = outcome.write {
             bucket.store(write)?;

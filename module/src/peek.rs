@@ -23,7 +23,8 @@ pub extern "C" fn command(
         };
         let quota = call::with_words::<{ call::ONE_KEY_WORDS }, _>(rest, parse_peek)
             .map_err(|e| e.to_string())?;
-        let outcome = peek(&quota, peek_state(ctx, *key)?, clock::now_ns());
+        let now = clock::now_ns();
+        let outcome = peek(&quota, peek_state(ctx, *key, now)?, now);
         reply(Reply::Integers(&outcome.reply()));
         Ok(())
     })

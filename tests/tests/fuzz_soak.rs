@@ -622,7 +622,7 @@ fn churn(con: &mut Connection, rng: &mut Rng, index: usize, kinds: &mut [Kind], 
             };
             let mut set = redis::cmd("SET");
             set.arg(key).arg(&value);
-            let is_state = parse_state(&value).is_ok();
+            let is_state = parse_state(&value, now_ns).is_ok();
             // A TTL only on a state: a junk string that expired would be a bucket.
             if is_state && rng.one_in(3) {
                 set.arg("PX").arg(rng.range(1, 10_000));

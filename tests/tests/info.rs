@@ -244,9 +244,34 @@ fn no_eviction_no_warning(flavor: Flavor) {
     );
 }
 
+/// A replica ignores its maxmemory (`replica-ignore-maxmemory yes`, the default), so it loads
+/// the module without a warning; promoted, its policy evicts, and it says so.
+fn a_promoted_replica_warns(flavor: Flavor) {
+    let primary = Server::start(flavor);
+    let replica = Server::builder(flavor)
+        .replica_of(&primary)
+        .arg("maxmemory", "100mb")
+        .arg("maxmemory-policy", "volatile-ttl")
+        .start();
+    replica.wait_replica_synced(&primary);
+    let mut con = replica.conn();
+    assert_eq!(eviction(&info_throttle(&mut con)), "no");
+    assert!(!replica.log().contains(LOG_WARNING), "{}", replica.log());
+
+    let _ = ok(&mut con, "REPLICAOF NO ONE");
+    assert_eq!(eviction(&info_throttle(&mut con)), "possible");
+    let log = replica.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains(LOG_WARNING) && l.contains("volatile-ttl")),
+        "no warning once promoted:\n{log}"
+    );
+}
+
 per_server!(
     take_counters,
     other_counters,
     eviction_policy_warns,
-    no_eviction_no_warning
+    no_eviction_no_warning,
+    a_promoted_replica_warns
 );

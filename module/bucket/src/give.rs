@@ -8,8 +8,11 @@ use crate::GiveArgs;
 pub struct GiveOutcome {
     /// Tokens given back (0 to `n`): the reply.
     pub given: u64,
-    /// The state to store, or `None` when nothing is given back.
+    /// The state to store, or `None` when nothing is given back or the bucket is left full.
     pub write: Option<Write>,
+    /// The give-back leaves the bucket full: delete the key (a missing key is a full bucket),
+    /// rather than keep one that expires within the millisecond.
+    pub delete: bool,
 }
 
 /// Returns `n` tokens of the take whose ticket this is, if nothing was taken after it, and
@@ -33,6 +36,7 @@ pub fn give(args: &GiveArgs, stored: Option<i64>, now_ns: i64) -> GiveOutcome {
     const NOTHING: GiveOutcome = GiveOutcome {
         given: 0,
         write: None,
+        delete: false,
     };
     let Some(state) = stored else {
         return NOTHING;
@@ -46,12 +50,21 @@ pub fn give(args: &GiveArgs, stored: Option<i64>, now_ns: i64) -> GiveOutcome {
     // Never beyond a full bucket: what fits is the debt, in tokens rounded up.
     let room = bucket.debt() / bucket.interval + i128::from(bucket.debt() % bucket.interval > 0);
     let given = i128::from(args.tokens).min(room);
-    let tat = (bucket.base - bucket.cost(args.tokens)).max(bucket.now);
-    match (u64::try_from(given), Write::at(tat)) {
-        (Ok(given), Some(write)) => GiveOutcome {
+    let tat = bucket.base - bucket.cost(args.tokens);
+    match u64::try_from(given) {
+        Ok(given) if tat <= bucket.now => GiveOutcome {
             given,
-            write: Some(write),
+            write: None,
+            delete: true,
         },
-        _ => NOTHING,
+        Ok(given) => match Write::at(tat) {
+            Some(write) => GiveOutcome {
+                given,
+                write: Some(write),
+                delete: false,
+            },
+            None => NOTHING,
+        },
+        Err(_) => NOTHING,
     }
 }

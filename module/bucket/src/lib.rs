@@ -31,7 +31,8 @@ pub use gcra::{ceil_ms, Write};
 pub use give::{give, GiveOutcome};
 pub use interval::Interval;
 pub use limits::{
-    MAX_CAPACITY, MAX_FILL_NS, MAX_KEYS, MAX_NOW_NS, MAX_RATE, MAX_TICKET_US, MAX_WAIT_MS, MIN_RATE,
+    EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_CAPACITY, MAX_FILL_NS, MAX_KEYS, MAX_NOW_NS,
+    MAX_RATE, MAX_TICKET_US, MAX_WAIT_MS, MIN_RATE,
 };
 pub use mtake::{mtake, BucketAfter, MOutcome};
 pub use pause::{pause, PauseOutcome};

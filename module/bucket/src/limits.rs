@@ -28,3 +28,14 @@ pub const MAX_TICKET_US: u64 = i64::MAX as u64 / 1000;
 /// Latest clock reading accepted, in ns since the Unix epoch (the year 2200). Keeps
 /// `now + MAX_FILL_NS + MAX_WAIT` inside `i64`.
 pub const MAX_NOW_NS: i64 = 7_258_118_400 * 1_000_000_000;
+
+/// The earliest state a command writes, ns since the Unix epoch: 2020-01-01T00:00:00Z, before
+/// this module could exist. An earlier one is a string some other program wrote.
+pub const EARLIEST_STATE_NS: i64 = 1_577_836_800 * 1_000_000_000;
+
+/// How far after the server's clock a stored state may lie: 21 years. A command writes at most
+/// 20 ahead (a full refill, [`MAX_FILL_NS`], plus the longest reservation or pause,
+/// [`MAX_WAIT_MS`]); the year more is for a clock that lags the one that wrote the bucket.
+pub const LATEST_STATE_AHEAD_NS: i64 = MAX_FILL_NS + MAX_WAIT_MS as i64 * 1_000_000 + YEAR_NS;
+
+const YEAR_NS: i64 = 365 * 24 * 3600 * 1_000_000_000;

@@ -25,8 +25,15 @@ impl Bucket {
         let text = format!("{quota} {n} {ticket}");
         let out = give(&GiveArgs::parse(&words(&text)).unwrap(), self.0, now);
         if let Some(w) = out.write {
-            assert!(w.tat_ns >= now, "a give-back never fills past full");
+            assert!(
+                w.tat_ns > now,
+                "a give-back that fills the bucket deletes it"
+            );
             self.0 = Some(w.tat_ns);
+        }
+        if out.delete {
+            assert!(out.write.is_none());
+            self.0 = None;
         }
         out.given
     }
@@ -96,8 +103,8 @@ fn a_ticket_gives_back_once_and_never_past_full() {
     let t = b.take("10 10 TOKENS 5 TICKET", T0).ticket();
     // 300 ms later 3 of the 5 have come back: only 2 more fit under full.
     assert_eq!(b.give("10 10", 5, t, T0 + 300 * MS), 2);
-    assert_eq!(b.0, Some(T0 + 300 * MS), "full, no further");
-    // The state is now before the ticket: the same ticket gives nothing again.
+    assert_eq!(b.0, None, "full, no further: the key is deleted");
+    // The key is gone: the same ticket gives nothing again.
     assert_eq!(b.give("10 10", 5, t, T0 + 300 * MS), 0);
 }
 
@@ -153,4 +160,22 @@ fn the_ticket_rounding_costs_nothing_at_intervals_of_a_microsecond_or_more() {
         b.take(&format!("{quota} TOKENS 1 MAXWAIT 100000"), T0 + 777);
         assert_eq!(b.give(&quota, 3, t, T0 + 777), 0, "rate {rate}");
     }
+}
+
+#[test]
+fn a_give_back_that_leaves_the_bucket_full_deletes_the_key() {
+    // Within the take's own nanosecond, a microsecond later, and after some refill: the bucket
+    // is full again each time, so the key goes (no key that expires within the millisecond).
+    for later in [0, 1000, 50 * MS] {
+        let mut b = Bucket(None);
+        let ticket = b.take("10 10 TOKENS 4 TICKET", T0).ticket();
+        assert_eq!(b.give("10 10", 4, ticket, T0 + later), 4, "+{later} ns");
+        assert_eq!(b.0, None, "+{later} ns: deleted");
+    }
+    // Not full after: stored.
+    let mut b = Bucket(None);
+    b.take("10 10 TOKENS 5", T0);
+    let ticket = b.take("10 10 TOKENS 4 TICKET", T0).ticket();
+    assert_eq!(b.give("10 10", 4, ticket, T0), 4);
+    assert_eq!(b.0, Some(T0 + 500 * MS));
 }

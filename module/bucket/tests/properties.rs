@@ -225,8 +225,11 @@ proptest! {
                     let out = give(&GiveArgs::parse(&words(&text)).unwrap(), state[g.bucket], now);
                     prop_assert!(out.given <= n);
                     if let Some(w) = out.write {
-                        prop_assert!(w.tat_ns >= now.clamp(0, throttle_bucket::MAX_NOW_NS));
+                        prop_assert!(w.tat_ns > now.clamp(0, throttle_bucket::MAX_NOW_NS));
                         state[g.bucket] = Some(w.tat_ns);
+                    }
+                    if out.delete {
+                        state[g.bucket] = None;
                     }
                     // Used once: a later give of this grant would be a second one.
                     g.given = out.given;
