@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use redis::aio::ConnectionLike;
 use redis::Value;
-use throttle_bucket::Command;
+use throttle_bucket::{Command, Word};
 use tokio::sync::OnceCell;
 
 use crate::Error;
@@ -56,8 +56,20 @@ static SCRIPT: LazyLock<redis::Script> =
 pub(crate) struct Call<'a> {
     pub command: Command,
     pub keys: &'a [&'a str],
-    /// The words after the keys, as the module takes them.
-    pub args: Vec<String>,
+    /// The words after the keys, as the command's definition writes them.
+    pub args: Vec<Word<'a>>,
+}
+
+impl Call<'_> {
+    /// Appends the words after the keys to `cmd`.
+    fn add_args(&self, cmd: &mut redis::Cmd) {
+        for word in &self.args {
+            match *word {
+                Word::Text(text) => cmd.arg(text),
+                Word::Number(n) => cmd.arg(n),
+            };
+        }
+    }
 }
 
 /// A limiter's backend: the caller's choice, or what `Auto` settled on.
@@ -124,37 +136,26 @@ async fn module<C: ConnectionLike>(conn: &mut C, call: &Call<'_>) -> Result<Valu
     if call.command == Command::MTake {
         cmd.arg(call.keys.len());
     }
-    cmd.arg(call.keys).arg(&call.args);
+    cmd.arg(call.keys);
+    call.add_args(&mut cmd);
     cmd.query_async(conn).await.map_err(Error::from_redis)
 }
 
+/// `EVALSHA sha numkeys keys command args`, or `EVALSHA_RO` for a read-only command, so a peek
+/// answers where writes are refused or held (a read-only replica, `CLIENT PAUSE WRITE`). A
+/// server that forgot the script answers NOSCRIPT: it is loaded again and the call sent once
+/// more.
 async fn script<C: ConnectionLike>(conn: &mut C, call: &Call<'_>) -> Result<Value, Error> {
-    if call.command == Command::Peek {
-        return script_read_only(conn, call).await;
-    }
-    let mut invocation = SCRIPT.prepare_invoke();
-    invocation
-        .key(call.keys)
-        .arg(call.command.name().trim_start_matches("throttle."))
-        .arg(&call.args);
-    invocation
-        .invoke_async(conn)
-        .await
-        .map_err(Error::from_redis)
-}
-
-/// A peek runs under `EVALSHA_RO`, so it answers where writes are refused or held (a
-/// read-only replica, `CLIENT PAUSE WRITE`); redis-rs's `Script` only sends `EVALSHA`.
-async fn script_read_only<C: ConnectionLike>(
-    conn: &mut C,
-    call: &Call<'_>,
-) -> Result<Value, Error> {
-    let mut cmd = redis::cmd("EVALSHA_RO");
+    let mut cmd = redis::cmd(if call.command.read_only() {
+        "EVALSHA_RO"
+    } else {
+        "EVALSHA"
+    });
     cmd.arg(SCRIPT.get_hash())
         .arg(call.keys.len())
         .arg(call.keys)
-        .arg("peek")
-        .arg(&call.args);
+        .arg(call.command.short_name());
+    call.add_args(&mut cmd);
     match cmd.query_async(conn).await {
         Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
             SCRIPT.load_async(conn).await.map_err(Error::from_redis)?;

@@ -7,12 +7,10 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::Value;
-use throttle_bucket::MAX_WAIT_MS;
+use throttle_bucket::{Command, GiveArgs, PauseArgs, PeekArgs, TakeArgs, Word, MAX_WAIT_MS};
 use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::Instrument;
-
-use throttle_bucket::Command;
 
 use crate::backend::{Call, Dispatch};
 use crate::metrics::Metrics;
@@ -390,7 +388,10 @@ where
     /// The bucket as it stands (`THROTTLE.PEEK`: read-only, so it also answers on a
     /// read-only replica and while writes are paused).
     pub async fn peek(&self) -> Result<BucketState, Error> {
-        let value = self.send(Command::Peek, Vec::new()).await?;
+        let args = PeekArgs {
+            quota: *self.shared.quota.bucket(),
+        };
+        let value = self.send(Command::Peek, args.words()).await?;
         let reply = reply::take(&value).map_err(|reply| Error::UnexpectedReply { reply })?;
         Ok(BucketState {
             remaining: reply.remaining,
@@ -413,8 +414,12 @@ where
         let ms = u64::try_from(ms).unwrap_or(MAX_WAIT_MS);
         self.shared.metrics.paused();
         tracing::debug!(key = %self.shared.key, ms, "pausing the bucket: the supplier pushed back");
-        let value = self.send(Command::Pause, vec![ms.to_string()]).await?;
-        let next = reply::integer(&value, "THROTTLE.PAUSE")
+        let args = PauseArgs {
+            quota: *self.shared.quota.bucket(),
+            pause_ms: ms,
+        };
+        let value = self.send(Command::Pause, args.words()).await?;
+        let next = reply::integer(&value, Command::Pause)
             .map_err(|reply| Error::UnexpectedReply { reply })?;
         Ok(Duration::from_millis(next))
     }
@@ -431,10 +436,13 @@ where
         if tokens == 0 || ticket == 0 {
             return Ok(0);
         }
-        let value = self
-            .send(Command::Give, vec![tokens.to_string(), ticket.to_string()])
-            .await?;
-        let given = reply::integer(&value, "THROTTLE.GIVE")
+        let args = GiveArgs {
+            quota: *self.shared.quota.bucket(),
+            tokens,
+            ticket_us: ticket,
+        };
+        let value = self.send(Command::Give, args.words()).await?;
+        let given = reply::integer(&value, Command::Give)
             .map_err(|reply| Error::UnexpectedReply { reply })?;
         self.shared.metrics.gave_back(given);
         tracing::debug!(key = %self.shared.key, tokens, given, "gave tokens back");
@@ -483,29 +491,25 @@ where
         })
     }
 
-    /// One `THROTTLE.TAKE key capacity rate TOKENS n [MAXWAIT ms] TICKET` round trip.
+    /// One `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] TICKET` round trip.
     async fn take(&self, tokens: u64, max_wait_ms: u64) -> Result<TakeReply, Error> {
-        let mut args = vec!["TOKENS".to_owned(), tokens.to_string()];
-        if max_wait_ms > 0 {
-            args.extend(["MAXWAIT".to_owned(), max_wait_ms.to_string()]);
-        }
-        args.push("TICKET".to_owned());
-        let value = self.send(Command::Take, args).await?;
+        let args = TakeArgs {
+            quota: *self.shared.quota.bucket(),
+            tokens,
+            max_wait_ms,
+            ticket: true,
+        };
+        let value = self.send(Command::Take, args.words()).await?;
         reply::take(&value).map_err(|reply| Error::UnexpectedReply { reply })
     }
 
-    /// One round trip of `command key capacity rate <args>` to the backend.
-    async fn send(&self, command: Command, args: Vec<String>) -> Result<Value, Error> {
+    /// One round trip of `command key <args>` to the backend.
+    async fn send(&self, command: Command, args: Vec<Word<'_>>) -> Result<Value, Error> {
         let shared = &self.shared;
-        let mut words = vec![
-            shared.quota.capacity().to_string(),
-            shared.quota.rate().as_str().to_owned(),
-        ];
-        words.extend(args);
         let call = Call {
             command,
             keys: &[shared.key.as_str()],
-            args: words,
+            args,
         };
         let mut conn = self.conn.clone();
         let result = shared.dispatch.send(&mut conn, &call).await;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use throttle_bucket::{Command, MAX_KEYS};
+use throttle_bucket::{Command, Limit, MTakeArgs, MAX_KEYS};
 use tracing::field::Empty;
 use tracing::Instrument;
 
@@ -53,8 +53,8 @@ pub struct MultiLimiter<C> {
 struct Shared {
     name: String,
     keys: Vec<String>,
-    /// `capacity rate cost` per key, in key order, as THROTTLE.MTAKE takes them.
-    triples: Vec<[String; 3]>,
+    /// Each key's quota and cost, in key order, as THROTTLE.MTAKE takes them.
+    limits: Vec<Limit>,
     strategy: Strategy,
     dispatch: Dispatch,
     metrics: Metrics,
@@ -136,15 +136,12 @@ impl MultiLimiterBuilder {
         }
         let keys: Vec<String> = self.limits.iter().map(|(key, ..)| key.clone()).collect();
         let name = self.name.unwrap_or_else(|| keys.join("+"));
-        let triples = self
+        let limits = self
             .limits
             .iter()
-            .map(|(_, quota, cost)| {
-                [
-                    quota.capacity().to_string(),
-                    quota.rate().as_str().to_owned(),
-                    cost.to_string(),
-                ]
+            .map(|(_, quota, cost)| Limit {
+                quota: *quota.bucket(),
+                tokens: *cost,
             })
             .collect();
         Ok(MultiLimiter {
@@ -153,7 +150,7 @@ impl MultiLimiterBuilder {
                 metrics: Metrics::new(&name),
                 name,
                 keys,
-                triples,
+                limits,
                 strategy: self.strategy,
                 dispatch: Dispatch::new(self.backend),
             }),
@@ -268,15 +265,16 @@ where
     /// One `THROTTLE.MTAKE` round trip.
     async fn take(&self, max_wait_ms: u64) -> Result<TakeReply, Error> {
         let shared = &self.shared;
-        let mut args: Vec<String> = shared.triples.iter().flatten().cloned().collect();
-        if max_wait_ms > 0 {
-            args.extend(["MAXWAIT".to_owned(), max_wait_ms.to_string()]);
-        }
+        let args = MTakeArgs::new(&shared.limits, max_wait_ms).ok_or_else(|| {
+            Error::from(QuotaError::Limits {
+                problem: format!("{} given", shared.limits.len()),
+            })
+        })?;
         let keys: Vec<&str> = shared.keys.iter().map(String::as_str).collect();
         let call = Call {
             command: Command::MTake,
             keys: &keys,
-            args,
+            args: args.words(),
         };
         let mut conn = self.conn.clone();
         let result = shared.dispatch.send(&mut conn, &call).await;

@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use throttle_bucket::{
-    ArgError, TakeArgs, MAX_CAPACITY, MAX_FILL_NS, MAX_KEYS, MAX_RATE, MIN_RATE,
+    ArgError, Quota as BucketQuota, MAX_CAPACITY, MAX_FILL_NS, MAX_KEYS, MAX_RATE, MIN_RATE,
 };
 
 /// A refill rate in tokens per second, kept as the exact decimal text sent to the server.
@@ -114,9 +114,9 @@ impl From<&str> for Rate {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Quota {
-    capacity: u64,
     rate: Rate,
-    interval_ns: u64,
+    /// As the server reads it: what the commands' words are written from.
+    bucket: BucketQuota,
 }
 
 impl Quota {
@@ -124,13 +124,8 @@ impl Quota {
     pub fn new(capacity: u64, rate: impl Into<Rate>) -> Result<Quota, QuotaError> {
         let rate = rate.into();
         let capacity_text = capacity.to_string();
-        let args = [capacity_text.as_bytes(), rate.as_str().as_bytes()];
-        match TakeArgs::parse(&args) {
-            Ok(parsed) => Ok(Quota {
-                capacity,
-                interval_ns: u64::try_from(parsed.quota.interval.ns()).unwrap_or(u64::MAX),
-                rate,
-            }),
+        match BucketQuota::parse(capacity_text.as_bytes(), rate.as_str().as_bytes()) {
+            Ok(bucket) => Ok(Quota { rate, bucket }),
             Err(ArgError::Capacity) => Err(QuotaError::Capacity { capacity }),
             Err(ArgError::FillTooLong) => Err(QuotaError::FillTooLong { capacity, rate }),
             // Rate is the only other error two arguments can have.
@@ -140,10 +135,10 @@ impl Quota {
 
     /// The largest burst, in tokens.
     pub fn capacity(&self) -> u64 {
-        self.capacity
+        self.bucket.capacity
     }
 
-    /// The refill rate, in tokens per second.
+    /// The refill rate, in tokens per second, as it was given.
     pub fn rate(&self) -> &Rate {
         &self.rate
     }
@@ -151,15 +146,20 @@ impl Quota {
     /// The time one token takes to refill, as the server computes it (rounded up to the
     /// nanosecond, so the effective rate is never above the one asked for).
     pub fn token_interval(&self) -> Duration {
-        Duration::from_nanos(self.interval_ns)
+        Duration::from_nanos(u64::try_from(self.bucket.interval.ns()).unwrap_or(u64::MAX))
+    }
+
+    /// The quota as the server reads it.
+    pub(crate) fn bucket(&self) -> &BucketQuota {
+        &self.bucket
     }
 
     /// Checks that a call may take `tokens`: at most the capacity.
     pub(crate) fn check_tokens(&self, tokens: u64) -> Result<(), QuotaError> {
-        if tokens > self.capacity {
+        if tokens > self.capacity() {
             Err(QuotaError::Tokens {
                 tokens,
-                capacity: self.capacity,
+                capacity: self.capacity(),
             })
         } else {
             Ok(())

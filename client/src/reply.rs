@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use redis::Value;
+use throttle_bucket::{decode_give, decode_pause, Command, MTakeReply};
 
 /// A `THROTTLE.TAKE` reply (`[granted, remaining, wait_ms, reset_ms(, ticket)]`), or a
 /// `THROTTLE.MTAKE` reply read as one bucket: the fewest tokens left, the longest reset.
@@ -20,26 +21,24 @@ pub(crate) struct TakeReply {
     pub ticket: u64,
 }
 
-/// Decodes a `THROTTLE.TAKE` reply; `Err` describes what came back instead.
+/// Decodes a `THROTTLE.TAKE` (or `THROTTLE.PEEK`) reply; `Err` describes what came back
+/// instead.
 pub(crate) fn take(value: &Value) -> Result<TakeReply, String> {
     let unexpected = || format!("expected an array of four or five integers, got {value:?}");
-    let ints = integers(value).ok_or_else(unexpected)?;
-    let (granted, remaining, wait, reset, ticket) = match ints.as_slice() {
-        [g, r, w, t] => (*g, *r, *w, *t, 0),
-        [g, r, w, t, ticket] => (*g, *r, *w, *t, *ticket),
-        _ => return Err(unexpected()),
-    };
+    let reply = integers(value)
+        .and_then(|ints| throttle_bucket::TakeReply::decode(&ints))
+        .ok_or_else(unexpected)?;
     Ok(TakeReply {
-        granted: flag(granted).ok_or_else(unexpected)?,
-        remaining,
-        wait: Duration::from_millis(wait),
-        reset: Duration::from_millis(reset),
-        ticket,
+        granted: reply.granted,
+        remaining: reply.remaining,
+        wait: Duration::from_millis(reply.wait_ms),
+        reset: Duration::from_millis(reply.reset_ms),
+        ticket: reply.ticket.unwrap_or(0),
     })
 }
 
 /// Decodes a `THROTTLE.MTAKE` reply for `keys` buckets: `[granted, wait_ms, (remaining,
-/// reset_ms) per key]`.
+/// reset_ms) per key]`, read as one bucket: the fewest tokens left, the longest reset.
 pub(crate) fn mtake(value: &Value, keys: usize) -> Result<TakeReply, String> {
     let unexpected = || {
         format!(
@@ -47,53 +46,46 @@ pub(crate) fn mtake(value: &Value, keys: usize) -> Result<TakeReply, String> {
             2 + 2 * keys
         )
     };
-    let ints = integers(value).ok_or_else(unexpected)?;
-    let [granted, wait, buckets @ ..] = ints.as_slice() else {
-        return Err(unexpected());
-    };
-    if buckets.len() != 2 * keys || keys == 0 {
-        return Err(unexpected());
-    }
-    let pairs = buckets.chunks_exact(2);
+    let reply = integers(value)
+        .and_then(|ints| MTakeReply::decode(&ints, keys))
+        .ok_or_else(unexpected)?;
+    let buckets = reply.buckets.iter();
     Ok(TakeReply {
-        granted: flag(*granted).ok_or_else(unexpected)?,
-        remaining: pairs.clone().map(|p| p[0]).min().unwrap_or(0),
-        wait: Duration::from_millis(*wait),
-        reset: Duration::from_millis(pairs.map(|p| p[1]).max().unwrap_or(0)),
+        granted: reply.granted,
+        remaining: buckets.clone().map(|b| b.0).min().unwrap_or(0),
+        wait: Duration::from_millis(reply.wait_ms),
+        reset: Duration::from_millis(buckets.map(|b| b.1).max().unwrap_or(0)),
         ticket: 0,
     })
 }
 
 /// Decodes an integer reply (`THROTTLE.PAUSE`, `THROTTLE.GIVE`).
-pub(crate) fn integer(value: &Value, command: &str) -> Result<u64, String> {
-    match value {
-        Value::Int(n) if *n >= 0 => Ok(n.unsigned_abs()),
-        other => Err(format!(
-            "expected a non-negative integer from {command}, got {other:?}"
-        )),
-    }
+pub(crate) fn integer(value: &Value, command: Command) -> Result<u64, String> {
+    let decoded = match (value, command) {
+        (Value::Int(n), Command::Pause) => decode_pause(*n),
+        (Value::Int(n), _) => decode_give(*n),
+        _ => None,
+    };
+    decoded.ok_or_else(|| {
+        format!(
+            "expected a non-negative integer from {}, got {value:?}",
+            command.name().to_uppercase()
+        )
+    })
 }
 
-/// An array of non-negative integers.
-fn integers(value: &Value) -> Option<Vec<u64>> {
+/// An array of integers.
+fn integers(value: &Value) -> Option<Vec<i64>> {
     let Value::Array(items) = value else {
         return None;
     };
     items
         .iter()
         .map(|item| match item {
-            Value::Int(n) => u64::try_from(*n).ok(),
+            Value::Int(n) => Some(*n),
             _ => None,
         })
         .collect()
-}
-
-fn flag(value: u64) -> Option<bool> {
-    match value {
-        0 => Some(false),
-        1 => Some(true),
-        _ => None,
-    }
 }
 
 #[cfg(test)]
@@ -168,7 +160,7 @@ mod tests {
             let err = take(&value).unwrap_err();
             assert!(err.contains("four or five integers"), "{err}");
         }
-        assert!(integer(&Value::Int(-1), "THROTTLE.GIVE").is_err());
-        assert_eq!(integer(&Value::Int(3), "THROTTLE.GIVE"), Ok(3));
+        assert!(integer(&Value::Int(-1), Command::Give).is_err());
+        assert_eq!(integer(&Value::Int(3), Command::Give), Ok(3));
     }
 }

@@ -2,164 +2,16 @@
 //! complexity, arity, arguments and key specs, given to the server with
 //! `RedisModule_SetCommandInfo` (Redis 7.0+, every Valkey).
 //!
-//! The descriptions are plain Rust statics; `set` turns one into the C structs Redis reads
-//! (arrays ended by a zeroed entry), which only need to live during the call: the server
-//! copies every string and array.
+//! The descriptions are each command's [`Spec`] in the bucket crate; `set` turns one into the C
+//! structs Redis reads (arrays ended by a zeroed entry, strings NUL-terminated), which only need
+//! to live during the call: the server copies every string and array.
 
-use std::ffi::CStr;
+use std::ffi::CString;
 use std::os::raw::c_int;
 use std::ptr;
 
 use redis_module::raw;
-
-/// One command as the server describes it.
-pub struct Doc {
-    pub summary: &'static CStr,
-    pub complexity: &'static CStr,
-    /// Counting the command name; negative means "at least". The server checks it before the
-    /// command runs, also when a call is queued in MULTI (so EXEC aborts instead of running
-    /// a transaction with a broken call in it).
-    pub arity: c_int,
-    pub keys: Keys,
-    pub args: &'static [Arg],
-}
-
-/// Where the keys are, and what the command does with them.
-pub enum Keys {
-    /// Exactly one key, argv[1].
-    One(Access),
-    /// argv[1] is numkeys and the keys follow it: `numkeys key [key ...]`.
-    Counted(Access),
-}
-
-#[derive(Clone, Copy)]
-pub enum Access {
-    /// Reads the bucket, may write it, and the reply depends on it (like INCR).
-    ReadWrite,
-    /// Only reads the bucket (read-only replicas, EVAL_RO, `no-writes` functions, OOM).
-    ReadOnly,
-}
-
-/// One argument, as `COMMAND DOCS` lists it.
-pub struct Arg {
-    pub name: &'static CStr,
-    pub kind: Kind,
-    /// The keyword before the value (`TOKENS n`), or the whole argument for a pure token.
-    pub token: Option<&'static CStr>,
-    pub optional: bool,
-    pub multiple: bool,
-}
-
-pub enum Kind {
-    Key,
-    Integer,
-    Double,
-    PureToken,
-    /// A group that repeats or is optional as a whole.
-    Block(&'static [Arg]),
-}
-
-impl Arg {
-    pub const fn new(name: &'static CStr, kind: Kind) -> Arg {
-        Arg {
-            name,
-            kind,
-            token: None,
-            optional: false,
-            multiple: false,
-        }
-    }
-
-    /// `[TOKEN value]` or, for a pure token, `[TOKEN]`.
-    pub const fn option(name: &'static CStr, token: &'static CStr, kind: Kind) -> Arg {
-        Arg {
-            token: Some(token),
-            optional: true,
-            ..Arg::new(name, kind)
-        }
-    }
-
-    pub const fn multiple(self) -> Arg {
-        Arg {
-            multiple: true,
-            ..self
-        }
-    }
-}
-
-const KEY: Arg = Arg::new(c"key", Kind::Key);
-const CAPACITY: Arg = Arg::new(c"capacity", Kind::Integer);
-const RATE: Arg = Arg::new(c"rate", Kind::Double);
-const MAXWAIT: Arg = Arg::option(c"maxwait", c"MAXWAIT", Kind::Integer);
-
-pub static TAKE: Doc = Doc {
-    summary: c"Takes tokens from a token bucket (capacity, refill rate in tokens per second). \
-        Replies [granted, remaining, wait_ms, reset_ms] (and the ticket with TICKET). \
-        With MAXWAIT, reserves tokens that will be there within that many ms.",
-    complexity: c"O(1)",
-    arity: -4,
-    keys: Keys::One(Access::ReadWrite),
-    args: &[
-        KEY,
-        CAPACITY,
-        RATE,
-        Arg::option(c"tokens", c"TOKENS", Kind::Integer),
-        MAXWAIT,
-        Arg::option(c"ticket", c"TICKET", Kind::PureToken),
-    ],
-};
-
-pub static MTAKE: Doc = Doc {
-    summary: c"Takes tokens from several buckets at once, from all or from none \
-        (one capacity, rate and tokens triple per key, in key order). \
-        Replies [granted, wait_ms, then remaining and reset_ms per bucket].",
-    complexity: c"O(N) where N is the number of keys",
-    arity: -6,
-    keys: Keys::Counted(Access::ReadWrite),
-    args: &[
-        Arg::new(c"numkeys", Kind::Integer),
-        KEY.multiple(),
-        Arg::new(
-            c"quota",
-            Kind::Block(&[CAPACITY, RATE, Arg::new(c"tokens", Kind::Integer)]),
-        )
-        .multiple(),
-        MAXWAIT,
-    ],
-};
-
-pub static PAUSE: Doc = Doc {
-    summary: c"Pauses a bucket: its next token is there ms from now, then it refills from one \
-        token. Never shortens a longer pause or a debt. Replies the ms until the next token.",
-    complexity: c"O(1)",
-    arity: 5,
-    keys: Keys::One(Access::ReadWrite),
-    args: &[KEY, CAPACITY, RATE, Arg::new(c"ms", Kind::Integer)],
-};
-
-pub static GIVE: Doc = Doc {
-    summary: c"Gives back the tokens of a take made with TICKET, less whatever was taken after \
-        it, never beyond a full bucket. Replies the tokens given back.",
-    complexity: c"O(1)",
-    arity: 6,
-    keys: Keys::One(Access::ReadWrite),
-    args: &[
-        KEY,
-        CAPACITY,
-        RATE,
-        Arg::new(c"n", Kind::Integer),
-        Arg::new(c"ticket", Kind::Integer),
-    ],
-};
-
-pub static PEEK: Doc = Doc {
-    summary: c"Reads a bucket without taking or writing anything. \
-        Replies [1, remaining, 0, reset_ms], as THROTTLE.TAKE ... TOKENS 0.",
-    complexity: c"O(1)",
-    arity: 4,
-    keys: Keys::One(Access::ReadOnly),
-    args: &[KEY, CAPACITY, RATE],
-};
+use throttle_bucket::spec::{Access, Arg, Keys, Kind, Spec};
 
 /// The version of the three structs, by their sizes in this build: what the C macro
 /// `REDISMODULE_COMMAND_INFO_VERSION` points at. The server walks the arrays with these sizes,
@@ -172,7 +24,7 @@ static VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfo
 };
 
 /// Gives `command` its docs. Err says why not (the caller logs it and carries on).
-pub fn set(command: *mut raw::RedisModuleCommand, doc: &Doc) -> Result<(), &'static str> {
+pub fn set(command: *mut raw::RedisModuleCommand, spec: &Spec) -> Result<(), &'static str> {
     // SAFETY: written once by RedisModule_Init before OnLoad, only read afterwards.
     let Some(set_command_info) = (unsafe { raw::RedisModule_SetCommandInfo }) else {
         return Err("this server has no RedisModule_SetCommandInfo (Redis before 7.0)");
@@ -180,22 +32,24 @@ pub fn set(command: *mut raw::RedisModuleCommand, doc: &Doc) -> Result<(), &'sta
     if command.is_null() {
         return Err("the command was not found");
     }
-    let mut key_specs = [key_spec(&doc.keys), zeroed_key_spec()];
-    let mut args = Args::build(doc.args);
+    let text = |s: &str| CString::new(s).map_err(|_| "a spec string holds a NUL byte");
+    let (summary, complexity) = (text(spec.summary)?, text(spec.complexity)?);
+    let mut key_specs = [key_spec(spec.keys), zeroed_key_spec()];
+    let mut args = Args::build(spec.args)?;
     let info = raw::RedisModuleCommandInfo {
         version: &VERSION,
-        summary: doc.summary.as_ptr(),
-        complexity: doc.complexity.as_ptr(),
+        summary: summary.as_ptr(),
+        complexity: complexity.as_ptr(),
         since: c"1.0.0".as_ptr(),
         history: ptr::null_mut(),
         tips: ptr::null(),
-        arity: doc.arity,
+        arity: spec.arity,
         key_specs: key_specs.as_mut_ptr(),
         args: args.as_mut_ptr(),
     };
     // SAFETY: `command` is a live command of this module; every pointer in `info` points at
-    // 'static NUL-terminated strings or at arrays (ended by a zeroed entry) that outlive the
-    // call; the server copies what it keeps.
+    // NUL-terminated strings or at arrays (ended by a zeroed entry) that outlive the call; the
+    // server copies what it keeps.
     let status = unsafe { set_command_info(command, &info) };
     if status == raw::REDISMODULE_OK as c_int {
         Ok(())
@@ -204,11 +58,8 @@ pub fn set(command: *mut raw::RedisModuleCommand, doc: &Doc) -> Result<(), &'sta
     }
 }
 
-fn key_spec(keys: &Keys) -> raw::RedisModuleCommandKeySpec {
-    let access = match keys {
-        Keys::One(access) | Keys::Counted(access) => *access,
-    };
-    let flags = match access {
+fn key_spec(keys: Keys) -> raw::RedisModuleCommandKeySpec {
+    let flags = match keys.access() {
         Access::ReadWrite => {
             raw::REDISMODULE_CMD_KEY_RW
                 | raw::REDISMODULE_CMD_KEY_ACCESS
@@ -269,15 +120,19 @@ fn zeroed_key_spec() -> raw::RedisModuleCommandKeySpec {
     }
 }
 
-/// A C argument array ended by an entry with a NULL name, and the arrays of its blocks,
-/// kept alive (and at stable addresses: each is its own heap allocation) while it is used.
+/// A C argument array ended by an entry with a NULL name, and what it points at (the names and
+/// tokens, the arrays of its blocks), kept alive, at stable addresses (each is its own heap
+/// allocation), while it is used.
 struct Args {
     entries: Vec<raw::RedisModuleCommandArg>,
+    _strings: Vec<CString>,
     _blocks: Vec<Args>,
 }
 
 impl Args {
-    fn build(args: &[Arg]) -> Args {
+    fn build(args: &[Arg]) -> Result<Args, &'static str> {
+        let text = |s: &str| CString::new(s).map_err(|_| "an argument name holds a NUL byte");
+        let mut strings = Vec::new();
         let mut blocks = Vec::new();
         let mut entries = Vec::with_capacity(args.len() + 1);
         for arg in args {
@@ -300,7 +155,7 @@ impl Args {
                 ),
                 Kind::Block(sub) => (
                     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
-                    Some(Args::build(sub)),
+                    Some(Args::build(sub)?),
                 ),
             };
             let mut flags = raw::REDISMODULE_CMD_ARG_NONE;
@@ -319,12 +174,25 @@ impl Args {
                 }
                 None => ptr::null_mut(),
             };
+            // A CString's buffer does not move when the CString moves into `strings`.
+            let name = text(arg.name)?;
+            let name_ptr = name.as_ptr();
+            strings.push(name);
+            let token_ptr = match arg.token {
+                Some(token) => {
+                    let token = text(token)?;
+                    let p = token.as_ptr();
+                    strings.push(token);
+                    p
+                }
+                None => ptr::null(),
+            };
             entries.push(raw::RedisModuleCommandArg {
-                name: arg.name.as_ptr(),
+                name: name_ptr,
                 type_: kind,
                 // Each command has one key spec, index 0; -1 for arguments that are no key.
                 key_spec_index: if matches!(arg.kind, Kind::Key) { 0 } else { -1 },
-                token: arg.token.map_or(ptr::null(), CStr::as_ptr),
+                token: token_ptr,
                 summary: ptr::null(),
                 since: ptr::null(),
                 flags: flags as c_int,
@@ -345,10 +213,11 @@ impl Args {
             subargs: ptr::null_mut(),
             display_text: ptr::null(),
         });
-        Args {
+        Ok(Args {
             entries,
+            _strings: strings,
             _blocks: blocks,
-        }
+        })
     }
 
     fn as_mut_ptr(&mut self) -> *mut raw::RedisModuleCommandArg {

@@ -21,13 +21,14 @@ mod peek;
 mod stats;
 mod take;
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use command_info::Doc;
 use redis_module::alloc::RedisAlloc;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
+use throttle_bucket::spec::{Keys, Spec};
+use throttle_bucket::Command;
 
 redis_module! {
     name: "throttle",
@@ -38,68 +39,15 @@ redis_module! {
     deinit: deinit,
 }
 
-/// One command to register.
-struct Registration {
-    name: &'static CStr,
-    handler: raw::RedisModuleCmdFunc,
-    /// Server flags: `write` or `readonly` (where it may run), `deny-oom`, `fast`.
-    flags: &'static CStr,
-    /// The legacy (first key, last key, step); the key specs in `doc` replace it where the
-    /// server has them.
-    keys: (c_int, c_int, c_int),
-    /// ACL categories, where the server can give module commands any (7.2+, Valkey).
-    acl: &'static CStr,
-    doc: &'static Doc,
-}
-
-static COMMANDS: [Registration; 5] = [
-    Registration {
-        name: c"throttle.take",
-        handler: Some(take::command),
-        flags: c"write deny-oom fast",
-        keys: (1, 1, 1),
-        acl: c"write fast",
-        doc: &command_info::TAKE,
-    },
-    Registration {
-        name: c"throttle.mtake",
-        handler: Some(keys::mtake_entry),
-        // No legacy range can say "numkeys keys from argv[2]": (0, 0, 0) here. The key spec
-        // (keynum) serves COMMAND GETKEYS and ACL key patterns; the cluster's slot check
-        // asks the module (`getkeys-api`, answered in `keys`), so keys in different slots
-        // get the server's CROSSSLOT. SetCommandInfo accepts key specs over none or over one
-        // legacy range.
-        flags: c"write deny-oom fast getkeys-api",
-        keys: (0, 0, 0),
-        acl: c"write fast",
-        doc: &command_info::MTAKE,
-    },
-    Registration {
-        name: c"throttle.pause",
-        handler: Some(pause::command),
-        flags: c"write deny-oom fast",
-        keys: (1, 1, 1),
-        acl: c"write fast",
-        doc: &command_info::PAUSE,
-    },
-    Registration {
-        name: c"throttle.give",
-        handler: Some(give::command),
-        flags: c"write deny-oom fast",
-        keys: (1, 1, 1),
-        acl: c"write fast",
-        doc: &command_info::GIVE,
-    },
-    Registration {
-        name: c"throttle.peek",
-        handler: Some(peek::command),
-        // Read-only: allowed on a read-only replica, in EVAL_RO and `no-writes` functions,
-        // during CLIENT PAUSE WRITE and when the server is out of memory.
-        flags: c"readonly fast",
-        keys: (1, 1, 1),
-        acl: c"read fast",
-        doc: &command_info::PEEK,
-    },
+/// Each command's handler; its name, flags, keys, ACL categories and docs are its
+/// [`Spec`](throttle_bucket::Spec), from the bucket crate.
+static HANDLERS: [(Command, raw::RedisModuleCmdFunc); 5] = [
+    (Command::Take, Some(take::command)),
+    // The entry point also answers the cluster's key-position requests (`getkeys-api`).
+    (Command::MTake, Some(keys::mtake_entry)),
+    (Command::Pause, Some(pause::command)),
+    (Command::Give, Some(give::command)),
+    (Command::Peek, Some(peek::command)),
 ];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
@@ -108,23 +56,26 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 
 fn register(ctx: &Context) -> Status {
     let raw_ctx = ctx.get_raw();
-    for command in &COMMANDS {
-        if create(raw_ctx, command).is_err() {
+    for (command, handler) in &HANDLERS {
+        let spec = command.spec();
+        let Ok(name) = CString::new(command.name()) else {
+            return Status::Err;
+        };
+        if create(raw_ctx, &name, *handler, spec).is_err() {
             guard::warning(
                 raw_ctx,
-                &format!("could not register {}", upper(command.name)),
+                &format!("could not register {}", command.name().to_uppercase()),
             );
             return Status::Err;
         }
         // SAFETY: the pointer is written once by RedisModule_Init before OnLoad; the name is a
         // command this module has just registered.
         let handle = unsafe {
-            raw::RedisModule_GetCommand.map_or(std::ptr::null_mut(), |get| {
-                get(raw_ctx, command.name.as_ptr())
-            })
+            raw::RedisModule_GetCommand
+                .map_or(std::ptr::null_mut(), |get| get(raw_ctx, name.as_ptr()))
         };
-        set_acl_categories(raw_ctx, handle, command);
-        if let Err(why) = command_info::set(handle, command.doc) {
+        set_acl_categories(raw_ctx, handle, spec);
+        if let Err(why) = command_info::set(handle, spec) {
             // The command works without its docs: only COMMAND DOCS, the arity check at
             // MULTI time and the key specs' flags are missing (MTAKE's keys still reach the
             // cluster and ACLs through `keys`).
@@ -132,7 +83,7 @@ fn register(ctx: &Context) -> Status {
                 raw_ctx,
                 &format!(
                     "no COMMAND DOCS or key specs for {}: {why}",
-                    upper(command.name)
+                    command.name().to_uppercase()
                 ),
             );
         }
@@ -169,19 +120,31 @@ fn register(ctx: &Context) -> Status {
     Status::Ok
 }
 
-fn create(ctx: *mut raw::RedisModuleCtx, command: &Registration) -> Result<(), ()> {
-    let (first, last, step) = command.keys;
-    // SAFETY: as in `register`; the name and flags are NUL-terminated statics and the handler
-    // has the C signature Redis expects.
+fn create(
+    ctx: *mut raw::RedisModuleCtx,
+    name: &CStr,
+    handler: raw::RedisModuleCmdFunc,
+    spec: &Spec,
+) -> Result<(), ()> {
+    let flags = CString::new(spec.flags).map_err(drop)?;
+    // The legacy (first key, last key, step); the key specs replace it where the server has
+    // them. No legacy range can say "numkeys keys from argv[2]": (0, 0, 0) there, and the
+    // module answers the key-position requests (`getkeys-api`).
+    let (first, last, step) = match spec.keys {
+        Keys::One(_) => (1, 1, 1),
+        Keys::Counted(_) => (0, 0, 0),
+    };
+    // SAFETY: as in `register`; the name and flags are NUL-terminated and copied by the
+    // server, and the handler has the C signature Redis expects.
     let created = unsafe {
         let Some(create_command) = raw::RedisModule_CreateCommand else {
             return Err(());
         };
         create_command(
             ctx,
-            command.name.as_ptr(),
-            command.handler,
-            command.flags.as_ptr(),
+            name.as_ptr(),
+            handler,
+            flags.as_ptr(),
             first,
             last,
             step,
@@ -199,12 +162,16 @@ fn create(ctx: *mut raw::RedisModuleCtx, command: &Registration) -> Result<(), (
 fn set_acl_categories(
     ctx: *mut raw::RedisModuleCtx,
     handle: *mut raw::RedisModuleCommand,
-    command: &Registration,
+    spec: &Spec,
 ) {
-    // SAFETY: as in `register`; `handle` is checked for null.
+    let Ok(categories) = CString::new(spec.acl_categories) else {
+        return;
+    };
+    // SAFETY: as in `register`; `handle` is checked for null; the server parses the string
+    // during the call.
     let done = unsafe {
         let Some(set_categories) = raw::RedisModule_SetCommandACLCategories else {
-            if command.name == c"throttle.take" {
+            if spec.command == Command::Take {
                 guard::notice(
                     ctx,
                     "this server cannot give module commands ACL categories",
@@ -213,14 +180,14 @@ fn set_acl_categories(
             return;
         };
         !handle.is_null()
-            && set_categories(handle, command.acl.as_ptr()) == raw::REDISMODULE_OK as c_int
+            && set_categories(handle, categories.as_ptr()) == raw::REDISMODULE_OK as c_int
     };
     if !done {
         guard::warning(
             ctx,
             &format!(
                 "could not set the ACL categories of {}",
-                upper(command.name)
+                spec.command.name().to_uppercase()
             ),
         );
     }
@@ -263,9 +230,4 @@ fn deinit(ctx: &Context) -> Status {
         );
         Status::Err
     })
-}
-
-/// `THROTTLE.TAKE` for log lines.
-fn upper(name: &CStr) -> String {
-    name.to_string_lossy().to_uppercase()
 }

@@ -47,9 +47,7 @@ pub extern "C" fn command(
                 stats::denied();
             }
         }
-        let mut values = [0; 2 + 2 * MAX_KEYS];
-        let len = outcome.reply(&mut values);
-        reply(Reply::Integers(values.get(..len).unwrap_or(&values)));
+        reply(Reply::Integers(outcome.reply().as_slice()));
         Ok(())
     })
 }

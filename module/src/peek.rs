@@ -5,7 +5,7 @@
 use std::os::raw::c_int;
 
 use redis_module::raw;
-use throttle_bucket::{parse_peek, peek, ArgError, Command};
+use throttle_bucket::{peek, ArgError, Command, PeekArgs};
 
 use crate::bucket_key::peek_state;
 use crate::call::{self, Reply};
@@ -21,10 +21,10 @@ pub extern "C" fn command(
         let [key, rest @ ..] = args else {
             return Err(ArgError::Arity(Command::Peek).to_string());
         };
-        let quota = call::with_words::<{ call::ONE_KEY_WORDS }, _>(rest, parse_peek)
+        let parsed = call::with_words::<{ call::ONE_KEY_WORDS }, _>(rest, PeekArgs::parse)
             .map_err(|e| e.to_string())?;
         let now = clock::now_ns();
-        let outcome = peek(&quota, peek_state(ctx, *key, now)?, now);
+        let outcome = peek(&parsed.quota, peek_state(ctx, *key, now)?, now);
         reply(Reply::Integers(&outcome.reply()));
         Ok(())
     })

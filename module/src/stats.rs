@@ -3,7 +3,7 @@
 //! Redis runs commands on one thread, but relaxed atomics cost nothing here and keep this
 //! free of `static mut`.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -13,7 +13,8 @@ use throttle_bucket::Command;
 
 use crate::{eviction, guard};
 
-pub(crate) static CALLS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+pub(crate) static CALLS: [AtomicU64; Command::ALL.len()] =
+    [const { AtomicU64::new(0) }; Command::ALL.len()];
 pub(crate) static GRANTED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static RESERVED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static DENIED: AtomicU64 = AtomicU64::new(0);
@@ -23,17 +24,8 @@ pub(crate) static ERRORS: AtomicU64 = AtomicU64::new(0);
 
 /// One call of `command`, whatever its outcome.
 pub fn called(command: Command) {
-    CALLS[slot(command)].fetch_add(1, Relaxed);
-}
-
-/// Each command's place in `CALLS`.
-fn slot(command: Command) -> usize {
-    match command {
-        Command::Take => 0,
-        Command::MTake => 1,
-        Command::Pause => 2,
-        Command::Give => 3,
-        Command::Peek => 4,
+    if let Some(calls) = CALLS.get(command.index()) {
+        calls.fetch_add(1, Relaxed);
     }
 }
 
@@ -86,13 +78,14 @@ fn write_info(ctx: *mut raw::RedisModuleInfoCtx) {
         if add_section(ctx, std::ptr::null()) != raw::REDISMODULE_OK as c_int {
             return;
         }
-        let calls = |command: Command| CALLS[slot(command)].load(Relaxed);
-        let numbers: [(&CStr, u64); 11] = [
-            (c"calls_take", calls(Command::Take)),
-            (c"calls_mtake", calls(Command::MTake)),
-            (c"calls_pause", calls(Command::Pause)),
-            (c"calls_give", calls(Command::Give)),
-            (c"calls_peek", calls(Command::Peek)),
+        // `calls_take`, `calls_mtake`, ...: one per command, named after it.
+        for (command, calls) in Command::ALL.iter().zip(&CALLS) {
+            let Ok(name) = CString::new(format!("calls_{}", command.short_name())) else {
+                continue;
+            };
+            add_number(ctx, name.as_ptr(), calls.load(Relaxed));
+        }
+        let numbers: [(&CStr, u64); 6] = [
             (c"granted", GRANTED.load(Relaxed)),
             (c"reserved", RESERVED.load(Relaxed)),
             (c"denied", DENIED.load(Relaxed)),

@@ -35,10 +35,7 @@ pub extern "C" fn command(
                 stats::denied();
             }
         }
-        let [granted, remaining, wait, reset] = outcome.reply();
-        let values = [granted, remaining, wait, reset, outcome.ticket()];
-        let len = if parsed.ticket { 5 } else { 4 };
-        reply(Reply::Integers(values.get(..len).unwrap_or(&values)));
+        reply(Reply::Integers(outcome.to_reply(&parsed).ints().as_slice()));
         Ok(())
     })
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 mod common;
 
 use common::{info_field, ok, per_server, poll, run, Flavor, Server, Value};
+use throttle_bucket::Command;
 
 #[track_caller]
 fn text(value: &Value) -> String {
@@ -157,6 +158,26 @@ const COMMANDS: [Expected; 5] = [
         wrong_arity: &["THROTTLE.PEEK k 8", "THROTTLE.PEEK k 8 9 TOKENS 0"],
     },
 ];
+
+/// The table above is every command, and each row agrees with the command's own definition
+/// (the spec the module registers): so the servers below are checked against both.
+#[test]
+fn the_table_is_every_commands_spec() {
+    let names: Vec<&str> = Command::ALL.iter().map(|c| c.name()).collect();
+    let rows: Vec<&str> = COMMANDS.iter().map(|want| want.name).collect();
+    assert_eq!(rows, names);
+    for (want, command) in COMMANDS.iter().zip(Command::ALL) {
+        let spec = command.spec();
+        assert_eq!(spec.syntax(), want.syntax, "{}", want.name);
+        assert_eq!(i64::from(spec.arity), want.arity, "{}", want.name);
+        assert_eq!(
+            spec.flags.contains("readonly"),
+            want.flags.contains(&"readonly"),
+            "{}",
+            want.name
+        );
+    }
+}
 
 fn docs(flavor: Flavor) {
     let server = Server::start(flavor);

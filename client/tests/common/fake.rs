@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-use throttle_bucket::{GiveArgs, PauseArgs, TakeArgs};
+use throttle_bucket::{GiveArgs, PauseArgs, PeekArgs, TakeArgs};
 use tokio::time::Instant;
 
 /// The fake server's clock starts at this Unix time (ns), plus tokio's elapsed time.
@@ -103,21 +103,16 @@ impl FakeServer {
                 if let Some(write) = outcome.write {
                     state.buckets.insert(key.clone(), write.tat_ns);
                 }
-                let reply = outcome.reply();
                 state.calls.push(Call {
                     at,
                     tokens: parsed.tokens,
                     max_wait_ms: parsed.max_wait_ms,
-                    reply,
+                    reply: outcome.reply(),
                 });
-                let mut values = reply.to_vec();
-                if parsed.ticket {
-                    values.push(outcome.ticket());
-                }
-                ints(&values)
+                ints(outcome.to_reply(&parsed).ints().as_slice())
             }
-            "THROTTLE.PEEK" => match throttle_bucket::parse_peek(&rest) {
-                Ok(quota) => ints(&throttle_bucket::peek(&quota, stored, now_ns).reply()),
+            "THROTTLE.PEEK" => match PeekArgs::parse(&rest) {
+                Ok(parsed) => ints(&throttle_bucket::peek(&parsed.quota, stored, now_ns).reply()),
                 Err(e) => error(e.to_string()),
             },
             "THROTTLE.PAUSE" => match PauseArgs::parse(&rest) {
@@ -135,6 +130,9 @@ impl FakeServer {
                     let outcome = throttle_bucket::give(&parsed, stored, now_ns);
                     if let Some(write) = outcome.write {
                         state.buckets.insert(key.clone(), write.tat_ns);
+                    }
+                    if outcome.delete {
+                        state.buckets.remove(key);
                     }
                     Ok(Value::Int(i64::try_from(outcome.given).unwrap()))
                 }

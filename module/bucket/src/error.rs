@@ -1,22 +1,39 @@
-//! What is wrong with a call. `Display` gives the error reply, which starts with `ERR`; the Lua
-//! twin of the commands sends the very same text.
+//! The commands, and what is wrong with a call. `Display` gives the error reply, which starts
+//! with `ERR`; the Lua twin of the commands sends the very same text.
 
 use std::fmt;
 
+use crate::spec::{Access, Spec};
+
 use crate::limits::{MAX_CAPACITY, MAX_FILL_NS, MAX_KEYS, MAX_RATE, MAX_WAIT_MS, MIN_RATE};
 
-/// The module's commands, as they name themselves in errors.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The THROTTLE commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Command {
+    /// THROTTLE.TAKE: take tokens, or reserve them.
     Take,
+    /// THROTTLE.MTAKE: take from several buckets, from all or none.
     MTake,
+    /// THROTTLE.PAUSE: the supplier pushed back.
     Pause,
+    /// THROTTLE.GIVE: give back what a take did not use.
     Give,
+    /// THROTTLE.PEEK: read a bucket.
     Peek,
 }
 
 impl Command {
-    /// The name Redis uses in its own arity error: lower case.
+    /// Every command, in the order the module registers them and `INFO throttle` counts them.
+    pub const ALL: [Command; 5] = [
+        Command::Take,
+        Command::MTake,
+        Command::Pause,
+        Command::Give,
+        Command::Peek,
+    ];
+
+    /// The name the server knows it by, lower case as the server writes it in its own arity
+    /// error: `throttle.take`.
     pub fn name(self) -> &'static str {
         match self {
             Command::Take => "throttle.take",
@@ -26,8 +43,38 @@ impl Command {
             Command::Peek => "throttle.peek",
         }
     }
+
+    /// The name without the `throttle.` prefix: the Lua twin's first argument, and the
+    /// suffix of its counter in `INFO throttle` (`calls_take`).
+    pub fn short_name(self) -> &'static str {
+        let name = self.name();
+        name.strip_prefix("throttle.").unwrap_or(name)
+    }
+
+    /// Its place in [`Command::ALL`].
+    pub fn index(self) -> usize {
+        Command::ALL.iter().position(|c| *c == self).unwrap_or(0)
+    }
+
+    /// How the server registers and documents it.
+    pub fn spec(self) -> &'static Spec {
+        match self {
+            Command::Take => &crate::take::SPEC,
+            Command::MTake => &crate::mtake::SPEC,
+            Command::Pause => &crate::pause::SPEC,
+            Command::Give => &crate::give::SPEC,
+            Command::Peek => &crate::peek::SPEC,
+        }
+    }
+
+    /// Whether it only reads its keys (the Lua twin runs it under `EVALSHA_RO`).
+    pub fn read_only(self) -> bool {
+        self.spec().keys.access() == Access::ReadOnly
+    }
 }
 
+/// What is wrong with a call. `Display` gives the error reply, which starts with `ERR`; the Lua
+/// twin of the commands sends the very same text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArgError {
     /// Too few or too many words: the same text as the server's own arity check.
@@ -39,7 +86,10 @@ pub enum ArgError {
     /// `capacity / rate` is longer than MAX_FILL_NS.
     FillTooLong,
     /// `TOKENS` (or an MTAKE triple's tokens) is not an integer in 0..=capacity.
-    Tokens { capacity: u64 },
+    Tokens {
+        /// The bucket's capacity, which the error names.
+        capacity: u64,
+    },
     /// `MAXWAIT` is not an integer in 0..=MAX_WAIT_MS.
     MaxWait,
     /// An option the command does not have.
@@ -51,13 +101,19 @@ pub enum ArgError {
     /// THROTTLE.PAUSE's `ms` is not an integer in 1..=MAX_WAIT_MS.
     PauseMs,
     /// THROTTLE.GIVE's `n` is not an integer in 0..=capacity.
-    GiveTokens { capacity: u64 },
+    GiveTokens {
+        /// The bucket's capacity, which the error names.
+        capacity: u64,
+    },
     /// THROTTLE.GIVE's `ticket` is not an integer in 0..=MAX_TICKET_US.
     Ticket,
     /// THROTTLE.MTAKE's `numkeys` is not an integer in 1..=MAX_KEYS.
     NumKeys,
     /// THROTTLE.MTAKE's words after the keys are not one triple per key (and options).
-    Triples { keys: usize },
+    Triples {
+        /// The call's numkeys, which the error names.
+        keys: usize,
+    },
     /// THROTTLE.MTAKE names a key twice.
     DuplicateKey,
 }

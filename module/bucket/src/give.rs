@@ -1,7 +1,58 @@
-//! THROTTLE.GIVE: give back tokens a take did not use.
+//! `THROTTLE.GIVE key capacity rate n ticket`: give back tokens a take did not use. Its
+//! arguments, arithmetic, reply and docs.
 
+use crate::error::{ArgError, Command};
 use crate::gcra::{View, Write};
-use crate::GiveArgs;
+use crate::limits::MAX_TICKET_US;
+use crate::reply::count;
+use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::words::{parse_u64, Word};
+use crate::Quota;
+
+/// `THROTTLE.GIVE key capacity rate n ticket`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GiveArgs {
+    /// The bucket's quota.
+    pub quota: Quota,
+    /// Tokens the take took and the caller did not use.
+    pub tokens: u64,
+    /// The take's ticket: the state right after it, µs since the Unix epoch, rounded down.
+    pub ticket_us: u64,
+}
+
+impl GiveArgs {
+    /// Validates the words after the key: `capacity rate n ticket`.
+    pub fn parse(args: &[&[u8]]) -> Result<GiveArgs, ArgError> {
+        let [capacity, rate, n, ticket] = args else {
+            return Err(ArgError::Arity(Command::Give));
+        };
+        let quota = Quota::parse(capacity, rate)?;
+        let tokens = parse_u64(n)
+            .filter(|n| *n <= quota.capacity)
+            .ok_or(ArgError::GiveTokens {
+                capacity: quota.capacity,
+            })?;
+        let ticket_us = parse_u64(ticket)
+            .filter(|t| *t <= MAX_TICKET_US)
+            .ok_or(ArgError::Ticket)?;
+        Ok(GiveArgs {
+            quota,
+            tokens,
+            ticket_us,
+        })
+    }
+
+    /// The words after the key.
+    pub fn words(&self) -> Vec<Word<'_>> {
+        let [capacity, rate] = self.quota.words();
+        vec![
+            capacity,
+            rate,
+            Word::Number(self.tokens),
+            Word::Number(self.ticket_us),
+        ]
+    }
+}
 
 /// What a give-back decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,5 +117,63 @@ pub fn give(args: &GiveArgs, stored: Option<i64>, now_ns: i64) -> GiveOutcome {
             None => NOTHING,
         },
         Err(_) => NOTHING,
+    }
+}
+
+/// THROTTLE.GIVE's reply read back: the tokens given back. `None` for a negative integer.
+pub fn decode_give(reply: i64) -> Option<u64> {
+    count(reply)
+}
+
+/// THROTTLE.GIVE as the server registers and documents it.
+pub static SPEC: Spec = Spec {
+    command: Command::Give,
+    summary: "Gives back the tokens of a take made with TICKET while nothing was taken after \
+        it, never beyond a full bucket. Replies the tokens given back.",
+    complexity: "O(1)",
+    arity: 6,
+    flags: "write deny-oom fast",
+    acl_categories: "write fast",
+    keys: Keys::One(Access::ReadWrite),
+    args: &[
+        KEY,
+        CAPACITY,
+        RATE,
+        Arg::new("n", Kind::Integer),
+        Arg::new("ticket", Kind::Integer),
+    ],
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn give(text: &str) -> Result<GiveArgs, ArgError> {
+        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
+        GiveArgs::parse(&words)
+    }
+
+    #[test]
+    fn arguments() {
+        use ArgError::*;
+        let args = give("8 9 3 1764547200000123").unwrap();
+        assert_eq!((args.tokens, args.ticket_us), (3, 1_764_547_200_000_123));
+        assert_eq!(
+            give("8 9 0 9223372036854775").map(|a| a.ticket_us),
+            Ok(MAX_TICKET_US)
+        );
+        for (text, expected) in [
+            ("8 9 3", Arity(Command::Give)),
+            ("8 9 9 1", GiveTokens { capacity: 8 }),
+            ("8 9 x 1", GiveTokens { capacity: 8 }),
+            ("8 9 1 -1", Ticket),
+            ("8 9 1 9223372036854776", Ticket),
+            ("8 9 1 1.5", Ticket),
+        ] {
+            assert_eq!(give(text), Err(expected), "{text}");
+        }
+        let written: Vec<String> = args.words().into_iter().map(Word::to_text).collect();
+        assert_eq!(written, ["8", "9", "3", "1764547200000123"]);
+        assert_eq!(SPEC.syntax(), "key capacity rate n ticket");
     }
 }

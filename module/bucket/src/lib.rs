@@ -1,20 +1,24 @@
-//! The arithmetic behind the THROTTLE commands: a token bucket kept as one instant.
+//! The THROTTLE commands, pure: what each one's arguments are (read from the words a client
+//! sends, and written by the client), what it does to a bucket, what it replies, and how the
+//! server documents it. The module, the client and the tests all use these definitions.
 //!
-//! Nothing here reads a clock, touches Redis or allocates per call: the caller passes the
-//! current time in, together with the stored state, and gets back what to reply and what (if
-//! anything) to write. That keeps every rule testable as a table of explicit instants.
+//! Nothing here reads a clock, touches Redis or allocates per call on the server's path: the
+//! caller passes the current time in, together with the stored state, and gets back what to
+//! reply and what (if anything) to write. That keeps every rule testable as a table of explicit
+//! instants.
 //!
 //! The model is GCRA ("generic cell rate algorithm"): the state is the instant at which the
 //! bucket will be full again (the theoretical arrival time, `tat`). Taking `n` tokens moves it
 //! `n * interval` later, where `interval` is the time one token takes to refill. A missing key
 //! is a full bucket, so idle buckets cost no memory.
 //!
-//! One file per command (`take`, `mtake`, `pause`, `give`; a peek is a take of nothing), on
-//! the shared model in `gcra`; `args` validates every command's words.
+//! One file per command (`take`, `mtake`, `pause`, `give`, `peek`), each with its arguments,
+//! arithmetic, reply and [`Spec`], on the shared model in `gcra`, the quota in `quota`, the
+//! stored state in `state` and the limits in `limits`.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
-mod args;
 mod error;
 mod gcra;
 mod give;
@@ -22,22 +26,31 @@ mod interval;
 mod limits;
 mod mtake;
 mod pause;
+mod peek;
+mod quota;
+mod reply;
+pub mod spec;
 mod state;
 mod take;
+mod words;
 
-pub use args::{parse_peek, GiveArgs, Limit, MTakeArgs, PauseArgs, Quota, TakeArgs};
 pub use error::{ArgError, Command};
 pub use gcra::{ceil_ms, Write};
-pub use give::{give, GiveOutcome};
+pub use give::{decode_give, give, GiveArgs, GiveOutcome};
 pub use interval::Interval;
 pub use limits::{
     EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_CAPACITY, MAX_FILL_NS, MAX_KEYS, MAX_NOW_NS,
     MAX_RATE, MAX_TICKET_US, MAX_WAIT_MS, MIN_RATE,
 };
-pub use mtake::{mtake, BucketAfter, MOutcome};
-pub use pause::{pause, PauseOutcome};
+pub use mtake::{mtake, BucketAfter, Limit, MOutcome, MTakeArgs, MTakeReply};
+pub use pause::{decode_pause, pause, PauseArgs, PauseOutcome};
+pub use peek::{peek, PeekArgs};
+pub use quota::Quota;
+pub use reply::Ints;
+pub use spec::Spec;
 pub use state::{encode_state, parse_state, StateError, STATE_LEN};
-pub use take::{peek, take, Outcome};
+pub use take::{take, Outcome, TakeArgs, TakeReply};
+pub use words::Word;
 
 /// Nanoseconds per millisecond, the unit of every duration in a reply.
 pub const NS_PER_MS: i64 = 1_000_000;

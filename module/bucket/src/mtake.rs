@@ -1,8 +1,129 @@
-//! THROTTLE.MTAKE: take from several buckets at once, from every one or from none.
+//! `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms]`: take from
+//! several buckets at once, from every one or from none. Its arguments, arithmetic, reply and
+//! docs.
 
+use crate::error::{ArgError, Command};
 use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::limits::MAX_KEYS;
-use crate::{MTakeArgs, NS_PER_MS};
+use crate::reply::{count, flag, int, Ints};
+use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
+use crate::words::{once, parse_max_wait, parse_tokens, parse_u64, Word};
+use crate::{Quota, NS_PER_MS};
+
+/// One bucket of a THROTTLE.MTAKE: its quota and the tokens taken from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    /// The bucket's quota.
+    pub quota: Quota,
+    /// Tokens taken from it (0: it is only inspected).
+    pub tokens: u64,
+}
+
+/// `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MTakeArgs {
+    len: usize,
+    limits: [Limit; MAX_KEYS],
+    /// How far ahead the call may reserve, in ms (0: only what is there now).
+    pub max_wait_ms: u64,
+}
+
+impl MTakeArgs {
+    /// The call for `limits` (1 to [`MAX_KEYS`], in key order), as a client makes it; `None`
+    /// for none or too many.
+    pub fn new(limits: &[Limit], max_wait_ms: u64) -> Option<MTakeArgs> {
+        let first = *limits.first()?;
+        if limits.len() > MAX_KEYS {
+            return None;
+        }
+        let mut all = [first; MAX_KEYS];
+        all.iter_mut().zip(limits).for_each(|(slot, l)| *slot = *l);
+        Some(MTakeArgs {
+            len: limits.len(),
+            limits: all,
+            max_wait_ms,
+        })
+    }
+
+    /// Validates the words after the command name, keys included (they must be distinct):
+    /// numkeys, the number of words, the keys, each triple in key order, then MAXWAIT.
+    pub fn parse(args: &[&[u8]]) -> Result<MTakeArgs, ArgError> {
+        let [numkeys, rest @ ..] = args else {
+            return Err(ArgError::Arity(Command::MTake));
+        };
+        let len = parse_u64(numkeys)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| (1..=MAX_KEYS).contains(n))
+            .ok_or(ArgError::NumKeys)?;
+        let shape = ArgError::Triples { keys: len };
+        let (keys, rest) = rest.split_at_checked(len).ok_or(shape)?;
+        let (triples, options) = rest.split_at_checked(3 * len).ok_or(shape)?;
+        for (i, key) in keys.iter().enumerate() {
+            if keys.iter().skip(i + 1).any(|other| other == key) {
+                return Err(ArgError::DuplicateKey);
+            }
+        }
+
+        let mut parsed = [None; MAX_KEYS];
+        for (slot, triple) in parsed.iter_mut().zip(triples.chunks_exact(3)) {
+            let [capacity, rate, tokens] = triple else {
+                return Err(shape);
+            };
+            let quota = Quota::parse(capacity, rate)?;
+            let tokens = parse_tokens(tokens, quota.capacity)?;
+            *slot = Some(Limit { quota, tokens });
+        }
+
+        // The same rules as THROTTLE.TAKE's options, with MAXWAIT the only one.
+        let mut max_wait = None;
+        let mut rest = options;
+        while let [name, tail @ ..] = rest {
+            if !name.eq_ignore_ascii_case(b"MAXWAIT") {
+                return Err(ArgError::UnknownOption(Command::MTake));
+            }
+            let [value, tail @ ..] = tail else {
+                return Err(ArgError::MissingValue("MAXWAIT"));
+            };
+            once(&mut max_wait, value, "MAXWAIT")?;
+            rest = tail;
+        }
+        let max_wait_ms = match max_wait {
+            None => 0,
+            Some(text) => parse_max_wait(text)?,
+        };
+        let Some(first) = parsed.first().copied().flatten() else {
+            return Err(shape);
+        };
+        let mut all = [first; MAX_KEYS];
+        for (slot, limit) in all.iter_mut().zip(parsed.iter().flatten()) {
+            *slot = *limit;
+        }
+        Ok(MTakeArgs {
+            len,
+            limits: all,
+            max_wait_ms,
+        })
+    }
+
+    /// One limit per key, in key order.
+    pub fn limits(&self) -> &[Limit] {
+        self.limits.get(..self.len).unwrap_or(&[])
+    }
+
+    /// The words after the keys: one `capacity rate tokens` triple per key, then MAXWAIT if
+    /// it is not 0. (The module's call has `numkeys` and the keys before them.)
+    pub fn words(&self) -> Vec<Word<'_>> {
+        let mut words = Vec::with_capacity(3 * self.len + 2);
+        for limit in self.limits() {
+            words.extend(limit.quota.words());
+            words.push(Word::Number(limit.tokens));
+        }
+        if self.max_wait_ms > 0 {
+            words.extend([Word::Text("MAXWAIT"), Word::Number(self.max_wait_ms)]);
+        }
+        words
+    }
+}
 
 /// One bucket after a multi-take.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,23 +154,54 @@ impl MOutcome {
         self.buckets.get(..self.len).unwrap_or(&[])
     }
 
-    /// The reply, `granted, wait_ms`, then `remaining, reset_ms` per key, written to `out`;
-    /// returns how many values it holds.
-    pub fn reply(&self, out: &mut [i64; 2 + 2 * MAX_KEYS]) -> usize {
-        let values = [i64::from(self.granted), ceil_ms(self.wait_ns)]
-            .into_iter()
-            .chain(self.buckets().iter().flat_map(|b| {
-                [
-                    i64::try_from(b.remaining).unwrap_or(i64::MAX),
-                    ceil_ms(b.reset_ns),
-                ]
-            }));
-        let mut written = 0;
-        for (slot, value) in out.iter_mut().zip(values) {
-            *slot = value;
-            written += 1;
+    /// The reply, `granted, wait_ms`, then `remaining, reset_ms` per key.
+    pub fn reply(&self) -> Ints<{ 2 + 2 * MAX_KEYS }> {
+        Ints::new(
+            [i64::from(self.granted), ceil_ms(self.wait_ns)]
+                .into_iter()
+                .chain(
+                    self.buckets()
+                        .iter()
+                        .flat_map(|b| [int(b.remaining), ceil_ms(b.reset_ns)]),
+                ),
+        )
+    }
+}
+
+/// THROTTLE.MTAKE's reply read back: whether granted, the wait, and each bucket's `remaining`
+/// and `reset_ms`, in key order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MTakeReply {
+    /// Every bucket gave its tokens.
+    pub granted: bool,
+    /// Granted: ms to wait before using the tokens. Denied: ms until every bucket would have
+    /// them.
+    pub wait_ms: u64,
+    /// `(remaining, reset_ms)` per bucket, in key order.
+    pub buckets: Vec<(u64, u64)>,
+}
+
+impl MTakeReply {
+    /// Reads the reply of a call on `keys` keys; `None` for any other shape.
+    pub fn decode(ints: &[i64], keys: usize) -> Option<MTakeReply> {
+        let [granted, wait_ms, buckets @ ..] = ints else {
+            return None;
+        };
+        if keys == 0 || buckets.len() != 2 * keys {
+            return None;
         }
-        written
+        let buckets = buckets
+            .chunks_exact(2)
+            .map(|pair| match pair {
+                [remaining, reset] => Some((count(*remaining)?, count(*reset)?)),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(MTakeReply {
+            granted: flag(*granted)?,
+            wait_ms: count(*wait_ms)?,
+            buckets,
+        })
     }
 }
 
@@ -101,5 +253,111 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<i64>], now_ns: i64) -> MOutcome 
         wait_ns: if takes_any { saturate(wait) } else { 0 },
         len,
         buckets,
+    }
+}
+
+/// THROTTLE.MTAKE as the server registers and documents it. No legacy key range can say
+/// "numkeys keys from argv[2]": the key spec (keynum) serves COMMAND GETKEYS and ACL key
+/// patterns, and the module answers the cluster's key-position requests (`getkeys-api`).
+pub static SPEC: Spec = Spec {
+    command: Command::MTake,
+    summary: "Takes tokens from several buckets at once, from all or from none (one capacity, \
+        rate and tokens triple per key, in key order). Replies [granted, wait_ms, then \
+        remaining and reset_ms per bucket].",
+    complexity: "O(N) where N is the number of keys",
+    arity: -6,
+    flags: "write deny-oom fast getkeys-api",
+    acl_categories: "write fast",
+    keys: Keys::Counted(Access::ReadWrite),
+    args: &[
+        Arg::new("numkeys", Kind::Integer),
+        KEY.multiple(),
+        Arg::new(
+            "quota",
+            Kind::Block(&[CAPACITY, RATE, Arg::new("tokens", Kind::Integer)]),
+        )
+        .multiple(),
+        MAXWAIT,
+    ],
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<&[u8]> {
+        text.split_whitespace().map(str::as_bytes).collect()
+    }
+
+    #[test]
+    fn shape_keys_and_options() {
+        use ArgError::*;
+        let mtake = |t: &str| MTakeArgs::parse(&words(t));
+        let args = mtake("2 {s}:a {s}:b 10 10 1 25 5 2 MAXWAIT 700").unwrap();
+        assert_eq!(args.max_wait_ms, 700);
+        let limits: Vec<(u64, u64)> = args
+            .limits()
+            .iter()
+            .map(|l| (l.quota.capacity, l.tokens))
+            .collect();
+        assert_eq!(limits, [(10, 1), (25, 2)]);
+        assert_eq!(mtake("1 a 8 9 0").map(|a| a.limits().len()), Ok(1));
+
+        let sixteen = (0..16).map(|i| format!("k{i} ")).collect::<String>();
+        let triples = "8 9 1 ".repeat(16);
+        assert_eq!(
+            mtake(&format!("16 {sixteen} {triples}")).map(|a| a.limits().len()),
+            Ok(16)
+        );
+        for (text, expected) in [
+            ("", Arity(Command::MTake)),
+            ("0 a 8 9 1", NumKeys),
+            ("17 a 8 9 1", NumKeys),
+            ("x a 8 9 1", NumKeys),
+            ("2 a b 8 9 1", Triples { keys: 2 }),
+            ("2 a", Triples { keys: 2 }),
+            ("2 a a 8 9 1 8 9 1", DuplicateKey),
+            ("2 a b 8 9 1 0 9 1", Capacity),
+            ("2 a b 8 9 9 8 9 1", Tokens { capacity: 8 }),
+            ("1 a 8 9 1 TOKENS 1", UnknownOption(Command::MTake)),
+            ("1 a 8 9 1 MAXWAIT", MissingValue("MAXWAIT")),
+            ("1 a 8 9 1 MAXWAIT 1 MAXWAIT", MissingValue("MAXWAIT")),
+            ("1 a 8 9 1 MAXWAIT 1 maxwait 2", Repeated("MAXWAIT")),
+            ("1 a 8 9 1 MAXWAIT -1", MaxWait),
+        ] {
+            assert_eq!(mtake(text), Err(expected), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_words_read_back_as_the_same_call() {
+        let args = MTakeArgs::parse(&words("2 a b 10 10 1 25 5 2 MAXWAIT 700")).unwrap();
+        let mut written = vec!["2".to_owned(), "a".into(), "b".into()];
+        written.extend(args.words().into_iter().map(Word::to_text));
+        let back: Vec<&[u8]> = written.iter().map(String::as_bytes).collect();
+        assert_eq!(MTakeArgs::parse(&back), Ok(args));
+        assert_eq!(MTakeArgs::new(args.limits(), 700), Some(args));
+        assert_eq!(MTakeArgs::new(&[], 0), None);
+    }
+
+    #[test]
+    fn replies_read_back_from_their_integers() {
+        let reply = MTakeReply::decode(&[1, 300, 9, 100, 2, 4000], 2).unwrap();
+        assert_eq!(
+            reply,
+            MTakeReply {
+                granted: true,
+                wait_ms: 300,
+                buckets: vec![(9, 100), (2, 4000)],
+            }
+        );
+        assert_eq!(MTakeReply::decode(&[1, 300, 9, 100], 2), None);
+        assert_eq!(MTakeReply::decode(&[2, 0, 9, 100], 1), None);
+        assert_eq!(MTakeReply::decode(&[1, 0], 0), None);
+        assert_eq!(
+            SPEC.syntax(),
+            "numkeys key [key ...] capacity rate tokens [capacity rate tokens ...] \
+             [MAXWAIT maxwait]"
+        );
     }
 }

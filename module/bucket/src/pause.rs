@@ -1,7 +1,42 @@
-//! THROTTLE.PAUSE: the supplier answered 429 with Retry-After, so the whole fleet stops.
+//! `THROTTLE.PAUSE key capacity rate ms`: the supplier answered 429 with Retry-After, so the
+//! whole fleet stops. Its arguments, arithmetic, reply and docs.
 
+use crate::error::{ArgError, Command};
 use crate::gcra::{ceil_ms, saturate, View, Write};
-use crate::{PauseArgs, NS_PER_MS};
+use crate::limits::MAX_WAIT_MS;
+use crate::reply::count;
+use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::words::{parse_u64, Word};
+use crate::{Quota, NS_PER_MS};
+
+/// `THROTTLE.PAUSE key capacity rate ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PauseArgs {
+    /// The bucket's quota.
+    pub quota: Quota,
+    /// How long until the next token, at least: the supplier's Retry-After.
+    pub pause_ms: u64,
+}
+
+impl PauseArgs {
+    /// Validates the words after the key: `capacity rate ms`.
+    pub fn parse(args: &[&[u8]]) -> Result<PauseArgs, ArgError> {
+        let [capacity, rate, ms] = args else {
+            return Err(ArgError::Arity(Command::Pause));
+        };
+        let quota = Quota::parse(capacity, rate)?;
+        let pause_ms = parse_u64(ms)
+            .filter(|ms| (1..=MAX_WAIT_MS).contains(ms))
+            .ok_or(ArgError::PauseMs)?;
+        Ok(PauseArgs { quota, pause_ms })
+    }
+
+    /// The words after the key.
+    pub fn words(&self) -> Vec<Word<'_>> {
+        let [capacity, rate] = self.quota.words();
+        vec![capacity, rate, Word::Number(self.pause_ms)]
+    }
+}
 
 /// What a pause decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +52,11 @@ impl PauseOutcome {
     pub fn reply(&self) -> i64 {
         ceil_ms(self.next_token_ns)
     }
+}
+
+/// THROTTLE.PAUSE's reply read back: ms until the next token. `None` for a negative integer.
+pub fn decode_pause(reply: i64) -> Option<u64> {
+    count(reply)
 }
 
 /// After a pause the first token is there exactly `pause_ms` from now, and refill goes on
@@ -37,5 +77,54 @@ pub fn pause(args: &PauseArgs, stored: Option<i64>, now_ns: i64) -> PauseOutcome
     PauseOutcome {
         next_token_ns: saturate(tat - one_short_of_full - bucket.now),
         write,
+    }
+}
+
+/// THROTTLE.PAUSE as the server registers and documents it.
+pub static SPEC: Spec = Spec {
+    command: Command::Pause,
+    summary: "Pauses a bucket: its next token is there ms from now, then it refills from one \
+        token. Never shortens a longer pause or a debt. Replies the ms until the next token.",
+    complexity: "O(1)",
+    arity: 5,
+    flags: "write deny-oom fast",
+    acl_categories: "write fast",
+    keys: Keys::One(Access::ReadWrite),
+    args: &[KEY, CAPACITY, RATE, Arg::new("ms", Kind::Integer)],
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pause(text: &str) -> Result<PauseArgs, ArgError> {
+        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
+        PauseArgs::parse(&words)
+    }
+
+    #[test]
+    fn arguments() {
+        use ArgError::*;
+        assert_eq!(pause("8 9 1500").map(|a| a.pause_ms), Ok(1500));
+        assert_eq!(
+            pause("8 9 315360000000").map(|a| a.pause_ms),
+            Ok(MAX_WAIT_MS)
+        );
+        for (text, expected) in [
+            ("8 9", Arity(Command::Pause)),
+            ("8 9 1 2", Arity(Command::Pause)),
+            ("0 9 1", Capacity),
+            ("8 9 0", PauseMs),
+            ("8 9 315360000001", PauseMs),
+            ("8 9 1.5", PauseMs),
+        ] {
+            assert_eq!(pause(text), Err(expected), "{text}");
+        }
+        let args = pause("8 9 1500").unwrap();
+        assert_eq!(
+            args.words(),
+            [Word::Number(8), Word::Text("9"), Word::Number(1500)]
+        );
+        assert_eq!(SPEC.syntax(), "key capacity rate ms");
     }
 }

@@ -1,7 +1,96 @@
-//! THROTTLE.TAKE (and THROTTLE.PEEK, a take of nothing): one take from a bucket at an instant.
+//! `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET]`: one take from a bucket
+//! at an instant. Its arguments (read and written), its arithmetic, its reply and its docs.
 
+use crate::error::{ArgError, Command};
 use crate::gcra::{ceil_ms, saturate, View, Write};
-use crate::{Quota, TakeArgs, NS_PER_MS};
+use crate::reply::{count, flag, int, Ints};
+use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
+use crate::words::{once, parse_max_wait, parse_tokens, Word};
+use crate::{Quota, NS_PER_MS};
+
+/// `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TakeArgs {
+    /// The bucket's quota.
+    pub quota: Quota,
+    /// Tokens this call takes (0 inspects).
+    pub tokens: u64,
+    /// How far ahead the call may reserve, in ms (0: only what is there now).
+    pub max_wait_ms: u64,
+    /// Reply a fifth element: the ticket THROTTLE.GIVE takes.
+    pub ticket: bool,
+}
+
+impl TakeArgs {
+    /// Validates everything after the key: `capacity rate [TOKENS n] [MAXWAIT ms] [TICKET]`.
+    /// The structure first (every option known, each with its value, none twice), then the
+    /// values, in a fixed order the Lua twin follows.
+    pub fn parse(args: &[&[u8]]) -> Result<TakeArgs, ArgError> {
+        let [capacity, rate, options @ ..] = args else {
+            return Err(ArgError::Arity(Command::Take));
+        };
+        let quota = Quota::parse(capacity, rate)?;
+
+        let mut tokens = None;
+        let mut max_wait_ms = None;
+        let mut ticket = false;
+        let mut rest = options;
+        while let [name, tail @ ..] = rest {
+            if name.eq_ignore_ascii_case(b"TICKET") {
+                if ticket {
+                    return Err(ArgError::Repeated("TICKET"));
+                }
+                ticket = true;
+                rest = tail;
+                continue;
+            }
+            let (slot, label) = if name.eq_ignore_ascii_case(b"TOKENS") {
+                (&mut tokens, "TOKENS")
+            } else if name.eq_ignore_ascii_case(b"MAXWAIT") {
+                (&mut max_wait_ms, "MAXWAIT")
+            } else {
+                return Err(ArgError::UnknownOption(Command::Take));
+            };
+            let [value, tail @ ..] = tail else {
+                return Err(ArgError::MissingValue(label));
+            };
+            once(slot, value, label)?;
+            rest = tail;
+        }
+
+        // The default TOKENS 1 never exceeds a capacity, which is at least 1.
+        let tokens = match tokens {
+            None => 1,
+            Some(text) => parse_tokens(text, quota.capacity)?,
+        };
+        let max_wait_ms = match max_wait_ms {
+            None => 0,
+            Some(text) => parse_max_wait(text)?,
+        };
+        Ok(TakeArgs {
+            quota,
+            tokens,
+            max_wait_ms,
+            ticket,
+        })
+    }
+
+    /// The words after the key, as [`TakeArgs::parse`] reads them back: options only where
+    /// they differ from the defaults.
+    pub fn words(&self) -> Vec<Word<'_>> {
+        let mut words = self.quota.words().to_vec();
+        if self.tokens != 1 {
+            words.extend([Word::Text("TOKENS"), Word::Number(self.tokens)]);
+        }
+        if self.max_wait_ms > 0 {
+            words.extend([Word::Text("MAXWAIT"), Word::Number(self.max_wait_ms)]);
+        }
+        if self.ticket {
+            words.push(Word::Text("TICKET"));
+        }
+        words
+    }
+}
 
 /// What a take decided. Durations are nanoseconds; [`Outcome::reply`] rounds them up to ms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,7 +112,7 @@ impl Outcome {
     pub fn reply(&self) -> [i64; 4] {
         [
             i64::from(self.granted),
-            i64::try_from(self.remaining).unwrap_or(i64::MAX),
+            int(self.remaining),
             ceil_ms(self.wait_ns),
             ceil_ms(self.reset_ns),
         ]
@@ -33,6 +122,18 @@ impl Outcome {
     /// nothing was taken.
     pub fn ticket(&self) -> i64 {
         self.write.map_or(0, |w| w.ticket_us())
+    }
+
+    /// The reply to send for a call made with `args`.
+    pub fn to_reply(&self, args: &TakeArgs) -> TakeReply {
+        let [granted, remaining, wait_ms, reset_ms] = self.reply();
+        TakeReply {
+            granted: granted == 1,
+            remaining: count(remaining).unwrap_or(0),
+            wait_ms: count(wait_ms).unwrap_or(0),
+            reset_ms: count(reset_ms).unwrap_or(0),
+            ticket: args.ticket.then(|| count(self.ticket()).unwrap_or(0)),
+        }
     }
 }
 
@@ -63,17 +164,237 @@ pub fn take(args: &TakeArgs, stored: Option<i64>, now_ns: i64) -> Outcome {
     }
 }
 
-/// THROTTLE.PEEK: the bucket as it stands, what `TOKENS 0` replies. Writes nothing.
-pub fn peek(quota: &Quota, stored: Option<i64>, now_ns: i64) -> Outcome {
-    inspect(&View::at(quota, stored, now_ns))
-}
-
-fn inspect(bucket: &View) -> Outcome {
+/// The bucket as it stands: what `TOKENS 0` and THROTTLE.PEEK reply. Writes nothing.
+pub(crate) fn inspect(bucket: &View) -> Outcome {
     Outcome {
         granted: true,
         remaining: bucket.remaining(bucket.debt()),
         wait_ns: 0,
         reset_ns: saturate(bucket.debt()),
         write: None,
+    }
+}
+
+/// THROTTLE.TAKE's reply: `[granted, remaining, wait_ms, reset_ms]`, and the ticket with
+/// `TICKET`. The same from the module and the Lua twin, in RESP2 and RESP3.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TakeReply {
+    /// The tokens were taken.
+    pub granted: bool,
+    /// Whole tokens left after the call (0 while the bucket is in debt).
+    pub remaining: u64,
+    /// Granted: ms to wait before using the tokens. Denied: ms until they would be there.
+    /// Rounded up, so a caller that sleeps this long is never early.
+    pub wait_ms: u64,
+    /// Ms until the bucket is full again, rounded up.
+    pub reset_ms: u64,
+    /// With `TICKET`: what THROTTLE.GIVE needs to give the tokens back (0: nothing taken).
+    pub ticket: Option<u64>,
+}
+
+impl TakeReply {
+    /// The integers the server sends.
+    pub fn ints(&self) -> Ints<5> {
+        let head = [
+            i64::from(self.granted),
+            int(self.remaining),
+            int(self.wait_ms),
+            int(self.reset_ms),
+        ];
+        Ints::new(head.into_iter().chain(self.ticket.map(int)))
+    }
+
+    /// Reads a reply back from its integers: four, or five with a ticket. `None` for any
+    /// other shape.
+    pub fn decode(ints: &[i64]) -> Option<TakeReply> {
+        let (head, ticket) = match ints {
+            [g, r, w, t] => ([*g, *r, *w, *t], None),
+            [g, r, w, t, ticket] => ([*g, *r, *w, *t], Some(count(*ticket)?)),
+            _ => return None,
+        };
+        let [granted, remaining, wait_ms, reset_ms] = head;
+        Some(TakeReply {
+            granted: flag(granted)?,
+            remaining: count(remaining)?,
+            wait_ms: count(wait_ms)?,
+            reset_ms: count(reset_ms)?,
+            ticket,
+        })
+    }
+}
+
+/// THROTTLE.TAKE as the server registers and documents it.
+pub static SPEC: Spec = Spec {
+    command: Command::Take,
+    summary: "Takes tokens from a token bucket (capacity, refill rate in tokens per second). \
+        Replies [granted, remaining, wait_ms, reset_ms] (and the ticket with TICKET). With \
+        MAXWAIT, reserves tokens that will be there within that many ms.",
+    complexity: "O(1)",
+    arity: -4,
+    flags: "write deny-oom fast",
+    acl_categories: "write fast",
+    keys: Keys::One(Access::ReadWrite),
+    args: &[
+        KEY,
+        CAPACITY,
+        RATE,
+        Arg::option("tokens", "TOKENS", Kind::Integer),
+        MAXWAIT,
+        Arg::option("ticket", "TICKET", Kind::PureToken),
+    ],
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::MAX_WAIT_MS;
+
+    fn words(text: &str) -> Vec<&[u8]> {
+        text.split_whitespace().map(str::as_bytes).collect()
+    }
+
+    fn take(text: &str) -> Result<TakeArgs, ArgError> {
+        TakeArgs::parse(&words(text))
+    }
+
+    #[test]
+    fn take_defaults_and_options() {
+        let args = take("8 9").unwrap();
+        assert_eq!(
+            (args.quota.capacity, args.tokens, args.max_wait_ms),
+            (8, 1, 0)
+        );
+        assert_eq!(args.quota.interval.ns(), 111_111_112);
+        assert!(!args.ticket);
+
+        let args = take("8 9 maxwait 5000 Tokens 3 ticket").unwrap();
+        assert_eq!(
+            (args.tokens, args.max_wait_ms, args.ticket),
+            (3, 5000, true)
+        );
+        let args = take("8 9 TICKET TOKENS 0").unwrap();
+        assert_eq!((args.tokens, args.ticket), (0, true));
+        let args = take("8 9 TOKENS 8 MAXWAIT 315360000000").unwrap();
+        assert_eq!((args.tokens, args.max_wait_ms), (8, MAX_WAIT_MS));
+    }
+
+    #[test]
+    fn the_words_read_back_as_the_same_call() {
+        for text in [
+            "8 9",
+            "8 9 TOKENS 0",
+            "8 9 TOKENS 3 MAXWAIT 5000 TICKET",
+            "0010 007.250 MAXWAIT 1",
+        ] {
+            let args = take(text).unwrap();
+            let written: Vec<String> = args.words().into_iter().map(Word::to_text).collect();
+            let back: Vec<&[u8]> = written.iter().map(String::as_bytes).collect();
+            assert_eq!(TakeArgs::parse(&back), Ok(args), "{text} -> {written:?}");
+        }
+    }
+
+    #[test]
+    fn every_bad_take_names_its_problem() {
+        use ArgError::*;
+        let cases: &[(&str, ArgError)] = &[
+            ("", Arity(Command::Take)),
+            ("8", Arity(Command::Take)),
+            ("0 9", Capacity),
+            ("-1 9", Capacity),
+            ("1.5 9", Capacity),
+            ("1000000000000001 9", Capacity),
+            ("18446744073709551616 9", Capacity),
+            ("abc 9", Capacity),
+            ("8 0", Rate),
+            ("8 -9", Rate),
+            ("8 nan", Rate),
+            ("8 inf", Rate),
+            ("8 1e400", Rate),
+            ("1000000000000000 0.000001", FillTooLong),
+            ("315360001 1", FillTooLong),
+            ("8 9 TOKENS 9", Tokens { capacity: 8 }),
+            ("8 9 TOKENS -1", Tokens { capacity: 8 }),
+            ("8 9 TOKENS x", Tokens { capacity: 8 }),
+            ("8 9 MAXWAIT 315360000001", MaxWait),
+            ("8 9 MAXWAIT -5", MaxWait),
+            ("8 9 MAXWAIT 1.5", MaxWait),
+            ("8 9 WAIT 1", UnknownOption(Command::Take)),
+            ("8 9 TOKENS", MissingValue("TOKENS")),
+            ("8 9 MAXWAIT 1 MAXWAIT", MissingValue("MAXWAIT")),
+            ("8 9 TOKENS 1 tokens 2", Repeated("TOKENS")),
+            ("8 9 TICKET ticket", Repeated("TICKET")),
+            // Structure before values: the unknown option wins over the bad TOKENS.
+            ("8 9 TOKENS x FOO", UnknownOption(Command::Take)),
+        ];
+        for (args, expected) in cases {
+            assert_eq!(take(args), Err(*expected), "args {args:?}");
+            assert!(expected.to_string().starts_with("ERR "), "{expected}");
+        }
+    }
+
+    #[test]
+    fn largest_fill_is_accepted() {
+        // 315360000 tokens at 1/s refill in exactly 10 years.
+        assert!(take("315360000 1").is_ok());
+        assert!(take("1000000000000000 1000000000").is_ok());
+    }
+
+    #[test]
+    fn non_utf8_bytes_are_rejected_not_decoded() {
+        let args: [&[u8]; 2] = [b"\xff", b"9"];
+        assert_eq!(TakeArgs::parse(&args), Err(ArgError::Capacity));
+        let args: [&[u8]; 4] = [b"8", b"9", b"TOK\xffENS", b"1"];
+        assert_eq!(
+            TakeArgs::parse(&args),
+            Err(ArgError::UnknownOption(Command::Take))
+        );
+    }
+
+    #[test]
+    fn replies_read_back_from_their_integers() {
+        for reply in [
+            TakeReply {
+                granted: true,
+                remaining: 7,
+                wait_ms: 0,
+                reset_ms: 112,
+                ticket: None,
+            },
+            TakeReply {
+                granted: false,
+                remaining: 0,
+                wait_ms: 250,
+                reset_ms: 1000,
+                ticket: Some(0),
+            },
+            TakeReply {
+                granted: true,
+                remaining: 0,
+                wait_ms: 5,
+                reset_ms: 10,
+                ticket: Some(1_764_547_200_000_123),
+            },
+        ] {
+            assert_eq!(TakeReply::decode(reply.ints().as_slice()), Some(reply));
+        }
+        for bad in [
+            &[][..],
+            &[1, 2, 3],
+            &[1, 2, 3, 4, 5, 6],
+            &[2, 0, 0, 0],
+            &[1, -1, 0, 0],
+            &[1, 0, -5, 0],
+            &[1, 0, 0, 0, -1],
+        ] {
+            assert_eq!(TakeReply::decode(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_docs_read_as_the_syntax() {
+        assert_eq!(
+            SPEC.syntax(),
+            "key capacity rate [TOKENS tokens] [MAXWAIT maxwait] [TICKET]"
+        );
     }
 }

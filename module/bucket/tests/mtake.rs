@@ -1,6 +1,6 @@
 //! THROTTLE.MTAKE as tables of explicit instants.
 
-use throttle_bucket::{mtake, take, MOutcome, MTakeArgs, TakeArgs, MAX_KEYS};
+use throttle_bucket::{mtake, take, MOutcome, MTakeArgs, TakeArgs};
 
 const T0: i64 = 1_764_547_200_000_000_000;
 const MS: i64 = 1_000_000;
@@ -11,9 +11,8 @@ fn words(text: &str) -> Vec<&[u8]> {
 
 fn run(text: &str, stored: &[Option<i64>], now: i64) -> (MOutcome, Vec<i64>) {
     let out = mtake(&MTakeArgs::parse(&words(text)).unwrap(), stored, now);
-    let mut reply = [0; 2 + 2 * MAX_KEYS];
-    let len = out.reply(&mut reply);
-    (out, reply[..len].to_vec())
+    let reply = out.reply().as_slice().to_vec();
+    (out, reply)
 }
 
 fn states(out: &MOutcome, before: &[Option<i64>]) -> Vec<Option<i64>> {

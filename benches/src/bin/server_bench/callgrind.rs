@@ -134,8 +134,8 @@ const BREAKDOWN: &[(&str, &str)] = &[
         "in DMA or StringTruncate: copy a value that is not raw into a raw string",
     ),
     ("RM_ReplyWithLongLong ", "RM_ReplyWithLongLong (x4)"),
-    ("throttle_bucket::args::TakeArgs::parse", "TakeArgs::parse"),
-    ("throttle_bucket::gcra::take", "gcra::take"),
+    ("throttle_bucket::take::TakeArgs::parse", "TakeArgs::parse"),
+    ("throttle_bucket::take::take ", "take (the arithmetic)"),
     (
         "throttle_bucket::state::parse_state",
         "parse_state (the stored 8 bytes)",

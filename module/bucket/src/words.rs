@@ -1,0 +1,61 @@
+//! A command's words: how the arguments are read from them (the module, the tests' fake) and
+//! written to them (the client), so both sides follow one definition.
+
+use crate::error::ArgError;
+use crate::limits::MAX_WAIT_MS;
+
+/// One word of a command after its keys, as a client writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Word<'a> {
+    /// A keyword or a decimal, as text.
+    Text(&'a str),
+    /// A whole number.
+    Number(u64),
+}
+
+impl Word<'_> {
+    /// The word's bytes, for a client that sends text.
+    pub fn to_text(self) -> String {
+        match self {
+            Word::Text(text) => text.to_owned(),
+            Word::Number(n) => n.to_string(),
+        }
+    }
+}
+
+/// A non-negative decimal integer: ASCII digits only, no sign, no spaces.
+pub(crate) fn parse_u64(text: &[u8]) -> Option<u64> {
+    if text.is_empty() || !text.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    text.iter().try_fold(0u64, |acc, &d| {
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
+/// `TOKENS n` (or an MTAKE triple's tokens): 0..=capacity.
+pub(crate) fn parse_tokens(text: &[u8], capacity: u64) -> Result<u64, ArgError> {
+    parse_u64(text)
+        .filter(|n| *n <= capacity)
+        .ok_or(ArgError::Tokens { capacity })
+}
+
+/// `MAXWAIT ms`: 0..=MAX_WAIT_MS.
+pub(crate) fn parse_max_wait(text: &[u8]) -> Result<u64, ArgError> {
+    parse_u64(text)
+        .filter(|ms| *ms <= MAX_WAIT_MS)
+        .ok_or(ArgError::MaxWait)
+}
+
+/// Stores an option's value in `slot`, refusing one given twice.
+pub(crate) fn once<'a>(
+    slot: &mut Option<&'a [u8]>,
+    value: &'a [u8],
+    label: &'static str,
+) -> Result<(), ArgError> {
+    if slot.is_some() {
+        return Err(ArgError::Repeated(label));
+    }
+    *slot = Some(value);
+    Ok(())
+}
