@@ -5,6 +5,11 @@
 
 use std::fmt::Write;
 
+use demo_support::svg::{
+    bin_count, bin_of, document, nice_ceiling, nice_step, rect, text, time_axis_end,
+    vertical_label, BIN_S as BIN,
+};
+
 use crate::limit::UpstreamMode;
 use crate::theory;
 
@@ -33,7 +38,6 @@ pub struct ChartSpec {
 const WIDTH: f64 = 1040.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 240.0; // room for the legends
-const BIN: f64 = 0.1;
 /// Characters per line of a note at 13 px across the chart.
 const NOTE_CHARS: usize = 140;
 
@@ -49,8 +53,7 @@ pub fn render(spec: &ChartSpec, phases: &[PhaseSeries]) -> String {
         .flat_map(|p| p.arrivals.last().map(|a| a.0))
         .chain(phases.iter().flat_map(|p| p.pauses.iter().map(|w| w.1)))
         .fold(0.0_f64, f64::max);
-    // Whole half-seconds, at least one second, with a bin of room after the last call.
-    let t_max = (((last + BIN) / 0.5).ceil() * 0.5).max(1.0);
+    let t_max = time_axis_end(last);
 
     let bars_height = 170.0;
     let cumulative_height = 300.0;
@@ -71,21 +74,7 @@ pub fn render(spec: &ChartSpec, phases: &[PhaseSeries]) -> String {
             y += 18.0;
         }
     }
-    let height = y + 10.0;
-
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="DejaVu Sans, Arial, sans-serif">"#
-    );
-    let _ = writeln!(
-        svg,
-        r#"<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="white"/>"#
-    );
-    text(&mut svg, 20.0, 30.0, 17.0, "start", "#111", &spec.heading);
-    svg.push_str(&body);
-    svg.push_str("</svg>\n");
-    svg
+    document(WIDTH, y + 10.0, &spec.heading, 17.0, &body)
 }
 
 /// Requests per 100 ms, served stacked under refused, for one phase.
@@ -98,10 +87,10 @@ fn bars(
     t_max: f64,
     legend: bool,
 ) {
-    let bins = (t_max / BIN).round() as usize;
-    let mut counts = vec![(0u32, 0u32); bins.max(1)];
+    let bins = bin_count(t_max);
+    let mut counts = vec![(0u32, 0u32); bins];
     for &(t, served) in &phase.arrivals {
-        let bin = ((t / BIN).floor().max(0.0) as usize).min(counts.len() - 1);
+        let bin = bin_of(t, bins);
         if served {
             counts[bin].0 += 1;
         } else {
@@ -111,12 +100,7 @@ fn bars(
     let busiest = counts.iter().map(|(s, r)| s + r).max().unwrap_or(0);
     let burst = f64::from(spec.quota);
     let y_max = nice_ceiling(f64::from(busiest).max(burst) * 1.1);
-    let axes = Axes {
-        top,
-        height,
-        t_max,
-        y_max,
-    };
+    let axes = Axes::new(top, height, t_max, y_max);
     let title = if phase.subtitle.is_empty() {
         phase.title.clone()
     } else {
@@ -225,20 +209,13 @@ fn cumulative(
     let most = phases.iter().map(|p| p.arrivals.len()).max().unwrap_or(0) as f64;
     let allowed_at_end = theory::allowance(spec.quota, t_max);
     let y_max = nice_ceiling(most.max(allowed_at_end.min(most * 1.5)) * 1.05);
-    let axes = Axes {
-        top,
-        height,
-        t_max,
-        y_max,
-    };
-    axes.frame(
+    let axes = Axes::new(top, height, t_max, y_max);
+    axes.frame_over_pauses(
         out,
+        phases,
         "calls received by the upstream so far, against what it allows",
         "calls (cumulative)",
     );
-    for phase in phases {
-        pause_bands(out, &axes, &phase.pauses, false);
-    }
     let allowance = format!(
         "M{:.1},{:.1} L{:.1},{:.1}",
         axes.x(0.0),
@@ -305,20 +282,13 @@ fn trailing(
         .map(|&(_, n, _)| n)
         .fold(0.0, f64::max);
     let y_max = nice_ceiling(most.max(f64::from(spec.quota)).max(burst_second) * 1.1);
-    let axes = Axes {
-        top,
-        height,
-        t_max,
-        y_max,
-    };
-    axes.frame(
+    let axes = Axes::new(top, height, t_max, y_max);
+    axes.frame_over_pauses(
         out,
+        phases,
         "calls received by the upstream in the last second, against its window",
         "calls in the last 1 s",
     );
-    for phase in phases {
-        pause_bands(out, &axes, &phase.pauses, false);
-    }
     let limit = axes.y(f64::from(spec.quota));
     let window = format!(
         "M{:.1},{limit:.1} L{:.1},{limit:.1}",
@@ -439,6 +409,15 @@ struct Axes {
 }
 
 impl Axes {
+    fn new(top: f64, height: f64, t_max: f64, y_max: f64) -> Axes {
+        Axes {
+            top,
+            height,
+            t_max,
+            y_max,
+        }
+    }
+
     fn x(&self, t: f64) -> f64 {
         LEFT + t / self.t_max * (WIDTH - LEFT - RIGHT)
     }
@@ -502,12 +481,7 @@ impl Axes {
             right - left,
             self.height
         );
-        let (x, y) = (18.0, self.top + self.height / 2.0);
-        let _ = writeln!(
-            out,
-            r##"<text x="{x}" y="{y:.1}" font-size="11" fill="#555" text-anchor="middle" transform="rotate(-90 {x} {y:.1})">{}</text>"##,
-            escape(y_label)
-        );
+        vertical_label(out, 18.0, self.top + self.height / 2.0, y_label);
         text(
             out,
             right,
@@ -517,6 +491,21 @@ impl Axes {
             "#555",
             "time since the replicas fired",
         );
+    }
+
+    /// The last panel's frame, with every phase's pauses shaded behind the data (unlabelled:
+    /// the phases' own panels name them).
+    fn frame_over_pauses(
+        &self,
+        out: &mut String,
+        phases: &[PhaseSeries],
+        title: &str,
+        y_label: &str,
+    ) {
+        self.frame(out, title, y_label);
+        for phase in phases {
+            pause_bands(out, self, &phase.pauses, false);
+        }
     }
 
     /// A labelled horizontal reference line, if it is inside the plot.
@@ -554,13 +543,6 @@ fn clip_path(out: &mut String, axes: &Axes, d: &str, color: &str, width: f64, ex
     );
 }
 
-fn rect(out: &mut String, x: f64, y: f64, w: f64, h: f64, color: &str) {
-    let _ = writeln!(
-        out,
-        r#"<rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="{color}"/>"#
-    );
-}
-
 fn swatch(out: &mut String, x: f64, y: f64, color: &str, label: &str) {
     rect(out, x, y, 14.0, 12.0, color);
     text(out, x + 20.0, y + 10.0, 12.0, "start", "#333", label);
@@ -585,14 +567,6 @@ fn legend_line(
     text(out, x + 30.0, y + 10.0, 12.0, "start", "#333", label);
 }
 
-fn text(out: &mut String, x: f64, y: f64, size: f64, anchor: &str, color: &str, content: &str) {
-    let _ = writeln!(
-        out,
-        r#"<text x="{x:.1}" y="{y:.1}" font-size="{size}" fill="{color}" text-anchor="{anchor}">{}</text>"#,
-        escape(content)
-    );
-}
-
 /// Splits `s` into lines of at most `width` characters, at spaces.
 fn wrap(s: &str, width: usize) -> Vec<String> {
     let mut lines = vec![String::new()];
@@ -608,33 +582,6 @@ fn wrap(s: &str, width: usize) -> Vec<String> {
         }
     }
     lines
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// 1, 2 or 5 times a power of ten, at least `raw`.
-fn nice_step(raw: f64) -> f64 {
-    if raw <= 0.0 {
-        return 1.0;
-    }
-    let power = 10f64.powf(raw.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * power)
-        .find(|&step| step >= raw)
-        .unwrap_or(10.0 * power)
-        .max(1.0)
-}
-
-/// The axis top: a whole number of nice steps at or above `v`.
-fn nice_ceiling(v: f64) -> f64 {
-    let step = nice_step(v / 5.0);
-    ((v / step).ceil() * step).max(step)
 }
 
 #[cfg(test)]
@@ -707,14 +654,5 @@ mod tests {
         assert_eq!(wrap("aa bb cc", 5), ["aa bb", "cc"]);
         assert_eq!(wrap("", 5), [""]);
         assert_eq!(wrap("toolongword x", 4), ["toolongword", "x"]);
-    }
-
-    #[test]
-    fn nice_numbers() {
-        assert_eq!(nice_step(0.7), 1.0);
-        assert_eq!(nice_step(3.0), 5.0);
-        assert_eq!(nice_step(11.0), 20.0);
-        assert_eq!(nice_ceiling(44.0), 50.0);
-        assert_eq!(nice_ceiling(11.0), 15.0);
     }
 }

@@ -2,6 +2,7 @@
 //! uses to start its replicas as separate processes.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use demo_support::output::OutputArgs;
 use serde::Serialize;
 
 use crate::limit::UpstreamMode;
@@ -11,6 +12,9 @@ use crate::limit::UpstreamMode;
 /// shared redis-throttle bucket.
 #[derive(Debug, Parser)]
 #[command(name = "pix-demo", version, args_conflicts_with_subcommands = true)]
+#[command(mut_arg("chart", |chart| chart.help(
+    "Where to write the SVG timeline [default: target/pix-demo/timeline.svg]"
+)))]
 pub struct Cli {
     #[command(flatten)]
     pub run: RunArgs,
@@ -58,19 +62,21 @@ pub struct RunArgs {
     /// LOAD), or auto (the module if the server has it, else the script).
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
-    /// Where to write the SVG timeline [default: target/pix-demo/timeline.svg].
-    #[arg(long, value_name = "PATH")]
-    pub chart: Option<std::path::PathBuf>,
     /// Use this Redis server instead of starting a private one (with `--backend module` it
     /// must have the module loaded).
     #[arg(long, value_name = "URL")]
     pub redis_url: Option<String>,
-    /// Print a machine-readable summary (JSON) on stdout; the report goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub output: OutputArgs,
 }
 
 impl RunArgs {
+    /// Calls in all, across replicas.
+    pub fn total_calls(&self) -> u64 {
+        u64::from(self.replicas) * u64::from(self.calls)
+    }
+
     /// The strategy the replicas use: the one given, else reserve, except against a strict
     /// window, which refuses the default bucket's burst: there the supplier's 429 must stop
     /// the whole fleet at once, and a pause never moves a reservation already granted, so

@@ -20,6 +20,18 @@ pub enum UpstreamMode {
     Window,
 }
 
+impl UpstreamMode {
+    /// The upstream's rule in words, as the report and the log say it.
+    pub fn rule(self, quota: u32) -> String {
+        match self {
+            UpstreamMode::Bucket => {
+                format!("a burst of {quota} refilling at {quota}/s per integrator")
+            }
+            UpstreamMode::Window => format!("{quota} in any one second per integrator"),
+        }
+    }
+}
+
 /// The upstream's answer to one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {

@@ -10,7 +10,7 @@ mod chart;
 mod cli;
 mod fleet;
 mod limit;
-mod redis_server;
+mod redis_target;
 mod replica;
 mod report;
 mod scenario;
@@ -18,16 +18,21 @@ mod theory;
 mod upstream;
 mod wire;
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Parser;
+use demo_support::until_stopped::run_until_stopped;
 use redis_throttle::{Quota, Rate};
 
 use crate::chart::ChartSpec;
 use crate::cli::{Cli, Command, RunArgs};
-use crate::redis_server::RedisTarget;
+use crate::redis_target::RedisTarget;
+use crate::report::chart_series::chart_series;
+use crate::report::prose::{explanations, heading};
+use crate::report::summary::summarize;
+use crate::report::text::text;
+
+const PROGRAM: &str = "pix-demo";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -40,7 +45,7 @@ fn main() -> ExitCode {
 fn demo(args: &RunArgs) -> ExitCode {
     if args.replicas.saturating_mul(args.calls) > cli::MAX_CALLS {
         eprintln!(
-            "pix-demo: {} replicas x {} calls is more than {} calls in all: lower --replicas or --calls",
+            "{PROGRAM}: {} replicas x {} calls is more than {} calls in all: lower --replicas or --calls",
             args.replicas,
             args.calls,
             cli::MAX_CALLS
@@ -51,7 +56,7 @@ fn demo(args: &RunArgs) -> ExitCode {
     let quota = match Quota::new(args.capacity, Rate::from_f64(args.rate)) {
         Ok(quota) => quota,
         Err(err) => {
-            eprintln!("pix-demo: {err}");
+            eprintln!("{PROGRAM}: {err}");
             return ExitCode::from(2);
         }
     };
@@ -62,61 +67,21 @@ fn demo(args: &RunArgs) -> ExitCode {
     let redis = match RedisTarget::open(args.redis_url.clone(), args.backend) {
         Ok(redis) => redis,
         Err(err) => {
-            eprintln!("pix-demo: {err}");
+            eprintln!("{PROGRAM}: {err}");
             return ExitCode::FAILURE;
         }
     };
-    eprintln!("pix-demo: Redis: {}", redis.description());
-
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("pix-demo: no tokio runtime: {err}");
-            return ExitCode::FAILURE;
-        }
+    eprintln!("{PROGRAM}: Redis: {}", redis.description());
+    let outcome = match run_until_stopped(PROGRAM, scenario::run(args, redis.url(), interval)) {
+        Ok(outcome) => outcome,
+        Err(code) => return code,
     };
-    let url = redis.url().to_owned();
-    let redis_description = redis.description().to_owned();
-    let module_loaded = redis.module_loaded();
-    let result = runtime.block_on(async {
-        let signal = stop_signal();
-        tokio::pin!(signal);
-        tokio::select! {
-            biased;
-            signal = &mut signal => Err(signal),
-            outcome = scenario::run(args, &url, interval) => match outcome {
-                Ok(outcome) => Ok(Ok(outcome)),
-                // Ctrl-C in a terminal reaches the replicas too, and their end can be seen
-                // before our own signal: look for it briefly before calling it a failure.
-                Err(err) => match tokio::time::timeout(Duration::from_millis(500), &mut signal).await {
-                    Ok(signal) => Err(signal),
-                    Err(_) => Ok(Err(err)),
-                },
-            },
-        }
-    });
-    // Dropping the scenario's future killed the replicas; now the runtime, then Redis.
-    runtime.shutdown_timeout(Duration::from_secs(2));
+    let (redis_description, module_loaded) =
+        (redis.description().to_owned(), redis.module_loaded());
+    // The replicas and the mock are gone: now Redis.
     drop(redis);
 
-    let outcome = match result {
-        Ok(Ok(outcome)) => outcome,
-        Ok(Err(err)) => {
-            eprintln!("pix-demo: {err}");
-            return ExitCode::FAILURE;
-        }
-        Err((name, code)) => {
-            eprintln!("pix-demo: {name}: stopped, and stopped everything it had started");
-            return ExitCode::from(code);
-        }
-    };
-
-    let chart_path = args.chart.clone().unwrap_or_else(default_chart_path);
-    let mut summary = report::summarize(
+    let mut summary = summarize(
         args,
         &redis_description,
         module_loaded,
@@ -125,77 +90,14 @@ fn demo(args: &RunArgs) -> ExitCode {
         None,
     );
     let spec = ChartSpec {
-        heading: report::heading(args),
+        heading: heading(args),
         mode: args.upstream_mode,
         quota: args.quota,
         capacity: args.capacity,
         rate: args.rate,
-        notes: report::explanations(&summary),
+        notes: explanations(&summary),
     };
-    let svg = chart::render(&spec, &report::chart_series(&outcome, &summary));
-    match write_chart(&chart_path, &svg) {
-        Ok(()) => {
-            let shown = std::path::absolute(&chart_path).unwrap_or(chart_path);
-            summary.chart = Some(shown.display().to_string());
-        }
-        Err(err) => eprintln!("pix-demo: cannot write the chart: {err}"),
-    }
-
-    let text = report::text(&summary);
-    if args.json {
-        eprint!("{text}");
-        match serde_json::to_string_pretty(&summary) {
-            Ok(json) => println!("{json}"),
-            Err(err) => {
-                eprintln!("pix-demo: {err}");
-                return ExitCode::FAILURE;
-            }
-        }
-    } else {
-        print!("{text}");
-    }
-    ExitCode::SUCCESS
-}
-
-/// Waits for Ctrl-C, SIGTERM or SIGHUP; gives the signal's name and the exit code a shell
-/// would report for it.
-async fn stop_signal() -> (&'static str, u8) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut interrupt), Ok(mut terminate), Ok(mut hangup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        eprintln!("pix-demo: cannot watch for signals; Ctrl-C may leave the Redis server running");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = interrupt.recv() => ("interrupted", 130),
-        _ = terminate.recv() => ("terminated", 143),
-        _ = hangup.recv() => ("hung up", 129),
-    }
-}
-
-/// `target/pix-demo/timeline.svg` in the workspace's target dir: the one this binary was
-/// built into (`target/<profile>/pix-demo`), or `$CARGO_TARGET_DIR`.
-fn default_chart_path() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let exe = std::env::current_exe().ok()?;
-            let target = exe.parent()?.parent()?;
-            target
-                .join("CACHEDIR.TAG")
-                .is_file()
-                .then(|| target.to_path_buf())
-        })
-        .unwrap_or_else(|| PathBuf::from("target"));
-    target.join("pix-demo").join("timeline.svg")
-}
-
-fn write_chart(path: &Path, svg: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, svg)
+    let svg = chart::render(&spec, &chart_series(&outcome, &summary));
+    summary.chart = args.output.save_chart(PROGRAM, "timeline.svg", &svg);
+    args.output.print(PROGRAM, &text(&summary), &summary)
 }

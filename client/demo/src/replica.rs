@@ -7,20 +7,18 @@
 //! call takes a token again and is sent again, at most [`MAX_ATTEMPTS`] times in all.
 //! Phase 1 shows what happens without the limiter: one send per call, no retry.
 
-use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use demo_support::child::{self, say, FromDemo};
+use demo_support::shared_start::micros;
 use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis_throttle::{Limiter, Quota, Rate};
-use tokio::sync::oneshot;
 use tokio::time::{timeout, Instant};
 
 use crate::cli::{Phase, ReplicaArgs, MAX_ATTEMPTS};
 use crate::upstream::INTEGRATOR_HEADER;
-use crate::wire::{
-    call_id, micros, Attempt, CallRecord, PauseRecord, ReplicaMessage, ReplicaStats, Start,
-};
+use crate::wire::{call_id, Attempt, CallRecord, PauseRecord, ReplicaMessage, ReplicaStats};
 
 /// Bound on one HTTP call, connection included.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,24 +30,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_PAUSE: Duration = Duration::from_secs(1);
 
 pub fn main(args: ReplicaArgs) -> ExitCode {
-    // One thread is plenty for a few dozen calls, and leaves the other core to the rest.
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("pix-demo replica {}: no tokio runtime: {err}", args.index);
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(&args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("pix-demo replica {}: {err}", args.index);
-            ExitCode::FAILURE
-        }
-    }
+    child::run(&format!("pix-demo replica {}", args.index), run(&args))
 }
 
 async fn run(args: &ReplicaArgs) -> Result<(), String> {
@@ -65,15 +46,9 @@ async fn run(args: &ReplicaArgs) -> Result<(), String> {
         clients.push(warm_client(&args.upstream).await?);
     }
 
-    let start = read_start_from_stdin();
+    let mut from_demo = FromDemo::listen("pix-demo replica");
     say(&ReplicaMessage::Ready)?;
-    let start = match timeout(START_TIMEOUT, start).await {
-        Ok(Ok(Ok(start))) => start,
-        Ok(Ok(Err(err))) => return Err(err),
-        Ok(Err(_)) => return Err("the stdin reader stopped".to_owned()),
-        Err(_) => return Err(format!("no start instant within {START_TIMEOUT:?}")),
-    };
-    let start_at = start.local_instant();
+    let start_at = from_demo.start(START_TIMEOUT).await?;
 
     let max_wait = Duration::from_millis(args.max_wait_ms);
     let mut tasks = Vec::with_capacity(clients.len());
@@ -275,37 +250,4 @@ async fn one_call(
         }
     }
     record
-}
-
-/// Reads the start instant from stdin on a thread of its own (a blocking read cannot be
-/// cancelled, and would hold up the runtime's shutdown), then keeps reading: the demo holds
-/// our stdin open until it has our report, so end-of-file means it is gone, and so do we.
-fn read_start_from_stdin() -> oneshot::Receiver<Result<Start, String>> {
-    let (sender, receiver) = oneshot::channel();
-    std::thread::spawn(move || {
-        let mut lines = std::io::stdin().lock().lines();
-        let first = match lines.next() {
-            Some(Ok(line)) => serde_json::from_str::<Start>(&line)
-                .map_err(|e| format!("bad start line {line:?}: {e}")),
-            Some(Err(err)) => Err(format!("reading stdin: {err}")),
-            None => Err("stdin closed before the start instant".to_owned()),
-        };
-        let _ = sender.send(first);
-        for line in lines {
-            if line.is_err() {
-                break;
-            }
-        }
-        eprintln!("pix-demo replica: the demo went away; stopping");
-        std::process::exit(3);
-    });
-    receiver
-}
-
-fn say(message: &ReplicaMessage) -> Result<(), String> {
-    let line = serde_json::to_string(message).map_err(|e| e.to_string())?;
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{line}")
-        .and_then(|()| stdout.flush())
-        .map_err(|e| format!("writing to the demo: {e}"))
 }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::cli::{Phase, RunArgs, MAX_ATTEMPTS};
+use crate::cli::{Phase, RunArgs};
 use crate::fleet::{self, Plan};
 use crate::theory;
 use crate::upstream::{Arrival, Upstream};
@@ -40,7 +40,7 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
     eprintln!(
         "pix-demo: mock API on {}: {} (429 above it)",
         upstream.url(),
-        crate::report::upstream_rule(args.upstream_mode, args.quota)
+        args.upstream_mode.rule(args.quota)
     );
     // A key of its own per run: a bucket left by an earlier run (or on a shared server)
     // cannot skew this one, and it expires by itself once full again.
@@ -51,18 +51,8 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
         "pix-demo:{}-{run_id}:{INTEGRATOR}:status",
         std::process::id()
     );
-    let calls = u64::from(args.replicas) * u64::from(args.calls);
     // With the pauses the supplier's 429s ask for, on an ideal machine.
-    let ideal = theory::obey(
-        args.upstream_mode,
-        args.quota,
-        calls,
-        args.capacity,
-        interval,
-        args.strategy(),
-        MAX_ATTEMPTS,
-    )
-    .last();
+    let ideal = theory::ideal_bucket_phase(args, interval).last();
 
     let mut phases = Vec::with_capacity(2);
     for phase in [Phase::Direct, Phase::Bucket] {

@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use crate::cli::StrategyArg;
+use crate::cli::{RunArgs, StrategyArg, MAX_ATTEMPTS};
 use crate::limit::{retry_after_seconds, Allowance, UpstreamMode, Verdict};
 
 /// When each of `calls` simultaneous calls may go through a full bucket of `capacity`
@@ -58,6 +58,21 @@ impl Obeyed {
     pub fn last(&self) -> Duration {
         self.arrivals.last().map_or(Duration::ZERO, |a| a.0)
     }
+}
+
+/// The bucket phase the knobs make, on an ideal machine: [`obey`] with the knobs' quota,
+/// calls, bucket and strategy, and `interval` the bucket's time per token as the server
+/// computes it.
+pub fn ideal_bucket_phase(args: &RunArgs, interval: Duration) -> Obeyed {
+    obey(
+        args.upstream_mode,
+        args.quota,
+        args.total_calls(),
+        args.capacity,
+        interval,
+        args.strategy(),
+        MAX_ATTEMPTS,
+    )
 }
 
 /// Runs the bucket phase of `calls` simultaneous calls through a full bucket of `capacity`

@@ -4,8 +4,7 @@
 //! `Retry-After`, and it records every call's arrival for the report and the chart.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::{Path, State};
@@ -13,8 +12,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use demo_support::mock_server::{lock, LoopbackServer};
 
 use crate::limit::{retry_after_seconds, Allowance, UpstreamMode, Verdict};
 
@@ -45,10 +43,8 @@ type SharedState = Arc<Mutex<Shared>>;
 
 /// A running mock upstream on a loopback port. Dropping it stops the server.
 pub struct Upstream {
-    addr: SocketAddr,
+    server: LoopbackServer,
     shared: SharedState,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
 }
 
 impl Upstream {
@@ -66,27 +62,12 @@ impl Upstream {
             // Not limited and not recorded: replicas open their connections with it.
             .route("/health", get(|| async { "ok" }))
             .with_state(Arc::clone(&shared));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let server = axum::serve(listener, app).with_graceful_shutdown(async {
-                let _ = stopped.await;
-            });
-            if let Err(err) = server.await {
-                eprintln!("pix-demo: mock upstream stopped: {err}");
-            }
-        });
-        Ok(Upstream {
-            addr,
-            shared,
-            stop: Some(stop),
-            task,
-        })
+        let server = LoopbackServer::start(app, "pix-demo: mock upstream").await?;
+        Ok(Upstream { server, shared })
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.url()
     }
 
     /// The calls recorded since the last time, in arrival order; the log starts empty again.
@@ -105,32 +86,9 @@ impl Upstream {
     }
 
     /// Stops accepting, lets calls in flight finish (bounded), and returns.
-    pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let task = &mut self.task;
-        if tokio::time::timeout(Duration::from_secs(5), task)
-            .await
-            .is_err()
-        {
-            self.task.abort();
-        }
+    pub async fn stop(self) {
+        self.server.stop().await;
     }
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// A panic while the lock is held cannot leave the state half-written in a way that
-/// matters to a demo, so a poisoned lock is used as it is.
-fn lock(shared: &SharedState) -> MutexGuard<'_, Shared> {
-    shared
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 async fn pix_status(

@@ -1,12 +1,11 @@
-//! What the demo and its replica processes tell each other, one JSON object per line:
-//! a replica says `ready` on stdout, the demo answers with the start instant on its stdin,
-//! and the replica reports one `call` line per query when they are all done, then one `done`
-//! line with its limiter's counters.
+//! What the demo and its replica processes tell each other, one JSON object per line (the
+//! harness is `demo_support::fleet` and `demo_support::child`): a replica says `ready` on
+//! stdout, the demo answers with the start instant on its stdin, and the replica reports one
+//! `call` line per query when they are all done, then one `done` line with its limiter's
+//! counters.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
+use demo_support::fleet::ChildMessage;
 use serde::{Deserialize, Serialize};
-use tokio::time::Instant;
 
 /// Replica to demo, on the replica's stdout.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -17,6 +16,12 @@ pub enum ReplicaMessage {
     Call(CallRecord),
     /// After the last call: the limiter's own counters.
     Done(ReplicaStats),
+}
+
+impl ChildMessage for ReplicaMessage {
+    fn is_ready(&self) -> bool {
+        matches!(self, ReplicaMessage::Ready)
+    }
 }
 
 /// One replica's limiter, as it reports itself (`Limiter::metrics`) after its calls.
@@ -93,44 +98,6 @@ pub struct PauseRecord {
     pub error: Option<String>,
 }
 
-/// Demo to replica, on the replica's stdin: when to fire, as wall-clock nanoseconds since
-/// the Unix epoch. Processes on one machine share the wall clock, not their `Instant`s.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Start {
-    pub start_unix_ns: u64,
-}
-
-impl Start {
-    /// `lead` from now, and the same instant as this process's `Instant`.
-    pub fn in_(lead: Duration) -> (Start, Instant) {
-        let (now_wall, now) = (SystemTime::now(), Instant::now());
-        let wall = now_wall + lead;
-        let ns = wall
-            .duration_since(UNIX_EPOCH)
-            .expect("the clock is after 1970")
-            .as_nanos();
-        let start = Start {
-            start_unix_ns: u64::try_from(ns).expect("before the year 2554"),
-        };
-        (start, now + lead)
-    }
-
-    /// This process's `Instant` for the start (in the past if it already went by).
-    pub fn local_instant(self) -> Instant {
-        let (now_wall, now) = (SystemTime::now(), Instant::now());
-        let start = UNIX_EPOCH + Duration::from_nanos(self.start_unix_ns);
-        match start.duration_since(now_wall) {
-            Ok(ahead) => now + ahead,
-            Err(behind) => now.checked_sub(behind.duration()).unwrap_or(now),
-        }
-    }
-}
-
-/// Microseconds as a u64, saturating (a demo never runs for 584 000 years).
-pub fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,17 +147,5 @@ mod tests {
         assert_eq!(replica_of(&call_id(7, 399)), Some(7));
         assert_eq!(replica_of("X01"), None);
         assert_eq!(replica_of("E"), None);
-    }
-
-    #[test]
-    fn the_start_instant_survives_the_trip_through_the_wall_clock() {
-        let (start, here) = Start::in_(Duration::from_millis(300));
-        let there = start.local_instant();
-        let gap = if there > here {
-            there - here
-        } else {
-            here - there
-        };
-        assert!(gap < Duration::from_millis(5), "{gap:?}");
     }
 }

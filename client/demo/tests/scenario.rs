@@ -2,81 +2,16 @@
 //! module must be built: `cargo build -p redis-throttle-module`), the mock API, and the
 //! replicas as separate processes, through the `pix-demo` binary and its `--json` summary.
 //!
-//! The runs take turns: the full-size one times the bucket to the millisecond, and two
-//! cores shared with parallel runs would make that a test of the scheduler.
+//! The runs take turns (`turn`): the full-size one times the bucket to the millisecond, and
+//! two cores shared with parallel runs would make that a test of the scheduler.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use demo_support::demo_binary;
+use demo_support::scenario_tests::{assert_everything_stopped, between, int, secs, turn, Demo};
 use serde_json::Value;
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn turn() -> MutexGuard<'static, ()> {
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn chart_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("pix-demo-{name}.svg"))
-}
-
-fn demo(name: &str, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_pix-demo"));
-    command
-        .arg("--json")
-        .arg("--chart")
-        .arg(chart_path(name))
-        .args(args);
-    command
-}
-
-/// Runs the demo to the end and returns its JSON summary.
-fn run(name: &str, args: &[&str]) -> Value {
-    let output = output_within(demo(name, args), Duration::from_secs(120));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "pix-demo {args:?} failed ({}):\n{stderr}",
-        output.status
-    );
-    let summary: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "pix-demo printed no JSON ({e}):\n{}\n{stderr}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    });
-    // The human report goes to stderr in --json mode; shown when a test fails.
-    eprintln!("{stderr}");
-    summary
-}
-
-/// `command.output()`, but killed if it has not finished in `limit`.
-fn output_within(mut command: Command, limit: Duration) -> Output {
-    let child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start pix-demo");
-    let pid = child.id();
-    let (done, finished) = mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        let output = child.wait_with_output();
-        let _ = done.send(());
-        output
-    });
-    if finished.recv_timeout(limit).is_err() {
-        signal(pid, "KILL");
-        panic!("pix-demo did not finish within {limit:?}");
-    }
-    waiter.join().unwrap().expect("wait for pix-demo")
-}
+const PIX_DEMO: Demo = demo_binary!("pix-demo", Duration::from_secs(120));
 
 fn phase<'a>(summary: &'a Value, name: &str) -> &'a Value {
     summary["phases"]
@@ -87,22 +22,10 @@ fn phase<'a>(summary: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no phase {name} in {summary}"))
 }
 
-fn int(value: &Value) -> u64 {
-    value
-        .as_u64()
-        .unwrap_or_else(|| panic!("{value} is not a count"))
-}
-
-fn secs(value: &Value) -> f64 {
-    value
-        .as_f64()
-        .unwrap_or_else(|| panic!("{value} is not a number"))
-}
-
 #[test]
 fn full_size_direct_is_refused_and_the_bucket_is_served_on_time() {
     let _turn = turn();
-    let summary = run("full-size", &[]);
+    let summary = PIX_DEMO.run("full-size", &[]);
     assert_eq!(int(&summary["calls"]), 40);
 
     let direct = phase(&summary, "direct");
@@ -115,11 +38,11 @@ fn full_size_direct_is_refused_and_the_bucket_is_served_on_time() {
     assert_eq!(summary["backend"], "module", "{summary}");
     assert_eq!(bucket["backend"], "module", "{bucket}");
 
-    let chart = std::fs::read_to_string(chart_path("full-size")).expect("the chart");
+    let chart = std::fs::read_to_string(PIX_DEMO.chart_path("full-size")).expect("the chart");
     assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"));
     assert_eq!(
         summary["chart"],
-        chart_path("full-size").display().to_string()
+        PIX_DEMO.chart_path("full-size").display().to_string()
     );
 }
 
@@ -178,7 +101,7 @@ fn assert_served_on_time(bucket: &Value) {
 #[test]
 fn the_script_backend_on_a_server_without_the_module_gives_the_same_table() {
     let _turn = turn();
-    let summary = run("script", &["--backend", "script"]);
+    let summary = PIX_DEMO.run("script", &["--backend", "script"]);
     // The private server was started without --loadmodule: THROTTLE.TAKE is an unknown
     // command there, as on a managed Redis that refuses MODULE LOAD.
     assert_eq!(summary["module_loaded"], false, "{summary}");
@@ -242,7 +165,7 @@ fn assert_direct_is_refused_as_the_arrivals_allow(direct: &Value, upstream: Upst
 #[test]
 fn a_strict_window_refuses_the_default_bucket_and_says_what_fits() {
     let _turn = turn();
-    let summary = run("window", &["--upstream-mode", "window"]);
+    let summary = PIX_DEMO.run("window", &["--upstream-mode", "window"]);
     let direct = phase(&summary, "direct");
     assert_direct_is_refused_as_the_arrivals_allow(direct, Upstream::Window);
     let bucket = phase(&summary, "bucket");
@@ -300,7 +223,7 @@ fn arrivals(phase: &Value) -> Vec<Arrival> {
 #[test]
 fn a_429_pauses_the_whole_fleet_and_every_call_is_served_in_the_end() {
     let _turn = turn();
-    let summary = run("window-pause", &["--upstream-mode", "window"]);
+    let summary = PIX_DEMO.run("window-pause", &["--upstream-mode", "window"]);
     // Against a window the replicas poll unless told otherwise: a pause holds back every
     // call that has not sent yet, and a polling call holds no slot while it waits.
     assert_eq!(summary["strategy"], "poll", "{summary}");
@@ -425,7 +348,7 @@ fn a_429_pauses_the_whole_fleet_and_every_call_is_served_in_the_end() {
     );
     assert!(secs(&bucket["total_s"]) >= ideal - CLOCKS_S, "{bucket}");
     // The chart marks the pause.
-    let chart = std::fs::read_to_string(chart_path("window-pause")).expect("the chart");
+    let chart = std::fs::read_to_string(PIX_DEMO.chart_path("window-pause")).expect("the chart");
     assert!(
         chart.contains("fleet paused (Retry-After)") && chart.contains("paused "),
         "no pause on the chart"
@@ -435,7 +358,7 @@ fn a_429_pauses_the_whole_fleet_and_every_call_is_served_in_the_end() {
 #[test]
 fn reservations_keep_their_slots_through_a_pause() {
     let _turn = turn();
-    let summary = run(
+    let summary = PIX_DEMO.run(
         "window-reserve",
         &[
             "--upstream-mode",
@@ -480,7 +403,7 @@ fn reservations_keep_their_slots_through_a_pause() {
 #[test]
 fn a_strict_window_serves_a_bucket_within_its_quota() {
     let _turn = turn();
-    let summary = run(
+    let summary = PIX_DEMO.run(
         "window-fits",
         &[
             "--upstream-mode",
@@ -505,7 +428,7 @@ fn a_strict_window_serves_a_bucket_within_its_quota() {
 #[test]
 fn polling_keeps_under_the_quota_too() {
     let _turn = turn();
-    let summary = run("poll", &["--strategy", "poll", "--calls", "10"]);
+    let summary = PIX_DEMO.run("poll", &["--strategy", "poll", "--calls", "10"]);
     let bucket = phase(&summary, "bucket");
     assert_eq!(
         (int(&bucket["served"]), int(&bucket["refused"])),
@@ -522,8 +445,8 @@ fn polling_keeps_under_the_quota_too() {
 #[test]
 fn an_unreachable_redis_is_a_clear_error() {
     let _turn = turn();
-    let output = output_within(
-        demo("unreachable", &["--redis-url", "redis://127.0.0.1:1"]),
+    let output = PIX_DEMO.output_within(
+        PIX_DEMO.command("unreachable", &["--redis-url", "redis://127.0.0.1:1"]),
         Duration::from_secs(30),
     );
     assert!(!output.status.success());
@@ -537,129 +460,21 @@ fn an_unreachable_redis_is_a_clear_error() {
 #[test]
 fn ctrl_c_stops_redis_and_the_replicas() {
     let _turn = turn();
-    let (mut child, lines) = start_watched("ctrl-c");
-    let seen = wait_for(&lines, "phase 2");
-    signal(child.id(), "INT");
-    let status = wait_exit(&mut child, Duration::from_secs(20));
+    let (status, seen) = PIX_DEMO.signal_midway("ctrl-c", &[], "phase 2", "INT");
     assert_eq!(status.code(), Some(130), "{seen}");
-    assert_everything_stopped(&seen);
+    assert_replicas_and_redis_stopped(&seen);
 }
 
 #[test]
 fn even_a_kill_leaves_nothing_running() {
     let _turn = turn();
-    let (mut child, lines) = start_watched("kill");
-    let seen = wait_for(&lines, "phase 2");
-    signal(child.id(), "KILL");
-    wait_exit(&mut child, Duration::from_secs(20));
-    assert_everything_stopped(&seen);
+    let (_, seen) = PIX_DEMO.signal_midway("kill", &[], "phase 2", "KILL");
+    assert_replicas_and_redis_stopped(&seen);
 }
 
-/// Starts the demo with its stderr lines coming through a channel.
-fn start_watched(name: &str) -> (Child, mpsc::Receiver<String>) {
-    let mut child = demo(name, &[])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start pix-demo");
-    let stderr = child.stderr.take().unwrap();
-    let (send, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if send.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (child, lines)
-}
-
-/// Everything printed until a line containing `needle` (bounded).
-fn wait_for(lines: &mpsc::Receiver<String>, needle: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut seen = String::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(left) {
-            Ok(line) => {
-                seen.push_str(&line);
-                seen.push('\n');
-                if line.contains(needle) {
-                    return seen;
-                }
-            }
-            Err(_) => panic!("no {needle:?} within 60 s:\n{seen}"),
-        }
-    }
-}
-
-fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait for pix-demo") {
-            return status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            panic!("pix-demo did not stop within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The private Redis no longer answers, and no replica of this run is left.
-fn assert_everything_stopped(seen: &str) {
-    let redis = between(seen, "on redis://", ",");
+/// The private Redis no longer answers, and no replica of this run is left (a replica's
+/// command line names the mock API).
+fn assert_replicas_and_redis_stopped(seen: &str) {
     let upstream = between(seen, "mock API on ", ": ");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let redis_up = TcpStream::connect(redis).is_ok();
-        let replicas = processes_with(upstream);
-        if !redis_up && replicas.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still running 10 s later: redis at {redis} {}, replicas {replicas:?}\n{seen}",
-            if redis_up { "answers" } else { "is gone" }
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn between<'a>(text: &'a str, before: &str, after: &str) -> &'a str {
-    let start = text
-        .find(before)
-        .unwrap_or_else(|| panic!("no {before:?} in:\n{text}"))
-        + before.len();
-    let rest = &text[start..];
-    &rest[..rest.find(after).unwrap_or(rest.len())]
-}
-
-/// Pids of live processes whose command line mentions `needle`.
-fn processes_with(needle: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = state
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-            !zombie && String::from_utf8_lossy(&cmdline).contains(needle)
-        })
-        .collect()
-}
-
-fn signal(pid: u32, name: &str) {
-    let status = Command::new("kill")
-        .arg(format!("-{name}"))
-        .arg(pid.to_string())
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill -{name} {pid}");
+    assert_everything_stopped(seen, "replicas", upstream);
 }

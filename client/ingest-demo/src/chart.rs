@@ -3,6 +3,10 @@
 
 use std::fmt::Write;
 
+use demo_support::svg::{
+    bin_count, bin_of, document, nice_ceiling, text, time_axis_end, vertical_label, BIN_S as BIN,
+};
+
 use crate::db::Verdict;
 use crate::phases::Point;
 
@@ -16,7 +20,6 @@ pub struct Panel {
 const WIDTH: f64 = 1000.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 190.0;
-const BIN: f64 = 0.1;
 const HEIGHT: f64 = 200.0;
 
 const STORED: &str = "#2e9d5b";
@@ -31,34 +34,21 @@ pub fn render(heading: &str, per_bin_quota: f64, panels: &[Panel]) -> String {
         .flat_map(|p| p.points.iter().map(|pt| pt.t))
         .fold(0.0_f64, f64::max);
     // A common time axis, so the phases compare at a glance.
-    let t_max = ((last + BIN) / 0.5).ceil().max(2.0) * 0.5;
+    let t_max = time_axis_end(last);
     let mut body = String::new();
     let mut y = 60.0;
     for (i, panel) in panels.iter().enumerate() {
         draw(&mut body, panel, y, t_max, per_bin_quota, i == 0);
         y += HEIGHT + 70.0;
     }
-    let height = y;
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="DejaVu Sans, Arial, sans-serif">"#
-    );
-    let _ = writeln!(
-        svg,
-        r#"<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="white"/>"#
-    );
-    text(&mut svg, 20.0, 30.0, 16.0, "start", "#111", heading);
-    svg.push_str(&body);
-    svg.push_str("</svg>\n");
-    svg
+    document(WIDTH, y, heading, 16.0, &body)
 }
 
 fn draw(out: &mut String, panel: &Panel, top: f64, t_max: f64, quota: f64, legend: bool) {
-    let bins = ((t_max / BIN).round() as usize).max(1);
+    let bins = bin_count(t_max);
     let mut counts = vec![[0u32; 3]; bins];
     for p in &panel.points {
-        let bin = ((p.t / BIN).floor().max(0.0) as usize).min(bins - 1);
+        let bin = bin_of(p.t, bins);
         let slot = match p.verdict {
             Verdict::Stored => 0,
             Verdict::Duplicate => 1,
@@ -116,12 +106,7 @@ fn draw(out: &mut String, panel: &Panel, top: f64, t_max: f64, quota: f64, legen
             &format!("{v:.0}"),
         );
     }
-    let _ = writeln!(
-        out,
-        r##"<text x="18" y="{:.1}" font-size="11" fill="#555" transform="rotate(-90 18 {:.1})" text-anchor="middle">writes per 100 ms</text>"##,
-        top + HEIGHT / 2.0,
-        top + HEIGHT / 2.0
-    );
+    vertical_label(out, 18.0, top + HEIGHT / 2.0, "writes per 100 ms");
     let w = (x(BIN) - x(0.0) - 1.0).max(0.5);
     for (i, c) in counts.iter().enumerate() {
         let mut level = 0.0;
@@ -183,29 +168,6 @@ fn draw(out: &mut String, panel: &Panel, top: f64, t_max: f64, quota: f64, legen
     }
 }
 
-fn text(out: &mut String, x: f64, y: f64, size: f64, anchor: &str, color: &str, content: &str) {
-    let escaped = content
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;");
-    let _ = writeln!(
-        out,
-        r#"<text x="{x:.1}" y="{y:.1}" font-size="{size}" fill="{color}" text-anchor="{anchor}">{escaped}</text>"#
-    );
-}
-
-/// 1, 2 or 5 times a power of ten, at least `v / 5`, times five.
-fn nice_ceiling(v: f64) -> f64 {
-    let raw = (v / 5.0).max(1.0);
-    let power = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * power)
-        .find(|s| *s >= raw)
-        .unwrap_or(10.0 * power);
-    (v / step).ceil() * step
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,7 +201,5 @@ mod tests {
         assert!(svg.contains("a &lt;test&gt; &amp; co"));
         assert!(svg.contains(STORED) && svg.contains(REFUSED) && svg.contains(DUPLICATE));
         assert!(svg.contains("quota: 200 per 100 ms"));
-        assert_eq!(nice_ceiling(220.0), 250.0);
-        assert_eq!(nice_ceiling(2_200.0), 2_500.0);
     }
 }

@@ -2,6 +2,7 @@
 //! worker processes with.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use demo_support::output::OutputArgs;
 use serde::Serialize;
 use throttle_testkit::Flavor;
 
@@ -12,6 +13,9 @@ use throttle_testkit::Flavor;
 /// worker mid-run.
 #[derive(Debug, Parser)]
 #[command(name = "ingest-demo", version, args_conflicts_with_subcommands = true)]
+#[command(mut_arg("chart", |chart| chart.help(
+    "Where to write the SVG chart [default: target/ingest-demo/flow.svg]"
+)))]
 pub struct Cli {
     #[command(flatten)]
     pub run: RunArgs,
@@ -55,12 +59,9 @@ pub struct RunArgs {
     /// Which server to start privately [default: Redis 7.0, else the first one installed].
     #[arg(long, value_enum)]
     pub server: Option<ServerArg>,
-    /// Where to write the SVG chart [default: target/ingest-demo/flow.svg].
-    #[arg(long, value_name = "PATH")]
-    pub chart: Option<std::path::PathBuf>,
-    /// Print a machine-readable summary (JSON) on stdout; the report goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub output: OutputArgs,
 }
 
 impl RunArgs {

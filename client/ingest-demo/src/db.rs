@@ -5,8 +5,7 @@
 //! nothing the callers say about time or their limiter, and logs every write it saw.
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::{Path, State};
@@ -14,8 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::Router;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use demo_support::mock_server::{lock, LoopbackServer};
 
 /// What one write costs, in request units.
 pub const RU_PER_WRITE: u64 = 10;
@@ -106,10 +104,8 @@ type SharedState = Arc<Mutex<Shared>>;
 
 /// A running mock database on a loopback port. Dropping it stops the server.
 pub struct Database {
-    addr: SocketAddr,
+    server: LoopbackServer,
     shared: SharedState,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
 }
 
 impl Database {
@@ -127,27 +123,12 @@ impl Database {
             // Free and not logged: workers open their connections with it.
             .route("/health", get(|| async { "ok" }))
             .with_state(Arc::clone(&shared));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let server = axum::serve(listener, app).with_graceful_shutdown(async {
-                let _ = stopped.await;
-            });
-            if let Err(err) = server.await {
-                eprintln!("ingest-demo: mock database stopped: {err}");
-            }
-        });
-        Ok(Database {
-            addr,
-            shared,
-            stop: Some(stop),
-            task,
-        })
+        let server = LoopbackServer::start(app, "ingest-demo: mock database").await?;
+        Ok(Database { server, shared })
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.url()
     }
 
     /// The writes seen since the last call, in arrival order; the log starts empty again.
@@ -172,31 +153,9 @@ impl Database {
     }
 
     /// Stops accepting, lets writes in flight finish (bounded), and returns.
-    pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if tokio::time::timeout(Duration::from_secs(5), &mut self.task)
-            .await
-            .is_err()
-        {
-            self.task.abort();
-        }
+    pub async fn stop(self) {
+        self.server.stop().await;
     }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// A panic under the lock cannot leave the state half-written in a way that matters to a
-/// demo, so a poisoned lock is used as it is.
-fn lock(shared: &SharedState) -> MutexGuard<'_, Shared> {
-    shared
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 async fn write(

@@ -16,23 +16,27 @@
 mod chart;
 mod cli;
 mod db;
-mod fleet;
 mod phases;
-mod redis_server;
 mod report;
 mod wire;
 mod worker;
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Parser;
+use demo_support::redis_server::PrivateRedis;
+use demo_support::until_stopped::run_until_stopped;
 
-use crate::cli::{Cli, Command, RunArgs};
+use crate::cli::{Cli, Command, RunArgs, ServerArg};
 use crate::db::{Database, RU_PER_WRITE};
-use crate::phases::{BacklogSummary, Env, RetrySummary, CAPACITY_RU, RATE_RU};
+use crate::phases::backlog::{backlog_phase, BacklogSummary};
+use crate::phases::retry::{retry_phase, RetrySummary};
+use crate::phases::{Env, CAPACITY_RU, RATE_RU};
 use crate::report::Summary;
+
+const PROGRAM: &str = "ingest-demo";
+/// The script that builds the module and installs the server, for the errors.
+const RUN_SH: &str = "client/ingest-demo/run.sh";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -53,48 +57,21 @@ struct Phases {
 fn demo(args: &RunArgs) -> ExitCode {
     // Started on the main thread, which lives as long as the process: the server's
     // parent-death signal follows the thread that started it.
-    let redis = match redis_server::start(args.server.map(|s| s.flavor())) {
+    let redis = match PrivateRedis::start(args.server.map(ServerArg::flavor), true, RUN_SH) {
         Ok(redis) => redis,
         Err(err) => {
-            eprintln!("ingest-demo: {err}");
+            eprintln!("{PROGRAM}: {err}");
             return ExitCode::FAILURE;
         }
     };
-    eprintln!("ingest-demo: Redis: {}", redis.description);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("ingest-demo: no tokio runtime: {err}");
-            return ExitCode::FAILURE;
-        }
+    eprintln!("{PROGRAM}: Redis: {}", redis.description());
+    let phases = match run_until_stopped(PROGRAM, scenario(args, redis.url())) {
+        Ok(phases) => phases,
+        Err(code) => return code,
     };
-    let result = runtime.block_on(async {
-        tokio::select! {
-            biased;
-            signal = stop_signal() => Err(signal),
-            outcome = scenario(args, &redis.url) => Ok(outcome),
-        }
-    });
-    // Dropping the scenario killed the workers; now the runtime (and the database), then Redis.
-    runtime.shutdown_timeout(Duration::from_secs(2));
-    let redis_description = redis.description.clone();
+    let redis_description = redis.description().to_owned();
+    // The workers and the database are gone: now Redis.
     drop(redis);
-
-    let phases = match result {
-        Ok(Ok(phases)) => phases,
-        Ok(Err(err)) => {
-            eprintln!("ingest-demo: {err}");
-            return ExitCode::FAILURE;
-        }
-        Err((name, code)) => {
-            eprintln!("ingest-demo: {name}: stopped, and stopped everything it had started");
-            return ExitCode::from(code);
-        }
-    };
 
     let mut summary = Summary {
         redis: redis_description,
@@ -108,28 +85,11 @@ fn demo(args: &RunArgs) -> ExitCode {
         kill: phases.kill,
         chart: None,
     };
-    let chart_path = args.chart.clone().unwrap_or_else(default_chart_path);
-    match write_chart(&chart_path, &render_chart(&summary)) {
-        Ok(()) => {
-            let shown = std::path::absolute(&chart_path).unwrap_or(chart_path);
-            summary.chart = Some(shown.display().to_string());
-        }
-        Err(err) => eprintln!("ingest-demo: cannot write the chart: {err}"),
-    }
-    let text = report::text(&summary);
-    if args.json {
-        eprint!("{text}");
-        match serde_json::to_string_pretty(&summary) {
-            Ok(json) => println!("{json}"),
-            Err(err) => {
-                eprintln!("ingest-demo: {err}");
-                return ExitCode::FAILURE;
-            }
-        }
-    } else {
-        print!("{text}");
-    }
-    ExitCode::SUCCESS
+    summary.chart = args
+        .output
+        .save_chart(PROGRAM, "flow.svg", &render_chart(&summary));
+    args.output
+        .print(PROGRAM, &report::text(&summary), &summary)
 }
 
 async fn scenario(args: &RunArgs, redis_url: &str) -> Result<Phases, String> {
@@ -143,17 +103,17 @@ async fn scenario(args: &RunArgs, redis_url: &str) -> Result<Phases, String> {
     );
     let env = Env::new(args, redis_url, &db);
     let retry = if args.runs(1) {
-        Some(phases::retry_phase(&env).await?)
+        Some(retry_phase(&env).await?)
     } else {
         None
     };
     let backlog = if args.runs(2) {
-        Some(phases::backlog_phase(&env, false).await?)
+        Some(backlog_phase(&env, false).await?)
     } else {
         None
     };
     let kill = if args.runs(3) {
-        Some(phases::backlog_phase(&env, true).await?)
+        Some(backlog_phase(&env, true).await?)
     } else {
         None
     };
@@ -201,49 +161,4 @@ fn render_chart(summary: &Summary) -> String {
         per_bin,
         &panels,
     )
-}
-
-/// Waits for Ctrl-C, SIGTERM or SIGHUP; gives the signal's name and the exit code a shell
-/// would report for it.
-async fn stop_signal() -> (&'static str, u8) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut interrupt), Ok(mut terminate), Ok(mut hangup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        eprintln!(
-            "ingest-demo: cannot watch for signals; Ctrl-C may leave the Redis server running"
-        );
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = interrupt.recv() => ("interrupted", 130),
-        _ = terminate.recv() => ("terminated", 143),
-        _ = hangup.recv() => ("hung up", 129),
-    }
-}
-
-/// `target/ingest-demo/flow.svg` in the target dir this binary was built into, or
-/// `$CARGO_TARGET_DIR`.
-fn default_chart_path() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let exe = std::env::current_exe().ok()?;
-            let target = exe.parent()?.parent()?;
-            target
-                .join("CACHEDIR.TAG")
-                .is_file()
-                .then(|| target.to_path_buf())
-        })
-        .unwrap_or_else(|| PathBuf::from("target"));
-    target.join("ingest-demo").join("flow.svg")
-}
-
-fn write_chart(path: &Path, svg: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, svg)
 }

@@ -4,7 +4,9 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::phases::{BacklogSummary, RetrySummary, CAPACITY_RU, RATE_RU};
+use crate::phases::backlog::BacklogSummary;
+use crate::phases::retry::RetrySummary;
+use crate::phases::{CAPACITY_RU, RATE_RU};
 
 #[derive(Debug, Serialize)]
 pub struct Summary {

@@ -1,11 +1,10 @@
-//! What the demo and its worker processes tell each other, one JSON object per line: a
-//! worker says `ready` on stdout; the demo sends `start` (and, to a backlog worker, `stop`)
-//! on its stdin; the worker answers with its `report` and exits.
+//! What the demo and its worker processes tell each other, one JSON object per line (the
+//! harness is `demo_support::fleet` and `demo_support::child`): a worker says `ready` on
+//! stdout; the demo sends the start instant on its stdin (and, to a backlog worker, `stop`
+//! later); the worker answers with its `report` and exits.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
+use demo_support::fleet::ChildMessage;
 use serde::{Deserialize, Serialize};
-use tokio::time::Instant;
 
 /// Worker to demo.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -15,13 +14,16 @@ pub enum WorkerMessage {
     Report(WorkerReport),
 }
 
-/// Demo to worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+impl ChildMessage for WorkerMessage {
+    fn is_ready(&self) -> bool {
+        matches!(self, WorkerMessage::Ready)
+    }
+}
+
+/// Demo to worker, after the start instant. Any line then stops a backlog worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum DemoMessage {
-    /// Go at this wall-clock instant (ns since the Unix epoch: processes on one machine
-    /// share the wall clock, not their `Instant`s).
-    Start { start_unix_ns: u64 },
     /// Stop gracefully (backlog workers) and report.
     Stop,
 }
@@ -51,31 +53,6 @@ pub struct WorkerReport {
     pub max_wait_us: u64,
 }
 
-/// `lead` from now, as a message and as this process's `Instant`.
-pub fn start_in(lead: Duration) -> (DemoMessage, Instant) {
-    let (now_wall, now) = (SystemTime::now(), Instant::now());
-    let ns = (now_wall + lead)
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let start_unix_ns = u64::try_from(ns).unwrap_or(u64::MAX);
-    (DemoMessage::Start { start_unix_ns }, now + lead)
-}
-
-/// This process's `Instant` for a wall-clock start (in the past if it already went by).
-pub fn local_instant(start_unix_ns: u64) -> Instant {
-    let (now_wall, now) = (SystemTime::now(), Instant::now());
-    let start = UNIX_EPOCH + Duration::from_nanos(start_unix_ns);
-    match start.duration_since(now_wall) {
-        Ok(ahead) => now + ahead,
-        Err(behind) => now.checked_sub(behind.duration()).unwrap_or(now),
-    }
-}
-
-/// Microseconds as a u64, saturating.
-pub fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,20 +77,5 @@ mod tests {
             serde_json::from_str::<WorkerMessage>(&line).unwrap(),
             report
         );
-    }
-
-    #[test]
-    fn the_start_survives_the_trip_through_the_wall_clock() {
-        let (DemoMessage::Start { start_unix_ns }, here) = start_in(Duration::from_millis(300))
-        else {
-            unreachable!()
-        };
-        let there = local_instant(start_unix_ns);
-        let gap = if there > here {
-            there - here
-        } else {
-            here - there
-        };
-        assert!(gap < Duration::from_millis(5), "{gap:?}");
     }
 }

@@ -6,21 +6,22 @@
 //! - Phases 2 and 3 (`backlog-worker`): one backlog [`Worker`] loop per stream, every record's
 //!   cost taken from the one shared bucket, until the demo says stop (or is gone).
 
-use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
+use demo_support::child::{self, say, FromDemo};
+use demo_support::shared_start::micros;
 use redis_throttle::backlog::{Backlog, Outcome, Record, Worker, WorkerOptions};
 use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis_throttle::{Limiter, Quota};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::time::{timeout, Instant};
 
 use crate::cli::{BacklogWorkerArgs, RetryWorkerArgs};
 use crate::db::{ATTEMPT_HEADER, RETRY_AFTER_MS_HEADER};
-use crate::wire::{local_instant, micros, DemoMessage, WorkerMessage, WorkerReport};
+use crate::wire::{WorkerMessage, WorkerReport};
 
 /// Bound on one HTTP write, connection included.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -36,34 +37,16 @@ const RETRY_RUN_LIMIT: Duration = Duration::from_secs(120);
 const BACKLOG_RUN_LIMIT: Duration = Duration::from_secs(300);
 
 pub fn retry_main(args: RetryWorkerArgs) -> ExitCode {
-    let index = args.index;
-    main_with(index, retry_run(args))
+    child::run(&who(args.index), retry_run(args))
 }
 
 pub fn backlog_main(args: BacklogWorkerArgs) -> ExitCode {
-    let index = args.index;
-    main_with(index, backlog_run(args))
+    child::run(&who(args.index), backlog_run(args))
 }
 
-fn main_with(index: u32, work: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
-    // One thread per worker process leaves the cores to the database and Redis.
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("ingest-demo worker {index}: no tokio runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(work) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("ingest-demo worker {index}: {err}");
-            ExitCode::FAILURE
-        }
-    }
+/// How a worker names itself on stderr.
+fn who(index: u32) -> String {
+    format!("ingest-demo worker {index}")
 }
 
 #[derive(Default)]
@@ -203,9 +186,9 @@ async fn retry_run(args: RetryWorkerArgs) -> Result<(), String> {
     let connections = args.connections.max(1);
     let client = http_client(connections)?;
     warm(&client, &db, connections).await?;
-    let mut control = control_messages();
+    let mut from_demo = FromDemo::listen("ingest-demo worker");
     say(&WorkerMessage::Ready)?;
-    let start = wait_start(&mut control).await?;
+    let start = from_demo.start(START_TIMEOUT).await?;
     tokio::time::sleep_until(start).await;
 
     let counts = Arc::new(Counts::default());
@@ -310,9 +293,9 @@ async fn backlog_run(args: BacklogWorkerArgs) -> Result<(), String> {
     let client = http_client(workers.len())?;
     warm(&client, &db, workers.len()).await?;
 
-    let mut control = control_messages();
+    let mut from_demo = FromDemo::listen("ingest-demo worker");
     say(&WorkerMessage::Ready)?;
-    let start = wait_start(&mut control).await?;
+    let start = from_demo.start(START_TIMEOUT).await?;
     tokio::time::sleep_until(start).await;
 
     let counts = Arc::new(Counts::default());
@@ -353,7 +336,7 @@ async fn backlog_run(args: BacklogWorkerArgs) -> Result<(), String> {
     let metrics = tokio::select! {
         metrics = &mut all => metrics,
         _ = async {
-            let _ = timeout(BACKLOG_RUN_LIMIT, control.recv()).await;
+            let _ = timeout(BACKLOG_RUN_LIMIT, from_demo.next_line()).await;
         } => {
             stops.iter().for_each(|s| s.stop());
             timeout(Duration::from_secs(30), &mut all)
@@ -396,43 +379,6 @@ async fn futures_join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Out
     })
     .await;
     outputs.into_iter().flatten().collect()
-}
-
-async fn wait_start(control: &mut mpsc::UnboundedReceiver<DemoMessage>) -> Result<Instant, String> {
-    match timeout(START_TIMEOUT, control.recv()).await {
-        Ok(Some(DemoMessage::Start { start_unix_ns })) => Ok(local_instant(start_unix_ns)),
-        Ok(Some(other)) => Err(format!("expected the start, got {other:?}")),
-        Ok(None) => Err("the demo went away before the start".to_owned()),
-        Err(_) => Err(format!("no start within {START_TIMEOUT:?}")),
-    }
-}
-
-/// The demo's messages, read from stdin on a thread of its own (a blocking read cannot be
-/// cancelled). End of file means the demo is gone: so are we, at once.
-fn control_messages() -> mpsc::UnboundedReceiver<DemoMessage> {
-    let (sender, receiver) = mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            match serde_json::from_str::<DemoMessage>(&line) {
-                Ok(message) => {
-                    let _ = sender.send(message);
-                }
-                Err(err) => eprintln!("ingest-demo worker: bad line {line:?}: {err}"),
-            }
-        }
-        eprintln!("ingest-demo worker: the demo went away; stopping");
-        std::process::exit(3);
-    });
-    receiver
-}
-
-fn say(message: &WorkerMessage) -> Result<(), String> {
-    let line = serde_json::to_string(message).map_err(|e| e.to_string())?;
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{line}")
-        .and_then(|()| stdout.flush())
-        .map_err(|e| format!("writing to the demo: {e}"))
 }
 
 #[cfg(test)]

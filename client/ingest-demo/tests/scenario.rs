@@ -8,20 +8,17 @@
 //! bounded by what was measured: how the retried writes spread out, when the last tokens
 //! were granted, how long a write took.
 //!
-//! The runs take turns: each one times a bucket to the millisecond, and two cores shared
-//! with parallel runs would make that a test of the scheduler.
+//! The runs take turns (`turn`): each one times a bucket to the millisecond, and two cores
+//! shared with parallel runs would make that a test of the scheduler.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
+use demo_support::demo_binary;
+use demo_support::scenario_tests::{assert_everything_stopped, between, int, secs, turn, Demo};
 use serde_json::Value;
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+const INGEST_DEMO: Demo = demo_binary!("ingest-demo", Duration::from_secs(300));
 
 /// The database's burst and rate, and a write's cost.
 const CAPACITY_RU: u64 = 20_000;
@@ -31,83 +28,10 @@ const RECORDS: u64 = 10_000;
 /// The default margin: the shared bucket's burst is 19 800 RU.
 const MARGIN_RU: u64 = 200;
 
-fn turn() -> MutexGuard<'static, ()> {
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn chart_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ingest-demo-{name}.svg"))
-}
-
-fn demo(name: &str, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ingest-demo"));
-    command
-        .arg("--json")
-        .arg("--chart")
-        .arg(chart_path(name))
-        .args(args);
-    command
-}
-
-/// Runs the demo to the end and returns its JSON summary.
-fn run(name: &str, args: &[&str]) -> Value {
-    let output = output_within(demo(name, args), Duration::from_secs(300));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "ingest-demo {args:?} failed ({}):\n{stderr}",
-        output.status
-    );
-    let summary: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "ingest-demo printed no JSON ({e}):\n{}\n{stderr}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    });
-    // The tables go to stderr in --json mode; shown when a test fails or with --nocapture.
-    eprintln!("{stderr}");
-    summary
-}
-
-/// `command.output()`, but killed if it has not finished in `limit`.
-fn output_within(mut command: Command, limit: Duration) -> Output {
-    let child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ingest-demo");
-    let pid = child.id();
-    let (done, finished) = mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        let output = child.wait_with_output();
-        let _ = done.send(());
-        output
-    });
-    if finished.recv_timeout(limit).is_err() {
-        signal(pid, "KILL");
-        panic!("ingest-demo did not finish within {limit:?}");
-    }
-    waiter.join().unwrap().expect("wait for ingest-demo")
-}
-
-fn int(value: &Value) -> u64 {
-    value
-        .as_u64()
-        .unwrap_or_else(|| panic!("{value} is not a count"))
-}
-
-fn secs(value: &Value) -> f64 {
-    value
-        .as_f64()
-        .unwrap_or_else(|| panic!("{value} is not a number"))
-}
-
 #[test]
 fn full_size_on_redis_8_2_retry_multiplies_the_writes_and_the_backlog_does_not() {
     let _turn = turn();
-    let summary = run("redis-8.2", &["--server", "redis-8.2"]);
+    let summary = INGEST_DEMO.run("redis-8.2", &["--server", "redis-8.2"]);
     assert!(
         summary["redis"].as_str().unwrap().contains("Redis 8.2"),
         "{}",
@@ -117,7 +41,7 @@ fn full_size_on_redis_8_2_retry_multiplies_the_writes_and_the_backlog_does_not()
     assert_backlog_phase(&summary["backlog"], false);
     assert_backlog_phase(&summary["kill"], true);
 
-    let chart = std::fs::read_to_string(chart_path("redis-8.2")).expect("the chart");
+    let chart = std::fs::read_to_string(INGEST_DEMO.chart_path("redis-8.2")).expect("the chart");
     assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"));
     assert!(chart.contains("quota: 200 per 100 ms"), "the quota line");
     for title in [
@@ -129,14 +53,14 @@ fn full_size_on_redis_8_2_retry_multiplies_the_writes_and_the_backlog_does_not()
     }
     assert_eq!(
         summary["chart"],
-        chart_path("redis-8.2").display().to_string()
+        INGEST_DEMO.chart_path("redis-8.2").display().to_string()
     );
 }
 
 #[test]
 fn the_backlog_and_the_kill_on_redis_7_0() {
     let _turn = turn();
-    let summary = run(
+    let summary = INGEST_DEMO.run(
         "redis-7.0",
         &["--server", "redis-7.0", "--phase", "2", "--phase", "3"],
     );
@@ -332,14 +256,9 @@ fn assert_backlog_phase(phase: &Value, killed: bool) {
 
 #[test]
 fn help_lists_the_knobs() {
-    let output = output_within(
-        {
-            let mut c = Command::new(env!("CARGO_BIN_EXE_ingest-demo"));
-            c.arg("--help");
-            c
-        },
-        Duration::from_secs(30),
-    );
+    let mut help = Command::new(INGEST_DEMO.exe);
+    help.arg("--help");
+    let output = INGEST_DEMO.output_within(help, Duration::from_secs(30));
     assert!(output.status.success());
     let help = String::from_utf8_lossy(&output.stdout);
     for flag in [
@@ -357,130 +276,22 @@ fn help_lists_the_knobs() {
 #[test]
 fn ctrl_c_stops_redis_the_database_and_the_workers() {
     let _turn = turn();
-    let (mut child, lines) = start_watched("ctrl-c", &["--phase", "2"]);
-    let seen = wait_for(&lines, "workers start");
-    signal(child.id(), "INT");
-    let status = wait_exit(&mut child, Duration::from_secs(20));
+    let (status, seen) =
+        INGEST_DEMO.signal_midway("ctrl-c", &["--phase", "2"], "workers start", "INT");
     assert_eq!(status.code(), Some(130), "{seen}");
-    assert_everything_stopped(&seen);
+    assert_workers_and_redis_stopped(&seen);
 }
 
 #[test]
 fn even_a_kill_leaves_nothing_running() {
     let _turn = turn();
-    let (mut child, lines) = start_watched("kill", &["--phase", "2"]);
-    let seen = wait_for(&lines, "workers start");
-    signal(child.id(), "KILL");
-    wait_exit(&mut child, Duration::from_secs(20));
-    assert_everything_stopped(&seen);
+    let (_, seen) = INGEST_DEMO.signal_midway("kill", &["--phase", "2"], "workers start", "KILL");
+    assert_workers_and_redis_stopped(&seen);
 }
 
-/// Starts the demo with its stderr lines coming through a channel.
-fn start_watched(name: &str, args: &[&str]) -> (Child, mpsc::Receiver<String>) {
-    let mut child = demo(name, args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ingest-demo");
-    let stderr = child.stderr.take().unwrap();
-    let (send, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if send.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (child, lines)
-}
-
-/// Everything printed until a line containing `needle` (bounded).
-fn wait_for(lines: &mpsc::Receiver<String>, needle: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut seen = String::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(left) {
-            Ok(line) => {
-                seen.push_str(&line);
-                seen.push('\n');
-                if line.contains(needle) {
-                    return seen;
-                }
-            }
-            Err(_) => panic!("no {needle:?} within 60 s:\n{seen}"),
-        }
-    }
-}
-
-fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait for ingest-demo") {
-            return status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            panic!("ingest-demo did not stop within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The private Redis no longer answers, and no worker of this run is left.
-fn assert_everything_stopped(seen: &str) {
-    let redis = between(seen, "on redis://", ",");
+/// The private Redis no longer answers, and no worker of this run is left (a worker's command
+/// line names the mock database).
+fn assert_workers_and_redis_stopped(seen: &str) {
     let database = between(seen, "mock database on ", ": ");
-    let needle = format!("--db={database}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let redis_up = TcpStream::connect(redis).is_ok();
-        let workers = processes_with(&needle);
-        if !redis_up && workers.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still running 10 s later: redis at {redis} {}, workers {workers:?}\n{seen}",
-            if redis_up { "answers" } else { "is gone" }
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn between<'a>(text: &'a str, before: &str, after: &str) -> &'a str {
-    let start = text
-        .find(before)
-        .unwrap_or_else(|| panic!("no {before:?} in:\n{text}"))
-        + before.len();
-    let rest = &text[start..];
-    &rest[..rest.find(after).unwrap_or(rest.len())]
-}
-
-/// Pids of live processes whose command line mentions `needle`.
-fn processes_with(needle: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = state
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-            !zombie && String::from_utf8_lossy(&cmdline).contains(needle)
-        })
-        .collect()
-}
-
-fn signal(pid: u32, name: &str) {
-    let status = Command::new("kill")
-        .arg(format!("-{name}"))
-        .arg(pid.to_string())
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill -{name} {pid}");
+    assert_everything_stopped(seen, "workers", &format!("--db={database}"));
 }

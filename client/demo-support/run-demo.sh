@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# What both demos' run.sh do, from a fresh Debian machine with Rust:
+#   1. installs what is missing: redis-server + redis-tools (Redis 7.0) and libclang-dev (the
+#      module's build runs bindgen), with sudo when not root, without leaving Debian's Redis
+#      service running (tests/install-servers.sh --apt-only);
+#   2. builds the module and the demo in release;
+#   3. runs the demo with the arguments after its package and binary names.
+# Usage: client/demo-support/run-demo.sh PACKAGE BINARY [ARGUMENTS FOR THE DEMO...]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+log() { printf 'run.sh: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+[ "$#" -ge 2 ] || die "usage: $0 PACKAGE BINARY [ARGUMENTS FOR THE DEMO...]"
+package="$1" binary="$2"
+shift 2
+
+command -v cargo >/dev/null || die "cargo is not installed: install Rust first (rustup.rs)"
+
+tests/install-servers.sh --apt-only
+
+log "building the module (release)"
+cargo build --release -p redis-throttle-module
+target="${CARGO_TARGET_DIR:-target}"
+module="$(cd "$target/release" && pwd)/libredis_throttle_module.so"
+[ -f "$module" ] || die "the build did not produce $module"
+
+log "building the demo (release)"
+cargo build --release -p "$package" --bin "$binary"
+export THROTTLE_MODULE="$module"
+# exec: cargo in turn execs the demo, so Ctrl-C reaches it directly and it stops what it started.
+exec cargo run --release -q -p "$package" --bin "$binary" -- "$@"

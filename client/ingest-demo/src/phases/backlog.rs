@@ -1,0 +1,434 @@
+//! Phases 2 and 3, the backlog: an API pushes the records into two streams (queues A and B),
+//! the bucket's prediction is read from their stats before any worker starts, and the workers
+//! drain both through one shared bucket; in phase 3 one of them is SIGKILLed mid-run. Four
+//! jobs, a function each: fill the queues, predict the finish, drain (and kill), tally.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use redis_throttle::backlog::{Backlog, BacklogStats};
+use redis_throttle::redis::aio::ConnectionManager;
+use redis_throttle::{Limiter, Quota};
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::db::{Arrival, Verdict, RU_PER_WRITE};
+use crate::phases::queues::{connect, depth, held_by};
+use crate::phases::workers::Workers;
+use crate::phases::{ideal, points, secs_between, Env, Point, CAPACITY_RU, RATE_RU};
+use crate::wire::WorkerReport;
+
+/// The workers' read size: small next to the rate (2 000 records/s), so a record waits in a
+/// worker's hands a few ms at most.
+const BATCH: usize = 16;
+/// Phase 3 kills a worker once this share of the records is stored.
+const KILL_AT: f64 = 0.3;
+/// The demo checks the database and the queues this often.
+const POLL: Duration = Duration::from_millis(10);
+/// The consumer group every worker reads the queues in.
+const GROUP: &str = "writers";
+/// Records the API pushes in one round trip.
+const PUSH_CHUNK: u64 = 1_000;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamStats {
+    pub stream: String,
+    pub depth: u64,
+    pub in_flight: u64,
+    pub queued_cost: u64,
+    pub oldest_age_ms: Option<u64>,
+    pub drain_time_s: f64,
+}
+
+impl StreamStats {
+    fn new(stream: &str, stats: &BacklogStats) -> StreamStats {
+        StreamStats {
+            stream: stream.to_owned(),
+            depth: stats.depth,
+            in_flight: stats.in_flight,
+            queued_cost: stats.queued_cost,
+            oldest_age_ms: stats.oldest_age.map(|d| d.as_millis() as u64),
+            drain_time_s: stats.drain_time.as_secs_f64(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KillSummary {
+    pub worker: u32,
+    /// When it was killed, after the start, and how many records were stored by then.
+    pub at_s: f64,
+    pub stored_before: u64,
+    /// Records it had read and not acknowledged: left pending in the consumer groups.
+    pub held: u64,
+    pub claim_idle_s: f64,
+    /// From the kill to the first of its records written again by another worker.
+    pub claimed_after_s: Option<f64>,
+    /// Records the survivors took over (XAUTOCLAIM).
+    pub claimed: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BacklogSummary {
+    pub phase: &'static str,
+    pub title: &'static str,
+    pub records: u64,
+    pub workers: u32,
+    pub queue_a: u64,
+    pub queue_b: u64,
+    pub sent: u64,
+    pub refused: u64,
+    /// Distinct records in the database.
+    pub stored: u64,
+    /// Writes of a record already there (at least once delivery): ignored by the database.
+    pub duplicates: u64,
+    pub errors: u64,
+    /// Pushed and not in the database; in the database and never pushed.
+    pub lost: u64,
+    pub unexpected: u64,
+    /// The shared bucket's burst (the database's less the margin); its rate is the database's.
+    pub bucket_capacity_ru: u64,
+    /// The database cannot store them all sooner: (records·RU − its burst) / rate.
+    pub database_min_s: f64,
+    /// The shared bucket's burst at once, then its rate: (records·RU − burst) / rate.
+    pub ideal_s: f64,
+    /// Predicted before the start from the backlogs' stats and the bucket.
+    pub predicted_s: f64,
+    pub bucket_remaining: u64,
+    pub stats: Vec<StreamStats>,
+    /// From the start to the last record stored, by the database's clock.
+    pub finish_s: f64,
+    /// From the start until the demo saw both queues empty.
+    pub drained_s: f64,
+    /// The last handler call began this long after the start (its tokens were just granted).
+    pub last_grant_s: f64,
+    /// The longest write, handler call to answer.
+    pub max_trip_s: f64,
+    pub max_wait_s: f64,
+    pub throttled: u64,
+    pub claimed: u64,
+    pub handed_back: u64,
+    pub dead_letters: u64,
+    pub kill: Option<KillSummary>,
+    /// When the database refused a write, in seconds after the start.
+    pub refused_at_s: Vec<f64>,
+    #[serde(skip)]
+    pub points: Vec<Point>,
+}
+
+/// A backlog phase's names and knobs.
+struct Plan {
+    phase: &'static str,
+    title: &'static str,
+    /// Kill a worker mid-run (phase 3).
+    kill: bool,
+    key: String,
+    streams: [String; 2],
+    claim_idle: Duration,
+    /// The shared bucket's burst: the database's, less the margin.
+    capacity: u64,
+}
+
+impl Plan {
+    fn new(env: &Env<'_>, kill: bool) -> Plan {
+        let (phase, title, n) = if kill {
+            ("kill", "phase 3: backlog, a worker SIGKILLed mid-run", 3)
+        } else {
+            ("backlog", "phase 2: backlog", 2)
+        };
+        let base = format!("ingest-demo:{}:p{n}", env.run_id);
+        Plan {
+            phase,
+            title,
+            kill,
+            key: format!("{base}:bucket"),
+            streams: [format!("{base}:A"), format!("{base}:B")],
+            claim_idle: Duration::from_millis(env.args.claim_idle_ms),
+            capacity: CAPACITY_RU
+                .saturating_sub(env.args.margin_ru)
+                .max(RU_PER_WRITE),
+        }
+    }
+
+    /// Worker `index`'s command line.
+    fn worker_args(&self, env: &Env<'_>, index: u32) -> Vec<String> {
+        let mut args = vec![
+            "backlog-worker".to_owned(),
+            format!("--index={index}"),
+            format!("--db={}", env.db.url()),
+            format!("--redis-url={}", env.redis_url),
+            format!("--key={}", self.key),
+            format!("--group={GROUP}"),
+            format!("--capacity={}", self.capacity),
+            format!("--rate={RATE_RU}"),
+            format!("--claim-idle-ms={}", env.args.claim_idle_ms),
+            format!("--batch={BATCH}"),
+        ];
+        args.extend(self.streams.iter().map(|s| format!("--stream={s}")));
+        args
+    }
+}
+
+/// The two queues, filled.
+struct Queues {
+    conn: ConnectionManager,
+    backlogs: [Backlog<ConnectionManager>; 2],
+    /// Records pushed into queue A and queue B.
+    sizes: [u64; 2],
+    /// Every record's document id.
+    pushed: HashSet<String>,
+}
+
+/// What the shared bucket says about the queues before the start.
+struct Prediction {
+    limiter: Limiter<ConnectionManager>,
+    stats: Vec<StreamStats>,
+    bucket_remaining: u64,
+    predicted: Duration,
+}
+
+/// The queues drained: when, and the kill if there was one.
+struct Drained {
+    start: Instant,
+    drained_at: Instant,
+    /// When the worker was killed, the records stored by then, and those it held.
+    killed: Option<(Instant, u64, u64)>,
+    reports: Vec<WorkerReport>,
+}
+
+pub async fn backlog_phase(env: &Env<'_>, kill: bool) -> Result<BacklogSummary, String> {
+    env.quiet().await;
+    let plan = Plan::new(env, kill);
+    let arg_lists = (0..env.args.workers)
+        .map(|index| plan.worker_args(env, index))
+        .collect();
+    let workers = Workers::spawn(arg_lists).await?;
+    let queues = fill_queues(env, &plan).await?;
+    let prediction = predict(env, &plan, &queues).await?;
+    let drained = drain(env, &plan, &queues, &prediction, workers).await?;
+    tally(env, &plan, &queues, prediction, drained).await
+}
+
+/// The API: two kinds of record, a queue each (the document's queues A and B).
+async fn fill_queues(env: &Env<'_>, plan: &Plan) -> Result<Queues, String> {
+    let conn = connect(env.redis_url).await?;
+    let backlogs = [
+        Backlog::new(conn.clone(), plan.streams[0].as_str(), GROUP),
+        Backlog::new(conn.clone(), plan.streams[1].as_str(), GROUP),
+    ];
+    let records = env.records();
+    let queue_a = records / 2;
+    let sizes = [queue_a, records - queue_a];
+    eprintln!(
+        "ingest-demo: {}: the API pushes {} records into queue A and {} into queue B...",
+        plan.title, sizes[0], sizes[1]
+    );
+    let mut pushed = HashSet::new();
+    for (backlog, size) in backlogs.iter().zip(sizes) {
+        let mut left = size;
+        while left > 0 {
+            let chunk = left.min(PUSH_CHUNK);
+            let batch = (0..chunk).map(|_| (b"{\"ru\":10}".to_vec(), RU_PER_WRITE));
+            let ids = backlog.push_batch(batch).await.map_err(|e| e.to_string())?;
+            pushed.extend(
+                ids.iter()
+                    .map(|id| crate::worker::doc_id(backlog.stream(), id)),
+            );
+            left -= chunk;
+        }
+    }
+    Ok(Queues {
+        conn,
+        backlogs,
+        sizes,
+        pushed,
+    })
+}
+
+/// The prediction, before any worker starts: the queued cost at the quota, from the bucket's
+/// state now.
+async fn predict(env: &Env<'_>, plan: &Plan, queues: &Queues) -> Result<Prediction, String> {
+    let quota = Quota::new(plan.capacity, RATE_RU).map_err(|e| e.to_string())?;
+    let limiter = Limiter::builder(plan.key.as_str(), quota.clone())
+        .name("ingest-demo")
+        .build(queues.conn.clone())
+        .map_err(|e| e.to_string())?;
+    let mut stats = Vec::new();
+    let mut queued = 0;
+    for backlog in &queues.backlogs {
+        let s = backlog.stats(&limiter).await.map_err(|e| e.to_string())?;
+        queued += s.queued_cost;
+        stats.push(StreamStats::new(backlog.stream(), &s));
+    }
+    let bucket = limiter.peek().await.map_err(|e| e.to_string())?;
+    // Both queues go through one bucket: their costs add up before the bucket's tokens count.
+    let predicted = quota
+        .token_interval()
+        .saturating_mul(u32::try_from(queued.saturating_sub(bucket.remaining)).unwrap_or(u32::MAX));
+    eprintln!(
+        "ingest-demo: {}: {queued} RU queued, bucket {} RU: predicted to finish in {:.3} s; \
+         {} workers start...",
+        plan.title,
+        bucket.remaining,
+        predicted.as_secs_f64(),
+        env.args.workers
+    );
+    Ok(Prediction {
+        limiter,
+        stats,
+        bucket_remaining: bucket.remaining,
+        predicted,
+    })
+}
+
+/// Starts the workers, watches the database and the queues until both queues are empty
+/// (killing worker 0 once `KILL_AT` of the records are stored, in phase 3), then stops the
+/// workers and takes their reports.
+async fn drain(
+    env: &Env<'_>,
+    plan: &Plan,
+    queues: &Queues,
+    prediction: &Prediction,
+    mut workers: Workers,
+) -> Result<Drained, String> {
+    let title = plan.title;
+    let records = env.records();
+    let start = workers.start().await?;
+    let deadline = start + prediction.predicted * 3 + Duration::from_secs(30);
+    let mut killed = None;
+    let drained_at;
+    loop {
+        tokio::time::sleep(POLL).await;
+        let now = Instant::now();
+        if now > deadline {
+            return Err(format!(
+                "{title}: the queues were not empty {:?} after the start",
+                deadline - start
+            ));
+        }
+        let stored = env.db.stored_count() as u64;
+        if plan.kill && killed.is_none() && stored as f64 >= records as f64 * KILL_AT {
+            workers.kill(0).await?;
+            let at = Instant::now();
+            let held = held_by(&queues.conn, &plan.streams, GROUP, "worker-0").await?;
+            eprintln!(
+                "ingest-demo: {title}: SIGKILLed worker 0 at {:.3} s with {stored} records stored; \
+                 records it had read and not acknowledged: {held}",
+                (at - start).as_secs_f64()
+            );
+            killed = Some((at, stored, held));
+        }
+        if depth(&queues.conn, &plan.streams).await? == 0 {
+            drained_at = now;
+            break;
+        }
+    }
+    workers.stop().await?;
+    let reports = workers
+        .reports(Instant::now() + Duration::from_secs(60))
+        .await?;
+    Ok(Drained {
+        start,
+        drained_at,
+        killed,
+        reports,
+    })
+}
+
+/// What the phase came to: the database's log and store, the workers' reports, and the
+/// queues' dead letters, next to the prediction.
+async fn tally(
+    env: &Env<'_>,
+    plan: &Plan,
+    queues: &Queues,
+    prediction: Prediction,
+    drained: Drained,
+) -> Result<BacklogSummary, String> {
+    let records = env.records();
+    let arrivals = env.db.take_log();
+    let stored_ids = env.db.take_stored();
+    let mut dead_letters = 0;
+    for backlog in &queues.backlogs {
+        dead_letters += backlog
+            .stats(&prediction.limiter)
+            .await
+            .map_err(|e| e.to_string())?
+            .dead_letters;
+    }
+    let Drained {
+        start,
+        drained_at,
+        killed,
+        reports,
+    } = drained;
+    let start_std = start.into_std();
+    let count = |v: Verdict| arrivals.iter().filter(|a| a.verdict == v).count() as u64;
+    let finish = arrivals
+        .iter()
+        .filter(|a| a.verdict == Verdict::Stored)
+        .map(|a| a.at)
+        .max()
+        .unwrap_or(start_std);
+    let sum = |f: fn(&WorkerReport) -> u64| reports.iter().map(f).sum::<u64>();
+    let max = |f: fn(&WorkerReport) -> u64| reports.iter().map(f).max().unwrap_or(0);
+    let kill = killed.map(|(at, stored_before, held)| {
+        let at_std = at.into_std();
+        KillSummary {
+            worker: 0,
+            at_s: (at - start).as_secs_f64(),
+            stored_before,
+            held,
+            claim_idle_s: plan.claim_idle.as_secs_f64(),
+            claimed_after_s: written_again_after(&arrivals, at_std)
+                .map(|t| (t - at_std).as_secs_f64()),
+            claimed: sum(|r| r.claimed),
+        }
+    });
+    Ok(BacklogSummary {
+        phase: plan.phase,
+        title: plan.title,
+        records,
+        workers: env.args.workers,
+        queue_a: queues.sizes[0],
+        queue_b: queues.sizes[1],
+        sent: arrivals.len() as u64,
+        refused: count(Verdict::Refused),
+        stored: stored_ids.len() as u64,
+        duplicates: count(Verdict::Duplicate),
+        errors: sum(|r| r.errors),
+        lost: queues.pushed.difference(&stored_ids).count() as u64,
+        unexpected: stored_ids.difference(&queues.pushed).count() as u64,
+        bucket_capacity_ru: plan.capacity,
+        database_min_s: ideal(records, CAPACITY_RU).as_secs_f64(),
+        ideal_s: ideal(records, plan.capacity).as_secs_f64(),
+        predicted_s: prediction.predicted.as_secs_f64(),
+        bucket_remaining: prediction.bucket_remaining,
+        stats: prediction.stats,
+        finish_s: secs_between(start_std, finish),
+        drained_s: (drained_at - start).as_secs_f64(),
+        last_grant_s: max(|r| r.last_grant_us) as f64 / 1e6,
+        max_trip_s: max(|r| r.max_trip_us) as f64 / 1e6,
+        max_wait_s: max(|r| r.max_wait_us) as f64 / 1e6,
+        throttled: sum(|r| r.throttled),
+        claimed: sum(|r| r.claimed),
+        handed_back: sum(|r| r.handed_back),
+        dead_letters,
+        kill,
+        refused_at_s: arrivals
+            .iter()
+            .filter(|a| a.verdict == Verdict::Refused)
+            .map(|a| secs_between(start_std, a.at))
+            .collect(),
+        points: points(&arrivals, start_std),
+    })
+}
+
+/// The first write, after `at`, of a record delivered more than once: another worker's,
+/// after the kill.
+fn written_again_after(arrivals: &[Arrival], at: std::time::Instant) -> Option<std::time::Instant> {
+    arrivals
+        .iter()
+        .filter(|a| a.at > at && a.attempt > 1)
+        .map(|a| a.at)
+        .min()
+}

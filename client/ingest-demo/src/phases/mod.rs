@@ -1,0 +1,91 @@
+//! The three phases against one mock database: retry on error (`retry`), the backlog, and
+//! the backlog with a worker SIGKILLed mid-run (both `backlog`). Each starts with the
+//! database's bucket full and ends with its numbers measured by the database itself.
+
+pub mod backlog;
+mod queues;
+pub mod retry;
+mod workers;
+
+use std::time::{Duration, Instant as StdInstant, SystemTime, UNIX_EPOCH};
+
+use crate::cli::RunArgs;
+use crate::db::{Arrival, Database, Verdict, RU_PER_WRITE};
+
+/// The database's provisioning, and the shared bucket's: 20 000 RU of burst, 20 000 RU/s.
+pub const CAPACITY_RU: u64 = 20_000;
+pub const RATE_RU: u64 = 20_000;
+
+/// A write as the charts and tables use it: seconds after the phase's start.
+#[derive(Debug, Clone, Copy)]
+pub struct Point {
+    pub t: f64,
+    pub verdict: Verdict,
+}
+
+/// What every phase works with: the knobs, the Redis, the database, and this run's id (in
+/// every key, so an earlier run's cannot interfere).
+pub struct Env<'a> {
+    pub args: &'a RunArgs,
+    pub redis_url: &'a str,
+    pub db: &'a Database,
+    pub run_id: String,
+}
+
+impl Env<'_> {
+    pub fn new<'a>(args: &'a RunArgs, redis_url: &'a str, db: &'a Database) -> Env<'a> {
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        Env {
+            args,
+            redis_url,
+            db,
+            run_id: format!("{}-{ms}", std::process::id()),
+        }
+    }
+
+    fn records(&self) -> u64 {
+        u64::from(self.args.records)
+    }
+
+    /// Each phase meets the database with its whole allowance, as after a quiet moment.
+    async fn quiet(&self) {
+        let full_in = self.db.full_in();
+        if !full_in.is_zero() {
+            tokio::time::sleep(full_in.min(Duration::from_secs(5)) + Duration::from_millis(50))
+                .await;
+        }
+        self.db.take_log();
+        self.db.take_stored();
+    }
+}
+
+/// The database's log as the chart's points.
+fn points(arrivals: &[Arrival], start: StdInstant) -> Vec<Point> {
+    arrivals
+        .iter()
+        .map(|a| Point {
+            t: secs_between(start, a.at),
+            verdict: a.verdict,
+        })
+        .collect()
+}
+
+/// Seconds from `a` to `b`, negative when `b` is earlier.
+fn secs_between(a: StdInstant, b: StdInstant) -> f64 {
+    if b >= a {
+        (b - a).as_secs_f64()
+    } else {
+        -(a - b).as_secs_f64()
+    }
+}
+
+/// The time a bucket of `capacity` RU at the quota needs for `records` from full:
+/// (records·RU − capacity) / rate.
+pub fn ideal(records: u64, capacity: u64) -> Duration {
+    let ru = (records * RU_PER_WRITE).saturating_sub(capacity);
+    Duration::from_nanos(
+        u64::try_from(u128::from(ru) * 1_000_000_000 / u128::from(RATE_RU)).unwrap_or(u64::MAX),
+    )
+}
