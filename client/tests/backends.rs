@@ -14,16 +14,16 @@
 //! strictly (never early) and against a late bound measured in the run itself (see
 //! [`fleet`]).
 
-mod common;
-
 use std::time::Duration;
 
-use common::{
-    backend_named, clock_lag_ns, command_calls, command_failed_calls, error_replies, manager,
-    multiplexed, now_ns, runtime, serial, server_for, stored_state, Report, NS_PER_MS, NS_PER_S,
-};
 use redis_throttle::{Backend, Limiter, Quota, TryAcquire};
-use throttle_testkit::{check_windows, ChildTest, Flavor, Sample};
+use throttle_e2e::wall::{now_ns, sleep_until, NS_PER_MS, NS_PER_S};
+use throttle_e2e::{
+    backend_named, calls, check_windows, clock_lag_ns, command_stat_of, error_replies, manager,
+    multiplexed, runtime, serial, server_for, stored_state, worker_env, worker_number, Report,
+    Sample,
+};
+use throttle_testkit::{ChildTest, Flavor};
 
 const CAPACITY: u64 = 8;
 const RATE: u64 = 9;
@@ -46,10 +46,6 @@ const WORKER_GO_AT: &str = "THROTTLE_BACKENDS_WORKER_GO_AT_NS";
 const WORKER_TASKS: &str = "THROTTLE_BACKENDS_WORKER_TASKS";
 const WORKER_CALLS: &str = "THROTTLE_BACKENDS_WORKER_CALLS";
 
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
-}
-
 /// In a worker process (the parent sets the env vars): `tasks` tasks each acquire `calls`
 /// times in a row, then print `START <ns>` (just before the first request), a `SAMPLE` line
 /// per grant and the limiter's counters. Without the env vars, as a normal test, it does
@@ -59,19 +55,18 @@ fn backend_worker() {
     let Ok(url) = std::env::var(WORKER_URL) else {
         return;
     };
-    let key = env(WORKER_KEY);
-    let backend = backend_named(&env(WORKER_BACKEND));
-    let go_at: i128 = env(WORKER_GO_AT).parse().unwrap();
-    let tasks: usize = env(WORKER_TASKS).parse().unwrap();
-    let calls: usize = env(WORKER_CALLS).parse().unwrap();
+    let key = worker_env(WORKER_KEY);
+    let backend = backend_named(&worker_env(WORKER_BACKEND));
+    let go_at: i128 = worker_number(WORKER_GO_AT);
+    let tasks: usize = worker_number(WORKER_TASKS);
+    let calls: usize = worker_number(WORKER_CALLS);
     runtime().block_on(async {
         let work = async {
             let limiter = Limiter::builder(key, quota())
                 .backend(backend)
                 .build(manager(&url).await)
                 .unwrap();
-            let pause = (go_at - now_ns()).clamp(0, 10 * NS_PER_S);
-            tokio::time::sleep(Duration::from_nanos(pause as u64)).await;
+            sleep_until(go_at).await;
             let first = now_ns();
             let handles: Vec<_> = (0..tasks)
                 .map(|_| {
@@ -119,10 +114,10 @@ struct Commands {
 
 fn commands(con: &mut redis::Connection) -> Commands {
     Commands {
-        take: command_calls(con, "throttle.take"),
-        evalsha: command_calls(con, "evalsha"),
-        evalsha_failed: command_failed_calls(con, "evalsha"),
-        script_load: command_calls(con, "script|load"),
+        take: calls(con, "throttle.take"),
+        evalsha: calls(con, "evalsha"),
+        evalsha_failed: command_stat_of(con, "evalsha", "failed_calls"),
+        script_load: calls(con, "script|load"),
         noscript: error_replies(con, "NOSCRIPT"),
     }
 }
@@ -382,7 +377,7 @@ fn auto_without_the_module_settles_on_the_script(flavor: Flavor) {
             1,
             "{flavor}"
         );
-        assert_eq!(command_calls(&mut con, "evalsha"), 2, "{flavor}");
+        assert_eq!(calls(&mut con, "evalsha"), 2, "{flavor}");
 
         let clone = limiter.clone();
         assert_eq!(
@@ -392,7 +387,7 @@ fn auto_without_the_module_settles_on_the_script(flavor: Flavor) {
         );
         for n in 2..=6u64 {
             assert!(clone.try_acquire().await.unwrap().is_granted(), "{flavor}");
-            assert_eq!(command_calls(&mut con, "evalsha"), n + 1, "{flavor}");
+            assert_eq!(calls(&mut con, "evalsha"), n + 1, "{flavor}");
         }
         let grant = limiter.acquire().await.unwrap();
         assert_eq!((grant.round_trips, grant.remaining), (1, 3), "{flavor}");
@@ -401,7 +396,7 @@ fn auto_without_the_module_settles_on_the_script(flavor: Flavor) {
             1,
             "{flavor}: no more probes"
         );
-        assert_eq!(command_calls(&mut con, "throttle.take"), 0);
+        assert_eq!(calls(&mut con, "throttle.take"), 0);
         let m = limiter.metrics();
         assert_eq!(
             (m.granted, m.errors, m.round_trips, m.backend),
@@ -469,14 +464,14 @@ fn auto_with_the_module_uses_the_module(flavor: Flavor) {
                 limiter.try_acquire().await.unwrap().is_granted(),
                 "{flavor}"
             );
-            assert_eq!(command_calls(&mut con, "throttle.take"), n, "{flavor}");
+            assert_eq!(calls(&mut con, "throttle.take"), n, "{flavor}");
             assert_eq!(limiter.backend(), Backend::Module, "{flavor}");
         }
         let grant = limiter.acquire().await.unwrap();
         assert_eq!((grant.round_trips, grant.remaining), (1, 3), "{flavor}");
-        assert_eq!(command_calls(&mut con, "throttle.take"), 7, "{flavor}");
-        assert_eq!(command_calls(&mut con, "evalsha"), 0, "{flavor}");
-        assert_eq!(command_calls(&mut con, "eval"), 0, "{flavor}");
+        assert_eq!(calls(&mut con, "throttle.take"), 7, "{flavor}");
+        assert_eq!(calls(&mut con, "evalsha"), 0, "{flavor}");
+        assert_eq!(calls(&mut con, "eval"), 0, "{flavor}");
         assert_eq!(error_replies(&mut con, "ERR"), errors, "{flavor}");
         let m = limiter.metrics();
         assert_eq!(

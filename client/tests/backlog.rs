@@ -1,17 +1,15 @@
 //! The backlog on a real server: dead letters, a throttled record, a graceful stop, a Redis
 //! restart mid-run, and the stats against states built on purpose.
 
-mod common;
-
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::manager;
 use redis::aio::ConnectionManager;
 use redis::streams::StreamRangeReply;
 use redis_throttle::backlog::{Backlog, Outcome, Record, Worker, WorkerMetrics, WorkerOptions};
 use redis_throttle::{Limiter, Quota, TryAcquire};
+use throttle_e2e::{manager, within_async};
 use throttle_testkit::{Flavor, Server};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -44,15 +42,6 @@ where
             .await
             .expect("the worker runs until stopped")
     })
-}
-
-/// Waits (bounded) until `check` holds, polling every 10 ms.
-async fn until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !check() {
-        assert!(Instant::now() < deadline, "{what}: not within {WAIT:?}");
-        tokio::time::sleep(10 * MS).await;
-    }
 }
 
 async fn stopped(handle: JoinHandle<WorkerMetrics>) -> WorkerMetrics {
@@ -114,9 +103,10 @@ async fn a_record_that_fails_three_times_goes_to_the_dead_letters_with_its_error
         }
     });
     let mut con = server.conn();
-    until("a dead letter and an empty queue", || {
-        entries(&mut con, backlog.dead_letter_stream()).ids.len() == 1
-            && entries(&mut con, backlog.stream()).ids.is_empty()
+    within_async("a dead letter and an empty queue", WAIT, || {
+        (entries(&mut con, backlog.dead_letter_stream()).ids.len() == 1
+            && entries(&mut con, backlog.stream()).ids.is_empty())
+        .then_some(())
     })
     .await;
     stop.stop();
@@ -191,7 +181,10 @@ async fn throttled_pauses_the_bucket_for_every_worker_and_the_record_comes_again
     let worker_1 = Worker::new(backlog.clone(), "w1", limiter_1).options(options());
     let stop_1 = worker_1.stop_handle();
     let handle_1 = spawn(worker_1, handler(Arc::clone(&calls)));
-    until("the first call", || !calls.lock().unwrap().is_empty()).await;
+    within_async("the first call", WAIT, || {
+        (!calls.lock().unwrap().is_empty()).then_some(())
+    })
+    .await;
     let throttled_at = calls.lock().unwrap()[0].1;
 
     // Another worker of the fleet, on its own connection, finds the bucket paused.
@@ -220,7 +213,10 @@ async fn throttled_pauses_the_bucket_for_every_worker_and_the_record_comes_again
     let worker_2 = Worker::new(backlog.clone(), "w2", limiter_2).options(options());
     let stop_2 = worker_2.stop_handle();
     let handle_2 = spawn(worker_2, handler(Arc::clone(&calls)));
-    until("both records done", || calls.lock().unwrap().len() == 3).await;
+    within_async("both records done", WAIT, || {
+        (calls.lock().unwrap().len() == 3).then_some(())
+    })
+    .await;
     stop_1.stop();
     stop_2.stop();
     let (m1, m2) = (stopped(handle_1).await, stopped(handle_2).await);
@@ -329,7 +325,10 @@ async fn a_graceful_stop_hands_back_what_was_not_started_and_another_worker_gets
             Outcome::Done
         }
     });
-    until("the 9 handed back", || calls.lock().unwrap().len() == 9).await;
+    within_async("the 9 handed back", WAIT, || {
+        (calls.lock().unwrap().len() == 9).then_some(())
+    })
+    .await;
     let took = began.elapsed();
     stop_2.stop();
     let metrics_2 = stopped(handle_2).await;
@@ -414,7 +413,10 @@ async fn restart_mid_run(flavor: Flavor) {
             }
         })
     };
-    until("a third stored", || stored.lock().unwrap().len() >= 200).await;
+    within_async("a third stored", WAIT, || {
+        (stored.lock().unwrap().len() >= 200).then_some(())
+    })
+    .await;
     tokio::task::block_in_place(|| {
         server.kill();
         server.restart();
@@ -447,13 +449,17 @@ async fn restart_mid_run(flavor: Flavor) {
         .await
         .expect("the producer finishes")
         .expect("the producer");
-    until("every pushed record stored", || {
-        stored.lock().unwrap().is_superset(&pushed.lock().unwrap())
+    within_async("every pushed record stored", WAIT, || {
+        stored
+            .lock()
+            .unwrap()
+            .is_superset(&pushed.lock().unwrap())
+            .then_some(())
     })
     .await;
     let mut con = server.conn();
-    until("the queue empty", || {
-        entries(&mut con, "rs:orders").ids.is_empty()
+    within_async("the queue empty", WAIT, || {
+        entries(&mut con, "rs:orders").ids.is_empty().then_some(())
     })
     .await;
     for (stop, handle) in workers {
@@ -630,7 +636,10 @@ async fn a_record_finished_by_two_workers_takes_its_cost_off_once() {
         // The slow one reads it first.
         tokio::time::sleep(20 * MS).await;
     }
-    until("both handled it", || calls.lock().unwrap().len() == 2).await;
+    within_async("both handled it", WAIT, || {
+        (calls.lock().unwrap().len() == 2).then_some(())
+    })
+    .await;
     tokio::time::sleep(500 * MS).await;
     for (stop, handle) in handles {
         stop.stop();

@@ -1,8 +1,6 @@
 //! Connection trouble: no server, a server that never answers, a server restarted in the
 //! middle of a run.
 
-mod common;
-
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -1,12 +1,10 @@
 //! Deadlines against a real server: a wait beyond the deadline is refused at once and the
 //! bucket is left exactly as it was; a wait within it is granted, never early.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{manager, throttle_take_calls};
 use redis_throttle::{BucketState, Error, Limiter, Quota, Strategy};
+use throttle_e2e::{calls, manager};
 use throttle_testkit::{Flavor, Server};
 use tokio::time::Instant;
 
@@ -37,7 +35,7 @@ async fn a_deadline_too_short_fails_at_once_and_takes_nothing() {
         assert!(limiter.try_acquire_n(2).await.unwrap().is_granted());
 
         let stored_before: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
-        let calls_before = throttle_take_calls(&mut con);
+        let calls_before = calls(&mut con, "throttle.take");
         let peeked = Instant::now();
         let before = peek(&limiter).await;
         assert_eq!(before.remaining, 0);
@@ -77,7 +75,7 @@ async fn a_deadline_too_short_fails_at_once_and_takes_nothing() {
             "{strategy:?}: {before:?} -> {after:?} in {between:?}"
         );
         // The refusal was one THROTTLE.TAKE (the peeks are THROTTLE.PEEK).
-        assert_eq!(throttle_take_calls(&mut con) - calls_before, 1);
+        assert_eq!(calls(&mut con, "throttle.take") - calls_before, 1);
         assert_eq!(limiter.metrics().gave_up, 1);
     }
 }

@@ -5,15 +5,13 @@
 //! Timing on a shared machine: the bucket's bound is checked strictly (a grant is never
 //! early), lateness only loosely.
 
-mod common;
-
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{assert_within_bucket, manager, multiplexed, throttle_take_calls};
 use redis::aio::ConnectionLike;
 use redis_throttle::{Grant, Limiter, Quota, Strategy};
+use throttle_e2e::{calls, manager, multiplexed};
 use throttle_testkit::{Flavor, Server};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -28,6 +26,30 @@ const LOOSE_BOUND: Duration = Duration::from_secs(30);
 
 fn quota() -> Quota {
     Quota::new(CAPACITY, RATE).unwrap()
+}
+
+/// Checks that grants at these offsets from the moment the bucket was full (and nothing had
+/// been taken) never exceed the bucket: the k-th grant (from 1) at time t needs
+/// `k <= capacity + rate * t`. Returns the smallest margin (how much later than the earliest
+/// allowed instant a grant came), for the test's output.
+fn assert_within_bucket(grants: &[Duration], capacity: u64, rate_per_s: u64) -> Duration {
+    let mut sorted = grants.to_vec();
+    sorted.sort();
+    let mut least = Duration::MAX;
+    for (index, at) in sorted.iter().enumerate() {
+        let k = index as u64 + 1;
+        // The earliest instant the k-th token can be there.
+        let earliest =
+            Duration::from_secs_f64(k.saturating_sub(capacity) as f64 / rate_per_s as f64);
+        let earliest_ns =
+            (k.saturating_sub(capacity) as u128 * 1_000_000_000).div_ceil(rate_per_s as u128);
+        assert!(
+            at.as_nanos() >= earliest_ns,
+            "grant {k} came at {at:?}, before the bucket allows ({earliest:?}); all grants: {sorted:?}"
+        );
+        least = least.min(*at - Duration::from_nanos(earliest_ns as u64));
+    }
+    least
 }
 
 fn spawn_tasks<C>(limiter: &Limiter<C>, start: Instant) -> Vec<JoinHandle<(Duration, Grant)>>
@@ -58,7 +80,7 @@ async fn two_connections(strategy: Strategy) -> (Vec<Duration>, u64) {
         .strategy(strategy)
         .build(multiplexed(&url).await)
         .unwrap();
-    let before = throttle_take_calls(&mut server.conn());
+    let before = calls(&mut server.conn(), "throttle.take");
 
     let start = Instant::now();
     let mut tasks = spawn_tasks(&a, start);
@@ -75,7 +97,7 @@ async fn two_connections(strategy: Strategy) -> (Vec<Duration>, u64) {
 
     let offsets: Vec<Duration> = joined.iter().map(|(offset, _)| *offset).collect();
     let round_trips: u32 = joined.iter().map(|(_, grant)| grant.round_trips).sum();
-    let calls = throttle_take_calls(&mut server.conn()) - before;
+    let calls = calls(&mut server.conn(), "throttle.take") - before;
     assert_eq!(joined.len(), 2 * TASKS);
     assert_eq!(
         u64::from(round_trips),
@@ -165,7 +187,7 @@ async fn worker_process() {
 #[test]
 fn two_processes_reserve_one_take_per_grant() {
     let server = Server::start(Flavor::Redis82);
-    let before = throttle_take_calls(&mut server.conn());
+    let before = calls(&mut server.conn(), "throttle.take");
     let exe = std::env::current_exe().expect("the test binary");
     let go_at_ms = epoch_us() / 1000 + 1500;
 
@@ -243,7 +265,7 @@ fn two_processes_reserve_one_take_per_grant() {
         .map(|us| Duration::from_micros(us.checked_sub(start).expect("a grant before the start")))
         .collect();
     let margin = assert_within_bucket(&offsets, CAPACITY, RATE);
-    let calls = throttle_take_calls(&mut server.conn()) - before;
+    let calls = calls(&mut server.conn(), "throttle.take") - before;
     println!(
         "two processes: 40 grants, {calls} THROTTLE.TAKE calls, last at {:?}, smallest margin {margin:?}, \
          starts {} µs apart",

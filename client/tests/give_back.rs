@@ -13,16 +13,12 @@
 //! byte for byte). The machine decides when a caller returns: checked against the bucket
 //! strictly (never early) and against a late bound measured in the run.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{
-    clock_lag_ns, command_calls, multiplexed, now_ns, runtime, serial, server_for, stored_state,
-    NS_PER_MS, NS_PER_S,
-};
 use redis::aio::MultiplexedConnection;
 use redis_throttle::{Backend, Grant, Limiter, Quota, TryAcquire};
+use throttle_e2e::wall::{now_ns, NS_PER_MS, NS_PER_S};
+use throttle_e2e::{calls, clock_lag_ns, multiplexed, runtime, serial, server_for, stored_state};
 use throttle_testkit::{Flavor, Server};
 use tokio::task::JoinHandle;
 
@@ -61,8 +57,8 @@ async fn state_when(con: &mut redis::Connection, key: &str, ready: impl Fn(i128)
 /// EVALSHA counts, and only the give-back runs one while this is read.
 fn gives(con: &mut redis::Connection, backend: Backend) -> u64 {
     match backend {
-        Backend::Script => command_calls(con, "evalsha"),
-        _ => command_calls(con, "throttle.give"),
+        Backend::Script => calls(con, "evalsha"),
+        _ => calls(con, "throttle.give"),
     }
 }
 

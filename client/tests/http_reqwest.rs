@@ -1,18 +1,16 @@
 //! The reqwest-middleware middleware against a mock supplier that pushes back, over a real
 //! Redis with the module.
 
-mod common;
-mod http_supplier;
-
 use std::future::Future;
 use std::time::Duration;
 
-use http_supplier::{Hit, RetryAfter, Script, Supplier};
 use redis::aio::MultiplexedConnection;
 use redis_throttle::http::{LimiterError, RetryPolicy, ThrottleMiddleware};
 use redis_throttle::{Limiter, Quota};
 use reqwest::StatusCode;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+use throttle_e2e::http_supplier::{Hit, RetryAfter, Script, Supplier};
+use throttle_e2e::multiplexed;
 use throttle_testkit::{Flavor, Server};
 use tokio::time::Instant;
 
@@ -31,7 +29,7 @@ fn quota() -> Quota {
 }
 
 async fn limiter(server: &Server, key: &str) -> Limiter<MultiplexedConnection> {
-    Limiter::new(common::multiplexed(&server.url()).await, key, quota())
+    Limiter::new(multiplexed(&server.url()).await, key, quota())
 }
 
 fn client(middleware: ThrottleMiddleware<Limiter<MultiplexedConnection>>) -> ClientWithMiddleware {

@@ -1,16 +1,12 @@
 //! The tower layer around hyper's client, against a mock supplier that pushes back, over a real
 //! Redis with the module.
 
-mod common;
-mod http_supplier;
-
 use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
-use http_supplier::{Hit, RetryAfter, Script, Supplier};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -20,6 +16,8 @@ use redis_throttle::http::{
     LimiterError, NeverClone, RequestHead, RetryPolicy, Throttle, ThrottleLayer,
 };
 use redis_throttle::{Limiter, Quota};
+use throttle_e2e::http_supplier::{Hit, RetryAfter, Script, Supplier};
+use throttle_e2e::multiplexed;
 use throttle_testkit::{Flavor, Server};
 use tower::{Layer, ServiceExt};
 
@@ -37,7 +35,7 @@ async fn bounded<T>(test: impl Future<Output = T>) -> T {
 async fn limiter(server: &Server, key: &str) -> Limiter<MultiplexedConnection> {
     // 5 at once, then 20 per second.
     Limiter::new(
-        common::multiplexed(&server.url()).await,
+        multiplexed(&server.url()).await,
         key,
         Quota::new(5, 20u64).unwrap(),
     )

@@ -1,18 +1,16 @@
 //! With the `metrics` feature, the limiter's counters also go to the `metrics` facade.
 //! A tiny in-memory recorder, on the test's own thread, against the in-memory server.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::fake::FakeServer;
 use metrics::{
     Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
 use redis_throttle::{Error, Limiter, Quota};
+use throttle_e2e::fake::FakeServer;
 
 #[derive(Default)]
 struct Samples(Mutex<Vec<f64>>);

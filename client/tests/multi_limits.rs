@@ -14,17 +14,16 @@
 //! cargo test -p redis-throttle --test multi_limits -- --nocapture
 //! ```
 
-mod common;
-
 use std::time::Duration;
 
-use common::{
-    backend_named, clock_lag_ns, command_calls, multiplexed, now_ns, runtime, serial, server_for,
-    stored_state, Report, NS_PER_S,
-};
 use redis::aio::MultiplexedConnection;
 use redis_throttle::{Backend, Error, Limiter, MultiLimiter, Quota, Rate};
-use throttle_testkit::{check_windows, ChildTest, Flavor, Sample, Windows};
+use throttle_e2e::wall::{now_ns, sleep_until};
+use throttle_e2e::{
+    backend_named, calls, check_windows, clock_lag_ns, multiplexed, runtime, serial, server_for,
+    stored_state, worker_env, worker_number, Report, Sample, Windows,
+};
+use throttle_testkit::{ChildTest, Flavor};
 
 const PER_SECOND: &str = "{supplier}:second";
 const PER_5S: &str = "{supplier}:5s";
@@ -65,10 +64,6 @@ const WORKER_BACKEND: &str = "THROTTLE_MULTI_WORKER_BACKEND";
 const WORKER_GO_AT: &str = "THROTTLE_MULTI_WORKER_GO_AT_NS";
 const WORKER_END_AT: &str = "THROTTLE_MULTI_WORKER_END_AT_NS";
 
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
-}
-
 /// In a worker process: 4 tasks call `acquire()` until the end instant, then print
 /// `START <ns>`, a `SAMPLE` per grant and the counters. As a normal test it does nothing.
 #[test]
@@ -76,15 +71,14 @@ fn multi_worker() {
     let Ok(url) = std::env::var(WORKER_URL) else {
         return;
     };
-    let backend = backend_named(&env(WORKER_BACKEND));
-    let go_at: i128 = env(WORKER_GO_AT).parse().unwrap();
-    let end_at: i128 = env(WORKER_END_AT).parse().unwrap();
+    let backend = backend_named(&worker_env(WORKER_BACKEND));
+    let go_at: i128 = worker_number(WORKER_GO_AT);
+    let end_at: i128 = worker_number(WORKER_END_AT);
     let bound = Duration::from_nanos((end_at - now_ns()).max(0) as u64) + GRACE;
     runtime().block_on(async {
         let work = async {
             let limiter = multi(multiplexed(&url).await, backend, "");
-            let pause = (go_at - now_ns()).clamp(0, 10 * NS_PER_S);
-            tokio::time::sleep(Duration::from_nanos(pause as u64)).await;
+            sleep_until(go_at).await;
             let first = now_ns();
             let handles: Vec<_> = (0..TASKS)
                 .map(|_| {
@@ -135,8 +129,8 @@ fn no_window_over_either_limit(flavor: Flavor, backend: Backend) {
             .unwrap();
     }
     let (mtake_before, evalsha_before) = (
-        command_calls(&mut con, "throttle.mtake"),
-        command_calls(&mut con, "evalsha"),
+        calls(&mut con, "throttle.mtake"),
+        calls(&mut con, "evalsha"),
     );
     let go_at = now_ns() + GO_DELAY.as_nanos() as i128;
     let end_at = go_at + RUN.as_nanos() as i128;
@@ -174,8 +168,8 @@ fn no_window_over_either_limit(flavor: Flavor, backend: Backend) {
 
     let grants = samples.len() as u64;
     let (mtake, evalsha) = (
-        command_calls(&mut con, "throttle.mtake") - mtake_before,
-        command_calls(&mut con, "evalsha") - evalsha_before,
+        calls(&mut con, "throttle.mtake") - mtake_before,
+        calls(&mut con, "evalsha") - evalsha_before,
     );
     match backend {
         Backend::Script => assert_eq!((mtake, evalsha), (0, grants), "{flavor}"),

@@ -9,16 +9,15 @@
 //!
 //! The servers run without the module: leases are plain commands and scripts.
 
-mod partitioned_support;
-
 use std::time::Duration;
 
-use partitioned_support::{get as stored, multiplexed, now_ns};
 use redis::cluster::ClusterClient;
 use redis_throttle::backlog::{Backlog, Outcome, Worker, WorkerOptions};
 use redis_throttle::partitioned::{key_slot, PartitionError, PartitionedLimiter, PartitionedQuota};
 use redis_throttle::Quota;
-use throttle_testkit::{poll, Flavor, Server};
+use throttle_e2e::wall::now_ns;
+use throttle_e2e::{multiplexed, stored, within_async};
+use throttle_testkit::{one_node_cluster, Flavor, Server};
 use tokio::time::Instant;
 
 /// Bound on every wait for the keeper's background work.
@@ -30,18 +29,6 @@ fn quota(name: &str, partitions: u32) -> PartitionedQuota {
         .lease(Duration::from_millis(1000))
         .build()
         .unwrap()
-}
-
-/// Polls `check` every 10 ms until it holds, at most [`BOUND`].
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(
-            start.elapsed() < BOUND,
-            "{what} did not happen within {BOUND:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// Calls from 4 tasks until the limiter holds `n` partitions: its callers wait longer than
@@ -69,11 +56,7 @@ where
 
 #[test]
 fn partition_keys_land_in_the_slots_redis_computes() {
-    let server = Server::builder(Flavor::Redis70)
-        .module(false)
-        .arg("cluster-enabled", "yes")
-        .arg("cluster-announce-ip", "127.0.0.1")
-        .start();
+    let server = one_node_cluster(Server::builder(Flavor::Redis70).module(false));
     let mut con = server.conn();
     for partitions in [3, 20, 1024] {
         let q = quota("slots:check", partitions);
@@ -161,7 +144,10 @@ async fn a_lease_taken_behind_the_holders_back_is_dropped_at_renewal() {
         .query(&mut con)
         .unwrap();
     // The next renewal (a third of a lease) finds another owner: spending stops.
-    eventually("the lease is dropped", || a.held().is_empty()).await;
+    within_async("the lease to be dropped", BOUND, || {
+        a.held().is_empty().then_some(())
+    })
+    .await;
     let m = a.metrics();
     assert_eq!((m.leases_lost, m.partitions_held), (1, 0), "{m:?}");
     assert!(a.try_acquire().unwrap().is_none());
@@ -225,43 +211,28 @@ async fn a_backlog_worker_drains_through_a_partitioned_limiter() {
     let stop = worker.stop_handle();
     let run = tokio::spawn(async move { worker.run(|_| async { Outcome::Done }).await });
     let mut con = server.conn();
-    let drained = poll(BOUND, || {
+    within_async("the queue to drain", BOUND, || {
         let left: u64 = redis::cmd("XLEN")
             .arg("{jobs}:ingest")
             .query(&mut con)
             .unwrap();
         (left == 0).then_some(())
-    });
+    })
+    .await;
     stop.stop();
     let metrics = tokio::time::timeout(BOUND, run)
         .await
         .unwrap()
         .unwrap()
         .unwrap();
-    assert!(drained.is_some(), "records left");
     assert_eq!(metrics.done, 30);
     assert_eq!(limiter.metrics().granted, 30);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_limiter_runs_over_a_cluster_connection() {
-    let server = Server::builder(Flavor::Redis70)
-        .module(false)
-        .arg("cluster-enabled", "yes")
-        .arg("cluster-announce-ip", "127.0.0.1")
-        .start();
+    let server = one_node_cluster(Server::builder(Flavor::Redis70).module(false));
     let mut con = server.conn();
-    let _: () = redis::cmd("CLUSTER")
-        .arg("ADDSLOTSRANGE")
-        .arg(0)
-        .arg(16383)
-        .query(&mut con)
-        .unwrap();
-    poll(BOUND, || {
-        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut con).unwrap();
-        info.contains("cluster_state:ok").then_some(())
-    })
-    .expect("cluster_state:ok");
     let conn = ClusterClient::builder(vec![server.url()])
         .build()
         .unwrap()

@@ -25,12 +25,12 @@
 //! cargo test -p redis-throttle --test partitioned_failover -- --nocapture
 //! ```
 
-mod partitioned_support;
-
 use std::time::{Duration, Instant};
 
-use partitioned_support::{check, get, now_ns, worker, worker_env, End, Output, Spec, NS_PER_S};
 use redis_throttle::partitioned::{key_slot, PartitionedQuota};
+use throttle_e2e::partitioned::{check, worker, worker_env, End, Output, Spec};
+use throttle_e2e::stored;
+use throttle_e2e::wall::{now_ns, NS_PER_S};
 use throttle_testkit::{ChildTest, Flavor, ReplicatedCluster};
 
 const SPEC: Spec = Spec {
@@ -70,7 +70,7 @@ fn leased_partition(
 ) -> Option<u32> {
     (0..quota.partitions()).find(|&i| {
         masters[i as usize] != target
-            && get(
+            && stored(
                 &mut cluster.servers()[masters[i as usize]].conn(),
                 quota.key(i).expect("a partition"),
             )

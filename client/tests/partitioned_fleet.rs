@@ -2,7 +2,7 @@
 //! 3-master cluster with a replica per master, for 30 s, with workers joining, leaving
 //! gracefully, SIGKILLed, and SIGSTOPped for longer than their lease.
 //!
-//! Checked (see `partitioned_support::check`): no two holds of a partition overlap; a frozen
+//! Checked (see `throttle_e2e::partitioned::check`): no two holds of a partition overlap; a frozen
 //! worker carries at most its callers' grants across the freeze; every other grant stays in
 //! every window within `burst + rate x window` (plus the bunching the measured lateness
 //! between a grant's decision and its return can make). Utilisation is printed.
@@ -12,11 +12,10 @@
 //! cargo test -p redis-throttle --test partitioned_fleet -- --nocapture
 //! ```
 
-mod partitioned_support;
-
 use std::time::{Duration, Instant};
 
-use partitioned_support::{check, now_ns, worker, worker_env, Freeze, Output, Spec, NS_PER_S};
+use throttle_e2e::partitioned::{check, worker, worker_env, Freeze, Output, Spec};
+use throttle_e2e::wall::{now_ns, NS_PER_S};
 use throttle_testkit::{ChildTest, Flavor, ReplicatedCluster};
 
 /// 200/s and a burst of 40 as 20 partitions of 10/s and 2 tokens; leases of 1 s.

@@ -13,15 +13,14 @@
 //! (never early: no grant before the pause ends, one per interval after it) and against a
 //! late bound measured in the run.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{
-    clock_lag_ns, multiplexed, now_ns, runtime, serial, server_for, stored_state, NS_PER_MS,
-};
 use redis_throttle::{Backend, Limiter, Quota, TryAcquire};
-use throttle_testkit::{check_windows, Flavor, Sample};
+use throttle_e2e::wall::{now_ns, NS_PER_MS};
+use throttle_e2e::{
+    check_windows, clock_lag_ns, multiplexed, runtime, serial, server_for, stored_state, Sample,
+};
+use throttle_testkit::Flavor;
 
 /// Capacity 3, 10 per second: one token every 100 ms.
 const CAPACITY: u64 = 3;

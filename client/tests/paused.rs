@@ -2,12 +2,10 @@
 //! THROTTLE.TAKE (the module's own arithmetic), and tokio's clock jumps from one timer to
 //! the next, so every instant below is exact and nothing really sleeps.
 
-mod common;
-
 use std::time::Duration;
 
-use common::fake::FakeServer;
 use redis_throttle::{Backend, Error, Limiter, Quota, QuotaError, Strategy, TryAcquire};
+use throttle_e2e::fake::FakeServer;
 use tokio::time::Instant;
 
 const MS: Duration = Duration::from_millis(1);

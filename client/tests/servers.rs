@@ -1,12 +1,10 @@
 //! The client on each of the four servers: the basic calls, a missing module, and keys
 //! that are not buckets.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::multiplexed;
 use redis_throttle::{Backend, Error, Limiter, Quota, Strategy, TryAcquire};
+use throttle_e2e::multiplexed;
 use throttle_testkit::{Flavor, Server};
 
 #[tokio::test]

@@ -28,4 +28,32 @@ impl Rng {
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len() as u64) as usize]
     }
+
+    /// A number in `low..=high`.
+    pub fn range(&mut self, low: u64, high: u64) -> u64 {
+        low + self.below(high - low + 1)
+    }
+
+    /// True with probability 1 in `d`.
+    pub fn one_in(&mut self, d: u64) -> bool {
+        self.below(d) == 0
+    }
+
+    /// `len` random bytes.
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next_u64() as u8).collect()
+    }
+
+    /// `len` random decimal digits.
+    pub fn digits(&mut self, len: usize) -> String {
+        (0..len)
+            .map(|_| char::from(b'0' + self.below(10) as u8))
+            .collect()
+    }
+
+    /// `low..=high` random decimal digits.
+    pub fn some_digits(&mut self, low: u64, high: u64) -> String {
+        let len = self.range(low, high) as usize;
+        self.digits(len)
+    }
 }

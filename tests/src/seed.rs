@@ -6,7 +6,8 @@ use std::time::Instant;
 use redis::{Connection, Value};
 use throttle_testkit::Flavor;
 
-use crate::command::{as_reply, error_text, query, take_cmd, Reply};
+use crate::command::{error_text, line, query};
+use crate::reply::{as_reply, Reply};
 use crate::time::{ceil_ms, NS_PER_MS};
 
 /// The refill time of one token at 9/s, rounded up: 111 111 112 ns.
@@ -47,7 +48,7 @@ pub fn check_seed_scenario(con: &mut Connection, flavor: Flavor, key: &str) {
         let mut pipe = redis::pipe();
         pipe.atomic();
         for _ in 0..40 {
-            pipe.add_command(take_cmd(key, "8 9 MAXWAIT 60000"));
+            pipe.add_command(line(&format!("THROTTLE.TAKE {key} 8 9 MAXWAIT 60000")));
         }
         let start = Instant::now();
         let replies: Vec<Value> = pipe

@@ -1,6 +1,6 @@
 //! The server as a whole: who it is, who is logged in, whether it is still well.
 
-use redis::Connection;
+use redis::{Connection, Value};
 use throttle_testkit::{info_field, Flavor, Server};
 
 use crate::command::query;
@@ -26,6 +26,18 @@ pub fn conn_as(server: &Server, user: &str) -> Connection {
     con
 }
 
+/// A connection that speaks RESP3 (HELLO 3 answered with a map), for checking that replies
+/// are the same as in RESP2.
+pub fn resp3(server: &Server) -> Connection {
+    let client =
+        redis::Client::open(format!("{}?protocol=resp3", server.url())).expect("a RESP3 client");
+    let mut con = client.get_connection().expect("a RESP3 connection");
+    let hello: Value = query(&mut con, redis::cmd("HELLO").arg(3));
+    assert!(matches!(hello, Value::Map(_)), "not RESP3: {hello:?}");
+    con
+}
+
+/// The server's `process_id` (`INFO server`): another one after a restart.
 #[track_caller]
 pub fn process_id(con: &mut Connection) -> String {
     info_field(&info(con, "server"), "process_id")

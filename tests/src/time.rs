@@ -1,12 +1,15 @@
-//! The server's clock, and bounds on how far it can have moved while the client watched.
+//! The server's clock, and bounds on how far it can have moved while the client watched (ns
+//! as the module replies them, `i64`; the wall clock that worker processes share is
+//! [`crate::wall`]).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use redis::Connection;
-use throttle_testkit::{poll, Flavor};
+use throttle_testkit::Flavor;
 
 use crate::command::query;
 
+/// Nanoseconds in a millisecond, for the module's states and replies.
 pub const NS_PER_MS: i64 = 1_000_000;
 
 /// The server's clock (`TIME`), in ns.
@@ -44,15 +47,5 @@ pub fn assert_server_instant(flavor: Flavor, instant: i64, before: i64, after: i
         inside,
         "{what}: the module's clock read {instant} ns, outside the server's TIME \
          {before}..={after} ({flavor})"
-    );
-}
-
-/// Polls `check` with the kit's backoff until it is true; panics after `timeout`.
-#[track_caller]
-pub fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
-    let done = poll(timeout, || check().then_some(()));
-    assert!(
-        done.is_some(),
-        "timed out after {timeout:?} waiting for {what}"
     );
 }

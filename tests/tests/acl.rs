@@ -1,9 +1,7 @@
 //! Command flags, key positions and ACL rules for THROTTLE.TAKE on every server.
 
-mod common;
-
-use common::{
-    as_reply, conn_as, exists, per_server, query, send, strings, take_cmd, Flavor, Server, Value,
+use throttle_e2e::{
+    as_reply, conn_as, exists, line, per_server, query, send, strings, Flavor, Server, Value,
 };
 
 per_server!(flags_keys_and_acl);
@@ -15,7 +13,7 @@ fn flags_keys_and_acl(flavor: Flavor) {
 /// The same over a unix socket instead of TCP.
 #[test]
 fn flags_keys_and_acl_over_a_unix_socket() {
-    check_flags_and_acl(&common::unix_socket_server(Flavor::Valkey91));
+    check_flags_and_acl(&throttle_e2e::unix_socket_server(Flavor::Valkey91));
 }
 
 /// `COMMAND INFO`: flags write/denyoom/fast, key 1..1 step 1 (and the `@write @fast`
@@ -99,7 +97,7 @@ fn check_flags_and_acl(server: &Server) {
         set.as_ref().is_err_and(|e| e.starts_with("NOPERM")),
         "{set:?}"
     );
-    let taken = send(&mut nowrite, &take_cmd("acl:key", "8 9"));
+    let taken = send(&mut nowrite, &line("THROTTLE.TAKE acl:key 8 9"));
     if flavor.has_acl_categories() {
         let error = taken.expect_err("-@write must deny THROTTLE.TAKE");
         assert!(error.starts_with("NOPERM "), "{error}");
@@ -115,7 +113,7 @@ fn check_flags_and_acl(server: &Server) {
 
     // `-throttle.take`: refused by name on every server; other writes still allowed.
     let mut notake = conn_as(server, "notake");
-    let error = send(&mut notake, &take_cmd("acl:key", "8 9")).expect_err("-throttle.take");
+    let error = send(&mut notake, &line("THROTTLE.TAKE acl:key 8 9")).expect_err("-throttle.take");
     assert!(error.starts_with("NOPERM "), "{error}");
     assert!(error.to_lowercase().contains("throttle.take"), "{error}");
     assert!(!exists(&mut con, "acl:key"), "a refused call wrote");

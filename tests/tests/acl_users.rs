@@ -9,9 +9,7 @@
 //! - the key is declared read-write (it reads the bucket and writes the new state), so a
 //!   user with only read (`%R~`) or only write (`%W~`) access to the key is refused.
 
-mod common;
-
-use common::{as_reply, conn_as, exists, per_server, query, send, take_cmd, Connection, Value};
+use throttle_e2e::{as_reply, conn_as, exists, line, per_server, query, send, Connection, Value};
 use throttle_testkit::{Flavor, Server};
 
 fn set_user(admin: &mut Connection, rules: &[&str]) {
@@ -21,7 +19,7 @@ fn set_user(admin: &mut Connection, rules: &[&str]) {
 /// THROTTLE.TAKE as this user must be refused by command name, and write nothing.
 #[track_caller]
 fn assert_command_denied(con: &mut Connection, admin: &mut Connection, key: &str, who: &str) {
-    let error = send(con, &take_cmd(key, "8 9")).expect_err(who);
+    let error = send(con, &line(&format!("THROTTLE.TAKE {key} 8 9"))).expect_err(who);
     assert!(error.starts_with("NOPERM "), "{who}: {error}");
     assert!(
         error.to_lowercase().contains("throttle.take"),
@@ -33,7 +31,7 @@ fn assert_command_denied(con: &mut Connection, admin: &mut Connection, key: &str
 /// THROTTLE.TAKE as this user must be refused for the key, and write nothing.
 #[track_caller]
 fn assert_key_denied(con: &mut Connection, admin: &mut Connection, key: &str, who: &str) {
-    let error = send(con, &take_cmd(key, "8 9")).expect_err(who);
+    let error = send(con, &line(&format!("THROTTLE.TAKE {key} 8 9"))).expect_err(who);
     assert!(error.starts_with("NOPERM "), "{who}: {error}");
     assert!(!exists(admin, key), "{who}: a refused call wrote {key}");
 }
@@ -41,7 +39,7 @@ fn assert_key_denied(con: &mut Connection, admin: &mut Connection, key: &str, wh
 /// THROTTLE.TAKE as this user on a fresh key must be granted.
 #[track_caller]
 fn assert_allowed(con: &mut Connection, key: &str, who: &str) {
-    let reply = send(con, &take_cmd(key, "8 9"))
+    let reply = send(con, &line(&format!("THROTTLE.TAKE {key} 8 9")))
         .unwrap_or_else(|e| panic!("{who} must be allowed THROTTLE.TAKE {key}: {e}"));
     assert_eq!(as_reply(&reply), [1, 7, 0, 112], "{who}");
 }

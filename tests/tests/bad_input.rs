@@ -1,11 +1,9 @@
 //! The bad-input battery on every server: every malformed call gets an ERR or WRONGTYPE reply
 //! that names the problem, and leaves the server answering and every key as it was.
 
-mod common;
-
-use common::{
-    assert_no_crash, ceil_ms, digest, error_text, exists, per_server, pexpiretime, process_id,
-    query, raw_cmd, send, state, take, Connection, Flavor, Server,
+use throttle_e2e::{
+    assert_no_crash, ceil_ms, digest, error_text, exists, line, per_server, pexpiretime,
+    process_id, query, send, state, take, Connection, Flavor, Server,
 };
 
 per_server!(bad_input_battery);
@@ -17,7 +15,7 @@ fn bad_input_battery(flavor: Flavor) {
 /// The same over a unix socket instead of TCP.
 #[test]
 fn bad_input_battery_over_a_unix_socket() {
-    check_bad_input_battery(&common::unix_socket_server(Flavor::Valkey91));
+    check_bad_input_battery(&throttle_e2e::unix_socket_server(Flavor::Valkey91));
 }
 
 /// One malformed call: the arguments after THROTTLE.TAKE, the reply's prefix, and words the
@@ -268,7 +266,7 @@ fn check_bad_input_battery(server: &Server) {
         let shown = format!("THROTTLE.TAKE {}", shown.join(" "));
         let before = digest(&mut con);
         let args: Vec<&[u8]> = call.args.iter().map(Vec::as_slice).collect();
-        let reply = send(&mut con, &raw_cmd(&args));
+        let reply = send(&mut con, line("THROTTLE.TAKE").arg(&args[..]));
         let error = match reply {
             Err(error) => error,
             Ok(value) => panic!("{shown}: expected an error, got {value:?}"),
@@ -326,7 +324,10 @@ fn check_bad_input_battery(server: &Server) {
         ("s:1970", 12345i64.to_le_bytes().to_vec()),
     ] {
         let _: () = query(&mut con, redis::cmd("SET").arg(key).arg(&value));
-        let reply = send(&mut con, &common::take_cmd(key, "8 9 MAXWAIT 1000"));
+        let reply = send(
+            &mut con,
+            &line(&format!("THROTTLE.TAKE {key} 8 9 MAXWAIT 1000")),
+        );
         let err = reply.expect_err(key);
         assert!(
             err.starts_with("ERR ") && err.contains("not a THROTTLE bucket"),

@@ -16,14 +16,11 @@
 //! jemalloc dynamically and does not come up under libfaketime ("Cannot recover from
 //! unexpected recursive calls to clock_gettime()"), a known clash of the two.
 
-mod common;
-
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::*;
-use throttle_testkit::libfaketime;
+use throttle_e2e::*;
+use throttle_testkit::FakeClock;
 
 const HOUR_S: i64 = 3600;
 const DAY_S: i64 = 24 * HOUR_S;
@@ -45,41 +42,24 @@ on_servers!(
 // ---------------------------------------------------------------------------------------
 // The fake clock.
 
-/// A server whose wall clock is the real one plus an offset the test sets.
-struct FakeClock {
-    dir: PathBuf,
-    file: PathBuf,
+/// A server's fake clock (the kit's) and the offset the test has set it to.
+struct SteppedClock {
+    clock: FakeClock,
     offset_s: i64,
 }
 
-impl FakeClock {
+impl SteppedClock {
     /// Offset 0, in a fresh directory of its own.
-    fn new(flavor: Flavor, test: &str) -> FakeClock {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "throttle-clock-{}-{}-{test}-{}",
-            std::process::id(),
-            flavor.name(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("create the fake clock's dir");
-        let clock = FakeClock {
-            file: dir.join("faketime"),
-            dir,
+    fn new(flavor: Flavor, test: &str) -> SteppedClock {
+        SteppedClock {
+            clock: FakeClock::new(&format!("clock-{}-{test}", flavor.name()), 0),
             offset_s: 0,
-        };
-        clock.write(0);
-        clock
+        }
     }
 
     /// Starts a server (module loaded) on this clock, and checks it sees it.
     fn start(&self, flavor: Flavor) -> Server {
-        let server = Server::builder(flavor)
-            .env("LD_PRELOAD", &libfaketime().display().to_string())
-            .env("FAKETIME_TIMESTAMP_FILE", &self.file.display().to_string())
-            .env("FAKETIME_NO_CACHE", "1")
-            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
-            .start();
+        let server = self.clock.server(flavor).start();
         self.assert_seen(&mut server.conn());
         server
     }
@@ -87,15 +67,9 @@ impl FakeClock {
     /// Steps the server's wall clock to the real one plus `offset_s`, and waits (bounded)
     /// until `TIME` and the module both read it.
     fn step(&mut self, con: &mut Connection, offset_s: i64) {
-        self.write(offset_s);
+        self.clock.set(offset_s);
         self.offset_s = offset_s;
         self.assert_seen(con);
-    }
-
-    fn write(&self, offset_s: i64) {
-        let tmp = self.dir.join("faketime.tmp");
-        std::fs::write(&tmp, format!("{offset_s:+}s\n")).expect("write the faketime file");
-        std::fs::rename(&tmp, &self.file).expect("replace the faketime file");
     }
 
     /// The real clock plus the offset, in ns.
@@ -103,33 +77,27 @@ impl FakeClock {
         real_now_ns() + self.offset_s * NS_PER_S
     }
 
+    /// Waits (bounded) until `TIME` and the module's clock both read the real clock plus the
+    /// offset, to within [`SEEN_WITHIN_NS`].
     #[track_caller]
     fn assert_seen(&self, con: &mut Connection) {
         let offset = self.offset_s;
-        let mut last = (0, 0);
-        let seen = poll(STEP_TIMEOUT, || {
-            let time = server_time_ns(con);
-            let module = module_now_ns(con);
-            let want = self.expected_ns();
-            last = (time - want, module - want);
-            (last.0.abs() < SEEN_WITHIN_NS && last.1.abs() < SEEN_WITHIN_NS).then_some(())
-        });
-        assert!(
-            seen.is_some(),
-            "the server does not read the real clock {offset:+} s: TIME is {} s off it, the \
-             module's clock {} s (is libfaketime preloaded?)",
-            last.0 / NS_PER_S,
-            last.1 / NS_PER_S
+        within(
+            &format!(
+                "TIME and the module's clock to read the real clock {offset:+} s (is \
+                 libfaketime preloaded?)"
+            ),
+            STEP_TIMEOUT,
+            || {
+                let want = self.expected_ns();
+                let off = (server_time_ns(con) - want, module_now_ns(con) - want);
+                (off.0.abs() < SEEN_WITHIN_NS && off.1.abs() < SEEN_WITHIN_NS).then_some(())
+            },
         );
     }
 }
 
-impl Drop for FakeClock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
+/// The real clock, in ns since the epoch.
 fn real_now_ns() -> i64 {
     let since = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -143,7 +111,7 @@ fn module_now_ns(con: &mut Connection) -> i64 {
     let key = format!("probe:{}", NEXT.fetch_add(1, Ordering::Relaxed));
     let mut pipe = redis::pipe();
     pipe.atomic()
-        .add_command(take_cmd(&key, "1 1000000000"))
+        .add_command(line(&format!("THROTTLE.TAKE {key} 1 1000000000")))
         .ignore()
         .cmd("GET")
         .arg(&key)
@@ -162,7 +130,7 @@ fn takes_at_one_instant(con: &mut Connection, key: &str, args: &str, count: i64)
     let mut pipe = redis::pipe();
     pipe.atomic();
     for _ in 0..count {
-        pipe.add_command(take_cmd(key, args));
+        pipe.add_command(line(&format!("THROTTLE.TAKE {key} {args}")));
     }
     let replies: Vec<Value> = pipe
         .query(con)
@@ -184,7 +152,7 @@ fn remaining_at(capacity: i64, interval: i64, tat: i64, now: i64) -> i64 {
 /// where it would have been (the original time plus what elapsed), the bucket is what it
 /// would have been, and grants come at the configured rate.
 fn stepped_back_an_hour(flavor: Flavor) {
-    let mut clock = FakeClock::new(flavor, "back");
+    let mut clock = SteppedClock::new(flavor, "back");
     let server = clock.start(flavor);
     let mut con = server.conn();
 
@@ -323,7 +291,7 @@ fn stepped_back_an_hour(flavor: Flavor) {
 /// bucket in debt by more than a day is still in debt. Then back by a day: the states
 /// written during that day are a day ahead, and the bucket is only stricter.
 fn stepped_forward_a_day(flavor: Flavor) {
-    let mut clock = FakeClock::new(flavor, "forward");
+    let mut clock = SteppedClock::new(flavor, "forward");
     let server = clock.start(flavor);
     let mut con = server.conn();
 

@@ -11,8 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
-use throttle_testkit::{per_server, Flavor, Server};
+use throttle_e2e::{per_server, take_any, Connection, Flavor, Server};
 
 const CALLS: usize = 200;
 /// Between calls, on top of the round trip: well above the 10 µs interval. Spun rather than
@@ -21,24 +20,6 @@ const GAP: Duration = Duration::from_micros(100);
 /// A loaded machine can make one round slow enough (over ~1 ms per call) to say nothing; a
 /// millisecond clock can never pass, however many rounds run.
 const ROUNDS: usize = 5;
-
-fn take(con: &mut Connection, key: &str, args: &[&str]) -> Vec<i64> {
-    let reply: Value = redis::cmd("THROTTLE.TAKE")
-        .arg(key)
-        .arg(args)
-        .query(con)
-        .unwrap_or_else(|e| panic!("THROTTLE.TAKE {key} {args:?}: {e}"));
-    match &reply {
-        Value::Array(items) => items
-            .iter()
-            .map(|v| match v {
-                Value::Int(n) => *n,
-                other => panic!("{other:?} in {reply:?}"),
-            })
-            .collect(),
-        other => panic!("THROTTLE.TAKE: {other:?}"),
-    }
-}
 
 fn spin(gap: Duration) {
     let start = Instant::now();
@@ -56,7 +37,7 @@ fn microsecond_grants(flavor: Flavor) {
         let start = Instant::now();
         let mut granted = 0;
         for _ in 0..CALLS {
-            granted += take(&mut con, &key, &["1", "100000"])[0];
+            granted += take_any(&mut con, &key, "1 100000")[0];
             spin(GAP);
         }
         let elapsed = start.elapsed();
@@ -92,7 +73,7 @@ fn instant_follows_the_wall_clock(flavor: Flavor) {
     for i in 0..50 {
         let key = format!("wall:{i}");
         let before = time_us(&mut con);
-        let reply = take(&mut con, &key, &["1", "1", "TICKET"]);
+        let reply = take_any(&mut con, &key, "1 1 TICKET");
         let after = time_us(&mut con);
         assert_eq!(reply[..4], [1, 0, 0, 1000], "{reply:?}");
         let now_us = reply[4] - 1_000_000;

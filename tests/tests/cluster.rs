@@ -3,17 +3,15 @@
 //! all three; a slot is migrated by hand under a bucket, and the same connection follows
 //! the MOVED to the bucket's new node, with the bucket's state.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::cluster::{keyslot, start_cluster};
-use common::*;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis_throttle::{Limiter, Quota, TryAcquire};
+use throttle_e2e::*;
+use throttle_testkit::ReplicatedCluster;
 
-common::per_server!(keys_on_every_master_and_a_moved_slot);
+throttle_e2e::per_server!(keys_on_every_master_and_a_moved_slot);
 
 const KEYS: usize = 200;
 /// Capacity 3, one token every 100 s: nothing refills during the test.
@@ -42,7 +40,7 @@ fn quota() -> Quota {
 /// and the buckets moved with their keys.
 fn keys_on_every_master_and_a_moved_slot(flavor: Flavor) {
     let started = Instant::now();
-    let nodes = start_cluster(flavor);
+    let nodes = ReplicatedCluster::start(flavor, 3, 0).into_masters();
     let cluster_up = started.elapsed();
     let mut cons: Vec<Connection> = nodes.iter().map(|n| n.server.conn()).collect();
 
@@ -51,7 +49,7 @@ fn keys_on_every_master_and_a_moved_slot(flavor: Flavor) {
         .iter()
         .map(|key| {
             let slot = keyslot(&mut cons[0], key);
-            nodes.iter().position(|n| n.owns(slot)).unwrap()
+            nodes.iter().position(|n| n.node.owns(slot)).unwrap()
         })
         .collect();
     let per_node: Vec<usize> = (0..3)
@@ -146,8 +144,8 @@ fn keys_on_every_master_and_a_moved_slot(flavor: Flavor) {
                 .arg(id),
         );
     };
-    set_slot(&mut cons[dst], "IMPORTING", &nodes[src].id);
-    set_slot(&mut cons[src], "MIGRATING", &nodes[dst].id);
+    set_slot(&mut cons[dst], "IMPORTING", &nodes[src].node.id);
+    set_slot(&mut cons[src], "MIGRATING", &nodes[dst].node.id);
     let in_slot: Vec<String> = query(
         &mut cons[src],
         redis::cmd("CLUSTER")
@@ -171,9 +169,9 @@ fn keys_on_every_master_and_a_moved_slot(flavor: Flavor) {
             .arg("KEYS")
             .arg(&in_slot),
     );
-    set_slot(&mut cons[dst], "NODE", &nodes[dst].id);
-    set_slot(&mut cons[src], "NODE", &nodes[dst].id);
-    set_slot(&mut cons[other], "NODE", &nodes[dst].id);
+    set_slot(&mut cons[dst], "NODE", &nodes[dst].node.id);
+    set_slot(&mut cons[src], "NODE", &nodes[dst].node.id);
+    set_slot(&mut cons[other], "NODE", &nodes[dst].node.id);
 
     // The old node redirects; the new one holds the bucket as it was.
     let moved = send(&mut cons[src], redis::cmd("GET").arg(&key));

@@ -4,12 +4,9 @@
 //! the wrong arity refused when it is queued in MULTI (EXECABORT), and Redis Cluster's own
 //! CROSSSLOT for THROTTLE.MTAKE keys in different slots.
 
-use std::time::Duration;
-
-mod common;
-
-use common::{info_field, ok, per_server, poll, run, Flavor, Server, Value};
 use throttle_bucket::Command;
+use throttle_e2e::{ok, per_server, run, strings, Flavor, Server, Value};
+use throttle_testkit::one_node_cluster;
 
 #[track_caller]
 fn text(value: &Value) -> String {
@@ -27,11 +24,6 @@ fn list(value: &Value) -> &[Value] {
         Value::Array(items) | Value::Set(items) => items,
         other => panic!("expected an array, got {other:?}"),
     }
-}
-
-#[track_caller]
-fn strings(value: &Value) -> Vec<String> {
-    list(value).iter().map(text).collect()
 }
 
 /// `field` of a RESP2 map (an array of alternating names and values).
@@ -321,17 +313,8 @@ fn wrong_arity_aborts_multi(flavor: Flavor) {
 /// before running it, so keys in different slots get the server's own CROSSSLOT, and keys
 /// with one hash tag reach the module.
 fn cluster_crossslot(flavor: Flavor) {
-    let server = Server::builder(flavor)
-        .arg("cluster-enabled", "yes")
-        .arg("cluster-config-file", "nodes.conf")
-        .start();
+    let server = one_node_cluster(Server::builder(flavor));
     let mut con = server.conn();
-    assert_eq!(ok(&mut con, "CLUSTER ADDSLOTSRANGE 0 16383"), Value::Okay);
-    let state_ok = poll(Duration::from_secs(10), || {
-        let info = text(&ok(&mut con, "CLUSTER INFO"));
-        (info_field(&info, "cluster_state") == Some("ok")).then_some(())
-    });
-    assert!(state_ok.is_some(), "the one-node cluster never got ok");
 
     let error = run(&mut con, "THROTTLE.MTAKE 2 a b 5 1 1 5 1 1").expect_err("CROSSSLOT");
     assert!(error.starts_with("CROSSSLOT "), "{error}");

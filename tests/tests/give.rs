@@ -4,15 +4,12 @@
 //! back once; a missing key gives nothing. Replicas get the resulting state, a give-back of 0
 //! propagates nothing, and every malformed call gets its exact error and changes nothing.
 
-mod common;
-mod support;
-
 use std::time::{Duration, Instant};
 
-use common::{exists, per_server, query, slack_ms, state, Connection, Flavor, Server, NS_PER_MS};
-use support::{
-    assert_reply, bad, check_battery, cmd, errors, exec, give, ints, num, peek, take_any, BadCall,
-    Pair, NOT_BUCKETS, OTHER_TYPES,
+use throttle_e2e::{
+    assert_reply, bad, check_battery, errors, exec, exists, give, ints, line, num, peek,
+    per_server, query, slack_ms, state, take_any, BadCall, Connection, Flavor, Pair, Server,
+    NOT_BUCKETS, NS_PER_MS, OTHER_TYPES,
 };
 
 per_server!(
@@ -41,19 +38,15 @@ fn the_ticket_is_the_state_in_microseconds(flavor: Flavor) {
         &mut con,
         flavor,
         &[
-            cmd("THROTTLE.TAKE", "t", &format!("{SLOW} TOKENS 3 TICKET")),
-            cmd("GET", "t", ""),
-            cmd("THROTTLE.TAKE", "t", &format!("{SLOW} ticket TOKENS 7")),
-            cmd("GET", "t", ""),
-            cmd(
-                "THROTTLE.TAKE",
-                "t",
-                &format!("{SLOW} MAXWAIT 200000 Ticket"),
-            ),
-            cmd("GET", "t", ""),
-            cmd("THROTTLE.TAKE", "t", &format!("{SLOW} TOKENS 0 TICKET")),
-            cmd("THROTTLE.TAKE", "t", &format!("{SLOW} TICKET")),
-            cmd("THROTTLE.TAKE", "t", SLOW),
+            line(&format!("THROTTLE.TAKE t {SLOW} TOKENS 3 TICKET")),
+            line("GET t"),
+            line(&format!("THROTTLE.TAKE t {SLOW} ticket TOKENS 7")),
+            line("GET t"),
+            line(&format!("THROTTLE.TAKE t {SLOW} MAXWAIT 200000 Ticket")),
+            line("GET t"),
+            line(&format!("THROTTLE.TAKE t {SLOW} TOKENS 0 TICKET")),
+            line(&format!("THROTTLE.TAKE t {SLOW} TICKET")),
+            line(&format!("THROTTLE.TAKE t {SLOW}")),
         ],
     );
     let d = &[2, 3];
@@ -107,7 +100,7 @@ fn a_give_back_right_away_returns_everything(flavor: Flavor) {
     assert_eq!(peek(&mut con, "full", SLOW), [1, 10, 0, 0], "full again");
 
     // RESP3: the same five integers, the same integer back.
-    let mut resp3 = support::resp3(&server);
+    let mut resp3 = throttle_e2e::resp3(&server);
     let reply = take_any(&mut resp3, "resp3", &format!("{SLOW} TOKENS 2 TICKET"));
     assert_eq!(reply[..4], [1, 8, 0, 200_000], "over RESP3");
     assert_eq!(

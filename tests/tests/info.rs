@@ -2,9 +2,7 @@
 //! of calls says, and the eviction field (and the log's warning) follow the maxmemory policy,
 //! also when it is changed at runtime with CONFIG SET.
 
-mod common;
-
-use common::{info_field, ok, per_server, run, Connection, Flavor, Server, Value};
+use throttle_e2e::{info_field, ok, per_server, run, Connection, Flavor, Server, Value};
 
 fn info_throttle(con: &mut Connection) -> String {
     match ok(con, "INFO throttle") {

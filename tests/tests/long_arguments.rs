@@ -7,12 +7,10 @@
 //! hours; one that is linear takes milliseconds. The bound below sits far between the two, so
 //! it holds on a loaded machine and still catches anything worse than linear.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{command_stat, error_text, info, per_server, Connection, Flavor, Server, Value};
 use redis_throttle::script::SOURCE;
+use throttle_e2e::{command_stat, error_text, info, per_server, Connection, Flavor, Server, Value};
 
 per_server!(megabyte_arguments_parse_in_linear_time);
 

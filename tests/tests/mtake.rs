@@ -5,16 +5,14 @@
 //! call gets its exact error; and in a real 3-master Redis Cluster, keys with one hash tag
 //! work, keys in different slots get the server's own CROSSSLOT, COMMAND GETKEYS lists them.
 
-mod common;
-mod support;
-
 use std::time::Duration;
 
-use common::cluster::{keyslot, start_cluster};
-use common::{exists, per_server, query, send, strings, Connection, Flavor, Server, NS_PER_MS};
-use support::{
-    assert_reply, bad, check_battery, cmd, errors, exec, ints, mtake, mtake_cmd, num, BadCall, Pair,
+use throttle_e2e::{
+    assert_reply, bad, check_battery, command_stat_of, errors, exec, exists, ints, keyslot, line,
+    mtake, num, per_server, query, send, state, strings, BadCall, Connection, Flavor, Pair, Server,
+    NS_PER_MS,
 };
+use throttle_testkit::ReplicatedCluster;
 
 per_server!(
     two_limits_of_a_supplier,
@@ -37,16 +35,18 @@ fn two_limits_of_a_supplier(flavor: Flavor) {
     let server = Server::start(flavor);
     let mut con = server.conn();
     let call = "2 {s}:a {s}:b 3 0.01 1 5 0.001 1";
-    let mut cmds: Vec<redis::Cmd> = (0..3).map(|_| mtake_cmd(call)).collect();
+    let mut cmds: Vec<redis::Cmd> = (0..3)
+        .map(|_| line(&format!("THROTTLE.MTAKE {call}")))
+        .collect();
     cmds.extend([
-        cmd("GET", "{s}:a", ""),
-        cmd("GET", "{s}:b", ""),
-        mtake_cmd(call),
-        cmd("GET", "{s}:a", ""),
-        cmd("GET", "{s}:b", ""),
-        mtake_cmd(&format!("{call} MAXWAIT 100000")),
-        cmd("GET", "{s}:a", ""),
-        cmd("GET", "{s}:b", ""),
+        line("GET {s}:a"),
+        line("GET {s}:b"),
+        line(&format!("THROTTLE.MTAKE {call}")),
+        line("GET {s}:a"),
+        line("GET {s}:b"),
+        line(&format!("THROTTLE.MTAKE {call} MAXWAIT 100000")),
+        line("GET {s}:a"),
+        line("GET {s}:b"),
     ]);
     let (replies, slack) = exec(&mut con, flavor, &cmds);
     let d = &[1, 3, 5];
@@ -97,7 +97,7 @@ fn two_limits_of_a_supplier(flavor: Flavor) {
     assert_eq!(keys, ["{s}:a", "{s}:b"], "COMMAND GETKEYS");
 
     // RESP3: the same array of integers.
-    let mut resp3 = support::resp3(&server);
+    let mut resp3 = throttle_e2e::resp3(&server);
     let reply = mtake(&mut resp3, "2 {r3}:a {r3}:b 3 0.01 1 5 0.001 2");
     assert_eq!(reply, [1, 0, 2, 100_000, 3, 2_000_000], "over RESP3");
 }
@@ -113,19 +113,19 @@ fn three_keys_all_or_nothing_and_the_longest_wait(flavor: Flavor) {
         &mut con,
         flavor,
         &[
-            cmd("THROTTLE.TAKE", "{t}:2", "2 0.01 TOKENS 2"),
-            cmd("THROTTLE.TAKE", "{t}:3", "1 0.001"),
-            cmd("GET", "{t}:2", ""),
-            cmd("GET", "{t}:3", ""),
-            mtake_cmd(call),
-            mtake_cmd(&format!("{call} MAXWAIT 999999")),
-            cmd("EXISTS", "{t}:1", ""),
-            cmd("GET", "{t}:2", ""),
-            cmd("GET", "{t}:3", ""),
-            mtake_cmd(&format!("{call} MAXWAIT 1000000")),
-            cmd("GET", "{t}:1", ""),
-            cmd("GET", "{t}:2", ""),
-            cmd("GET", "{t}:3", ""),
+            line("THROTTLE.TAKE {t}:2 2 0.01 TOKENS 2"),
+            line("THROTTLE.TAKE {t}:3 1 0.001"),
+            line("GET {t}:2"),
+            line("GET {t}:3"),
+            line(&format!("THROTTLE.MTAKE {call}")),
+            line(&format!("THROTTLE.MTAKE {call} MAXWAIT 999999")),
+            line("EXISTS {t}:1"),
+            line("GET {t}:2"),
+            line("GET {t}:3"),
+            line(&format!("THROTTLE.MTAKE {call} MAXWAIT 1000000")),
+            line("GET {t}:1"),
+            line("GET {t}:2"),
+            line("GET {t}:3"),
         ],
     );
     let d = &[1, 3, 5, 7];
@@ -161,6 +161,15 @@ fn three_keys_all_or_nothing_and_the_longest_wait(flavor: Flavor) {
     );
 }
 
+/// `{z}:debt`, capacity 3 at one token per 100 s: emptied, then a reservation 100 s into
+/// debt (the setup of the tests of zero tokens).
+fn z_debt() -> Vec<redis::Cmd> {
+    vec![
+        line("THROTTLE.TAKE {z}:debt 3 0.01 TOKENS 3"),
+        line("THROTTLE.TAKE {z}:debt 3 0.01 MAXWAIT 100000"),
+    ]
+}
+
 /// Zero tokens from every bucket only inspect: the reply is granted, no wait, the buckets as
 /// they stand, and nothing is written (missing keys stay missing). A bucket asked for 0 while
 /// another gives tokens is left alone.
@@ -171,18 +180,20 @@ fn zero_tokens_only_inspect(flavor: Flavor) {
         &mut con,
         flavor,
         &[
-            cmd("THROTTLE.TAKE", "{z}:debt", "3 0.01 TOKENS 3"),
-            cmd("THROTTLE.TAKE", "{z}:debt", "3 0.01 MAXWAIT 100000"),
-            cmd("THROTTLE.TAKE", "{z}:half", "4 0.01 TOKENS 2"),
-            cmd("GET", "{z}:debt", ""),
-            mtake_cmd("3 {z}:debt {z}:half {z}:none 3 0.01 0 4 0.01 0 5 0.001 0"),
-            mtake_cmd("3 {z}:debt {z}:half {z}:none 3 0.01 0 4 0.01 0 5 0.001 0 MAXWAIT 7"),
-            cmd("EXISTS", "{z}:none", ""),
-            cmd("GET", "{z}:debt", ""),
+            z_debt(),
+            vec![line("THROTTLE.TAKE {z}:half 4 0.01 TOKENS 2"),
+            line("GET {z}:debt"),
+            line("THROTTLE.MTAKE 3 {z}:debt {z}:half {z}:none 3 0.01 0 4 0.01 0 5 0.001 0"),
+            line(
+                "THROTTLE.MTAKE 3 {z}:debt {z}:half {z}:none 3 0.01 0 4 0.01 0 5 0.001 0 MAXWAIT 7",
+            ),
+            line("EXISTS {z}:none"),
+            line("GET {z}:debt"),
             // From the half-used bucket only: granted at once, the other untouched.
-            mtake_cmd("2 {z}:half {z}:none 4 0.01 1 5 0.001 0"),
-            cmd("EXISTS", "{z}:none", ""),
-        ],
+            line("THROTTLE.MTAKE 2 {z}:half {z}:none 4 0.01 1 5 0.001 0"),
+            line("EXISTS {z}:none")],
+        ]
+        .concat(),
     );
     let inspected = [1, 0, 0, 400_000, 2, 200_000, 5, 0];
     let d = &[1, 3, 5, 7];
@@ -222,12 +233,14 @@ fn a_bucket_asked_for_0_does_not_delay_the_others(flavor: Flavor) {
         &mut con,
         flavor,
         &[
-            cmd("THROTTLE.TAKE", "{z}:debt", "3 0.01 TOKENS 3"),
-            cmd("THROTTLE.TAKE", "{z}:debt", "3 0.01 MAXWAIT 100000"),
-            cmd("GET", "{z}:debt", ""),
-            mtake_cmd("2 {z}:debt {z}:fresh 3 0.01 0 5 0.001 2"),
-            cmd("GET", "{z}:debt", ""),
-        ],
+            z_debt(),
+            vec![
+                line("GET {z}:debt"),
+                line("THROTTLE.MTAKE 2 {z}:debt {z}:fresh 3 0.01 0 5 0.001 2"),
+                line("GET {z}:debt"),
+            ],
+        ]
+        .concat(),
     );
     assert_eq!(
         num(&replies[4]),
@@ -251,21 +264,17 @@ fn a_key_of_another_type_writes_nothing(flavor: Flavor) {
         &mut con,
         redis::cmd("RPUSH").arg("{w}:list").arg("x").arg("y"),
     );
-    let _ = support::take_any(&mut con, "{w}:b", "5 0.01");
-    let b = num(&query(&mut con, redis::cmd("GET").arg("{w}:b")));
+    let _ = throttle_e2e::take_any(&mut con, "{w}:b", "5 0.01");
+    let b = state(&mut con, "{w}:b");
     for call in [
         "3 {w}:a {w}:list {w}:b 5 0.01 1 5 0.01 1 5 0.01 1",
         "3 {w}:a {w}:b {w}:list 5 0.01 1 5 0.01 1 5 0.01 0",
         "2 {w}:list {w}:a 5 0.01 0 5 0.01 1",
     ] {
-        let error = send(&mut con, &mtake_cmd(call)).expect_err(call);
+        let error = send(&mut con, &line(&format!("THROTTLE.MTAKE {call}"))).expect_err(call);
         assert_eq!(error, errors::WRONGTYPE, "{call}");
         assert!(!exists(&mut con, "{w}:a"), "{call} wrote {{w}}:a");
-        assert_eq!(
-            num(&query(&mut con, redis::cmd("GET").arg("{w}:b"))),
-            b,
-            "{call}"
-        );
+        assert_eq!(state(&mut con, "{w}:b"), b, "{call}");
         let list: Vec<String> = query(
             &mut con,
             redis::cmd("LRANGE").arg("{w}:list").arg(0).arg(-1),
@@ -296,7 +305,10 @@ fn sixteen_keys_accepted_seventeen_refused_duplicates_refused(flavor: Flavor) {
     let dbsize = |con: &mut Connection| query::<i64>(con, &redis::cmd("DBSIZE"));
     let keys = dbsize(&mut con);
     assert_eq!(
-        send(&mut con, &mtake_cmd(&call("m17", 17))),
+        send(
+            &mut con,
+            &line(&format!("THROTTLE.MTAKE {}", call("m17", 17)))
+        ),
         Err(errors::NUMKEYS.to_owned())
     );
     for dup in [
@@ -305,24 +317,19 @@ fn sixteen_keys_accepted_seventeen_refused_duplicates_refused(flavor: Flavor) {
         "3 {m16}:0 {d}:b {m16}:0 5 0.01 1 5 0.01 1 5 0.01 1",
     ] {
         assert_eq!(
-            send(&mut con, &mtake_cmd(dup)),
+            send(&mut con, &line(&format!("THROTTLE.MTAKE {dup}"))),
             Err(errors::DUPLICATE.to_owned()),
             "{dup}"
         );
     }
     assert_eq!(dbsize(&mut con), keys, "a refused call wrote");
-    assert_eq!(state_of(&mut con, "{m16}:0"), state_of(&mut con, "{m16}:1"));
+    assert_eq!(state(&mut con, "{m16}:0"), state(&mut con, "{m16}:1"));
     let reply = mtake(&mut con, "2 {d}:a {d}:A 5 0.01 1 5 0.01 1");
     assert_eq!(
         reply,
         [1, 0, 4, 100_000, 4, 100_000],
         "keys differing in case"
     );
-}
-
-/// A state read with GET.
-fn state_of(con: &mut Connection, key: &str) -> i64 {
-    num(&query(con, redis::cmd("GET").arg(key)))
 }
 
 /// A primary and a replica: a granted MTAKE reaches the replica as one SET per bucket
@@ -336,7 +343,7 @@ fn replicas_get_the_states_and_a_denial_nothing(flavor: Flavor) {
     pair.assert_replica_same("after two MTAKEs");
     let mut rcon = pair.replica.conn();
     for key in ["{r}:a", "{r}:b", "{r}:c"] {
-        assert_eq!(state_of(&mut rcon, key), state_of(&mut con, key), "{key}");
+        assert_eq!(state(&mut rcon, key), state(&mut con, key), "{key}");
     }
     pair.assert_replicates_nothing("a denial and an inspection", |con| {
         assert_eq!(mtake(con, call)[0], 0);
@@ -431,18 +438,22 @@ fn bad_input_battery(flavor: Flavor) {
 /// gets); another master answers MOVED for them; keys in two slots get the server's own
 /// CROSSSLOT and nothing is written anywhere; COMMAND GETKEYS lists the keys.
 fn in_a_cluster_one_hash_tag_works_and_two_slots_are_crossslot(flavor: Flavor) {
-    let nodes = start_cluster(flavor);
+    let nodes = ReplicatedCluster::start(flavor, 3, 0).into_masters();
     let mut cons: Vec<Connection> = nodes.iter().map(|n| n.server.conn()).collect();
     let slot = keyslot(&mut cons[0], "{supplier}:s");
     assert_eq!(keyslot(&mut cons[0], "{supplier}:m"), slot);
-    let owner = nodes.iter().position(|n| n.owns(slot)).expect("an owner");
+    let owner = nodes
+        .iter()
+        .position(|n| n.node.owns(slot))
+        .expect("an owner");
     let call = "2 {supplier}:s {supplier}:m 10 10 1 500 0.1 1";
 
     let reply = mtake(&mut cons[owner], call);
     assert_eq!(reply[..3], [1, 0, 9], "{reply:?}");
     assert!(exists(&mut cons[owner], "{supplier}:s") && exists(&mut cons[owner], "{supplier}:m"));
     for (i, con) in cons.iter_mut().enumerate().filter(|(i, _)| *i != owner) {
-        let moved = send(con, &mtake_cmd(call)).expect_err("MTAKE on a node without the slot");
+        let moved = send(con, &line(&format!("THROTTLE.MTAKE {call}")))
+            .expect_err("MTAKE on a node without the slot");
         let want = format!("MOVED {slot} 127.0.0.1:{}", nodes[owner].server.port());
         assert_eq!(moved, want, "node {i}");
     }
@@ -454,7 +465,7 @@ fn in_a_cluster_one_hash_tag_works_and_two_slots_are_crossslot(flavor: Flavor) {
         .build()
         .expect("a cluster client");
     let mut cluster = client.get_connection().expect("a cluster connection");
-    let reply: Vec<i64> = mtake_cmd(call)
+    let reply: Vec<i64> = line(&format!("THROTTLE.MTAKE {call}"))
         .query(&mut cluster)
         .unwrap_or_else(|e| panic!("MTAKE through the cluster client: {e}"));
     assert_eq!(reply[..3], [1, 0, 8], "{reply:?}");
@@ -464,19 +475,21 @@ fn in_a_cluster_one_hash_tag_works_and_two_slots_are_crossslot(flavor: Flavor) {
     // tag served by another node than slot("2") takes that path.
     let numkeys_node = {
         let s = keyslot(&mut cons[0], "2");
-        nodes.iter().position(|n| n.owns(s)).unwrap()
+        nodes.iter().position(|n| n.node.owns(s)).unwrap()
     };
     let tag = (0..100)
         .map(|i| format!("{{sup{i}}}"))
         .find(|tag| {
             let s = keyslot(&mut cons[0], tag);
-            nodes.iter().position(|n| n.owns(s)) != Some(numkeys_node)
+            nodes.iter().position(|n| n.node.owns(s)) != Some(numkeys_node)
         })
         .expect("a hash tag on another node among 100");
     let moved_before = rejected(&mut cons);
-    let reply: Vec<i64> = mtake_cmd(&format!("2 {tag}:s {tag}:m 10 10 1 500 0.1 1"))
-        .query(&mut cluster)
-        .unwrap_or_else(|e| panic!("MTAKE {tag} through the cluster client: {e}"));
+    let reply: Vec<i64> = line(&format!(
+        "THROTTLE.MTAKE 2 {tag}:s {tag}:m 10 10 1 500 0.1 1"
+    ))
+    .query(&mut cluster)
+    .unwrap_or_else(|e| panic!("MTAKE {tag} through the cluster client: {e}"));
     assert_eq!(reply[..3], [1, 0, 9], "{tag}: {reply:?}");
     println!(
         "{flavor}: MTAKE on {tag} through redis-rs's cluster client was answered MOVED {} \
@@ -493,15 +506,18 @@ fn in_a_cluster_one_hash_tag_works_and_two_slots_are_crossslot(flavor: Flavor) {
         .map(|c| query(c, &redis::cmd("DBSIZE")))
         .collect();
     for (i, con) in cons.iter_mut().enumerate() {
-        let error = send(con, &mtake_cmd(&format!("2 {a} {b} 10 10 1 10 10 1")))
-            .expect_err("MTAKE across slots");
+        let error = send(
+            con,
+            &line(&format!("THROTTLE.MTAKE 2 {a} {b} 10 10 1 10 10 1")),
+        )
+        .expect_err("MTAKE across slots");
         assert_eq!(error, crossslot, "node {i}");
     }
-    let error = mtake_cmd(&format!("2 {a} {b} 10 10 1 10 10 1"))
+    let error = line(&format!("THROTTLE.MTAKE 2 {a} {b} 10 10 1 10 10 1"))
         .query::<redis::Value>(&mut cluster)
         .expect_err("MTAKE across slots through the cluster client");
     assert_eq!(
-        common::error_text(&error),
+        throttle_e2e::error_text(&error),
         crossslot,
         "through the cluster client"
     );
@@ -524,6 +540,6 @@ fn in_a_cluster_one_hash_tag_works_and_two_slots_are_crossslot(flavor: Flavor) {
 /// MTAKE calls refused (MOVED, CROSSSLOT) on every node so far.
 fn rejected(cons: &mut [Connection]) -> u64 {
     cons.iter_mut()
-        .map(|c| support::command_stat_of(c, "throttle.mtake", "rejected_calls"))
+        .map(|c| command_stat_of(c, "throttle.mtake", "rejected_calls"))
         .sum()
 }

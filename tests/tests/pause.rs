@@ -5,19 +5,13 @@
 //! restarts, the key expires when the bucket is full again, and every malformed call gets its
 //! exact error and leaves the server and its keys alone.
 
-mod common;
-mod support;
-
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{
-    assert_server_instant, ceil_ms, digest, per_server, pexpiretime, pttl, query, server_time_ns,
-    slack_ms, state, Connection, Flavor, Server, Value, NS_PER_MS,
-};
-use support::{
-    assert_duration, assert_reply, bad, check_battery, cmd, errors, exec, int, ints, num, pause,
-    peek, take_any, within, BadCall, Pair, NOT_BUCKETS, OTHER_TYPES,
+use throttle_e2e::{
+    aof_server, aof_size, assert_aof_holds_effects, assert_duration, assert_reply,
+    assert_server_instant, bad, ceil_ms, check_battery, digest, errors, exec, int, ints, line, num,
+    pause, peek, per_server, pexpiretime, pttl, query, server_time_ns, slack_ms, state, take_any,
+    within, BadCall, Connection, Flavor, Pair, Server, Value, NOT_BUCKETS, NS_PER_MS, OTHER_TYPES,
 };
 
 per_server!(
@@ -44,15 +38,15 @@ fn first_token_exactly_ms_from_now_then_one_per_interval(flavor: Flavor) {
         &mut con,
         flavor,
         &[
-            cmd("THROTTLE.PAUSE", "p", "10 10 1500"),
-            cmd("GET", "p", ""),
-            cmd("THROTTLE.TAKE", "p", "10 10"),
-            cmd("THROTTLE.TAKE", "p", "10 10 TOKENS 2 MAXWAIT 1000"),
-            cmd("THROTTLE.PEEK", "p", "10 10"),
-            cmd("THROTTLE.TAKE", "p", "10 10 MAXWAIT 60000"),
-            cmd("THROTTLE.TAKE", "p", "10 10 MAXWAIT 60000"),
-            cmd("THROTTLE.TAKE", "p", "10 10 MAXWAIT 60000"),
-            cmd("THROTTLE.TAKE", "p", "10 10 TOKENS 0"),
+            line("THROTTLE.PAUSE p 10 10 1500"),
+            line("GET p"),
+            line("THROTTLE.TAKE p 10 10"),
+            line("THROTTLE.TAKE p 10 10 TOKENS 2 MAXWAIT 1000"),
+            line("THROTTLE.PEEK p 10 10"),
+            line("THROTTLE.TAKE p 10 10 MAXWAIT 60000"),
+            line("THROTTLE.TAKE p 10 10 MAXWAIT 60000"),
+            line("THROTTLE.TAKE p 10 10 MAXWAIT 60000"),
+            line("THROTTLE.TAKE p 10 10 TOKENS 0"),
         ],
     );
     let after = server_time_ns(&mut con);
@@ -105,7 +99,7 @@ fn first_token_exactly_ms_from_now_then_one_per_interval(flavor: Flavor) {
     );
 
     // RESP3: the same integer.
-    let mut resp3 = support::resp3(&server);
+    let mut resp3 = throttle_e2e::resp3(&server);
     assert_eq!(
         pause(&mut resp3, "p:resp3", "10 10 1500"),
         1500,
@@ -173,25 +167,25 @@ fn a_shorter_pause_is_a_no_op_and_no_pause_shortens_a_debt(flavor: Flavor) {
         &mut con,
         flavor,
         &[
-            cmd("THROTTLE.PAUSE", "long", "10 1 60000"),
-            cmd("GET", "long", ""),
-            cmd("PEXPIRETIME", "long", ""),
-            cmd("THROTTLE.PAUSE", "long", "10 1 1000"),
-            cmd("THROTTLE.PAUSE", "long", "10 1 60000"),
-            cmd("GET", "long", ""),
-            cmd("PEXPIRETIME", "long", ""),
-            cmd("THROTTLE.PAUSE", "long", "10 1 120000"),
-            cmd("GET", "long", ""),
+            line("THROTTLE.PAUSE long 10 1 60000"),
+            line("GET long"),
+            line("PEXPIRETIME long"),
+            line("THROTTLE.PAUSE long 10 1 1000"),
+            line("THROTTLE.PAUSE long 10 1 60000"),
+            line("GET long"),
+            line("PEXPIRETIME long"),
+            line("THROTTLE.PAUSE long 10 1 120000"),
+            line("GET long"),
             // The debt: 10 at once, 10 more reserved (20 s past now).
-            cmd("THROTTLE.TAKE", "debt", "10 1 TOKENS 10"),
-            cmd("THROTTLE.TAKE", "debt", "10 1 TOKENS 10 MAXWAIT 20000"),
-            cmd("GET", "debt", ""),
-            cmd("THROTTLE.PAUSE", "debt", "10 1 1000"),
-            cmd("GET", "debt", ""),
-            cmd("THROTTLE.TAKE", "debt", "10 1"),
-            cmd("THROTTLE.PAUSE", "debt", "10 1 11000"),
-            cmd("THROTTLE.PAUSE", "debt", "10 1 11001"),
-            cmd("GET", "debt", ""),
+            line("THROTTLE.TAKE debt 10 1 TOKENS 10"),
+            line("THROTTLE.TAKE debt 10 1 TOKENS 10 MAXWAIT 20000"),
+            line("GET debt"),
+            line("THROTTLE.PAUSE debt 10 1 1000"),
+            line("GET debt"),
+            line("THROTTLE.TAKE debt 10 1"),
+            line("THROTTLE.PAUSE debt 10 1 11000"),
+            line("THROTTLE.PAUSE debt 10 1 11001"),
+            line("GET debt"),
         ],
     );
     let num = |i: usize| num(&replies[i]);
@@ -292,21 +286,10 @@ fn replicas_get_the_paused_state_and_a_no_op_nothing(flavor: Flavor) {
 /// and a take is denied until the pause's end.
 fn the_paused_state_survives_aof_and_rdb_restarts(flavor: Flavor) {
     // AOF.
-    let mut server = Server::builder(flavor)
-        .arg("appendonly", "yes")
-        .arg("appendfsync", "always")
-        .start();
+    let mut server = aof_server(flavor);
     let mut con = server.conn();
     assert_eq!(pause(&mut con, "aof:p", "10 1 600000"), 600_000);
-    let text = aof_text(server.dir());
-    assert!(
-        !text.contains("throttle"),
-        "the AOF holds the command:\n{text}"
-    );
-    assert!(
-        text.contains("pxat"),
-        "the AOF holds no SET ... PXAT:\n{text}"
-    );
+    assert_aof_holds_effects(server.dir(), "pxat", "after a pause");
     let size = aof_size(server.dir());
     assert!(pause(&mut con, "aof:p", "10 1 1000") > 598_000);
     assert_eq!(
@@ -498,38 +481,7 @@ fn bad_input_battery(flavor: Flavor) {
         pause(&mut con, "after", "8 9 315360000000"),
         315_360_000_000
     );
-    let value: Value = query(&mut con, &cmd("THROTTLE.PAUSE", "after2", "8 9 1"));
+    let value: Value = query(&mut con, &line("THROTTLE.PAUSE after2 8 9 1"));
     assert_eq!(int(&value), 1);
     println!("{flavor}: {checked} malformed THROTTLE.PAUSE calls checked");
-}
-
-/// The AOF files (`appendonlydir/*`, manifest aside), lowercased.
-fn aof_text(dir: &Path) -> String {
-    aof_files(dir)
-        .iter()
-        .map(|f| String::from_utf8_lossy(&std::fs::read(f).unwrap_or_default()).to_lowercase())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn aof_size(dir: &Path) -> u64 {
-    aof_files(dir)
-        .iter()
-        .map(|f| f.metadata().map_or(0, |m| m.len()))
-        .sum()
-}
-
-fn aof_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("appendonlydir"))
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_none_or(|e| e != "manifest"))
-                .collect()
-        })
-        .unwrap_or_default();
-    files.sort();
-    assert!(!files.is_empty(), "no AOF under {}", dir.display());
-    files
 }

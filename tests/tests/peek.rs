@@ -5,18 +5,12 @@
 //! during CLIENT PAUSE WRITE (while a take waits for the pause to end), and under OOM. Every
 //! malformed call gets its exact error and changes nothing.
 
-mod common;
-mod support;
-
 use std::time::{Duration, Instant};
 
-use common::{
-    digest, error_text, exists, info, info_field, per_server, pexpiretime, query, send, slack_ms,
-    Connection, Flavor, Server, Value,
-};
-use support::{
-    assert_reply, bad, check_battery, cmd, errors, exec, get, ints, peek, take_any, BadCall, Pair,
-    NOT_BUCKETS, OTHER_TYPES,
+use throttle_e2e::{
+    assert_reply, bad, check_battery, digest, error_text, errors, exec, exists, get, info,
+    info_field, ints, line, peek, per_server, pexpiretime, query, send, slack_ms, take_any,
+    BadCall, Connection, Flavor, Pair, Server, Value, NOT_BUCKETS, OTHER_TYPES,
 };
 
 per_server!(
@@ -53,13 +47,13 @@ fn the_reply_of_tokens_0(flavor: Flavor) {
             &mut con,
             flavor,
             &[
-                cmd("DEL", "partial", "debt missing"),
-                cmd("THROTTLE.TAKE", "partial", &format!("{SLOW} TOKENS 4")),
-                cmd("THROTTLE.TAKE", "debt", "3 0.01 TOKENS 3"),
-                cmd("THROTTLE.TAKE", "debt", "3 0.01 MAXWAIT 100000"),
-                cmd("THROTTLE.PEEK", key, quota),
-                cmd("THROTTLE.TAKE", key, &format!("{quota} TOKENS 0")),
-                cmd("throttle.peek", key, quota),
+                line("DEL partial debt missing"),
+                line(&format!("THROTTLE.TAKE partial {SLOW} TOKENS 4")),
+                line("THROTTLE.TAKE debt 3 0.01 TOKENS 3"),
+                line("THROTTLE.TAKE debt 3 0.01 MAXWAIT 100000"),
+                line(&format!("THROTTLE.PEEK {key} {quota}")),
+                line(&format!("THROTTLE.TAKE {key} {quota} TOKENS 0")),
+                line(&format!("throttle.peek {key} {quota}")),
             ],
         );
         let first = ints(&replies[4]);
@@ -76,7 +70,7 @@ fn the_reply_of_tokens_0(flavor: Flavor) {
     }
 
     // RESP3: the same array of integers.
-    let mut resp3 = support::resp3(&server);
+    let mut resp3 = throttle_e2e::resp3(&server);
     let before = Instant::now();
     let over_resp3 = peek(&mut resp3, "partial", SLOW);
     let over_resp2 = peek(&mut con, "partial", SLOW);
@@ -130,12 +124,12 @@ fn writes_nothing(flavor: Flavor) {
     // WATCH: a peek (and TOKENS 0) from another client leaves the transaction alone.
     let mut other = server.conn();
     for (act, trips) in [
-        (cmd("THROTTLE.PEEK", "partial", SLOW), false),
+        (line(&format!("THROTTLE.PEEK partial {SLOW}")), false),
         (
-            cmd("THROTTLE.TAKE", "partial", &format!("{SLOW} TOKENS 0")),
+            line(&format!("THROTTLE.TAKE partial {SLOW} TOKENS 0")),
             false,
         ),
-        (cmd("THROTTLE.TAKE", "partial", SLOW), true),
+        (line(&format!("THROTTLE.TAKE partial {SLOW}")), true),
     ] {
         let _: () = query(&mut con, redis::cmd("WATCH").arg("partial"));
         let _: Value = query(&mut other, &act);
@@ -149,7 +143,7 @@ fn writes_nothing(flavor: Flavor) {
             aborted,
             trips,
             "{}: EXEC gave {result:?}",
-            support::shown(&act)
+            throttle_e2e::shown(&act)
         );
     }
 }
@@ -208,17 +202,17 @@ fn a_read_only_replica_answers_with_the_primarys_state(flavor: Flavor) {
         );
     }
     for refused in [
-        cmd("THROTTLE.TAKE", "debt", "3 0.01"),
-        cmd("THROTTLE.TAKE", "debt", "3 0.01 TOKENS 0"),
-        cmd("THROTTLE.PAUSE", "debt", "3 0.01 1000"),
-        cmd("THROTTLE.GIVE", "debt", "3 0.01 1 1"),
-        support::mtake_cmd("1 debt 3 0.01 0"),
+        line("THROTTLE.TAKE debt 3 0.01"),
+        line("THROTTLE.TAKE debt 3 0.01 TOKENS 0"),
+        line("THROTTLE.PAUSE debt 3 0.01 1000"),
+        line("THROTTLE.GIVE debt 3 0.01 1 1"),
+        line("THROTTLE.MTAKE 1 debt 3 0.01 0"),
     ] {
         let error = send(&mut rcon, &refused).expect_err("a write on a read-only replica");
         assert!(
             error.starts_with("READONLY "),
             "{}: {error}",
-            support::shown(&refused)
+            throttle_e2e::shown(&refused)
         );
     }
     assert_eq!(digest(&mut rcon), digest(&mut con));
@@ -251,7 +245,7 @@ fn in_eval_ro_and_a_no_writes_function(flavor: Flavor) {
             &mut con,
             flavor,
             &[
-                cmd("THROTTLE.PEEK", key, SLOW),
+                line(&format!("THROTTLE.PEEK {key} {SLOW}")),
                 with("EVAL_RO", &script("THROTTLE.PEEK"), key),
                 with("FCALL_RO", "tpeek", key),
                 with("FCALL", "tpeek", key),
@@ -278,7 +272,7 @@ fn in_eval_ro_and_a_no_writes_function(flavor: Flavor) {
         assert!(
             error.starts_with("ERR Write commands are not allowed from read-only scripts"),
             "{}: {error}",
-            support::shown(&refused)
+            throttle_e2e::shown(&refused)
         );
     }
     assert_eq!(digest(&mut con), kept, "a refused script wrote");
@@ -355,17 +349,17 @@ fn under_oom(flavor: Flavor) {
     config(&mut con, "maxmemory-policy", "noeviction");
     config(&mut con, "maxmemory", "1");
     for refused in [
-        cmd("THROTTLE.TAKE", "partial", SLOW),
-        cmd("THROTTLE.TAKE", "partial", &format!("{SLOW} TOKENS 0")),
-        cmd("THROTTLE.TAKE", "missing", SLOW),
-        cmd("THROTTLE.PAUSE", "partial", &format!("{SLOW} 1000")),
-        support::mtake_cmd("1 partial 10 0.01 1"),
+        line(&format!("THROTTLE.TAKE partial {SLOW}")),
+        line(&format!("THROTTLE.TAKE partial {SLOW} TOKENS 0")),
+        line(&format!("THROTTLE.TAKE missing {SLOW}")),
+        line(&format!("THROTTLE.PAUSE partial {SLOW} 1000")),
+        line("THROTTLE.MTAKE 1 partial 10 0.01 1"),
     ] {
         let error = send(&mut con, &refused).expect_err("a write under OOM");
         assert!(
             error.starts_with("OOM command not allowed when used memory > 'maxmemory'"),
             "{}: {error}",
-            support::shown(&refused)
+            throttle_e2e::shown(&refused)
         );
     }
     let start = Instant::now();

@@ -5,9 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::{ok, per_server, run, send, Flavor, Server, Value};
+use throttle_e2e::{ok, per_server, run, send, Flavor, Server, Value};
 
 /// The bucket `k` after one token of 5 was taken at one token per 1000 s: PEEK says 4 left.
 #[track_caller]

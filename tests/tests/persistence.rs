@@ -3,14 +3,12 @@
 //! DEBUG RELOAD, DUMP/RESTORE and COPY. The AOF holds the resulting state, never the command,
 //! and a denial or an inspection adds nothing to it.
 
-mod common;
-
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{
-    ceil_ms, digest, info, info_field, per_server, pexpiretime, pttl, query, server_time_ns,
-    slack_ms, state, take, wait_until, Connection, Flavor, Server, NS_PER_MS,
+use throttle_e2e::{
+    aof_server, aof_size, assert_aof_holds_effects, ceil_ms, digest, info, info_field, per_server,
+    pexpiretime, pttl, query, server_time_ns, slack_ms, state, take, within, Connection, Flavor,
+    Server, NS_PER_MS,
 };
 
 per_server!(
@@ -32,7 +30,7 @@ fn rdb_save_and_restart(flavor: Flavor) {
 /// The in-memory round trips and the RDB restart once more, over a unix socket instead of TCP.
 #[test]
 fn round_trips_and_rdb_over_a_unix_socket() {
-    let mut server = common::unix_socket_server(Flavor::Valkey91);
+    let mut server = throttle_e2e::unix_socket_server(Flavor::Valkey91);
     check_in_memory_round_trips(&server);
     // Each check compares whole-dataset digests; keys the first left with a short TTL
     // would expire under the second.
@@ -41,27 +39,14 @@ fn round_trips_and_rdb_over_a_unix_socket() {
 }
 
 fn aof_kill_rewrite_and_restart(flavor: Flavor) {
-    let mut server = Server::builder(flavor)
-        .arg("appendonly", "yes")
-        .arg("appendfsync", "always")
-        .start();
+    let mut server = aof_server(flavor);
     let mut con = server.conn();
     wait_no_rewrite(&mut con);
     let mut buckets = make_buckets(&mut con, "aof");
     let _: () = query(&mut con, redis::cmd("SET").arg("aof:plain").arg("x"));
 
     // The AOF holds SET ... PXAT, never THROTTLE.TAKE.
-    let text = aof_text(server.dir());
-    assert!(
-        !text.contains("throttle"),
-        "the AOF holds the command:\n{}",
-        shown(&text)
-    );
-    assert!(
-        text.contains("pxat"),
-        "the AOF holds no SET ... PXAT:\n{}",
-        shown(&text)
-    );
+    assert_aof_holds_effects(server.dir(), "pxat", "after the takes");
 
     // A denial and TOKENS 0 write nothing to it (appendfsync always: a write is in the file
     // before its reply is sent).
@@ -97,11 +82,9 @@ fn aof_kill_rewrite_and_restart(flavor: Flavor) {
         "the AOF size does not show writes"
     );
 
-    let before = digest(&mut con);
-    drop(con);
     let mut con = restart_keeps_buckets(
         &mut server,
-        &before,
+        con,
         &buckets,
         Stop::Kill,
         "kill -9 and AOF replay",
@@ -111,11 +94,9 @@ fn aof_kill_rewrite_and_restart(flavor: Flavor) {
     // incremental file, then a restart.
     rewrite(&mut con);
     take_one_more(&mut con, &mut buckets[0], "after BGREWRITEAOF");
-    let before = digest(&mut con);
-    drop(con);
     let mut con = restart_keeps_buckets(
         &mut server,
-        &before,
+        con,
         &buckets,
         Stop::Clean,
         "BGREWRITEAOF and restart",
@@ -130,27 +111,15 @@ fn aof_kill_rewrite_and_restart(flavor: Flavor) {
             .arg("no"),
     );
     rewrite(&mut con);
-    let text = aof_text(server.dir());
-    assert!(
-        !text.contains("throttle"),
-        "the rewritten AOF holds the command:\n{}",
-        shown(&text)
-    );
-    assert!(
-        text.contains("pexpireat"),
-        "the rewritten AOF holds no PEXPIREAT:\n{}",
-        shown(&text)
-    );
+    assert_aof_holds_effects(server.dir(), "pexpireat", "rewritten without the preamble");
     take_one_more(
         &mut con,
         &mut buckets[2],
         "after a rewrite without preamble",
     );
-    let before = digest(&mut con);
-    drop(con);
     let mut con = restart_keeps_buckets(
         &mut server,
-        &before,
+        con,
         &buckets,
         Stop::Kill,
         "a plain rewrite and kill -9",
@@ -340,15 +309,12 @@ fn check_rdb_restart(server: &mut Server) {
     let mut con = server.conn();
     let buckets = make_buckets(&mut con, "rdb");
     let _: () = query(&mut con, redis::cmd("SET").arg("rdb:plain").arg("x"));
-    let before = digest(&mut con);
     let _: () = query(&mut con, &redis::cmd("SAVE"));
     assert!(
         server.dir().join("dump.rdb").is_file(),
         "SAVE wrote no dump.rdb"
     );
-    drop(con);
-
-    let mut con = restart_keeps_buckets(server, &before, &buckets, Stop::Clean, "SAVE and restart");
+    let mut con = restart_keeps_buckets(server, con, &buckets, Stop::Clean, "SAVE and restart");
     for bucket in &buckets {
         assert_take_continues(&mut con, &bucket.key, bucket, "after SAVE and restart");
     }
@@ -363,16 +329,19 @@ enum Stop {
     Kill,
 }
 
-/// Stops and restarts `server`, then checks that the whole dataset has the digest `before`
-/// and every bucket is as it was; returns a connection to the restarted server.
+/// Reads the whole dataset's digest on `con`, closes it, stops and restarts `server`, then
+/// checks that the dataset has that digest and every bucket is as it was; returns a
+/// connection to the restarted server.
 #[track_caller]
 fn restart_keeps_buckets(
     server: &mut Server,
-    before: &str,
+    mut con: Connection,
     buckets: &[Bucket],
     stop: Stop,
     what: &str,
 ) -> Connection {
+    let before = digest(&mut con);
+    drop(con);
     match stop {
         Stop::Clean => server.stop(),
         Stop::Kill => server.kill(),
@@ -414,58 +383,14 @@ fn rewrite(con: &mut Connection) {
 }
 
 fn wait_no_rewrite(con: &mut Connection) {
-    wait_until(
+    within(
         "no AOF rewrite in progress or scheduled",
         Duration::from_secs(10),
         || {
             let persistence = info(con, "persistence");
-            info_field(&persistence, "aof_rewrite_in_progress") == Some("0")
-                && info_field(&persistence, "aof_rewrite_scheduled") == Some("0")
+            (info_field(&persistence, "aof_rewrite_in_progress") == Some("0")
+                && info_field(&persistence, "aof_rewrite_scheduled") == Some("0"))
+            .then_some(())
         },
     );
-}
-
-/// The AOF files: `appendonlydir/*` (Redis 7+, Valkey), else `appendonly.aof`.
-fn aof_files(dir: &Path) -> Vec<PathBuf> {
-    let multi_part = dir.join("appendonlydir");
-    let mut files: Vec<PathBuf> = match std::fs::read_dir(&multi_part) {
-        Ok(entries) => entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_none_or(|e| e != "manifest"))
-            .collect(),
-        Err(_) => vec![dir.join("appendonly.aof")],
-    };
-    files.sort();
-    assert!(
-        files.iter().any(|f| f.is_file()),
-        "no AOF under {}",
-        dir.display()
-    );
-    files
-}
-
-fn aof_size(dir: &Path) -> u64 {
-    aof_files(dir)
-        .iter()
-        .map(|f| f.metadata().map_or(0, |m| m.len()))
-        .sum()
-}
-
-/// Every AOF file, lowercased, with non-UTF-8 bytes replaced.
-fn aof_text(dir: &Path) -> String {
-    aof_files(dir)
-        .iter()
-        .map(|f| String::from_utf8_lossy(&std::fs::read(f).unwrap_or_default()).to_lowercase())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// AOF text for a failure message: printable, and not too long.
-fn shown(text: &str) -> String {
-    let printable: String = text.escape_debug().collect();
-    match printable.char_indices().nth(4000) {
-        Some((end, _)) => format!("{}...", &printable[..end]),
-        None => printable,
-    }
 }

@@ -3,11 +3,9 @@
 //! never THROTTLE.TAKE; a denial or an inspection replicates nothing; and a read-only replica
 //! refuses THROTTLE.TAKE.
 
-mod common;
-
-use common::{
-    as_reply, digest, info, info_field, per_server, query, send, take, take_cmd, Flavor, Rng,
-    Server, Value,
+use throttle_e2e::{
+    as_reply, assert_replica_holds, digest, line, per_server, query, repl_offset, send, take,
+    Flavor, Rng, Server, Value,
 };
 
 const SEED: u64 = 0x7468_726f_7474_6c65;
@@ -63,12 +61,12 @@ fn replicas_get_the_state_not_the_command(flavor: Flavor) {
                 3 => args.push_str(" MAXWAIT 600000"),
                 _ => args.push_str(" MAXWAIT 100000000"),
             }
-            pipe.add_command(take_cmd(format!("rk:{key}"), &args));
+            pipe.add_command(line(&format!("THROTTLE.TAKE rk:{key} {args}")));
             sent.push((tokens.unwrap_or(1), args));
         }
         let replies: Vec<Value> = pipe
             .query(&mut con)
-            .unwrap_or_else(|e| panic!("batch {batch}: {}", common::error_text(&e)));
+            .unwrap_or_else(|e| panic!("batch {batch}: {}", throttle_e2e::error_text(&e)));
         for ((tokens, args), value) in sent.iter().zip(&replies) {
             let reply = as_reply(value);
             match (reply[0], *tokens) {
@@ -95,33 +93,18 @@ fn replicas_get_the_state_not_the_command(flavor: Flavor) {
         ("the replica", &replica),
         ("the replica without the module", &plain),
     ] {
-        let mut rcon = server.conn();
-        assert_eq!(digest(&mut rcon), want, "{name} differs from the primary");
-        let stats = info(&mut rcon, "commandstats");
-        assert!(
-            stats.contains("cmdstat_set:"),
-            "{name} applied no SET:\n{stats}"
-        );
-        assert!(
-            !stats.to_lowercase().contains("throttle"),
-            "{name} ran THROTTLE.TAKE itself:\n{stats}"
-        );
+        assert_replica_holds(&mut server.conn(), &want, name);
     }
 
     // Denials and inspections replicate nothing: the replication offset does not move.
-    let offset = |con: &mut redis::Connection| {
-        info_field(&info(con, "replication"), "master_repl_offset")
-            .and_then(|v| v.parse::<i64>().ok())
-            .expect("master_repl_offset")
-    };
     assert_eq!(take(&mut con, "rk:denied", "1 0.001")[0], 1);
-    let before = offset(&mut con);
+    let before = repl_offset(&mut con);
     assert_eq!(take(&mut con, "rk:denied", "1 0.001")[0], 0);
     assert_eq!(take(&mut con, "rk:denied", "1 0.001 MAXWAIT 999")[0], 0);
     assert_eq!(take(&mut con, "rk:denied", "1 0.001 TOKENS 0")[0], 1);
     assert_eq!(take(&mut con, "rk:absent", "1 0.001 TOKENS 0")[0], 1);
     assert_eq!(
-        offset(&mut con),
+        repl_offset(&mut con),
         before,
         "a denial or TOKENS 0 was replicated"
     );
@@ -130,7 +113,7 @@ fn replicas_get_the_state_not_the_command(flavor: Flavor) {
         1
     );
     assert!(
-        offset(&mut con) > before,
+        repl_offset(&mut con) > before,
         "a reservation was not replicated"
     );
     replica.wait_replica_synced(&primary);
@@ -139,7 +122,7 @@ fn replicas_get_the_state_not_the_command(flavor: Flavor) {
     // A read-only replica refuses the command (it writes).
     let mut rcon = replica.conn();
     for args in ["8 9", "8 9 TOKENS 0"] {
-        let error = send(&mut rcon, &take_cmd("rk:1", args))
+        let error = send(&mut rcon, &line(&format!("THROTTLE.TAKE rk:1 {args}")))
             .expect_err("THROTTLE.TAKE on a read-only replica");
         assert!(error.starts_with("READONLY"), "{args}: {error}");
     }

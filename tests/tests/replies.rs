@@ -2,11 +2,9 @@
 //! the seed scenario in one MULTI/EXEC, denials and inspections that write nothing, options
 //! and the limits accepted at their edges.
 
-mod common;
-
 use std::time::Instant;
 
-use common::{
+use throttle_e2e::{
     assert_server_instant, ceil_ms, check_seed_scenario, exists, per_server, pexpiretime, query,
     server_time_ns, slack_ms, state, take, Connection, Flavor, Server, Value, SEED_INTERVAL_NS,
 };
@@ -22,7 +20,7 @@ fn replies_resp2_and_resp3(flavor: Flavor) {
 /// The same over a unix socket instead of TCP.
 #[test]
 fn replies_over_a_unix_socket() {
-    let server = common::unix_socket_server(Flavor::Valkey91);
+    let server = throttle_e2e::unix_socket_server(Flavor::Valkey91);
     check_replies(&server, "resp2", false);
     check_replies(&server, "resp3", true);
 }

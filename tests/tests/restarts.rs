@@ -4,41 +4,28 @@
 //! Set `THROTTLE_LONG=1` for a longer run around the kill (4 s of traffic before it and 3 s
 //! after recovery instead of 1 s each).
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis_throttle::{Error, Limiter, Quota, TryAcquire};
+use throttle_e2e::*;
 
-common::per_server!(
+throttle_e2e::per_server!(
     killed_and_restarted_from_the_aof,
     promoted_replica_carries_on
 );
 
-fn long_mode() -> bool {
-    std::env::var_os("THROTTLE_LONG").is_some_and(|v| !v.is_empty() && v != "0")
-}
-
 /// A reconnecting connection with short timeouts: a dead server is noticed at once (the
 /// kernel refuses loopback connections to a closed port), a hung one within a second.
-fn manager_config() -> ConnectionManagerConfig {
+fn short_config() -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_connection_timeout(Some(Duration::from_millis(250)))
         .set_response_timeout(Some(Duration::from_secs(1)))
         .set_number_of_retries(1)
         .set_min_delay(Duration::from_millis(10))
         .set_max_delay(Duration::from_millis(50))
-}
-
-async fn manager(url: &str) -> ConnectionManager {
-    let client = redis::Client::open(url).expect("a valid URL");
-    ConnectionManager::new_with_config(client, manager_config())
-        .await
-        .unwrap_or_else(|e| panic!("connect to {url}: {e}"))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -179,7 +166,7 @@ async fn kill_and_restart(flavor: Flavor) {
         .arg("appendonly", "yes")
         .arg("appendfsync", "always")
         .start();
-    let conn = manager(&server.url()).await;
+    let conn = manager_with(&server.url(), short_config()).await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
@@ -318,7 +305,7 @@ async fn kill_and_restart(flavor: Flavor) {
             })
             .collect();
         seen.sort_by_key(|s| s.at);
-        let (worst, across) = check_windows(bucket, &seen, t_start, (t_kill, t_restart_call));
+        let (worst, across) = check_run_windows(bucket, &seen, t_start, (t_kill, t_restart_call));
         let after_restart = seen.iter().filter(|s| s.at > t_restart).count();
         report.push(format!(
             "  {}: {} grants ({after_restart} after the restart)\n    closest window: \
@@ -349,7 +336,7 @@ async fn kill_and_restart(flavor: Flavor) {
 
 /// Checks every window between two grants (sorted by `at`). Returns the window closest to
 /// its bound, and the one closest among those spanning the kill and restart (`down`).
-fn check_windows(
+fn check_run_windows(
     bucket: &Bucket,
     seen: &[Seen],
     t_start: Instant,
@@ -451,7 +438,10 @@ fn promoted_replica_carries_on(flavor: Flavor) {
     // granted however long the machine takes to send them (refills only make room).
     let mut pipe = redis::pipe();
     for _ in 0..BUSY_TAKES {
-        pipe.add_command(take_cmd(BUSY.0, &format!("{} MAXWAIT 10000", BUSY.1)));
+        pipe.add_command(line(&format!(
+            "THROTTLE.TAKE {} {} MAXWAIT 10000",
+            BUSY.0, BUSY.1
+        )));
     }
     let busy: Vec<Value> = pipe
         .query(&mut p)
@@ -525,7 +515,7 @@ fn promoted_replica_carries_on(flavor: Flavor) {
         .unwrap();
     runtime.block_on(async {
         let limiter = Limiter::new(
-            manager(&replica.url()).await,
+            manager_with(&replica.url(), short_config()).await,
             EMPTY.0,
             Quota::new(3, 0.01).unwrap(),
         );
@@ -563,5 +553,5 @@ fn the_window_check_catches_an_extra_grant() {
             lag: Duration::from_millis(2),
         })
         .collect();
-    check_windows(&bucket, &seen, t, (t, t));
+    check_run_windows(&bucket, &seen, t, (t, t));
 }

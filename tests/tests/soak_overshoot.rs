@@ -49,11 +49,13 @@
 //! printed with it. All of this is integer arithmetic in ns.
 
 use std::io::Write;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis_throttle::{Limiter, Quota, Strategy};
-use throttle_testkit::{check_windows, ChildTest, Flavor, Sample, Server};
+use redis_throttle::redis::aio::ConnectionManagerConfig;
+use redis_throttle::{Backend, Limiter, Quota, Strategy};
+use throttle_e2e::wall::{now_ns, sleep_until};
+use throttle_e2e::{check_windows, clock_lag_ns, long_mode, manager_with, worker_number, Sample};
+use throttle_testkit::{ChildTest, Flavor, Server};
 
 const KEY: &str = "soak:overshoot";
 /// A burst of 20, 200 per second: about 1 000 grants in the short run, 6 000 in the long
@@ -73,31 +75,11 @@ const GRACE: Duration = Duration::from_secs(30);
 /// Below this the soak did not load the bucket enough to mean anything.
 const MIN_UTILISATION: f64 = 0.8;
 
-const NS_PER_S: i128 = 1_000_000_000;
-const NS_PER_MS: i128 = 1_000_000;
-
 /// Set in a worker process: the server URL. Unset, [`soak_worker`] does nothing.
 const WORKER_URL: &str = "THROTTLE_SOAK_WORKER_URL";
 /// Set in a worker process: when to start and when to stop asking, ns since the epoch.
 const WORKER_GO_AT: &str = "THROTTLE_SOAK_WORKER_GO_AT_NS";
 const WORKER_END_AT: &str = "THROTTLE_SOAK_WORKER_END_AT_NS";
-
-fn now_ns() -> i128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("after 1970")
-        .as_nanos() as i128
-}
-
-fn env_ns(name: &str) -> i128 {
-    let text = std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"));
-    text.parse()
-        .unwrap_or_else(|_| panic!("{name}={text} is not a number"))
-}
-
-fn long_mode() -> bool {
-    std::env::var("THROTTLE_LONG").is_ok_and(|v| !v.is_empty() && v != "0")
-}
 
 fn quota() -> Quota {
     Quota::new(CAPACITY, RATE).expect("a valid quota")
@@ -115,8 +97,8 @@ async fn soak_worker() {
     let Ok(url) = std::env::var(WORKER_URL) else {
         return;
     };
-    let go_at = env_ns(WORKER_GO_AT);
-    let end_at = env_ns(WORKER_END_AT);
+    let go_at: i128 = worker_number(WORKER_GO_AT);
+    let end_at: i128 = worker_number(WORKER_END_AT);
     // Never outlive the parent's bound, even if the parent is gone.
     let bound = Duration::from_nanos((end_at - now_ns()).max(0) as u64) + GRACE;
     tokio::time::timeout(bound, work(&url, go_at, end_at))
@@ -125,21 +107,17 @@ async fn soak_worker() {
 }
 
 async fn work(url: &str, go_at: i128, end_at: i128) {
-    let client = redis_throttle::redis::Client::open(url).expect("a valid URL");
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(5)))
         .set_response_timeout(Some(Duration::from_secs(5)));
-    let conn = ConnectionManager::new_with_config(client, config)
-        .await
-        .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
+    let conn = manager_with(url, config).await;
     let limiter = Limiter::builder(KEY, quota())
         .strategy(Strategy::Reserve)
         .name(format!("soak-{}", std::process::id()))
         .build(conn)
         .expect("a limiter");
 
-    let pause = (go_at - now_ns()).clamp(0, 10 * NS_PER_S);
-    tokio::time::sleep(Duration::from_nanos(pause as u64)).await;
+    sleep_until(go_at).await;
     let first = now_ns();
     let tasks: Vec<_> = (0..TASKS)
         .map(|_| {
@@ -239,11 +217,7 @@ fn soak(flavor: Flavor, run: Duration) {
 
     // The key was fresh (a full bucket) before the first request of any process.
     let t0 = *starts.iter().min().unwrap();
-    let g = if flavor.has_cached_micros() {
-        1_000
-    } else {
-        NS_PER_MS
-    };
+    let g = clock_lag_ns(flavor, Backend::Module);
     let f = check_windows(&samples, t0, g, CAPACITY, RATE);
     eprintln!(
         "overshoot soak on {flavor}: {PROCESSES} processes x {TASKS} tasks, capacity \

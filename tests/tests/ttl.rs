@@ -2,13 +2,11 @@
 //! full again, stored as 8 bytes written in place; the key expires then, and a full bucket is
 //! a missing key.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{
+use throttle_e2e::{
     assert_server_instant, ceil_ms, exists, per_server, pexpiretime, pttl, query, server_time_ns,
-    slack_ms, state, take, wait_until, Connection, Flavor, Server, SEED_INTERVAL_NS,
+    slack_ms, state, take, within, Connection, Flavor, Server, SEED_INTERVAL_NS,
 };
 
 per_server!(
@@ -24,7 +22,7 @@ fn ttl_is_the_reset(flavor: Flavor) {
 /// The same over a unix socket instead of TCP.
 #[test]
 fn ttl_over_a_unix_socket() {
-    check_ttl(&common::unix_socket_server(Flavor::Valkey91));
+    check_ttl(&throttle_e2e::unix_socket_server(Flavor::Valkey91));
 }
 
 /// The state, its TTL and its expiry on one server.
@@ -76,10 +74,10 @@ fn check_ttl(server: &Server) {
     // A bucket that is full again is a missing key: 5 tokens at 1000/s refill in 5 ms.
     let sent = Instant::now();
     assert_eq!(take(&mut con, "ttl:c", "5 1000 TOKENS 5"), [1, 0, 0, 5]);
-    wait_until(
+    within(
         "the full bucket's key to expire",
         Duration::from_secs(2),
-        || !exists(&mut con, "ttl:c"),
+        || (!exists(&mut con, "ttl:c")).then_some(()),
     );
     assert!(
         sent.elapsed() >= Duration::from_millis(5),

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-mod common;
-
-use common::{info_field, ok, per_server, poll, run, Connection, Flavor, Server, Value};
+use throttle_e2e::{
+    ints, ok, per_server, process_id, run, within, Connection, Flavor, Server, Value,
+};
 
 fn text(value: &Value) -> String {
     match value {
@@ -16,13 +16,6 @@ fn text(value: &Value) -> String {
         Value::VerbatimString { text, .. } => text.clone(),
         other => format!("{other:?}"),
     }
-}
-
-fn process_id(con: &mut Connection) -> String {
-    let info = text(&ok(con, "INFO server"));
-    info_field(&info, "process_id")
-        .expect("INFO server has process_id")
-        .to_owned()
 }
 
 /// The module is still listed and still answers.
@@ -42,19 +35,6 @@ fn assert_refused(con: &mut Connection) {
 }
 
 const FULL: [i64; 4] = [1, 7, 0, 112];
-
-fn ints(value: &Value) -> Vec<i64> {
-    match value {
-        Value::Array(items) => items
-            .iter()
-            .map(|v| match v {
-                Value::Int(n) => *n,
-                other => panic!("{other:?} in {value:?}"),
-            })
-            .collect(),
-        other => panic!("expected integers, got {other:?}"),
-    }
-}
 
 fn refused_while_queued_in_multi(flavor: Flavor) {
     let server = Server::start(flavor);
@@ -103,21 +83,20 @@ fn refused_while_held_by_client_pause(flavor: Flavor) {
     let mut paused = server.conn();
     let held = std::thread::spawn(move || run(&mut paused, "THROTTLE.TAKE paused 8 9"));
     // Wait until the server holds the call (the client is blocked on it).
-    let blocked = poll(Duration::from_secs(5), || {
-        let clients = text(&ok(&mut admin, "CLIENT LIST"));
-        clients
-            .lines()
-            .any(|l| {
-                l.contains("cmd=throttle.take")
-                    && l.split(' ')
-                        .any(|f| f.strip_prefix("flags=").is_some_and(|f| f.contains('b')))
-            })
-            .then_some(())
-    });
-    assert!(
-        blocked.is_some(),
-        "THROTTLE.TAKE was not held by CLIENT PAUSE WRITE: {}",
-        text(&ok(&mut admin, "CLIENT LIST"))
+    within(
+        "THROTTLE.TAKE to be held by CLIENT PAUSE WRITE (blocked: flags=b in CLIENT LIST)",
+        Duration::from_secs(5),
+        || {
+            let clients = text(&ok(&mut admin, "CLIENT LIST"));
+            clients
+                .lines()
+                .any(|l| {
+                    l.contains("cmd=throttle.take")
+                        && l.split(' ')
+                            .any(|f| f.strip_prefix("flags=").is_some_and(|f| f.contains('b')))
+                })
+                .then_some(())
+        },
     );
 
     assert_refused(&mut admin);

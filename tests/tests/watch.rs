@@ -3,11 +3,9 @@
 //! the `set` and `expire` keyspace events. A call that writes nothing (a denial, `TOKENS 0`)
 //! does neither.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{per_server, query, take, Connection, Flavor, Server, Value};
+use throttle_e2e::{per_server, query, take, Connection, Flavor, Server, Value};
 
 per_server!(watch_sees_writes_only, keyspace_events_for_writes_only);
 

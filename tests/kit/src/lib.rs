@@ -17,9 +17,9 @@
 mod child;
 mod faketime;
 mod flavor;
-mod grants;
 mod info;
 mod module;
+mod one_node_cluster;
 mod port;
 mod process;
 mod replicated_cluster;
@@ -27,12 +27,12 @@ mod server;
 mod wait;
 
 pub use child::{ChildOutput, ChildTest};
-pub use faketime::libfaketime;
+pub use faketime::{libfaketime, FakeClock};
 pub use flavor::Flavor;
-pub use grants::{check_windows, Sample, Windows};
 pub use info::{command_stat, command_stat_text, info_field};
 pub use module::{module_path, try_module_path};
-pub use replicated_cluster::{cluster_nodes, NodeView, ReplicatedCluster, NODE_TIMEOUT_MS};
+pub use one_node_cluster::one_node_cluster;
+pub use replicated_cluster::{cluster_nodes, Master, NodeView, ReplicatedCluster, NODE_TIMEOUT_MS};
 pub use server::{Server, ServerBuilder, StartError};
 pub use wait::poll;
 

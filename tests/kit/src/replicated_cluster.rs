@@ -37,6 +37,13 @@ impl NodeView {
     }
 }
 
+/// One master of a cluster without replicas ([`ReplicatedCluster::into_masters`]).
+pub struct Master {
+    pub server: Server,
+    /// Its id and the slots it serves.
+    pub node: NodeView,
+}
+
 /// The servers of a cluster, in the order they were started.
 pub struct ReplicatedCluster {
     servers: Vec<Server>,
@@ -114,6 +121,26 @@ impl ReplicatedCluster {
     /// The servers, by start order, for a caller that keeps them itself.
     pub fn into_servers(self) -> Vec<Server> {
         self.servers
+    }
+
+    /// The masters of a cluster started without replicas, by start order, each with the
+    /// node the cluster knows it as: for the tests that send to the nodes themselves.
+    #[track_caller]
+    pub fn into_masters(self) -> Vec<Master> {
+        let map = self.nodes();
+        self.into_servers()
+            .into_iter()
+            .map(|server| {
+                let node = map
+                    .iter()
+                    .find(|node| node.port == server.port())
+                    .unwrap_or_else(|| panic!("port {} missing in {map:?}", server.port()))
+                    .clone();
+                assert!(node.master, "node {} is not a master: {map:?}", node.id);
+                assert!(!node.slots.is_empty(), "node {} serves no slot", node.id);
+                Master { server, node }
+            })
+            .collect()
     }
 
     /// `redis://127.0.0.1:PORT` of every server that is up.

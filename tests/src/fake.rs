@@ -1,6 +1,6 @@
-//! An in-memory `THROTTLE.TAKE` on tokio's clock, with the module's own arithmetic
-//! (`throttle_bucket`): the limiter's waiting loop runs against it on paused time, so
-//! those tests never really sleep.
+//! An in-memory server of the module's commands (TAKE, PEEK, PAUSE, GIVE) on tokio's clock,
+//! with the module's own arithmetic (`throttle_bucket`): the client's waiting loop runs
+//! against it on paused time, so those tests never really sleep.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,6 +24,7 @@ pub struct Call {
     pub reply: [i64; 4],
 }
 
+/// The fake server: a connection to it, cloned, is the same server.
 #[derive(Clone)]
 pub struct FakeServer {
     state: Arc<Mutex<State>>,
@@ -38,11 +39,20 @@ struct State {
     calls: Vec<Call>,
 }
 
+impl Default for FakeServer {
+    fn default() -> FakeServer {
+        FakeServer::new()
+    }
+}
+
 impl FakeServer {
+    /// A fake that answers at once.
     pub fn new() -> FakeServer {
         FakeServer::with_latency(Duration::ZERO)
     }
 
+    /// A fake whose every command runs `latency` after it is sent, its reply arriving
+    /// `latency` after that.
     pub fn with_latency(latency: Duration) -> FakeServer {
         FakeServer {
             state: Arc::new(Mutex::new(State {

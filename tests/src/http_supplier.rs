@@ -1,7 +1,6 @@
-//! A mock supplier for the HTTP integration tests (`http_tower`, `http_reqwest`): an axum server
-//! on 127.0.0.1:0 that pushes back (429 or 503 with `Retry-After`) and records every request
-//! it sees, with the instant it came in.
-#![allow(dead_code)]
+//! A mock supplier for the client's HTTP integration tests (`http_tower`, `http_reqwest`;
+//! feature `http-supplier`): an axum server on 127.0.0.1:0 that pushes back (429 or 503 with
+//! `Retry-After`) and records every request it sees, with the instant it came in.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -59,6 +58,7 @@ pub struct Hit {
     pub until: Option<Instant>,
 }
 
+/// The running supplier; dropping it stops the server.
 pub struct Supplier {
     addr: SocketAddr,
     hits: Arc<Mutex<Vec<Hit>>>,
@@ -71,6 +71,7 @@ struct Shared {
 }
 
 impl Supplier {
+    /// Starts answering as `script` says.
     pub async fn start(script: Script) -> Supplier {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -86,14 +87,17 @@ impl Supplier {
         Supplier { addr, hits, server }
     }
 
+    /// `http://127.0.0.1:PORT{path}`.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
+    /// Every request so far.
     pub fn hits(&self) -> Vec<Hit> {
         self.hits.lock().unwrap().clone()
     }
 
+    /// The requests answered with a pushback (not 200).
     pub fn pushbacks(&self) -> usize {
         self.hits()
             .iter()

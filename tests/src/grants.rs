@@ -1,12 +1,12 @@
 //! The bucket's bound checked on grant instants that workers logged: every window
 //! `[t0, t1]` holds at most `capacity + rate * (t1 - t0)` grants, plus a tolerance derived
 //! from the lateness measured in the same run. The argument is in the header of
-//! tests/tests/soak_overshoot.rs; the soak, the fleet and the multi-limit tests share it.
+//! tests/tests/soak_overshoot.rs; the soak, the fleet, the multi-limit and the
+//! partitioned-quota tests share it.
 
 use std::fmt;
 
-const NS_PER_MS: i128 = 1_000_000;
-const NS_PER_S: i128 = 1_000_000_000;
+use crate::wall::{NS_PER_MS, NS_PER_S};
 
 /// One grant as a worker logged it, ns since the epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,6 +174,21 @@ pub fn check_windows(samples: &[Sample], t0: i128, g: i128, capacity: u64, rate:
         p99_lateness: percentile(99),
         tolerance: tolerance_nano as f64 / 1e9,
     }
+}
+
+/// Largest `grants - (burst + rate x (t1 - t0))` over every window `[t0, t1]` of these
+/// sorted instants, in tokens (the one-pass argument of [`check_windows`], without its tolerance: for instants that are not
+/// samples).
+pub fn worst_excess(sorted: &[i128], burst: u64, rate: u64) -> f64 {
+    let (burst, rate) = (i128::from(burst), i128::from(rate));
+    let mut worst = i128::MIN;
+    let mut min_a = i128::MAX;
+    for (j, &t) in sorted.iter().enumerate() {
+        let a_j = j as i128 * NS_PER_S - rate * t;
+        min_a = min_a.min(a_j);
+        worst = worst.max(a_j - min_a + NS_PER_S - burst * NS_PER_S);
+    }
+    worst as f64 / 1e9
 }
 
 #[cfg(test)]

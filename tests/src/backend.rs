@@ -1,0 +1,34 @@
+//! The client's two backends (the module's commands, or their Lua twin) on a real server.
+
+use redis_throttle::Backend;
+use throttle_testkit::{Flavor, Server};
+
+use crate::wall::NS_PER_MS;
+
+/// How far a server's clock reading can trail the true time, ns: the module on Redis 7.0
+/// reads a monotonic clock anchored once to the wall clock, counted as 1 ms; every other
+/// reading (the module's cached µs, the script's `TIME`) is in whole µs.
+pub fn clock_lag_ns(flavor: Flavor, backend: Backend) -> i128 {
+    if backend != Backend::Script && !flavor.has_cached_micros() {
+        NS_PER_MS
+    } else {
+        1_000
+    }
+}
+
+/// The backend by its metrics name (`module`, `script`, `auto`).
+#[track_caller]
+pub fn backend_named(name: &str) -> Backend {
+    [Backend::Module, Backend::Script, Backend::Auto]
+        .into_iter()
+        .find(|b| b.name() == name)
+        .unwrap_or_else(|| panic!("no backend named {name:?}"))
+}
+
+/// The server a backend runs against: the module loaded for `Module` and `Auto`; none for
+/// `Script`, as on a managed server that refuses `MODULE LOAD`.
+pub fn server_for(flavor: Flavor, backend: Backend) -> Server {
+    Server::builder(flavor)
+        .module(backend != Backend::Script)
+        .start()
+}

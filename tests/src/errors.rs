@@ -1,0 +1,53 @@
+//! The exact error texts of module/bucket/src/error.rs and module/src/bucket_key.rs, as the
+//! server sends them.
+
+pub const CAPACITY: &str =
+    "ERR capacity must be a whole number of tokens from 1 to 1000000000000000";
+pub const RATE: &str = "ERR rate must be a decimal number of tokens per second from \
+                        0.000001 to 1000000000, like 10 or 0.5";
+pub const FILL: &str = "ERR capacity / rate must be at most 315360000 seconds (10 years): \
+                        raise the rate or lower the capacity";
+pub const MAXWAIT: &str =
+    "ERR MAXWAIT must be a whole number of milliseconds from 0 to 315360000000 (10 years)";
+pub const PAUSE_MS: &str = "ERR ms must be a whole number of milliseconds from 1 to \
+                            315360000000 (10 years): the supplier's Retry-After";
+pub const TICKET: &str = "ERR ticket must be the fifth element of a THROTTLE.TAKE ... \
+                          TICKET reply (a whole number of microseconds)";
+pub const NUMKEYS: &str = "ERR numkeys must be a whole number from 1 to 16";
+pub const DUPLICATE: &str =
+    "ERR the keys of THROTTLE.MTAKE must be distinct: name each bucket once";
+pub const MTAKE_UNKNOWN: &str =
+    "ERR unknown option for THROTTLE.MTAKE: the only option is MAXWAIT ms";
+pub const WRONGTYPE: &str = "WRONGTYPE the key holds a value that is not a string, so not \
+                             a THROTTLE bucket: use another key";
+pub const NOT_BUCKET: &str = "ERR the key holds a string that is not a THROTTLE bucket \
+                              (expected the 8-byte state THROTTLE.TAKE writes); use \
+                              another key, or DEL this one to start a full bucket";
+
+/// The server's (and the module's) arity error; `command` in lower case.
+pub fn arity(command: &str) -> String {
+    format!("ERR wrong number of arguments for '{command}' command")
+}
+
+pub fn tokens(capacity: u64) -> String {
+    format!("ERR TOKENS must be a whole number from 0 to the capacity ({capacity})")
+}
+
+pub fn give_tokens(capacity: u64) -> String {
+    format!("ERR n must be a whole number of tokens from 0 to the capacity ({capacity})")
+}
+
+pub fn triples(keys: usize) -> String {
+    format!(
+        "ERR THROTTLE.MTAKE needs capacity, rate and tokens for each of its {keys} keys, \
+         in key order, then optionally MAXWAIT ms"
+    )
+}
+
+pub fn missing(option: &str) -> String {
+    format!("ERR {option} needs a value: {option} n")
+}
+
+pub fn repeated(option: &str) -> String {
+    format!("ERR {option} is given more than once")
+}

@@ -1,0 +1,65 @@
+//! The module's commands, sent and their replies checked: each must succeed and answer the
+//! shape its command documents. The key may be of any type (bytes included), the rest is one
+//! whitespace-separated string.
+
+use redis::Connection;
+
+use crate::command::{keyed, line, send, shown};
+use crate::reply::{as_reply, int, ints, Reply};
+
+/// Runs `THROTTLE.TAKE key <args>` and checks the reply is four integers.
+#[track_caller]
+pub fn take(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> Reply {
+    match send(con, &keyed("THROTTLE.TAKE", key, args)) {
+        Ok(value) => as_reply(&value),
+        Err(e) => panic!("THROTTLE.TAKE {args}: {e}"),
+    }
+}
+
+/// `THROTTLE.TAKE key <args>`, any length of reply (five integers with TICKET).
+#[track_caller]
+pub fn take_any(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> Vec<i64> {
+    run_ints(con, &keyed("THROTTLE.TAKE", key, args))
+}
+
+/// `THROTTLE.PAUSE key <args>`: ms until the next token.
+#[track_caller]
+pub fn pause(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> i64 {
+    run_int(con, &keyed("THROTTLE.PAUSE", key, args))
+}
+
+/// `THROTTLE.GIVE key <args>`: tokens given back.
+#[track_caller]
+pub fn give(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> i64 {
+    run_int(con, &keyed("THROTTLE.GIVE", key, args))
+}
+
+/// `THROTTLE.PEEK key <args>`.
+#[track_caller]
+pub fn peek(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> Vec<i64> {
+    run_ints(con, &keyed("THROTTLE.PEEK", key, args))
+}
+
+/// `THROTTLE.MTAKE <args>` (numkeys first).
+#[track_caller]
+pub fn mtake(con: &mut Connection, args: &str) -> Vec<i64> {
+    run_ints(con, &line(&format!("THROTTLE.MTAKE {args}")))
+}
+
+/// Runs a command that must succeed and answer an integer.
+#[track_caller]
+pub fn run_int(con: &mut Connection, cmd: &redis::Cmd) -> i64 {
+    match send(con, cmd) {
+        Ok(value) => int(&value),
+        Err(e) => panic!("{}: {e}", shown(cmd)),
+    }
+}
+
+/// Runs a command that must succeed and answer an array of integers.
+#[track_caller]
+pub fn run_ints(con: &mut Connection, cmd: &redis::Cmd) -> Vec<i64> {
+    match send(con, cmd) {
+        Ok(value) => ints(&value),
+        Err(e) => panic!("{}: {e}", shown(cmd)),
+    }
+}

@@ -1,0 +1,367 @@
+//! Every bad call gets the module's error message from the script too, and writes nothing;
+//! and the script's own rules (which command, how many keys).
+
+use throttle_testkit::{Flavor, Server};
+
+use super::script::{command, load, outcome, server_now_ns, Runner, AHEAD, S};
+
+/// Bad calls of the one-key commands: the command, then the words after the key.
+const ONE_KEY_BAD: &[(&str, &[&[u8]])] = &[
+    // THROTTLE.TAKE
+    ("take", &[]),
+    ("take", &[b"8"]),
+    ("take", &[b"0", b"9"]),
+    ("take", &[b"-1", b"9"]),
+    ("take", &[b"1.5", b"9"]),
+    ("take", &[b"", b"9"]),
+    ("take", &[b"1000000000000001", b"9"]),
+    ("take", &[b"9999999999999999", b"9"]),
+    ("take", &[b"18446744073709551616", b"9"]),
+    ("take", &[b"abc", b"9"]),
+    ("take", &[b"8", b"0"]),
+    ("take", &[b"8", b"0.0"]),
+    ("take", &[b"8", b"-9"]),
+    ("take", &[b"8", b"+9"]),
+    ("take", &[b"8", b"nan"]),
+    ("take", &[b"8", b"inf"]),
+    ("take", &[b"8", b"1e400"]),
+    ("take", &[b"8", b"1e3"]),
+    ("take", &[b"8", b""]),
+    ("take", &[b"8", b"."]),
+    ("take", &[b"8", b" 1"]),
+    ("take", &[b"8", b"1 "]),
+    ("take", &[b"8", b"1.2.3"]),
+    ("take", &[b"8", b"1,5"]),
+    ("take", &[b"8", b"0.0000009"]),
+    ("take", &[b"8", b"0.0000000000000000001"]),
+    ("take", &[b"8", b"0.000000999999999999999999999999999999"]),
+    ("take", &[b"8", b"0.000000000000000000000000001"]),
+    ("take", &[b"8", b"1000000000.1"]),
+    ("take", &[b"8", b"1000000000.000000000000000000000000001"]),
+    ("take", &[b"8", b"1000000001"]),
+    ("take", &[b"8", b"99999999999"]),
+    ("take", &[b"8", b"0x10"]),
+    ("take", &[b"1000000000000000", b"0.000001"]),
+    ("take", &[b"315360001", b"1"]),
+    ("take", &[b"315360000", b"0.99999999999999999"]),
+    ("take", &[b"315360000", b"0.999999999999999999999999999999"]),
+    ("take", &[b"8", b"9", b"TOKENS", b"9"]),
+    ("take", &[b"0008", b"9", b"TOKENS", b"9"]),
+    ("take", &[b"8", b"9", b"TOKENS", b"-1"]),
+    ("take", &[b"8", b"9", b"TOKENS", b"x"]),
+    ("take", &[b"8", b"9", b"TOKENS", b""]),
+    (
+        "take",
+        &[
+            b"1000000000000000",
+            b"1000000000",
+            b"TOKENS",
+            b"1000000000000001",
+        ],
+    ),
+    ("take", &[b"8", b"9", b"MAXWAIT", b"315360000001"]),
+    ("take", &[b"8", b"9", b"MAXWAIT", b"-5"]),
+    ("take", &[b"8", b"9", b"MAXWAIT", b"1.5"]),
+    ("take", &[b"8", b"9", b"WAIT", b"1"]),
+    ("take", &[b"8", b"9", b"TOKENS"]),
+    ("take", &[b"8", b"9", b"MAXWAIT", b"1", b"MAXWAIT"]),
+    ("take", &[b"8", b"9", b"TOKENS", b"1", b"tokens", b"2"]),
+    (
+        "take",
+        &[b"8", b"9", b"MAXWAIT", b"1", b"TOKENS", b"9", b"TOKENS"],
+    ),
+    ("take", &[b"8", b"9", b"TOKENS", b"x", b"FOO"]),
+    ("take", &[b"8", b"9", b"TICKET", b"ticket"]),
+    ("take", &[b"8", b"9", b"TICKET", b"TOKENS"]),
+    ("take", &[b"8", b"9", b"TICKET", b"1"]),
+    ("take", &[b"8", b"9", b"TICKETS"]),
+    ("take", &[b"8", b"9", b"TOKENS", b"9", b"TICKET", b"TICKET"]),
+    ("take", &[b"\xff", b"9"]),
+    ("take", &[b"8", b"\xff\xfe"]),
+    ("take", &[b"8", b"9", b"TOK\xffENS", b"1"]),
+    // THROTTLE.PEEK
+    ("peek", &[]),
+    ("peek", &[b"8"]),
+    ("peek", &[b"8", b"9", b"TOKENS", b"0"]),
+    ("peek", &[b"8", b"9", b"1"]),
+    ("peek", &[b"0", b"9"]),
+    ("peek", &[b"8", b"x"]),
+    ("peek", &[b"8", b"0.0000009"]),
+    ("peek", &[b"1000000000000000", b"0.000001"]),
+    ("peek", &[b"\xff", b"9"]),
+    // THROTTLE.PAUSE
+    ("pause", &[b"8", b"9"]),
+    ("pause", &[b"8", b"9", b"1", b"2"]),
+    ("pause", &[b"0", b"9", b"1"]),
+    ("pause", &[b"x", b"9", b"0"]),
+    ("pause", &[b"8", b"x", b"1"]),
+    ("pause", &[b"8", b"x", b"0"]),
+    ("pause", &[b"315360001", b"1", b"1"]),
+    ("pause", &[b"8", b"9", b"0"]),
+    ("pause", &[b"8", b"9", b"000"]),
+    ("pause", &[b"8", b"9", b"315360000001"]),
+    ("pause", &[b"8", b"9", b"1.5"]),
+    ("pause", &[b"8", b"9", b"-1"]),
+    ("pause", &[b"8", b"9", b""]),
+    ("pause", &[b"8", b"9", b"x"]),
+    ("pause", &[b"8", b"9", b"99999999999999999999"]),
+    // THROTTLE.GIVE
+    ("give", &[b"8", b"9", b"3"]),
+    ("give", &[b"8", b"9", b"1", b"2", b"3"]),
+    ("give", &[b"0", b"9", b"1", b"1"]),
+    ("give", &[b"8", b"0", b"1", b"1"]),
+    ("give", &[b"8", b"9", b"9", b"1"]),
+    ("give", &[b"8", b"9", b"x", b"1"]),
+    ("give", &[b"8", b"9", b"-1", b"1"]),
+    ("give", &[b"8", b"9", b"9", b"x"]),
+    ("give", &[b"8", b"9", b"1", b"-1"]),
+    ("give", &[b"8", b"9", b"1", b"9223372036854776"]),
+    ("give", &[b"8", b"9", b"1", b"00009223372036854776"]),
+    ("give", &[b"8", b"9", b"1", b"9300000000000000"]),
+    ("give", &[b"8", b"9", b"1", b"99999999999999999999"]),
+    ("give", &[b"8", b"9", b"1", b"1.5"]),
+    ("give", &[b"8", b"9", b"1", b""]),
+    ("give", &[b"8", b"9", b"1", b"1e6"]),
+    (
+        "give",
+        &[
+            b"1000000000000000",
+            b"1000000000",
+            b"1000000000000001",
+            b"1",
+        ],
+    ),
+];
+
+/// Bad calls of THROTTLE.MTAKE: the keys (numkeys is their count), then the words after them.
+const MTAKE_BAD: &[(&[&str], &[&[u8]])] = &[
+    (&[], &[b"8", b"9", b"1"]),
+    (&[], &[b"8", b"9", b"1", b"x"]),
+    (&[], &[b"8", b"9", b"1", b"MAXWAIT", b"1"]),
+    (
+        &[
+            "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "k10", "k11", "k12", "k13",
+            "k14", "k15", "k16",
+        ],
+        &[b"8", b"9", b"1"],
+    ),
+    (&["a"], &[]),
+    (&["a"], &[b"8", b"9"]),
+    (&["a", "b"], &[b"8", b"9"]),
+    (&["a", "b"], &[b"8", b"9", b"1"]),
+    (&["a", "b"], &[b"8", b"9", b"1", b"8", b"9"]),
+    (&["a", "a"], &[b"8", b"9"]),
+    (&["a", "a"], &[b"8", b"9", b"1", b"8", b"9", b"1"]),
+    (
+        &["a", "b", "a"],
+        &[b"8", b"9", b"1", b"8", b"9", b"1", b"0", b"9", b"1"],
+    ),
+    (&["a", "b"], &[b"8", b"9", b"1", b"0", b"9", b"1"]),
+    (&["a", "b"], &[b"8", b"9", b"9", b"8", b"9", b"1"]),
+    (&["a", "b"], &[b"8", b"9", b"1", b"8", b"x", b"1"]),
+    (&["a", "b"], &[b"8", b"9", b"1", b"8", b"9", b"-1"]),
+    (&["a"], &[b"315360001", b"1", b"1"]),
+    (&["a"], &[b"8", b"9", b"1", b"TOKENS", b"1"]),
+    (&["a"], &[b"8", b"9", b"1", b"TICKET"]),
+    (&["a"], &[b"8", b"9", b"1", b"MAXWAIT"]),
+    (&["a"], &[b"8", b"9", b"1", b"MAXWAIT", b"1", b"MAXWAIT"]),
+    (
+        &["a"],
+        &[b"8", b"9", b"1", b"MAXWAIT", b"1", b"maxwait", b"2"],
+    ),
+    (&["a"], &[b"8", b"9", b"1", b"MAXWAIT", b"-1"]),
+    (&["a"], &[b"8", b"9", b"1", b"MAXWAIT", b"315360000001"]),
+    (&["a"], &[b"8", b"9", b"1", b"MAXWAIT", b"x", b"FOO"]),
+    (&["a", "b"], &[b"8", b"9", b"1", b"8", b"9", b"1", b"x"]),
+    (&["a", "b"], &[b"8", b"9", b"1", b"\xff", b"9", b"1"]),
+];
+
+/// Every bad call gets the module's error message from the script too, and writes nothing.
+pub fn same_errors(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let sha = load(&mut con);
+    let mut run = |runner: Runner, name: &str, keys: &[String], args: &[&[u8]]| {
+        outcome(command(runner, &sha, name, keys, args).query(&mut con))
+    };
+
+    let mut checked = 0;
+    for (i, (name, args)) in ONE_KEY_BAD.iter().enumerate() {
+        let keys = [format!("bad:{i}")];
+        let module = run(Runner::Module, name, &keys, args);
+        let script = run(Runner::Script, name, &keys, args);
+        assert!(
+            module.starts_with("error"),
+            "{flavor} {name} {args:?}: {module}"
+        );
+        assert_eq!(
+            script, module,
+            "{flavor} {name} {args:?}: script (left) vs module (right)"
+        );
+        checked += 1;
+    }
+    for (i, (keys, args)) in MTAKE_BAD.iter().enumerate() {
+        let keys: Vec<String> = keys.iter().map(|k| format!("bad:m{i}:{k}")).collect();
+        let module = run(Runner::Module, "mtake", &keys, args);
+        let script = run(Runner::Script, "mtake", &keys, args);
+        assert!(
+            module.starts_with("error"),
+            "{flavor} mtake {keys:?} {args:?}: {module}"
+        );
+        assert_eq!(
+            script, module,
+            "{flavor} mtake {keys:?} {args:?}: script (left) vs module (right)"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, ONE_KEY_BAD.len() + MTAKE_BAD.len());
+
+    // Keys that hold something else: another type, or a string that is not a bucket. For
+    // THROTTLE.MTAKE the bad key comes second, after a good one that must stay untouched.
+    let _: () = redis::cmd("RPUSH")
+        .arg("list")
+        .arg("x")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("hash")
+        .arg("f")
+        .arg("1")
+        .query(&mut con)
+        .unwrap();
+    let mut holders = vec!["list".to_owned(), "hash".to_owned()];
+    for (i, value) in [
+        "abc",
+        "-1",
+        "+1",
+        "1.5",
+        " 1",
+        "9223372036854775808",
+        "99999999999999999999",
+        "00000000000000000001",
+        "",
+        "1\u{0}",
+        // Strings of a bucket's shape holding an instant no command writes: before 2020 (as
+        // digits and as 8 bytes), or further after the clock than any command writes.
+        "0",
+        "1",
+        "999999999",
+        "0000000000000000001",
+        "9007199254740993000",
+        "9223372036854775807",
+        "abcdefgh",
+        "12345678",
+        "90\u{0}\u{0}\u{0}\u{0}\u{0}\u{0}",
+        &(server_now_ns(&mut con) + AHEAD + 60 * S).to_string(),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let key = format!("string:{i}");
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg(*value)
+            .query(&mut con)
+            .unwrap();
+        holders.push(key);
+    }
+    let calls: &[(&str, &str)] = &[
+        ("take", "8 9"),
+        ("take", "8 9 TOKENS 0"),
+        ("take", "8 9 MAXWAIT 1000 TICKET"),
+        ("peek", "8 9"),
+        ("pause", "8 9 1000"),
+        ("give", "8 9 1 1"),
+        ("mtake", "8 9 1 8 9 1"),
+        ("mtake", "8 9 0 8 9 0"),
+    ];
+    for holder in &holders {
+        for (name, args) in calls {
+            let keys = if *name == "mtake" {
+                vec!["untouched".to_owned(), holder.clone()]
+            } else {
+                vec![holder.clone()]
+            };
+            let words: Vec<&str> = args.split_whitespace().collect();
+            let module =
+                outcome(command(Runner::Module, &sha, name, &keys, &words).query(&mut con));
+            let script =
+                outcome(command(Runner::Script, &sha, name, &keys, &words).query(&mut con));
+            assert!(
+                module.starts_with("error"),
+                "{flavor} {name} {holder}: {module}"
+            );
+            assert_eq!(
+                script, module,
+                "{flavor} {name} {keys:?} {args}: script (left) vs module (right)"
+            );
+        }
+    }
+
+    // No bad call wrote anything: the only keys are the ones set above.
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+    keys.sort();
+    let mut expected = holders.clone();
+    expected.sort();
+    assert_eq!(keys, expected, "{flavor}: a bad call wrote a key");
+
+    // The script's own rules: which command (case-insensitive), and one key for the one-key
+    // commands.
+    let unknown = "error Some(\"ERR\") Some(\"unknown THROTTLE script command: the first argument \
+                   must be take, mtake, pause, give or peek\")";
+    for argv in [
+        &[][..],
+        &["tak"][..],
+        &["throttle.take", "8", "9"][..],
+        &["takes", "8", "9"][..],
+    ] {
+        let reply = outcome(
+            redis::cmd("EVALSHA")
+                .arg(&sha)
+                .arg(1)
+                .arg("k")
+                .arg(argv)
+                .query(&mut con),
+        );
+        assert_eq!(reply, unknown, "{flavor} {argv:?}");
+    }
+    for (numkeys, name, args) in [
+        (0, "take", "8 9"),
+        (2, "TAKE", "8 9"),
+        (0, "peek", "8 9"),
+        (2, "Pause", "8 9 1"),
+        (3, "give", "8 9 1 1"),
+    ] {
+        let keys: Vec<String> = (0..numkeys).map(|k| format!("k{k}")).collect();
+        let reply = outcome(
+            redis::cmd("EVALSHA")
+                .arg(&sha)
+                .arg(numkeys)
+                .arg(&keys)
+                .arg(name)
+                .arg(args.split_whitespace().collect::<Vec<_>>())
+                .query(&mut con),
+        );
+        let lower = name.to_lowercase();
+        assert!(
+            reply.starts_with(&format!(
+                "error Some(\"ERR\") Some(\"the THROTTLE script's {lower} takes exactly one key: \
+                 EVALSHA sha 1 key {lower} capacity rate"
+            )),
+            "{flavor} {numkeys} {name}: {reply}"
+        );
+    }
+    // The command word is case-insensitive.
+    let _: () = redis::cmd("DEL").arg("k").query(&mut con).unwrap();
+    for (name, left) in [("TAKE", 2), ("Take", 1), ("tAkE", 0)] {
+        let reply: Vec<i64> = redis::cmd("EVALSHA")
+            .arg(&sha)
+            .arg(1)
+            .arg("k")
+            .arg(name)
+            .arg(&["3", "0.001"][..])
+            .query(&mut con)
+            .unwrap_or_else(|e| panic!("{flavor} {name}: {e}"));
+        assert_eq!(reply[..2], [1, left], "{flavor} {name}");
+    }
+}

@@ -1,0 +1,99 @@
+//! Running a call by the module's command or by the script, and what every family of checks
+//! shares: the clock units, the server's clock, a call's outcome as text.
+
+use redis::{Connection, Value};
+use redis_throttle::script::SOURCE;
+use throttle_e2e::server_time_ns;
+
+pub const S: i128 = 1_000_000_000;
+/// The furthest after the clock a stored state is a bucket.
+pub const AHEAD: i128 = throttle_bucket::LATEST_STATE_AHEAD_NS as i128;
+
+/// The server's clock (`TIME`), in ns, as wide as the cases' offsets.
+pub fn server_now_ns(con: &mut Connection) -> i128 {
+    i128::from(server_time_ns(con))
+}
+
+/// The server's clock as the commands read it: clamped to the year 2200.
+pub fn clamped_now_ns(con: &mut Connection) -> i128 {
+    server_now_ns(con).min(i128::from(throttle_bucket::MAX_NOW_NS))
+}
+
+/// Loads the script (`SCRIPT LOAD`): its sha.
+pub fn load(con: &mut Connection) -> String {
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(SOURCE)
+        .query(con)
+        .expect("SCRIPT LOAD")
+}
+
+/// Who runs a call: the module's command, or the script.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runner {
+    Module,
+    Script,
+}
+
+/// `THROTTLE.<COMMAND> [numkeys] keys args`, or `EVALSHA(_RO) sha numkeys keys command args`.
+pub fn command<A: redis::ToRedisArgs>(
+    runner: Runner,
+    sha: &str,
+    name: &str,
+    keys: &[String],
+    args: &[A],
+) -> redis::Cmd {
+    match runner {
+        Runner::Module => {
+            let mut cmd = redis::cmd(&format!("THROTTLE.{}", name.to_uppercase()));
+            if name == "mtake" {
+                cmd.arg(keys.len());
+            }
+            cmd.arg(keys).arg(args);
+            cmd
+        }
+        Runner::Script => {
+            // A peek must never write, so it runs as a read-only script.
+            let eval = if name == "peek" {
+                "EVALSHA_RO"
+            } else {
+                "EVALSHA"
+            };
+            let mut cmd = redis::cmd(eval);
+            cmd.arg(sha).arg(keys.len()).arg(keys).arg(name).arg(args);
+            cmd
+        }
+    }
+}
+
+/// The fifth element of a THROTTLE.TAKE ... TICKET reply.
+pub fn ticket_of(reply: &Value) -> i64 {
+    match reply {
+        Value::Array(items) if items.len() == 5 => match items[4] {
+            Value::Int(ticket) => ticket,
+            ref other => panic!("a ticket that is not an integer: {other:?}"),
+        },
+        other => panic!("not a TICKET reply: {other:?}"),
+    }
+}
+
+/// The three sets of keys every case runs on: the module's, the script's, and a mixed one
+/// where calls alternate between the two (even calls the module, odd ones the script), which
+/// must end up exactly where the module alone does.
+pub const SIDES: [&str; 3] = ["module", "script", "mixed"];
+
+/// Who runs call number `call` (from 0) of a case on side `side` (an index of [`SIDES`]).
+pub fn runner(side: usize, call: usize) -> Runner {
+    match (side, call % 2) {
+        (0, _) | (2, 0) => Runner::Module,
+        _ => Runner::Script,
+    }
+}
+
+/// What a call answers, errors included, as comparable text.
+pub fn outcome(result: redis::RedisResult<Value>) -> String {
+    match result {
+        Ok(value) => format!("{value:?}"),
+        Err(e) => format!("error {:?} {:?}", e.code(), e.detail()),
+    }
+}

@@ -1,0 +1,396 @@
+//! The table of cases: what each bucket holds first, then the calls, step by step, that the
+//! module, the script and the two alternating must answer alike.
+
+use super::script::{AHEAD, S};
+
+const DAY: i128 = 86_400 * S;
+/// The earliest instant a bucket holds (2020-01-01), as digits.
+const EARLIEST: &str = "1577836800000000000";
+
+/// What a bucket's key holds before a case's first call.
+#[derive(Clone, Copy, Debug)]
+pub enum Before {
+    Missing,
+    /// A state this many ns after the server's clock (read just before; negative: before it).
+    FromNow(i128),
+    /// This exact value.
+    Raw(&'static str),
+}
+
+use Before::{FromNow, Missing, Raw};
+
+/// One case: what each bucket holds first (bucket `a`, `b`, ... in order), then steps, each run
+/// as one MULTI. A call is `command keys args...`: the keys as letters (`a`, or `a,b` for
+/// THROTTLE.MTAKE), and `$k` in the arguments stands for the ticket replied by the case's call
+/// number `k` (counting from 0 over every step).
+pub struct Case {
+    pub before: &'static [Before],
+    pub steps: &'static [&'static [&'static str]],
+}
+
+/// A case of one step.
+macro_rules! case {
+    ($before:expr, $calls:expr $(,)?) => {
+        Case {
+            before: $before,
+            steps: &[$calls],
+        }
+    };
+}
+
+// `case!` keeps every table row on one line where it fits; `Case { steps }` is for the
+// cases that need a ticket from an earlier step.
+pub const CASES: &[Case] = &[
+    // ---- THROTTLE.TAKE: burst, then denial; reservation chains.
+    case!(&[Missing], &["take a 8 9"; 10]),
+    case!(&[Missing], &["take a 8 9 MAXWAIT 5000"; 11]),
+    case!(
+        &[Missing],
+        &[
+            "take a 10 0.3 TOKENS 10",
+            "take a 10 0.3 TOKENS 0",
+            "take a 10 0.3 TOKENS 1 MAXWAIT 100000",
+            "take a 10 0.3 TOKENS 10 MAXWAIT 100000",
+            "take a 10 0.3 TOKENS 10 MAXWAIT 1000000",
+            "take a 10 0.3 tokens 0 maxwait 5",
+        ],
+    ),
+    // An old state is a full bucket.
+    case!(&[FromNow(-DAY)], &["take a 5 1", "take a 5 1 TOKENS 4", "take a 5 1 TOKENS 1"]),
+    // Half empty, empty, deep in debt; MAXWAIT at, below and above the wait.
+    case!(
+        &[FromNow(5 * S)],
+        &["take a 100 10 TOKENS 50", "take a 100 10 TOKENS 1", "take a 100 10 TOKENS 0"],
+    ),
+    case!(
+        &[FromNow(10 * S)],
+        &[
+            "take a 100 10",
+            "take a 100 10 MAXWAIT 99",
+            "take a 100 10 MAXWAIT 100",
+            "take a 100 10 MAXWAIT 101",
+            "take a 100 10 TOKENS 0",
+        ],
+    ),
+    case!(&[FromNow(10 * S - 1)], &["take a 100 10 TOKENS 1", "take a 100 10 TOKENS 0"]),
+    case!(
+        &[FromNow(365 * DAY)],
+        &[
+            "take a 1 0.000001",
+            "take a 1 0.000001 MAXWAIT 315360000000",
+            "take a 1 0.000001 TOKENS 0",
+        ],
+    ),
+    // Stored states at the edges: the furthest ahead of the clock that is a bucket (a take
+    // would put it further: refused), and the earliest instant one can hold.
+    case!(
+        &[FromNow(AHEAD)],
+        &["take a 8 9 MAXWAIT 315360000000", "take a 8 9", "take a 8 9 TOKENS 0"],
+    ),
+    case!(
+        &[FromNow(AHEAD - S)],
+        &[
+            "take a 1 1000000000 MAXWAIT 315360000000 TOKENS 1",
+            "take a 1 1000000000 MAXWAIT 315360000000",
+            "take a 1 1000000000 TOKENS 0",
+        ],
+    ),
+    case!(&[Raw(EARLIEST)], &["take a 8 9", "take a 8 9 TOKENS 0"]),
+    // Limits of capacity, rate, fill and MAXWAIT.
+    case!(
+        &[Missing],
+        &[
+            "take a 1000000000000000 1000000000 TOKENS 999999999999999",
+            "take a 1000000000000000 1000000000 TOKENS 1000000000000000 MAXWAIT 315360000000",
+            "take a 1000000000000000 1000000000 TOKENS 1000000000000000 MAXWAIT 315360000000",
+            "take a 1000000000000000 1000000000 TOKENS 0",
+        ],
+    ),
+    case!(
+        &[Missing],
+        &[
+            "take a 315360000 1 TOKENS 315360000",
+            "take a 315360000 1 TOKENS 315360000 MAXWAIT 315360000000",
+            "take a 315360000 1 TOKENS 0",
+        ],
+    ),
+    case!(&[Missing], &["take a 31536000 0.1 TOKENS 31535999", "take a 31536000 0.1 TOKENS 0"]),
+    // Rates: exact decimal parsing, the interval rounded up, digits past the 24th dropped.
+    case!(&[Missing], &["take a 1000 35791394.1 TOKENS 999", "take a 1000 35791394.1 TOKENS 0"]),
+    case!(&[Missing], &["take a 7 999999999.9 TOKENS 7", "take a 7 999999999.9 TOKENS 0"]),
+    case!(
+        &[Missing],
+        &[
+            "take a 3 0.0000015 TOKENS 2",
+            "take a 3 0.0000015 MAXWAIT 315360000000",
+            "take a 3 0.0000015 TOKENS 3 MAXWAIT 315360000000",
+        ],
+    ),
+    case!(
+        &[Missing],
+        &[
+            "take a 50 123456789.123456789123456789 TOKENS 17",
+            "take a 50 123456789.123456789123456789 TOKENS 0",
+        ],
+    ),
+    case!(
+        &[Missing],
+        &[
+            "take a 2 999999999.999999999999999999 TOKENS 1",
+            "take a 2 999999999.999999999999999999 TOKENS 0",
+        ],
+    ),
+    case!(
+        &[Missing],
+        &["take a 12 3.000000000000000001 TOKENS 5", "take a 12 3.000000000000000001 TOKENS 0"],
+    ),
+    case!(
+        &[Missing],
+        &["take a 50 0.000001000000000000 TOKENS 3", "take a 50 0.000001000000000000 TOKENS 0"],
+    ),
+    case!(
+        &[Missing],
+        &[
+            "take a 9 007.250 TOKENS 4",
+            "take a 9 .5 TOKENS 2",
+            "take a 9 5. TOKENS 0",
+            "take a 9 0.7 MAXWAIT 1",
+        ],
+    ),
+    case!(&[Missing], &["take a 0008 9 TOKENS 0003", "take a 8 9 TOKENS 08 MAXWAIT 0000"]),
+    // Long decimals whose double estimate of the interval is one too high, or one too low.
+    case!(
+        &[Missing],
+        &["take a 10 66666666.6666666667 TOKENS 3", "take a 10 66666666.6666666667 TOKENS 0"],
+    ),
+    case!(
+        &[Missing],
+        &["take a 10 8333333.3333333334 TOKENS 3", "take a 10 8333333.3333333334 TOKENS 0"],
+    ),
+    case!(
+        &[Missing],
+        &["take a 10 999999999.9999999 TOKENS 3", "take a 10 999999999.9999999 TOKENS 0"],
+    ),
+    case!(&[Missing], &["take a 10 1782531.1942959 TOKENS 3", "take a 10 1782531.1942959 TOKENS 0"]),
+    case!(
+        &[FromNow(DAY)],
+        &["take a 1 0.0000011 TOKENS 1 MAXWAIT 315360000000", "take a 1 0.0000011 TOKENS 0"],
+    ),
+    // More than 18 and more than 24 fraction digits: 1/3600 as Python, JavaScript and Rust print
+    // it, its 32-digit expansion (the 25th digit on is dropped), and the smallest rate written
+    // long.
+    case!(
+        &[Missing],
+        &[
+            "take a 5 0.0002777777777777778 TOKENS 2",
+            "take a 5 0.00027777777777777777777777777777 TOKENS 2",
+            "take a 5 0.0002777777777777778 TOKENS 0",
+        ],
+    ),
+    case!(
+        &[Missing],
+        &[
+            "take a 3 0.000001000000000000000000000000000000",
+            "take a 3 999999999.999999999999999999999999999 TOKENS 0",
+            "take a 3 1000000000.000000000000000000000000000 TOKENS 0",
+        ],
+    ),
+    // `remaining` = (fill - debt) / interval with fill - debt above 2^53 ns, one ns short of a
+    // whole token (the clocks are in whole µs, the interval is 1 µs): a double rounds that up,
+    // so this checks the script's exact correction. Nine takes move through every residue.
+    case!(&[FromNow(S + 1)], &["take a 300000000000000 1000000"; 9]),
+    // 1e9 / 2^33 has exactly 24 fraction digits: its interval is 2^33 ns; cut to 23 digits it
+    // would be one more. A 25th digit is dropped, whichever it is: 1e9 / 2^34 has 25, and its
+    // interval is 2^34 + 1 ns.
+    case!(
+        &[Missing],
+        &[
+            "take a 3 0.116415321826934814453125",
+            "take a 3 0.1164153218269348144531251 TOKENS 0",
+        ],
+    ),
+    case!(
+        &[Missing],
+        &[
+            "take a 3 0.1164153218269348144531249",
+            "take a 3 0.116415321826934814453125 TOKENS 0",
+        ],
+    ),
+    case!(&[Missing], &["take a 3 0.0582076609134674072265625"]),
+    // ---- TICKET: the state after the take in µs, rounded down; 0 when nothing was taken.
+    case!(
+        &[Missing],
+        &[
+            "take a 8 9 TICKET",
+            "take a 8 9 TOKENS 7 ticket",
+            "take a 8 9 TICKET",
+            "take a 8 9 TICKET MAXWAIT 200",
+            "take a 8 9 TOKENS 0 TICKET",
+            "take a 8 9 MAXWAIT 112 TICKET TOKENS 1",
+        ],
+    ),
+    case!(&[FromNow(999)], &["take a 1000000 1000000000 TOKENS 3 TICKET"]),
+    // ---- THROTTLE.PEEK: what TOKENS 0 answers, and it writes nothing.
+    case!(&[Missing], &["peek a 8 9", "take a 8 9 TOKENS 3", "peek a 8 9", "peek a 8 0.5"]),
+    case!(&[FromNow(10 * S)], &["peek a 100 10", "peek a 10 10", "peek a 100 10.000001"]),
+    case!(&[FromNow(-S)], &["peek a 1000000000000000 1000000000"]),
+    case!(&[FromNow(AHEAD)], &["peek a 1 0.000001", "peek a 315360000 1"]),
+    case!(&[FromNow(S + 1)], &["peek a 300000000000000 1000000"]),
+    case!(&[FromNow(123_456_789)], &["peek a 7 0.00027777777777777777777777777777"]),
+    // ---- THROTTLE.PAUSE: the first token exactly ms from now, then no burst.
+    case!(
+        &[Missing],
+        &[
+            "pause a 10 10 1500",
+            "take a 10 10",
+            "take a 10 10 MAXWAIT 1500",
+            "take a 10 10 MAXWAIT 1599",
+            "take a 10 10 MAXWAIT 1600",
+            "peek a 10 10",
+        ],
+    ),
+    // A shorter pause (or the same one again) is a no-op that says how long the longer runs.
+    case!(
+        &[Missing],
+        &["pause a 10 10 60000", "pause a 10 10 1000", "pause a 10 10 60000", "pause a 10 10 60001"],
+    ),
+    // A debt outlasts a short pause; a longer pause extends it.
+    case!(&[FromNow(4 * S)], &["pause a 10 10 1000", "pause a 10 10 5000", "take a 10 10 TOKENS 0"]),
+    case!(&[FromNow(-DAY)], &["pause a 1 1 1", "take a 1 1", "pause a 1 1 1"]),
+    case!(&[Missing], &["pause a 315360000 1 315360000000", "peek a 315360000 1"]),
+    case!(&[Missing], &["pause a 1000000000000000 1000000000 1", "peek a 1000000000000000 1000000000"]),
+    case!(&[FromNow(AHEAD - 1)], &["pause a 315360000 1 315360000000"]),
+    case!(&[Raw(EARLIEST)], &["pause a 3 0.0000015 7", "pause a 3 7.0000015 3"]),
+    case!(&[Missing], &["pause a 4 123456789.123456789123456789123 1", "pause a 4 9 000002"]),
+    // ---- THROTTLE.GIVE: the x/time/rate Reservation.Cancel rule.
+    // Nothing taken after the ticket: everything comes back, and the bucket is full again.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &["take a 10 10 TOKENS 4 TICKET"],
+            &["give a 10 10 4 $0", "take a 10 10 TOKENS 10", "take a 10 10 TOKENS 0"],
+        ],
+    },
+    // Tokens taken after the ticket stay taken; the reservations behind it stay valid.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &[
+                "take a 3 1 TOKENS 3",
+                "take a 3 1 TOKENS 3 MAXWAIT 10000 TICKET",
+                "take a 3 1 TOKENS 2 MAXWAIT 10000",
+            ],
+            &["give a 3 1 3 $1", "take a 3 1 MAXWAIT 10000", "give a 3 1 3 $1"],
+        ],
+    },
+    // Never past full, once only; stale, foreign, zero and forged tickets give nothing.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &["take a 10 0.001 TOKENS 5 TICKET", "take a 10 0.001 TOKENS 2 TICKET"],
+            &[
+                "give a 10 0.001 0 $1",
+                "give a 10 0.001 1 $0",
+                "give a 10 0.001 2 $1",
+                "give a 10 0.001 5 $0",
+                "give a 10 0.001 5 $0",
+                "give a 10 0.001 2 $1",
+                "give a 10 0.001 1 0",
+                "give a 10 0.001 1 9223372036854775",
+                "give a 10 0.001 1 0009223372036854775",
+                "peek a 10 0.001",
+            ],
+        ],
+    },
+    Case {
+        before: &[Missing],
+        steps: &[
+            &["take a 10 0.001 TOKENS 5 TICKET"],
+            &["give a 10 0.001 10 $0", "peek a 10 0.001", "give a 10 0.001 10 $0"],
+        ],
+    },
+    Case {
+        before: &[Missing],
+        steps: &[
+            &["take a 10 10 TOKENS 2 TICKET"; 1],
+            &["take a 10 10 MAXWAIT 10000"; 10],
+            &["give a 10 10 2 $0", "take a 10 10 MAXWAIT 10000 TICKET"],
+            &["give a 10 10 1 $12", "give a 10 10 1 $12"],
+        ],
+    },
+    // The state is 1 ns past the ticket's µs: a whole token (1 s) counts as taken after it.
+    Case {
+        before: &[FromNow(2 * S + 1)],
+        steps: &[
+            &["take a 10 1 TOKENS 1 TICKET"],
+            &["give a 10 1 1 $0", "give a 10 1 2 $0", "peek a 10 1"],
+        ],
+    },
+    // A missing key is a full bucket: nothing to give back to. An old state too.
+    case!(&[Missing], &["give a 8 9 3 1", "give a 8 9 0 0"]),
+    case!(&[FromNow(-S)], &["give a 8 9 3 1"]),
+    // The µs ticket is up to 999 ns below the state: at 1e9/s that reads as up to 999 tokens
+    // taken after it (giving back less, never more).
+    Case {
+        before: &[FromNow(999)],
+        steps: &[
+            &["take a 1000000 1000000000 TOKENS 3 TICKET"],
+            &["give a 1000000 1000000000 3 $0", "peek a 1000000 1000000000"],
+        ],
+    },
+    Case {
+        before: &[FromNow(DAY)],
+        steps: &[
+            &["take a 3000000 0.01 TOKENS 3 TICKET MAXWAIT 315360000000"],
+            &["give a 3000000 0.01 3 $0", "give a 3 1 3 $0"],
+        ],
+    },
+    // Forged tickets: far before the state, and the largest (far after it).
+    case!(&[FromNow(AHEAD)], &["give a 8 9 8 1", "give a 1 1000000000 1 9223372036854775"]),
+    case!(&[FromNow(AHEAD)], &["give a 1000000000000000 1000000000 1000000000000000 9223372036854775"]),
+    // ---- THROTTLE.MTAKE: 10 per second and 25 per 5 seconds.
+    case!(&[Missing, Missing], &["mtake a,b 10 10 1 25 5 1"; 12]),
+    // All or nothing when one bucket is short.
+    case!(&[Missing, FromNow(3 * S)], &["mtake a,b 5 1 1 1 1 1", "peek a 5 1", "mtake b,a 1 1 1 5 1 5"]),
+    // The wait is the longest, and every bucket takes as of then.
+    case!(
+        &[Missing, FromNow(2 * S)],
+        &["mtake a,b 5 1 1 1 1 1 MAXWAIT 5000", "take a 5 1 TOKENS 0", "peek b 1 1", "mtake a,b 5 1 1 1 1 1 MAXWAIT 1000"],
+    ),
+    // Zero tokens inspect, and a bucket asked for nothing is left alone: however deep its
+    // debt, it delays no one.
+    case!(
+        &[FromNow(S / 2), Missing],
+        &["mtake a,b 10 10 0 10 10 0", "mtake a,b 10 10 0 10 10 3", "mtake b,a 10 10 0 10 10 1"],
+    ),
+    case!(&[FromNow(3 * S), Missing], &["mtake a,b 10 10 0 10 10 1", "mtake a,b 10 10 0 10 10 1 MAXWAIT 2000"]),
+    // One key is THROTTLE.TAKE in another order.
+    case!(&[Missing], &["mtake a 8 9 2 MAXWAIT 300"; 6]),
+    // One bucket that cannot give within MAXWAIT refuses the whole call.
+    case!(&[Missing, FromNow(AHEAD)], &["mtake a,b 8 9 1 8 9 1 MAXWAIT 315360000000", "peek a 8 9"]),
+    // Sixteen keys, long rates, limits.
+    case!(
+        &[Missing, FromNow(S), FromNow(-S), Missing, Missing, FromNow(7), Missing, Missing,
+          Missing, Missing, FromNow(DAY), Missing, Missing, Missing, Raw(EARLIEST), Missing],
+        &[
+            "mtake a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p 1 1 1 2 2 2 3 3 3 4 4 4 5 5 5 6 6 6 7 7 7 8 8 8 9 9 9 10 10 10 11 11 11 12 12 12 13 13 13 14 14 14 15 15 15 16 16 16 MAXWAIT 315360000000",
+            "mtake a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p 1 1 0 2 2 0 3 3 0 4 4 0 5 5 0 6 6 0 7 7 0 8 8 0 9 9 0 10 10 0 11 11 0 12 12 0 13 13 0 14 14 0 15 15 0 16 16 0",
+        ],
+    ),
+    case!(
+        &[Missing, Missing, Missing],
+        &[
+            "mtake a,b,c 1000000000000000 1000000000 999999999999999 315360000 1 315360000 50 123456789.123456789123456789 17",
+            "mtake c,b,a 50 123456789.123456789123456789 1 315360000 1 1 1000000000000000 1000000000 1000000000000000 MAXWAIT 315360000000",
+            "mtake a,c 1000000000000000 1000000000 0 3 0.0002777777777777778 1",
+        ],
+    ),
+    // Mixing commands on one bucket.
+    Case {
+        before: &[Missing, Missing],
+        steps: &[
+            &["mtake a,b 4 2 2 6 3 3", "take a 4 2 TICKET TOKENS 2", "pause b 6 3 700"],
+            &["give a 4 2 2 $1", "mtake b,a 6 3 1 4 2 1 MAXWAIT 2000", "peek b 6 3", "peek a 4 2"],
+        ],
+    },
+];
