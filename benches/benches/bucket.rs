@@ -7,7 +7,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use throttle_bucket::{take, TakeArgs};
+use throttle_bucket::{take, State, TakeArgs};
 
 /// A fixed server clock reading, ns since the Unix epoch (the take is pure: time is an input).
 const NOW: i64 = 1_796_024_257_214_135_340;
@@ -40,10 +40,10 @@ fn takes(c: &mut Criterion) {
     let fill = 8 * plain.quota.interval.ns();
     // State `NOW`: a full bucket (the stored instant has passed). State `NOW + fill`: empty.
     let cases = [
-        ("granted", plain, Some(NOW - 1_000_000)),
+        ("granted", plain, Some(State::plain(NOW - 1_000_000))),
         ("granted_missing_key", plain, None),
-        ("denied", plain, Some(NOW + fill)),
-        ("reserved", reserve, Some(NOW + fill)),
+        ("denied", plain, Some(State::plain(NOW + fill))),
+        ("reserved", reserve, Some(State::plain(NOW + fill))),
     ];
     for (name, args, stored) in cases {
         let outcome = take(&args, stored, NOW);
@@ -62,7 +62,7 @@ fn takes(c: &mut Criterion) {
 /// Everything the module does in Rust for one call, Redis's own work aside: parse, take, reply.
 fn whole_call(c: &mut Criterion) {
     let words: [&[u8]; 4] = [b"8", b"9", b"MAXWAIT", b"5000"];
-    let stored = Some(NOW);
+    let stored = Some(State::plain(NOW));
     c.bench_function("parse_take_reply", |b| {
         b.iter(|| {
             let args = TakeArgs::parse(black_box(&words)).expect("valid");

@@ -1,49 +1,58 @@
--- The THROTTLE commands as one Lua script, for servers that cannot load the module (managed
--- Redis and Valkey services refuse MODULE LOAD), and the baseline the module is benchmarked
--- against. The first argument names the command (case-insensitive):
+-- The THROTTLE commands in Lua, for servers that cannot load the module (managed Redis and
+-- Valkey services refuse MODULE LOAD). One source, two forms:
 --
---   EVALSHA sha 1 key take capacity rate [TOKENS n] [MAXWAIT ms] [TICKET]
---       -> {granted, remaining, wait_ms, reset_ms[, ticket]}
---   EVALSHA sha N key1 .. keyN mtake capacity rate tokens [capacity rate tokens ...] [MAXWAIT ms]
---       -> {granted, wait_ms, remaining_1, reset_ms_1, ...}
---   EVALSHA sha 1 key pause capacity rate ms          -> ms until the next token
---   EVALSHA sha 1 key give capacity rate n ticket     -> tokens given back
---   EVALSHA_RO sha 1 key peek capacity rate           -> {1, remaining, 0, reset_ms}
+-- * A function library (Redis 7.0+, Valkey): `FUNCTION LOAD` it with the line
+--   `#!lua name=throttle` in front. It is kept in the RDB and the AOF and sent to replicas, so a
+--   restart or a failover keeps it, and its helpers are built once, at load. Each command is a
+--   function with the module command's arguments after the keys:
 --
--- Each is THROTTLE.<COMMAND> with the keys moved in front: the same semantics, the same
--- stored state, the same replies and the same error messages, byte for byte (README,
--- DESIGN.md; the arithmetic is module/bucket/src, followed step by step below). The state is
--- the instant (ns since the Unix epoch) at which the bucket is full again, as 8 bytes (the
--- i64, little-endian), written with `SET key <state> PXAT <ms>` only when something changes,
--- so a key written by the module can be used by the script and back. tests/tests/script_matches_module.rs holds
--- the two to that, case by case, on every supported server. `peek` never writes: it runs
--- under EVALSHA_RO, on a read-only replica and during CLIENT PAUSE WRITE.
+--     FCALL throttle_take 1 key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
+--         -> {granted, remaining, wait_ms, reset_ms[, ticket]}
+--     FCALL throttle_mtake N key1 .. keyN capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
+--         -> {granted, wait_ms, remaining_1, reset_ms_1, ...}
+--     FCALL throttle_pause 1 key capacity rate ms              -> ms until the next token
+--     FCALL throttle_give 1 key capacity rate n ticket         -> tokens given back
+--     FCALL_RO throttle_peek 1 key capacity rate
+--         -> {1, remaining, 0, reset_ms, paused_ms, factor_bp}
+--     FCALL throttle_cut 1 key capacity rate ms factor recovery_ms
+--         -> {cut, next_ms, factor_bp, recovered_ms}
+--     FCALL throttle_sync 1 key capacity rate remaining reset_ms -> {lowered, remaining, reset_ms}
+--     FCALL throttle_debit 1 key capacity rate n               -> {remaining, reset_ms}
+--     FCALL_RO throttle_version 0                              -> the library's version
 --
--- The clock is the server's (`TIME`, microseconds), so the script must be replicated by its
--- effects, not by itself: Redis 7+ and Valkey do that by default (on 5 and 6,
--- `redis.replicate_commands()` switches it on). Replicas and the AOF get the SET, never the
--- script.
+-- * A script (`EVALSHA`), as it is, for servers that refuse FUNCTION: the same commands with
+--   their name first, `EVALSHA sha 1 key take capacity rate ...` (`EVALSHA_RO` for peek).
+--
+-- Each is THROTTLE.<COMMAND>: the same semantics, the same stored state, the same replies and
+-- the same error messages, byte for byte; the arithmetic is the bucket crate's
+-- (module/bucket/src), followed step by step below. The state is the instant (ns since the Unix
+-- epoch) at which the bucket is full again, as 8 bytes (the i64, little-endian), or 32 while
+-- the supplier's pause or cut is in effect; it is written with `SET key <state> PXAT <ms>` only
+-- when something changes, so a key written by the module can be used here and back. The tests
+-- hold the two to that, case by case, on every supported server. `peek` and `version` never
+-- write: they run under FCALL_RO / EVALSHA_RO, on a read-only replica and during CLIENT PAUSE
+-- WRITE.
+--
+-- The clock is the server's (`TIME`, microseconds), so calls are replicated by their effects,
+-- not by themselves (the default from Redis 7 on): replicas and the AOF get the SET, never the
+-- call.
 --
 -- Lua numbers are doubles, exact only up to 2^53 (in ns: 104 days), while instants are
 -- ~1.8e18 ns. So instants and durations are pairs (s, n) = s * 1e9 + n ns with 0 <= n < 1e9,
 -- and every step is exact: no rounding ever hands out a token early. Common inputs take short
 -- paths; the long ones (16+ digit numbers, long decimals, huge buckets) are exact too.
 --
--- Layout: limits and error texts, pair arithmetic, argument parsing, the bucket (read, clock,
--- write, the GCRA view), one function per command, and the dispatch at the end.
-
-if redis.replicate_commands then
-  redis.replicate_commands()
-end
-
-local floor = math.floor
+-- Layout: limits and error texts, pair arithmetic, argument parsing, the stored state, the
+-- bucket as seen at an instant, one function per command, and the entry points at the end.
 
 -- Limits (module/bucket/src/limits.rs) -----------------------------------------------------
 
+local VERSION = 2                      -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
-local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT and a pause
+local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
 local MAX_FILL_S = 315360000           -- 10 years, the longest capacity / rate
+local MAX_DEBT_S = 630720000           -- 20 years: the deepest debt any command leaves
 local MAX_KEYS = 16
 local MAX_TICKET = '9223372036854775'  -- i64::MAX ns in µs, 16 digits
 local MAX_NOW_S = 7258118400           -- clock readings are clamped to the year 2200
@@ -51,48 +60,86 @@ local I64_S, I64_N = 9223372036, 854775807 -- i64::MAX ns: no state goes past it
 local EARLIEST_S = 1577836800          -- 2020-01-01: no command writes a state before it
 local LATEST_AHEAD_S = 662256000       -- 21 years: nor one further after the clock
 local FRACTION_DIGITS = 24             -- rate digits after the point that count
+local FULL = 10000                     -- the factor of a rate not cut, in basis points
+local MIN_FACTOR = 100                 -- a cut never takes the rate below 1 %
+-- Durations below 2^51 ns (26 days) are exact doubles, and so are sums of a few of them:
+-- buckets that fill within it, and debts below it, take a fast path in plain numbers.
+local SMALL_S = 2251799
+
+-- The standard libraries cannot be reached while a library loads, only when its functions
+-- run: the entry points capture what they use on their first call (once per call for the
+-- script, once per load for the library).
+local floor, ceil, byte, char, find, sub, tonum
+
+local function std()
+  floor, ceil = math.floor, math.ceil
+  byte, char, find, sub = string.byte, string.char, string.find, string.sub
+  tonum = tonumber
+end
 
 -- Error replies (module/bucket/src/error.rs and state.rs, module/src/bucket_key.rs) ---------
 
--- The error reply for `code`, its text formatted with the details. The texts are the module's,
--- byte for byte. The table is built only when a call fails: the whole chunk runs again at
--- every call, so whatever it sets up at the top level costs every call.
+-- The texts, the module's byte for byte, built on the first error (the script builds them
+-- only for a call that fails).
+local TEXTS
+
 local function fail(code, ...)
-  local texts = {
-    arity = "ERR wrong number of arguments for 'throttle.%s' command",
-    capacity = 'ERR capacity must be a whole number of tokens from 1 to 1000000000000000',
-    rate = 'ERR rate must be a decimal number of tokens per second from 0.000001 to '
-      .. '1000000000, like 10 or 0.5',
-    fill = 'ERR capacity / rate must be at most 315360000 seconds (10 years): raise the rate '
-      .. 'or lower the capacity',
-    tokens = 'ERR TOKENS must be a whole number from 0 to the capacity (%d)',
-    max_wait = 'ERR MAXWAIT must be a whole number of milliseconds from 0 to 315360000000 '
-      .. '(10 years)',
-    take_option = 'ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT ms '
-      .. 'and TICKET',
-    mtake_option = 'ERR unknown option for THROTTLE.MTAKE: the only option is MAXWAIT ms',
-    missing = 'ERR %s needs a value: %s n',
-    repeated = 'ERR %s is given more than once',
-    pause_ms = 'ERR ms must be a whole number of milliseconds from 1 to 315360000000 '
-      .. "(10 years): the supplier's Retry-After",
-    give_tokens = 'ERR n must be a whole number of tokens from 0 to the capacity (%d)',
-    ticket = 'ERR ticket must be the fifth element of a THROTTLE.TAKE ... TICKET reply (a '
-      .. 'whole number of microseconds)',
-    numkeys = 'ERR numkeys must be a whole number from 1 to 16',
-    triples = 'ERR THROTTLE.MTAKE needs capacity, rate and tokens for each of its %d keys, in '
-      .. 'key order, then optionally MAXWAIT ms',
-    duplicate = 'ERR the keys of THROTTLE.MTAKE must be distinct: name each bucket once',
-    wrongtype = 'WRONGTYPE the key holds a value that is not a string, so not a THROTTLE '
-      .. 'bucket: use another key',
-    not_bucket = 'ERR the key holds a string that is not a THROTTLE bucket (expected the '
-      .. '8-byte state THROTTLE.TAKE writes); use another key, or DEL this one to start a '
-      .. 'full bucket',
-    -- The script's own rules: which command, and one key for the one-key commands.
-    command = 'ERR unknown THROTTLE script command: the first argument must be take, mtake, '
-      .. 'pause, give or peek',
-    one_key = "ERR the THROTTLE script's %s takes exactly one key: EVALSHA sha 1 key %s",
-  }
-  return redis.error_reply(string.format(texts[code], ...))
+  if not TEXTS then
+    TEXTS = {
+      arity = "ERR wrong number of arguments for 'throttle.%s' command",
+      capacity = 'ERR capacity must be a whole number of tokens from 1 to 1000000000000000',
+      rate = 'ERR rate must be a decimal number of tokens per second from 0.000001 to '
+        .. '1000000000, like 10 or 0.5',
+      fill = 'ERR capacity / rate must be at most 315360000 seconds (10 years): raise the '
+        .. 'rate or lower the capacity',
+      tokens = 'ERR TOKENS must be a whole number from 0 to the capacity (%d)',
+      max_wait = 'ERR MAXWAIT must be a whole number of milliseconds from 0 to 315360000000 '
+        .. '(10 years)',
+      take_option = 'ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT '
+        .. 'ms, TICKET and FLOOR f',
+      mtake_option = 'ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms and '
+        .. 'FLOOR f [f ...] (one floor per key)',
+      missing = 'ERR %s needs a value: %s n',
+      repeated = 'ERR %s is given more than once',
+      pause_ms = 'ERR ms must be a whole number of milliseconds from 1 to 315360000000 '
+        .. "(10 years): the supplier's Retry-After",
+      give_tokens = 'ERR n must be a whole number of tokens from 0 to the capacity (%d)',
+      ticket = 'ERR ticket must be the fifth element of a THROTTLE.TAKE ... TICKET reply (a '
+        .. 'whole number of microseconds)',
+      numkeys = 'ERR numkeys must be a whole number from 1 to 16',
+      triples = 'ERR THROTTLE.MTAKE needs capacity, rate and tokens for each of its %d keys, '
+        .. 'in key order, then the options (MAXWAIT ms, FLOOR f [f ...])',
+      duplicate = 'ERR the keys of THROTTLE.MTAKE must be distinct: name each bucket once',
+      floor = 'ERR FLOOR must be a whole number of tokens below the capacity (%d) that '
+        .. "leaves room for the call's TOKENS",
+      floors = 'ERR FLOOR needs one floor per key, in key order: %d values',
+      floor_reserves = 'ERR FLOOR cannot be used with a MAXWAIT above 0: a floored take never '
+        .. 'reserves; wait the time it replies, then take again',
+      factor = 'ERR factor must be a decimal from 0.01 to 1, like 0.7: the rate is multiplied '
+        .. 'by it',
+      recovery = 'ERR recovery_ms must be a whole number of milliseconds from 1 to '
+        .. '315360000000 (10 years): how long the rate takes to climb back',
+      remaining = 'ERR remaining must be a whole number of tokens from 0 to 1000000000000000: '
+        .. 'what the supplier says is left',
+      reset_ms = 'ERR reset_ms must be a whole number of milliseconds from 0 to 315360000000 '
+        .. "(10 years): when the supplier's quota resets",
+      debit_tokens = 'ERR n must be a whole number of tokens from 0 to 1000000000000000',
+      too_deep = 'ERR THROTTLE.DEBIT would put the bucket more than 20 years in debt: debit '
+        .. 'fewer tokens, or DEL the key to start a full bucket',
+      wrongtype = 'WRONGTYPE the key holds a value that is not a string, so not a THROTTLE '
+        .. 'bucket: use another key',
+      not_bucket = 'ERR the key holds a string that is not a THROTTLE bucket (expected the 8- '
+        .. 'or 32-byte state THROTTLE.TAKE writes); use another key, or DEL this one to start '
+        .. 'a full bucket',
+      -- The script's and the library's own rules: which command, and one key for the one-key
+      -- commands.
+      command = 'ERR unknown THROTTLE script command: the first argument must be take, mtake, '
+        .. 'pause, give, peek, cut, sync or debit',
+      one_key = "ERR the THROTTLE script's %s takes exactly one key: EVALSHA sha 1 key %s",
+      one_key_function = 'ERR throttle_%s takes exactly one key: FCALL throttle_%s 1 key %s',
+    }
+  end
+  return redis.error_reply(string.format(TEXTS[code], ...))
 end
 
 -- (s, n) pairs: s * 1e9 + n ns, normalised (0 <= n < 1e9), negative iff s < 0 -------------
@@ -105,7 +152,7 @@ local function add(as, an, bs, bn)
   return s, n
 end
 
-local function sub(as, an, bs, bn)
+local function sub2(as, an, bs, bn)
   local s, n = as - bs, an - bn
   if n < 0 then
     return s - 1, n + E9
@@ -142,6 +189,21 @@ local function mul(a, b)
   return s, n
 end
 
+-- A pair times a whole k <= 1e4, for a pair below 1e30 ns: exact (s * k stays below 2^53).
+local function scale(s, n, k)
+  local m = n * k -- < 1e13
+  return s * k + floor(m / E9), m % E9
+end
+
+-- floor(x / d) of a pair x >= 0 by a whole d <= 1e4: the quotient as a pair, and whether a
+-- remainder was left.
+local function div_small(s, n, d)
+  local qs, r = floor(s / d), s % d
+  local m = r * E9 + n -- < 1e13
+  local qn = floor(m / d)
+  return qs, qn, m - qn * d > 0
+end
+
 -- floor(x / d) for a pair x >= 0 and a whole d in 1..1e15, exactly, and the remainder in ns.
 -- A quotient above 4e15 comes back as math.huge: no caller needs one above 1e15.
 local function divmod(s, n, d)
@@ -161,7 +223,7 @@ local function divmod(s, n, d)
     if lt(s, n, ps, pn) then
       q = q - 1
     else
-      local rs, rn = sub(s, n, ps, pn)
+      local rs, rn = sub2(s, n, ps, pn)
       local r = rs * E9 + rn
       if r < d then
         return q, r
@@ -172,18 +234,9 @@ local function divmod(s, n, d)
   error('divmod did not converge') -- unreachable: the estimate is within a few units
 end
 
--- ceil(x / d), as divmod.
-local function div_ceil(s, n, d)
-  local q, r = divmod(s, n, d)
-  if r > 0 then
-    return q + 1
-  end
-  return q
-end
-
 -- A pair >= 0 in whole ms, rounded up (gcra.rs `ceil_ms`).
 local function ceil_ms(s, n)
-  return s * 1000 + math.ceil(n / 1e6)
+  return s * 1000 + ceil(n / 1e6)
 end
 
 -- A whole number of ms as a pair.
@@ -191,34 +244,41 @@ local function ms_pair(ms)
   return floor(ms / 1000), (ms % 1000) * 1e6
 end
 
--- Arguments (module/bucket/src/args.rs, interval.rs), checked in the module's order --------
+-- Arguments (module/bucket/src/words.rs, quota.rs, interval.rs), in the module's order ----
 
 -- Every parse below is linear in its input: a pattern that can backtrack (`^0*(%d*)$`) costs
 -- N^2 or worse on a long argument, inside one string call where the script's time limit is
 -- never checked. Only single-class finds (each position tried once) and plain finds are used.
 
--- The position of the first byte that is not a '0' (nil: all zeros, or empty).
-local function first_nonzero(text)
-  return text:find('[^0]')
-end
+-- Whole numbers read before, by their text (a library's calls send the same few again and
+-- again); bounded: cleared when it grows past 256.
+local WHOLES, WHOLES_SEEN = {}, 0
 
 -- A whole number in ASCII digits (no sign, no spaces), 0..=max (max <= 1e15); nil otherwise.
 local function whole(text, max_value)
-  if text == '' or text:find('%D') then
-    return nil
-  end
-  local value
-  if #text <= 15 then -- the common case: below 2^53, so tonumber is exact
-    value = tonumber(text)
-  else
-    local first = first_nonzero(text)
-    if not first then
-      return 0
-    end
-    if #text - first >= 16 then -- 17 digits or more: above any max
+  local value = WHOLES[text]
+  if not value then
+    if text == '' or find(text, '%D') then
       return nil
     end
-    value = tonumber(text:sub(first)) -- exact up to 2^53, and any 16 digits above are > max
+    if #text <= 15 then -- the common case: below 2^53, so tonumber is exact
+      value = tonum(text)
+    else
+      local first = find(text, '[^0]')
+      if not first then
+        return 0
+      end
+      if #text - first >= 16 then -- 17 digits or more: above any max
+        return nil
+      end
+      value = tonum(sub(text, first)) -- exact up to 2^53; any 16 digits above are > max
+    end
+    if #text <= 32 then
+      if WHOLES_SEEN >= 256 then
+        WHOLES, WHOLES_SEEN = {}, 0
+      end
+      WHOLES[text], WHOLES_SEEN = value, WHOLES_SEEN + 1
+    end
   end
   if value > max_value then
     return nil
@@ -230,8 +290,11 @@ end
 local function limbs(text)
   local out, i = {}, #text
   while i > 0 do
-    local j = math.max(1, i - 6)
-    out[#out + 1] = tonumber(text:sub(j, i))
+    local j = i - 6
+    if j < 1 then
+      j = 1
+    end
+    out[#out + 1] = tonum(sub(text, j, i))
     i = j - 1
   end
   return out
@@ -252,7 +315,11 @@ local function covers(q, den, num)
     end
     product[i + #den] = product[i + #den] + carry
   end
-  for i = math.max(#product, #num), 1, -1 do
+  local top = #product
+  if #num > top then
+    top = #num
+  end
+  for i = top, 1, -1 do
     local x, y = product[i] or 0, num[i] or 0
     if x ~= y then
       return x > y
@@ -266,40 +333,49 @@ end
 -- past the 24th are dropped (a longer interval: fewer tokens), but the upper limit is
 -- checked on all of them. nil for anything else.
 local function parse_interval(text)
+  -- A whole rate, the common case: 1e9 / rate is exact enough to round up right (below).
+  if #text <= 10 and not find(text, '%D') and text ~= '' then
+    local rate = tonum(text)
+    if rate < 1 or rate > E9 then
+      return nil
+    end
+    return ceil(E9 / rate)
+  end
   -- Digits, a point, digits: leading zeros and trailing fraction zeros left out.
   local int, frac = text, ''
-  local point = text:find('.', 1, true)
+  local point = find(text, '.', 1, true)
   if point then
-    int, frac = text:sub(1, point - 1), text:sub(point + 1)
+    int, frac = sub(text, 1, point - 1), sub(text, point + 1)
   end
-  if (int == '' and frac == '') or int:find('%D') or frac:find('%D') then
+  if (int == '' and frac == '') or find(int, '%D') or find(frac, '%D') then
     return nil
   end
-  local first = first_nonzero(int)
+  local first = find(int, '[^0]')
   if not first then
     int = ''
   elseif first > 1 then
-    int = int:sub(first)
+    int = sub(int, first)
   end
   if #int > 10 then
     return nil
   end
   -- Above 1e9, however little: checked on every digit, before any are dropped.
-  if #int == 10 and (frac:find('[^0]') or int > '1000000000') then
+  if #int == 10 and (find(frac, '[^0]') or int > '1000000000') then
     return nil
   end
   if #frac > FRACTION_DIGITS then
-    frac = frac:sub(1, FRACTION_DIGITS) -- the same value as trimming the zeros first
+    frac = sub(frac, 1, FRACTION_DIGITS) -- the same value as trimming the zeros first
   end
   local last = #frac
-  while last > 0 and frac:byte(last) == 48 do -- at most 24 steps
+  while last > 0 and byte(frac, last) == 48 do -- at most 24 steps
     last = last - 1
   end
-  frac = frac:sub(1, last)
+  frac = sub(frac, 1, last)
   -- rate = digits / 10^#frac, exactly.
   local digits = int .. frac
   if int == '' then
-    digits = frac:match('^0*(%d*)')
+    local nonzero = find(frac, '[^0]')
+    digits = nonzero and sub(frac, nonzero) or ''
   end
   if digits == '' or #digits + 6 <= #frac then -- zero, or below 1e-6
     return nil
@@ -312,11 +388,14 @@ local function parse_interval(text)
     for _ = 1, #frac do
       num = num * 10
     end
-    return math.ceil(num / tonumber(digits))
+    return ceil(num / tonum(digits))
   end
   -- Up to 34 digits: the double estimate is within one; fix it with exact products.
   local num, den = limbs('1' .. string.rep('0', k)), limbs(digits)
-  local interval = math.max(1, math.ceil(tonumber('1e' .. k) / tonumber(digits)))
+  local interval = ceil(tonum('1e' .. k) / tonum(digits))
+  if interval < 1 then
+    interval = 1
+  end
   for _ = 1, 8 do
     if interval > 1 and covers(interval - 1, den, num) then
       interval = interval - 1
@@ -329,9 +408,18 @@ local function parse_interval(text)
   error('interval did not converge') -- unreachable
 end
 
+-- Quotas seen before, by rate then capacity text: a hot key's quota is parsed once (in the
+-- library; the script's table lives for one call). Bounded: cleared when it grows past 64.
+local QUOTAS, QUOTAS_SEEN = {}, 0
+
 -- `capacity rate`: capacity, then rate, then that the bucket fills within 10 years. Returns
--- the quota {capacity, interval, fill_s, fill_n}, or nil and the error text.
+-- the quota {capacity, interval, fill_s, fill_n}, or nil and the error's code.
 local function parse_quota(capacity_text, rate_text)
+  local by_capacity = QUOTAS[rate_text]
+  local quota = by_capacity and by_capacity[capacity_text]
+  if quota then
+    return quota
+  end
   local capacity = whole(capacity_text, MAX_CAPACITY)
   if not capacity or capacity < 1 then
     return nil, 'capacity'
@@ -349,10 +437,24 @@ local function parse_quota(capacity_text, rate_text)
   if lt(MAX_FILL_S, 0, fill_s, fill_n) then
     return nil, 'fill'
   end
-  return { capacity = capacity, interval = interval, fill_s = fill_s, fill_n = fill_n }
+  quota = { capacity = capacity, interval = interval, fill_s = fill_s, fill_n = fill_n }
+  if fill_s < SMALL_S then
+    quota.fill = fill_s * E9 + fill_n -- below 2^51 ns: the fast path's plain number
+  end
+  if #capacity_text <= 32 and #rate_text <= 64 then
+    if QUOTAS_SEEN >= 64 then
+      QUOTAS, QUOTAS_SEEN = {}, 0
+    end
+    if not QUOTAS[rate_text] then
+      QUOTAS[rate_text] = {}
+    end
+    QUOTAS[rate_text][capacity_text] = quota
+    QUOTAS_SEEN = QUOTAS_SEEN + 1
+  end
+  return quota
 end
 
--- TOKENS n (or an MTAKE triple's tokens): 0..=capacity.
+-- `TOKENS n` (or an MTAKE triple's tokens): 0..=capacity.
 local function parse_tokens(text, capacity)
   local tokens = whole(text, capacity)
   if not tokens then
@@ -369,53 +471,149 @@ local function parse_max_wait(text)
   return ms
 end
 
--- The bucket: its state, the clock, a write, and the GCRA view (module/bucket/src/gcra.rs) -
-
--- The state at `key` as a pair, seen at `now`; nil for a missing key (a full bucket); or nil,
--- nil and the error text. A state is the i64 THROTTLE.TAKE writes, as 8 bytes, little-endian
--- (at most i64::MAX: the last byte below 128); earlier releases wrote it as 1 to 19 digits. An
--- instant no command writes is not a bucket (module/bucket/src/state.rs): before 2020 while
--- the clock is past it, or more than 21 years after the clock.
-local function read_state(key, now_s, now_n)
-  local stored = redis.pcall('GET', key)
-  if type(stored) == 'table' then
-    return nil, nil, 'wrongtype'
+-- `FLOOR f`: fewer tokens than the capacity, and with the call's own at most the capacity.
+local function parse_floor(text, tokens, capacity)
+  local f = whole(text, MAX_CAPACITY)
+  if not f or f >= capacity or f + tokens > capacity then
+    return nil
   end
+  return f
+end
+
+-- `0.7`, `1`: a decimal from 0.01 to 1, in basis points; digits past the 4th after the point
+-- are dropped (a smaller factor, a stricter cut). nil otherwise. (module/bucket/src/cut.rs)
+local function parse_factor(text)
+  local whole_part, frac = text, ''
+  local point = find(text, '.', 1, true)
+  if point then
+    whole_part, frac = sub(text, 1, point - 1), sub(text, point + 1)
+  end
+  if (whole_part == '' and frac == '') or find(whole_part, '%D') or find(frac, '%D') then
+    return nil
+  end
+  local first = find(whole_part, '[^0]')
+  local bp
+  if not first then
+    bp = tonum(sub(frac .. '0000', 1, 4))
+  elseif sub(whole_part, first) == '1' and not find(frac, '[^0]') then
+    bp = FULL
+  else
+    return nil
+  end
+  if bp < MIN_FACTOR or bp > FULL then
+    return nil
+  end
+  return bp
+end
+
+-- The stored state (module/bucket/src/state.rs) ------------------------------------------
+
+-- The pair of the i64 whose little-endian bytes are b1..b8, for one below 2^63: the high 32
+-- bits split in two so every step stays below 2^53. (Divisions of exact multiples are exact:
+-- no call to math.floor, which costs a C call each.)
+local function bytes_pair(b1, b2, b3, b4, b5, b6, b7, b8)
+  local lo = b1 + b2 * 256 + b3 * 65536 + b4 * 16777216
+  local h0, h1 = b5 + b6 * 256, b7 + b8 * 256 -- bits 32..47 and 48..63
+  -- 2^32 = 4 s + 294967296 ns; 2^48 = 281474 s + 976710656 ns.
+  local n = h1 * 976710656 + h0 * 294967296 + lo
+  local rest = n % E9
+  return h1 * 281474 + h0 * 4 + (n - rest) / E9, rest
+end
+
+-- The pair of the i64 in bytes i+1..i+8 of `s`.
+local function le_pair(s, i)
+  return bytes_pair(byte(s, i + 1, i + 8))
+end
+
+-- The 8 bytes, little-endian, of the pair (s, n) of an i64 in 0..2^63: its low 16 bits from
+-- s * 1e9 + n = s * (15258 * 65536 + 51712) + n, then the high 48, all below 2^53.
+local function pair_le(s, n)
+  local low = s * 51712 + n
+  local r = low % 65536
+  local q = s * 15258 + (low - r) / 65536 -- below 2^47
+  local r0 = r % 256
+  local q0 = q % 256
+  q = (q - q0) / 256
+  local q1 = q % 256
+  q = (q - q1) / 256
+  local q2 = q % 256
+  q = (q - q2) / 256
+  local q3 = q % 256
+  q = (q - q3) / 256
+  local q4 = q % 256
+  return char(r0, (r - r0) / 256, q0, q1, q2, q3, q4, (q - q4) / 256)
+end
+
+-- Whether an instant can be a bucket's, seen at `now`: not before 2020 (while the clock is
+-- past it), nor more than 21 years after the clock.
+local function plausible(s, n, now_s, now_n)
+  if s < EARLIEST_S and now_s >= EARLIEST_S then
+    return false
+  end
+  return not lt(now_s + LATEST_AHEAD_S, now_n, s, n)
+end
+
+-- The state in `stored` (what `redis.pcall('GET', key)` answered), seen at `now`: the instant
+-- the bucket is full again as a pair, and its pushback {until_s, until_n, cut = {s, n, factor,
+-- recovery_ms} or nil} or nil; nothing for a missing key (a full bucket); or nil, nil, nil and
+-- the error's code.
+local function state_of(stored, now_s, now_n)
   if not stored then
     return nil
   end
-  local s, n
-  if #stored == 8 then
-    if stored:byte(8) >= 128 then
-      return nil, nil, 'not_bucket'
+  -- An error reply is a table, whose length is 0.
+  local len, s, n = #stored, nil, nil
+  local pushback
+  if len == 8 or len == 32 then
+    local b1, b2, b3, b4, b5, b6, b7, b8 = byte(stored, 1, 8)
+    if b8 >= 128 then
+      return nil, nil, nil, 'not_bucket'
     end
-    -- (s, n) * 256 + byte, from the last byte down; every step stays below 2^53.
-    s, n = 0, 0
-    for i = 8, 1, -1 do
-      local m = n * 256 + stored:byte(i)
-      s, n = s * 256 + floor(m / E9), m % E9
+    s, n = bytes_pair(b1, b2, b3, b4, b5, b6, b7, b8)
+    if len == 32 then
+      if byte(stored, 16) >= 128 or byte(stored, 24) >= 128 then
+        return nil, nil, nil, 'not_bucket'
+      end
+      local us, un = le_pair(stored, 8)
+      if not plausible(us, un, now_s, now_n) then
+        return nil, nil, nil, 'not_bucket'
+      end
+      pushback = { until_s = us, until_n = un }
+      local cs, cn = le_pair(stored, 16)
+      local r1, r2, r3, r4, r5, r6, f1, f2 = byte(stored, 25, 32)
+      local recovery = r1 + r2 * 256 + r3 * 65536 + r4 * 16777216 + (r5 + r6 * 256) * 4294967296
+      local factor = f1 + f2 * 256
+      if cs ~= 0 or cn ~= 0 or recovery ~= 0 or factor ~= 0 then
+        if factor < MIN_FACTOR or factor > FULL or recovery < 1 or recovery > MAX_WAIT_MS
+          or not plausible(cs, cn, now_s, now_n) then
+          return nil, nil, nil, 'not_bucket'
+        end
+        pushback.cut = { s = cs, n = cn, factor = factor, recovery = recovery }
+      end
     end
-  elseif stored == '' or #stored > 19 or stored:find('%D') then
-    return nil, nil, 'not_bucket'
-  elseif #stored <= 9 then
-    s, n = 0, tonumber(stored)
+  elseif type(stored) == 'table' then
+    return nil, nil, nil, 'wrongtype'
+  elseif stored == '' or len > 19 or find(stored, '%D') then
+    return nil, nil, nil, 'not_bucket'
+  elseif len <= 9 then
+    s, n = 0, tonum(stored)
   else
-    s, n = tonumber(stored:sub(1, -10)), tonumber(stored:sub(-9))
+    s, n = tonum(sub(stored, 1, -10)), tonum(sub(stored, -9))
   end
-  if (s < EARLIEST_S and now_s >= EARLIEST_S) or lt(now_s + LATEST_AHEAD_S, now_n, s, n) then
-    return nil, nil, 'not_bucket'
+  if not plausible(s, n, now_s, now_n) then
+    return nil, nil, nil, 'not_bucket'
   end
-  return s, n
+  return s, n, pushback
 end
 
 -- The server's clock in µs as a pair, clamped to the year 2200 (it is never below 0).
 local function clock()
   local time = redis.call('TIME')
-  local s = tonumber(time[1])
+  local s = tonum(time[1])
   if s >= MAX_NOW_S then
     return MAX_NOW_S, 0
   end
-  return s, tonumber(time[2]) * 1000
+  return s, tonum(time[2]) * 1000
 end
 
 -- Whether a state fits an i64: one past it is refused, never wrapped (only a forged state
@@ -424,46 +622,123 @@ local function fits(s, n)
   return not lt(I64_S, I64_N, s, n)
 end
 
--- SET key <state> PXAT <the same instant rounded up to ms>: a missing key is a full bucket,
--- so the key must not expire any earlier. The state's 8 bytes, lowest first: with
--- s = a * 256 + b, the pair is (a, (b * 1e9 + n) / 256) * 256 + (b * 1e9 + n) % 256, exactly.
-local function store(key, s, n)
-  local bytes = {}
-  local expire = string.format('%d', ceil_ms(s, n))
-  for i = 1, 8 do
-    local m = (s % 256) * E9 + n
-    bytes[i] = m % 256
-    s, n = floor(s / 256), floor(m / 256)
+-- The instant a cut's rate is full again.
+local function recovered_at(cut)
+  return add(cut.s, cut.n, ms_pair(cut.recovery))
+end
+
+-- A cut's factor at `now`, in basis points: its own before the cut (a clock that reads
+-- earlier: the strictest), the full rate once recovered, a straight line between, rounded
+-- down.
+local function factor_at(cut, now_s, now_n)
+  local ds, dn = sub2(now_s, now_n, cut.s, cut.n)
+  if ds < 0 then
+    return cut.factor
   end
-  redis.call('SET', key, string.char(unpack(bytes)), 'PXAT', expire)
+  local elapsed = ds * 1000 + floor(dn / 1e6)
+  if elapsed <= 0 then
+    return cut.factor
+  end
+  if elapsed >= cut.recovery then
+    return FULL
+  end
+  return cut.factor + floor((FULL - cut.factor) * elapsed / cut.recovery)
+end
+
+-- SET key <state> PXAT <ms> for the bucket full again at `tat`, with the pushback kept as far
+-- as it is in effect at `now` (a pause not over, a cut not recovered: 32 bytes), the key
+-- expiring once all of it is over; DEL when the bucket is full and nothing holds it back.
+-- (module/bucket/src/gcra.rs `write_with`)
+local function store(key, tat_s, tat_n, pushback, now_s, now_n)
+  local until_s, until_n = tat_s, tat_n
+  local paused, cut = false, nil
+  if pushback then
+    paused = lt(now_s, now_n, pushback.until_s, pushback.until_n)
+    cut = pushback.cut
+    if cut and not lt(now_s, now_n, recovered_at(cut)) then
+      cut = nil
+    end
+    if paused or cut then
+      until_s, until_n = max(until_s, until_n, pushback.until_s, pushback.until_n)
+      if cut then
+        until_s, until_n = max(until_s, until_n, recovered_at(cut))
+      end
+    else
+      pushback = nil
+    end
+  end
+  if not lt(now_s, now_n, until_s, until_n) then
+    redis.call('DEL', key) -- full again: a missing key is a full bucket
+    return
+  end
+  local state = pair_le(tat_s, tat_n)
+  if pushback then
+    local tail = '\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0'
+    if cut then
+      local r = cut.recovery
+      local hi = floor(r / 4294967296)
+      local lo = r % 4294967296
+      tail = pair_le(cut.s, cut.n) .. char(lo % 256, floor(lo / 256) % 256,
+        floor(lo / 65536) % 256, floor(lo / 16777216), hi % 256, floor(hi / 256),
+        cut.factor % 256, floor(cut.factor / 256))
+    end
+    state = state .. pair_le(pushback.until_s, pushback.until_n) .. tail
+  end
+  redis.call('SET', key, state, 'PXAT', ceil_ms(until_s, until_n))
 end
 
 -- The bucket seen at `now`: `base`, when it is full, never before now (time never runs
--- backwards for a bucket), and `debt`, how far ahead of now that is.
-local function view(state_s, state_n, now_s, now_n)
+-- backwards for a bucket), `debt`, how far ahead of now that is, and its rate's factor.
+local function view(state_s, state_n, pushback, now_s, now_n)
   local base_s, base_n = now_s, now_n
   if state_s then
     base_s, base_n = max(now_s, now_n, state_s, state_n)
   end
-  local debt_s, debt_n = sub(base_s, base_n, now_s, now_n)
-  return base_s, base_n, debt_s, debt_n
+  local debt_s, debt_n = sub2(base_s, base_n, now_s, now_n)
+  local factor = FULL
+  if pushback and pushback.cut then
+    factor = factor_at(pushback.cut, now_s, now_n)
+  end
+  return base_s, base_n, debt_s, debt_n, factor
+end
+
+-- The cost of `tokens` at `factor`, ns: tokens * interval, or while cut that over the factor,
+-- rounded up. nil for one past 1e18 ns (only a debit of a huge count gets there: too deep).
+local function cost(quota, tokens, factor)
+  if factor >= FULL then
+    return mul(tokens, quota.interval)
+  end
+  if tokens * quota.interval > 1e18 then
+    return nil
+  end
+  local s, n = mul(tokens, quota.interval)
+  s, n = scale(s, n, FULL) -- (a call in the middle of an argument list gives one value)
+  local qs, qn, rest = div_small(s, n, factor)
+  if rest then
+    return add(qs, qn, 0, 1)
+  end
+  return qs, qn
 end
 
 -- How long until `cost` is there: once the bucket has refilled to `cost` below full.
 local function wait_for(quota, debt_s, debt_n, cost_s, cost_n)
   local s, n = add(debt_s, debt_n, cost_s, cost_n)
-  s, n = sub(s, n, quota.fill_s, quota.fill_n)
+  s, n = sub2(s, n, quota.fill_s, quota.fill_n)
   if s < 0 then
     return 0, 0
   end
   return s, n
 end
 
--- Whole tokens left with `debt` ahead of now: 0 while in debt past the capacity.
-local function remaining(quota, debt_s, debt_n)
-  local s, n = sub(quota.fill_s, quota.fill_n, debt_s, debt_n)
+-- Whole tokens left with `debt` ahead of now, at `factor`: 0 while in debt past the capacity.
+local function remaining(quota, debt_s, debt_n, factor)
+  local s, n = sub2(quota.fill_s, quota.fill_n, debt_s, debt_n)
   if s < 0 then
     return 0
+  end
+  if factor < FULL then
+    s, n = scale(s, n, factor)
+    s, n = div_small(s, n, FULL)
   end
   return (divmod(s, n, quota.interval))
 end
@@ -474,94 +749,280 @@ local function ticket_of(s, n)
   return s * 1e6 + floor(n / 1000)
 end
 
--- The commands (module/bucket/src/take.rs, mtake.rs, pause.rs, give.rs) --------------------
+-- The shard channel a pause of `key` is announced on, in the key's own hash slot
+-- (module/bucket/src/channel.rs).
+local function pause_channel(key)
+  local open = find(key, '{', 1, true)
+  if open then
+    local close = find(key, '}', open + 1, true)
+    if close and close > open + 1 then
+      return 'throttle:pause:' .. key
+    end
+  end
+  if key ~= '' and not find(key, '}', 1, true) then
+    return 'throttle:pause:{' .. key .. '}'
+  end
+  return key
+end
+
+-- The bucket paused for `ms` from now, with `cut` as its cut (module/bucket/src/pause.rs
+-- `paused`): the first token exactly then, no burst after, never shorter than a pause or a
+-- debt already there, and the bucket marked paused until then. Writes, announces, and returns
+-- the ms until the next token, whether it wrote, and the state it leaves.
+local function paused(key, quota, b, cut, ms)
+  local pushback = b.pushback
+  local until_s, until_n = add(b.now_s, b.now_n, ms_pair(ms))
+  local stored_cut = pushback and pushback.cut
+  local cut_changed = cut ~= stored_cut
+  local factor_then = cut and factor_at(cut, until_s, until_n) or FULL
+  local one_s, one_n = cost(quota, 1, factor_then)
+  local target_s, target_n = add(until_s, until_n, sub2(quota.fill_s, quota.fill_n, one_s, one_n))
+  local longer = not pushback or lt(pushback.until_s, pushback.until_n, until_s, until_n)
+  local tat_s, tat_n = max(b.base_s, b.base_n, target_s, target_n)
+  local wrote = false
+  if (lt(b.base_s, b.base_n, tat_s, tat_n) or longer or cut_changed) and fits(tat_s, tat_n) then
+    local keep_s, keep_n = until_s, until_n
+    if pushback then
+      keep_s, keep_n = max(pushback.until_s, pushback.until_n, until_s, until_n)
+    end
+    store(key, tat_s, tat_n, { until_s = keep_s, until_n = keep_n, cut = cut }, b.now_s, b.now_n)
+    wrote = true
+    if longer then
+      redis.call('SPUBLISH', pause_channel(key), ms)
+    end
+  else
+    tat_s, tat_n = b.base_s, b.base_n
+  end
+  -- The next token, at the rate now (a recovering cut only gets faster, so never early).
+  local factor_now = cut and factor_at(cut, b.now_s, b.now_n) or FULL
+  local now_one_s, now_one_n = cost(quota, 1, factor_now)
+  local short_s, short_n = sub2(quota.fill_s, quota.fill_n, now_one_s, now_one_n)
+  local next_s, next_n = sub2(tat_s, tat_n, short_s, short_n)
+  return ceil_ms(sub2(next_s, next_n, b.now_s, b.now_n)), wrote, tat_s, tat_n
+end
+
+-- Reads the bucket at `key`: the view's fields in a table, or nil and the error's code.
+local function open(key)
+  local now_s, now_n = clock()
+  local state_s, state_n, pushback, err = state_of(redis.pcall('GET', key), now_s, now_n)
+  if err then
+    return nil, err
+  end
+  local base_s, base_n, debt_s, debt_n, factor = view(state_s, state_n, pushback, now_s, now_n)
+  return {
+    now_s = now_s, now_n = now_n, state_s = state_s, state_n = state_n, pushback = pushback,
+    base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n, factor = factor,
+  }
+end
+
+-- The commands (module/bucket/src/take.rs, mtake.rs, pause.rs, give.rs, peek.rs, cut.rs,
+-- sync.rs, debit.rs) ------------------------------------------------------------------------
 
 local USAGE = {
-  take = 'take capacity rate [TOKENS n] [MAXWAIT ms] [TICKET]',
-  pause = 'pause capacity rate ms',
-  give = 'give capacity rate n ticket',
-  peek = 'peek capacity rate',
+  take = 'capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]',
+  pause = 'capacity rate ms',
+  give = 'capacity rate n ticket',
+  peek = 'capacity rate',
+  cut = 'capacity rate ms factor recovery_ms',
+  sync = 'capacity rate remaining reset_ms',
+  debit = 'capacity rate n',
 }
 
--- THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET]
-local function take(keys, argv)
-  if #argv < 3 then
+-- THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
+local function take(keys, args)
+  local count = #args
+  if count < 2 then
     return fail('arity', 'take')
   end
-  local quota, err = parse_quota(argv[2], argv[3])
+  local by_capacity = QUOTAS[args[2]]
+  local quota, err = by_capacity and by_capacity[args[1]], nil
   if not quota then
-    return fail(err)
-  end
-  local tokens_text, wait_text, ticket = nil, nil, false
-  local i = 4
-  while i <= #argv do
-    local name = argv[i]:upper()
-    if name == 'TICKET' then
-      if ticket then
-        return fail('repeated', 'TICKET')
-      end
-      ticket = true
-      i = i + 1
-    else
-      if name ~= 'TOKENS' and name ~= 'MAXWAIT' then
-        return fail('take_option')
-      end
-      local value = argv[i + 1]
-      if not value then
-        return fail('missing', name, name)
-      end
-      if (name == 'TOKENS' and tokens_text) or (name == 'MAXWAIT' and wait_text) then
-        return fail('repeated', name)
-      end
-      if name == 'TOKENS' then
-        tokens_text = value
-      else
-        wait_text = value
-      end
-      i = i + 2
-    end
-  end
-  local tokens, max_wait_ms = 1, 0
-  if tokens_text then
-    tokens, err = parse_tokens(tokens_text, quota.capacity)
-    if not tokens then
-      return fail(err, quota.capacity)
-    end
-  end
-  if wait_text then
-    max_wait_ms, err = parse_max_wait(wait_text)
-    if not max_wait_ms then
+    quota, err = parse_quota(args[1], args[2])
+    if not quota then
       return fail(err)
     end
   end
+  local tokens_text, wait_text, floor_text, ticket = nil, nil, nil, false
+  local i = 3
+  while i <= count do
+    local name = args[i]
+    -- What the client sends comes first (upper case, each once, with its value); anything
+    -- else is compared upper-cased, and errors are told there.
+    if name == 'MAXWAIT' and not wait_text and i < count then
+      wait_text, i = args[i + 1], i + 2
+    elseif name == 'TICKET' and not ticket then
+      ticket, i = true, i + 1
+    elseif name == 'TOKENS' and not tokens_text and i < count then
+      tokens_text, i = args[i + 1], i + 2
+    else
+      name = string.upper(name)
+      if name == 'TICKET' then
+        if ticket then
+          return fail('repeated', 'TICKET')
+        end
+        ticket = true
+        i = i + 1
+      else
+        if name ~= 'TOKENS' and name ~= 'MAXWAIT' and name ~= 'FLOOR' then
+          return fail('take_option')
+        end
+        local value = args[i + 1]
+        if not value then
+          return fail('missing', name, name)
+        end
+        if (name == 'TOKENS' and tokens_text) or (name == 'MAXWAIT' and wait_text)
+          or (name == 'FLOOR' and floor_text) then
+          return fail('repeated', name)
+        end
+        if name == 'TOKENS' then
+          tokens_text = value
+        elseif name == 'MAXWAIT' then
+          wait_text = value
+        else
+          floor_text = value
+        end
+        i = i + 2
+      end
+    end
+  end
+  local tokens, max_wait_ms, floor_tokens = 1, 0, nil
+  if tokens_text then
+    tokens = WHOLES[tokens_text] -- read before: no function call
+    if not tokens or tokens > quota.capacity then
+      tokens, err = parse_tokens(tokens_text, quota.capacity)
+      if not tokens then
+        return fail(err, quota.capacity)
+      end
+    end
+  end
+  if wait_text then
+    max_wait_ms = WHOLES[wait_text]
+    if not max_wait_ms or max_wait_ms > MAX_WAIT_MS then
+      max_wait_ms, err = parse_max_wait(wait_text)
+      if not max_wait_ms then
+        return fail(err)
+      end
+    end
+  end
+  if floor_text then
+    floor_tokens = parse_floor(floor_text, tokens, quota.capacity)
+    if not floor_tokens then
+      return fail('floor', quota.capacity)
+    end
+    if max_wait_ms > 0 then
+      return fail('floor_reserves')
+    end
+  end
 
-  local now_s, now_n = clock()
-  local state_s, state_n, read_err = read_state(keys[1], now_s, now_n)
+  local key = keys[1]
+  local time = redis.call('TIME')
+  local now_s, now_n = tonum(time[1]), tonum(time[2]) * 1000
+  if now_s >= MAX_NOW_S then
+    now_s, now_n = MAX_NOW_S, 0
+  end
+  local stored = redis.pcall('GET', key)
+  local state_s, state_n, pushback, read_err
+  local fill = quota.fill
+  if fill and (not stored or #stored == 8) then
+    -- The fast path: a bucket that fills within 2^51 ns, neither paused nor cut (8 bytes or
+    -- none), in debt by less than that: every duration is an exact double.
+    local base_s, base_n, debt = now_s, now_n, 0
+    if stored then
+      local b1, b2, b3, b4, b5, b6, b7, b8 = byte(stored, 1, 8)
+      if b8 < 128 then
+        state_s, state_n = bytes_pair(b1, b2, b3, b4, b5, b6, b7, b8)
+        if not plausible(state_s, state_n, now_s, now_n) then
+          return fail('not_bucket')
+        end
+        if state_s > now_s or (state_s == now_s and state_n > now_n) then
+          local ds = state_s - now_s
+          if ds < SMALL_S then
+            base_s, base_n, debt = state_s, state_n, ds * E9 + (state_n - now_n)
+          else
+            debt = nil
+          end
+        end
+      else
+        debt = nil -- not a bucket: the general path says so
+      end
+    end
+    if debt then
+      local interval = quota.interval
+      local granted, wait, taken, after = 1, 0, 0, debt
+      if tokens > 0 then
+        local cost = tokens * interval
+        local need = cost
+        if floor_tokens then
+          need = need + floor_tokens * interval
+        end
+        wait = debt + need - fill
+        if wait < 0 then
+          wait = 0
+        end
+        granted = 0
+        if wait <= max_wait_ms * 1e6 then
+          local cost_n = cost % E9
+          local tat_s, tat_n = base_s + (cost - cost_n) / E9, base_n + cost_n
+          if tat_n >= E9 then
+            tat_s, tat_n = tat_s + 1, tat_n - E9
+          end
+          local sub_ms = tat_n % 1e6
+          local expire = tat_s * 1000 + (tat_n - sub_ms) / 1e6
+          if sub_ms > 0 then
+            expire = expire + 1
+          end
+          redis.call('SET', key, pair_le(tat_s, tat_n), 'PXAT', expire)
+          local sub_us = tat_n % 1000
+          granted, taken, after = 1, tat_s * 1e6 + (tat_n - sub_us) / 1000, debt + cost
+        end
+      end
+      local left = 0
+      if after < fill then
+        local room = fill - after
+        left = (room - room % interval) / interval
+      end
+      -- Both in whole ms, rounded up.
+      local wait_ms, reset_ms = wait % 1e6, after % 1e6
+      wait_ms = (wait - wait_ms) / 1e6 + (wait_ms > 0 and 1 or 0)
+      reset_ms = (after - reset_ms) / 1e6 + (reset_ms > 0 and 1 or 0)
+      local reply = { granted, left, wait_ms, reset_ms }
+      if ticket then
+        reply[5] = taken
+      end
+      return reply
+    end
+  end
+  state_s, state_n, pushback, read_err = state_of(stored, now_s, now_n)
   if read_err then
     return fail(read_err)
   end
-  local base_s, base_n, debt_s, debt_n = view(state_s, state_n, now_s, now_n)
-
+  local base_s, base_n, debt_s, debt_n, factor = view(state_s, state_n, pushback, now_s, now_n)
+  local b = { base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n,
+    now_s = now_s, now_n = now_n, pushback = pushback }
   local granted, wait_s, wait_n, taken = 1, 0, 0, 0
-  local after_s, after_n = debt_s, debt_n
+  local after_s, after_n = b.debt_s, b.debt_n
   if tokens > 0 then
-    local cost_s, cost_n = mul(tokens, quota.interval)
-    wait_s, wait_n = wait_for(quota, debt_s, debt_n, cost_s, cost_n)
+    local cost_s, cost_n = cost(quota, tokens, factor)
+    local need_s, need_n = cost_s, cost_n
+    if floor_tokens then
+      need_s, need_n = add(need_s, need_n, cost(quota, floor_tokens, factor))
+    end
+    wait_s, wait_n = wait_for(quota, b.debt_s, b.debt_n, need_s, need_n)
     granted = 0
     local limit_s, limit_n = ms_pair(max_wait_ms)
     if not lt(limit_s, limit_n, wait_s, wait_n) then
-      local tat_s, tat_n = add(base_s, base_n, cost_s, cost_n)
+      local tat_s, tat_n = add(b.base_s, b.base_n, cost_s, cost_n)
       if fits(tat_s, tat_n) then
-        store(keys[1], tat_s, tat_n)
+        store(key, tat_s, tat_n, b.pushback, b.now_s, b.now_n)
         granted = 1
         taken = ticket_of(tat_s, tat_n)
-        after_s, after_n = add(debt_s, debt_n, cost_s, cost_n)
+        after_s, after_n = add(b.debt_s, b.debt_n, cost_s, cost_n)
       end
     end
   end
   local reply = {
     granted,
-    remaining(quota, after_s, after_n),
+    remaining(quota, after_s, after_n, factor),
     ceil_ms(wait_s, wait_n),
     ceil_ms(after_s, after_n),
   }
@@ -571,17 +1032,17 @@ local function take(keys, argv)
   return reply
 end
 
--- THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms]
-local function mtake(keys, argv)
+-- THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
+local function mtake(keys, args)
+  local count, nargs = #keys, #args
   -- The server's arity check first: the module's call has numkeys, the keys and what follows.
-  if 2 + #keys + #argv - 1 < 6 then
+  if 2 + count + nargs < 6 then
     return fail('arity', 'mtake')
   end
-  local count = #keys
   if count < 1 or count > MAX_KEYS then
     return fail('numkeys')
   end
-  if #argv - 1 < 3 * count then
+  if nargs < 3 * count then
     return fail('triples', count)
   end
   for i = 1, count do
@@ -593,33 +1054,44 @@ local function mtake(keys, argv)
   end
   local quotas, tokens = {}, {}
   for i = 1, count do
-    local at = 3 * i - 1
-    local quota, err = parse_quota(argv[at], argv[at + 1])
+    local at = 3 * i - 2
+    local quota, err = parse_quota(args[at], args[at + 1])
     if not quota then
       return fail(err)
     end
     local n
-    n, err = parse_tokens(argv[at + 2], quota.capacity)
+    n, err = parse_tokens(args[at + 2], quota.capacity)
     if not n then
       return fail(err, quota.capacity)
     end
     quotas[i], tokens[i] = quota, n
   end
-  local wait_text
-  local i = 3 * count + 2
-  while i <= #argv do
-    if argv[i]:upper() ~= 'MAXWAIT' then
+  local wait_text, floors_at
+  local i = 3 * count + 1
+  while i <= nargs do
+    local name = string.upper(args[i])
+    if name == 'MAXWAIT' then
+      local value = args[i + 1]
+      if not value then
+        return fail('missing', 'MAXWAIT', 'MAXWAIT')
+      end
+      if wait_text then
+        return fail('repeated', 'MAXWAIT')
+      end
+      wait_text = value
+      i = i + 2
+    elseif name == 'FLOOR' then
+      if nargs - i < count then
+        return fail('floors', count)
+      end
+      if floors_at then
+        return fail('repeated', 'FLOOR')
+      end
+      floors_at = i + 1
+      i = i + 1 + count
+    else
       return fail('mtake_option')
     end
-    local value = argv[i + 1]
-    if not value then
-      return fail('missing', 'MAXWAIT', 'MAXWAIT')
-    end
-    if wait_text then
-      return fail('repeated', 'MAXWAIT')
-    end
-    wait_text = value
-    i = i + 2
   end
   local max_wait_ms = 0
   if wait_text then
@@ -629,31 +1101,48 @@ local function mtake(keys, argv)
       return fail(err)
     end
   end
+  local floors
+  if floors_at then
+    floors = {}
+    for k = 1, count do
+      floors[k] = parse_floor(args[floors_at + k - 1], tokens[k], quotas[k].capacity)
+      if not floors[k] then
+        return fail('floor', quotas[k].capacity)
+      end
+    end
+    if max_wait_ms > 0 then
+      return fail('floor_reserves')
+    end
+  end
 
   -- Every bucket is read (and its type checked) before anything is written.
   local now_s, now_n = clock()
-  local states = {}
+  local buckets = {}
   for k = 1, count do
-    local s, n, err = read_state(keys[k], now_s, now_n)
+    local s, n, pushback, err = state_of(redis.pcall('GET', keys[k]), now_s, now_n)
     if err then
       return fail(err)
     end
-    states[k] = { s, n }
+    local b = { pushback = pushback }
+    b.base_s, b.base_n, b.debt_s, b.debt_n, b.factor = view(s, n, pushback, now_s, now_n)
+    buckets[k] = b
   end
 
-  -- The wait is the longest of the buckets' own waits.
-  local buckets, wait_s, wait_n, takes_any = {}, 0, 0, false
+  -- The wait is the longest of the buckets' own waits (with their floors).
+  local wait_s, wait_n, takes_any = 0, 0, false
   for k = 1, count do
-    local b = {}
-    b.base_s, b.base_n, b.debt_s, b.debt_n = view(states[k][1], states[k][2], now_s, now_n)
-    b.cost_s, b.cost_n = mul(tokens[k], quotas[k].interval)
+    local b = buckets[k]
+    b.cost_s, b.cost_n = cost(quotas[k], tokens[k], b.factor)
     -- A bucket asked for nothing is only inspected: its debt delays no one.
     if tokens[k] > 0 then
+      local need_s, need_n = b.cost_s, b.cost_n
+      if floors then
+        need_s, need_n = add(need_s, need_n, cost(quotas[k], floors[k], b.factor))
+      end
       wait_s, wait_n = max(wait_s, wait_n,
-        wait_for(quotas[k], b.debt_s, b.debt_n, b.cost_s, b.cost_n))
+        wait_for(quotas[k], b.debt_s, b.debt_n, need_s, need_n))
       takes_any = true
     end
-    buckets[k] = b
   end
   local limit_s, limit_n = ms_pair(max_wait_ms)
   local granted = takes_any and not lt(limit_s, limit_n, wait_s, wait_n)
@@ -679,138 +1168,317 @@ local function mtake(keys, argv)
     local b = buckets[k]
     local debt_s, debt_n = b.debt_s, b.debt_n
     if granted and b.tat_s then
-      store(keys[k], b.tat_s, b.tat_n)
-      debt_s, debt_n = sub(b.tat_s, b.tat_n, now_s, now_n)
+      store(keys[k], b.tat_s, b.tat_n, b.pushback, now_s, now_n)
+      debt_s, debt_n = sub2(b.tat_s, b.tat_n, now_s, now_n)
     end
-    reply[2 * k + 1] = remaining(quotas[k], debt_s, debt_n)
+    reply[2 * k + 1] = remaining(quotas[k], debt_s, debt_n, b.factor)
     reply[2 * k + 2] = ceil_ms(debt_s, debt_n)
   end
   return reply
 end
 
 -- THROTTLE.PAUSE key capacity rate ms
-local function pause(keys, argv)
-  if #argv ~= 4 then
+local function pause(keys, args)
+  if #args ~= 3 then
     return fail('arity', 'pause')
   end
-  local quota, err = parse_quota(argv[2], argv[3])
+  local quota, err = parse_quota(args[1], args[2])
   if not quota then
     return fail(err)
   end
-  local ms = whole(argv[4], MAX_WAIT_MS)
+  local ms = whole(args[3], MAX_WAIT_MS)
   if not ms or ms < 1 then
     return fail('pause_ms')
   end
-  local now_s, now_n = clock()
-  local state_s, state_n, read_err = read_state(keys[1], now_s, now_n)
-  if read_err then
+  local b, read_err = open(keys[1])
+  if not b then
     return fail(read_err)
   end
-  local base_s, base_n = view(state_s, state_n, now_s, now_n)
-
-  -- The first token is there `ms` from now, then refill goes on from that one token:
-  -- state = max(state, now + ms + (capacity - 1) * interval).
-  local short_s, short_n = mul(quota.capacity - 1, quota.interval)
-  local ms_s, ms_n = ms_pair(ms)
-  local target_s, target_n = add(now_s, now_n, ms_s, ms_n)
-  target_s, target_n = add(target_s, target_n, short_s, short_n)
-  local tat_s, tat_n = base_s, base_n
-  if lt(base_s, base_n, target_s, target_n) and fits(target_s, target_n) then
-    store(keys[1], target_s, target_n)
-    tat_s, tat_n = target_s, target_n
-  end
-  local next_s, next_n = sub(tat_s, tat_n, short_s, short_n)
-  return ceil_ms(sub(next_s, next_n, now_s, now_n))
+  local next_ms = paused(keys[1], quota, b, b.pushback and b.pushback.cut, ms)
+  return next_ms
 end
 
 -- THROTTLE.GIVE key capacity rate n ticket: gives a take's tokens back while nothing was taken
 -- after it, never beyond a full bucket (module/bucket/src/give.rs).
-local function give(keys, argv)
-  if #argv ~= 5 then
+local function give(keys, args)
+  if #args ~= 4 then
     return fail('arity', 'give')
   end
-  local quota, err = parse_quota(argv[2], argv[3])
+  local quota, err = parse_quota(args[1], args[2])
   if not quota then
     return fail(err)
   end
-  local n = whole(argv[4], quota.capacity)
+  local n = whole(args[3], quota.capacity)
   if not n then
     return fail('give_tokens', quota.capacity)
   end
   -- The ticket is kept as text: it may pass 2^53 (MAX_TICKET has 16 digits).
-  local ticket = argv[5]
-  if ticket == '' or ticket:find('%D') then
+  local ticket = args[4]
+  if ticket == '' or find(ticket, '%D') then
     return fail('ticket')
   end
-  local first = first_nonzero(ticket)
-  ticket = first and ticket:sub(first) or ''
+  local first = find(ticket, '[^0]')
+  ticket = first and sub(ticket, first) or ''
   if #ticket > #MAX_TICKET or (#ticket == #MAX_TICKET and ticket > MAX_TICKET) then
     return fail('ticket')
   end
   -- ticket µs * 1000 as a pair.
-  local ticket_s = tonumber(ticket:sub(1, -7)) or 0
-  local ticket_n = (tonumber(ticket:sub(-6)) or 0) * 1000
+  local ticket_s = tonum(sub(ticket, 1, -7)) or 0
+  local ticket_n = (tonum(sub(ticket, -6)) or 0) * 1000
 
-  local now_s, now_n = clock()
-  local state_s, state_n, read_err = read_state(keys[1], now_s, now_n)
-  if read_err then
+  local b, read_err = open(keys[1])
+  if not b then
     return fail(read_err)
   end
-  if not state_s then
+  if not b.state_s then
     return 0 -- a missing key is a full bucket: nothing to give back to
   end
-  local base_s, base_n, debt_s, debt_n = view(state_s, state_n, now_s, now_n)
-  -- Only while the state is still this take's slot end (module/bucket/src/give.rs says why):
-  -- within the ticket's rounding (999 ns) when a token takes longer than that, exactly on it
-  -- otherwise. Before it: reset since, or given back already.
-  local since_s, since_n = sub(state_s, state_n, ticket_s, ticket_n)
+  -- Only while the state is still this take's slot end: within the ticket's rounding (999 ns)
+  -- when a token takes longer than that, exactly on it otherwise. Before it: reset since, or
+  -- given back already.
+  local since_s, since_n = sub2(b.state_s, b.state_n, ticket_s, ticket_n)
   local rounding = 0
   if quota.interval > 999 then
     rounding = 999
   end
-  if since_s ~= 0 or since_n > rounding or (debt_s == 0 and debt_n == 0) or n == 0 then
+  if since_s ~= 0 or since_n > rounding or (b.debt_s == 0 and b.debt_n == 0) or n == 0 then
     return 0
   end
   -- Never beyond a full bucket: the room below full, rounded up.
-  local given = math.min(n, div_ceil(debt_s, debt_n, quota.interval))
-  local back_s, back_n = mul(n, quota.interval)
-  local tat_s, tat_n = sub(base_s, base_n, back_s, back_n)
-  if lt(now_s, now_n, tat_s, tat_n) then
-    store(keys[1], tat_s, tat_n)
-  else
-    redis.call('DEL', keys[1]) -- full again: a missing key is a full bucket
+  local room, rest = divmod(b.debt_s, b.debt_n, quota.interval)
+  if rest > 0 then
+    room = room + 1
   end
+  local given = n
+  if room < given then
+    given = room
+  end
+  -- At the configured rate, the least the take can have cost: a cut since makes tokens cost
+  -- more, and giving that much back would free part of the slot before this take's.
+  local back_s, back_n = mul(n, quota.interval)
+  local tat_s, tat_n = sub2(b.base_s, b.base_n, back_s, back_n)
+  tat_s, tat_n = max(tat_s, tat_n, b.now_s, b.now_n)
+  store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n)
   return given
 end
 
--- THROTTLE.PEEK key capacity rate: what TOKENS 0 replies, and never a write.
-local function peek(keys, argv)
-  if #argv ~= 3 then
+-- THROTTLE.PEEK key capacity rate: what TOKENS 0 replies, then the pause and the rate's
+-- factor; never a write.
+local function peek(keys, args)
+  if #args ~= 2 then
     return fail('arity', 'peek')
   end
-  local quota, err = parse_quota(argv[2], argv[3])
+  local quota, err = parse_quota(args[1], args[2])
   if not quota then
     return fail(err)
   end
-  local now_s, now_n = clock()
-  local state_s, state_n, read_err = read_state(keys[1], now_s, now_n)
-  if read_err then
+  local b, read_err = open(keys[1])
+  if not b then
     return fail(read_err)
   end
-  local _, _, debt_s, debt_n = view(state_s, state_n, now_s, now_n)
-  return { 1, remaining(quota, debt_s, debt_n), 0, ceil_ms(debt_s, debt_n) }
+  local paused_ms = 0
+  local pushback = b.pushback
+  if pushback and lt(b.now_s, b.now_n, pushback.until_s, pushback.until_n) then
+    paused_ms = ceil_ms(sub2(pushback.until_s, pushback.until_n, b.now_s, b.now_n))
+  end
+  return {
+    1, remaining(quota, b.debt_s, b.debt_n, b.factor), 0, ceil_ms(b.debt_s, b.debt_n),
+    paused_ms, b.factor,
+  }
 end
 
--- Dispatch ---------------------------------------------------------------------------------
-
-local COMMANDS = { take = take, mtake = mtake, pause = pause, give = give, peek = peek }
-
-local name = ARGV[1] and ARGV[1]:lower()
-local command = name and COMMANDS[name]
-if not command then
-  return fail('command')
+-- THROTTLE.CUT key capacity rate ms factor recovery_ms
+local function cut(keys, args)
+  if #args ~= 5 then
+    return fail('arity', 'cut')
+  end
+  local quota, err = parse_quota(args[1], args[2])
+  if not quota then
+    return fail(err)
+  end
+  local ms = whole(args[3], MAX_WAIT_MS)
+  if not ms or ms < 1 then
+    return fail('pause_ms')
+  end
+  local factor = parse_factor(args[4])
+  if not factor then
+    return fail('factor')
+  end
+  local recovery = whole(args[5], MAX_WAIT_MS)
+  if not recovery or recovery < 1 then
+    return fail('recovery')
+  end
+  local b, read_err = open(keys[1])
+  if not b then
+    return fail(read_err)
+  end
+  local pushback = b.pushback
+  local stored_cut = pushback and pushback.cut
+  -- A cut while the bucket is paused is the same episode: the rate is cut once.
+  local same_episode = pushback and lt(b.now_s, b.now_n, pushback.until_s, pushback.until_n)
+  local new_cut = stored_cut
+  if not same_episode then
+    local cut_factor = floor(b.factor * factor / FULL)
+    if cut_factor < MIN_FACTOR then
+      cut_factor = MIN_FACTOR
+    end
+    new_cut = { s = b.now_s, n = b.now_n, factor = cut_factor, recovery = recovery }
+  end
+  local next_ms, wrote = paused(keys[1], quota, b, new_cut, ms)
+  local effective = stored_cut
+  if wrote then
+    effective = new_cut
+  end
+  local factor_now, recovered_ms = FULL, 0
+  if effective then
+    factor_now = factor_at(effective, b.now_s, b.now_n)
+    local until_s, until_n = recovered_at(effective)
+    local rs, rn = sub2(until_s, until_n, b.now_s, b.now_n)
+    if rs >= 0 then
+      recovered_ms = ceil_ms(rs, rn)
+    end
+  end
+  return { (wrote and not same_episode) and 1 or 0, next_ms, factor_now, recovered_ms }
 end
-if name ~= 'mtake' and #KEYS ~= 1 then
-  return fail('one_key', name, USAGE[name])
+
+-- THROTTLE.SYNC key capacity rate remaining reset_ms
+local function sync(keys, args)
+  if #args ~= 4 then
+    return fail('arity', 'sync')
+  end
+  local quota, err = parse_quota(args[1], args[2])
+  if not quota then
+    return fail(err)
+  end
+  local left = whole(args[3], MAX_CAPACITY)
+  if not left then
+    return fail('remaining')
+  end
+  local reset = whole(args[4], MAX_WAIT_MS)
+  if not reset then
+    return fail('reset_ms')
+  end
+  local b, read_err = open(keys[1])
+  if not b then
+    return fail(read_err)
+  end
+  local tat_s, tat_n = b.base_s, b.base_n
+  if remaining(quota, b.debt_s, b.debt_n, b.factor) > left then
+    -- The debt that leaves exactly `left` whole tokens.
+    local short_s, short_n = sub2(quota.fill_s, quota.fill_n, cost(quota, left, b.factor))
+    tat_s, tat_n = max(tat_s, tat_n, add(b.now_s, b.now_n, short_s, short_n))
+  end
+  local lowered = lt(b.base_s, b.base_n, tat_s, tat_n)
+  local wrote = false
+  if left == 0 and reset > 0 then
+    -- Paused from the lowered state.
+    local was_s, was_n = b.base_s, b.base_n
+    b.base_s, b.base_n = tat_s, tat_n
+    local _, paused_wrote, paused_s, paused_n =
+      paused(keys[1], quota, b, b.pushback and b.pushback.cut, reset)
+    b.base_s, b.base_n = was_s, was_n
+    wrote = paused_wrote
+    if wrote then
+      tat_s, tat_n = paused_s, paused_n
+    end
+  end
+  if not wrote and lowered then
+    store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n)
+    wrote = true
+  end
+  local debt_s, debt_n = b.debt_s, b.debt_n
+  if wrote then
+    debt_s, debt_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
+  end
+  return { wrote and 1 or 0, remaining(quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
 end
-return command(KEYS, ARGV)
+
+-- THROTTLE.DEBIT key capacity rate n
+local function debit(keys, args)
+  if #args ~= 3 then
+    return fail('arity', 'debit')
+  end
+  local quota, err = parse_quota(args[1], args[2])
+  if not quota then
+    return fail(err)
+  end
+  local n = whole(args[3], MAX_CAPACITY)
+  if not n then
+    return fail('debit_tokens')
+  end
+  local b, read_err = open(keys[1])
+  if not b then
+    return fail(read_err)
+  end
+  if n == 0 then
+    return { remaining(quota, b.debt_s, b.debt_n, b.factor), ceil_ms(b.debt_s, b.debt_n) }
+  end
+  -- A debt past 20 years is refused; a cost past 1e18 ns (or not a pair) is past it for sure.
+  local cost_s, cost_n
+  if n * quota.interval <= 1e18 then
+    cost_s, cost_n = cost(quota, n, b.factor)
+  end
+  local debt_s, debt_n
+  if cost_s then
+    debt_s, debt_n = add(b.debt_s, b.debt_n, cost_s, cost_n)
+  end
+  if not debt_s or lt(MAX_DEBT_S, 0, debt_s, debt_n) then
+    return fail('too_deep')
+  end
+  local tat_s, tat_n = add(b.base_s, b.base_n, cost_s, cost_n)
+  store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n)
+  return { remaining(quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
+end
+
+-- Entry points -----------------------------------------------------------------------------
+
+local COMMANDS = {
+  take = take, mtake = mtake, pause = pause, give = give, peek = peek, cut = cut, sync = sync,
+  debit = debit,
+}
+
+if redis.register_function then
+  -- The library: one function per command, `throttle_<command>`.
+  local function entry(name)
+    local command = COMMANDS[name]
+    return function(keys, args)
+      if not floor then
+        std()
+      end
+      if name ~= 'mtake' and #keys ~= 1 then
+        return fail('one_key_function', name, name, USAGE[name])
+      end
+      return command(keys, args)
+    end
+  end
+  redis.register_function('throttle_take', entry('take'))
+  redis.register_function('throttle_mtake', entry('mtake'))
+  redis.register_function('throttle_pause', entry('pause'))
+  redis.register_function('throttle_give', entry('give'))
+  redis.register_function('throttle_cut', entry('cut'))
+  redis.register_function('throttle_sync', entry('sync'))
+  redis.register_function('throttle_debit', entry('debit'))
+  redis.register_function({
+    function_name = 'throttle_peek', callback = entry('peek'), flags = { 'no-writes' },
+  })
+  redis.register_function({
+    function_name = 'throttle_version',
+    callback = function()
+      return VERSION
+    end,
+    flags = { 'no-writes' },
+  })
+else
+  -- The script: the command's name first.
+  std()
+  local name = ARGV[1] and string.lower(ARGV[1])
+  local command = name and COMMANDS[name]
+  if not command then
+    return fail('command')
+  end
+  if name ~= 'mtake' and #KEYS ~= 1 then
+    return fail('one_key', name, name .. ' ' .. USAGE[name])
+  end
+  table.remove(ARGV, 1)
+  return command(KEYS, ARGV)
+end

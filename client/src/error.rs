@@ -56,6 +56,18 @@ pub enum Error {
         server_message: String,
     },
 
+    /// The limiter was told to use the function library ([`Backend::Library`](crate::Backend::Library))
+    /// on a server without `FUNCTION` (before Redis 7.0, or one that refuses it).
+    #[error(
+        "this server cannot run the redis-throttle function library: it has no FCALL (Redis \
+         7.0 or later, or Valkey, is needed). Build the limiter with `.backend(Backend::Script)` \
+         (EVALSHA) or the default `Backend::Auto` (server said: {server_message})"
+    )]
+    LibraryUnavailable {
+        /// The server's error reply, as it came.
+        server_message: String,
+    },
+
     /// The quota, or the number of tokens a call asked for, cannot be used. Quotas are
     /// checked when they are built, so this comes from [`Quota::new`](crate::Quota::new),
     /// [`LimiterBuilder::build`](crate::LimiterBuilder::build) or a call asking for more

@@ -246,6 +246,19 @@ pub struct BucketState {
     pub remaining: u64,
     /// Until the bucket is full again (zero if it is full).
     pub until_full: Duration,
+    /// Until the supplier's pause ends (zero: not paused). No call may be sent before then,
+    /// reserved ones included.
+    pub paused_for: Duration,
+    /// The rate the bucket refills at now, in basis points of the configured rate: 10 000
+    /// unless a congestion signal cut it (see [`Limiter::cut`]).
+    pub rate_factor_bp: u16,
+}
+
+impl BucketState {
+    /// The rate the bucket refills at now, as a fraction of the configured one (1.0: not cut).
+    pub fn rate_factor(&self) -> f64 {
+        f64::from(self.rate_factor_bp) / 10_000.0
+    }
 }
 
 impl Limiter<()> {
@@ -385,17 +398,19 @@ where
         .await
     }
 
-    /// The bucket as it stands (`THROTTLE.PEEK`: read-only, so it also answers on a
+    /// The bucket as it stands, its pause and its rate (`THROTTLE.PEEK`: read-only, so it also answers on a
     /// read-only replica and while writes are paused).
     pub async fn peek(&self) -> Result<BucketState, Error> {
         let args = PeekArgs {
             quota: *self.shared.quota.bucket(),
         };
         let value = self.send(Command::Peek, args.words()).await?;
-        let reply = reply::take(&value).map_err(|reply| Error::UnexpectedReply { reply })?;
+        let reply = reply::peek(&value).map_err(|reply| Error::UnexpectedReply { reply })?;
         Ok(BucketState {
             remaining: reply.remaining,
-            until_full: reply.reset,
+            until_full: Duration::from_millis(reply.reset_ms),
+            paused_for: Duration::from_millis(reply.paused_ms),
+            rate_factor_bp: reply.factor_bp,
         })
     }
 
@@ -498,6 +513,7 @@ where
             tokens,
             max_wait_ms,
             ticket: true,
+            floor: None,
         };
         let value = self.send(Command::Take, args.words()).await?;
         reply::take(&value).map_err(|reply| Error::UnexpectedReply { reply })

@@ -142,6 +142,7 @@ impl MultiLimiterBuilder {
             .map(|(_, quota, cost)| Limit {
                 quota: *quota.bucket(),
                 tokens: *cost,
+                floor: None,
             })
             .collect();
         Ok(MultiLimiter {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use redis::Value;
-use throttle_bucket::{decode_give, decode_pause, Command, MTakeReply};
+use throttle_bucket::{decode_give, decode_pause, Command, MTakeReply, PeekReply};
 
 /// A `THROTTLE.TAKE` reply (`[granted, remaining, wait_ms, reset_ms(, ticket)]`), or a
 /// `THROTTLE.MTAKE` reply read as one bucket: the fewest tokens left, the longest reset.
@@ -21,8 +21,7 @@ pub(crate) struct TakeReply {
     pub ticket: u64,
 }
 
-/// Decodes a `THROTTLE.TAKE` (or `THROTTLE.PEEK`) reply; `Err` describes what came back
-/// instead.
+/// Decodes a `THROTTLE.TAKE` reply; `Err` describes what came back instead.
 pub(crate) fn take(value: &Value) -> Result<TakeReply, String> {
     let unexpected = || format!("expected an array of four or five integers, got {value:?}");
     let reply = integers(value)
@@ -35,6 +34,15 @@ pub(crate) fn take(value: &Value) -> Result<TakeReply, String> {
         reset: Duration::from_millis(reply.reset_ms),
         ticket: reply.ticket.unwrap_or(0),
     })
+}
+
+/// Decodes a `THROTTLE.PEEK` reply.
+pub(crate) fn peek(value: &Value) -> Result<PeekReply, String> {
+    integers(value)
+        .and_then(|ints| PeekReply::decode(&ints))
+        .ok_or_else(|| {
+            format!("expected an array of six integers from THROTTLE.PEEK, got {value:?}")
+        })
 }
 
 /// Decodes a `THROTTLE.MTAKE` reply for `keys` buckets: `[granted, wait_ms, (remaining,

@@ -1,37 +1,72 @@
-//! The THROTTLE commands as one Lua script, for servers that cannot load the module (managed
-//! Redis and Valkey services refuse `MODULE LOAD`).
+//! The THROTTLE commands in Lua, for servers that cannot load the module (managed Redis and
+//! Valkey services refuse `MODULE LOAD`): one source, as a function library ([`LIBRARY`]) and as
+//! a script ([`SOURCE`]).
 //!
 //! The same semantics, stored state, replies and error messages as the module's commands, so
-//! a key written by one can be used by the other and a client can switch between them. The
-//! first argument names the command (case-insensitive); the keys come first, as for any
-//! script:
+//! a key written by one can be used by the other and a client can switch between them.
+//!
+//! The library (Redis 7.0+, Valkey) is loaded once per server with `FUNCTION LOAD`; the server
+//! keeps it in its RDB and AOF and sends it to replicas. Each command is a function taking the
+//! module command's arguments after the keys:
 //!
 //! ```text
-//! EVALSHA sha 1 key take capacity rate [TOKENS n] [MAXWAIT ms] [TICKET]
+//! FCALL throttle_take 1 key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
 //!     -> [granted, remaining, wait_ms, reset_ms(, ticket)]
-//! EVALSHA sha N key_1 .. key_N mtake capacity rate tokens [capacity rate tokens ...] [MAXWAIT ms]
+//! FCALL throttle_mtake N key_1 .. key_N capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
 //!     -> [granted, wait_ms, remaining_1, reset_ms_1, ...]        (N from 1 to 16)
-//! EVALSHA sha 1 key pause capacity rate ms          -> ms until the next token
-//! EVALSHA sha 1 key give capacity rate n ticket     -> tokens given back
-//! EVALSHA_RO sha 1 key peek capacity rate           -> [1, remaining, 0, reset_ms]
+//! FCALL throttle_pause 1 key capacity rate ms                  -> ms until the next token
+//! FCALL throttle_give 1 key capacity rate n ticket             -> tokens given back
+//! FCALL_RO throttle_peek 1 key capacity rate
+//!     -> [1, remaining, 0, reset_ms, paused_ms, factor_bp]
+//! FCALL throttle_cut 1 key capacity rate ms factor recovery_ms
+//!     -> [cut, next_ms, factor_bp, recovered_ms]
+//! FCALL throttle_sync 1 key capacity rate remaining reset_ms   -> [lowered, remaining, reset_ms]
+//! FCALL throttle_debit 1 key capacity rate n                   -> [remaining, reset_ms]
+//! FCALL_RO throttle_version 0                                  -> LIBRARY_VERSION
 //! ```
 //!
-//! Load it once with `SCRIPT LOAD` (its SHA1 is stable) and call it with `EVALSHA`; a server
-//! that forgot it (restart, failover, `SCRIPT FLUSH`) answers `NOSCRIPT`, and loading it
-//! again is all it takes. `peek` never writes, so it runs under `EVALSHA_RO`: on a read-only
-//! replica and during `CLIENT PAUSE WRITE`. The script reads the server's clock (`TIME`) and
-//! is replicated by its effects (`SET key <state> PXAT <ms>`), the default from Redis 7 on.
+//! The script is for servers that refuse `FUNCTION`: the same calls with the command's name
+//! first, `EVALSHA sha 1 key take capacity rate ...` (`EVALSHA_RO` for `peek`). Load it with
+//! `SCRIPT LOAD` (its SHA1 is stable); a server that forgot it (restart, failover, `SCRIPT
+//! FLUSH`) answers `NOSCRIPT`, and loading it again is all it takes. Both read the server's
+//! clock (`TIME`) and are replicated by their effects (`SET key <state> PXAT <ms>`), the
+//! default from Redis 7 on.
 //!
 //! ```no_run
 //! # fn run(con: &mut redis::Connection) -> redis::RedisResult<()> {
-//! let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(redis_throttle::script::SOURCE).query(con)?;
-//! let reply: Vec<i64> = redis::cmd("EVALSHA")
-//!     .arg(&sha).arg(1).arg("quota:payments")
-//!     .arg("take").arg(10).arg(10).arg("MAXWAIT").arg(5000)
+//! use redis_throttle::script::LIBRARY;
+//!
+//! let _: String = redis::cmd("FUNCTION").arg("LOAD").arg("REPLACE").arg(LIBRARY).query(con)?;
+//! let reply: Vec<i64> = redis::cmd("FCALL")
+//!     .arg("throttle_take").arg(1).arg("quota:payments")
+//!     .arg(10).arg(10).arg("MAXWAIT").arg(5000)
 //!     .query(con)?;
 //! # Ok(())
 //! # }
 //! ```
 
-/// The script's Lua source (`client/lua/throttle.lua`).
+/// The script's Lua source, for `SCRIPT LOAD` and `EVALSHA`.
 pub const SOURCE: &str = include_str!("../lua/throttle.lua");
+
+/// The same source as a function library, for `FUNCTION LOAD`: the `#!lua name=throttle` line
+/// in front.
+pub const LIBRARY: &str = concat!("#!lua name=throttle\n", include_str!("../lua/throttle.lua"));
+
+/// The library's version, which `FCALL_RO throttle_version 0` answers: a client loads its own
+/// library (`FUNCTION LOAD REPLACE`) over a server's older one, and leaves a newer one alone.
+pub const LIBRARY_VERSION: u64 = 2;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_is_the_librarys_own() {
+        let line = format!("local VERSION = {LIBRARY_VERSION} ");
+        assert!(
+            SOURCE.contains(&line),
+            "the Lua says another version than {LIBRARY_VERSION}"
+        );
+        assert!(LIBRARY.starts_with("#!lua name=throttle\n--"));
+    }
+}

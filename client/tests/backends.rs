@@ -1,7 +1,8 @@
-//! The two backends on all four servers: the module's commands and their Lua twin (the
-//! script, for servers that cannot load modules) give a fleet the same grants, `Auto` picks
-//! one with a single probe, the script survives `SCRIPT FLUSH` mid-run, and a key written by
-//! one backend is read correctly by the other.
+//! The three backends on all four servers: the module's commands and their Lua twin (the
+//! function library, and the script for servers that refuse FUNCTION, for servers that cannot
+//! load modules) give a fleet the same grants, `Auto` picks one with a single probe, the
+//! library survives `FUNCTION FLUSH` and the script `SCRIPT FLUSH` mid-run, and a key written
+//! by one backend is read correctly by the others.
 //!
 //! ```sh
 //! cargo build -p redis-throttle-module
@@ -110,6 +111,9 @@ struct Commands {
     evalsha_failed: u64,
     script_load: u64,
     noscript: u64,
+    fcall: u64,
+    fcall_failed: u64,
+    function_load: u64,
 }
 
 fn commands(con: &mut redis::Connection) -> Commands {
@@ -119,14 +123,33 @@ fn commands(con: &mut redis::Connection) -> Commands {
         evalsha_failed: command_stat_of(con, "evalsha", "failed_calls"),
         script_load: calls(con, "script|load"),
         noscript: error_replies(con, "NOSCRIPT"),
+        fcall: calls(con, "fcall"),
+        fcall_failed: command_stat_of(con, "fcall", "failed_calls"),
+        function_load: calls(con, "function|load"),
+    }
+}
+
+impl Commands {
+    fn since(&self, before: &Commands) -> Commands {
+        Commands {
+            take: self.take - before.take,
+            evalsha: self.evalsha - before.evalsha,
+            evalsha_failed: self.evalsha_failed - before.evalsha_failed,
+            script_load: self.script_load - before.script_load,
+            noscript: self.noscript - before.noscript,
+            fcall: self.fcall - before.fcall,
+            fcall_failed: self.fcall_failed - before.fcall_failed,
+            function_load: self.function_load - before.function_load,
+        }
     }
 }
 
 /// 2 processes x `tasks` tasks x `calls` calls in a row on a fresh bucket (capacity 8, 9/s),
-/// with `SCRIPT FLUSH` sent `flush_after` into the run if given. Checks:
+/// with `SCRIPT FLUSH` (the script) or `FUNCTION FLUSH` (the library) sent `flush_after` into
+/// the run if given. Checks:
 /// - exactly: every call granted, each in one round trip (the client's count), each process's
-///   counters, and the server's command counts (one `THROTTLE.TAKE` or one successful
-///   `EVALSHA` per grant, the other never);
+///   counters, and the server's command counts (one `THROTTLE.TAKE`, one successful `FCALL`
+///   or one successful `EVALSHA` per grant, the others never);
 /// - strictly: no grant earlier than the bucket allows from its first request (so the last
 ///   of 40 no earlier than 32/9 s = 3.556 s), no window over the bucket beyond the bunching
 ///   of late grants ([`check_windows`]);
@@ -145,14 +168,24 @@ fn fleet(
     let _serial = serial();
     let server = server_for(flavor, backend);
     let mut con = server.conn();
-    if backend == Backend::Script {
-        // Loaded before the run, so each grant is exactly one EVALSHA; the flush case
-        // shows what a server that forgot the script costs.
-        let _: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(redis_throttle::script::SOURCE)
-            .query(&mut con)
-            .unwrap();
+    // Loaded before the run, so each grant is exactly one EVALSHA or FCALL; the flush cases
+    // show what a server that forgot the script or the library costs.
+    match backend {
+        Backend::Script => {
+            let _: String = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(redis_throttle::script::SOURCE)
+                .query(&mut con)
+                .unwrap();
+        }
+        Backend::Library => {
+            let _: String = redis::cmd("FUNCTION")
+                .arg("LOAD")
+                .arg(redis_throttle::script::LIBRARY)
+                .query(&mut con)
+                .unwrap();
+        }
+        _ => {}
     }
     let before = commands(&mut con);
     let key = format!("backends:fleet:{}", backend.name());
@@ -173,7 +206,12 @@ fn fleet(
     if let Some(after) = flush_after {
         let at = go_at + after.as_nanos() as i128;
         std::thread::sleep(Duration::from_nanos((at - now_ns()).max(0) as u64));
-        let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
+        let flush = if backend == Backend::Library {
+            "FUNCTION"
+        } else {
+            "SCRIPT"
+        };
+        let _: () = redis::cmd(flush).arg("FLUSH").query(&mut con).unwrap();
         flushed_at = Some(now_ns());
     }
 
@@ -195,16 +233,9 @@ fn fleet(
     drop(workers);
     assert_eq!(starts.len(), PROCESSES, "{flavor} {backend:?}");
 
-    let after = commands(&mut con);
     let grants = (PROCESSES * tasks * calls) as u64;
     assert_eq!(samples.len() as u64, grants);
-    let counted = Commands {
-        take: after.take - before.take,
-        evalsha: after.evalsha - before.evalsha,
-        evalsha_failed: after.evalsha_failed - before.evalsha_failed,
-        script_load: after.script_load - before.script_load,
-        noscript: after.noscript - before.noscript,
-    };
+    let counted = commands(&mut con).since(&before);
     match backend {
         Backend::Module => {
             assert_eq!(
@@ -212,9 +243,24 @@ fn fleet(
                 "{flavor}: one THROTTLE.TAKE per grant"
             );
             assert_eq!(
-                counted.evalsha, 0,
-                "{flavor}: the module backend ran a script"
+                counted.evalsha + counted.fcall,
+                0,
+                "{flavor}: the module backend ran Lua"
             );
+        }
+        Backend::Library => {
+            assert_eq!(
+                counted.take + counted.evalsha,
+                0,
+                "{flavor}: the library backend ran the module or the script"
+            );
+            assert_eq!(
+                counted.fcall - counted.fcall_failed,
+                grants,
+                "{flavor}: one successful FCALL per grant: {counted:?}"
+            );
+            // Each failed FCALL is a server that forgot the library: loaded again, once.
+            assert_eq!(counted.function_load, counted.fcall_failed, "{counted:?}");
         }
         _ => {
             assert_eq!(
@@ -309,6 +355,31 @@ fn fleet_on_the_script(flavor: Flavor) {
     assert_eq!(counted.noscript, 0);
 }
 
+/// The same on the function library.
+fn fleet_on_the_library(flavor: Flavor) {
+    let counted = fleet(flavor, Backend::Library, 20, 1, None);
+    assert_eq!(counted.fcall, 40, "{flavor}: 40 grants in 40 FCALL");
+    assert_eq!(counted.function_load, 0, "{flavor}: loaded before the run");
+}
+
+/// `FUNCTION FLUSH` while the fleet runs, as `SCRIPT FLUSH` below: no call sees an error,
+/// the grants stay within the bucket, and the server forgot the library: some FCALL answered
+/// "function not found", at most one per task, and the library was loaded again as often.
+fn function_flush_mid_run(flavor: Flavor) {
+    let counted = fleet(
+        flavor,
+        Backend::Library,
+        5,
+        4,
+        Some(Duration::from_millis(1200)),
+    );
+    assert!(
+        (1..=10).contains(&counted.fcall_failed),
+        "{flavor}: the flush was felt by 1 to 10 calls: {counted:?}"
+    );
+    assert_eq!(counted.fcall, 40 + counted.fcall_failed, "{counted:?}");
+}
+
 /// The same on the module.
 fn fleet_on_the_module(flavor: Flavor) {
     let counted = fleet(flavor, Backend::Module, 20, 1, None);
@@ -339,12 +410,34 @@ fn script_flush_mid_run(flavor: Flavor) {
 
 /// Sequential calls on a fresh `Auto` limiter against a server without the module: the
 /// first call probes the module (one `ERR unknown command`, which the caller does not see),
-/// then every call is one `EVALSHA`. The limiter, its clones and its metrics say `Script`
-/// from the first answer on. A second limiter probes once too (one probe per limiter).
-fn auto_without_the_module_settles_on_the_script(flavor: Flavor) {
+/// then checks the server's library (`FCALL_RO throttle_version`: "function not found" on a
+/// fresh server) and loads it, and every call is one `FCALL`. The limiter, its clones and its
+/// metrics say `Library` from the first answer on. A second limiter probes once too (one probe
+/// per limiter), and finds the library there.
+fn auto_without_the_module_settles_on_the_library(flavor: Flavor) {
+    auto_settles(flavor, Backend::Library);
+}
+
+/// The same against a server without the module that refuses FUNCTION (here: its FCALL,
+/// FCALL_RO and FUNCTION renamed away, as some managed services do): the library's check
+/// answers "unknown command" too, and every call is one `EVALSHA`.
+fn auto_without_functions_settles_on_the_script(flavor: Flavor) {
+    auto_settles(flavor, Backend::Script);
+}
+
+fn auto_settles(flavor: Flavor, expected: Backend) {
     let _serial = serial();
-    let server = server_for(flavor, Backend::Script);
+    let server = if expected == Backend::Script {
+        server_without_functions(flavor)
+    } else {
+        server_for(flavor, expected)
+    };
     let mut con = server.conn();
+    // What serves one call, as INFO commandstats counts it.
+    let served = |con: &mut redis::Connection| match expected {
+        Backend::Script => calls(con, "evalsha"),
+        _ => calls(con, "fcall"),
+    };
     runtime().block_on(async {
         let conn = multiplexed(&server.url()).await;
         let limiter = Limiter::new(
@@ -364,55 +457,61 @@ fn auto_without_the_module_settles_on_the_script(flavor: Flavor) {
 
         let first = limiter.try_acquire().await.unwrap();
         assert!(first.is_granted(), "{flavor}: {first:?}");
-        assert_eq!(limiter.backend(), Backend::Script, "{flavor}");
-        assert_eq!(limiter.metrics().backend, Backend::Script, "{flavor}");
+        assert_eq!(limiter.backend(), expected, "{flavor}");
+        assert_eq!(limiter.metrics().backend, expected, "{flavor}");
+        // The module's "unknown command", then the library's "function not found" (a fresh
+        // server) or "unknown command" (no FUNCTION).
         assert_eq!(
             error_replies(&mut con, "ERR") - errors,
-            1,
-            "{flavor}: one failed probe"
+            2,
+            "{flavor}: the probes"
         );
-        // The fresh server had never seen the script: one NOSCRIPT, one load, one retry.
-        assert_eq!(
-            error_replies(&mut con, "NOSCRIPT") - noscript,
-            1,
-            "{flavor}"
-        );
-        assert_eq!(calls(&mut con, "evalsha"), 2, "{flavor}");
+        match expected {
+            // The fresh server had never seen the script: one NOSCRIPT, one load, one retry.
+            Backend::Script => {
+                assert_eq!(error_replies(&mut con, "NOSCRIPT") - noscript, 1);
+                assert_eq!(served(&mut con), 2, "{flavor}");
+            }
+            // The library was loaded before the call, once.
+            _ => {
+                assert_eq!(calls(&mut con, "function|load"), 1, "{flavor}");
+                assert_eq!(served(&mut con), 1, "{flavor}");
+            }
+        }
+        let first_served = served(&mut con);
 
         let clone = limiter.clone();
-        assert_eq!(
-            clone.backend(),
-            Backend::Script,
-            "{flavor}: clones share it"
-        );
+        assert_eq!(clone.backend(), expected, "{flavor}: clones share it");
         for n in 2..=6u64 {
             assert!(clone.try_acquire().await.unwrap().is_granted(), "{flavor}");
-            assert_eq!(calls(&mut con, "evalsha"), n + 1, "{flavor}");
+            assert_eq!(served(&mut con), first_served + n - 1, "{flavor}");
         }
         let grant = limiter.acquire().await.unwrap();
         assert_eq!((grant.round_trips, grant.remaining), (1, 3), "{flavor}");
         assert_eq!(
             error_replies(&mut con, "ERR") - errors,
-            1,
+            2,
             "{flavor}: no more probes"
         );
         assert_eq!(calls(&mut con, "throttle.take"), 0);
         let m = limiter.metrics();
         assert_eq!(
             (m.granted, m.errors, m.round_trips, m.backend),
-            (7, 0, 7, Backend::Script),
+            (7, 0, 7, expected),
             "{flavor}: the limiter counts one round trip per call: {m:?}"
         );
 
-        // Another limiter has its own probe.
+        // Another limiter has its own probe: the module's, and then the library's check
+        // finds it there (or FUNCTION missing again).
         let other = Limiter::new(
             conn.clone(),
             "backends:auto",
             Quota::new(10, "0.001").unwrap(),
         );
         assert!(other.try_acquire().await.unwrap().is_granted());
-        assert_eq!(other.backend(), Backend::Script);
-        assert_eq!(error_replies(&mut con, "ERR") - errors, 2, "{flavor}");
+        assert_eq!(other.backend(), expected);
+        let probes = if expected == Backend::Script { 4 } else { 3 };
+        assert_eq!(error_replies(&mut con, "ERR") - errors, probes, "{flavor}");
 
         // Concurrent first calls of a fresh limiter: one probes, the others wait for its
         // answer.
@@ -431,18 +530,30 @@ fn auto_without_the_module_settles_on_the_script(flavor: Flavor) {
         for call in calls {
             assert!(call.await.unwrap());
         }
-        let probes = error_replies(&mut con, "ERR") - before;
+        let errors = error_replies(&mut con, "ERR") - before;
         assert_eq!(
-            probes, 1,
+            errors,
+            probes - 2,
             "{flavor}: one probe for 8 concurrent first calls"
         );
-        assert_eq!(fresh.backend(), Backend::Script);
+        assert_eq!(fresh.backend(), expected);
         println!(
-            "{flavor} Auto without the module: 1 probe for 7 sequential calls on one limiter \
-             (and its clone), 1 more for a second limiter; 8 concurrent first calls of a fresh \
-             limiter made {probes} probe"
+            "{flavor} Auto on a server without the module settles on {expected:?}: 1 probe for \
+             7 sequential calls on one limiter (and its clone), 1 more for a second limiter; 8 \
+             concurrent first calls of a fresh limiter made 1 probe"
         );
     });
+}
+
+/// A server without the module whose FCALL, FCALL_RO and FUNCTION are renamed away: as a
+/// managed server that allows neither modules nor functions.
+fn server_without_functions(flavor: Flavor) -> throttle_testkit::Server {
+    throttle_testkit::Server::builder(flavor)
+        .module(false)
+        .arg("rename-command", "FCALL fcall-refused-here")
+        .arg("rename-command", "FCALL_RO fcall-ro-refused-here")
+        .arg("rename-command", "FUNCTION function-refused-here")
+        .start()
 }
 
 /// `Auto` against a server with the module: the module serves every call (INFO commandstats
@@ -610,9 +721,12 @@ fn one_key_both_backends(flavor: Flavor) {
 
 throttle_testkit::per_server!(
     fleet_on_the_script,
+    fleet_on_the_library,
     fleet_on_the_module,
     script_flush_mid_run,
-    auto_without_the_module_settles_on_the_script,
+    function_flush_mid_run,
+    auto_without_the_module_settles_on_the_library,
+    auto_without_functions_settles_on_the_script,
     auto_with_the_module_uses_the_module,
     one_key_both_backends,
 );
@@ -622,7 +736,7 @@ throttle_testkit::per_server!(
 #[test]
 fn peek_answers_while_writes_are_paused() {
     let _serial = serial();
-    for backend in [Backend::Module, Backend::Script] {
+    for backend in [Backend::Module, Backend::Library, Backend::Script] {
         let server = server_for(Flavor::Redis82, backend);
         let mut con = server.conn();
         runtime().block_on(async {

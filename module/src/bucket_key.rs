@@ -18,7 +18,7 @@ use std::os::raw::{c_int, c_longlong};
 use std::{ptr, slice};
 
 use redis_module::raw;
-use throttle_bucket::{encode_state, parse_state, Write, STATE_LEN};
+use throttle_bucket::{encode_state, parse_state, State, Write, PUSHBACK_STATE_LEN, STATE_LEN};
 
 const MISSING_API: &str =
     "ERR THROTTLE: this server lacks the module key API (Redis 7.0 or later is needed)";
@@ -82,12 +82,13 @@ impl BucketKey {
 
     /// The stored state: `None` for a missing key (a full bucket).
     ///
-    /// An 8-byte value is read in place. One of another length (the digits of an earlier
-    /// release, or a string that is no bucket) is read with GET, as PEEK does: StringDMA
-    /// would turn an int-encoded string into a bigger raw copy even where nothing is written
-    /// after (a denial, a refusal). An 8-byte value that is not raw (written by the script or
-    /// by replication) becomes raw here, the same bytes, ready to be written in place.
-    pub fn state(&self, now_ns: i64) -> Result<Option<i64>, String> {
+    /// An 8- or 32-byte value is read in place. One of another length (the digits of an
+    /// earlier release, or a string that is no bucket) is read with GET, as PEEK does:
+    /// StringDMA would turn an int-encoded string into a bigger raw copy even where nothing is
+    /// written after (a denial, a refusal). A value of the state's length that is not raw
+    /// (written by the script or by replication) becomes raw here, the same bytes, ready to be
+    /// written in place.
+    pub fn state(&self, now_ns: i64) -> Result<Option<State>, String> {
         // SAFETY: `key` is open and holds a string or nothing (checked in `open`); the bytes
         // are parsed before anything else touches the key.
         unsafe {
@@ -99,7 +100,8 @@ impl BucketKey {
             else {
                 return Err(MISSING_API.to_owned());
             };
-            if value_length(self.key) != STATE_LEN {
+            let length = value_length(self.key);
+            if length != STATE_LEN && length != PUSHBACK_STATE_LEN {
                 return peek_state(self.ctx, self.name, now_ns);
             }
             let mut len = 0;
@@ -113,11 +115,23 @@ impl BucketKey {
         }
     }
 
-    /// Stores `write`: the state in place, its expiry, and `SET key <state> PXAT <ms>` for
+    /// Carries out a command's write: [`BucketKey::store`] or [`BucketKey::delete`].
+    pub fn write(&mut self, write: Write) -> Result<(), String> {
+        match write {
+            Write::Store {
+                state,
+                expire_at_ms,
+            } => self.store(&state, expire_at_ms),
+            Write::Delete => self.delete(),
+        }
+    }
+
+    /// Stores `state`: its bytes in place, the expiry, and `SET key <state> PXAT <ms>` for
     /// replicas and the AOF.
-    pub fn store(&mut self, write: Write) -> Result<(), String> {
-        let state = encode_state(write.tat_ns);
-        // SAFETY: `key` is open for writing; `dma` points at exactly `STATE_LEN` writable
+    fn store(&mut self, state: &State, expire_at_ms: i64) -> Result<(), String> {
+        let encoded = encode_state(state);
+        let bytes = encoded.as_bytes();
+        // SAFETY: `key` is open for writing; `dma` points at exactly `bytes.len()` writable
         // bytes after the truncate (checked); the Replicate format's conversions match the
         // arguments (s: string, b: buffer and length, c: C string, l: long long).
         unsafe {
@@ -139,16 +153,17 @@ impl BucketKey {
             else {
                 return Err(MISSING_API.to_owned());
             };
-            if truncate(self.key, STATE_LEN) != raw::REDISMODULE_OK as c_int {
+            if truncate(self.key, bytes.len()) != raw::REDISMODULE_OK as c_int {
                 return Err(NOT_STORED.to_owned());
             }
             let mut len = 0;
             let target = dma(self.key, &mut len, raw::REDISMODULE_WRITE as c_int);
-            if target.is_null() || len != STATE_LEN {
+            if target.is_null() || len != bytes.len() {
                 return Err(NOT_STORED.to_owned());
             }
-            ptr::copy_nonoverlapping(state.as_ptr(), target.cast::<u8>(), len);
-            if set_expire(self.key, write.expire_at_ms) != raw::REDISMODULE_OK as c_int {
+            ptr::copy_nonoverlapping(bytes.as_ptr(), target.cast::<u8>(), len);
+            self.empty = false;
+            if set_expire(self.key, expire_at_ms) != raw::REDISMODULE_OK as c_int {
                 return Err(NOT_STORED.to_owned());
             }
             replicate(
@@ -156,10 +171,10 @@ impl BucketKey {
                 c"SET".as_ptr(),
                 c"sbcl".as_ptr(),
                 self.name,
-                state.as_ptr(),
-                STATE_LEN,
+                bytes.as_ptr(),
+                bytes.len(),
                 c"PXAT".as_ptr(),
-                write.expire_at_ms as c_longlong,
+                expire_at_ms as c_longlong,
             );
             signal(self.ctx, self.name);
             notify(
@@ -182,7 +197,7 @@ impl BucketKey {
 impl BucketKey {
     /// Deletes the bucket: a call left it full, and a missing key is a full bucket. `DEL key`
     /// goes to replicas and the AOF, with the `del` keyspace event, as a client's DEL would.
-    pub fn delete(&mut self) -> Result<(), String> {
+    fn delete(&mut self) -> Result<(), String> {
         if self.empty {
             return Ok(());
         }
@@ -232,7 +247,7 @@ pub fn peek_state(
     ctx: *mut raw::RedisModuleCtx,
     name: *mut raw::RedisModuleString,
     now_ns: i64,
-) -> Result<Option<i64>, String> {
+) -> Result<Option<State>, String> {
     // SAFETY: `ctx` and `name` are the live handles of this command; the format "s" matches
     // the one RedisModuleString argument; the bytes borrowed from the reply are parsed before
     // the reply is freed.

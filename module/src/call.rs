@@ -55,9 +55,9 @@ pub fn run(
     })
 }
 
-/// Most words THROTTLE.TAKE has after its name: `key capacity rate TOKENS n MAXWAIT ms
-/// TICKET`; every other one-key command has fewer.
-pub const ONE_KEY_WORDS: usize = 8;
+/// Most words a valid one-key command has after its key: THROTTLE.TAKE's `capacity rate TOKENS
+/// n MAXWAIT ms TICKET FLOOR f`; every other one-key command has fewer.
+pub const ONE_KEY_WORDS: usize = 9;
 
 /// The arguments as byte slices, on the stack when there are at most `N` (this runs on
 /// Redis's one thread for every call, so no allocation), handed to `parse`. A longer call is

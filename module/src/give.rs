@@ -27,10 +27,7 @@ pub extern "C" fn command(
         let now = clock::now_ns();
         let outcome = give(&parsed, bucket.state(now)?, now);
         if let Some(write) = outcome.write {
-            bucket.store(write)?;
-        }
-        if outcome.delete {
-            bucket.delete()?;
+            bucket.write(write)?;
         }
         stats::given_back(outcome.given);
         reply(Reply::Integer(

@@ -7,10 +7,13 @@
 //! and the refusal to unload. Every entry point runs behind `guard`, because a Rust panic
 //! that reaches Redis aborts it.
 
+mod announce;
 mod bucket_key;
 mod call;
 mod clock;
 mod command_info;
+mod cut;
+mod debit;
 mod eviction;
 mod give;
 mod guard;
@@ -19,6 +22,7 @@ mod mtake;
 mod pause;
 mod peek;
 mod stats;
+mod sync;
 mod take;
 
 use std::ffi::{CStr, CString};
@@ -41,13 +45,16 @@ redis_module! {
 
 /// Each command's handler; its name, flags, keys, ACL categories and docs are its
 /// [`Spec`](throttle_bucket::Spec), from the bucket crate.
-static HANDLERS: [(Command, raw::RedisModuleCmdFunc); 5] = [
+static HANDLERS: [(Command, raw::RedisModuleCmdFunc); Command::ALL.len()] = [
     (Command::Take, Some(take::command)),
     // The entry point also answers the cluster's key-position requests (`getkeys-api`).
     (Command::MTake, Some(keys::mtake_entry)),
     (Command::Pause, Some(pause::command)),
     (Command::Give, Some(give::command)),
     (Command::Peek, Some(peek::command)),
+    (Command::Cut, Some(cut::command)),
+    (Command::Sync, Some(sync::command)),
+    (Command::Debit, Some(debit::command)),
 ];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {

@@ -1,5 +1,5 @@
-//! `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms]`: take from
-//! every bucket or from none. Replies `[granted, wait_ms, remaining_1, reset_ms_1, ...]`.
+//! `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]`:
+//! take from every bucket or from none. Replies `[granted, wait_ms, remaining_1, reset_ms_1, ...]`.
 
 use std::os::raw::c_int;
 
@@ -10,8 +10,8 @@ use crate::bucket_key::BucketKey;
 use crate::call::{self, Reply};
 use crate::{clock, stats};
 
-/// Most words a valid call has: numkeys, 16 keys, 16 triples, MAXWAIT ms.
-const MAX_WORDS: usize = 1 + 4 * MAX_KEYS + 2;
+/// Most words a valid call has: numkeys, 16 keys, 16 triples, MAXWAIT ms, FLOOR and 16 floors.
+const MAX_WORDS: usize = 1 + 4 * MAX_KEYS + 2 + 1 + MAX_KEYS;
 
 /// The command handler Redis calls.
 pub extern "C" fn command(
@@ -37,14 +37,14 @@ pub extern "C" fn command(
         let outcome = mtake(&parsed, stored.get(..count).unwrap_or(&[]), now);
         for (after, bucket) in outcome.buckets().iter().zip(&mut buckets) {
             if let (Some(write), Some(bucket)) = (after.write, bucket) {
-                bucket.store(write)?;
+                bucket.write(write)?;
             }
         }
         if parsed.limits().iter().any(|l| l.tokens > 0) {
             if outcome.granted {
                 stats::granted(outcome.wait_ns > 0);
             } else {
-                stats::denied();
+                stats::denied(outcome.held_by_floor);
             }
         }
         reply(Reply::Integers(outcome.reply().as_slice()));

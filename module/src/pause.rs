@@ -8,7 +8,7 @@ use throttle_bucket::{pause, ArgError, Command, PauseArgs};
 
 use crate::bucket_key::BucketKey;
 use crate::call::{self, Reply};
-use crate::{clock, stats};
+use crate::{announce, clock, stats};
 
 /// The command handler Redis calls.
 pub extern "C" fn command(
@@ -27,7 +27,10 @@ pub extern "C" fn command(
         let outcome = pause(&parsed, bucket.state(now)?, now);
         // A pause that a longer one already covers writes and replicates nothing.
         if let Some(write) = outcome.write {
-            bucket.store(write)?;
+            bucket.write(write)?;
+        }
+        if let Some(pause_ns) = outcome.announce_ns {
+            announce::pause(ctx, *key, pause_ns);
         }
         stats::paused();
         reply(Reply::Integer(outcome.reply()));

@@ -1,6 +1,7 @@
-//! `THROTTLE.PEEK key capacity rate`: the bucket as it stands, `[1, remaining, 0, reset_ms]`,
-//! what `THROTTLE.TAKE ... TOKENS 0` replies, but a read-only command: it runs on a read-only
-//! replica, in EVAL_RO and `no-writes` functions, during CLIENT PAUSE WRITE and under OOM.
+//! `THROTTLE.PEEK key capacity rate`: the bucket as it stands, `[1, remaining, 0, reset_ms,
+//! paused_ms, factor_bp]` (what `THROTTLE.TAKE ... TOKENS 0` replies, then its pause and rate), as
+//! a read-only command: it runs on a read-only replica, in EVAL_RO and `no-writes` functions,
+//! during CLIENT PAUSE WRITE and under OOM.
 
 use std::os::raw::c_int;
 
@@ -25,7 +26,7 @@ pub extern "C" fn command(
             .map_err(|e| e.to_string())?;
         let now = clock::now_ns();
         let outcome = peek(&parsed.quota, peek_state(ctx, *key, now)?, now);
-        reply(Reply::Integers(&outcome.reply()));
+        reply(Reply::Integers(outcome.reply().ints().as_slice()));
         Ok(())
     })
 }

@@ -18,6 +18,10 @@ pub(crate) static CALLS: [AtomicU64; Command::ALL.len()] =
 pub(crate) static GRANTED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static RESERVED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static DENIED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static HELD_BY_FLOOR: AtomicU64 = AtomicU64::new(0);
+pub(crate) static CUTS: AtomicU64 = AtomicU64::new(0);
+pub(crate) static SYNCS_LOWERED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static TOKENS_DEBITED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static GIVEN_BACK: AtomicU64 = AtomicU64::new(0);
 pub(crate) static PAUSES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static ERRORS: AtomicU64 = AtomicU64::new(0);
@@ -37,9 +41,32 @@ pub fn granted(reserved: bool) {
     }
 }
 
-/// A take that took nothing.
-pub fn denied() {
+/// A take that took nothing; `floor` when only its floor held it back.
+pub fn denied(floor: bool) {
     DENIED.fetch_add(1, Relaxed);
+    if floor {
+        HELD_BY_FLOOR.fetch_add(1, Relaxed);
+    }
+}
+
+/// A THROTTLE.CUT call; `cut` when it cut the rate (not the same episode as a pause on).
+pub fn cut(cut: bool) {
+    PAUSES.fetch_add(1, Relaxed);
+    if cut {
+        CUTS.fetch_add(1, Relaxed);
+    }
+}
+
+/// A THROTTLE.SYNC call; `lowered` when it lowered or paused the bucket.
+pub fn synced(lowered: bool) {
+    if lowered {
+        SYNCS_LOWERED.fetch_add(1, Relaxed);
+    }
+}
+
+/// Tokens taken by THROTTLE.DEBIT.
+pub fn debited(tokens: u64) {
+    TOKENS_DEBITED.fetch_add(tokens, Relaxed);
 }
 
 /// Tokens returned by THROTTLE.GIVE.
@@ -47,7 +74,8 @@ pub fn given_back(tokens: u64) {
     GIVEN_BACK.fetch_add(tokens, Relaxed);
 }
 
-/// A THROTTLE.PAUSE call (also one that changed nothing, since a longer pause was on).
+/// A THROTTLE.PAUSE call (also one that changed nothing, since a longer pause was on). A
+/// THROTTLE.CUT counts as one too.
 pub fn paused() {
     PAUSES.fetch_add(1, Relaxed);
 }
@@ -85,12 +113,16 @@ fn write_info(ctx: *mut raw::RedisModuleInfoCtx) {
             };
             add_number(ctx, name.as_ptr(), calls.load(Relaxed));
         }
-        let numbers: [(&CStr, u64); 6] = [
+        let numbers: [(&CStr, u64); 10] = [
             (c"granted", GRANTED.load(Relaxed)),
             (c"reserved", RESERVED.load(Relaxed)),
             (c"denied", DENIED.load(Relaxed)),
+            (c"held_by_floor", HELD_BY_FLOOR.load(Relaxed)),
             (c"tokens_given_back", GIVEN_BACK.load(Relaxed)),
             (c"pauses", PAUSES.load(Relaxed)),
+            (c"cuts", CUTS.load(Relaxed)),
+            (c"syncs_lowered", SYNCS_LOWERED.load(Relaxed)),
+            (c"tokens_debited", TOKENS_DEBITED.load(Relaxed)),
             (c"errors", ERRORS.load(Relaxed)),
         ];
         for (name, value) in numbers {

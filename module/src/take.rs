@@ -1,5 +1,5 @@
-//! `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET]`: parse, read the
-//! bucket, take, write, reply `[granted, remaining, wait_ms, reset_ms(, ticket)]`.
+//! `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]`: parse, read
+//! the bucket, take, write, reply `[granted, remaining, wait_ms, reset_ms(, ticket)]`.
 
 use std::os::raw::c_int;
 
@@ -26,13 +26,13 @@ pub extern "C" fn command(
         let now = clock::now_ns();
         let outcome = take(&parsed, bucket.state(now)?, now);
         if let Some(write) = outcome.write {
-            bucket.store(write)?;
+            bucket.write(write)?;
         }
         if parsed.tokens > 0 {
             if outcome.granted {
                 stats::granted(outcome.wait_ns > 0);
             } else {
-                stats::denied();
+                stats::denied(outcome.held_by_floor);
             }
         }
         reply(Reply::Integers(outcome.to_reply(&parsed).ints().as_slice()));

@@ -1,4 +1,5 @@
-//! The client's two backends (the module's commands, or their Lua twin) on a real server.
+//! The client's backends (the module's commands, or their Lua twin as a library or a script)
+//! on a real server.
 
 use redis_throttle::Backend;
 use throttle_testkit::{Flavor, Server};
@@ -9,26 +10,32 @@ use crate::wall::NS_PER_MS;
 /// reads a monotonic clock anchored once to the wall clock, counted as 1 ms; every other
 /// reading (the module's cached µs, the script's `TIME`) is in whole µs.
 pub fn clock_lag_ns(flavor: Flavor, backend: Backend) -> i128 {
-    if backend != Backend::Script && !flavor.has_cached_micros() {
+    let module = matches!(backend, Backend::Module | Backend::Auto);
+    if module && !flavor.has_cached_micros() {
         NS_PER_MS
     } else {
         1_000
     }
 }
 
-/// The backend by its metrics name (`module`, `script`, `auto`).
+/// The backend by its metrics name (`module`, `library`, `script`, `auto`).
 #[track_caller]
 pub fn backend_named(name: &str) -> Backend {
-    [Backend::Module, Backend::Script, Backend::Auto]
-        .into_iter()
-        .find(|b| b.name() == name)
-        .unwrap_or_else(|| panic!("no backend named {name:?}"))
+    [
+        Backend::Module,
+        Backend::Library,
+        Backend::Script,
+        Backend::Auto,
+    ]
+    .into_iter()
+    .find(|b| b.name() == name)
+    .unwrap_or_else(|| panic!("no backend named {name:?}"))
 }
 
 /// The server a backend runs against: the module loaded for `Module` and `Auto`; none for
-/// `Script`, as on a managed server that refuses `MODULE LOAD`.
+/// `Library` and `Script`, as on a managed server that refuses `MODULE LOAD`.
 pub fn server_for(flavor: Flavor, backend: Backend) -> Server {
     Server::builder(flavor)
-        .module(backend != Backend::Script)
+        .module(matches!(backend, Backend::Module | Backend::Auto))
         .start()
 }

@@ -1,6 +1,7 @@
-//! An in-memory server of the module's commands (TAKE, PEEK, PAUSE, GIVE) on tokio's clock,
-//! with the module's own arithmetic (`throttle_bucket`): the client's waiting loop runs
-//! against it on paused time, so those tests never really sleep.
+//! An in-memory server of the module's one-key commands (TAKE, PEEK, PAUSE, GIVE, CUT, SYNC,
+//! DEBIT) on tokio's clock, with the module's own arithmetic and definitions
+//! (`throttle_bucket`): the client's waiting loop runs against it on paused time, so those
+//! tests never really sleep.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -8,7 +9,9 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-use throttle_bucket::{GiveArgs, PauseArgs, PeekArgs, TakeArgs};
+use throttle_bucket::{
+    CutArgs, DebitArgs, GiveArgs, PauseArgs, PeekArgs, State as Bucket, SyncArgs, TakeArgs, Write,
+};
 use tokio::time::Instant;
 
 /// The fake server's clock starts at this Unix time (ns), plus tokio's elapsed time.
@@ -35,7 +38,7 @@ pub struct FakeServer {
 
 struct State {
     origin: Instant,
-    buckets: HashMap<Vec<u8>, i64>,
+    buckets: HashMap<Vec<u8>, Bucket>,
     calls: Vec<Call>,
 }
 
@@ -69,8 +72,13 @@ impl FakeServer {
         self.state.lock().unwrap().calls.clone()
     }
 
-    /// The stored state of a bucket (`None`: no key, a full bucket).
+    /// The instant a bucket is full again, as stored (`None`: no key, a full bucket).
     pub fn stored(&self, key: &str) -> Option<i64> {
+        self.bucket(key).map(|b| b.tat)
+    }
+
+    /// A bucket's whole stored state, its pause and cut included.
+    pub fn bucket(&self, key: &str) -> Option<Bucket> {
         self.state
             .lock()
             .unwrap()
@@ -103,6 +111,15 @@ impl FakeServer {
             ))
         };
         let name = String::from_utf8_lossy(name).to_ascii_uppercase();
+        let mut write = |write: Option<Write>| match write {
+            Some(Write::Store { state: bucket, .. }) => {
+                state.buckets.insert(key.clone(), bucket);
+            }
+            Some(Write::Delete) => {
+                state.buckets.remove(key);
+            }
+            None => {}
+        };
         match name.as_str() {
             "THROTTLE.TAKE" => {
                 let parsed = match TakeArgs::parse(&rest) {
@@ -110,9 +127,7 @@ impl FakeServer {
                     Err(e) => return error(e.to_string()),
                 };
                 let outcome = throttle_bucket::take(&parsed, stored, now_ns);
-                if let Some(write) = outcome.write {
-                    state.buckets.insert(key.clone(), write.tat_ns);
-                }
+                write(outcome.write);
                 state.calls.push(Call {
                     at,
                     tokens: parsed.tokens,
@@ -122,15 +137,16 @@ impl FakeServer {
                 ints(outcome.to_reply(&parsed).ints().as_slice())
             }
             "THROTTLE.PEEK" => match PeekArgs::parse(&rest) {
-                Ok(parsed) => ints(&throttle_bucket::peek(&parsed.quota, stored, now_ns).reply()),
+                Ok(parsed) => {
+                    let outcome = throttle_bucket::peek(&parsed.quota, stored, now_ns);
+                    ints(outcome.reply().ints().as_slice())
+                }
                 Err(e) => error(e.to_string()),
             },
             "THROTTLE.PAUSE" => match PauseArgs::parse(&rest) {
                 Ok(parsed) => {
                     let outcome = throttle_bucket::pause(&parsed, stored, now_ns);
-                    if let Some(write) = outcome.write {
-                        state.buckets.insert(key.clone(), write.tat_ns);
-                    }
+                    write(outcome.write);
                     Ok(Value::Int(outcome.reply()))
                 }
                 Err(e) => error(e.to_string()),
@@ -138,14 +154,35 @@ impl FakeServer {
             "THROTTLE.GIVE" => match GiveArgs::parse(&rest) {
                 Ok(parsed) => {
                     let outcome = throttle_bucket::give(&parsed, stored, now_ns);
-                    if let Some(write) = outcome.write {
-                        state.buckets.insert(key.clone(), write.tat_ns);
-                    }
-                    if outcome.delete {
-                        state.buckets.remove(key);
-                    }
+                    write(outcome.write);
                     Ok(Value::Int(i64::try_from(outcome.given).unwrap()))
                 }
+                Err(e) => error(e.to_string()),
+            },
+            "THROTTLE.CUT" => match CutArgs::parse(&rest) {
+                Ok(parsed) => {
+                    let outcome = throttle_bucket::cut(&parsed, stored, now_ns);
+                    write(outcome.write);
+                    ints(outcome.reply().ints().as_slice())
+                }
+                Err(e) => error(e.to_string()),
+            },
+            "THROTTLE.SYNC" => match SyncArgs::parse(&rest) {
+                Ok(parsed) => {
+                    let outcome = throttle_bucket::sync(&parsed, stored, now_ns);
+                    write(outcome.write);
+                    ints(outcome.reply().ints().as_slice())
+                }
+                Err(e) => error(e.to_string()),
+            },
+            "THROTTLE.DEBIT" => match DebitArgs::parse(&rest) {
+                Ok(parsed) => match throttle_bucket::debit(&parsed, stored, now_ns) {
+                    Ok(outcome) => {
+                        write(outcome.write);
+                        ints(outcome.reply().ints().as_slice())
+                    }
+                    Err(e) => error(e.to_string()),
+                },
                 Err(e) => error(e.to_string()),
             },
             _ => error(format!("ERR unknown command '{name}'")),

@@ -37,6 +37,7 @@ mod runtime;
 mod seed;
 mod server;
 mod stats;
+mod subscriber;
 mod throttle;
 mod time;
 mod transaction;
@@ -51,7 +52,8 @@ pub use connect::{manager, manager_config, manager_with, multiplexed, TIMEOUT};
 pub use env::{long_mode, worker_env, worker_number};
 pub use grants::{check_windows, worst_excess, Sample, Windows};
 pub use keyspace::{
-    digest, exists, get, info, keyslot, pexpiretime, pttl, state, state_of, stored, stored_state,
+    digest, exists, get, info, keyslot, pexpiretime, pttl, pushback_of, state, state_of, stored,
+    stored_state, Pushback,
 };
 pub use pair::{assert_replica_holds, Pair};
 pub use reply::{as_reply, int, ints, num, strings, Reply};
@@ -61,7 +63,10 @@ pub use runtime::{runtime, serial};
 pub use seed::{check_seed_scenario, seed_expected, SEED_INTERVAL_NS};
 pub use server::{assert_no_crash, conn_as, process_id, resp3, unix_socket_server};
 pub use stats::{calls, command_stat_of, error_replies, repl_offset};
-pub use throttle::{give, mtake, pause, peek, run_int, run_ints, take, take_any};
+pub use subscriber::Subscriber;
+pub use throttle::{
+    cut, debit, give, mtake, pause, peek, peek_full, run_int, run_ints, sync, take, take_any,
+};
 pub use time::{assert_server_instant, ceil_ms, server_time_ns, slack_ms, NS_PER_MS};
 pub use transaction::{assert_duration, assert_reply, exec};
 pub use wait::{within, within_async};

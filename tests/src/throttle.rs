@@ -34,10 +34,50 @@ pub fn give(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> i
     run_int(con, &keyed("THROTTLE.GIVE", key, args))
 }
 
-/// `THROTTLE.PEEK key <args>`.
+/// `THROTTLE.PEEK key <args>`: the bucket part of its reply, `[1, remaining, 0, reset_ms]`
+/// (what `TOKENS 0` answers), after checking the reply is six integers whose last two, the
+/// pause and the rate's factor, are in range. [`peek_full`] gives all six.
 #[track_caller]
 pub fn peek(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> Vec<i64> {
-    run_ints(con, &keyed("THROTTLE.PEEK", key, args))
+    let mut reply = peek_full(con, key, args);
+    reply.truncate(4);
+    reply
+}
+
+/// `THROTTLE.PEEK key <args>`: `[1, remaining, 0, reset_ms, paused_ms, factor_bp]`.
+#[track_caller]
+pub fn peek_full(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> Vec<i64> {
+    let reply = run_ints(con, &keyed("THROTTLE.PEEK", key, args));
+    assert_eq!(reply.len(), 6, "THROTTLE.PEEK {args}: {reply:?}");
+    assert!(
+        reply[4] >= 0 && (100..=10_000).contains(&reply[5]),
+        "THROTTLE.PEEK {args}: pause or factor out of range in {reply:?}"
+    );
+    reply
+}
+
+/// `THROTTLE.CUT key <args>`: `[cut, next_ms, factor_bp, recovered_ms]`.
+#[track_caller]
+pub fn cut(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> Vec<i64> {
+    let reply = run_ints(con, &keyed("THROTTLE.CUT", key, args));
+    assert_eq!(reply.len(), 4, "THROTTLE.CUT {args}: {reply:?}");
+    reply
+}
+
+/// `THROTTLE.SYNC key <args>`: `[lowered, remaining, reset_ms]`.
+#[track_caller]
+pub fn sync(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> Vec<i64> {
+    let reply = run_ints(con, &keyed("THROTTLE.SYNC", key, args));
+    assert_eq!(reply.len(), 3, "THROTTLE.SYNC {args}: {reply:?}");
+    reply
+}
+
+/// `THROTTLE.DEBIT key <args>`: `[remaining, reset_ms]`.
+#[track_caller]
+pub fn debit(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> Vec<i64> {
+    let reply = run_ints(con, &keyed("THROTTLE.DEBIT", key, args));
+    assert_eq!(reply.len(), 2, "THROTTLE.DEBIT {args}: {reply:?}");
+    reply
 }
 
 /// `THROTTLE.MTAKE <args>` (numkeys first).

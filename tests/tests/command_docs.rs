@@ -49,7 +49,8 @@ fn syntax(args: &Value) -> String {
         let flags = field(arg, "flags").map(strings).unwrap_or_default();
         let body = match (kind.as_str(), token) {
             ("pure-token", Some(token)) => token,
-            ("block", _) => syntax(must(arg, "arguments")),
+            ("block", Some(token)) => format!("{token} {}", syntax(must(arg, "arguments"))),
+            ("block", None) => syntax(must(arg, "arguments")),
             (_, Some(token)) => format!("{token} {name}"),
             (_, None) => name,
         };
@@ -82,10 +83,10 @@ struct Expected {
     wrong_arity: &'static [&'static str],
 }
 
-const COMMANDS: [Expected; 5] = [
+const COMMANDS: [Expected; 8] = [
     Expected {
         name: "throttle.take",
-        syntax: "key capacity rate [TOKENS tokens] [MAXWAIT maxwait] [TICKET]",
+        syntax: "key capacity rate [TOKENS tokens] [MAXWAIT maxwait] [TICKET] [FLOOR floor]",
         arity: -4,
         flags: &["write", "denyoom", "fast"],
         range: [1, 1, 1],
@@ -100,7 +101,7 @@ const COMMANDS: [Expected; 5] = [
     Expected {
         name: "throttle.mtake",
         syntax: "numkeys key [key ...] capacity rate tokens [capacity rate tokens ...] \
-                 [MAXWAIT maxwait]",
+                 [MAXWAIT maxwait] [FLOOR floor [floor ...]]",
         arity: -6,
         flags: &["write", "denyoom", "fast", "movablekeys"],
         range: [0, 0, 0],
@@ -148,6 +149,42 @@ const COMMANDS: [Expected; 5] = [
         find_keys: "range",
         getkeys: &[("THROTTLE.PEEK k 8 9", &["k"])],
         wrong_arity: &["THROTTLE.PEEK k 8", "THROTTLE.PEEK k 8 9 TOKENS 0"],
+    },
+    Expected {
+        name: "throttle.cut",
+        syntax: "key capacity rate ms factor recovery_ms",
+        arity: 7,
+        flags: &["write", "denyoom", "fast"],
+        range: [1, 1, 1],
+        key_flags: &["RW", "access", "update"],
+        find_keys: "range",
+        getkeys: &[("THROTTLE.CUT k 8 9 1000 0.7 30000", &["k"])],
+        wrong_arity: &[
+            "THROTTLE.CUT k 8 9 1000 0.7",
+            "THROTTLE.CUT k 8 9 1000 0.7 1 2",
+        ],
+    },
+    Expected {
+        name: "throttle.sync",
+        syntax: "key capacity rate remaining reset_ms",
+        arity: 6,
+        flags: &["write", "denyoom", "fast"],
+        range: [1, 1, 1],
+        key_flags: &["RW", "access", "update"],
+        find_keys: "range",
+        getkeys: &[("THROTTLE.SYNC k 8 9 3 1000", &["k"])],
+        wrong_arity: &["THROTTLE.SYNC k 8 9 3", "THROTTLE.SYNC k 8 9 3 1000 1"],
+    },
+    Expected {
+        name: "throttle.debit",
+        syntax: "key capacity rate n",
+        arity: 5,
+        flags: &["write", "denyoom", "fast"],
+        range: [1, 1, 1],
+        key_flags: &["RW", "access", "update"],
+        find_keys: "range",
+        getkeys: &[("THROTTLE.DEBIT k 8 9 25", &["k"])],
+        wrong_arity: &["THROTTLE.DEBIT k 8 9", "THROTTLE.DEBIT k 8 9 1 2"],
     },
 ];
 
@@ -198,8 +235,8 @@ fn docs(flavor: Flavor) {
             let kind = text(must(arg, "type"));
             let expected = match name.as_str() {
                 "key" => "key",
-                "rate" => "double",
-                "quota" => "block",
+                "rate" | "factor" => "double",
+                "quota" | "floors" => "block",
                 "ticket" if want.name == "throttle.take" => "pure-token",
                 _ => "integer",
             };

@@ -98,6 +98,10 @@ fn a_give_back_right_away_returns_everything(flavor: Flavor) {
     assert_eq!(reply[..2], [1, 6]);
     assert_eq!(give(&mut con, "full", &format!("{SLOW} 4 {}", reply[4])), 4);
     assert_eq!(peek(&mut con, "full", SLOW), [1, 10, 0, 0], "full again");
+    assert!(
+        !exists(&mut con, "full"),
+        "a bucket given back to full is deleted"
+    );
 
     // RESP3: the same five integers, the same integer back.
     let mut resp3 = throttle_e2e::resp3(&server);
@@ -191,6 +195,7 @@ fn never_past_full_and_a_ticket_gives_back_once(flavor: Flavor) {
         [1, 10, 0, 0],
         "exactly full, no more"
     );
+    assert!(!exists(&mut con, "f"), "full: deleted, not kept to expire");
     assert_eq!(
         give(&mut con, "f", &format!("10 10 5 {}", reply[4])),
         0,
@@ -329,8 +334,7 @@ fn bad_input_battery(flavor: Flavor) {
     }
     let given = check_battery(&server, "THROTTLE.GIVE", &calls);
 
-    let take_unknown = "ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, \
-                        MAXWAIT ms and TICKET";
+    let take_unknown = errors::TAKE_UNKNOWN;
     let ticket_calls = vec![
         bad(
             &[b"k", b"8", b"9", b"TICKET", b"ticket"],

@@ -21,17 +21,24 @@ fn counter(info: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("INFO throttle has no number {field}:\n{info}"))
 }
 
-const COUNTERS: [&str; 11] = [
+const COUNTERS: [&str; 18] = [
     "calls_take",
     "calls_mtake",
     "calls_pause",
     "calls_give",
     "calls_peek",
+    "calls_cut",
+    "calls_sync",
+    "calls_debit",
     "granted",
     "reserved",
     "denied",
+    "held_by_floor",
     "tokens_given_back",
     "pauses",
+    "cuts",
+    "syncs_lowered",
+    "tokens_debited",
     "errors",
 ];
 
@@ -158,6 +165,40 @@ fn other_counters(flavor: Flavor) {
     );
 }
 
+/// The supplier's pushback: a THROTTLE.CUT counts in `pauses` and, when it cuts the rate (not
+/// the same episode as a pause on), in `cuts`; a SYNC that lowers or pauses the bucket in
+/// `syncs_lowered`; what DEBIT takes in `tokens_debited`.
+fn pushback_counters(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    for call in [
+        "THROTTLE.CUT c 10 1 1000 0.5 30000",
+        "THROTTLE.CUT c 10 1 1000 0.5 30000",
+        "THROTTLE.SYNC s 10 1 4 0",
+        "THROTTLE.SYNC s 10 1 4 0",
+        "THROTTLE.SYNC s 10 1 9 0",
+        "THROTTLE.DEBIT d 10 1 7",
+        "THROTTLE.DEBIT d 10 1 25",
+    ] {
+        let _ = ok(&mut con, call);
+    }
+    let error = run(&mut con, "THROTTLE.CUT c 10 1 1000 2 30000").expect_err("factor 2");
+    assert!(error.starts_with("ERR factor"), "{error}");
+    assert_counters(
+        &mut con,
+        &[
+            ("calls_cut", 3),
+            ("calls_sync", 3),
+            ("calls_debit", 2),
+            ("pauses", 2),
+            ("cuts", 1),
+            ("syncs_lowered", 1),
+            ("tokens_debited", 32),
+            ("errors", 1),
+        ],
+    );
+}
+
 fn eviction(info: &str) -> &str {
     info_field(info, "throttle_eviction").unwrap_or_else(|| panic!("no eviction field:\n{info}"))
 }
@@ -269,6 +310,7 @@ fn a_promoted_replica_warns(flavor: Flavor) {
 per_server!(
     take_counters,
     other_counters,
+    pushback_counters,
     eviction_policy_warns,
     no_eviction_no_warning,
     a_promoted_replica_warns

@@ -75,7 +75,14 @@ fn first_token_exactly_ms_from_now_then_one_per_interval(flavor: Flavor) {
         slack,
         "2 tokens within 1 s",
     );
-    assert_reply(&ints(&replies[4]), &[1, 0, 0, 2400], &[3], slack, "PEEK");
+    // PEEK: the bucket as TOKENS 0 sees it, then how long it is paused, at the full rate.
+    assert_reply(
+        &ints(&replies[4]),
+        &[1, 0, 0, 2400, 1500, 10_000],
+        &[3, 4],
+        slack,
+        "PEEK",
+    );
     for (k, reply) in (0..).zip(&replies[5..8]) {
         assert_reply(
             &ints(reply),

@@ -56,17 +56,29 @@ fn the_reply_of_tokens_0(flavor: Flavor) {
                 line(&format!("throttle.peek {key} {quota}")),
             ],
         );
+        // PEEK: what TOKENS 0 replies, then the pause (none) and the rate's factor (full).
         let first = ints(&replies[4]);
-        assert_reply(&first, &want, &[3], slack, &format!("PEEK {key}"));
-        for (i, what) in [(5, "TAKE ... TOKENS 0"), (6, "PEEK again")] {
-            assert_reply(
-                &ints(&replies[i]),
-                &first,
-                &[3],
-                slack,
-                &format!("{what} {key}"),
-            );
-        }
+        assert_eq!(first.len(), 6, "PEEK {key}: {first:?}");
+        assert_reply(&first[..4], &want, &[3], slack, &format!("PEEK {key}"));
+        assert_eq!(
+            first[4..],
+            [0, 10_000],
+            "PEEK {key}: neither paused nor cut"
+        );
+        assert_reply(
+            &ints(&replies[5]),
+            &first[..4],
+            &[3],
+            slack,
+            &format!("TAKE ... TOKENS 0 {key}"),
+        );
+        assert_reply(
+            &ints(&replies[6]),
+            &first,
+            &[3],
+            slack,
+            &format!("PEEK again {key}"),
+        );
     }
 
     // RESP3: the same array of integers.

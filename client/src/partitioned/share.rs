@@ -2,7 +2,7 @@
 //! arithmetic, time as an argument) and the instant its lease stops being usable. Pure: the
 //! caller passes the monotonic clock in, in ns since an origin of its choice.
 
-use throttle_bucket::{take, Quota, TakeArgs};
+use throttle_bucket::{take, Quota, State, TakeArgs};
 
 /// When a held partition may be spent, and how much of it is left.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,6 +139,7 @@ impl Shares {
             tokens,
             max_wait_ms: 0,
             ticket: false,
+            floor: None,
         };
         let mut soonest: Option<i64> = None;
         for h in &mut self.held {
@@ -147,10 +148,10 @@ impl Shares {
             if now_ns >= h.valid_until_ns {
                 continue;
             }
-            let outcome = take(&args, Some(h.tat_ns), now_ns);
-            match outcome.write {
-                Some(write) if outcome.granted => {
-                    h.tat_ns = write.tat_ns;
+            let outcome = take(&args, Some(State::plain(h.tat_ns)), now_ns);
+            match outcome.write.and_then(|w| w.tat()) {
+                Some(tat) if outcome.granted => {
+                    h.tat_ns = tat;
                     h.last_used_ns = now_ns;
                     return Take::Granted { index: h.index };
                 }

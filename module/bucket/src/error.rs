@@ -20,16 +20,25 @@ pub enum Command {
     Give,
     /// THROTTLE.PEEK: read a bucket.
     Peek,
+    /// THROTTLE.CUT: the supplier is congested, slow the fleet down.
+    Cut,
+    /// THROTTLE.SYNC: the supplier said how much is left.
+    Sync,
+    /// THROTTLE.DEBIT: a call cost more than it took.
+    Debit,
 }
 
 impl Command {
     /// Every command, in the order the module registers them and `INFO throttle` counts them.
-    pub const ALL: [Command; 5] = [
+    pub const ALL: [Command; 8] = [
         Command::Take,
         Command::MTake,
         Command::Pause,
         Command::Give,
         Command::Peek,
+        Command::Cut,
+        Command::Sync,
+        Command::Debit,
     ];
 
     /// The name the server knows it by, lower case as the server writes it in its own arity
@@ -41,6 +50,9 @@ impl Command {
             Command::Pause => "throttle.pause",
             Command::Give => "throttle.give",
             Command::Peek => "throttle.peek",
+            Command::Cut => "throttle.cut",
+            Command::Sync => "throttle.sync",
+            Command::Debit => "throttle.debit",
         }
     }
 
@@ -64,6 +76,9 @@ impl Command {
             Command::Pause => &crate::pause::SPEC,
             Command::Give => &crate::give::SPEC,
             Command::Peek => &crate::peek::SPEC,
+            Command::Cut => &crate::cut::SPEC,
+            Command::Sync => &crate::sync::SPEC,
+            Command::Debit => &crate::debit::SPEC,
         }
     }
 
@@ -116,6 +131,30 @@ pub enum ArgError {
     },
     /// THROTTLE.MTAKE names a key twice.
     DuplicateKey,
+    /// `FLOOR` is not an integer below the capacity that leaves room for the call's tokens.
+    Floor {
+        /// The bucket's capacity, which the error names.
+        capacity: u64,
+    },
+    /// THROTTLE.MTAKE's `FLOOR` has fewer values than keys.
+    Floors {
+        /// The call's numkeys, which the error names.
+        keys: usize,
+    },
+    /// `FLOOR` with a `MAXWAIT` above 0: a floored take never reserves.
+    FloorReserves,
+    /// THROTTLE.CUT's `factor` is not a decimal from 0.01 to 1.
+    Factor,
+    /// THROTTLE.CUT's `recovery_ms` is not an integer in 1..=MAX_WAIT_MS.
+    Recovery,
+    /// THROTTLE.SYNC's `remaining` is not an integer in 0..=MAX_CAPACITY.
+    Remaining,
+    /// THROTTLE.SYNC's `reset_ms` is not an integer in 0..=MAX_WAIT_MS.
+    ResetMs,
+    /// THROTTLE.DEBIT's `n` is not an integer in 0..=MAX_CAPACITY.
+    DebitTokens,
+    /// THROTTLE.DEBIT would leave the bucket deeper in debt than MAX_DEBT_NS.
+    DebtTooDeep,
 }
 
 impl fmt::Display for ArgError {
@@ -150,12 +189,13 @@ impl fmt::Display for ArgError {
                 "ERR MAXWAIT must be a whole number of milliseconds from 0 to {MAX_WAIT_MS} \
                  (10 years)"
             ),
-            ArgError::UnknownOption(Command::MTake) => {
-                f.write_str("ERR unknown option for THROTTLE.MTAKE: the only option is MAXWAIT ms")
-            }
+            ArgError::UnknownOption(Command::MTake) => f.write_str(
+                "ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms and FLOOR \
+                 f [f ...] (one floor per key)",
+            ),
             ArgError::UnknownOption(_) => f.write_str(
-                "ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT ms \
-                 and TICKET",
+                "ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT ms, \
+                 TICKET and FLOOR f",
             ),
             ArgError::MissingValue(name) => write!(f, "ERR {name} needs a value: {name} n"),
             ArgError::Repeated(name) => write!(f, "ERR {name} is given more than once"),
@@ -178,10 +218,50 @@ impl fmt::Display for ArgError {
             ArgError::Triples { keys } => write!(
                 f,
                 "ERR THROTTLE.MTAKE needs capacity, rate and tokens for each of its {keys} \
-                 keys, in key order, then optionally MAXWAIT ms"
+                 keys, in key order, then the options (MAXWAIT ms, FLOOR f [f ...])"
             ),
             ArgError::DuplicateKey => f.write_str(
                 "ERR the keys of THROTTLE.MTAKE must be distinct: name each bucket once",
+            ),
+            ArgError::Floor { capacity } => write!(
+                f,
+                "ERR FLOOR must be a whole number of tokens below the capacity ({capacity}) \
+                 that leaves room for the call's TOKENS"
+            ),
+            ArgError::Floors { keys } => write!(
+                f,
+                "ERR FLOOR needs one floor per key, in key order: {keys} values"
+            ),
+            ArgError::FloorReserves => f.write_str(
+                "ERR FLOOR cannot be used with a MAXWAIT above 0: a floored take never \
+                 reserves; wait the time it replies, then take again",
+            ),
+            ArgError::Factor => f.write_str(
+                "ERR factor must be a decimal from 0.01 to 1, like 0.7: the rate is \
+                 multiplied by it",
+            ),
+            ArgError::Recovery => write!(
+                f,
+                "ERR recovery_ms must be a whole number of milliseconds from 1 to \
+                 {MAX_WAIT_MS} (10 years): how long the rate takes to climb back"
+            ),
+            ArgError::Remaining => write!(
+                f,
+                "ERR remaining must be a whole number of tokens from 0 to {MAX_CAPACITY}: \
+                 what the supplier says is left"
+            ),
+            ArgError::ResetMs => write!(
+                f,
+                "ERR reset_ms must be a whole number of milliseconds from 0 to {MAX_WAIT_MS} \
+                 (10 years): when the supplier's quota resets"
+            ),
+            ArgError::DebitTokens => write!(
+                f,
+                "ERR n must be a whole number of tokens from 0 to {MAX_CAPACITY}"
+            ),
+            ArgError::DebtTooDeep => f.write_str(
+                "ERR THROTTLE.DEBIT would put the bucket more than 20 years in debt: debit \
+                 fewer tokens, or DEL the key to start a full bucket",
             ),
         }
     }

@@ -4,37 +4,65 @@
 //! Seen from `now`, the bucket is `tat - now` in debt: it holds `(fill - debt) / interval`
 //! tokens. Taking `n` tokens moves `tat` later by `n * interval`.
 //!
+//! A cut rate ([`Cut`]) makes each token cost more time: `interval / factor`, rounded up, with
+//! the fill (`capacity * interval`) as it was. So while cut the bucket refills at the cut rate,
+//! holds its full-rate debt as more tokens of debt, and never hands out more than `capacity`
+//! tokens plus the full rate's refill in any window. A bucket never cut runs exactly the
+//! arithmetic it always did.
+//!
 //! Everything runs in `i128`, so no input can overflow; results that go back into an `i64`
 //! are checked, and one that would not fit is refused (never wrapped).
 
 use crate::limits::MAX_NOW_NS;
+use crate::state::{Pushback, State, FULL_FACTOR_BP};
 use crate::{Quota, NS_PER_MS};
 
-/// A new bucket state to store.
+/// What a command writes to the bucket's key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Write {
-    /// The instant the bucket is full again, ns since the Unix epoch.
-    pub tat_ns: i64,
-    /// When the key may expire (the same instant, rounded up to ms): a missing key is a full
-    /// bucket, so expiring any earlier would hand out tokens early.
-    pub expire_at_ms: i64,
+pub enum Write {
+    /// Store this state, expiring at `expire_at_ms`.
+    Store {
+        /// The new state.
+        state: State,
+        /// When the key may expire: once the bucket is full again and its pause and cut are
+        /// over (rounded up to ms). A missing key is a full bucket, so expiring any earlier
+        /// would hand out tokens early.
+        expire_at_ms: i64,
+    },
+    /// The bucket is full again and nothing holds it back: delete the key (a missing key is a
+    /// full bucket), rather than keep one that expires within the millisecond.
+    Delete,
 }
 
 impl Write {
-    /// A state to store, or `None` if it does not fit an `i64` (only a forged state can get
-    /// there: the limits keep every real one decades inside).
-    pub(crate) fn at(tat: i128) -> Option<Write> {
-        let tat_ns = i64::try_from(tat).ok()?;
-        Some(Write {
-            tat_ns,
-            expire_at_ms: ceil_ms(tat_ns),
-        })
+    /// The instant the bucket is full again after the write (`None`: deleted).
+    pub fn tat(&self) -> Option<i64> {
+        match self {
+            Write::Store { state, .. } => Some(state.tat),
+            Write::Delete => None,
+        }
     }
 
-    /// The ticket THROTTLE.TAKE ... TICKET replies: this state in µs, rounded down, which a
-    /// double holds exactly (so the Lua twin produces the same number).
+    /// What the key holds after the write (`None`: no key, a full bucket).
+    pub fn stored(&self) -> Option<State> {
+        match self {
+            Write::Store { state, .. } => Some(*state),
+            Write::Delete => None,
+        }
+    }
+
+    /// When the key expires after the write (`None`: deleted).
+    pub fn expire_at_ms(&self) -> Option<i64> {
+        match self {
+            Write::Store { expire_at_ms, .. } => Some(*expire_at_ms),
+            Write::Delete => None,
+        }
+    }
+
+    /// The ticket THROTTLE.TAKE ... TICKET replies: the state in µs, rounded down, which a
+    /// double holds exactly (so the Lua twin produces the same number). 0 for a delete.
     pub fn ticket_us(&self) -> i64 {
-        self.tat_ns.div_euclid(1000)
+        self.tat().map_or(0, |tat| tat.div_euclid(1000))
     }
 }
 
@@ -48,19 +76,26 @@ pub(crate) struct View {
     pub base: i128,
     pub interval: i128,
     pub fill: i128,
+    /// The rate's factor now, in basis points (10 000: not cut).
+    pub factor: u16,
+    /// The supplier's pushback as stored.
+    pub pushback: Option<Pushback>,
 }
 
 impl View {
     /// `stored` is the key's state (`None`: no key, a full bucket). A clock reading outside
     /// `0..=MAX_NOW_NS` is clamped, which can only make the bucket stricter.
-    pub fn at(quota: &Quota, stored: Option<i64>, now_ns: i64) -> View {
+    pub fn at(quota: &Quota, stored: Option<State>, now_ns: i64) -> View {
         let now = i128::from(now_ns.clamp(0, MAX_NOW_NS));
         let interval = i128::from(quota.interval.ns());
+        let pushback = stored.and_then(|s| s.pushback);
         View {
             now,
-            base: stored.map_or(now, |tat| now.max(i128::from(tat))),
+            base: stored.map_or(now, |s| now.max(i128::from(s.tat))),
             interval,
             fill: i128::from(quota.capacity) * interval,
+            factor: factor_at(pushback, now),
+            pushback,
         }
     }
 
@@ -69,8 +104,14 @@ impl View {
         self.base - self.now
     }
 
-    /// The cost of `tokens`, ns.
+    /// The cost of `tokens` at the rate now, ns: `tokens * interval`, or while cut that over
+    /// the factor, rounded up (more time, never less).
     pub fn cost(&self, tokens: u64) -> i128 {
+        cost(tokens, self.interval, self.factor)
+    }
+
+    /// The cost of `tokens` at the configured rate: the least any take of them cost.
+    pub fn full_cost(&self, tokens: u64) -> i128 {
         i128::from(tokens) * self.interval
     }
 
@@ -87,10 +128,85 @@ impl View {
         self.base.max(act) + cost
     }
 
-    /// Whole tokens left with `debt` ahead of `now`: 0 while in debt past the capacity.
+    /// Whole tokens left with `debt` ahead of `now`, at the rate now: 0 while in debt past
+    /// the capacity.
     pub fn remaining(&self, debt: i128) -> u64 {
-        u64::try_from((self.fill - debt).max(0) / self.interval).unwrap_or(0)
+        let room = (self.fill - debt).max(0);
+        let tokens = if self.factor >= FULL_FACTOR_BP {
+            room / self.interval
+        } else {
+            room * i128::from(self.factor) / (self.interval * i128::from(FULL_FACTOR_BP))
+        };
+        u64::try_from(tokens).unwrap_or(0)
     }
+
+    /// How long the pause lasts from now (0: not paused).
+    pub fn paused_for(&self) -> i128 {
+        self.pushback
+            .map_or(0, |p| (i128::from(p.paused_until) - self.now).max(0))
+    }
+
+    /// The write that leaves the bucket full at `tat`, with the stored pushback carried over
+    /// while it is in effect. `None` if `tat` does not fit an `i64` (only a forged state gets
+    /// there: the limits keep every real one decades inside).
+    pub fn write(&self, tat: i128) -> Option<Write> {
+        self.write_with(tat, self.pushback)
+    }
+
+    /// The write that leaves the bucket full at `tat` with `pushback`, kept only as far as it
+    /// is in effect: a pause that is over and a cut that has recovered are dropped, so the key
+    /// goes back to 8 bytes. A full bucket with nothing in effect is deleted.
+    pub fn write_with(&self, tat: i128, pushback: Option<Pushback>) -> Option<Write> {
+        let tat_ns = i64::try_from(tat).ok()?;
+        let pushback = pushback.and_then(|p| in_effect(p, self.now));
+        let mut until = tat;
+        if let Some(p) = pushback {
+            until = until.max(i128::from(p.paused_until));
+            if let Some(cut) = p.cut {
+                until = until.max(cut.recovered_at());
+            }
+        }
+        if until <= self.now {
+            return Some(Write::Delete);
+        }
+        let expire_at_ms = i64::try_from(ceil_ms_wide(until)).ok()?;
+        Some(Write::Store {
+            state: State {
+                tat: tat_ns,
+                pushback,
+            },
+            expire_at_ms,
+        })
+    }
+}
+
+/// The rate's factor at `now` (basis points): the full rate unless a cut is in effect.
+pub(crate) fn factor_at(pushback: Option<Pushback>, now: i128) -> u16 {
+    pushback
+        .and_then(|p| p.cut)
+        .map_or(FULL_FACTOR_BP, |cut| cut.factor_at(now))
+}
+
+/// The cost of `tokens` at `factor` (basis points), ns, rounded up.
+pub(crate) fn cost(tokens: u64, interval: i128, factor: u16) -> i128 {
+    let full = i128::from(tokens) * interval;
+    if factor >= FULL_FACTOR_BP {
+        return full;
+    }
+    let scaled = full * i128::from(FULL_FACTOR_BP);
+    let factor = i128::from(factor.max(1));
+    scaled / factor + i128::from(scaled % factor > 0)
+}
+
+/// The part of `pushback` still in effect at `now`: a pause not yet over, a cut not yet
+/// recovered (or cut by a clock that reads later than this one). `None` when neither is.
+fn in_effect(pushback: Pushback, now: i128) -> Option<Pushback> {
+    let cut = pushback.cut.filter(|cut| cut.recovered_at() > now);
+    let paused = i128::from(pushback.paused_until) > now;
+    (paused || cut.is_some()).then_some(Pushback {
+        paused_until: pushback.paused_until,
+        cut,
+    })
 }
 
 /// An `i128` duration as an `i64`, saturating (only forged states get near the limit).
@@ -101,4 +217,9 @@ pub(crate) fn saturate(ns: i128) -> i64 {
 /// Rounds a non-negative duration up to whole ms, so a caller that sleeps it is never early.
 pub fn ceil_ms(ns: i64) -> i64 {
     ns.div_euclid(NS_PER_MS) + i64::from(ns.rem_euclid(NS_PER_MS) > 0)
+}
+
+fn ceil_ms_wide(ns: i128) -> i128 {
+    let ms = i128::from(NS_PER_MS);
+    ns.div_euclid(ms) + i128::from(ns.rem_euclid(ms) > 0)
 }

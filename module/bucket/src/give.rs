@@ -6,6 +6,7 @@ use crate::gcra::{View, Write};
 use crate::limits::MAX_TICKET_US;
 use crate::reply::count;
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::state::State;
 use crate::words::{parse_u64, Word};
 use crate::Quota;
 
@@ -59,11 +60,9 @@ impl GiveArgs {
 pub struct GiveOutcome {
     /// Tokens given back (0 to `n`): the reply.
     pub given: u64,
-    /// The state to store, or `None` when nothing is given back or the bucket is left full.
+    /// The state to store, or `None` when nothing is given back. A give-back that leaves the
+    /// bucket full (and neither paused nor cut) deletes the key: [`Write::Delete`].
     pub write: Option<Write>,
-    /// The give-back leaves the bucket full: delete the key (a missing key is a full bucket),
-    /// rather than keep one that expires within the millisecond.
-    pub delete: bool,
 }
 
 /// Returns `n` tokens of the take whose ticket this is, if nothing was taken after it, and
@@ -83,17 +82,16 @@ pub struct GiveOutcome {
 /// shorter one the state must sit exactly on the ticket. A state before the ticket means the
 /// bucket was reset since (deleted, or this ticket given back already): nothing to give. A
 /// ticket is good for one give-back (the client's grant is consumed by it).
-pub fn give(args: &GiveArgs, stored: Option<i64>, now_ns: i64) -> GiveOutcome {
+pub fn give(args: &GiveArgs, stored: Option<State>, now_ns: i64) -> GiveOutcome {
     const NOTHING: GiveOutcome = GiveOutcome {
         given: 0,
         write: None,
-        delete: false,
     };
     let Some(state) = stored else {
         return NOTHING;
     };
     let bucket = View::at(&args.quota, stored, now_ns);
-    let since_ticket = i128::from(state) - i128::from(args.ticket_us) * 1000;
+    let since_ticket = i128::from(state.tat) - i128::from(args.ticket_us) * 1000;
     let rounding = if bucket.interval > 999 { 999 } else { 0 };
     if !(0..=rounding).contains(&since_ticket) || bucket.debt() <= 0 || args.tokens == 0 {
         return NOTHING;
@@ -101,22 +99,16 @@ pub fn give(args: &GiveArgs, stored: Option<i64>, now_ns: i64) -> GiveOutcome {
     // Never beyond a full bucket: what fits is the debt, in tokens rounded up.
     let room = bucket.debt() / bucket.interval + i128::from(bucket.debt() % bucket.interval > 0);
     let given = i128::from(args.tokens).min(room);
-    let tat = bucket.base - bucket.cost(args.tokens);
-    match u64::try_from(given) {
-        Ok(given) if tat <= bucket.now => GiveOutcome {
+    // At the configured rate, the least the take can have cost: a cut since the take (with no
+    // take after it) makes tokens cost more now, and giving that much back would free part of
+    // the slot before this take's.
+    let tat = (bucket.base - bucket.full_cost(args.tokens)).max(bucket.now);
+    match (u64::try_from(given), bucket.write(tat)) {
+        (Ok(given), Some(write)) => GiveOutcome {
             given,
-            write: None,
-            delete: true,
+            write: Some(write),
         },
-        Ok(given) => match Write::at(tat) {
-            Some(write) => GiveOutcome {
-                given,
-                write: Some(write),
-                delete: false,
-            },
-            None => NOTHING,
-        },
-        Err(_) => NOTHING,
+        _ => NOTHING,
     }
 }
 

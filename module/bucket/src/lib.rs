@@ -12,13 +12,23 @@
 //! `n * interval` later, where `interval` is the time one token takes to refill. A missing key
 //! is a full bucket, so idle buckets cost no memory.
 //!
-//! One file per command (`take`, `mtake`, `pause`, `give`, `peek`), each with its arguments,
-//! arithmetic, reply and [`Spec`], on the shared model in `gcra`, the quota in `quota`, the
-//! stored state in `state` and the limits in `limits`.
+//! A congested supplier's pushback changes the bucket for the whole fleet: a pause marks it
+//! (no call may be sent before it ends, reserved ones included), a cut makes each token cost
+//! more time for a while, and the supplier's own count lowers it. Both are kept with the
+//! state only while they are in effect; a bucket never paused or cut runs the arithmetic
+//! and stores the 8 bytes it always did.
+//!
+//! One file per command (`take`, `mtake`, `pause`, `give`, `peek`, `cut`, `sync`, `debit`),
+//! each with its arguments, arithmetic, reply and [`Spec`], on the shared model in `gcra`, the
+//! quota in `quota`, the stored state in `state`, the pause's announcement channel in
+//! `channel` and the limits in `limits`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod channel;
+mod cut;
+mod debit;
 mod error;
 mod gcra;
 mod give;
@@ -31,24 +41,32 @@ mod quota;
 mod reply;
 pub mod spec;
 mod state;
+mod sync;
 mod take;
 mod words;
 
+pub use channel::pause_channel;
+pub use cut::{cut, CutArgs, CutOutcome, CutReply};
+pub use debit::{debit, DebitArgs, DebitOutcome, DebitReply};
 pub use error::{ArgError, Command};
 pub use gcra::{ceil_ms, Write};
 pub use give::{decode_give, give, GiveArgs, GiveOutcome};
 pub use interval::Interval;
 pub use limits::{
-    EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_CAPACITY, MAX_FILL_NS, MAX_KEYS, MAX_NOW_NS,
-    MAX_RATE, MAX_TICKET_US, MAX_WAIT_MS, MIN_RATE,
+    EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_CAPACITY, MAX_DEBT_NS, MAX_FILL_NS, MAX_KEYS,
+    MAX_NOW_NS, MAX_RATE, MAX_TICKET_US, MAX_WAIT_MS, MIN_FACTOR_BP, MIN_RATE,
 };
 pub use mtake::{mtake, BucketAfter, Limit, MOutcome, MTakeArgs, MTakeReply};
 pub use pause::{decode_pause, pause, PauseArgs, PauseOutcome};
-pub use peek::{peek, PeekArgs};
+pub use peek::{peek, PeekArgs, PeekOutcome, PeekReply};
 pub use quota::Quota;
 pub use reply::Ints;
 pub use spec::Spec;
-pub use state::{encode_state, parse_state, StateError, STATE_LEN};
+pub use state::{
+    encode_state, parse_state, Cut, Encoded, Pushback, State, StateError, FULL_FACTOR_BP,
+    PUSHBACK_STATE_LEN, STATE_LEN,
+};
+pub use sync::{sync, SyncArgs, SyncOutcome, SyncReply};
 pub use take::{take, Outcome, TakeArgs, TakeReply};
 pub use words::Word;
 

@@ -36,6 +36,15 @@ pub const EARLIEST_STATE_NS: i64 = 1_577_836_800 * 1_000_000_000;
 /// How far after the server's clock a stored state may lie: 21 years. A command writes at most
 /// 20 ahead (a full refill, [`MAX_FILL_NS`], plus the longest reservation or pause,
 /// [`MAX_WAIT_MS`]); the year more is for a clock that lags the one that wrote the bucket.
-pub const LATEST_STATE_AHEAD_NS: i64 = MAX_FILL_NS + MAX_WAIT_MS as i64 * 1_000_000 + YEAR_NS;
+pub const LATEST_STATE_AHEAD_NS: i64 = MAX_DEBT_NS + YEAR_NS;
 
 const YEAR_NS: i64 = 365 * 24 * 3600 * 1_000_000_000;
+
+/// The lowest a cut can take a bucket's rate: 1 % of the configured one, in basis points. A
+/// fleet cut that far still calls (and learns when the supplier recovers); zero would stop it
+/// for good.
+pub const MIN_FACTOR_BP: u16 = 100;
+
+/// The deepest debt any command leaves, in ns: 20 years, a full refill plus the longest
+/// reservation. THROTTLE.DEBIT, which takes whatever the bucket holds, is refused past it.
+pub const MAX_DEBT_NS: i64 = MAX_FILL_NS + MAX_WAIT_MS as i64 * 1_000_000;

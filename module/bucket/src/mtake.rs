@@ -1,12 +1,14 @@
-//! `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms]`: take from
-//! several buckets at once, from every one or from none. Its arguments, arithmetic, reply and
-//! docs.
+//! `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]`:
+//! take from several buckets at once, from every one or from none. Its arguments, arithmetic,
+//! reply and docs.
 
 use crate::error::{ArgError, Command};
 use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::limits::MAX_KEYS;
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
+use crate::state::State;
+use crate::take::parse_floor;
 use crate::words::{once, parse_max_wait, parse_tokens, parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
 
@@ -17,9 +19,11 @@ pub struct Limit {
     pub quota: Quota,
     /// Tokens taken from it (0: it is only inspected).
     pub tokens: u64,
+    /// With `FLOOR`: the tokens that must remain in it after the take.
+    pub floor: Option<u64>,
 }
 
-/// `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms]`.
+/// `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MTakeArgs {
     len: usize,
@@ -71,26 +75,49 @@ impl MTakeArgs {
             };
             let quota = Quota::parse(capacity, rate)?;
             let tokens = parse_tokens(tokens, quota.capacity)?;
-            *slot = Some(Limit { quota, tokens });
+            *slot = Some(Limit {
+                quota,
+                tokens,
+                floor: None,
+            });
         }
 
-        // The same rules as THROTTLE.TAKE's options, with MAXWAIT the only one.
+        // The same rules as THROTTLE.TAKE's options: MAXWAIT ms, and FLOOR with one value
+        // per key.
         let mut max_wait = None;
+        let mut floors: Option<&[&[u8]]> = None;
         let mut rest = options;
         while let [name, tail @ ..] = rest {
-            if !name.eq_ignore_ascii_case(b"MAXWAIT") {
+            if name.eq_ignore_ascii_case(b"MAXWAIT") {
+                let [value, tail @ ..] = tail else {
+                    return Err(ArgError::MissingValue("MAXWAIT"));
+                };
+                once(&mut max_wait, value, "MAXWAIT")?;
+                rest = tail;
+            } else if name.eq_ignore_ascii_case(b"FLOOR") {
+                let (values, tail) = tail
+                    .split_at_checked(len)
+                    .ok_or(ArgError::Floors { keys: len })?;
+                if floors.replace(values).is_some() {
+                    return Err(ArgError::Repeated("FLOOR"));
+                }
+                rest = tail;
+            } else {
                 return Err(ArgError::UnknownOption(Command::MTake));
             }
-            let [value, tail @ ..] = tail else {
-                return Err(ArgError::MissingValue("MAXWAIT"));
-            };
-            once(&mut max_wait, value, "MAXWAIT")?;
-            rest = tail;
         }
         let max_wait_ms = match max_wait {
             None => 0,
             Some(text) => parse_max_wait(text)?,
         };
+        if let Some(values) = floors {
+            for (limit, value) in parsed.iter_mut().flatten().zip(values) {
+                limit.floor = Some(parse_floor(value, limit.tokens, limit.quota.capacity)?);
+            }
+            if max_wait_ms > 0 {
+                return Err(ArgError::FloorReserves);
+            }
+        }
         let Some(first) = parsed.first().copied().flatten() else {
             return Err(shape);
         };
@@ -121,6 +148,14 @@ impl MTakeArgs {
         if self.max_wait_ms > 0 {
             words.extend([Word::Text("MAXWAIT"), Word::Number(self.max_wait_ms)]);
         }
+        if self.limits().iter().any(|l| l.floor.is_some()) {
+            words.push(Word::Text("FLOOR"));
+            words.extend(
+                self.limits()
+                    .iter()
+                    .map(|l| Word::Number(l.floor.unwrap_or(0))),
+            );
+        }
         words
     }
 }
@@ -144,6 +179,8 @@ pub struct MOutcome {
     /// Granted: how long to wait before using the tokens (the slowest bucket's wait).
     /// Denied: until every bucket would have its tokens.
     pub wait_ns: i64,
+    /// Denied only because some bucket would have been left below its floor.
+    pub held_by_floor: bool,
     len: usize,
     buckets: [BucketAfter; MAX_KEYS],
 }
@@ -206,19 +243,23 @@ impl MTakeReply {
 }
 
 /// Takes each limit's tokens from its bucket (`stored[i]` is key `i`'s state) if every bucket
-/// can give them within MAXWAIT. All the tokens are used at one instant, after the longest
-/// wait, so each bucket takes them as of that instant (see `View::taken`): a bucket that
+/// can give them within MAXWAIT (and, with FLOOR, leave its floor: see THROTTLE.TAKE). All
+/// the tokens are used at one instant, after the longest wait, so each bucket takes them as of that instant (see `View::taken`): a bucket that
 /// alone could have served sooner is not left with a slot that later calls would also use.
-pub fn mtake(args: &MTakeArgs, stored: &[Option<i64>], now_ns: i64) -> MOutcome {
+pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
     let limits = args.limits();
     let len = limits.len().min(stored.len());
     let mut views = [None; MAX_KEYS];
     let mut wait = 0i128;
+    let mut wait_unfloored = 0i128;
     for ((view, limit), state) in views.iter_mut().zip(limits).zip(stored) {
         let bucket = View::at(&limit.quota, *state, now_ns);
         // A bucket asked for nothing is only inspected: its debt delays no one.
         if limit.tokens > 0 {
-            wait = wait.max(bucket.wait(bucket.cost(limit.tokens)));
+            let cost = bucket.cost(limit.tokens);
+            let floor = limit.floor.map_or(0, |floor| bucket.cost(floor));
+            wait = wait.max(bucket.wait(cost + floor));
+            wait_unfloored = wait_unfloored.max(bucket.wait(cost));
         }
         *view = Some((bucket, limit.tokens));
     }
@@ -231,7 +272,7 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<i64>], now_ns: i64) -> MOutcome 
         for (after, view) in buckets.iter_mut().zip(&views) {
             let Some((bucket, tokens)) = view else { break };
             if *tokens > 0 {
-                after.write = Write::at(bucket.taken(bucket.cost(*tokens), bucket.now + wait));
+                after.write = bucket.write(bucket.taken(bucket.cost(*tokens), bucket.now + wait));
                 // A state past i64 (a forged one) refuses the whole call, as for one bucket.
                 granted &= after.write.is_some();
             }
@@ -244,13 +285,16 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<i64>], now_ns: i64) -> MOutcome 
         let Some((bucket, _)) = view else { break };
         let debt = after
             .write
-            .map_or(bucket.debt(), |w| i128::from(w.tat_ns) - bucket.now);
+            .and_then(|w| w.tat())
+            .map_or(bucket.debt(), |tat| i128::from(tat) - bucket.now);
         after.remaining = bucket.remaining(debt);
         after.reset_ns = saturate(debt);
     }
+    let floored = limits.iter().any(|l| l.floor.is_some());
     MOutcome {
         granted: granted || !takes_any,
         wait_ns: if takes_any { saturate(wait) } else { 0 },
+        held_by_floor: takes_any && !granted && floored && wait_unfloored == 0,
         len,
         buckets,
     }
@@ -262,8 +306,8 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<i64>], now_ns: i64) -> MOutcome 
 pub static SPEC: Spec = Spec {
     command: Command::MTake,
     summary: "Takes tokens from several buckets at once, from all or from none (one capacity, \
-        rate and tokens triple per key, in key order). Replies [granted, wait_ms, then \
-        remaining and reset_ms per bucket].",
+        rate and tokens triple per key, in key order); with FLOOR, only if each bucket keeps \
+        its floor. Replies [granted, wait_ms, then remaining and reset_ms per bucket].",
     complexity: "O(N) where N is the number of keys",
     arity: -6,
     flags: "write deny-oom fast getkeys-api",
@@ -278,6 +322,11 @@ pub static SPEC: Spec = Spec {
         )
         .multiple(),
         MAXWAIT,
+        Arg::option(
+            "floors",
+            "FLOOR",
+            Kind::Block(&[Arg::new("floor", Kind::Integer).multiple()]),
+        ),
     ],
 };
 
@@ -320,6 +369,11 @@ mod tests {
             ("2 a b 8 9 1 0 9 1", Capacity),
             ("2 a b 8 9 9 8 9 1", Tokens { capacity: 8 }),
             ("1 a 8 9 1 TOKENS 1", UnknownOption(Command::MTake)),
+            ("2 a b 8 9 1 8 9 1 FLOOR 2", Floors { keys: 2 }),
+            ("1 a 8 9 1 FLOOR 2 FLOOR 2", Repeated("FLOOR")),
+            ("1 a 8 9 1 FLOOR 8", Floor { capacity: 8 }),
+            ("2 a b 8 9 1 4 9 1 FLOOR 2 4", Floor { capacity: 4 }),
+            ("1 a 8 9 1 FLOOR 2 MAXWAIT 5", FloorReserves),
             ("1 a 8 9 1 MAXWAIT", MissingValue("MAXWAIT")),
             ("1 a 8 9 1 MAXWAIT 1 MAXWAIT", MissingValue("MAXWAIT")),
             ("1 a 8 9 1 MAXWAIT 1 maxwait 2", Repeated("MAXWAIT")),
@@ -331,12 +385,17 @@ mod tests {
 
     #[test]
     fn the_words_read_back_as_the_same_call() {
-        let args = MTakeArgs::parse(&words("2 a b 10 10 1 25 5 2 MAXWAIT 700")).unwrap();
-        let mut written = vec!["2".to_owned(), "a".into(), "b".into()];
-        written.extend(args.words().into_iter().map(Word::to_text));
-        let back: Vec<&[u8]> = written.iter().map(String::as_bytes).collect();
-        assert_eq!(MTakeArgs::parse(&back), Ok(args));
-        assert_eq!(MTakeArgs::new(args.limits(), 700), Some(args));
+        for text in [
+            "2 a b 10 10 1 25 5 2 MAXWAIT 700",
+            "2 a b 10 10 1 25 5 2 FLOOR 3 0",
+        ] {
+            let args = MTakeArgs::parse(&words(text)).unwrap();
+            let mut written = vec!["2".to_owned(), "a".into(), "b".into()];
+            written.extend(args.words().into_iter().map(Word::to_text));
+            let back: Vec<&[u8]> = written.iter().map(String::as_bytes).collect();
+            assert_eq!(MTakeArgs::parse(&back), Ok(args), "{text}");
+            assert_eq!(MTakeArgs::new(args.limits(), args.max_wait_ms), Some(args));
+        }
         assert_eq!(MTakeArgs::new(&[], 0), None);
     }
 
@@ -357,7 +416,7 @@ mod tests {
         assert_eq!(
             SPEC.syntax(),
             "numkeys key [key ...] capacity rate tokens [capacity rate tokens ...] \
-             [MAXWAIT maxwait]"
+             [MAXWAIT maxwait] [FLOOR floor [floor ...]]"
         );
     }
 }

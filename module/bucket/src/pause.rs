@@ -2,10 +2,11 @@
 //! whole fleet stops. Its arguments, arithmetic, reply and docs.
 
 use crate::error::{ArgError, Command};
-use crate::gcra::{ceil_ms, saturate, View, Write};
+use crate::gcra::{ceil_ms, cost, saturate, View, Write};
 use crate::limits::MAX_WAIT_MS;
 use crate::reply::count;
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::state::{Cut, Pushback, State, FULL_FACTOR_BP};
 use crate::words::{parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
 
@@ -45,6 +46,9 @@ pub struct PauseOutcome {
     pub next_token_ns: i64,
     /// The state to store, or `None` when a longer pause or a deeper debt is already there.
     pub write: Option<Write>,
+    /// The pause now lasts this long from now, when this call made it last longer: announce it
+    /// to the fleet (the module and the script publish it). `None` when it did not.
+    pub announce_ns: Option<i64>,
 }
 
 impl PauseOutcome {
@@ -61,22 +65,45 @@ pub fn decode_pause(reply: i64) -> Option<u64> {
 
 /// After a pause the first token is there exactly `pause_ms` from now, and refill goes on
 /// from that one token, with no burst on resume: the supplier has just said it is overloaded.
-/// As GCRA: `state = max(state, now + pause + (capacity - 1) * interval)`. A pause only ever
-/// moves the state later, so it never shortens a longer pause or an existing debt, and the
-/// reservations granted before it keep their times.
-pub fn pause(args: &PauseArgs, stored: Option<i64>, now_ns: i64) -> PauseOutcome {
+/// As GCRA: `state = max(state, now + pause + fill - cost(1))`, `cost(1)` at the rate the
+/// bucket has then. A pause only ever moves the state later, so it never shortens a longer
+/// pause or an existing debt, and the reservations granted before it keep their times; but it
+/// marks the bucket paused until `now + pause`, so that none of them is sent before then (the
+/// client checks the mark before a reserved send, or hears the announcement).
+pub fn pause(args: &PauseArgs, stored: Option<State>, now_ns: i64) -> PauseOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
-    let one_short_of_full = bucket.fill - bucket.interval;
-    let target = bucket.now + i128::from(args.pause_ms) * i128::from(NS_PER_MS) + one_short_of_full;
-    let write = if target > bucket.base {
-        Write::at(target)
+    let cut = bucket.pushback.and_then(|p| p.cut);
+    paused(&bucket, cut, args.pause_ms)
+}
+
+/// The bucket paused for `pause_ms` from now, with `cut` as its cut: what THROTTLE.PAUSE,
+/// THROTTLE.CUT and THROTTLE.SYNC (when nothing remains) write.
+pub(crate) fn paused(bucket: &View, cut: Option<Cut>, pause_ms: u64) -> PauseOutcome {
+    let until = bucket.now + i128::from(pause_ms) * i128::from(NS_PER_MS);
+    let stored_until = bucket.pushback.map(|p| i128::from(p.paused_until));
+    let cut_changed = cut != bucket.pushback.and_then(|p| p.cut);
+    // The first token exactly at `until`: the cost of one token at the rate then.
+    let factor_then = cut.map_or(FULL_FACTOR_BP, |c| c.factor_at(until));
+    let target = until + bucket.fill - cost(1, bucket.interval, factor_then);
+    let longer = stored_until.is_none_or(|stored| until > stored);
+    let tat = bucket.base.max(target);
+    let write = if tat > bucket.base || longer || cut_changed {
+        let paused_until = stored_until.map_or(until, |stored| stored.max(until));
+        let pushback = i64::try_from(paused_until)
+            .ok()
+            .map(|paused_until| Pushback { paused_until, cut });
+        pushback.and_then(|pushback| bucket.write_with(tat, Some(pushback)))
     } else {
         None
     };
-    let tat = write.map_or(bucket.base, |w| i128::from(w.tat_ns));
+    let tat = write.and_then(|w| w.tat()).map_or(bucket.base, i128::from);
+    // The next token, at the rate now (a recovering cut only gets faster, so never early).
+    let factor_now = cut.map_or(FULL_FACTOR_BP, |c| c.factor_at(bucket.now));
+    let one_short_of_full = bucket.fill - cost(1, bucket.interval, factor_now);
     PauseOutcome {
         next_token_ns: saturate(tat - one_short_of_full - bucket.now),
         write,
+        announce_ns: (write.is_some() && longer).then(|| saturate(until - bucket.now)),
     }
 }
 

@@ -1,10 +1,12 @@
-//! `THROTTLE.PEEK key capacity rate`: the bucket as it stands, what `THROTTLE.TAKE ... TOKENS 0`
-//! replies, as a read-only command.
+//! `THROTTLE.PEEK key capacity rate`: the bucket as it stands (what `THROTTLE.TAKE ... TOKENS 0`
+//! replies) and the supplier's pushback on it, as a read-only command.
 
 use crate::error::{ArgError, Command};
-use crate::gcra::View;
+use crate::gcra::{ceil_ms, saturate, View};
+use crate::reply::{count, int, Ints};
 use crate::spec::{Access, Keys, Spec, CAPACITY, KEY, RATE};
-use crate::take::{inspect, Outcome};
+use crate::state::{State, FULL_FACTOR_BP};
+use crate::take::inspect;
 use crate::words::Word;
 use crate::Quota;
 
@@ -32,10 +34,85 @@ impl PeekArgs {
     }
 }
 
-/// The bucket as it stands: `[1, remaining, 0, reset_ms]` (see [`crate::TakeReply`]). Writes
-/// nothing.
-pub fn peek(quota: &Quota, stored: Option<i64>, now_ns: i64) -> Outcome {
-    inspect(&View::at(quota, stored, now_ns))
+/// The bucket as it stands: what `TOKENS 0` sees, and the supplier's pushback on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeekOutcome {
+    /// Whole tokens in the bucket now (0 while in debt).
+    pub remaining: u64,
+    /// Until the bucket is full again.
+    pub reset_ns: i64,
+    /// Until its pause ends (0: not paused).
+    pub paused_ns: i64,
+    /// The rate's factor now, in basis points (10 000: not cut).
+    pub factor_bp: u16,
+}
+
+impl PeekOutcome {
+    /// The reply, durations rounded up.
+    pub fn reply(&self) -> PeekReply {
+        PeekReply {
+            remaining: self.remaining,
+            reset_ms: count(ceil_ms(self.reset_ns)).unwrap_or(0),
+            paused_ms: count(ceil_ms(self.paused_ns)).unwrap_or(0),
+            factor_bp: self.factor_bp,
+        }
+    }
+}
+
+/// Reads the bucket at `now_ns`. Writes nothing.
+pub fn peek(quota: &Quota, stored: Option<State>, now_ns: i64) -> PeekOutcome {
+    let bucket = View::at(quota, stored, now_ns);
+    let seen = inspect(&bucket);
+    PeekOutcome {
+        remaining: seen.remaining,
+        reset_ns: seen.reset_ns,
+        paused_ns: saturate(bucket.paused_for()),
+        factor_bp: bucket.factor,
+    }
+}
+
+/// THROTTLE.PEEK's reply: `[1, remaining, 0, reset_ms, paused_ms, factor_bp]`. Its first four
+/// are what `THROTTLE.TAKE ... TOKENS 0` replies; then how long the bucket's pause lasts (a
+/// reserved call whose time falls inside it must not be sent) and its rate's factor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeekReply {
+    /// Whole tokens in the bucket now (0 while in debt).
+    pub remaining: u64,
+    /// Ms until the bucket is full again, rounded up.
+    pub reset_ms: u64,
+    /// Ms until its pause ends, rounded up (0: not paused).
+    pub paused_ms: u64,
+    /// The rate's factor now, in basis points (10 000: not cut).
+    pub factor_bp: u16,
+}
+
+impl PeekReply {
+    /// The integers the server sends.
+    pub fn ints(&self) -> Ints<6> {
+        Ints::new([
+            1,
+            int(self.remaining),
+            0,
+            int(self.reset_ms),
+            int(self.paused_ms),
+            i64::from(self.factor_bp),
+        ])
+    }
+
+    /// Reads a reply back from its integers; `None` for any other shape.
+    pub fn decode(ints: &[i64]) -> Option<PeekReply> {
+        let [1, remaining, 0, reset_ms, paused_ms, factor_bp] = ints else {
+            return None;
+        };
+        Some(PeekReply {
+            remaining: count(*remaining)?,
+            reset_ms: count(*reset_ms)?,
+            paused_ms: count(*paused_ms)?,
+            factor_bp: u16::try_from(*factor_bp)
+                .ok()
+                .filter(|f| *f <= FULL_FACTOR_BP)?,
+        })
+    }
 }
 
 /// THROTTLE.PEEK as the server registers and documents it. Read-only: allowed on a read-only
@@ -44,7 +121,8 @@ pub fn peek(quota: &Quota, stored: Option<i64>, now_ns: i64) -> Outcome {
 pub static SPEC: Spec = Spec {
     command: Command::Peek,
     summary: "Reads a bucket without taking or writing anything. Replies [1, remaining, 0, \
-        reset_ms], as THROTTLE.TAKE ... TOKENS 0.",
+        reset_ms, paused_ms, factor_bp]: what THROTTLE.TAKE ... TOKENS 0 replies, then how long \
+        the bucket is paused and its rate's factor in basis points.",
     complexity: "O(1)",
     arity: 4,
     flags: "readonly fast",
@@ -72,5 +150,15 @@ mod tests {
         );
         assert_eq!(PeekArgs::parse(&words("8 x")), Err(Rate));
         assert_eq!(SPEC.syntax(), "key capacity rate");
+        let reply = PeekReply {
+            remaining: 3,
+            reset_ms: 700,
+            paused_ms: 1000,
+            factor_bp: 7000,
+        };
+        assert_eq!(reply.ints().as_slice(), [1, 3, 0, 700, 1000, 7000]);
+        assert_eq!(PeekReply::decode(reply.ints().as_slice()), Some(reply));
+        assert_eq!(PeekReply::decode(&[1, 3, 0, 700]), None);
+        assert_eq!(PeekReply::decode(&[0, 3, 0, 700, 0, 10_000]), None);
     }
 }

@@ -118,7 +118,8 @@ impl Arg {
     pub fn syntax(&self) -> String {
         let body = match (&self.kind, self.token) {
             (Kind::PureToken, Some(token)) => token.to_owned(),
-            (Kind::Block(args), _) => syntax(args),
+            (Kind::Block(args), Some(token)) => format!("{token} {}", syntax(args)),
+            (Kind::Block(args), None) => syntax(args),
             (_, Some(token)) => format!("{token} {}", self.name),
             (_, None) => self.name.to_owned(),
         };

@@ -1,17 +1,95 @@
-//! The stored state: the instant the bucket is full again, in ns since the Unix epoch, as 8
-//! bytes (the `i64`, little-endian). The module reads and writes it in place, and 8 bytes is
-//! the smallest string a server keeps outside an integer encoding (which the key API cannot
-//! write); RDB, AOF, DUMP/RESTORE, COPY and replication carry it unchanged.
+//! The stored state: the instant the bucket is full again (ns since the Unix epoch), and, only
+//! while the supplier's pushback is in effect, when its pause ends and how its rate was cut.
 //!
-//! Earlier releases stored the same instant as decimal digits, which still read, so buckets
-//! survive an upgrade. A string of exactly 8 bytes is always the binary state.
+//! - 8 bytes, the `i64` little-endian: a bucket that is neither paused nor cut, which is every
+//!   bucket on a good day. The module reads and writes it in place; it is the smallest string
+//!   a server keeps outside an integer encoding (which the key API cannot write).
+//! - 32 bytes while paused or cut: that instant, the end of the pause, the instant of the cut
+//!   (0: none), and the cut's recovery time in ms (48 bits) with its factor in basis points (16
+//!   bits), each little-endian. The next write after the pushback is over stores 8 bytes again.
+//!
+//! RDB, AOF, DUMP/RESTORE, COPY and replication carry either unchanged. Earlier releases stored
+//! the instant as decimal digits, which still read, so buckets survive an upgrade.
 
 use std::fmt;
 
-use crate::limits::{EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_NOW_NS};
+use crate::limits::{
+    EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_NOW_NS, MAX_WAIT_MS, MIN_FACTOR_BP,
+};
 
-/// Bytes in a stored state.
+/// Bytes in the state of a bucket neither paused nor cut.
 pub const STATE_LEN: usize = 8;
+
+/// Bytes in the state of a bucket paused or cut.
+pub const PUSHBACK_STATE_LEN: usize = 32;
+
+/// The factor of a rate that is not cut: 10 000 basis points.
+pub const FULL_FACTOR_BP: u16 = 10_000;
+
+/// A bucket's stored state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    /// The instant the bucket is full again, ns since the Unix epoch.
+    pub tat: i64,
+    /// The supplier's pause and cut, while either is in effect.
+    pub pushback: Option<Pushback>,
+}
+
+impl State {
+    /// A bucket neither paused nor cut.
+    pub fn plain(tat: i64) -> State {
+        State {
+            tat,
+            pushback: None,
+        }
+    }
+}
+
+/// What the supplier's pushback left in a bucket: a pause, a cut rate, or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pushback {
+    /// Until this instant (ns) no call the pause covers may be sent, reserved ones included;
+    /// a cut before it is the same congestion episode as the one that paused.
+    pub paused_until: i64,
+    /// The rate's cut, if there is one.
+    pub cut: Option<Cut>,
+}
+
+/// A cut of the bucket's rate: the factor right after it, climbing back linearly to the full
+/// rate over the recovery time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Cut {
+    /// When the rate was cut, ns since the Unix epoch.
+    pub at: i64,
+    /// The rate's factor right after the cut, in basis points ([`MIN_FACTOR_BP`] to
+    /// [`FULL_FACTOR_BP`]).
+    pub factor_bp: u16,
+    /// How long the rate takes to climb back to the full rate, in ms (at least 1).
+    pub recovery_ms: u64,
+}
+
+impl Cut {
+    /// The instant the rate is full again, ns.
+    pub fn recovered_at(&self) -> i128 {
+        i128::from(self.at) + i128::from(self.recovery_ms) * 1_000_000
+    }
+
+    /// The rate's factor at `now`, in basis points: the cut's own before the cut's instant
+    /// (a clock that reads earlier: the strictest), the full rate from the recovered instant on,
+    /// and a straight line between, rounded down (stricter).
+    pub fn factor_at(&self, now: i128) -> u16 {
+        let elapsed_ms = (now - i128::from(self.at)).div_euclid(1_000_000);
+        if elapsed_ms <= 0 {
+            return self.factor_bp;
+        }
+        if elapsed_ms >= i128::from(self.recovery_ms) {
+            return FULL_FACTOR_BP;
+        }
+        let gap = i128::from(FULL_FACTOR_BP - self.factor_bp.min(FULL_FACTOR_BP));
+        let climbed = gap * elapsed_ms / i128::from(self.recovery_ms.max(1));
+        u16::try_from(i128::from(self.factor_bp) + climbed).unwrap_or(FULL_FACTOR_BP)
+    }
+}
 
 /// The key holds a string that THROTTLE.TAKE did not write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,21 +98,55 @@ pub struct StateError;
 impl fmt::Display for StateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(
-            "ERR the key holds a string that is not a THROTTLE bucket (expected the 8-byte \
-             state THROTTLE.TAKE writes); use another key, or DEL this one to start a full \
-             bucket",
+            "ERR the key holds a string that is not a THROTTLE bucket (expected the 8- or \
+             32-byte state THROTTLE.TAKE writes); use another key, or DEL this one to start a \
+             full bucket",
         )
     }
 }
 
-/// The bytes to store for `state`.
-pub fn encode_state(state: i64) -> [u8; STATE_LEN] {
-    state.to_le_bytes()
+/// A state's bytes: 8 or 32 of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Encoded {
+    bytes: [u8; PUSHBACK_STATE_LEN],
+    len: usize,
 }
 
-/// Reads a stored state, seen from the server's clock `now_ns`: 8 bytes holding the `i64`
-/// (or, as earlier releases wrote it, 1 to 19 ASCII digits of one) of an instant that a
-/// command could have written.
+impl Encoded {
+    /// The bytes to store.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.bytes.get(..self.len).unwrap_or(&self.bytes)
+    }
+}
+
+/// The bytes to store for `state`.
+pub fn encode_state(state: &State) -> Encoded {
+    let mut bytes = [0u8; PUSHBACK_STATE_LEN];
+    let mut put = |at: usize, field: [u8; 8]| {
+        if let Some(slot) = bytes.get_mut(at..at + 8) {
+            slot.copy_from_slice(&field);
+        }
+    };
+    put(0, state.tat.to_le_bytes());
+    let Some(pushback) = state.pushback else {
+        return Encoded {
+            bytes,
+            len: STATE_LEN,
+        };
+    };
+    put(8, pushback.paused_until.to_le_bytes());
+    if let Some(cut) = pushback.cut {
+        put(16, cut.at.to_le_bytes());
+        let packed = (u64::from(cut.factor_bp) << 48) | (cut.recovery_ms & ((1 << 48) - 1));
+        put(24, packed.to_le_bytes());
+    }
+    Encoded {
+        bytes,
+        len: PUSHBACK_STATE_LEN,
+    }
+}
+
+/// Reads a stored state, seen from the server's clock `now_ns`.
 ///
 /// A command writes the instant a bucket is full again: never before 2020
 /// ([`EARLIEST_STATE_NS`]), and never more than 20 years after its clock (a full refill plus
@@ -44,17 +156,53 @@ pub fn encode_state(state: i64) -> [u8; STATE_LEN] {
 /// (while the clock is past it; a server whose clock reads earlier keeps its own buckets), or
 /// more than [`LATEST_STATE_AHEAD_NS`] (21 years) after the clock. The extra year is for a
 /// clock that lags the one that wrote the bucket: it reads the bucket as stricter, never as
-/// foreign. Two comparisons per read.
-pub fn parse_state(bytes: &[u8], now_ns: i64) -> Result<i64, StateError> {
-    let state = decode(bytes)?;
+/// foreign. Two comparisons per read. The pause and the cut of a 32-byte state obey the same
+/// rule, and a cut's factor and recovery must be ones a command writes.
+pub fn parse_state(bytes: &[u8], now_ns: i64) -> Result<State, StateError> {
     let now = now_ns.clamp(0, MAX_NOW_NS);
-    let too_early = state < EARLIEST_STATE_NS && now >= EARLIEST_STATE_NS;
-    if too_early || state - now > LATEST_STATE_AHEAD_NS {
-        return Err(StateError);
+    let instant = |at: i64| {
+        let too_early = at < EARLIEST_STATE_NS && now >= EARLIEST_STATE_NS;
+        if too_early || at - now > LATEST_STATE_AHEAD_NS {
+            Err(StateError)
+        } else {
+            Ok(at)
+        }
+    };
+    if bytes.len() != PUSHBACK_STATE_LEN {
+        return decode(bytes).and_then(instant).map(State::plain);
     }
-    Ok(state)
+    let field = |at: usize| -> Result<i64, StateError> {
+        let field = bytes.get(at..at + 8).ok_or(StateError)?;
+        let field = <[u8; 8]>::try_from(field).map_err(|_| StateError)?;
+        Ok(i64::from_le_bytes(field))
+    };
+    let tat = instant(field(0)?)?;
+    let paused_until = instant(field(8)?)?;
+    let cut_at = field(16)?;
+    let packed = u64::from_le_bytes(field(24)?.to_le_bytes());
+    let cut = if cut_at == 0 && packed == 0 {
+        None
+    } else {
+        let factor_bp = u16::try_from(packed >> 48).map_err(|_| StateError)?;
+        let recovery_ms = packed & ((1 << 48) - 1);
+        let factor_ok = (MIN_FACTOR_BP..=FULL_FACTOR_BP).contains(&factor_bp);
+        if !factor_ok || !(1..=MAX_WAIT_MS).contains(&recovery_ms) {
+            return Err(StateError);
+        }
+        Some(Cut {
+            at: instant(cut_at)?,
+            factor_bp,
+            recovery_ms,
+        })
+    };
+    Ok(State {
+        tat,
+        pushback: Some(Pushback { paused_until, cut }),
+    })
 }
 
+/// 8 bytes holding a value in `0..=i64::MAX`, or (as earlier releases wrote it) 1 to 19 ASCII
+/// digits of one.
 fn decode(bytes: &[u8]) -> Result<i64, StateError> {
     if let Ok(binary) = <[u8; STATE_LEN]>::try_from(bytes) {
         let state = i64::from_le_bytes(binary);
@@ -81,16 +229,50 @@ mod tests {
     /// 2026-12-01T00:00:00Z.
     const NOW: i64 = 1_796_083_200 * 1_000_000_000;
     const YEAR: i64 = 365 * 86_400 * 1_000_000_000;
+    const MS: i64 = 1_000_000;
+
+    fn plain(tat: i64) -> Vec<u8> {
+        encode_state(&State::plain(tat)).as_bytes().to_vec()
+    }
 
     #[test]
     fn reads_what_it_writes() {
-        for state in [EARLIEST_STATE_NS, NOW - YEAR, NOW, NOW + 20 * YEAR] {
-            assert_eq!(parse_state(&encode_state(state), NOW), Ok(state));
+        for tat in [EARLIEST_STATE_NS, NOW - YEAR, NOW, NOW + 20 * YEAR] {
+            assert_eq!(parse_state(&plain(tat), NOW), Ok(State::plain(tat)));
         }
         assert_eq!(
-            encode_state(0x0102_0304_0506_0708),
+            plain(0x0102_0304_0506_0708),
             [8, 7, 6, 5, 4, 3, 2, 1],
             "little-endian"
+        );
+        let paused = State {
+            tat: NOW + 5000 * MS,
+            pushback: Some(Pushback {
+                paused_until: NOW + 1000 * MS,
+                cut: None,
+            }),
+        };
+        let cut = State {
+            tat: NOW,
+            pushback: Some(Pushback {
+                paused_until: NOW - 1000 * MS,
+                cut: Some(Cut {
+                    at: NOW - 2000 * MS,
+                    factor_bp: 7000,
+                    recovery_ms: 30_000,
+                }),
+            }),
+        };
+        for state in [paused, cut] {
+            let bytes = encode_state(&state);
+            assert_eq!(bytes.as_bytes().len(), PUSHBACK_STATE_LEN);
+            assert_eq!(parse_state(bytes.as_bytes(), NOW), Ok(state));
+        }
+        let encoded = encode_state(&cut);
+        assert_eq!(
+            &encoded.as_bytes()[24..],
+            [0x30, 0x75, 0, 0, 0, 0, 0x58, 0x1b],
+            "30000 ms, 7000 bp"
         );
     }
 
@@ -98,7 +280,7 @@ mod tests {
     fn reads_the_digits_of_earlier_releases() {
         assert_eq!(
             parse_state(b"1796083200123456789", NOW),
-            Ok(1_796_083_200_123_456_789)
+            Ok(State::plain(1_796_083_200_123_456_789))
         );
         assert_eq!(
             parse_state(b"0001796083200123456", NOW),
@@ -122,20 +304,58 @@ mod tests {
             assert_eq!(parse_state(bytes, NOW), Err(StateError), "state {bytes:?}");
         }
         let latest = NOW + LATEST_STATE_AHEAD_NS;
-        assert_eq!(parse_state(&latest.to_le_bytes(), NOW), Ok(latest));
+        assert_eq!(parse_state(&plain(latest), NOW), Ok(State::plain(latest)));
+    }
+
+    #[test]
+    fn refuses_pushback_no_command_writes() {
+        let good = State {
+            tat: NOW,
+            pushback: Some(Pushback {
+                paused_until: NOW,
+                cut: Some(Cut {
+                    at: NOW,
+                    factor_bp: 7000,
+                    recovery_ms: 1000,
+                }),
+            }),
+        };
+        let bytes = encode_state(&good).as_bytes().to_vec();
+        let with = |at: usize, field: [u8; 8]| {
+            let mut b = bytes.clone();
+            b[at..at + 8].copy_from_slice(&field);
+            b
+        };
+        for bad in [
+            with(8, 12345i64.to_le_bytes()),                    // a pause in 1970
+            with(16, (NOW + 30 * YEAR).to_le_bytes()),          // a cut 30 years ahead
+            with(24, ((50u64 << 48) | 1000).to_le_bytes()),     // factor below the floor
+            with(24, ((10_001u64 << 48) | 1000).to_le_bytes()), // above the full rate
+            with(24, (7000u64 << 48).to_le_bytes()),            // no recovery time
+            b"abcdefghabcdefghabcdefghabcdefgh".to_vec(),
+        ] {
+            assert_eq!(parse_state(&bad, NOW), Err(StateError), "{bad:?}");
+        }
+        // Pause only: the cut's fields are zero.
+        let paused = with(16, [0; 8]);
+        let paused = [&paused[..24], &[0u8; 8][..]].concat();
+        assert_eq!(
+            parse_state(&paused, NOW).map(|s| s.pushback.and_then(|p| p.cut)),
+            Ok(None)
+        );
     }
 
     #[test]
     fn a_clock_before_2020_keeps_its_own_buckets() {
         let early = EARLIEST_STATE_NS - 10 * YEAR;
-        let state = early + 5_000_000_000;
-        assert_eq!(parse_state(&encode_state(state), early), Ok(state));
-        assert_eq!(parse_state(&encode_state(state), NOW), Err(StateError));
+        let tat = early + 5_000_000_000;
+        assert_eq!(parse_state(&plain(tat), early), Ok(State::plain(tat)));
+        assert_eq!(parse_state(&plain(tat), NOW), Err(StateError));
     }
 
     #[test]
     fn rejects_everything_else() {
-        let bad: [&[u8]; 10] = [
+        let bad: [&[u8]; 11] = [
             b"",
             b"-1",
             b"+1",
@@ -146,9 +366,29 @@ mod tests {
             b"abc",
             b"\x00\xff",
             &(-1i64).to_le_bytes(),
+            &[0u8; 16],
         ];
         for bytes in bad {
             assert_eq!(parse_state(bytes, NOW), Err(StateError), "state {bytes:?}");
         }
+    }
+
+    #[test]
+    fn the_factor_climbs_back_in_a_straight_line() {
+        let cut = Cut {
+            at: NOW,
+            factor_bp: 7000,
+            recovery_ms: 10_000,
+        };
+        let at = |ms: i64| cut.factor_at(i128::from(NOW + ms * MS));
+        assert_eq!(at(-5000), 7000, "a clock that reads earlier: the cut's own");
+        assert_eq!(at(0), 7000);
+        assert_eq!(at(1), 7000, "rounded down");
+        assert_eq!(at(4), 7001);
+        assert_eq!(at(5000), 8500);
+        assert_eq!(at(9999), 9999);
+        assert_eq!(at(10_000), FULL_FACTOR_BP);
+        assert_eq!(at(1_000_000), FULL_FACTOR_BP);
+        assert_eq!(cut.recovered_at(), i128::from(NOW + 10_000 * MS));
     }
 }

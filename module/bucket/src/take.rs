@@ -1,14 +1,16 @@
-//! `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET]`: one take from a bucket
-//! at an instant. Its arguments (read and written), its arithmetic, its reply and its docs.
+//! `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]`: one take from a
+//! bucket at an instant. Its arguments (read and written), its arithmetic, its reply and its
+//! docs.
 
 use crate::error::{ArgError, Command};
 use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
-use crate::words::{once, parse_max_wait, parse_tokens, Word};
+use crate::state::State;
+use crate::words::{once, parse_max_wait, parse_tokens, parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
 
-/// `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET]`.
+/// `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TakeArgs {
     /// The bucket's quota.
@@ -19,10 +21,14 @@ pub struct TakeArgs {
     pub max_wait_ms: u64,
     /// Reply a fifth element: the ticket THROTTLE.GIVE takes.
     pub ticket: bool,
+    /// A low-priority take: granted only if at least this many tokens remain after it, so
+    /// that callers without a floor always find them. Never with a reservation.
+    pub floor: Option<u64>,
 }
 
 impl TakeArgs {
-    /// Validates everything after the key: `capacity rate [TOKENS n] [MAXWAIT ms] [TICKET]`.
+    /// Validates everything after the key: `capacity rate [TOKENS n] [MAXWAIT ms] [TICKET]
+    /// [FLOOR f]`.
     /// The structure first (every option known, each with its value, none twice), then the
     /// values, in a fixed order the Lua twin follows.
     pub fn parse(args: &[&[u8]]) -> Result<TakeArgs, ArgError> {
@@ -33,6 +39,7 @@ impl TakeArgs {
 
         let mut tokens = None;
         let mut max_wait_ms = None;
+        let mut floor = None;
         let mut ticket = false;
         let mut rest = options;
         while let [name, tail @ ..] = rest {
@@ -48,6 +55,8 @@ impl TakeArgs {
                 (&mut tokens, "TOKENS")
             } else if name.eq_ignore_ascii_case(b"MAXWAIT") {
                 (&mut max_wait_ms, "MAXWAIT")
+            } else if name.eq_ignore_ascii_case(b"FLOOR") {
+                (&mut floor, "FLOOR")
             } else {
                 return Err(ArgError::UnknownOption(Command::Take));
             };
@@ -67,11 +76,19 @@ impl TakeArgs {
             None => 0,
             Some(text) => parse_max_wait(text)?,
         };
+        let floor = match floor {
+            None => None,
+            Some(text) => Some(parse_floor(text, tokens, quota.capacity)?),
+        };
+        if floor.is_some() && max_wait_ms > 0 {
+            return Err(ArgError::FloorReserves);
+        }
         Ok(TakeArgs {
             quota,
             tokens,
             max_wait_ms,
             ticket,
+            floor,
         })
     }
 
@@ -88,8 +105,18 @@ impl TakeArgs {
         if self.ticket {
             words.push(Word::Text("TICKET"));
         }
+        if let Some(floor) = self.floor {
+            words.extend([Word::Text("FLOOR"), Word::Number(floor)]);
+        }
         words
     }
+}
+
+/// `FLOOR f`: fewer tokens than the capacity, and with the call's own at most the capacity.
+pub(crate) fn parse_floor(text: &[u8], tokens: u64, capacity: u64) -> Result<u64, ArgError> {
+    parse_u64(text)
+        .filter(|f| *f < capacity && f.saturating_add(tokens) <= capacity)
+        .ok_or(ArgError::Floor { capacity })
 }
 
 /// What a take decided. Durations are nanoseconds; [`Outcome::reply`] rounds them up to ms.
@@ -105,6 +132,8 @@ pub struct Outcome {
     pub reset_ns: i64,
     /// The state to store, or `None` when nothing changes (a denial, `TOKENS 0`, a peek).
     pub write: Option<Write>,
+    /// Denied only because the tokens would have left fewer than the call's floor.
+    pub held_by_floor: bool,
 }
 
 impl Outcome {
@@ -139,15 +168,23 @@ impl Outcome {
 
 /// Takes `args.tokens` from a bucket whose stored state is `stored` (`None`: no key, a full
 /// bucket), at the server time `now_ns`.
-pub fn take(args: &TakeArgs, stored: Option<i64>, now_ns: i64) -> Outcome {
+///
+/// With a floor the take is granted only if at least the floor is left after it: callers
+/// without one (interactive, high priority) always find those tokens, while floored ones (a
+/// bulk load) use everything above it. It never reserves: a reservation in the future would
+/// take tokens that callers arriving before it should find. Denied, the wait is until the
+/// tokens and the floor are both there, and the caller takes again then.
+pub fn take(args: &TakeArgs, stored: Option<State>, now_ns: i64) -> Outcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     if args.tokens == 0 {
         return inspect(&bucket);
     }
     let cost = bucket.cost(args.tokens);
-    let wait = bucket.wait(cost);
+    // A floored take needs its floor there too (and takes only its own tokens).
+    let needed = cost + args.floor.map_or(0, |floor| bucket.cost(floor));
+    let wait = bucket.wait(needed);
     let write = if wait <= i128::from(args.max_wait_ms) * i128::from(NS_PER_MS) {
-        Write::at(bucket.taken(cost, bucket.now))
+        bucket.write(bucket.taken(cost, bucket.now))
     } else {
         None
     };
@@ -161,6 +198,7 @@ pub fn take(args: &TakeArgs, stored: Option<i64>, now_ns: i64) -> Outcome {
         wait_ns: saturate(wait),
         reset_ns: saturate(debt_after),
         write,
+        held_by_floor: write.is_none() && args.floor.is_some() && bucket.wait(cost) == 0,
     }
 }
 
@@ -172,6 +210,7 @@ pub(crate) fn inspect(bucket: &View) -> Outcome {
         wait_ns: 0,
         reset_ns: saturate(bucket.debt()),
         write: None,
+        held_by_floor: false,
     }
 }
 
@@ -228,7 +267,8 @@ pub static SPEC: Spec = Spec {
     command: Command::Take,
     summary: "Takes tokens from a token bucket (capacity, refill rate in tokens per second). \
         Replies [granted, remaining, wait_ms, reset_ms] (and the ticket with TICKET). With \
-        MAXWAIT, reserves tokens that will be there within that many ms.",
+        MAXWAIT, reserves tokens that will be there within that many ms; with FLOOR, takes \
+        only if that many tokens remain after.",
     complexity: "O(1)",
     arity: -4,
     flags: "write deny-oom fast",
@@ -241,6 +281,7 @@ pub static SPEC: Spec = Spec {
         Arg::option("tokens", "TOKENS", Kind::Integer),
         MAXWAIT,
         Arg::option("ticket", "TICKET", Kind::PureToken),
+        Arg::option("floor", "FLOOR", Kind::Integer),
     ],
 };
 
@@ -285,6 +326,7 @@ mod tests {
             "8 9 TOKENS 0",
             "8 9 TOKENS 3 MAXWAIT 5000 TICKET",
             "0010 007.250 MAXWAIT 1",
+            "8 9 TOKENS 3 FLOOR 5 MAXWAIT 0",
         ] {
             let args = take(text).unwrap();
             let written: Vec<String> = args.words().into_iter().map(Word::to_text).collect();
@@ -325,6 +367,14 @@ mod tests {
             ("8 9 TICKET ticket", Repeated("TICKET")),
             // Structure before values: the unknown option wins over the bad TOKENS.
             ("8 9 TOKENS x FOO", UnknownOption(Command::Take)),
+            ("8 9 FLOOR 8", Floor { capacity: 8 }),
+            ("8 9 TOKENS 3 FLOOR 6", Floor { capacity: 8 }),
+            ("8 9 FLOOR -1", Floor { capacity: 8 }),
+            ("8 9 FLOOR", MissingValue("FLOOR")),
+            ("8 9 FLOOR 1 floor 1", Repeated("FLOOR")),
+            ("8 9 FLOOR 2 MAXWAIT 1", FloorReserves),
+            // Values in order: TOKENS before FLOOR.
+            ("8 9 FLOOR 9 TOKENS 9", Tokens { capacity: 8 }),
         ];
         for (args, expected) in cases {
             assert_eq!(take(args), Err(*expected), "args {args:?}");
@@ -394,7 +444,7 @@ mod tests {
     fn the_docs_read_as_the_syntax() {
         assert_eq!(
             SPEC.syntax(),
-            "key capacity rate [TOKENS tokens] [MAXWAIT maxwait] [TICKET]"
+            "key capacity rate [TOKENS tokens] [MAXWAIT maxwait] [TICKET] [FLOOR floor]"
         );
     }
 }

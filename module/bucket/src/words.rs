@@ -11,14 +11,26 @@ pub enum Word<'a> {
     Text(&'a str),
     /// A whole number.
     Number(u64),
+    /// A decimal from 0 to 1 given in basis points, written as the shortest decimal of its
+    /// value: 7000 is `0.7`, 10 000 is `1`.
+    BasisPoints(u16),
 }
 
 impl Word<'_> {
-    /// The word's bytes, for a client that sends text.
+    /// The word as the text a client sends.
     pub fn to_text(self) -> String {
         match self {
             Word::Text(text) => text.to_owned(),
             Word::Number(n) => n.to_string(),
+            Word::BasisPoints(bp) => {
+                let (whole, fraction) = (bp / 10_000, bp % 10_000);
+                if fraction == 0 {
+                    whole.to_string()
+                } else {
+                    let digits = format!("{fraction:04}");
+                    format!("{whole}.{}", digits.trim_end_matches('0'))
+                }
+            }
         }
     }
 }

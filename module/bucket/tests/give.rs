@@ -1,6 +1,6 @@
 //! THROTTLE.GIVE as tables of explicit instants: the x/time/rate `Reservation.Cancel` rule.
 
-use throttle_bucket::{give, take, GiveArgs, Outcome, TakeArgs};
+use throttle_bucket::{give, take, GiveArgs, Outcome, State, TakeArgs, Write};
 
 const T0: i64 = 1_764_547_200_000_000_000;
 const MS: i64 = 1_000_000;
@@ -9,31 +9,37 @@ fn words(text: &str) -> Vec<&[u8]> {
     text.split_whitespace().map(str::as_bytes).collect()
 }
 
-/// A bucket threaded through calls.
+/// A bucket threaded through calls: the instant it is full again (`None`: no key).
 struct Bucket(Option<i64>);
 
 impl Bucket {
+    fn state(&self) -> Option<State> {
+        self.0.map(State::plain)
+    }
+}
+
+impl Bucket {
     fn take(&mut self, text: &str, now: i64) -> Outcome {
-        let out = take(&TakeArgs::parse(&words(text)).unwrap(), self.0, now);
+        let out = take(&TakeArgs::parse(&words(text)).unwrap(), self.state(), now);
         if let Some(w) = out.write {
-            self.0 = Some(w.tat_ns);
+            self.0 = w.tat();
         }
         out
     }
 
     fn give(&mut self, quota: &str, n: u64, ticket: i64, now: i64) -> u64 {
         let text = format!("{quota} {n} {ticket}");
-        let out = give(&GiveArgs::parse(&words(&text)).unwrap(), self.0, now);
-        if let Some(w) = out.write {
-            assert!(
-                w.tat_ns > now,
-                "a give-back that fills the bucket deletes it"
-            );
-            self.0 = Some(w.tat_ns);
-        }
-        if out.delete {
-            assert!(out.write.is_none());
-            self.0 = None;
+        let out = give(&GiveArgs::parse(&words(&text)).unwrap(), self.state(), now);
+        match out.write {
+            Some(Write::Store { state, .. }) => {
+                assert!(
+                    state.tat > now,
+                    "a give-back that fills the bucket deletes it"
+                );
+                self.0 = Some(state.tat);
+            }
+            Some(Write::Delete) => self.0 = None,
+            None => {}
         }
         out.given
     }

@@ -1,6 +1,6 @@
 //! THROTTLE.MTAKE as tables of explicit instants.
 
-use throttle_bucket::{mtake, take, MOutcome, MTakeArgs, TakeArgs};
+use throttle_bucket::{mtake, take, MOutcome, MTakeArgs, State, TakeArgs};
 
 const T0: i64 = 1_764_547_200_000_000_000;
 const MS: i64 = 1_000_000;
@@ -10,7 +10,8 @@ fn words(text: &str) -> Vec<&[u8]> {
 }
 
 fn run(text: &str, stored: &[Option<i64>], now: i64) -> (MOutcome, Vec<i64>) {
-    let out = mtake(&MTakeArgs::parse(&words(text)).unwrap(), stored, now);
+    let stored: Vec<Option<State>> = stored.iter().map(|s| s.map(State::plain)).collect();
+    let out = mtake(&MTakeArgs::parse(&words(text)).unwrap(), &stored, now);
     let reply = out.reply().as_slice().to_vec();
     (out, reply)
 }
@@ -19,7 +20,7 @@ fn states(out: &MOutcome, before: &[Option<i64>]) -> Vec<Option<i64>> {
     out.buckets()
         .iter()
         .zip(before)
-        .map(|(b, s)| b.write.map(|w| w.tat_ns).or(*s))
+        .map(|(b, s)| b.write.and_then(|w| w.tat()).or(*s))
         .collect()
 }
 
@@ -63,7 +64,7 @@ fn the_wait_is_the_longest_and_every_bucket_takes_as_of_then() {
     assert_eq!(after[0], Some(T0 + 2000 * MS + 1000 * MS));
     let single = take(
         &TakeArgs::parse(&words("5 1 TOKENS 0")).unwrap(),
-        after[0],
+        after[0].map(State::plain),
         T0 + 2000 * MS,
     );
     assert_eq!(single.reply(), [1, 4, 0, 1000]);
@@ -94,14 +95,14 @@ fn one_key_is_the_same_as_throttle_take() {
         let now = T0 + k * 37 * MS;
         let single = take(
             &TakeArgs::parse(&words("8 9 TOKENS 2 MAXWAIT 300")).unwrap(),
-            stored,
+            stored.map(State::plain),
             now,
         );
         let (multi, reply) = run("1 a 8 9 2 MAXWAIT 300", &[stored], now);
         let [granted, remaining, wait, reset] = single.reply();
         assert_eq!(reply, [granted, wait, remaining, reset], "call {k}");
         assert_eq!(multi.buckets()[0].write, single.write, "call {k}");
-        stored = single.write.map(|w| w.tat_ns).or(stored);
+        stored = single.write.and_then(|w| w.tat()).or(stored);
     }
 }
 

@@ -1,7 +1,7 @@
 //! Properties of the arithmetic over arbitrary call sequences and clock readings.
 
 use proptest::prelude::*;
-use throttle_bucket::{take, TakeArgs, NS_PER_MS, NS_PER_S};
+use throttle_bucket::{take, State, TakeArgs, Write, NS_PER_MS, NS_PER_S};
 
 /// Rates as (text, mantissa, decimal scale): rate = mantissa / 10^scale exactly, so the bound
 /// below is checked against the rate the caller asked for, not the rounded interval.
@@ -15,6 +15,16 @@ const RATES: [(&str, i128, u32); 6] = [
 ];
 
 const T0: i64 = 1_764_547_200_000_000_000;
+
+/// `default` cases, or `PROPTEST_CASES` for a longer run (a config given in the test would
+/// otherwise win over the variable).
+fn config(default: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    ProptestConfig::with_cases(cases)
+}
 
 #[derive(Clone, Debug)]
 struct Call {
@@ -54,7 +64,7 @@ fn args(capacity: u64, rate: &str, tokens: u64, max_wait_ms: u64) -> TakeArgs {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(config(2000))]
 
     /// Tokens that become usable in any interval [t0, t1] never exceed
     /// capacity + rate * (t1 - t0), whatever the clock does. A grant is usable at
@@ -64,16 +74,16 @@ proptest! {
         let (rate_text, mantissa, scale) = RATES[rate];
         let unit = 10i128.pow(scale) * i128::from(NS_PER_S);
         let mut now = T0;
-        let mut state: Option<i64> = None;
+        let mut state: Option<State> = None;
         let mut usable: Vec<(i64, u64)> = Vec::new();
         for call in &calls {
             now += call.step_ns;
             let out = take(&args(capacity, rate_text, call.tokens, call.max_wait_ms), state, now);
-            if let Some(write) = out.write {
+            if let Some(Write::Store { state: written, expire_at_ms }) = out.write {
                 // Time never runs backwards for a bucket.
-                prop_assert!(state.is_none_or(|s| write.tat_ns >= s));
-                prop_assert!(write.expire_at_ms * NS_PER_MS >= write.tat_ns);
-                state = Some(write.tat_ns);
+                prop_assert!(state.is_none_or(|s| written.tat >= s.tat));
+                prop_assert!(expire_at_ms * NS_PER_MS >= written.tat);
+                state = Some(written);
             }
             if out.granted && call.tokens > 0 {
                 prop_assert!(out.write.is_some());
@@ -103,7 +113,7 @@ proptest! {
     fn waiting_the_reply_is_never_early((capacity, rate, calls) in scenario()) {
         let rate_text = RATES[rate].0;
         let mut now = T0;
-        let mut state: Option<i64> = None;
+        let mut state: Option<State> = None;
         for call in &calls {
             now += call.step_ns;
             let out = take(&args(capacity, rate_text, call.tokens, call.max_wait_ms), state, now);
@@ -115,7 +125,7 @@ proptest! {
             let later = take(&args(capacity, rate_text, call.tokens, 0), state, now + wait_ms * NS_PER_MS);
             prop_assert!(later.granted, "waiting {} ms was not enough", wait_ms);
             if granted == 1 {
-                if let Some(write) = out.write { state = Some(write.tat_ns); }
+                if let Some(write) = out.write { state = write.stored(); }
             }
         }
     }
@@ -124,10 +134,12 @@ proptest! {
 /// One step of a random interleaving of every command over two buckets.
 #[derive(Clone, Debug)]
 enum Op {
+    /// A take, or a reservation; with a floor, a low-priority take (never a reservation).
     Take {
         bucket: usize,
         tokens: u64,
         max_wait_ms: u64,
+        floor: Option<u64>,
     },
     /// Gives back part of an earlier grant (picked by index modulo the grants so far); the
     /// grant may be long stale by then.
@@ -139,9 +151,28 @@ enum Op {
         bucket: usize,
         ms: u64,
     },
+    /// A congestion signal: pause, and cut the rate (once per episode).
+    Cut {
+        bucket: usize,
+        ms: u64,
+        factor: &'static str,
+        recovery_ms: u64,
+    },
+    /// The supplier's count.
+    Sync {
+        bucket: usize,
+        remaining: u64,
+        reset_ms: u64,
+    },
+    /// A cost settled after the call: taken now, whatever the bucket holds.
+    Debit {
+        bucket: usize,
+        tokens: u64,
+    },
     MTake {
         tokens: [u64; 2],
         max_wait_ms: u64,
+        floors: Option<[u64; 2]>,
     },
     Peek {
         bucket: usize,
@@ -155,66 +186,137 @@ fn ops(capacities: [u64; 2]) -> impl Strategy<Value = Vec<(i64, Op)>> {
         1 => -3_600 * NS_PER_S..-NS_PER_S,
     ];
     let wait = prop_oneof![Just(0u64), 0..5_000u64];
+    let least = capacities[0].min(capacities[1]);
     let op = prop_oneof![
-        4 => (0..2usize, 1..=capacities[0].min(capacities[1]), wait.clone())
-            .prop_map(|(bucket, tokens, max_wait_ms)| Op::Take { bucket, tokens, max_wait_ms }),
+        4 => (0..2usize, 1..=least, wait.clone())
+            .prop_map(|(bucket, tokens, max_wait_ms)| Op::Take { bucket, tokens, max_wait_ms, floor: None }),
+        2 => (0..2usize, 1..=least, 0..least)
+            .prop_map(move |(bucket, tokens, floor)| Op::Take {
+                bucket,
+                tokens: tokens.min(least - floor).max(1),
+                max_wait_ms: 0,
+                floor: Some(floor.min(least - 1)),
+            }),
         3 => (any::<usize>(), 1..=4u8).prop_map(|(grant, fraction)| Op::Give { grant, fraction }),
         1 => (0..2usize, 1..3_000u64).prop_map(|(bucket, ms)| Op::Pause { bucket, ms }),
+        2 => (0..2usize, 1..3_000u64, prop::sample::select(vec!["0.7", "0.5", "0.01", "0.9999", "1"]), 1..20_000u64)
+            .prop_map(|(bucket, ms, factor, recovery_ms)| Op::Cut { bucket, ms, factor, recovery_ms }),
+        1 => (0..2usize, 0..=least + 2, 0..3_000u64)
+            .prop_map(|(bucket, remaining, reset_ms)| Op::Sync { bucket, remaining, reset_ms }),
+        1 => (0..2usize, 0..=3 * least)
+            .prop_map(|(bucket, tokens)| Op::Debit { bucket, tokens }),
         3 => (0..=capacities[0], 0..=capacities[1], wait)
-            .prop_map(|(a, b, max_wait_ms)| Op::MTake { tokens: [a, b], max_wait_ms }),
+            .prop_map(|(a, b, max_wait_ms)| Op::MTake { tokens: [a, b], max_wait_ms, floors: None }),
+        1 => (0..capacities[0], 0..capacities[1])
+            .prop_map(move |(fa, fb)| Op::MTake {
+                tokens: [(capacities[0] - fa).min(1), (capacities[1] - fb).min(1)],
+                max_wait_ms: 0,
+                floors: Some([fa, fb]),
+            }),
         1 => (0..2usize).prop_map(|bucket| Op::Peek { bucket }),
     ];
     prop::collection::vec((step, op), 1..120)
 }
 
-/// A grant as the window check counts it: `tokens - given` used at `act`.
+/// A grant as the window checks count it: `tokens - given` used at `act`, taken when the
+/// rate's factor was `factor_bp`.
 struct Grant {
     bucket: usize,
     act: i64,
     tokens: u64,
     given: u64,
     ticket: i64,
+    factor_bp: u16,
 }
 
 fn words(text: &str) -> Vec<&[u8]> {
     text.split_whitespace().map(str::as_bytes).collect()
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1500))]
+/// The windows over `used` (`(act, tokens, factor_bp)`, sorted by `act`) that break the bound
+/// `capacity + rate * factor * window`, where the factor is the largest among the grants in
+/// the window (the full rate's 10 000 for any window with a grant made while not cut).
+fn over_the_bound(used: &[(i64, u64, u16)], capacity: u64, rate: usize) -> Option<String> {
+    let (rate_text, mantissa, scale) = RATES[rate];
+    let unit = 10i128.pow(scale) * i128::from(NS_PER_S) * 10_000;
+    for (i, &(t0, _, _)) in used.iter().enumerate() {
+        let mut tokens = 0i128;
+        let mut factor = 0i128;
+        for &(t1, n, f) in &used[i..] {
+            tokens += i128::from(n);
+            factor = factor.max(i128::from(f));
+            // tokens <= capacity + rate * factor * (t1 - t0), multiplied through by
+            // 10^scale * 1e9 * 10^4.
+            let bound = i128::from(capacity) * unit + i128::from(t1 - t0) * mantissa * factor;
+            if tokens * unit > bound {
+                return Some(format!(
+                    "{tokens} tokens used in [{t0}, {t1}] at capacity {capacity}, rate \
+                     {rate_text}, factor {factor} bp"
+                ));
+            }
+        }
+    }
+    None
+}
 
-    /// Any interleaving of take, reserve, give back (fresh and stale tickets, each used once),
-    /// pause, multi-take and peek, with clock readings that also go backwards, keeps the tokens
-    /// used in every window, counting every grant less what it gave back, within
-    /// capacity + rate * window, for each bucket.
+proptest! {
+    #![proptest_config(config(1500))]
+
+    /// Any interleaving of take, reserve, floored take, give back (fresh and stale tickets,
+    /// each used once), pause, cut, sync, debit, multi-take (with and without floors) and peek,
+    /// with clock readings that also go backwards, keeps the tokens granted in every window,
+    /// counting every grant less what it gave back, within capacity + rate * window for each
+    /// bucket; and the grants made while the rate was cut within capacity + (the largest cut
+    /// rate among them) * window. Debits and syncs only ever make the bucket stricter, and no
+    /// state but a give-back's moves back.
     #[test]
     fn every_command_keeps_every_window_within_the_bucket(
         (buckets, ops) in (1u64..=12, 0..RATES.len(), 1u64..=12, 0..RATES.len())
             .prop_flat_map(|(ca, ra, cb, rb)| (Just([(ca, ra), (cb, rb)]), ops([ca, cb])))
     ) {
-        use throttle_bucket::{give, mtake, pause, peek, GiveArgs, MTakeArgs, PauseArgs, Quota};
+        use throttle_bucket::{
+            cut, debit, give, mtake, pause, peek, sync, CutArgs, DebitArgs, GiveArgs, MTakeArgs,
+            PauseArgs, Quota, SyncArgs, FULL_FACTOR_BP,
+        };
         let quota = |b: usize| format!("{} {}", buckets[b].0, RATES[buckets[b].1].0);
+        let bucket_quota = |b: usize| {
+            Quota::parse(buckets[b].0.to_string().as_bytes(), RATES[buckets[b].1].0.as_bytes()).unwrap()
+        };
         let mut now = T0;
-        let mut state: [Option<i64>; 2] = [None, None];
+        let mut state: [Option<State>; 2] = [None, None];
         let mut grants: Vec<Grant> = Vec::new();
-        let set = |state: &mut [Option<i64>; 2], b: usize, tat: i64, may_go_back: bool| {
-            if !may_go_back {
-                prop_assert!(state[b].is_none_or(|s| tat >= s), "a state moved back");
-            }
-            state[b] = Some(tat);
+        // Applies a write that must not move the state back.
+        let set = |state: &mut [Option<State>; 2], b: usize, write: Write| {
+            let after = write.stored();
+            let tat = |s: Option<State>| s.map(|s| s.tat);
+            prop_assert!(
+                after.is_some() && tat(state[b]).is_none_or(|s| tat(after).is_some_and(|a| a >= s)),
+                "a state moved back: {:?} -> {:?}", state[b], after
+            );
+            state[b] = after;
             Ok(())
+        };
+        let factor = |state: &[Option<State>; 2], b: usize, now: i64| {
+            peek(&bucket_quota(b), state[b], now).factor_bp
         };
         for (step, op) in &ops {
             now += step;
             match op {
-                Op::Take { bucket, tokens, max_wait_ms } => {
-                    let text = format!("{} TOKENS {tokens} MAXWAIT {max_wait_ms} TICKET", quota(*bucket));
+                Op::Take { bucket, tokens, max_wait_ms, floor } => {
+                    let floor_words = floor.map_or(String::new(), |f| format!(" FLOOR {f}"));
+                    let text = format!("{} TOKENS {tokens} MAXWAIT {max_wait_ms} TICKET{floor_words}", quota(*bucket));
+                    let f = factor(&state, *bucket, now);
                     let out = take(&TakeArgs::parse(&words(&text)).unwrap(), state[*bucket], now);
-                    if let Some(w) = out.write {
-                        set(&mut state, *bucket, w.tat_ns, false)?;
-                        grants.push(Grant { bucket: *bucket, act: now + out.wait_ns, tokens: *tokens, given: 0, ticket: out.ticket() });
-                    }
                     prop_assert_eq!(out.granted, out.write.is_some());
+                    if let Some(w) = out.write {
+                        set(&mut state, *bucket, w)?;
+                        grants.push(Grant { bucket: *bucket, act: now + out.wait_ns, tokens: *tokens, given: 0, ticket: out.ticket(), factor_bp: f });
+                    }
+                    if let (Some(floor), true) = (floor, out.granted) {
+                        // The floor is there after the take, at the rate now.
+                        prop_assert_eq!(out.wait_ns, 0);
+                        prop_assert!(out.remaining >= *floor, "{} left below the floor {}", out.remaining, floor);
+                    }
                 }
                 Op::Give { grant, fraction } => {
                     let open: Vec<usize> = (0..grants.len()).filter(|&i| grants[i].given == 0 && grants[i].ticket > 0).collect();
@@ -225,11 +327,10 @@ proptest! {
                     let out = give(&GiveArgs::parse(&words(&text)).unwrap(), state[g.bucket], now);
                     prop_assert!(out.given <= n);
                     if let Some(w) = out.write {
-                        prop_assert!(w.tat_ns > now.clamp(0, throttle_bucket::MAX_NOW_NS));
-                        state[g.bucket] = Some(w.tat_ns);
-                    }
-                    if out.delete {
-                        state[g.bucket] = None;
+                        if let Some(tat) = w.tat() {
+                            prop_assert!(tat >= now.clamp(0, throttle_bucket::MAX_NOW_NS));
+                        }
+                        state[g.bucket] = w.stored();
                     }
                     // Used once: a later give of this grant would be a second one.
                     g.given = out.given;
@@ -240,51 +341,91 @@ proptest! {
                     let out = pause(&PauseArgs::parse(&words(&text)).unwrap(), state[*bucket], now);
                     prop_assert!(out.reply() >= *ms as i64);
                     if let Some(w) = out.write {
-                        set(&mut state, *bucket, w.tat_ns, false)?;
+                        set(&mut state, *bucket, w)?;
+                    }
+                    let seen = peek(&bucket_quota(*bucket), state[*bucket], now);
+                    prop_assert!(seen.paused_ns >= *ms as i64 * NS_PER_MS, "paused for {} ns", seen.paused_ns);
+                }
+                Op::Cut { bucket, ms, factor: f, recovery_ms } => {
+                    let text = format!("{} {ms} {f} {recovery_ms}", quota(*bucket));
+                    let before = factor(&state, *bucket, now);
+                    let out = cut(&CutArgs::parse(&words(&text)).unwrap(), state[*bucket], now);
+                    prop_assert!(out.reply().next_ms >= *ms);
+                    if let Some(w) = out.write {
+                        set(&mut state, *bucket, w)?;
+                    }
+                    let after = factor(&state, *bucket, now);
+                    prop_assert!(after <= before.max(FULL_FACTOR_BP), "a cut raised the rate");
+                    prop_assert!(after >= throttle_bucket::MIN_FACTOR_BP);
+                    prop_assert_eq!(out.factor_bp, after);
+                    if out.cut {
+                        prop_assert!(after <= before);
                     }
                 }
-                Op::MTake { tokens, max_wait_ms } => {
+                Op::Sync { bucket, remaining, reset_ms } => {
+                    let text = format!("{} {remaining} {reset_ms}", quota(*bucket));
+                    let out = sync(&SyncArgs::parse(&words(&text)).unwrap(), state[*bucket], now);
+                    if let Some(w) = out.write {
+                        set(&mut state, *bucket, w)?;
+                    }
+                    let seen = peek(&bucket_quota(*bucket), state[*bucket], now);
+                    prop_assert!(seen.remaining <= *remaining, "{} left after a sync to {}", seen.remaining, remaining);
+                    prop_assert_eq!(out.remaining, seen.remaining);
+                }
+                Op::Debit { bucket, tokens } => {
+                    let text = format!("{} {tokens}", quota(*bucket));
+                    let before = peek(&bucket_quota(*bucket), state[*bucket], now);
+                    let out = debit(&DebitArgs::parse(&words(&text)).unwrap(), state[*bucket], now)
+                        .expect("a debit of a few tokens is never too deep here");
+                    if let Some(w) = out.write {
+                        set(&mut state, *bucket, w)?;
+                    }
+                    prop_assert!(out.remaining <= before.remaining);
+                    prop_assert!(out.reset_ns >= before.reset_ns);
+                }
+                Op::MTake { tokens, max_wait_ms, floors } => {
+                    let floor_words = floors.map_or(String::new(), |[a, b]| format!(" FLOOR {a} {b}"));
                     let text = format!(
-                        "2 a b {} {} {} {} MAXWAIT {max_wait_ms}",
+                        "2 a b {} {} {} {} MAXWAIT {max_wait_ms}{floor_words}",
                         quota(0), tokens[0], quota(1), tokens[1]
                     );
+                    let factors = [factor(&state, 0, now), factor(&state, 1, now)];
                     let out = mtake(&MTakeArgs::parse(&words(&text)).unwrap(), &state, now);
                     let wrote = out.buckets().iter().filter(|b| b.write.is_some()).count();
                     let taking = tokens.iter().filter(|&&t| t > 0).count();
                     prop_assert!(wrote == 0 || wrote == taking, "all or nothing");
                     for (b, after) in out.buckets().iter().enumerate() {
                         if let Some(w) = after.write {
-                            set(&mut state, b, w.tat_ns, false)?;
-                            grants.push(Grant { bucket: b, act: now + out.wait_ns, tokens: tokens[b], given: 0, ticket: 0 });
+                            set(&mut state, b, w)?;
+                            grants.push(Grant { bucket: b, act: now + out.wait_ns, tokens: tokens[b], given: 0, ticket: 0, factor_bp: factors[b] });
+                            if let Some(floors) = floors {
+                                prop_assert!(after.remaining >= floors[b]);
+                            }
                         }
                     }
                 }
                 Op::Peek { bucket } => {
-                    let parsed = Quota::parse(quota(*bucket).split(' ').next().unwrap().as_bytes(), RATES[buckets[*bucket].1].0.as_bytes()).unwrap();
-                    let out = peek(&parsed, state[*bucket], now);
-                    prop_assert!(out.write.is_none() && out.granted);
+                    let out = peek(&bucket_quota(*bucket), state[*bucket], now);
+                    prop_assert!(out.paused_ns >= 0 && out.factor_bp <= FULL_FACTOR_BP);
                 }
             }
         }
         for (b, &(capacity, rate)) in buckets.iter().enumerate() {
-            let (rate_text, mantissa, scale) = RATES[rate];
-            let unit = 10i128.pow(scale) * i128::from(NS_PER_S);
-            let mut used: Vec<(i64, u64)> = grants
+            let mut used: Vec<(i64, u64, u16)> = grants
                 .iter()
                 .filter(|g| g.bucket == b && g.tokens > g.given)
-                .map(|g| (g.act, g.tokens - g.given))
+                .map(|g| (g.act, g.tokens - g.given, g.factor_bp))
                 .collect();
             used.sort_unstable();
-            for (i, &(t0, _)) in used.iter().enumerate() {
-                let mut tokens = 0i128;
-                for &(t1, n) in &used[i..] {
-                    tokens += i128::from(n);
-                    let bound = i128::from(capacity) * unit + i128::from(t1 - t0) * mantissa;
-                    prop_assert!(
-                        tokens * unit <= bound,
-                        "bucket {b}: {tokens} tokens used in [{t0}, {t1}] at capacity {capacity}, rate {rate_text}"
-                    );
-                }
+            // Every grant: the configured rate (a factor of 10 000 for all).
+            let all: Vec<(i64, u64, u16)> = used.iter().map(|&(t, n, _)| (t, n, FULL_FACTOR_BP)).collect();
+            if let Some(broken) = over_the_bound(&all, capacity, rate) {
+                prop_assert!(false, "bucket {}: {}", b, broken);
+            }
+            // The grants made while cut: the largest cut rate among them.
+            let cut: Vec<(i64, u64, u16)> = used.into_iter().filter(|g| g.2 < FULL_FACTOR_BP).collect();
+            if let Some(broken) = over_the_bound(&cut, capacity, rate) {
+                prop_assert!(false, "bucket {} while cut: {}", b, broken);
             }
         }
     }

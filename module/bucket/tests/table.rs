@@ -1,6 +1,6 @@
 //! THROTTLE.TAKE's arithmetic as tables of explicit instants.
 
-use throttle_bucket::{take, Outcome, TakeArgs, Write};
+use throttle_bucket::{take, Outcome, State, TakeArgs, Write};
 
 /// An arbitrary instant (2025-12-01T00:00:00Z) in ns, so the tables read as offsets from it.
 const T0: i64 = 1_764_547_200_000_000_000;
@@ -19,7 +19,7 @@ fn run(calls: &[(&str, i64)]) -> Vec<Outcome> {
         .map(|&(text, now)| {
             let outcome = take(&args(text), state, now);
             if let Some(write) = outcome.write {
-                state = Some(write.tat_ns);
+                state = write.stored();
             }
             outcome
         })
@@ -99,8 +99,8 @@ fn a_missing_key_is_a_full_bucket_and_the_write_expires_when_full_again() {
     assert_eq!(out.reply(), [1, 9, 0, 100]);
     assert_eq!(
         out.write,
-        Some(Write {
-            tat_ns: T0 + 100 * MS,
+        Some(Write::Store {
+            state: State::plain(T0 + 100 * MS),
             expire_at_ms: T0 / MS + 100
         })
     );
@@ -175,18 +175,18 @@ fn a_clock_that_reads_earlier_adds_no_tokens_and_never_moves_the_state_back() {
     assert_eq!(out[2].reply(), [0, 0, 3_601_000, 3_605_000]);
     assert!(!out[3].granted);
     assert_eq!(out[4].reply(), [1, 4, 0, 1000]);
-    assert_eq!(out[4].write.map(|w| w.tat_ns), Some(T0 + 7_000 * MS));
+    assert_eq!(out[4].write.and_then(|w| w.tat()), Some(T0 + 7_000 * MS));
 }
 
 #[test]
 fn a_state_far_ahead_of_the_clock_is_debt_not_an_overflow() {
     let args = args("8 9 MAXWAIT 315360000000");
-    let out = take(&args, Some(i64::MAX), T0);
+    let out = take(&args, Some(State::plain(i64::MAX)), T0);
     assert!(!out.granted);
     assert_eq!(out.write, None);
     assert!(out.reply()[2] > 0 && out.reply()[3] > 0);
     // A clock beyond the supported range is clamped rather than overflowing.
-    let out = take(&args, Some(0), i64::MAX);
+    let out = take(&args, Some(State::plain(0)), i64::MAX);
     assert!(out.granted);
 }
 
@@ -204,5 +204,5 @@ fn fractional_and_high_rates() {
     // 2 GiB per minute in bytes, 64 KiB per call: interval 28 ns, so 1 835 008 ns per call.
     let out = take(&args("2147483648 35791394.1 TOKENS 65536"), None, T0);
     assert_eq!(out.reply(), [1, 2147418112, 0, 2]);
-    assert_eq!(out.write.map(|w| w.tat_ns - T0), Some(65536 * 28));
+    assert_eq!(out.write.and_then(|w| w.tat()), Some(T0 + 65536 * 28));
 }

@@ -1,5 +1,6 @@
-//! The table's cases on a module key set, a script key set and a mixed one, in one MULTI per
-//! step: the same replies, stored values and expiries, also on a clock past the year 2200.
+//! The table's cases on a module key set, a library key set, a script key set and a mixed one,
+//! in one MULTI per step: the same replies, stored values and expiries, also on a clock past
+//! the year 2200.
 
 use redis::{Connection, Value};
 use throttle_testkit::{FakeClock, Flavor, Server};
@@ -8,8 +9,8 @@ use super::script::{clamped_now_ns, command, load, runner, server_now_ns, ticket
 use super::table::Before::{FromNow, Missing, Raw};
 use super::table::CASES;
 
-/// Runs every case on a module key set, a script key set and a mixed one, and compares
-/// replies, stored values and expiries.
+/// Runs every case on a module key set, a library key set, a script key set and a mixed one,
+/// and compares replies, stored values and expiries.
 pub fn same_replies_state_and_expiry(flavor: Flavor) {
     let server = Server::start(flavor);
     run_cases(flavor, &mut server.conn());
@@ -63,7 +64,7 @@ fn run_cases(flavor: Flavor, con: &mut Connection) {
         }
 
         // Every reply so far, per side, by the case's call number (for the `$k` tickets).
-        let mut replies: [Vec<Value>; 3] = Default::default();
+        let mut replies: [Vec<Value>; SIDES.len()] = Default::default();
         let mut number = 0;
         for (step_no, step) in case.steps.iter().enumerate() {
             let mut pipe = redis::pipe();
@@ -101,8 +102,13 @@ fn run_cases(flavor: Flavor, con: &mut Connection) {
             let what = format!("{flavor} case {i}, step {step_no}: {step:?}");
             let mut results: Vec<Value> = pipe.query(con).unwrap_or_else(|e| panic!("{what}: {e}"));
             let calls = step.len();
-            assert_eq!(results.len(), 3 * calls + 3 * 2 * letters.len(), "{what}");
-            let states = results.split_off(3 * calls);
+            let sides = SIDES.len();
+            assert_eq!(
+                results.len(),
+                sides * calls + sides * 2 * letters.len(),
+                "{what}"
+            );
+            let states = results.split_off(sides * calls);
             let per_side: Vec<Vec<Value>> = results.chunks(calls).map(<[Value]>::to_vec).collect();
             for (n, call) in step.iter().enumerate() {
                 let module = &per_side[0][n];

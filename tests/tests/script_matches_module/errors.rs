@@ -1,9 +1,9 @@
-//! Every bad call gets the module's error message from the script too, and writes nothing;
-//! and the script's own rules (which command, how many keys).
+//! Every bad call gets the module's error message from the library and the script too, and
+//! writes nothing; and the script's own rules (which command, how many keys).
 
 use throttle_testkit::{Flavor, Server};
 
-use super::script::{command, load, outcome, server_now_ns, Runner, AHEAD, S};
+use super::script::{command, load, outcome, server_now_ns, Runner, AHEAD, LUA, S};
 
 /// Bad calls of the one-key commands: the command, then the words after the key.
 const ONE_KEY_BAD: &[(&str, &[&[u8]])] = &[
@@ -133,6 +133,52 @@ const ONE_KEY_BAD: &[(&str, &[&[u8]])] = &[
     ),
 ];
 
+/// Bad calls of the options and commands of the supplier's pushback, priority and settling.
+const PUSHBACK_BAD: &[(&str, &[&[u8]])] = &[
+    // TAKE ... FLOOR
+    ("take", &[b"8", b"9", b"FLOOR"]),
+    ("take", &[b"8", b"9", b"FLOOR", b"8"]),
+    ("take", &[b"8", b"9", b"TOKENS", b"3", b"FLOOR", b"6"]),
+    ("take", &[b"8", b"9", b"FLOOR", b"-1"]),
+    ("take", &[b"8", b"9", b"FLOOR", b"x"]),
+    ("take", &[b"8", b"9", b"FLOOR", b"1", b"floor", b"1"]),
+    ("take", &[b"8", b"9", b"FLOOR", b"2", b"MAXWAIT", b"1"]),
+    ("take", &[b"8", b"9", b"FLOOR", b"9", b"TOKENS", b"9"]),
+    ("take", &[b"8", b"9", b"FLOOR", b"1", b"FOO"]),
+    // CUT
+    ("cut", &[b"8", b"9", b"1000", b"0.7"]),
+    ("cut", &[b"8", b"9", b"1000", b"0.7", b"1", b"1"]),
+    ("cut", &[b"0", b"9", b"1000", b"0.7", b"1"]),
+    ("cut", &[b"8", b"9", b"0", b"0.7", b"1"]),
+    ("cut", &[b"8", b"9", b"1000", b"0", b"1"]),
+    ("cut", &[b"8", b"9", b"1000", b"0.0099", b"1"]),
+    ("cut", &[b"8", b"9", b"1000", b"1.0001", b"1"]),
+    ("cut", &[b"8", b"9", b"1000", b"2", b"1"]),
+    ("cut", &[b"8", b"9", b"1000", b".", b"1"]),
+    ("cut", &[b"8", b"9", b"1000", b"-0.5", b"1"]),
+    ("cut", &[b"8", b"9", b"1000", b"0.5e1", b"1"]),
+    ("cut", &[b"8", b"9", b"1000", b"0.7", b"0"]),
+    ("cut", &[b"8", b"9", b"1000", b"0.7", b"315360000001"]),
+    ("cut", &[b"8", b"9", b"1000", b"0.7", b"x"]),
+    // SYNC
+    ("sync", &[b"8", b"9", b"3"]),
+    ("sync", &[b"8", b"9", b"3", b"1", b"1"]),
+    ("sync", &[b"8", b"x", b"3", b"1"]),
+    ("sync", &[b"8", b"9", b"-1", b"0"]),
+    ("sync", &[b"8", b"9", b"1000000000000001", b"0"]),
+    ("sync", &[b"8", b"9", b"3", b"315360000001"]),
+    ("sync", &[b"8", b"9", b"3", b"1.5"]),
+    // DEBIT
+    ("debit", &[b"8", b"9"]),
+    ("debit", &[b"8", b"9", b"1", b"2"]),
+    ("debit", &[b"8", b"9", b"-1"]),
+    ("debit", &[b"8", b"9", b"1000000000000001"]),
+    ("debit", &[b"8", b"9", b"x"]),
+    // Past 20 years of debt: 315360000 tokens of 1 s is 10 years, twice and one more is too
+    // deep.
+    ("debit", &[b"315360000", b"1", b"1000000000000000"]),
+];
+
 /// Bad calls of THROTTLE.MTAKE: the keys (numkeys is their count), then the words after them.
 const MTAKE_BAD: &[(&[&str], &[&[u8]])] = &[
     (&[], &[b"8", b"9", b"1"]),
@@ -174,6 +220,23 @@ const MTAKE_BAD: &[(&[&str], &[&[u8]])] = &[
     (&["a"], &[b"8", b"9", b"1", b"MAXWAIT", b"x", b"FOO"]),
     (&["a", "b"], &[b"8", b"9", b"1", b"8", b"9", b"1", b"x"]),
     (&["a", "b"], &[b"8", b"9", b"1", b"\xff", b"9", b"1"]),
+    // FLOOR: one per key, each below its capacity with room for the tokens, no MAXWAIT.
+    (
+        &["a", "b"],
+        &[b"8", b"9", b"1", b"8", b"9", b"1", b"FLOOR", b"2"],
+    ),
+    (&["a", "b"], &[b"8", b"9", b"1", b"8", b"9", b"1", b"FLOOR"]),
+    (&["a"], &[b"8", b"9", b"1", b"FLOOR", b"2", b"FLOOR", b"2"]),
+    (&["a"], &[b"8", b"9", b"1", b"FLOOR", b"8"]),
+    (
+        &["a", "b"],
+        &[b"8", b"9", b"1", b"4", b"9", b"1", b"FLOOR", b"2", b"4"],
+    ),
+    (
+        &["a"],
+        &[b"8", b"9", b"1", b"FLOOR", b"2", b"MAXWAIT", b"5"],
+    ),
+    (&["a"], &[b"8", b"9", b"1", b"FLOOR", b"x"]),
 ];
 
 /// Every bad call gets the module's error message from the script too, and writes nothing.
@@ -186,35 +249,42 @@ pub fn same_errors(flavor: Flavor) {
     };
 
     let mut checked = 0;
-    for (i, (name, args)) in ONE_KEY_BAD.iter().enumerate() {
+    for (i, (name, args)) in ONE_KEY_BAD.iter().chain(PUSHBACK_BAD).enumerate() {
         let keys = [format!("bad:{i}")];
         let module = run(Runner::Module, name, &keys, args);
-        let script = run(Runner::Script, name, &keys, args);
         assert!(
             module.starts_with("error"),
             "{flavor} {name} {args:?}: {module}"
         );
-        assert_eq!(
-            script, module,
-            "{flavor} {name} {args:?}: script (left) vs module (right)"
-        );
+        for lua in LUA {
+            let other = run(lua, name, &keys, args);
+            assert_eq!(
+                other, module,
+                "{flavor} {name} {args:?}: {lua:?} (left) vs module (right)"
+            );
+        }
         checked += 1;
     }
     for (i, (keys, args)) in MTAKE_BAD.iter().enumerate() {
         let keys: Vec<String> = keys.iter().map(|k| format!("bad:m{i}:{k}")).collect();
         let module = run(Runner::Module, "mtake", &keys, args);
-        let script = run(Runner::Script, "mtake", &keys, args);
         assert!(
             module.starts_with("error"),
             "{flavor} mtake {keys:?} {args:?}: {module}"
         );
-        assert_eq!(
-            script, module,
-            "{flavor} mtake {keys:?} {args:?}: script (left) vs module (right)"
-        );
+        for lua in LUA {
+            let other = run(lua, "mtake", &keys, args);
+            assert_eq!(
+                other, module,
+                "{flavor} mtake {keys:?} {args:?}: {lua:?} (left) vs module (right)"
+            );
+        }
         checked += 1;
     }
-    assert_eq!(checked, ONE_KEY_BAD.len() + MTAKE_BAD.len());
+    assert_eq!(
+        checked,
+        ONE_KEY_BAD.len() + PUSHBACK_BAD.len() + MTAKE_BAD.len()
+    );
 
     // Keys that hold something else: another type, or a string that is not a bucket. For
     // THROTTLE.MTAKE the bad key comes second, after a good one that must stay untouched.
@@ -253,6 +323,10 @@ pub fn same_errors(flavor: Flavor) {
         "12345678",
         "90\u{0}\u{0}\u{0}\u{0}\u{0}\u{0}",
         &(server_now_ns(&mut con) + AHEAD + 60 * S).to_string(),
+        // 32 bytes that are no paused or cut bucket: text, and a valid instant with a cut
+        // whose factor is below the floor.
+        "abcdefghabcdefghabcdefghabcdefgh",
+        &cut_below_the_floor(server_now_ns(&mut con)),
     ]
     .iter()
     .enumerate()
@@ -269,9 +343,13 @@ pub fn same_errors(flavor: Flavor) {
         ("take", "8 9"),
         ("take", "8 9 TOKENS 0"),
         ("take", "8 9 MAXWAIT 1000 TICKET"),
+        ("take", "8 9 FLOOR 2"),
         ("peek", "8 9"),
         ("pause", "8 9 1000"),
         ("give", "8 9 1 1"),
+        ("cut", "8 9 1000 0.7 30000"),
+        ("sync", "8 9 0 1000"),
+        ("debit", "8 9 3"),
         ("mtake", "8 9 1 8 9 1"),
         ("mtake", "8 9 0 8 9 0"),
     ];
@@ -285,16 +363,17 @@ pub fn same_errors(flavor: Flavor) {
             let words: Vec<&str> = args.split_whitespace().collect();
             let module =
                 outcome(command(Runner::Module, &sha, name, &keys, &words).query(&mut con));
-            let script =
-                outcome(command(Runner::Script, &sha, name, &keys, &words).query(&mut con));
             assert!(
                 module.starts_with("error"),
                 "{flavor} {name} {holder}: {module}"
             );
-            assert_eq!(
-                script, module,
-                "{flavor} {name} {keys:?} {args}: script (left) vs module (right)"
-            );
+            for lua in LUA {
+                let other = outcome(command(lua, &sha, name, &keys, &words).query(&mut con));
+                assert_eq!(
+                    other, module,
+                    "{flavor} {name} {keys:?} {args}: {lua:?} (left) vs module (right)"
+                );
+            }
         }
     }
 
@@ -308,7 +387,7 @@ pub fn same_errors(flavor: Flavor) {
     // The script's own rules: which command (case-insensitive), and one key for the one-key
     // commands.
     let unknown = "error Some(\"ERR\") Some(\"unknown THROTTLE script command: the first argument \
-                   must be take, mtake, pause, give or peek\")";
+                   must be take, mtake, pause, give, peek, cut, sync or debit\")";
     for argv in [
         &[][..],
         &["tak"][..],
@@ -364,4 +443,22 @@ pub fn same_errors(flavor: Flavor) {
             .unwrap_or_else(|e| panic!("{flavor} {name}: {e}"));
         assert_eq!(reply[..2], [1, left], "{flavor} {name}");
     }
+}
+
+/// A 32-byte state (the format of a paused or cut bucket) holding a valid instant and pause
+/// but a cut to 0.5 % of the rate, below the 1 % any cut leaves: a string no command writes,
+/// as text the test's SET can send (every byte below 0x80, so it is valid UTF-8).
+fn cut_below_the_floor(now_ns: i128) -> String {
+    // The instants are chosen so that each of their 8 little-endian bytes is below 0x80.
+    let instant = |at: i128| -> [u8; 8] {
+        let mut bytes = (at as i64).to_le_bytes();
+        for b in &mut bytes {
+            *b &= 0x7f;
+        }
+        bytes
+    };
+    let now = instant(now_ns + 60 * S);
+    let packed = ((50u64 << 48) | 100).to_le_bytes(); // 50 bp, 100 ms
+    let bytes = [now, now, now, packed].concat();
+    String::from_utf8(bytes).expect("ASCII")
 }

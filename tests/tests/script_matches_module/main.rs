@@ -1,6 +1,6 @@
 //! The Lua script (`redis_throttle::script::SOURCE`, `client/lua/throttle.lua`) must do exactly
 //! what the module's commands do: the same replies, the same stored state, the same expiry, the
-//! same error messages, for THROTTLE.TAKE, MTAKE, PAUSE, GIVE and PEEK alike, and a key written
+//! same error messages, for THROTTLE.TAKE, MTAKE, PAUSE, CUT, SYNC, DEBIT, GIVE and PEEK alike, and a key written
 //! by one must be usable by the other.
 //!
 //! The clock is taken out of the comparison by running both inside one MULTI: on servers with
@@ -11,6 +11,7 @@
 //! no clock run: the errors, and replication with quotas slow enough that a millisecond changes
 //! nothing.
 
+mod announcements;
 mod cases;
 mod errors;
 mod interop;
@@ -19,6 +20,7 @@ mod replication;
 mod script;
 mod table;
 
+use announcements::announces_the_same;
 use cases::{same_replies_on_a_clock_past_2200, same_replies_state_and_expiry};
 use errors::same_errors;
 use interop::interop_on_a_moving_clock;
@@ -40,6 +42,7 @@ per_server! {
     same_replies_on_a_clock_past_2200: [Redis82, Valkey81, Valkey91],
     random_cross_check: [Redis82, Valkey81, Valkey91],
     interop_on_a_moving_clock: [Redis70, Redis82, Valkey81, Valkey91],
+    announces_the_same: [Redis70, Redis82, Valkey81, Valkey91],
     same_errors: [Redis70, Redis82, Valkey81, Valkey91],
     replicates_effects_not_the_script: [Redis70, Redis82, Valkey81, Valkey91],
 }

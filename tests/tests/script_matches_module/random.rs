@@ -1,11 +1,14 @@
-//! A seeded random run of every command on two pairs of keys, the module on one and the
-//! script on the other, compared reply by reply and state by state.
+//! A seeded random run of every command on three pairs of keys, the module on one, the library
+//! and the script on the others, compared reply by reply and state by state.
 
 use redis::Value;
 use throttle_e2e::Rng;
 use throttle_testkit::{Flavor, Server};
 
-use super::script::{command, load, server_now_ns, Runner, S};
+use super::script::{command, load, server_now_ns, Runner, LUA, S};
+
+/// Every runner, the module first (the one the others are held to).
+const RUNNERS: [Runner; 3] = [Runner::Module, Runner::Library, Runner::Script];
 
 /// Quotas for the random run: bursts and rates that refill between steps (a step is a round
 /// trip, well under a millisecond) and ones that do not, long decimals, the fastest rate.
@@ -53,7 +56,88 @@ fn random_call(rng: &mut Rng, home: &[usize; 2], tickets: &[(usize, i64)]) -> Ca
         }
     };
     let key = rng.below(2) as usize;
-    match rng.below(20) {
+    match rng.below(26) {
+        20..=21 => {
+            // A low-priority take: a floor, never a reservation.
+            let (capacity, rate) = quota(rng, key);
+            let floor = rng.below(capacity);
+            let n = 1 + rng.below((capacity - floor).max(1));
+            Call {
+                name: "take",
+                keys: vec![key],
+                args: vec![
+                    capacity.to_string(),
+                    rate,
+                    "TOKENS".into(),
+                    n.min(capacity - floor).to_string(),
+                    "FLOOR".into(),
+                    floor.to_string(),
+                ],
+            }
+        }
+        22 => {
+            let (capacity, rate) = quota(rng, key);
+            let factor = rng.pick(&["0.7", "0.5", "0.01", "1", "0.3333"]).to_string();
+            Call {
+                name: "cut",
+                keys: vec![key],
+                args: vec![
+                    capacity.to_string(),
+                    rate,
+                    (1 + rng.below(3000)).to_string(),
+                    factor,
+                    (1 + rng.below(20_000)).to_string(),
+                ],
+            }
+        }
+        23 => {
+            let (capacity, rate) = quota(rng, key);
+            Call {
+                name: "sync",
+                keys: vec![key],
+                args: vec![
+                    capacity.to_string(),
+                    rate,
+                    rng.below(capacity + 2).to_string(),
+                    rng.below(3000).to_string(),
+                ],
+            }
+        }
+        24 => {
+            let (capacity, rate) = quota(rng, key);
+            Call {
+                name: "debit",
+                keys: vec![key],
+                args: vec![
+                    capacity.to_string(),
+                    rate,
+                    rng.below(3 * capacity).to_string(),
+                ],
+            }
+        }
+        25 => {
+            // A multi-take with a floor per key.
+            let keys = if rng.chance(50) {
+                vec![0, 1]
+            } else {
+                vec![key]
+            };
+            let mut args = Vec::new();
+            let mut floors = Vec::new();
+            for &k in &keys {
+                let (capacity, rate) = quota(rng, k);
+                let floor = rng.below(capacity);
+                args.extend([capacity.to_string(), rate, "1".into()]);
+                floors.push(floor.min(capacity - 1).to_string());
+            }
+            args.push("FLOOR".into());
+            args.extend(floors);
+            Call {
+                name: "mtake",
+                keys,
+                args,
+            }
+        }
         0..=7 => {
             let (capacity, rate) = quota(rng, key);
             let mut args = vec![capacity.to_string(), rate];
@@ -144,8 +228,8 @@ fn random_call(rng: &mut Rng, home: &[usize; 2], tickets: &[(usize, i64)]) -> Ca
 }
 
 /// A seeded random sequence of calls to every command on a pair of keys, the module on one
-/// pair and the script on the other, one MULTI per step (so one instant per step): every reply
-/// and every stored value and expiry must be equal. Between steps the clock moves on, keys are
+/// pair, the library and the script on the others, one MULTI per step (so one instant per
+/// step): every reply and every stored value and expiry must be equal. Between steps the clock moves on, keys are
 /// now and then deleted or set to a state near the clock.
 pub fn random_cross_check(flavor: Flavor) {
     const STEPS: usize = 400;
@@ -169,17 +253,18 @@ pub fn random_cross_check(flavor: Flavor) {
     for step in 0..STEPS {
         match rng.below(25) {
             0 => {
-                let _: () = redis::cmd("DEL")
-                    .arg(&[key(Runner::Module, 0), key(Runner::Module, 1)][..])
-                    .arg(&[key(Runner::Script, 0), key(Runner::Script, 1)][..])
-                    .query(&mut con)
-                    .unwrap();
+                for runner in RUNNERS {
+                    let _: () = redis::cmd("DEL")
+                        .arg(&[key(runner, 0), key(runner, 1)][..])
+                        .query(&mut con)
+                        .unwrap();
+                }
             }
             1 => {
                 let k = rng.below(2) as usize;
                 let offset = rng.below(6 * S as u64) as i128 - S;
                 let state = (server_now_ns(&mut con) + offset).to_string();
-                for runner in [Runner::Module, Runner::Script] {
+                for runner in RUNNERS {
                     let _: () = redis::cmd("SET")
                         .arg(key(runner, k))
                         .arg(&state)
@@ -194,13 +279,13 @@ pub fn random_cross_check(flavor: Flavor) {
             .collect();
         let mut pipe = redis::pipe();
         pipe.atomic();
-        for runner in [Runner::Module, Runner::Script] {
+        for runner in RUNNERS {
             for call in &calls {
                 let keys: Vec<String> = call.keys.iter().map(|&k| key(runner, k)).collect();
                 pipe.add_command(command(runner, &sha, call.name, &keys, &call.args));
             }
         }
-        for runner in [Runner::Module, Runner::Script] {
+        for runner in RUNNERS {
             for k in 0..2 {
                 pipe.cmd("GET").arg(key(runner, k));
                 pipe.cmd("PEXPIRETIME").arg(key(runner, k));
@@ -218,15 +303,20 @@ pub fn random_cross_check(flavor: Flavor) {
         let results: Vec<Value> = pipe
             .query(&mut con)
             .unwrap_or_else(|e| panic!("{}: {e}", what(0)));
-        let (module, rest) = results.split_at(calls.len());
-        let (script, states) = rest.split_at(calls.len());
+        let (replies, states) = results.split_at(RUNNERS.len() * calls.len());
+        let mut per_runner = replies.chunks(calls.len());
+        let module = per_runner.next().expect("the module's replies");
+        for (lua, replies) in LUA.iter().zip(per_runner) {
+            for n in 0..calls.len() {
+                assert_eq!(
+                    replies[n],
+                    module[n],
+                    "{}: {lua:?} (left) vs module (right)",
+                    what(n)
+                );
+            }
+        }
         for (n, call) in calls.iter().enumerate() {
-            assert_eq!(
-                script[n],
-                module[n],
-                "{}: script (left) vs module (right)",
-                what(n)
-            );
             let ints: Vec<i64> = match &module[n] {
                 Value::Int(v) => vec![*v],
                 other => redis::from_redis_value(other.clone())
@@ -248,16 +338,18 @@ pub fn random_cross_check(flavor: Flavor) {
                 _ => {}
             }
         }
-        assert_eq!(
-            states[4..],
-            states[..4],
-            "{flavor} seed {seed} step {step}: GET and PEXPIRETIME of a and b, script (left) vs \
-             module (right) after {:?}",
-            calls
-                .iter()
-                .map(|c| format!("{} {:?} {}", c.name, c.keys, c.args.join(" ")))
-                .collect::<Vec<_>>()
-        );
+        for (lua, lua_states) in LUA.iter().zip(states[4..].chunks(4)) {
+            assert_eq!(
+                lua_states,
+                &states[..4],
+                "{flavor} seed {seed} step {step}: GET and PEXPIRETIME of a and b, {lua:?} \
+                 (left) vs module (right) after {:?}",
+                calls
+                    .iter()
+                    .map(|c| format!("{} {:?} {}", c.name, c.keys, c.args.join(" ")))
+                    .collect::<Vec<_>>()
+            );
+        }
     }
     // The run reached every outcome it is meant to compare.
     assert!(seen.iter().all(|&n| n > 0), "{flavor} seed {seed}: (granted takes, denied, given back, granted multi-takes, denied) = {seen:?}");

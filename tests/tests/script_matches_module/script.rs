@@ -1,8 +1,9 @@
-//! Running a call by the module's command or by the script, and what every family of checks
-//! shares: the clock units, the server's clock, a call's outcome as text.
+//! Running a call by the module's command, by the function library or by the script, and what
+//! every family of checks shares: the clock units, the server's clock, a call's outcome as
+//! text.
 
 use redis::{Connection, Value};
-use redis_throttle::script::SOURCE;
+use redis_throttle::script::{LIBRARY, SOURCE};
 use throttle_e2e::server_time_ns;
 
 pub const S: i128 = 1_000_000_000;
@@ -19,8 +20,15 @@ pub fn clamped_now_ns(con: &mut Connection) -> i128 {
     server_now_ns(con).min(i128::from(throttle_bucket::MAX_NOW_NS))
 }
 
-/// Loads the script (`SCRIPT LOAD`): its sha.
+/// Loads the library (`FUNCTION LOAD REPLACE`) and the script (`SCRIPT LOAD`): the script's
+/// sha.
 pub fn load(con: &mut Connection) -> String {
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(LIBRARY)
+        .query(con)
+        .expect("FUNCTION LOAD");
     redis::cmd("SCRIPT")
         .arg("LOAD")
         .arg(SOURCE)
@@ -28,14 +36,19 @@ pub fn load(con: &mut Connection) -> String {
         .expect("SCRIPT LOAD")
 }
 
-/// Who runs a call: the module's command, or the script.
+/// Who runs a call: the module's command, the library's function, or the script.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Runner {
     Module,
+    Library,
     Script,
 }
 
-/// `THROTTLE.<COMMAND> [numkeys] keys args`, or `EVALSHA(_RO) sha numkeys keys command args`.
+/// The Lua runners, each held to the module.
+pub const LUA: [Runner; 2] = [Runner::Library, Runner::Script];
+
+/// `THROTTLE.<COMMAND> [numkeys] keys args`, `FCALL(_RO) throttle_<command> numkeys keys args`,
+/// or `EVALSHA(_RO) sha numkeys keys command args`.
 pub fn command<A: redis::ToRedisArgs>(
     runner: Runner,
     sha: &str,
@@ -50,6 +63,16 @@ pub fn command<A: redis::ToRedisArgs>(
                 cmd.arg(keys.len());
             }
             cmd.arg(keys).arg(args);
+            cmd
+        }
+        Runner::Library => {
+            // A peek must never write, so it runs as a read-only function.
+            let fcall = if name == "peek" { "FCALL_RO" } else { "FCALL" };
+            let mut cmd = redis::cmd(fcall);
+            cmd.arg(format!("throttle_{name}"))
+                .arg(keys.len())
+                .arg(keys)
+                .arg(args);
             cmd
         }
         Runner::Script => {
@@ -77,16 +100,19 @@ pub fn ticket_of(reply: &Value) -> i64 {
     }
 }
 
-/// The three sets of keys every case runs on: the module's, the script's, and a mixed one
-/// where calls alternate between the two (even calls the module, odd ones the script), which
-/// must end up exactly where the module alone does.
-pub const SIDES: [&str; 3] = ["module", "script", "mixed"];
+/// The sets of keys every case runs on: the module's, the library's, the script's, and a mixed
+/// one where calls go round the three (the module, the library, the script, the module, ...),
+/// which must end up exactly where the module alone does.
+pub const SIDES: [&str; 4] = ["module", "library", "script", "mixed"];
 
 /// Who runs call number `call` (from 0) of a case on side `side` (an index of [`SIDES`]).
 pub fn runner(side: usize, call: usize) -> Runner {
-    match (side, call % 2) {
-        (0, _) | (2, 0) => Runner::Module,
-        _ => Runner::Script,
+    const ROUND: [Runner; 3] = [Runner::Module, Runner::Library, Runner::Script];
+    match side {
+        0 => Runner::Module,
+        1 => Runner::Library,
+        2 => Runner::Script,
+        _ => ROUND[call % 3],
     }
 }
 

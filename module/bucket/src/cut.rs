@@ -1,0 +1,312 @@
+//! `THROTTLE.CUT key capacity rate ms factor recovery_ms`: the supplier is congested (a 429 or
+//! a 503, with or without Retry-After), so the whole fleet pauses and slows down together, and
+//! speeds up again as time passes without another cut. Its arguments, arithmetic, reply and
+//! docs.
+
+use crate::error::{ArgError, Command};
+use crate::gcra::{ceil_ms, View, Write};
+use crate::limits::{MAX_WAIT_MS, MIN_FACTOR_BP};
+use crate::pause::paused;
+use crate::reply::{count, flag, int, Ints};
+use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::state::{Cut, State, FULL_FACTOR_BP};
+use crate::words::{parse_u64, Word};
+use crate::Quota;
+
+/// `THROTTLE.CUT key capacity rate ms factor recovery_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CutArgs {
+    /// The bucket's quota: its configured rate stays the ceiling.
+    pub quota: Quota,
+    /// The pause that comes with the cut, in ms: the supplier's Retry-After, or the caller's
+    /// own (1 s in the HTTP layers). A cut before it ends is the same episode.
+    pub pause_ms: u64,
+    /// What the rate is multiplied by, in basis points (0.7 is 7000).
+    pub factor_bp: u16,
+    /// How long the rate takes to climb back to the configured one, in ms.
+    pub recovery_ms: u64,
+}
+
+impl CutArgs {
+    /// Validates the words after the key: `capacity rate ms factor recovery_ms`.
+    pub fn parse(args: &[&[u8]]) -> Result<CutArgs, ArgError> {
+        let [capacity, rate, ms, factor, recovery] = args else {
+            return Err(ArgError::Arity(Command::Cut));
+        };
+        let quota = Quota::parse(capacity, rate)?;
+        let pause_ms = parse_u64(ms)
+            .filter(|ms| (1..=MAX_WAIT_MS).contains(ms))
+            .ok_or(ArgError::PauseMs)?;
+        let factor_bp = parse_factor(factor).ok_or(ArgError::Factor)?;
+        let recovery_ms = parse_u64(recovery)
+            .filter(|ms| (1..=MAX_WAIT_MS).contains(ms))
+            .ok_or(ArgError::Recovery)?;
+        Ok(CutArgs {
+            quota,
+            pause_ms,
+            factor_bp,
+            recovery_ms,
+        })
+    }
+
+    /// The words after the key.
+    pub fn words(&self) -> Vec<Word<'_>> {
+        let [capacity, rate] = self.quota.words();
+        vec![
+            capacity,
+            rate,
+            Word::Number(self.pause_ms),
+            Word::BasisPoints(self.factor_bp),
+            Word::Number(self.recovery_ms),
+        ]
+    }
+}
+
+/// `0.7`, `1`, `0.05`: a decimal from 0.01 to 1, with at most 4 digits after the point that
+/// count (later ones are dropped: a smaller factor, a stricter cut). In basis points.
+fn parse_factor(text: &[u8]) -> Option<u16> {
+    let (whole, fraction) = match text.iter().position(|&b| b == b'.') {
+        Some(point) => (text.get(..point)?, text.get(point + 1..)?),
+        None => (text, &[][..]),
+    };
+    if (whole.is_empty() && fraction.is_empty())
+        || !whole.iter().chain(fraction).all(u8::is_ascii_digit)
+    {
+        return None;
+    }
+    let whole_zero = whole.iter().all(|&d| d == b'0');
+    let whole_one = whole.last() == Some(&b'1')
+        && whole
+            .iter()
+            .take(whole.len().saturating_sub(1))
+            .all(|&d| d == b'0');
+    let mut bp = 0u16;
+    for i in 0..4 {
+        let digit = fraction.get(i).map_or(0, |d| u16::from(d - b'0'));
+        bp = bp * 10 + digit;
+    }
+    let value = if whole_zero {
+        bp
+    } else if whole_one && fraction.iter().all(|&d| d == b'0') {
+        FULL_FACTOR_BP
+    } else {
+        return None;
+    };
+    (MIN_FACTOR_BP..=FULL_FACTOR_BP)
+        .contains(&value)
+        .then_some(value)
+}
+
+/// What a cut decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CutOutcome {
+    /// This call cut the rate (`false`: the same episode as a pause or cut still on).
+    pub cut: bool,
+    /// Until the next token is there: at least the pause asked for.
+    pub next_token_ns: i64,
+    /// The rate's factor now, after the call, in basis points.
+    pub factor_bp: u16,
+    /// Until the rate is the configured one again (0: not cut).
+    pub recovered_ns: i64,
+    /// The state to store, or `None` when nothing changes.
+    pub write: Option<Write>,
+    /// The pause now lasts this long from now, when this call made it last longer.
+    pub announce_ns: Option<i64>,
+}
+
+impl CutOutcome {
+    /// The reply: `[cut, next_ms, factor_bp, recovered_ms]`.
+    pub fn reply(&self) -> CutReply {
+        CutReply {
+            cut: self.cut,
+            next_ms: count(ceil_ms(self.next_token_ns)).unwrap_or(0),
+            factor_bp: self.factor_bp,
+            recovered_ms: count(ceil_ms(self.recovered_ns)).unwrap_or(0),
+        }
+    }
+}
+
+/// Cuts the bucket's rate and pauses it, once per congestion episode.
+///
+/// A cut while the bucket is paused (by a cut or a pause whose time has not run out) is the
+/// same episode: many replicas see 429s from one overload, and the rate is cut once, not once
+/// each; the call still pauses (as THROTTLE.PAUSE: never shorter). Otherwise the rate's factor
+/// now (a cut recovering climbs back linearly) is multiplied by `factor`, never below 1 % of
+/// the configured rate, and it climbs back to the configured rate over `recovery_ms`. The
+/// configured rate stays the ceiling: a cut only ever makes tokens cost more.
+pub fn cut(args: &CutArgs, stored: Option<State>, now_ns: i64) -> CutOutcome {
+    let bucket = View::at(&args.quota, stored, now_ns);
+    let stored_cut = bucket.pushback.and_then(|p| p.cut);
+    let same_episode = bucket.paused_for() > 0;
+    let cut = if same_episode {
+        stored_cut
+    } else {
+        let factor =
+            u32::from(bucket.factor) * u32::from(args.factor_bp) / u32::from(FULL_FACTOR_BP);
+        let factor_bp = u16::try_from(factor)
+            .unwrap_or(FULL_FACTOR_BP)
+            .max(MIN_FACTOR_BP);
+        i64::try_from(bucket.now).ok().map(|at| Cut {
+            at,
+            factor_bp,
+            recovery_ms: args.recovery_ms,
+        })
+    };
+    let outcome = paused(&bucket, cut, args.pause_ms);
+    let effective = if outcome.write.is_some() {
+        cut
+    } else {
+        stored_cut
+    };
+    let recovered = effective.map_or(0, |c| (c.recovered_at() - bucket.now).max(0));
+    CutOutcome {
+        cut: !same_episode && outcome.write.is_some(),
+        next_token_ns: outcome.next_token_ns,
+        factor_bp: effective.map_or(FULL_FACTOR_BP, |c| c.factor_at(bucket.now)),
+        recovered_ns: i64::try_from(recovered).unwrap_or(i64::MAX),
+        write: outcome.write,
+        announce_ns: outcome.announce_ns,
+    }
+}
+
+/// THROTTLE.CUT's reply, the same from the module and the Lua twin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CutReply {
+    /// This call cut the rate (0: the same episode as a pause still on).
+    pub cut: bool,
+    /// Ms until the next token, rounded up.
+    pub next_ms: u64,
+    /// The rate's factor now, in basis points (10 000: the configured rate).
+    pub factor_bp: u16,
+    /// Ms until the rate is the configured one again, rounded up (0: not cut).
+    pub recovered_ms: u64,
+}
+
+impl CutReply {
+    /// The integers the server sends.
+    pub fn ints(&self) -> Ints<4> {
+        Ints::new([
+            i64::from(self.cut),
+            int(self.next_ms),
+            i64::from(self.factor_bp),
+            int(self.recovered_ms),
+        ])
+    }
+
+    /// Reads a reply back from its integers; `None` for any other shape.
+    pub fn decode(ints: &[i64]) -> Option<CutReply> {
+        let [cut, next_ms, factor_bp, recovered_ms] = ints else {
+            return None;
+        };
+        Some(CutReply {
+            cut: flag(*cut)?,
+            next_ms: count(*next_ms)?,
+            factor_bp: u16::try_from(*factor_bp)
+                .ok()
+                .filter(|f| *f <= FULL_FACTOR_BP)?,
+            recovered_ms: count(*recovered_ms)?,
+        })
+    }
+}
+
+/// THROTTLE.CUT as the server registers and documents it.
+pub static SPEC: Spec = Spec {
+    command: Command::Cut,
+    summary: "The supplier is congested: pauses the bucket for ms and multiplies its rate by \
+        factor (once per episode: a cut during a pause changes only the pause), never below 1% \
+        of the configured rate; the rate climbs back linearly over recovery_ms. Replies [cut, \
+        next_ms, factor_bp, recovered_ms].",
+    complexity: "O(1)",
+    arity: 7,
+    flags: "write deny-oom fast",
+    acl_categories: "write fast",
+    keys: Keys::One(Access::ReadWrite),
+    args: &[
+        KEY,
+        CAPACITY,
+        RATE,
+        Arg::new("ms", Kind::Integer),
+        Arg::new("factor", Kind::Double),
+        Arg::new("recovery_ms", Kind::Integer),
+    ],
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cut_args(text: &str) -> Result<CutArgs, ArgError> {
+        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
+        CutArgs::parse(&words)
+    }
+
+    #[test]
+    fn factors_are_decimals_from_a_hundredth_to_one() {
+        for (text, bp) in [
+            ("0.7", Some(7000)),
+            (".7", Some(7000)),
+            ("0.70", Some(7000)),
+            ("0.01", Some(100)),
+            ("0.0099", None),
+            ("0.12345", Some(1234)),
+            ("1", Some(10_000)),
+            ("1.0", Some(10_000)),
+            ("01", Some(10_000)),
+            ("0001.0000", Some(10_000)),
+            ("1.0001", None),
+            ("0", None),
+            ("0.", None),
+            ("2", None),
+            ("10", None),
+            ("", None),
+            (".", None),
+            ("-0.5", None),
+            ("0.5e1", None),
+            ("1.2.3", None),
+        ] {
+            assert_eq!(parse_factor(text.as_bytes()), bp, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn arguments() {
+        use ArgError::*;
+        let args = cut_args("10 10 1000 0.7 30000").unwrap();
+        assert_eq!(
+            (args.pause_ms, args.factor_bp, args.recovery_ms),
+            (1000, 7000, 30_000)
+        );
+        for (text, expected) in [
+            ("10 10 1000 0.7", Arity(Command::Cut)),
+            ("10 10 1000 0.7 1 1", Arity(Command::Cut)),
+            ("0 10 1000 0.7 1", Capacity),
+            ("10 10 0 0.7 1", PauseMs),
+            ("10 10 1000 0 1", Factor),
+            ("10 10 1000 1.5 1", Factor),
+            ("10 10 1000 0.7 0", Recovery),
+            ("10 10 1000 0.7 315360000001", Recovery),
+        ] {
+            assert_eq!(cut_args(text), Err(expected), "{text}");
+        }
+        for text in ["10 10 1000 0.7 30000", "10 10 1 1 1", "10 10 5 0.0101 7"] {
+            let args = cut_args(text).unwrap();
+            let written: Vec<String> = args.words().into_iter().map(Word::to_text).collect();
+            let back: Vec<&[u8]> = written.iter().map(String::as_bytes).collect();
+            assert_eq!(CutArgs::parse(&back), Ok(args), "{text} -> {written:?}");
+        }
+        assert_eq!(SPEC.syntax(), "key capacity rate ms factor recovery_ms");
+    }
+
+    #[test]
+    fn replies_read_back() {
+        let reply = CutReply {
+            cut: true,
+            next_ms: 1000,
+            factor_bp: 7000,
+            recovered_ms: 30_000,
+        };
+        assert_eq!(CutReply::decode(reply.ints().as_slice()), Some(reply));
+        assert_eq!(CutReply::decode(&[1, 0, 10_001, 0]), None);
+        assert_eq!(CutReply::decode(&[2, 0, 0, 0]), None);
+    }
+}

@@ -1,0 +1,173 @@
+//! `THROTTLE.DEBIT key capacity rate n`: a call cost more than it took (an LLM call's completion
+//! tokens, a response's bytes), so the difference is taken now, into debt, whatever the bucket
+//! holds. Taking more after the fact only makes the bucket stricter. Its arguments,
+//! arithmetic, reply and docs.
+
+use crate::error::{ArgError, Command};
+use crate::gcra::{ceil_ms, saturate, View, Write};
+use crate::limits::{MAX_CAPACITY, MAX_DEBT_NS};
+use crate::reply::{count, int, Ints};
+use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::state::State;
+use crate::words::{parse_u64, Word};
+use crate::Quota;
+
+/// `THROTTLE.DEBIT key capacity rate n`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DebitArgs {
+    /// The bucket's quota.
+    pub quota: Quota,
+    /// Tokens to take now, whatever the bucket holds (more than its capacity is fine).
+    pub tokens: u64,
+}
+
+impl DebitArgs {
+    /// Validates the words after the key: `capacity rate n`.
+    pub fn parse(args: &[&[u8]]) -> Result<DebitArgs, ArgError> {
+        let [capacity, rate, n] = args else {
+            return Err(ArgError::Arity(Command::Debit));
+        };
+        let quota = Quota::parse(capacity, rate)?;
+        let tokens = parse_u64(n)
+            .filter(|n| *n <= MAX_CAPACITY)
+            .ok_or(ArgError::DebitTokens)?;
+        Ok(DebitArgs { quota, tokens })
+    }
+
+    /// The words after the key.
+    pub fn words(&self) -> Vec<Word<'_>> {
+        let [capacity, rate] = self.quota.words();
+        vec![capacity, rate, Word::Number(self.tokens)]
+    }
+}
+
+/// What a debit decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DebitOutcome {
+    /// Whole tokens left after the call (0 while in debt).
+    pub remaining: u64,
+    /// Until the bucket is full again.
+    pub reset_ns: i64,
+    /// The state to store (`None` for 0 tokens).
+    pub write: Option<Write>,
+}
+
+impl DebitOutcome {
+    /// The reply: `[remaining, reset_ms]`.
+    pub fn reply(&self) -> DebitReply {
+        DebitReply {
+            remaining: self.remaining,
+            reset_ms: count(ceil_ms(self.reset_ns)).unwrap_or(0),
+        }
+    }
+}
+
+/// Takes `args.tokens` now, into debt if need be. Refused (the bucket untouched) when the debt
+/// would be deeper than any other command leaves one, [`MAX_DEBT_NS`] (20 years): past that
+/// the state would no longer read as a bucket.
+pub fn debit(
+    args: &DebitArgs,
+    stored: Option<State>,
+    now_ns: i64,
+) -> Result<DebitOutcome, ArgError> {
+    let bucket = View::at(&args.quota, stored, now_ns);
+    if args.tokens == 0 {
+        return Ok(DebitOutcome {
+            remaining: bucket.remaining(bucket.debt()),
+            reset_ns: saturate(bucket.debt()),
+            write: None,
+        });
+    }
+    let debt = bucket.debt() + bucket.cost(args.tokens);
+    if debt > i128::from(MAX_DEBT_NS) {
+        return Err(ArgError::DebtTooDeep);
+    }
+    let write = bucket.write(bucket.base + bucket.cost(args.tokens));
+    Ok(DebitOutcome {
+        remaining: bucket.remaining(debt),
+        reset_ns: saturate(debt),
+        write,
+    })
+}
+
+/// THROTTLE.DEBIT's reply, the same from the module and the Lua twin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DebitReply {
+    /// Whole tokens left after the call.
+    pub remaining: u64,
+    /// Ms until the bucket is full again, rounded up.
+    pub reset_ms: u64,
+}
+
+impl DebitReply {
+    /// The integers the server sends.
+    pub fn ints(&self) -> Ints<2> {
+        Ints::new([int(self.remaining), int(self.reset_ms)])
+    }
+
+    /// Reads a reply back from its integers; `None` for any other shape.
+    pub fn decode(ints: &[i64]) -> Option<DebitReply> {
+        let [remaining, reset_ms] = ints else {
+            return None;
+        };
+        Some(DebitReply {
+            remaining: count(*remaining)?,
+            reset_ms: count(*reset_ms)?,
+        })
+    }
+}
+
+/// THROTTLE.DEBIT as the server registers and documents it.
+pub static SPEC: Spec = Spec {
+    command: Command::Debit,
+    summary: "Takes n tokens now, into debt whatever the bucket holds: a call that cost more \
+        than it took settles the difference. Refused past 20 years of debt. Replies \
+        [remaining, reset_ms].",
+    complexity: "O(1)",
+    arity: 5,
+    flags: "write deny-oom fast",
+    acl_categories: "write fast",
+    keys: Keys::One(Access::ReadWrite),
+    args: &[KEY, CAPACITY, RATE, Arg::new("n", Kind::Integer)],
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments() {
+        use ArgError::*;
+        let parse = |text: &str| {
+            let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
+            DebitArgs::parse(&words)
+        };
+        assert_eq!(
+            parse("10 10 25").map(|a| a.tokens),
+            Ok(25),
+            "above the capacity"
+        );
+        for (text, expected) in [
+            ("10 10", Arity(Command::Debit)),
+            ("10 10 1 2", Arity(Command::Debit)),
+            ("10 10 -1", DebitTokens),
+            ("10 10 1000000000000001", DebitTokens),
+            ("10 x 1", Rate),
+        ] {
+            assert_eq!(parse(text), Err(expected), "{text}");
+        }
+        let written: Vec<String> = parse("10 10 25")
+            .unwrap()
+            .words()
+            .into_iter()
+            .map(Word::to_text)
+            .collect();
+        assert_eq!(written, ["10", "10", "25"]);
+        assert_eq!(SPEC.syntax(), "key capacity rate n");
+        let reply = DebitReply {
+            remaining: 0,
+            reset_ms: 3500,
+        };
+        assert_eq!(DebitReply::decode(reply.ints().as_slice()), Some(reply));
+    }
+}

@@ -1,0 +1,214 @@
+//! `THROTTLE.SYNC key capacity rate remaining reset_ms`: the supplier said how much of its quota
+//! is left (`RateLimit`, `X-RateLimit-Remaining` and the like). The bucket is lowered to hold at
+//! most that, never raised, and paused until the supplier's reset when nothing remains. Its
+//! arguments, arithmetic, reply and docs.
+
+use crate::error::{ArgError, Command};
+use crate::gcra::{ceil_ms, View, Write};
+use crate::limits::{MAX_CAPACITY, MAX_WAIT_MS};
+use crate::pause::paused;
+use crate::reply::{count, flag, int, Ints};
+use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::state::State;
+use crate::words::{parse_u64, Word};
+use crate::Quota;
+
+/// `THROTTLE.SYNC key capacity rate remaining reset_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncArgs {
+    /// The bucket's quota.
+    pub quota: Quota,
+    /// What the supplier says is left of its quota (a count larger than the capacity changes
+    /// nothing).
+    pub remaining: u64,
+    /// In how many ms the supplier's quota resets; the bucket pauses that long when nothing
+    /// remains (0: no pause).
+    pub reset_ms: u64,
+}
+
+impl SyncArgs {
+    /// Validates the words after the key: `capacity rate remaining reset_ms`.
+    pub fn parse(args: &[&[u8]]) -> Result<SyncArgs, ArgError> {
+        let [capacity, rate, remaining, reset] = args else {
+            return Err(ArgError::Arity(Command::Sync));
+        };
+        let quota = Quota::parse(capacity, rate)?;
+        let remaining = parse_u64(remaining)
+            .filter(|n| *n <= MAX_CAPACITY)
+            .ok_or(ArgError::Remaining)?;
+        let reset_ms = parse_u64(reset)
+            .filter(|ms| *ms <= MAX_WAIT_MS)
+            .ok_or(ArgError::ResetMs)?;
+        Ok(SyncArgs {
+            quota,
+            remaining,
+            reset_ms,
+        })
+    }
+
+    /// The words after the key.
+    pub fn words(&self) -> Vec<Word<'_>> {
+        let [capacity, rate] = self.quota.words();
+        vec![
+            capacity,
+            rate,
+            Word::Number(self.remaining),
+            Word::Number(self.reset_ms),
+        ]
+    }
+}
+
+/// What a sync decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncOutcome {
+    /// Whole tokens left after the call.
+    pub remaining: u64,
+    /// Until the bucket is full again.
+    pub reset_ns: i64,
+    /// The state to store, or `None` when the bucket already holds no more than the supplier
+    /// said (and needs no pause): a response is stale the moment it arrives, so a count above
+    /// the bucket's is no reason to raise it.
+    pub write: Option<Write>,
+    /// The pause now lasts this long from now, when this call paused or made it last longer.
+    pub announce_ns: Option<i64>,
+}
+
+impl SyncOutcome {
+    /// The reply: `[lowered, remaining, reset_ms]`.
+    pub fn reply(&self) -> SyncReply {
+        SyncReply {
+            lowered: self.write.is_some(),
+            remaining: self.remaining,
+            reset_ms: count(ceil_ms(self.reset_ns)).unwrap_or(0),
+        }
+    }
+}
+
+/// Lowers the bucket to hold at most `args.remaining` tokens now, at the rate now; with 0
+/// remaining and a reset, pauses it until then, as THROTTLE.PAUSE would.
+pub fn sync(args: &SyncArgs, stored: Option<State>, now_ns: i64) -> SyncOutcome {
+    let bucket = View::at(&args.quota, stored, now_ns);
+    let mut tat = bucket.base;
+    if bucket.remaining(bucket.debt()) > args.remaining {
+        // The debt that leaves exactly `remaining` whole tokens: `remaining` is below what the
+        // bucket holds, so below its capacity, and its cost below the fill.
+        tat = tat.max(bucket.now + bucket.fill - bucket.cost(args.remaining));
+    }
+    let lowered = View {
+        base: tat,
+        ..bucket
+    };
+    let (write, announce_ns) = if args.remaining == 0 && args.reset_ms > 0 {
+        let cut = bucket.pushback.and_then(|p| p.cut);
+        let pause = paused(&lowered, cut, args.reset_ms);
+        match pause.write {
+            Some(write) => (Some(write), pause.announce_ns),
+            None if tat > bucket.base => (bucket.write(tat), None),
+            None => (None, None),
+        }
+    } else if tat > bucket.base {
+        (bucket.write(tat), None)
+    } else {
+        (None, None)
+    };
+    let debt = write
+        .and_then(|w| w.tat())
+        .map_or(bucket.debt(), |tat| i128::from(tat) - bucket.now);
+    SyncOutcome {
+        remaining: bucket.remaining(debt),
+        reset_ns: i64::try_from(debt).unwrap_or(i64::MAX),
+        write,
+        announce_ns,
+    }
+}
+
+/// THROTTLE.SYNC's reply, the same from the module and the Lua twin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncReply {
+    /// The bucket was lowered or paused (0: it already held no more).
+    pub lowered: bool,
+    /// Whole tokens left after the call.
+    pub remaining: u64,
+    /// Ms until the bucket is full again, rounded up.
+    pub reset_ms: u64,
+}
+
+impl SyncReply {
+    /// The integers the server sends.
+    pub fn ints(&self) -> Ints<3> {
+        Ints::new([
+            i64::from(self.lowered),
+            int(self.remaining),
+            int(self.reset_ms),
+        ])
+    }
+
+    /// Reads a reply back from its integers; `None` for any other shape.
+    pub fn decode(ints: &[i64]) -> Option<SyncReply> {
+        let [lowered, remaining, reset_ms] = ints else {
+            return None;
+        };
+        Some(SyncReply {
+            lowered: flag(*lowered)?,
+            remaining: count(*remaining)?,
+            reset_ms: count(*reset_ms)?,
+        })
+    }
+}
+
+/// THROTTLE.SYNC as the server registers and documents it.
+pub static SPEC: Spec = Spec {
+    command: Command::Sync,
+    summary: "The supplier said how much of its quota is left: lowers the bucket to at most \
+        remaining tokens (never raises it), and when nothing remains pauses it for reset_ms. \
+        Writes nothing when the bucket already holds no more. Replies [lowered, remaining, \
+        reset_ms].",
+    complexity: "O(1)",
+    arity: 6,
+    flags: "write deny-oom fast",
+    acl_categories: "write fast",
+    keys: Keys::One(Access::ReadWrite),
+    args: &[
+        KEY,
+        CAPACITY,
+        RATE,
+        Arg::new("remaining", Kind::Integer),
+        Arg::new("reset_ms", Kind::Integer),
+    ],
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sync_args(text: &str) -> Result<SyncArgs, ArgError> {
+        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
+        SyncArgs::parse(&words)
+    }
+
+    #[test]
+    fn arguments() {
+        use ArgError::*;
+        let args = sync_args("10 10 3 5000").unwrap();
+        assert_eq!((args.remaining, args.reset_ms), (3, 5000));
+        assert!(sync_args("10 10 1000000000000000 0").is_ok());
+        for (text, expected) in [
+            ("10 10 3", Arity(Command::Sync)),
+            ("10 10 -1 0", Remaining),
+            ("10 10 1000000000000001 0", Remaining),
+            ("10 10 3 315360000001", ResetMs),
+            ("10 10 3 x", ResetMs),
+        ] {
+            assert_eq!(sync_args(text), Err(expected), "{text}");
+        }
+        let written: Vec<String> = args.words().into_iter().map(Word::to_text).collect();
+        assert_eq!(written, ["10", "10", "3", "5000"]);
+        assert_eq!(SPEC.syntax(), "key capacity rate remaining reset_ms");
+        let reply = SyncReply {
+            lowered: true,
+            remaining: 3,
+            reset_ms: 700,
+        };
+        assert_eq!(SyncReply::decode(reply.ints().as_slice()), Some(reply));
+    }
+}

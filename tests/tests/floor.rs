@@ -1,0 +1,174 @@
+//! THROTTLE.TAKE and THROTTLE.MTAKE with FLOOR on every server: a bulk caller takes only while
+//! the bucket keeps its floor for interactive calls, and never reserves; a call without FLOOR
+//! may take the floor. A denial writes nothing and says when to try again; INFO counts the
+//! takes only the floor held back. Every malformed FLOOR gets its exact error.
+
+use throttle_e2e::{
+    assert_reply, bad, check_battery, errors, exec, info_field, ints, line, ok, per_server, query,
+    BadCall, Flavor, Server, Value,
+};
+
+per_server!(
+    the_floor_stays_for_calls_without_one,
+    mtake_keeps_each_buckets_floor,
+    held_by_floor_is_counted,
+    bad_input_battery,
+);
+
+/// Capacity 10 at 10/s (100 ms a token), in one MULTI: 5 tokens with FLOOR 5 are granted
+/// ([1, 5, 0, 500]); then 1 with FLOOR 5 is denied until a token refills ([0, 5, 100, 500]),
+/// also with MAXWAIT 0; 1 without FLOOR takes from the floor ([1, 4, 0, 600]); 3 with FLOOR 2
+/// wait for one more token; FLOOR 0 is a plain take. The denials change nothing.
+fn the_floor_stays_for_calls_without_one(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let (replies, slack) = exec(
+        &mut con,
+        flavor,
+        &[
+            line("THROTTLE.TAKE f 10 10 TOKENS 5 FLOOR 5"),
+            line("GET f"),
+            line("THROTTLE.TAKE f 10 10 TOKENS 1 FLOOR 5"),
+            line("THROTTLE.TAKE f 10 10 FLOOR 5 TOKENS 1 MAXWAIT 0"),
+            line("GET f"),
+            line("THROTTLE.TAKE f 10 10 TOKENS 1"),
+            line("THROTTLE.TAKE f 10 10 TOKENS 3 FLOOR 2"),
+            line("THROTTLE.TAKE f 10 10 floor 0"),
+        ],
+    );
+    let durations = &[2, 3];
+    for (i, want, what) in [
+        (0, [1, 5, 0, 500], "5 with FLOOR 5"),
+        (2, [0, 5, 100, 500], "1 with FLOOR 5"),
+        (3, [0, 5, 100, 500], "the same with MAXWAIT 0"),
+        (5, [1, 4, 0, 600], "1 without FLOOR"),
+        (6, [0, 4, 100, 600], "3 with FLOOR 2 out of 4"),
+        (7, [1, 3, 0, 700], "FLOOR 0"),
+    ] {
+        assert_reply(&ints(&replies[i]), &want, durations, slack, what);
+    }
+    assert_eq!(replies[1], replies[4], "a denial by the floor wrote");
+}
+
+/// Two buckets, FLOOR 5 on the first and 0 on the second: 5 and 1 are granted; again, the
+/// first would drop below its floor, so nothing is taken from either, and the wait is the
+/// first bucket's 500 ms.
+fn mtake_keeps_each_buckets_floor(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let call = "THROTTLE.MTAKE 2 {f}a {f}b 10 10 5 10 10 1 FLOOR 5 0";
+    let (replies, slack) = exec(
+        &mut con,
+        flavor,
+        &[
+            line(call),
+            line("MGET {f}a {f}b"),
+            line(call),
+            line("MGET {f}a {f}b"),
+        ],
+    );
+    assert_reply(
+        &ints(&replies[0]),
+        &[1, 0, 5, 500, 9, 100],
+        &[1, 3, 5],
+        slack,
+        "granted",
+    );
+    assert_reply(
+        &ints(&replies[2]),
+        &[0, 500, 5, 500, 9, 100],
+        &[1, 3, 5],
+        slack,
+        "the first bucket's floor",
+    );
+    assert_eq!(replies[1], replies[3], "a denial by a floor wrote");
+}
+
+/// `INFO throttle`: a take denied only by its floor counts in `held_by_floor` (and `denied`);
+/// one a plain take would also have been denied does not.
+fn held_by_floor_is_counted(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    for call in [
+        "THROTTLE.TAKE h 2 0.001 FLOOR 1",
+        "THROTTLE.TAKE h 2 0.001 FLOOR 1",
+        "THROTTLE.TAKE h 2 0.001",
+        "THROTTLE.TAKE h 2 0.001 FLOOR 1",
+        "THROTTLE.MTAKE 1 {h}m 2 0.001 1 FLOOR 0",
+        "THROTTLE.MTAKE 1 {h}m 2 0.001 1 FLOOR 1",
+    ] {
+        let _: Value = ok(&mut con, call);
+    }
+    let info: String = query(&mut con, &line("INFO throttle"));
+    let counter = |name: &str| {
+        info_field(&info, &format!("throttle_{name}"))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{info}"))
+    };
+    // Denied: the second take (floor), the fourth (empty anyway), the last MTAKE (floor).
+    assert_eq!(
+        (counter("denied"), counter("held_by_floor")),
+        (3, 2),
+        "{info}"
+    );
+}
+
+/// Every malformed FLOOR gets its exact error, and nothing changes.
+fn bad_input_battery(flavor: Flavor) {
+    let server = Server::start(flavor);
+    fn take<'a>(options: &[&'a [u8]]) -> Vec<&'a [u8]> {
+        let mut args: Vec<&[u8]> = vec![b"k", b"8", b"9"];
+        args.extend_from_slice(options);
+        args
+    }
+    let megabyte = vec![b'2'; 1 << 20];
+    let calls: Vec<BadCall> = vec![
+        bad(&take(&[b"FLOOR"]), errors::missing("FLOOR")),
+        bad(
+            &take(&[b"FLOOR", b"1", b"FLOOR", b"1"]),
+            errors::repeated("FLOOR"),
+        ),
+        bad(&take(&[b"FLOOR", b"-1"]), errors::floor(8)),
+        bad(&take(&[b"FLOOR", b"1.5"]), errors::floor(8)),
+        bad(&take(&[b"FLOOR", b""]), errors::floor(8)),
+        bad(&take(&[b"FLOOR", b"8"]), errors::floor(8)),
+        bad(&take(&[b"FLOOR", &megabyte]), errors::floor(8)),
+        bad(&take(&[b"TOKENS", b"3", b"FLOOR", b"6"]), errors::floor(8)),
+        bad(&take(&[b"TOKENS", b"0", b"FLOOR", b"8"]), errors::floor(8)),
+        bad(
+            &take(&[b"FLOOR", b"1", b"MAXWAIT", b"1"]),
+            errors::FLOOR_RESERVES,
+        ),
+        bad(
+            &take(&[b"MAXWAIT", b"100", b"FLOOR", b"0"]),
+            errors::FLOOR_RESERVES,
+        ),
+        bad(&take(&[b"FLOR", b"1"]), errors::TAKE_UNKNOWN),
+    ];
+    let mut checked = check_battery(&server, "THROTTLE.TAKE", &calls);
+    let mtake = |tail: &[&'static [u8]]| {
+        let mut args: Vec<&[u8]> = vec![b"2", b"{m}a", b"{m}b", b"8", b"9", b"1", b"8", b"9", b"1"];
+        args.extend_from_slice(tail);
+        args
+    };
+    let calls: Vec<BadCall> = vec![
+        bad(&mtake(&[b"FLOOR"]), errors::floors(2)),
+        bad(&mtake(&[b"FLOOR", b"1"]), errors::floors(2)),
+        bad(&mtake(&[b"FLOOR", b"1", b"1", b"1"]), errors::MTAKE_UNKNOWN),
+        bad(&mtake(&[b"FLOOR", b"1", b"8"]), errors::floor(8)),
+        bad(&mtake(&[b"FLOOR", b"x", b"1"]), errors::floor(8)),
+        bad(
+            &mtake(&[b"FLOOR", b"1", b"1", b"FLOOR", b"1", b"1"]),
+            errors::repeated("FLOOR"),
+        ),
+        bad(
+            &mtake(&[b"FLOOR", b"1", b"1", b"MAXWAIT", b"5"]),
+            errors::FLOOR_RESERVES,
+        ),
+    ];
+    checked += check_battery(&server, "THROTTLE.MTAKE", &calls);
+    let mut con = server.conn();
+    let reply: Value = query(&mut con, &line("THROTTLE.TAKE after 8 9 TOKENS 1 FLOOR 7"));
+    assert_eq!(ints(&reply)[..2], [1, 7]);
+    println!("{flavor}: {checked} malformed FLOOR calls checked");
+}

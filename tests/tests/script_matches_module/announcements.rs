@@ -1,0 +1,56 @@
+//! The library and the script announce a pause as the module does: the same message on the
+//! same shard channel for every key shape, and nothing for a call that changes no pause.
+
+use throttle_e2e::{Server, Subscriber};
+use throttle_testkit::Flavor;
+
+use crate::script::{command, load, Runner};
+
+/// What each runner's calls announce, per key shape: a key without a hash tag, one with, and
+/// one with a `}` that cannot be a tag (announced on the key itself).
+pub fn announces_the_same(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let sha = load(&mut con);
+    let mut heard_by = vec![];
+    for runner in [Runner::Module, Runner::Library, Runner::Script] {
+        let mut heard = vec![];
+        for key in [
+            format!("plain:{runner:?}"),
+            format!("{{tag}}:{runner:?}"),
+            format!("b}}{runner:?}"),
+        ] {
+            let channel = String::from_utf8(throttle_bucket::pause_channel(key.as_bytes()))
+                .expect("a text channel");
+            let mut subscriber = Subscriber::new(server.conn(), &channel);
+            let keys = [key.clone()];
+            for (name, args) in [
+                ("pause", "10 10 1500"),
+                ("pause", "10 10 1000"),
+                ("take", "10 10"),
+                ("cut", "10 10 1000 0.5 30000"),
+                ("pause", "10 10 60000"),
+                ("sync", "10 10 0 120000"),
+                ("sync", "10 10 0 1000"),
+                ("cut", "10 10 180000 0.5 30000"),
+            ] {
+                let args: Vec<&str> = args.split_whitespace().collect();
+                let _: redis::Value = command(runner, &sha, name, &keys, &args)
+                    .query(&mut con)
+                    .unwrap_or_else(|e| panic!("{runner:?} {name} {key}: {e}"));
+            }
+            for _ in 0..4 {
+                let [on, payload] = subscriber.message();
+                assert_eq!(on, channel, "{runner:?} {key}");
+                heard.push(payload);
+            }
+        }
+        assert_eq!(
+            heard,
+            ["1500", "60000", "120000", "180000"].repeat(3),
+            "{flavor} {runner:?}: the announcements"
+        );
+        heard_by.push(heard);
+    }
+    assert!(heard_by.windows(2).all(|w| w[0] == w[1]));
+}
