@@ -1,5 +1,6 @@
-//! Shared by the server benchmark driver (`server-bench`) and the tests: the Lua script that
-//! does what THROTTLE.TAKE does, and parsers for what `redis-benchmark` and `INFO commandstats`
+//! Shared by the server benchmark driver (`server-bench`) and the tests: the Lua script and
+//! the function library that do what THROTTLE.TAKE does, the hand-written token bucket they
+//! are measured against, and parsers for what `redis-benchmark` and `INFO commandstats`
 //! print (single `INFO` fields: `throttle_testkit::info_field`).
 
 use std::collections::BTreeMap;
@@ -14,6 +15,52 @@ pub fn load_lua_take(con: &mut redis::Connection) -> redis::RedisResult<String> 
         .arg("LOAD")
         .arg(redis_throttle::script::SOURCE)
         .query(con)
+}
+
+/// Loads the client's function library (`redis_throttle::script::LIBRARY`) with
+/// `FUNCTION LOAD REPLACE`; THROTTLE.TAKE is then
+/// `FCALL throttle_take 1 key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]`.
+/// Returns the library's name (`throttle`).
+pub fn load_library(con: &mut redis::Connection) -> redis::RedisResult<String> {
+    redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(redis_throttle::script::LIBRARY)
+        .query(con)
+}
+
+/// The token bucket people write by hand today (`benches/lua/hand_written_bucket.lua`):
+/// HMGET, HSET and PEXPIRE of a hash, floating point, no reservations. The baseline the
+/// library and the script are measured against.
+pub const HAND_WRITTEN_BUCKET: &str = include_str!("../lua/hand_written_bucket.lua");
+
+/// Loads [`HAND_WRITTEN_BUCKET`] into the script cache and returns its SHA1; it is called as
+/// `EVALSHA <sha> 1 key capacity rate [tokens]` and replies `{allowed, tokens left, ms to wait}`.
+pub fn load_hand_written(con: &mut redis::Connection) -> redis::RedisResult<String> {
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(HAND_WRITTEN_BUCKET)
+        .query(con)
+}
+
+/// What a workload's commands refer to: the scripts' SHA1s, loaded by [`load_scripts`] (the
+/// library needs no name: its functions are called by theirs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Scripts {
+    /// The client's Lua script (`EVALSHA <twin> 1 key take ...`).
+    pub twin: String,
+    /// The hand-written bucket (`EVALSHA <hand> 1 key capacity rate [tokens]`).
+    pub hand: String,
+}
+
+/// Loads the client's script, the hand-written bucket and the function library, as every
+/// server of a benchmark run needs them.
+pub fn load_scripts(con: &mut redis::Connection) -> Result<Scripts, String> {
+    let twin = load_lua_take(con).map_err(|e| format!("SCRIPT LOAD (the client's script): {e}"))?;
+    let hand = load_hand_written(con)
+        .map_err(|e| format!("SCRIPT LOAD (the hand-written bucket): {e}"))?;
+    load_library(con).map_err(|e| format!("FUNCTION LOAD REPLACE (the library): {e}"))?;
+    Ok(Scripts { twin, hand })
 }
 
 /// One line of `INFO commandstats`.

@@ -9,7 +9,7 @@
 --     FCALL throttle_take 1 key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
 --         -> {granted, remaining, wait_ms, reset_ms[, ticket]}
 --     FCALL throttle_mtake N key1 .. keyN capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
---         -> {granted, wait_ms, remaining_1, reset_ms_1, ...}
+--         [TICKET] -> {granted, wait_ms, remaining_1, reset_ms_1, ...[, ticket_1, ...]}
 --     FCALL throttle_pause 1 key capacity rate ms              -> ms until the next token
 --     FCALL throttle_give 1 key capacity rate n ticket         -> tokens given back
 --     FCALL_RO throttle_peek 1 key capacity rate
@@ -47,7 +47,7 @@
 
 -- Limits (module/bucket/src/limits.rs) -----------------------------------------------------
 
-local VERSION = 2                      -- of this library; a client replaces an older one
+local VERSION = 3                      -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
@@ -97,18 +97,18 @@ local function fail(code, ...)
         .. '(10 years)',
       take_option = 'ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT '
         .. 'ms, TICKET and FLOOR f',
-      mtake_option = 'ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms and '
-        .. 'FLOOR f [f ...] (one floor per key)',
+      mtake_option = 'ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms, '
+        .. 'FLOOR f [f ...] (one floor per key) and TICKET',
       missing = 'ERR %s needs a value: %s n',
       repeated = 'ERR %s is given more than once',
       pause_ms = 'ERR ms must be a whole number of milliseconds from 1 to 315360000000 '
         .. "(10 years): the supplier's Retry-After",
       give_tokens = 'ERR n must be a whole number of tokens from 0 to the capacity (%d)',
-      ticket = 'ERR ticket must be the fifth element of a THROTTLE.TAKE ... TICKET reply (a '
-        .. 'whole number of microseconds)',
+      ticket = 'ERR ticket must be a ticket from a THROTTLE.TAKE or MTAKE ... TICKET reply for '
+        .. 'this key (a whole number of microseconds)',
       numkeys = 'ERR numkeys must be a whole number from 1 to 16',
       triples = 'ERR THROTTLE.MTAKE needs capacity, rate and tokens for each of its %d keys, '
-        .. 'in key order, then the options (MAXWAIT ms, FLOOR f [f ...])',
+        .. 'in key order, then the options (MAXWAIT ms, FLOOR f [f ...], TICKET)',
       duplicate = 'ERR the keys of THROTTLE.MTAKE must be distinct: name each bucket once',
       floor = 'ERR FLOOR must be a whole number of tokens below the capacity (%d) that '
         .. "leaves room for the call's TOKENS",
@@ -1033,6 +1033,7 @@ local function take(keys, args)
 end
 
 -- THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
+-- [TICKET]
 local function mtake(keys, args)
   local count, nargs = #keys, #args
   -- The server's arity check first: the module's call has numkeys, the keys and what follows.
@@ -1066,11 +1067,17 @@ local function mtake(keys, args)
     end
     quotas[i], tokens[i] = quota, n
   end
-  local wait_text, floors_at
+  local wait_text, floors_at, ticket = nil, nil, false
   local i = 3 * count + 1
   while i <= nargs do
     local name = string.upper(args[i])
-    if name == 'MAXWAIT' then
+    if name == 'TICKET' then
+      if ticket then
+        return fail('repeated', 'TICKET')
+      end
+      ticket = true
+      i = i + 1
+    elseif name == 'MAXWAIT' then
       local value = args[i + 1]
       if not value then
         return fail('missing', 'MAXWAIT', 'MAXWAIT')
@@ -1173,6 +1180,14 @@ local function mtake(keys, args)
     end
     reply[2 * k + 1] = remaining(quotas[k], debt_s, debt_n, b.factor)
     reply[2 * k + 2] = ceil_ms(debt_s, debt_n)
+  end
+  -- One ticket per key after the pairs: the state it was left at in µs, as THROTTLE.TAKE's;
+  -- 0 where nothing was taken (a denial, a key asked for 0 tokens).
+  if ticket then
+    for k = 1, count do
+      local b = buckets[k]
+      reply[2 * count + 2 + k] = (granted and b.tat_s) and ticket_of(b.tat_s, b.tat_n) or 0
+    end
   end
   return reply
 end

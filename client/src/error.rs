@@ -19,13 +19,15 @@ use crate::QuotaError;
 ///
 /// fn describe(err: &Error) -> String {
 ///     match err {
-///         Error::DeadlineExceeded { needed, .. } => format!("busy, retry in {needed:?}"),
+///         Error::DeadlineExceeded { needed: Some(needed), .. } => {
+///             format!("busy, retry in {needed:?}")
+///         }
 ///         Error::ModuleNotLoaded { .. } => "deploy the module".to_owned(),
 ///         other => other.to_string(),
 ///     }
 /// }
 /// let err = Error::DeadlineExceeded {
-///     needed: Duration::from_millis(300),
+///     needed: Some(Duration::from_millis(300)),
 ///     deadline: Duration::from_millis(100),
 /// };
 /// assert_eq!(describe(&err), "busy, retry in 300ms");
@@ -84,13 +86,12 @@ pub enum Error {
     },
 
     /// The tokens will not be there within the deadline. Nothing was taken from the bucket.
-    #[error(
-        "the tokens would be available only in {needed:?}, later than the deadline of \
-         {deadline:?}; nothing was taken"
-    )]
+    #[error("{}", deadline_text(*needed, *deadline))]
     DeadlineExceeded {
-        /// How long the call would have had to wait, counted from the server's answer.
-        needed: Duration,
+        /// How long the call would have had to wait, counted from the server's answer;
+        /// `None` when no one can tell (a partitioned limiter waited for a lease until the
+        /// deadline).
+        needed: Option<Duration>,
         /// The deadline the call was given.
         deadline: Duration,
     },
@@ -105,6 +106,25 @@ pub enum Error {
         waited: Duration,
     },
 
+    /// A configuration that cannot work (a partitioned quota's partitions, leases and
+    /// margins); the message says what to change.
+    #[error("{problem}")]
+    Config {
+        /// What is wrong, and what to do.
+        problem: String,
+    },
+
+    /// The limiter was shut down (a partitioned limiter's
+    /// [`shutdown`](crate::partitioned::PartitionedLimiter::shutdown)): it holds no leases any
+    /// more.
+    #[error("the limiter was shut down; build a new one")]
+    Stopped,
+
+    /// The limiter needs a tokio runtime to be built in: it runs a task of its own (a
+    /// partitioned limiter's leases).
+    #[error("build the limiter inside a tokio runtime: it runs its leases in a task")]
+    NoRuntime,
+
     /// The server answered with something other than `THROTTLE.TAKE`'s reply: probably a
     /// different command of the same name, or a proxy in between that mangles replies.
     #[error("unexpected reply to a THROTTLE command: {reply}")]
@@ -112,6 +132,18 @@ pub enum Error {
         /// What came back, described.
         reply: String,
     },
+}
+
+fn deadline_text(needed: Option<Duration>, deadline: Duration) -> String {
+    match needed {
+        Some(needed) => format!(
+            "the tokens would be available only in {needed:?}, later than the deadline of \
+             {deadline:?}; nothing was taken"
+        ),
+        None => format!(
+            "the tokens were not there within the deadline of {deadline:?}; nothing was taken"
+        ),
+    }
 }
 
 impl Error {

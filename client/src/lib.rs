@@ -44,10 +44,12 @@
 //! - [`backlog`]: a durable queue on Redis Streams, drained by workers at the quota's rate.
 //! - `http` (features `tower`, `reqwest`): middleware that acquires per request and obeys a
 //!   supplier's 429.
-//! - [`Acquire`] is what a backlog worker and the HTTP layers need from a limiter (take
-//!   tokens, pass on the supplier's pushback): [`Limiter`] and
+//! - [`Throttle`] is the one vocabulary every limiter answers (acquire, try, deadline,
+//!   pause, give back, peek, metrics): [`Limiter`], [`MultiLimiter`] and
 //!   [`PartitionedLimiter`](partitioned::PartitionedLimiter) implement it, so each goes
-//!   wherever the other does.
+//!   wherever another does (a backlog worker, the HTTP layers).
+//! - [`Demand`] and [`Priority`]: a bulk load takes only above a floor it leaves for the
+//!   interactive calls.
 //!
 //! # Features
 //!
@@ -62,12 +64,19 @@
 //! Each call runs in a `tracing` span named `throttle` (debug level) with the limiter, the
 //! key, the tokens, the backend, and at the end the wait, the round trips and the outcome.
 
-#![warn(missing_docs)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    unreachable_pub,
+    rust_2018_idioms
+)]
 
-mod acquire;
 mod backend;
 pub mod backlog;
+mod bucket_state;
+mod demand;
 mod error;
+mod grant;
 #[cfg(any(feature = "tower", feature = "reqwest"))]
 pub mod http;
 mod limiter;
@@ -78,16 +87,20 @@ mod policy;
 mod quota;
 mod reply;
 pub mod script;
+mod throttle;
 mod waiting;
 
-pub use acquire::Acquire;
 pub use backend::Backend;
+pub use bucket_state::BucketState;
+pub use demand::{Demand, Priority};
 pub use error::Error;
-pub use limiter::{BucketState, Grant, Limiter, LimiterBuilder, TryAcquire};
-pub use metrics::{MetricsSnapshot, WaitHistogram};
-pub use multi::{MultiGrant, MultiLimiter, MultiLimiterBuilder};
+pub use grant::{Grant, TryAcquire};
+pub use limiter::{Limiter, LimiterBuilder};
+pub use metrics::{LeaseMetrics, MetricsSnapshot, WaitHistogram};
+pub use multi::{MultiLimiter, MultiLimiterBuilder};
 pub use policy::Strategy;
 pub use quota::{Quota, QuotaError, Rate};
+pub use throttle::Throttle;
 
 /// The redis-rs crate this client is built on, for its connection types.
 pub use redis;

@@ -2,6 +2,7 @@
 //! here; what to do with each reply is [`crate::policy`]'s decision.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,11 +14,15 @@ use tracing::field::Empty;
 use tracing::Instrument;
 
 use crate::backend::{Call, Dispatch};
+use crate::grant::Receipt;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
 use crate::reply::{self, TakeReply};
 use crate::waiting::{self, record, Held};
-use crate::{Backend, Error, MetricsSnapshot, Quota, Strategy};
+use crate::{
+    Backend, BucketState, Demand, Error, Grant, MetricsSnapshot, Priority, Quota, Strategy,
+    Throttle, TryAcquire,
+};
 
 /// A shared token bucket in Redis: a key and a [`Quota`], over a redis-rs async connection.
 ///
@@ -197,70 +202,6 @@ impl LimiterBuilder {
     }
 }
 
-/// What a granted call got: its tokens, and what it took to get them.
-///
-/// Neither `Clone` nor `Copy`: [`Limiter::give_back`] consumes it, so its tokens are given
-/// back at most once.
-#[derive(Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Grant {
-    /// Tokens taken.
-    pub tokens: u64,
-    /// The whole time spent in the call: round trips and sleeps.
-    pub waited: Duration,
-    /// The part of [`Grant::waited`] spent sleeping, as the server asked.
-    pub slept: Duration,
-    /// Whole tokens left in the bucket right after the call's last round trip (0 while
-    /// the bucket is in debt to reservations).
-    pub remaining: u64,
-    /// `THROTTLE.TAKE` round trips the call made (always 1 with [`Strategy::Reserve`]).
-    pub round_trips: u32,
-    /// What `THROTTLE.GIVE` needs to give the tokens back (0: there is nothing to give).
-    ticket: u64,
-}
-
-/// The result of [`Limiter::try_acquire`].
-#[derive(Debug, PartialEq, Eq)]
-pub enum TryAcquire {
-    /// The tokens were there and are taken.
-    Granted(Grant),
-    /// The tokens were not there; nothing was taken.
-    Denied {
-        /// How long until they will be (if nobody else takes them first).
-        retry_after: Duration,
-    },
-}
-
-impl TryAcquire {
-    /// The tokens were taken.
-    pub fn is_granted(&self) -> bool {
-        matches!(self, TryAcquire::Granted(_))
-    }
-}
-
-/// The bucket as it stands, from [`Limiter::peek`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct BucketState {
-    /// Whole tokens in the bucket now (0 while it is in debt to reservations).
-    pub remaining: u64,
-    /// Until the bucket is full again (zero if it is full).
-    pub until_full: Duration,
-    /// Until the supplier's pause ends (zero: not paused). No call may be sent before then,
-    /// reserved ones included.
-    pub paused_for: Duration,
-    /// The rate the bucket refills at now, in basis points of the configured rate: 10 000
-    /// unless a congestion signal cut it (see [`Limiter::cut`]).
-    pub rate_factor_bp: u16,
-}
-
-impl BucketState {
-    /// The rate the bucket refills at now, as a fraction of the configured one (1.0: not cut).
-    pub fn rate_factor(&self) -> f64 {
-        f64::from(self.rate_factor_bp) / 10_000.0
-    }
-}
-
 impl Limiter<()> {
     /// A builder for a limiter on `key` with `quota`, to set the cost per call, the
     /// strategy or the name. The connection comes last, in [`LimiterBuilder::build`].
@@ -318,7 +259,7 @@ impl<C> Limiter<C> {
 
     /// The counters of this limiter and its clones since it was built.
     pub fn metrics(&self) -> MetricsSnapshot {
-        self.shared.metrics.snapshot(self.backend())
+        self.shared.metrics.snapshot(Some(self.backend()))
     }
 
     /// The connection the limiter uses.
@@ -336,13 +277,13 @@ where
     /// With [`Strategy::Reserve`] this is one round trip and one sleep of exactly the
     /// time the server asks for; see [`Limiter`] for what dropping the future leaves behind.
     pub async fn acquire(&self) -> Result<Grant, Error> {
-        self.acquire_n(self.shared.cost).await
+        self.acquire_with(Demand::call()).await
     }
 
     /// Takes `tokens` tokens (at most the capacity; 0 takes nothing), waiting as long as
     /// the bucket needs.
     pub async fn acquire_n(&self, tokens: u64) -> Result<Grant, Error> {
-        self.run("acquire", tokens, None).await
+        self.acquire_with(Demand::tokens(tokens)).await
     }
 
     /// Like [`Limiter::acquire`], but fails at once with [`Error::DeadlineExceeded`],
@@ -353,38 +294,81 @@ where
     /// without touching the bucket. The deadline bounds the wait; the round trip comes on
     /// top of it.
     pub async fn acquire_within(&self, deadline: Duration) -> Result<Grant, Error> {
-        self.acquire_n_within(self.shared.cost, deadline).await
+        self.acquire_with(Demand::call().within(deadline)).await
     }
 
     /// [`Limiter::acquire_n`] with a deadline, as in [`Limiter::acquire_within`].
     pub async fn acquire_n_within(&self, tokens: u64, deadline: Duration) -> Result<Grant, Error> {
-        self.run("acquire", tokens, Some(deadline)).await
+        self.acquire_with(Demand::tokens(tokens).within(deadline))
+            .await
+    }
+
+    /// Takes what `demand` asks for: its tokens (the cost unless it says), within its
+    /// deadline, at its priority. A [`Priority::Bulk`] call takes only while its floor stays in
+    /// the bucket (`THROTTLE.TAKE ... FLOOR`) and never reserves: refused, it sleeps the exact
+    /// time the server names and takes again.
+    pub async fn acquire_with(&self, demand: Demand) -> Result<Grant, Error> {
+        let tokens = demand.tokens.unwrap_or(self.shared.cost);
+        let floor = self.floor(tokens, demand.priority);
+        let span = self.span("acquire", tokens, demand.deadline);
+        let mut policy = Policy::new(self.shared.strategy, demand.deadline);
+        if floor.is_some() {
+            policy = policy.floored();
+        }
+        let outcome = waiting::run(
+            policy,
+            &self.shared.metrics,
+            |max_wait_ms| self.checked_take(tokens, max_wait_ms, floor),
+            |reply| Refund::new(self, tokens, reply.ticket),
+        )
+        .instrument(span)
+        .await?;
+        Ok(Grant {
+            remaining: outcome.reply.remaining,
+            round_trips: outcome.round_trips,
+            ..Grant::new(
+                tokens,
+                outcome.waited,
+                outcome.slept,
+                Receipt::Tickets(vec![outcome.reply.ticket]),
+            )
+        })
     }
 
     /// Takes [`cost`](LimiterBuilder::cost) tokens if they are there now; never waits
     /// (one round trip, no reservation).
     pub async fn try_acquire(&self) -> Result<TryAcquire, Error> {
-        self.try_acquire_n(self.shared.cost).await
+        self.try_acquire_with(Demand::call()).await
     }
 
     /// Takes `tokens` tokens if they are there now; never waits.
     pub async fn try_acquire_n(&self, tokens: u64) -> Result<TryAcquire, Error> {
+        self.try_acquire_with(Demand::tokens(tokens)).await
+    }
+
+    /// Takes what `demand` asks for if it is there now (its floor kept, for a bulk call);
+    /// never waits, whatever its deadline.
+    pub async fn try_acquire_with(&self, demand: Demand) -> Result<TryAcquire, Error> {
+        let tokens = demand.tokens.unwrap_or(self.shared.cost);
+        let floor = self.floor(tokens, demand.priority);
         let span = self.span("try_acquire", tokens, Some(Duration::ZERO));
         async {
             let metrics = &self.shared.metrics;
             let start = Instant::now();
-            let reply = self.checked_take(tokens, 0).await?;
+            let reply = self.checked_take(tokens, 0, floor).await?;
             if reply.granted {
                 let waited = start.elapsed();
                 metrics.granted(waited);
                 record(waited, 1, "granted");
                 Ok(TryAcquire::Granted(Grant {
-                    tokens,
-                    waited,
-                    slept: Duration::ZERO,
                     remaining: reply.remaining,
                     round_trips: 1,
-                    ticket: reply.ticket,
+                    ..Grant::new(
+                        tokens,
+                        waited,
+                        Duration::ZERO,
+                        Receipt::Tickets(vec![reply.ticket]),
+                    )
                 }))
             } else {
                 metrics.denied();
@@ -398,19 +382,36 @@ where
         .await
     }
 
-    /// The bucket as it stands, its pause and its rate (`THROTTLE.PEEK`: read-only, so it also answers on a
-    /// read-only replica and while writes are paused).
+    /// The floor a bulk call of `tokens` keeps: at most what the bucket can keep beside the
+    /// call; `None` for an interactive call (or a floor of 0).
+    fn floor(&self, tokens: u64, priority: Priority) -> Option<u64> {
+        match priority {
+            Priority::Interactive => None,
+            Priority::Bulk { floor } => {
+                let room = self.shared.quota.capacity().saturating_sub(tokens);
+                Some(floor.min(room)).filter(|f| *f > 0)
+            }
+        }
+    }
+
+    /// The bucket as it stands, its pause and its rate (`THROTTLE.PEEK`: read-only, so it
+    /// also answers on a read-only replica and while writes are paused).
     pub async fn peek(&self) -> Result<BucketState, Error> {
+        let quota = &self.shared.quota;
         let args = PeekArgs {
-            quota: *self.shared.quota.bucket(),
+            quota: *quota.bucket(),
         };
         let value = self.send(Command::Peek, args.words()).await?;
         let reply = reply::peek(&value).map_err(|reply| Error::UnexpectedReply { reply })?;
         Ok(BucketState {
-            remaining: reply.remaining,
-            until_full: Duration::from_millis(reply.reset_ms),
             paused_for: Duration::from_millis(reply.paused_ms),
             rate_factor_bp: reply.factor_bp,
+            ..BucketState::new(
+                reply.remaining,
+                Duration::from_millis(reply.reset_ms),
+                quota.capacity(),
+                quota.token_interval(),
+            )
         })
     }
 
@@ -422,11 +423,7 @@ where
     /// the next token (at least `retry_after`). Reservations granted before the pause keep
     /// their times.
     pub async fn pause(&self, retry_after: Duration) -> Result<Duration, Error> {
-        let ms = retry_after
-            .as_nanos()
-            .div_ceil(1_000_000)
-            .clamp(1, u128::from(MAX_WAIT_MS));
-        let ms = u64::try_from(ms).unwrap_or(MAX_WAIT_MS);
+        let ms = pause_ms(retry_after);
         self.shared.metrics.paused();
         tracing::debug!(key = %self.shared.key, ms, "pausing the bucket: the supplier pushed back");
         let args = PauseArgs {
@@ -444,7 +441,13 @@ where
     /// stay valid. Returns the tokens given back: 0 when a later call took tokens, and fewer
     /// than the grant's when the bucket has refilled meanwhile (never beyond full).
     pub async fn give_back(&self, grant: Grant) -> Result<u64, Error> {
-        self.give(grant.tokens, grant.ticket).await
+        match grant.receipt {
+            Receipt::Tickets(tickets) => match tickets.as_slice() {
+                [ticket] => self.give(grant.tokens, *ticket).await,
+                _ => Ok(0),
+            },
+            _ => Ok(0),
+        }
     }
 
     async fn give(&self, tokens: u64, ticket: u64) -> Result<u64, Error> {
@@ -464,38 +467,15 @@ where
         Ok(given)
     }
 
-    /// The waiting loop (see [`crate::waiting`]), with a refund armed during a reserved
-    /// sleep.
-    async fn run(
-        &self,
-        operation: &'static str,
-        tokens: u64,
-        deadline: Option<Duration>,
-    ) -> Result<Grant, Error> {
-        let span = self.span(operation, tokens, deadline);
-        let policy = Policy::new(self.shared.strategy, deadline);
-        let outcome = waiting::run(
-            policy,
-            &self.shared.metrics,
-            |max_wait_ms| self.checked_take(tokens, max_wait_ms),
-            |reply| Refund::new(self, tokens, reply.ticket),
-        )
-        .instrument(span)
-        .await?;
-        Ok(Grant {
-            tokens,
-            waited: outcome.waited,
-            slept: outcome.slept,
-            remaining: outcome.reply.remaining,
-            round_trips: outcome.round_trips,
-            ticket: outcome.reply.ticket,
-        })
-    }
-
     /// One take, with the token count checked first and failures counted.
-    async fn checked_take(&self, tokens: u64, max_wait_ms: u64) -> Result<TakeReply, Error> {
+    async fn checked_take(
+        &self,
+        tokens: u64,
+        max_wait_ms: u64,
+        floor: Option<u64>,
+    ) -> Result<TakeReply, Error> {
         let result = match self.shared.quota.check_tokens(tokens) {
-            Ok(()) => self.take(tokens, max_wait_ms).await,
+            Ok(()) => self.take(tokens, max_wait_ms, floor).await,
             Err(err) => Err(Error::from(err)),
         };
         result.inspect_err(|err| {
@@ -506,14 +486,20 @@ where
         })
     }
 
-    /// One `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] TICKET` round trip.
-    async fn take(&self, tokens: u64, max_wait_ms: u64) -> Result<TakeReply, Error> {
+    /// One `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] TICKET [FLOOR f]` round
+    /// trip.
+    async fn take(
+        &self,
+        tokens: u64,
+        max_wait_ms: u64,
+        floor: Option<u64>,
+    ) -> Result<TakeReply, Error> {
         let args = TakeArgs {
             quota: *self.shared.quota.bucket(),
             tokens,
             max_wait_ms,
             ticket: true,
-            floor: None,
+            floor,
         };
         let value = self.send(Command::Take, args.words()).await?;
         reply::take(&value).map_err(|reply| Error::UnexpectedReply { reply })
@@ -554,6 +540,15 @@ where
             outcome = Empty,
         )
     }
+}
+
+/// `retry_after` as THROTTLE.PAUSE's `ms`: rounded up, from 1 ms to the longest pause.
+pub(crate) fn pause_ms(retry_after: Duration) -> u64 {
+    let ms = retry_after
+        .as_nanos()
+        .div_ceil(1_000_000)
+        .clamp(1, u128::from(MAX_WAIT_MS));
+    u64::try_from(ms).unwrap_or(MAX_WAIT_MS)
 }
 
 /// Gives a reservation's tokens back if the call is dropped while it waits to use them.
@@ -610,5 +605,41 @@ where
                 tracing::debug!(error = %err, "could not give back the tokens of a dropped call");
             }
         });
+    }
+}
+
+impl<C> Throttle for Limiter<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn name(&self) -> &str {
+        Limiter::name(self)
+    }
+
+    fn acquire_with(&self, demand: Demand) -> impl Future<Output = Result<Grant, Error>> + Send {
+        Limiter::acquire_with(self, demand)
+    }
+
+    fn try_acquire_with(
+        &self,
+        demand: Demand,
+    ) -> impl Future<Output = Result<TryAcquire, Error>> + Send {
+        Limiter::try_acquire_with(self, demand)
+    }
+
+    fn pause(&self, retry_after: Duration) -> impl Future<Output = Result<Duration, Error>> + Send {
+        Limiter::pause(self, retry_after)
+    }
+
+    fn give_back(&self, grant: Grant) -> impl Future<Output = Result<u64, Error>> + Send {
+        Limiter::give_back(self, grant)
+    }
+
+    fn peek(&self) -> impl Future<Output = Result<BucketState, Error>> + Send {
+        Limiter::peek(self)
+    }
+
+    fn metrics(&self) -> MetricsSnapshot {
+        Limiter::metrics(self)
     }
 }

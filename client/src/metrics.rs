@@ -61,13 +61,47 @@ pub struct MetricsSnapshot {
     pub tokens_given_back: u64,
     /// [`Limiter::pause`](crate::Limiter::pause) calls: the supplier pushed back.
     pub pauses: u64,
-    /// What serves the calls: [`Backend::Module`](crate::Backend::Module) or
-    /// [`Backend::Script`](crate::Backend::Script) (`Auto` until the first call answered).
-    pub backend: crate::Backend,
+    /// What serves the calls: [`Backend::Module`](crate::Backend::Module),
+    /// [`Backend::Library`](crate::Backend::Library) or
+    /// [`Backend::Script`](crate::Backend::Script) (`Auto` until the first call answered);
+    /// `None` for a partitioned limiter, which spends in process and leases with plain
+    /// commands.
+    pub backend: Option<crate::Backend>,
     /// Sum of the waits of the granted calls.
     pub total_wait: Duration,
     /// Distribution of the waits of the granted calls.
     pub wait_histogram: WaitHistogram,
+    /// A partitioned limiter's leases (all 0 for the other limiters).
+    pub leases: LeaseMetrics,
+}
+
+/// A [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)'s leases, in its
+/// [`MetricsSnapshot`]. Its requests to Redis for them count in
+/// [`MetricsSnapshot::round_trips`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseMetrics {
+    /// Partitions held now.
+    pub held: u64,
+    /// Leases won (`SET NX` succeeded and was confirmed).
+    pub acquired: u64,
+    /// Renewals confirmed.
+    pub renewed: u64,
+    /// Leases found taken or gone at renewal: spending stopped at once.
+    pub lost: u64,
+    /// Leases whose usable time ran out before a confirmed renewal (a server down, a
+    /// replica that did not acknowledge, a process that was frozen).
+    pub lapsed: u64,
+    /// Leases given back (idle, yielded to another process, or at shutdown).
+    pub released: u64,
+    /// Leases given to a process that held fewer and asked.
+    pub yielded: u64,
+    /// Acquire attempts that found the partition held by another process.
+    pub refused: u64,
+    /// Lease writes the replicas did not acknowledge in time (not spent on).
+    pub unconfirmed: u64,
+    /// Lease requests that failed (connection, cluster reconfiguration).
+    pub errors: u64,
 }
 
 impl MetricsSnapshot {
@@ -204,7 +238,7 @@ impl Metrics {
         self.facade.outcome("error");
     }
 
-    pub(crate) fn snapshot(&self, backend: crate::Backend) -> MetricsSnapshot {
+    pub(crate) fn snapshot(&self, backend: Option<crate::Backend>) -> MetricsSnapshot {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         MetricsSnapshot {
             granted: load(&self.granted),
@@ -219,6 +253,7 @@ impl Metrics {
             wait_histogram: WaitHistogram {
                 counts: std::array::from_fn(|i| load(&self.histogram[i])),
             },
+            leases: LeaseMetrics::default(),
         }
     }
 }
@@ -296,18 +331,9 @@ mod tests {
     #[test]
     fn snapshot_counts_means_and_quantiles() {
         let metrics = Metrics::new("test");
-        assert_eq!(
-            metrics.snapshot(crate::Backend::Auto),
-            MetricsSnapshot::default()
-        );
-        assert_eq!(metrics.snapshot(crate::Backend::Auto).mean_wait(), None);
-        assert_eq!(
-            metrics
-                .snapshot(crate::Backend::Auto)
-                .wait_histogram
-                .quantile(0.5),
-            None
-        );
+        assert_eq!(metrics.snapshot(None), MetricsSnapshot::default());
+        assert_eq!(metrics.snapshot(None).mean_wait(), None);
+        assert_eq!(metrics.snapshot(None).wait_histogram.quantile(0.5), None);
 
         for wait in [MS, MS * 3, MS * 3, MS * 150] {
             metrics.granted(wait);
@@ -319,7 +345,7 @@ mod tests {
         for _ in 0..7 {
             metrics.round_trip(crate::Backend::Module);
         }
-        let snap = metrics.snapshot(crate::Backend::Auto);
+        let snap = metrics.snapshot(None);
         assert_eq!(
             (snap.granted, snap.denied, snap.gave_up, snap.errors),
             (4, 1, 2, 1)

@@ -97,6 +97,21 @@ impl Policy {
         Policy { strategy, deadline }
     }
 
+    /// A bulk call's policy: it must not reserve into the floor ahead of its time, so it takes
+    /// only what is there and, refused, sleeps the exact time the server names (no jitter:
+    /// the first token over the floor is due then), then takes again; a poll strategy keeps
+    /// its own jitter and attempts.
+    pub(crate) fn floored(self) -> Policy {
+        let strategy = match self.strategy {
+            Strategy::Reserve => Strategy::Poll {
+                max_jitter: Duration::ZERO,
+                max_attempts: u32::MAX,
+            },
+            poll => poll,
+        };
+        Policy { strategy, ..self }
+    }
+
     /// The deadline this policy enforces: the one given, or the server's longest
     /// reservation (10 years).
     fn deadline(&self) -> Duration {
@@ -243,6 +258,31 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_floored_call_never_reserves_and_sleeps_the_exact_wait() {
+        let policy = Policy::new(Strategy::Reserve, Some(MS * 500)).floored();
+        assert_eq!(policy.max_wait_ms(Duration::ZERO), 0);
+        assert_eq!(policy.decide(&granted(0), 1, MS, 0.9), Decision::Done);
+        assert_eq!(
+            policy.decide(&denied(100), 1_000_000, MS, 0.9),
+            Decision::SleepThenRetry(MS * 100),
+            "no jitter, no attempt limit"
+        );
+        assert_eq!(
+            policy.decide(&denied(600), 1, MS, 0.0),
+            Decision::GiveUp(GiveUp::Deadline {
+                needed: MS * 600,
+                deadline: MS * 500
+            })
+        );
+        // A poll strategy keeps its jitter and its attempts.
+        let policy = Policy::new(POLL, None).floored();
+        assert_eq!(
+            policy.decide(&denied(100), 3, MS, 0.0),
+            Decision::GiveUp(GiveUp::Attempts(3))
+        );
     }
 
     #[test]

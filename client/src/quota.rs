@@ -207,6 +207,19 @@ pub enum QuotaError {
         /// The bucket's capacity.
         capacity: u64,
     },
+    /// A call takes more tokens than one partition of a
+    /// [`PartitionedQuota`](crate::partitioned::PartitionedQuota) holds: a call is served by
+    /// one partition.
+    #[error(
+        "a call cannot take {tokens} tokens: one partition holds at most {capacity}; raise the \
+         burst or use fewer partitions"
+    )]
+    PartitionTokens {
+        /// Tokens asked for.
+        tokens: u64,
+        /// One partition's burst.
+        capacity: u64,
+    },
     /// A [`MultiLimiter`](crate::MultiLimiter) needs 1 to 16 limits on distinct keys.
     #[error("a multi-limit limiter takes 1 to {MAX_KEYS} limits, each on its own key: {problem}")]
     Limits {

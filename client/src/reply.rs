@@ -21,6 +21,26 @@ pub(crate) struct TakeReply {
     pub ticket: u64,
 }
 
+impl AsRef<TakeReply> for TakeReply {
+    fn as_ref(&self) -> &TakeReply {
+        self
+    }
+}
+
+/// A `THROTTLE.MTAKE ... TICKET` reply: read as one bucket, and each bucket's ticket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct MTakeTickets {
+    pub reply: TakeReply,
+    /// In key order; 0 where nothing was taken.
+    pub tickets: Vec<u64>,
+}
+
+impl AsRef<TakeReply> for MTakeTickets {
+    fn as_ref(&self) -> &TakeReply {
+        &self.reply
+    }
+}
+
 /// Decodes a `THROTTLE.TAKE` reply; `Err` describes what came back instead.
 pub(crate) fn take(value: &Value) -> Result<TakeReply, String> {
     let unexpected = || format!("expected an array of four or five integers, got {value:?}");
@@ -45,25 +65,31 @@ pub(crate) fn peek(value: &Value) -> Result<PeekReply, String> {
         })
 }
 
-/// Decodes a `THROTTLE.MTAKE` reply for `keys` buckets: `[granted, wait_ms, (remaining,
-/// reset_ms) per key]`, read as one bucket: the fewest tokens left, the longest reset.
-pub(crate) fn mtake(value: &Value, keys: usize) -> Result<TakeReply, String> {
+/// Decodes a `THROTTLE.MTAKE ... TICKET` reply for `keys` buckets: `[granted, wait_ms,
+/// (remaining, reset_ms) per key, ticket per key]`, read as one bucket (the fewest tokens
+/// left, the longest reset) and the tickets.
+pub(crate) fn mtake(value: &Value, keys: usize) -> Result<MTakeTickets, String> {
     let unexpected = || {
         format!(
-            "expected an array of {} integers (THROTTLE.MTAKE of {keys} keys), got {value:?}",
-            2 + 2 * keys
+            "expected an array of {} integers (THROTTLE.MTAKE ... TICKET of {keys} keys), got \
+             {value:?}",
+            2 + 3 * keys
         )
     };
     let reply = integers(value)
         .and_then(|ints| MTakeReply::decode(&ints, keys))
         .ok_or_else(unexpected)?;
+    let tickets = reply.tickets.clone().ok_or_else(unexpected)?;
     let buckets = reply.buckets.iter();
-    Ok(TakeReply {
-        granted: reply.granted,
-        remaining: buckets.clone().map(|b| b.0).min().unwrap_or(0),
-        wait: Duration::from_millis(reply.wait_ms),
-        reset: Duration::from_millis(buckets.map(|b| b.1).max().unwrap_or(0)),
-        ticket: 0,
+    Ok(MTakeTickets {
+        reply: TakeReply {
+            granted: reply.granted,
+            remaining: buckets.clone().map(|b| b.0).min().unwrap_or(0),
+            wait: Duration::from_millis(reply.wait_ms),
+            reset: Duration::from_millis(buckets.map(|b| b.1).max().unwrap_or(0)),
+            ticket: 0,
+        },
+        tickets,
     })
 }
 
@@ -134,13 +160,19 @@ mod tests {
 
     #[test]
     fn decodes_mtake_as_its_tightest_bucket() {
-        let reply = mtake(&ints(&[1, 300, 9, 100, 2, 4000]), 2).unwrap();
+        let MTakeTickets { reply, tickets } =
+            mtake(&ints(&[1, 300, 9, 100, 2, 4000, 17, 0]), 2).unwrap();
         assert_eq!(
             (reply.granted, reply.remaining, reply.wait, reply.reset),
             (true, 2, Duration::from_millis(300), Duration::from_secs(4))
         );
+        assert_eq!(tickets, [17, 0]);
+        assert!(
+            mtake(&ints(&[1, 300, 9, 100, 2, 4000]), 2).is_err(),
+            "no tickets"
+        );
         assert!(mtake(&ints(&[1, 300, 9, 100]), 2).is_err());
-        assert!(mtake(&ints(&[2, 0, 9, 100]), 1).is_err());
+        assert!(mtake(&ints(&[2, 0, 9, 100, 0]), 1).is_err());
     }
 
     #[test]

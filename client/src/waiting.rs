@@ -23,8 +23,8 @@ impl Held for () {
 }
 
 /// A granted call: its last reply and what it took.
-pub(crate) struct Outcome {
-    pub reply: TakeReply,
+pub(crate) struct Outcome<R> {
+    pub reply: R,
     pub waited: Duration,
     pub slept: Duration,
     pub round_trips: u32,
@@ -32,15 +32,16 @@ pub(crate) struct Outcome {
 
 /// Asks (`ask(max_wait_ms)`) until granted, sleeping as the policy says. A reservation is
 /// held (`hold(reply)`) for the sleep before its tokens are usable.
-pub(crate) async fn run<A, F, H>(
+pub(crate) async fn run<A, F, R, H>(
     policy: Policy,
     metrics: &Metrics,
     mut ask: A,
-    hold: impl Fn(&TakeReply) -> H,
-) -> Result<Outcome, Error>
+    hold: impl Fn(&R) -> H,
+) -> Result<Outcome<R>, Error>
 where
     A: FnMut(u64) -> F,
-    F: Future<Output = Result<TakeReply, Error>>,
+    F: Future<Output = Result<R, Error>>,
+    R: AsRef<TakeReply>,
     H: Held,
 {
     let start = Instant::now();
@@ -49,7 +50,12 @@ where
     loop {
         let reply = ask(policy.max_wait_ms(start.elapsed())).await?;
         round_trips = round_trips.saturating_add(1);
-        match policy.decide(&reply, round_trips, start.elapsed(), fastrand::f64()) {
+        match policy.decide(
+            reply.as_ref(),
+            round_trips,
+            start.elapsed(),
+            fastrand::f64(),
+        ) {
             Decision::Done => {}
             Decision::SleepThenDone(pause) => {
                 let held = hold(&reply);
@@ -68,9 +74,10 @@ where
                 let waited = start.elapsed();
                 record(waited, round_trips, "gave_up");
                 return Err(match reason {
-                    GiveUp::Deadline { needed, deadline } => {
-                        Error::DeadlineExceeded { needed, deadline }
-                    }
+                    GiveUp::Deadline { needed, deadline } => Error::DeadlineExceeded {
+                        needed: Some(needed),
+                        deadline,
+                    },
                     GiveUp::Attempts(attempts) => Error::GaveUp { attempts, waited },
                 });
             }

@@ -711,3 +711,95 @@ async fn records_handed_back_at_stops_are_not_failures() {
         "never handled, yet dead-lettered: {stats:?}"
     );
 }
+
+/// "10 per second and 500 per minute" drains a backlog as a single limiter does: a worker on a
+/// `MultiLimiter` handles every record, each record's cost taken from the per-token limit and
+/// one call from the per-call ones; the stats' drain time comes from the tightest limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_drains_through_a_multi_limiter() {
+    use redis_throttle::{MultiLimiter, Rate};
+
+    let server = Server::start(FLAVOR);
+    let url = server.url();
+    let backlog = Backlog::new(manager(&url).await, "ml:orders", "writers");
+    for i in 0..6u64 {
+        backlog.push(format!("r{i}").into_bytes(), 3).await.unwrap();
+    }
+    let limiter = MultiLimiter::builder()
+        .limit("{ml}:second", Quota::new(10, 10u64).unwrap(), 1)
+        .limit(
+            "{ml}:minute",
+            Quota::new(500, Rate::per(500, Duration::from_secs(60))).unwrap(),
+            1,
+        )
+        .per_token("{ml}:tokens", Quota::new(100, 100u64).unwrap())
+        .build(manager(&url).await)
+        .unwrap();
+    let before = backlog.stats(&limiter).await.unwrap();
+    // Full buckets: 6 calls and 18 tokens fit in every limit at once.
+    assert_eq!(
+        (before.depth, before.queued_cost, before.drain_time),
+        (6, 18, Duration::ZERO)
+    );
+    let worker = Worker::new(backlog.clone(), "w", limiter.clone()).options(options());
+    let stop = worker.stop_handle();
+    let done: Calls = Arc::default();
+    let seen = Arc::clone(&done);
+    let handle = tokio::spawn(async move {
+        worker
+            .run(move |record| {
+                let seen = Arc::clone(&seen);
+                async move {
+                    seen.lock().unwrap().push((record, Instant::now()));
+                    Outcome::Done
+                }
+            })
+            .await
+            .expect("the worker runs until stopped")
+    });
+    within_async("all six handled", WAIT, || {
+        (done.lock().unwrap().len() == 6).then_some(())
+    })
+    .await;
+    stop.stop();
+    let metrics = tokio::time::timeout(WAIT, handle).await.unwrap().unwrap();
+    assert_eq!(metrics.done, 6);
+    let m = limiter.metrics();
+    // One MTAKE per record, after the first stats' three PEEKs.
+    assert_eq!((m.granted, m.round_trips), (6, 9), "{m:?}");
+    let after = backlog.stats(&limiter).await.unwrap();
+    assert_eq!(
+        (after.depth, after.queued_cost, after.drain_time),
+        (0, 0, Duration::ZERO)
+    );
+}
+
+/// 30 records of 3 tokens against 10 calls per second, 500 per minute and 100 tokens at
+/// 100/s, all full: the per-second limit is the slowest (20 calls past its burst, 100 ms
+/// each: 2 s), though the tokens (90) and the minute (30 calls) fit at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drain_time_of_a_multi_limiter_is_its_slowest_limit() {
+    use redis_throttle::{MultiLimiter, Rate};
+
+    let server = Server::start(FLAVOR);
+    let url = server.url();
+    let backlog = Backlog::new(manager(&url).await, "md:orders", "writers");
+    for i in 0..30u64 {
+        backlog.push(format!("r{i}").into_bytes(), 3).await.unwrap();
+    }
+    let limiter = MultiLimiter::builder()
+        .limit("{md}:second", Quota::new(10, 10u64).unwrap(), 1)
+        .limit(
+            "{md}:minute",
+            Quota::new(500, Rate::per(500, Duration::from_secs(60))).unwrap(),
+            1,
+        )
+        .per_token("{md}:tokens", Quota::new(100, 100u64).unwrap())
+        .build(manager(&url).await)
+        .unwrap();
+    let stats = backlog.stats(&limiter).await.unwrap();
+    assert_eq!(
+        (stats.depth, stats.queued_cost, stats.drain_time),
+        (30, 90, Duration::from_secs(2))
+    );
+}

@@ -44,7 +44,10 @@ async fn a_deadline_too_short_fails_at_once_and_takes_nothing() {
         let result = limiter.acquire_within(Duration::from_secs(1)).await;
         let took = called.elapsed();
         match result {
-            Err(Error::DeadlineExceeded { needed, deadline }) => {
+            Err(Error::DeadlineExceeded {
+                needed: Some(needed),
+                deadline,
+            }) => {
                 assert_eq!(deadline, Duration::from_secs(1));
                 assert!(
                     needed > Duration::from_secs(1) && needed <= Duration::from_secs(2),

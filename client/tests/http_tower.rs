@@ -1,5 +1,6 @@
 //! The tower layer around hyper's client, against a mock supplier that pushes back, over a real
-//! Redis with the module.
+//! Redis with the module; and the layer over a partitioned limiter (no module: leases are plain
+//! commands).
 
 use std::future::Future;
 use std::time::Duration;
@@ -13,8 +14,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use redis::aio::MultiplexedConnection;
 use redis_throttle::http::{
-    LimiterError, NeverClone, RequestHead, RetryPolicy, Throttle, ThrottleLayer,
+    LimiterError, NeverClone, RequestHead, RetryPolicy, ThrottleLayer, ThrottleService,
 };
+use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
 use redis_throttle::{Limiter, Quota};
 use throttle_e2e::http_supplier::{Hit, RetryAfter, Script, Supplier};
 use throttle_e2e::multiplexed;
@@ -55,11 +57,11 @@ fn request(method: Method, url: &str, client: &str) -> Request<Full<Bytes>> {
 }
 
 async fn send<P, K>(
-    service: &Throttle<Hyper, P, K>,
+    service: &ThrottleService<Hyper, P, K>,
     request: Request<Full<Bytes>>,
 ) -> Result<Response<Incoming>, Box<dyn std::error::Error + Send + Sync>>
 where
-    Throttle<Hyper, P, K>: tower::Service<
+    ThrottleService<Hyper, P, K>: tower::Service<
             Request<Full<Bytes>>,
             Response = Response<Incoming>,
             Error = Box<dyn std::error::Error + Send + Sync>,
@@ -272,4 +274,102 @@ async fn limiter_errors_are_boxed_limiter_errors_and_nothing_is_sent() {
         assert!(supplier.hits().is_empty());
     })
     .await;
+}
+
+/// The tower layer takes its tokens from a partitioned limiter as from any limiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tower_layer_takes_from_a_partitioned_limiter() {
+    use tower::ServiceBuilder;
+
+    let server = Server::builder(Flavor::Redis82).module(false).start();
+    // 2 partitions of 2 at once, then 10 per second each.
+    let quota = PartitionedQuota::builder("http", Quota::new(4, 20u64).unwrap())
+        .partitions(2)
+        .lease(Duration::from_millis(1000))
+        .build()
+        .unwrap();
+    let limiter = PartitionedLimiter::builder(quota)
+        .build(multiplexed(&server.url()).await)
+        .unwrap();
+    let service = ServiceBuilder::new()
+        .layer(ThrottleLayer::new(limiter.clone()))
+        .service(tower::service_fn(
+            |_request: hyper::Request<String>| async {
+                Ok::<_, std::convert::Infallible>(hyper::Response::new(String::new()))
+            },
+        ));
+    for _ in 0..5 {
+        let request = hyper::Request::get("http://supplier.test/status")
+            .body(String::new())
+            .unwrap();
+        let response = tokio::time::timeout(LIMIT, service.clone().oneshot(request))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    assert_eq!(limiter.metrics().granted, 5);
+}
+
+/// "10 per second and 500 per minute" goes through the layer as one limiter does: a 429 with
+/// `Retry-After: 1` pauses both buckets (one pause, seen by PEEK on each key), the request
+/// goes again after it, and each send took one call from both limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tower_layer_takes_from_a_multi_limiter_and_pauses_every_limit() {
+    use redis_throttle::{MultiLimiter, Rate};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+    use tower::ServiceBuilder;
+
+    let server = Server::start(Flavor::Redis82);
+    let limiter = MultiLimiter::builder()
+        .limit("{mt}:second", Quota::new(10, 10u64).unwrap(), 1)
+        .limit(
+            "{mt}:minute",
+            Quota::new(500, Rate::per(500, Duration::from_secs(60))).unwrap(),
+            1,
+        )
+        .build(multiplexed(&server.url()).await)
+        .unwrap();
+    let sent = Arc::new(AtomicU32::new(0));
+    let service = ServiceBuilder::new()
+        .layer(ThrottleLayer::new(limiter.clone()))
+        .service(tower::service_fn({
+            let sent = Arc::clone(&sent);
+            move |_request: hyper::Request<String>| {
+                let first = sent.fetch_add(1, Ordering::SeqCst) == 0;
+                async move {
+                    let mut response = hyper::Response::new(String::new());
+                    if first {
+                        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                        response
+                            .headers_mut()
+                            .insert("retry-after", http::HeaderValue::from_static("1"));
+                    }
+                    Ok::<_, std::convert::Infallible>(response)
+                }
+            }
+        }));
+    let request = hyper::Request::get("http://supplier.test/status")
+        .body(String::new())
+        .unwrap();
+    let started = std::time::Instant::now();
+    let response = bounded(service.oneshot(request)).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "resent {:?} after a Retry-After of 1 s",
+        started.elapsed()
+    );
+    assert_eq!(sent.load(Ordering::SeqCst), 2);
+    let m = limiter.metrics();
+    assert_eq!((m.granted, m.pauses), (2, 1), "{m:?}");
+    // The minute bucket was paused too: its first token after the pause, then 499 at 120 ms
+    // each, put it a minute ahead (without the pause: two calls, 240 ms).
+    let mut con = server.conn();
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("{mt}:minute")
+        .query(&mut con)
+        .unwrap();
+    assert!(ttl > 50_000, "the minute bucket is full in {ttl} ms");
 }

@@ -245,11 +245,14 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
                 continue;
             }
             assert!(
-                tried.is_none(),
+                !tried.is_granted(),
                 "{flavor} {backend:?}: granted with the 25/5 s bucket empty"
             );
             match within {
-                Err(Error::DeadlineExceeded { needed, .. }) => assert!(
+                Err(Error::DeadlineExceeded {
+                    needed: Some(needed),
+                    ..
+                }) => assert!(
                     needed > Duration::from_millis(50) && needed <= Duration::from_millis(200),
                     "{flavor}: {needed:?}"
                 ),
@@ -294,7 +297,7 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
                 continue;
             }
             assert!(
-                tried.is_none(),
+                !tried.is_granted(),
                 "{flavor} {backend:?}: granted with the 10/s bucket empty"
             );
             assert_eq!(
@@ -321,6 +324,7 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
             .try_acquire()
             .await
             .unwrap()
+            .granted()
             .expect("two full buckets");
         assert_eq!((grant.round_trips, grant.remaining), (1, 9), "{flavor}");
         // One clock reading for both: each state is that instant plus one interval, so
@@ -335,6 +339,96 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
         assert_eq!(m - s, 100_000_000, "{flavor} {backend:?}");
         println!("{flavor} {backend:?}: a refused multi-take wrote nothing to either key");
     });
+}
+
+// --- Giving back ------------------------------------------------------------------------
+
+/// A per-call limit (10/s) and a per-token one (100 at 100/s), then a slow one (1 per 10 s):
+/// - a grant of 30 tokens given back returns all 30 and leaves both buckets full (deleted);
+/// - of two grants, the first gives back 0 (a take came after it), the second all 5;
+/// - a call dropped while it sleeps after a reservation gives its tokens back: the slow
+///   bucket is as the first take left it.
+fn give_back_returns_every_buckets_tokens(flavor: Flavor, backend: Backend) {
+    let _serial = serial();
+    let server = server_for(flavor, backend);
+    let url = server.url();
+    let mut con = server.conn();
+    runtime().block_on(async {
+        let limiter = MultiLimiter::builder()
+            .limit("{g}:second", second(), 1)
+            .per_token("{g}:tokens", Quota::new(100, 100u64).unwrap())
+            .backend(backend)
+            .build(multiplexed(&url).await)
+            .unwrap();
+        let grant = limiter.acquire_n(30).await.unwrap();
+        assert_eq!(grant.tokens, 30);
+        assert_eq!(
+            limiter.give_back(grant).await.unwrap(),
+            30,
+            "{flavor} {backend:?}"
+        );
+        for key in ["{g}:second", "{g}:tokens"] {
+            assert_eq!(
+                stored_state(&mut con, key),
+                None,
+                "{flavor} {backend:?}: {key}"
+            );
+        }
+        let first = limiter.acquire_n(5).await.unwrap();
+        let later = limiter.acquire_n(5).await.unwrap();
+        assert_eq!(
+            limiter.give_back(first).await.unwrap(),
+            0,
+            "a take came after it"
+        );
+        assert_eq!(limiter.give_back(later).await.unwrap(), 5);
+        assert_eq!(limiter.metrics().tokens_given_back, 35);
+
+        let slow = MultiLimiter::builder()
+            .limit("{s}:a", second(), 1)
+            .limit("{s}:slow", Quota::new(1, "0.1").unwrap(), 1)
+            .backend(backend)
+            .build(multiplexed(&url).await)
+            .unwrap();
+        slow.acquire().await.unwrap();
+        let after_first = stored_state(&mut con, "{s}:slow");
+        let waiting = tokio::spawn({
+            let slow = slow.clone();
+            async move { slow.acquire().await }
+        });
+        // The reservation is made (a second round trip), then the call is dropped.
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while slow.metrics().round_trips < 2 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the reservation within 5 s");
+        waiting.abort();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while slow.metrics().tokens_given_back == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the refund within 5 s");
+        assert_eq!(slow.metrics().tokens_given_back, 1);
+        assert_eq!(
+            stored_state(&mut con, "{s}:slow"),
+            after_first,
+            "{flavor} {backend:?}: the dropped reservation's token is back"
+        );
+    });
+}
+
+fn give_back_module(flavor: Flavor) {
+    give_back_returns_every_buckets_tokens(flavor, Backend::Module);
+}
+fn give_back_library(flavor: Flavor) {
+    give_back_returns_every_buckets_tokens(flavor, Backend::Library);
+}
+fn give_back_script(flavor: Flavor) {
+    give_back_returns_every_buckets_tokens(flavor, Backend::Script);
 }
 
 fn no_window_over_either_limit_module(flavor: Flavor) {
@@ -356,4 +450,7 @@ throttle_testkit::on_servers!(
     no_window_over_either_limit_script,
     all_or_nothing_module,
     all_or_nothing_script,
+    give_back_module,
+    give_back_library,
+    give_back_script,
 );

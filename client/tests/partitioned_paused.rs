@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, Pipeline, RedisFuture, Value};
-use redis_throttle::partitioned::{PartitionError, PartitionedLimiter, PartitionedQuota};
+use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
+use redis_throttle::Error;
 use redis_throttle::Quota;
 use tokio::time::Instant;
 
@@ -145,11 +146,11 @@ async fn grants_come_one_interval_apart_across_renewals() {
     }
     let m = limiter.metrics();
     assert_eq!(
-        (m.granted, m.leases_acquired, m.leases_lapsed),
+        (m.granted, m.leases.acquired, m.leases.lapsed),
         (30, 1, 0),
         "{m:?}"
     );
-    assert!(m.leases_renewed >= 8, "{m:?}");
+    assert!(m.leases.renewed >= 8, "{m:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -168,7 +169,7 @@ async fn unanswered_renewals_stop_the_grants_at_the_leases_usable_end() {
     loop {
         match limiter.acquire_within(Duration::from_secs(3)).await {
             Ok(grant) => grants.push(grant.at - start),
-            Err(PartitionError::DeadlineExceeded { .. }) => break,
+            Err(Error::DeadlineExceeded { .. }) => break,
             Err(other) => panic!("{other}"),
         }
         assert!(grants.len() < 20, "{grants:?}");
@@ -176,7 +177,7 @@ async fn unanswered_renewals_stop_the_grants_at_the_leases_usable_end() {
     let expected: Vec<Duration> = (1..=9).map(|k| 100 * k * MS).collect();
     assert_eq!(grants, expected);
     let m = limiter.metrics();
-    assert_eq!((m.leases_lapsed, m.partitions_held), (1, 0), "{m:?}");
+    assert_eq!((m.leases.lapsed, m.leases.held), (1, 0), "{m:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -188,7 +189,7 @@ async fn a_deadline_gives_up_on_time_and_takes_nothing() {
     let start = Instant::now();
     let refused = limiter.acquire_within(50 * MS).await;
     assert!(
-        matches!(refused, Err(PartitionError::DeadlineExceeded { .. })),
+        matches!(refused, Err(Error::DeadlineExceeded { .. })),
         "{refused:?}"
     );
     assert_eq!(start.elapsed(), 50 * MS);

@@ -1,5 +1,6 @@
-//! `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]`:
-//! take from every bucket or from none. Replies `[granted, wait_ms, remaining_1, reset_ms_1, ...]`.
+//! `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
+//! [TICKET]`: take from every bucket or from none. Replies `[granted, wait_ms, remaining_1,
+//! reset_ms_1, ...]`, then with TICKET `ticket_1, ...`.
 
 use std::os::raw::c_int;
 
@@ -10,8 +11,9 @@ use crate::bucket_key::BucketKey;
 use crate::call::{self, Reply};
 use crate::{clock, stats};
 
-/// Most words a valid call has: numkeys, 16 keys, 16 triples, MAXWAIT ms, FLOOR and 16 floors.
-const MAX_WORDS: usize = 1 + 4 * MAX_KEYS + 2 + 1 + MAX_KEYS;
+/// Most words a valid call has: numkeys, 16 keys, 16 triples, MAXWAIT ms, FLOOR and 16 floors,
+/// TICKET.
+const MAX_WORDS: usize = 1 + 4 * MAX_KEYS + 2 + 1 + MAX_KEYS + 1;
 
 /// The command handler Redis calls.
 pub extern "C" fn command(

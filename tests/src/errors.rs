@@ -11,8 +11,8 @@ pub const MAXWAIT: &str =
     "ERR MAXWAIT must be a whole number of milliseconds from 0 to 315360000000 (10 years)";
 pub const PAUSE_MS: &str = "ERR ms must be a whole number of milliseconds from 1 to \
                             315360000000 (10 years): the supplier's Retry-After";
-pub const TICKET: &str = "ERR ticket must be the fifth element of a THROTTLE.TAKE ... \
-                          TICKET reply (a whole number of microseconds)";
+pub const TICKET: &str = "ERR ticket must be a ticket from a THROTTLE.TAKE or MTAKE ... \
+                          TICKET reply for this key (a whole number of microseconds)";
 pub const NUMKEYS: &str = "ERR numkeys must be a whole number from 1 to 16";
 pub const DUPLICATE: &str =
     "ERR the keys of THROTTLE.MTAKE must be distinct: name each bucket once";
@@ -34,7 +34,7 @@ pub const DEBIT_TOKENS: &str = "ERR n must be a whole number of tokens from 0 to
 pub const TOO_DEEP: &str = "ERR THROTTLE.DEBIT would put the bucket more than 20 years in \
                             debt: debit fewer tokens, or DEL the key to start a full bucket";
 pub const MTAKE_UNKNOWN: &str = "ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT \
-                                 ms and FLOOR f [f ...] (one floor per key)";
+                                 ms, FLOOR f [f ...] (one floor per key) and TICKET";
 pub const WRONGTYPE: &str = "WRONGTYPE the key holds a value that is not a string, so not \
                              a THROTTLE bucket: use another key";
 pub const NOT_BUCKET: &str = "ERR the key holds a string that is not a THROTTLE bucket \
@@ -57,7 +57,7 @@ pub fn give_tokens(capacity: u64) -> String {
 pub fn triples(keys: usize) -> String {
     format!(
         "ERR THROTTLE.MTAKE needs capacity, rate and tokens for each of its {keys} keys, \
-         in key order, then the options (MAXWAIT ms, FLOOR f [f ...])"
+         in key order, then the options (MAXWAIT ms, FLOOR f [f ...], TICKET)"
     )
 }
 

@@ -1,5 +1,5 @@
 //! An in-memory server of the module's one-key commands (TAKE, PEEK, PAUSE, GIVE, CUT, SYNC,
-//! DEBIT) on tokio's clock, with the module's own arithmetic and definitions
+//! DEBIT) and of MTAKE on tokio's clock, with the module's own arithmetic and definitions
 //! (`throttle_bucket`): the client's waiting loop runs against it on paused time, so those
 //! tests never really sleep.
 
@@ -10,7 +10,8 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 use throttle_bucket::{
-    CutArgs, DebitArgs, GiveArgs, PauseArgs, PeekArgs, State as Bucket, SyncArgs, TakeArgs, Write,
+    CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, State as Bucket, SyncArgs,
+    TakeArgs, Write,
 };
 use tokio::time::Instant;
 
@@ -93,10 +94,11 @@ impl FakeServer {
     }
 
     fn execute(&self, args: Vec<Vec<u8>>) -> Result<Value, RedisError> {
-        let error = |message: String| {
-            let detail = message.strip_prefix("ERR ").unwrap_or(&message).to_owned();
-            Err(redis::make_extension_error("ERR".to_owned(), Some(detail)))
-        };
+        if let [name, words @ ..] = args.as_slice() {
+            if name.eq_ignore_ascii_case(b"THROTTLE.MTAKE") {
+                return self.mtake(words);
+            }
+        }
         let [name, key, rest @ ..] = args.as_slice() else {
             return error("ERR wrong number of arguments".to_owned());
         };
@@ -105,11 +107,6 @@ impl FakeServer {
         let at = state.origin.elapsed();
         let now_ns = EPOCH_NS + i64::try_from(at.as_nanos()).unwrap();
         let stored = state.buckets.get(key).copied();
-        let ints = |values: &[i64]| {
-            Ok(Value::Array(
-                values.iter().copied().map(Value::Int).collect(),
-            ))
-        };
         let name = String::from_utf8_lossy(name).to_ascii_uppercase();
         let mut write = |write: Option<Write>| match write {
             Some(Write::Store { state: bucket, .. }) => {
@@ -188,6 +185,50 @@ impl FakeServer {
             _ => error(format!("ERR unknown command '{name}'")),
         }
     }
+
+    /// `THROTTLE.MTAKE numkeys key [key ...] ...` (`words` from numkeys on), TICKET included:
+    /// every bucket read, then written only where the call took from it.
+    fn mtake(&self, words: &[Vec<u8>]) -> Result<Value, RedisError> {
+        let words: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+        let parsed = match MTakeArgs::parse(&words) {
+            Ok(parsed) => parsed,
+            Err(e) => return error(e.to_string()),
+        };
+        // `parse` checked that numkeys keys follow numkeys.
+        let keys = &words[1..=parsed.limits().len()];
+        let mut state = self.state.lock().unwrap();
+        let now_ns = EPOCH_NS + i64::try_from(state.origin.elapsed().as_nanos()).unwrap();
+        let stored: Vec<Option<Bucket>> = keys
+            .iter()
+            .map(|key| state.buckets.get(*key).copied())
+            .collect();
+        let outcome = throttle_bucket::mtake(&parsed, &stored, now_ns);
+        for (key, after) in keys.iter().zip(outcome.buckets()) {
+            match after.write {
+                Some(Write::Store { state: bucket, .. }) => {
+                    state.buckets.insert(key.to_vec(), bucket);
+                }
+                Some(Write::Delete) => {
+                    state.buckets.remove(*key);
+                }
+                None => {}
+            }
+        }
+        ints(outcome.reply().as_slice())
+    }
+}
+
+/// An error reply as the server sends it (`ERR` and the rest).
+fn error(message: String) -> Result<Value, RedisError> {
+    let detail = message.strip_prefix("ERR ").unwrap_or(&message).to_owned();
+    Err(redis::make_extension_error("ERR".to_owned(), Some(detail)))
+}
+
+/// An array of integers.
+fn ints(values: &[i64]) -> Result<Value, RedisError> {
+    Ok(Value::Array(
+        values.iter().copied().map(Value::Int).collect(),
+    ))
 }
 
 impl ConnectionLike for FakeServer {
@@ -223,5 +264,68 @@ impl ConnectionLike for FakeServer {
 
     fn get_db(&self) -> i64 {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(fake: &FakeServer, text: &str) -> Result<Value, RedisError> {
+        fake.execute(
+            text.split_whitespace()
+                .map(|w| w.as_bytes().to_vec())
+                .collect(),
+        )
+    }
+
+    fn ints_of(value: Value) -> Vec<i64> {
+        match value {
+            Value::Array(items) => items
+                .into_iter()
+                .map(|v| match v {
+                    Value::Int(n) => n,
+                    other => panic!("not an integer: {other:?}"),
+                })
+                .collect(),
+            other => panic!("not an array: {other:?}"),
+        }
+    }
+
+    /// The fake's MTAKE replies the module's tickets (each key's state in µs), which its GIVE
+    /// takes back; a denial replies 0s and writes nothing; its errors are the module's.
+    #[test]
+    fn mtake_tickets_give_each_key_back() {
+        let fake = FakeServer::new();
+        let call = "THROTTLE.MTAKE 2 a b 10 0.01 3 5 0.001 2";
+        let reply = ints_of(run(&fake, &format!("{call} TICKET")).unwrap());
+        let states = [fake.stored("a").unwrap(), fake.stored("b").unwrap()];
+        assert_eq!(reply[..3], [1, 0, 7]);
+        assert_eq!(reply[6..], states.map(|s| s / 1000), "{reply:?}");
+        for (key, quota, n, ticket) in
+            [("a", "10 0.01", 3, reply[6]), ("b", "5 0.001", 2, reply[7])]
+        {
+            let given = run(&fake, &format!("THROTTLE.GIVE {key} {quota} {n} {ticket}"));
+            assert_eq!(given.unwrap(), Value::Int(n), "{key}");
+            assert_eq!(fake.stored(key), None, "{key} full again");
+        }
+        assert_eq!(
+            ints_of(run(&fake, call).unwrap()).len(),
+            6,
+            "no TICKET, no tickets"
+        );
+
+        let before = [fake.stored("a"), fake.stored("b")];
+        let denied =
+            ints_of(run(&fake, "THROTTLE.MTAKE 2 a b 10 0.01 10 5 0.001 1 TICKET").unwrap());
+        assert_eq!((denied[0], &denied[6..]), (0, &[0, 0][..]), "{denied:?}");
+        assert_eq!(
+            [fake.stored("a"), fake.stored("b")],
+            before,
+            "a denial wrote"
+        );
+
+        let error = run(&fake, &format!("{call} TICKET ticket")).unwrap_err();
+        assert_eq!(error.detail(), Some("TICKET is given more than once"));
     }
 }

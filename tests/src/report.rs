@@ -24,7 +24,7 @@ impl Report {
             m.errors,
             m.gave_up,
             m.round_trips,
-            m.backend.name()
+            m.backend.map_or("none", |b| b.name())
         ));
         println!("{}", lines.join("\n"));
     }

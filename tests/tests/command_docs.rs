@@ -101,7 +101,7 @@ const COMMANDS: [Expected; 8] = [
     Expected {
         name: "throttle.mtake",
         syntax: "numkeys key [key ...] capacity rate tokens [capacity rate tokens ...] \
-                 [MAXWAIT maxwait] [FLOOR floor [floor ...]]",
+                 [MAXWAIT maxwait] [FLOOR floor [floor ...]] [TICKET]",
         arity: -6,
         flags: &["write", "denyoom", "fast", "movablekeys"],
         range: [0, 0, 0],
@@ -113,6 +113,10 @@ const COMMANDS: [Expected; 8] = [
             (
                 "THROTTLE.MTAKE 3 a b c 8 9 1 8 9 1 8 9 1 MAXWAIT 5",
                 &["a", "b", "c"],
+            ),
+            (
+                "THROTTLE.MTAKE 2 {a}x {a}y 8 9 1 8 9 1 TICKET MAXWAIT 5",
+                &["{a}x", "{a}y"],
             ),
         ],
         wrong_arity: &["THROTTLE.MTAKE 1 k 8 9", "THROTTLE.MTAKE 1"],
@@ -237,7 +241,7 @@ fn docs(flavor: Flavor) {
                 "key" => "key",
                 "rate" | "factor" => "double",
                 "quota" | "floors" => "block",
-                "ticket" if want.name == "throttle.take" => "pure-token",
+                "ticket" if want.name != "throttle.give" => "pure-token",
                 _ => "integer",
             };
             assert_eq!(kind, expected, "{} argument {name}", want.name);

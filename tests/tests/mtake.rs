@@ -1,16 +1,18 @@
 //! THROTTLE.MTAKE on every server: two and three limits taken all or nothing (a denial writes
 //! to no key, the wait is the longest, zero tokens only inspect), a key of another type
 //! refused before anything is written, 16 keys accepted and 17 refused, duplicate keys
-//! refused; replicas get the resulting states and a denial propagates nothing; every malformed
-//! call gets its exact error; and in a real 3-master Redis Cluster, keys with one hash tag
-//! work, keys in different slots get the server's own CROSSSLOT, COMMAND GETKEYS lists them.
+//! refused; with TICKET one ticket per key (its state in µs) that THROTTLE.GIVE takes as after
+//! THROTTLE.TAKE ... TICKET, 0 for a denial and for a key asked for 0; replicas get the
+//! resulting states and a denial propagates nothing; every malformed call gets its exact error;
+//! and in a real 3-master Redis Cluster, keys with one hash tag work, keys in different slots
+//! get the server's own CROSSSLOT, COMMAND GETKEYS lists them.
 
 use std::time::Duration;
 
 use throttle_e2e::{
-    assert_reply, bad, check_battery, command_stat_of, errors, exec, exists, ints, keyslot, line,
-    mtake, num, per_server, query, send, state, strings, BadCall, Connection, Flavor, Pair, Server,
-    NS_PER_MS,
+    assert_reply, bad, check_battery, command_stat_of, errors, exec, exists, give, ints, keyslot,
+    line, mtake, num, per_server, query, send, state, strings, BadCall, Connection, Flavor, Pair,
+    Server, NS_PER_MS,
 };
 use throttle_testkit::ReplicatedCluster;
 
@@ -20,6 +22,9 @@ per_server!(
     zero_tokens_only_inspect,
     a_bucket_asked_for_0_does_not_delay_the_others,
     a_key_of_another_type_writes_nothing,
+    tickets_give_each_key_back_until_a_later_take,
+    a_denial_and_a_key_asked_for_0_get_ticket_0,
+    a_reserved_mtake_gives_back_to_the_instant_it_took_as_of,
     sixteen_keys_accepted_seventeen_refused_duplicates_refused,
     replicas_get_the_states_and_a_denial_nothing,
     bad_input_battery,
@@ -103,8 +108,9 @@ fn two_limits_of_a_supplier(flavor: Flavor) {
 }
 
 /// Three buckets: `1` full, `2` empty for 100 s, `3` empty for 1000 s. Denied for 1000 s (the
-/// longest) with MAXWAIT 0 and 999999, writing nothing (`1` is not even created); granted with
-/// MAXWAIT 1000000, every bucket taking its token 1000 s from now.
+/// longest) with MAXWAIT 0 and 999000 (a second below, so also where the clock moves inside a
+/// MULTI), writing nothing (`1` is not even created); granted with MAXWAIT 1000000, every
+/// bucket taking its token 1000 s from now.
 fn three_keys_all_or_nothing_and_the_longest_wait(flavor: Flavor) {
     let server = Server::start(flavor);
     let mut con = server.conn();
@@ -118,7 +124,7 @@ fn three_keys_all_or_nothing_and_the_longest_wait(flavor: Flavor) {
             line("GET {t}:2"),
             line("GET {t}:3"),
             line(&format!("THROTTLE.MTAKE {call}")),
-            line(&format!("THROTTLE.MTAKE {call} MAXWAIT 999999")),
+            line(&format!("THROTTLE.MTAKE {call} MAXWAIT 999000")),
             line("EXISTS {t}:1"),
             line("GET {t}:2"),
             line("GET {t}:3"),
@@ -131,7 +137,7 @@ fn three_keys_all_or_nothing_and_the_longest_wait(flavor: Flavor) {
     let d = &[1, 3, 5, 7];
     let denied = [0, 1_000_000, 10, 0, 0, 200_000, 0, 1_000_000];
     assert_reply(&ints(&replies[4]), &denied, d, slack, "MAXWAIT 0");
-    assert_reply(&ints(&replies[5]), &denied, d, slack, "MAXWAIT 999999");
+    assert_reply(&ints(&replies[5]), &denied, d, slack, "MAXWAIT 999000");
     assert_eq!(num(&replies[6]), 0, "a denial created {{t}}:1");
     let (two, three) = (num(&replies[2]), num(&replies[3]));
     assert_eq!(
@@ -283,6 +289,202 @@ fn a_key_of_another_type_writes_nothing(flavor: Flavor) {
     }
 }
 
+/// `{g}:a` holds 10 at one per 100 s, `{g}:b` 5 at one per 1000 s: nothing refills while the
+/// test runs.
+const TICKETED: &str = "2 {g}:a {g}:b 10 0.01 3 5 0.001 2";
+
+/// The tickets after the pairs of an MTAKE ... TICKET reply on two keys, checked to be each
+/// key's state (`GET`, the 8-byte ns state) in µs, rounded down.
+#[track_caller]
+fn tickets_are_the_states(reply: &[i64], states: [i64; 2], what: &str) -> [i64; 2] {
+    assert_eq!(reply.len(), 8, "{what}: {reply:?}");
+    let want = states.map(|s| s.div_euclid(1000));
+    assert_eq!(
+        reply[6..],
+        want,
+        "{what}: the tickets of {reply:?}, states {states:?}"
+    );
+    want
+}
+
+/// A granted MTAKE ... TICKET replies, after the pairs, each key's state in µs (in one MULTI,
+/// beside the GETs); GIVE with each ticket gives back each key's tokens, leaving both buckets
+/// full (deleted). Then a second MTAKE after a first: GIVE with the first's tickets gives 0 on
+/// each key, and the states stay where the second left them.
+fn tickets_give_each_key_back_until_a_later_take(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let taken = |con: &mut Connection| {
+        let (replies, slack) = exec(
+            con,
+            flavor,
+            &[
+                line(&format!("THROTTLE.MTAKE {TICKETED} TICKET")),
+                line("GET {g}:a"),
+                line("GET {g}:b"),
+            ],
+        );
+        let reply = ints(&replies[0]);
+        assert_reply(
+            &reply[..6],
+            &[1, 0, 7, 300_000, 3, 2_000_000],
+            &[1, 3, 5],
+            slack,
+            "MTAKE ... TICKET",
+        );
+        let states = [num(&replies[1]), num(&replies[2])];
+        (
+            tickets_are_the_states(&reply, states, "MTAKE ... TICKET"),
+            states,
+        )
+    };
+
+    let ([a, b], _) = taken(&mut con);
+    let (replies, _) = exec(
+        &mut con,
+        flavor,
+        &[
+            line(&format!("THROTTLE.GIVE {{g}}:a 10 0.01 3 {a}")),
+            line(&format!("THROTTLE.GIVE {{g}}:b 5 0.001 2 {b}")),
+            line("EXISTS {g}:a"),
+            line("EXISTS {g}:b"),
+        ],
+    );
+    let given: Vec<i64> = replies.iter().map(num).collect();
+    assert_eq!(given, [3, 2, 0, 0], "given back, then EXISTS: full again");
+
+    let ([a, b], [state_a, state_b]) = taken(&mut con);
+    let (replies, _) = exec(
+        &mut con,
+        flavor,
+        &[
+            line("THROTTLE.MTAKE 2 {g}:a {g}:b 10 0.01 1 5 0.001 1"),
+            line(&format!("THROTTLE.GIVE {{g}}:a 10 0.01 3 {a}")),
+            line(&format!("THROTTLE.GIVE {{g}}:b 5 0.001 2 {b}")),
+            line("GET {g}:a"),
+            line("GET {g}:b"),
+        ],
+    );
+    let second = ints(&replies[0]);
+    assert_eq!(
+        (second.len(), second[0], second[2], second[4]),
+        (6, 1, 6, 2),
+        "{second:?}"
+    );
+    assert_eq!(
+        (num(&replies[1]), num(&replies[2])),
+        (0, 0),
+        "tickets given back after a later take"
+    );
+    assert_eq!(
+        (num(&replies[3]), num(&replies[4])),
+        (state_a + 100_000 * MS, state_b + 1_000_000 * MS),
+        "the states the second MTAKE left"
+    );
+}
+
+/// In one MULTI: a denied MTAKE ... TICKET (with MAXWAIT 0 and below the wait) replies tickets
+/// all 0 and writes nothing; a key asked for 0 tokens gets ticket 0 beside one that takes, and
+/// is not written; an MTAKE of 0 tokens from every key replies every ticket 0.
+fn a_denial_and_a_key_asked_for_0_get_ticket_0(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let call = "2 {d}:a {d}:b 5 0.01 1 1 0.001 1";
+    let (replies, slack) = exec(
+        &mut con,
+        flavor,
+        &[
+            line("THROTTLE.TAKE {d}:b 1 0.001"),
+            line("GET {d}:b"),
+            line(&format!("THROTTLE.MTAKE {call} TICKET")),
+            line(&format!("THROTTLE.MTAKE {call} ticket MAXWAIT 999000")),
+            line("EXISTS {d}:a"),
+            line("GET {d}:b"),
+            line("THROTTLE.MTAKE 2 {d}:a {d}:b 5 0.01 1 1 0.001 0 TICKET"),
+            line("GET {d}:a"),
+            line("GET {d}:b"),
+            line("THROTTLE.MTAKE 2 {d}:c {d}:b 5 0.01 0 1 0.001 0 TICKET"),
+            line("EXISTS {d}:c"),
+        ],
+    );
+    let d = &[1, 3, 5];
+    let denied = [0, 1_000_000, 5, 0, 0, 1_000_000, 0, 0];
+    assert_reply(&ints(&replies[2]), &denied, d, slack, "denied, MAXWAIT 0");
+    assert_reply(
+        &ints(&replies[3]),
+        &denied,
+        d,
+        slack,
+        "denied, MAXWAIT 999000",
+    );
+    assert_eq!(num(&replies[4]), 0, "a denial created {{d}}:a");
+    let b = num(&replies[1]);
+    assert_eq!(num(&replies[5]), b, "a denial wrote {{d}}:b");
+
+    let reply = ints(&replies[6]);
+    let a = num(&replies[7]);
+    assert_reply(
+        &reply,
+        &[1, 0, 4, 100_000, 0, 1_000_000, a.div_euclid(1000), 0],
+        d,
+        slack,
+        "{d}:b asked for 0",
+    );
+    assert_eq!(num(&replies[8]), b, "a key asked for 0 was written");
+    assert_reply(
+        &ints(&replies[9]),
+        &[1, 0, 5, 0, 0, 1_000_000, 0, 0],
+        d,
+        slack,
+        "0 from every key",
+    );
+    assert_eq!(num(&replies[10]), 0, "an inspection created {{d}}:c");
+}
+
+/// `{r}:b` is empty for 1000 s; with MAXWAIT both keys take as of then, so the full `{r}:a`
+/// sets its token aside from that instant. GIVE with each ticket gives each token back: `{r}:b`
+/// is back where it was, and `{r}:a` at the instant it took as of (its state keeps no trace of
+/// the full bucket before, and giving back past it would free time before this take's slot).
+fn a_reserved_mtake_gives_back_to_the_instant_it_took_as_of(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let (replies, slack) = exec(
+        &mut con,
+        flavor,
+        &[
+            line("THROTTLE.TAKE {r}:b 1 0.001"),
+            line("GET {r}:b"),
+            line("THROTTLE.MTAKE 2 {r}:a {r}:b 5 0.01 1 1 0.001 1 MAXWAIT 1000000 TICKET"),
+            line("GET {r}:a"),
+            line("GET {r}:b"),
+        ],
+    );
+    let before = num(&replies[1]);
+    let reply = ints(&replies[2]);
+    assert_reply(
+        &reply[..6],
+        &[1, 1_000_000, 0, 1_100_000, 0, 2_000_000],
+        &[1, 3, 5],
+        slack,
+        "a reservation of 1000 s",
+    );
+    let states = [num(&replies[3]), num(&replies[4])];
+    assert_eq!(
+        states,
+        [before + 100_000 * MS, before + 1_000_000 * MS],
+        "both take as of {{r}}:b's token"
+    );
+    let [a, b] = tickets_are_the_states(&reply, states, "a reservation");
+    assert_eq!(give(&mut con, "{r}:a", &format!("5 0.01 1 {a}")), 1);
+    assert_eq!(give(&mut con, "{r}:b", &format!("1 0.001 1 {b}")), 1);
+    assert_eq!(
+        state(&mut con, "{r}:a"),
+        before,
+        "{{r}}:a at the instant it took as of"
+    );
+    assert_eq!(state(&mut con, "{r}:b"), before, "{{r}}:b where it was");
+}
+
 /// 16 keys (the most) are taken from at once; 17 are refused with the numkeys error and
 /// nothing written; a key named twice is refused, nothing written; keys that differ only in
 /// case are distinct.
@@ -396,7 +598,25 @@ fn bad_input_battery(flavor: Flavor) {
         case("2 a b 8 9 1 8 9 -1", &errors::tokens(8)),
         case("2 a b 8 9 1 8 9 x", &errors::tokens(8)),
         case("1 a 8 9 1 TOKENS 1", errors::MTAKE_UNKNOWN),
-        case("1 a 8 9 1 TICKET", errors::MTAKE_UNKNOWN),
+        // TICKET: once, no value (what follows it is an option's name), among the others.
+        case("1 a 8 9 1 TICKET TICKET", &errors::repeated("TICKET")),
+        case(
+            "1 a 8 9 1 ticket MAXWAIT 5 Ticket",
+            &errors::repeated("TICKET"),
+        ),
+        case("1 a 8 9 1 TICKET 1", errors::MTAKE_UNKNOWN),
+        case("1 a 8 9 1 TICKET 1 TICKET", errors::MTAKE_UNKNOWN),
+        case("1 a 8 9 1 TICKETS", errors::MTAKE_UNKNOWN),
+        case("1 a 8 9 1 TICKET MAXWAIT", &errors::missing("MAXWAIT")),
+        case("1 a 8 9 1 TICKET MAXWAIT -1", errors::MAXWAIT),
+        case(
+            "1 a 8 9 1 MAXWAIT x TICKET TICKET",
+            &errors::repeated("TICKET"),
+        ),
+        case("2 a b 8 9 1 8 9 1 TICKET FLOOR 1", &errors::floors(2)),
+        case("1 a 8 9 1 FLOOR 2 TICKET MAXWAIT 5", errors::FLOOR_RESERVES),
+        case("2 a b 8 9 1 TICKET", &errors::triples(2)),
+        case("2 a b 8 9 9 8 9 1 TICKET", &errors::tokens(8)),
         case("1 a 8 9 1 8 9 1", errors::MTAKE_UNKNOWN),
         case("1 a 8 9 1 MAXWAIT", &errors::missing("MAXWAIT")),
         case("1 a 8 9 1 MAXWAIT 1 MAXWAIT", &errors::missing("MAXWAIT")),
@@ -418,6 +638,8 @@ fn bad_input_battery(flavor: Flavor) {
         case("2 k s:hello 8 9 1 8 9 1", errors::NOT_BUCKET),
         case("2 s:negative k 8 9 1 8 9 0", errors::NOT_BUCKET),
         case("1 s:float 8 9 0", errors::NOT_BUCKET),
+        case("2 k s:hello 8 9 1 8 9 1 TICKET", errors::NOT_BUCKET),
+        case("2 t:list k 8 9 1 8 9 1 TICKET", errors::WRONGTYPE),
         case("3 k s:empty t:list 8 9 1 8 9 1 8 9 1", errors::NOT_BUCKET),
         // The arguments are checked before any key is read.
         case("2 k t:list 0 9 1 8 9 1", errors::CAPACITY),
@@ -430,6 +652,13 @@ fn bad_input_battery(flavor: Flavor) {
     let checked = check_battery(&server, "THROTTLE.MTAKE", &calls);
     let mut con = server.conn();
     assert_eq!(mtake(&mut con, "1 after 8 9 1"), [1, 0, 7, 112]);
+    let reply = mtake(&mut con, "1 after:ticket 8 9 1 TICKET");
+    assert_eq!(reply[..4], [1, 0, 7, 112]);
+    assert_eq!(
+        reply[4],
+        state(&mut con, "after:ticket") / 1000,
+        "{reply:?}"
+    );
     println!("{flavor}: {checked} malformed THROTTLE.MTAKE calls checked");
 }
 

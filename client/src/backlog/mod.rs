@@ -3,8 +3,9 @@
 //!
 //! Producers [`push`](Backlog::push) records (each with its cost in the bucket's tokens) onto
 //! a Redis Stream; [`Worker`]s, any number, on any machines, read them through one consumer
-//! group, acquire each record's cost from a shared limiter (any [`Acquire`](crate::Acquire):
-//! a [`Limiter`], or a [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)), call
+//! group, acquire each record's cost from a shared limiter (any [`Throttle`](crate::Throttle):
+//! a [`Limiter`](crate::Limiter), a [`MultiLimiter`](crate::MultiLimiter), or a
+//! [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)), call
 //! the handler, and acknowledge only what the handler finished. A worker that dies loses
 //! nothing: its records stay pending, and the others claim them once they have been idle for
 //! [`WorkerOptions::claim_idle`] (`XAUTOCLAIM`). Delivery is at least once, so the handler is
@@ -27,7 +28,7 @@ use redis::Value;
 pub use record::{Outcome, Record};
 pub use worker::{StopHandle, Worker, WorkerMetrics, WorkerOptions};
 
-use crate::{Error, Limiter};
+use crate::{Error, Throttle};
 
 /// A durable queue of records on a Redis Stream, read by one consumer group.
 ///
@@ -201,11 +202,9 @@ where
         }
     }
 
-    /// What the backlog holds now, and how long its queued cost takes at `limiter`'s quota.
-    pub async fn stats<L>(&self, limiter: &Limiter<L>) -> Result<BacklogStats, Error>
-    where
-        L: ConnectionLike + Clone + Send + Sync + 'static,
-    {
+    /// What the backlog holds now, and how long its queued cost takes at `limiter`'s quota
+    /// (any [`Throttle`]), from its bucket as it stands.
+    pub async fn stats(&self, limiter: &impl Throttle) -> Result<BacklogStats, Error> {
         let mut pipe = redis::pipe();
         pipe.cmd("XLEN").arg(&self.stream);
         pipe.cmd("XLEN").arg(&self.dead);
@@ -236,15 +235,7 @@ where
             .and_then(|entry| entry_ms(&entry.id))
             .map(|ms| Duration::from_millis(now_ms.saturating_sub(ms)));
         let queued_cost = queued_cost.unwrap_or(0);
-        let bucket = limiter.peek().await?;
-        let quota = limiter.quota();
-        // In u128 ns: a queue of bytes can hold more than u32 tokens.
-        let interval_ns = quota.token_interval().as_nanos();
-        let fill_ns = interval_ns * u128::from(quota.capacity());
-        let debt_past_empty = bucket.until_full.as_nanos().saturating_sub(fill_ns);
-        let short = u128::from(queued_cost.saturating_sub(bucket.remaining));
-        let drain_ns = (interval_ns * short).saturating_add(debt_past_empty);
-        let drain_time = Duration::from_nanos(u64::try_from(drain_ns).unwrap_or(u64::MAX));
+        let drain_time = limiter.time_to_serve(depth, queued_cost).await?;
         Ok(BacklogStats {
             depth,
             in_flight,

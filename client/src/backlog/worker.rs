@@ -1,6 +1,7 @@
 //! A backlog worker: read, acquire each record's cost, handle, acknowledge.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, LazyLock};
@@ -12,7 +13,7 @@ use tokio::sync::watch;
 
 use super::record::{self, Outcome, Record};
 use super::Backlog;
-use crate::{Acquire, Error};
+use crate::{Demand, Error, Priority, Throttle};
 
 /// How a [`Worker`] reads and retries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +32,9 @@ pub struct WorkerOptions {
     pub max_attempts: u32,
     /// First backoff after a failure, doubled each time, with jitter (default 100 ms).
     pub backoff: Duration,
+    /// The priority of the records' takes (default [`Priority::Interactive`]): a bulk load
+    /// beside interactive calls on one quota runs [`Priority::Bulk`], leaving them its floor.
+    pub priority: Priority,
 }
 
 impl Default for WorkerOptions {
@@ -41,6 +45,7 @@ impl Default for WorkerOptions {
             claim_idle: Duration::from_secs(30),
             max_attempts: 3,
             backoff: Duration::from_millis(100),
+            priority: Priority::Interactive,
         }
     }
 }
@@ -73,6 +78,12 @@ impl WorkerOptions {
     /// Sets [`WorkerOptions::backoff`].
     pub fn backoff(mut self, backoff: Duration) -> Self {
         self.backoff = backoff;
+        self
+    }
+
+    /// Sets [`WorkerOptions::priority`].
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
         self
     }
 }
@@ -127,7 +138,8 @@ impl StopHandle {
 }
 
 /// Takes records off a [`Backlog`] (over a connection `C`) at the rate a limiter `A` allows:
-/// any [`Acquire`], such as a [`Limiter`](crate::Limiter) or a
+/// any [`Throttle`], such as a [`Limiter`](crate::Limiter), a
+/// [`MultiLimiter`](crate::MultiLimiter) or a
 /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter). See the
 /// [module](crate::backlog) for the guarantees.
 ///
@@ -143,6 +155,17 @@ pub struct Worker<C, A> {
     stop: Arc<watch::Sender<bool>>,
 }
 
+impl<C, A: fmt::Debug> fmt::Debug for Worker<C, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Worker")
+            .field("stream", &self.backlog.stream())
+            .field("consumer", &self.consumer)
+            .field("limiter", &self.limiter)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Where a record ended.
 enum Settled {
     Finished,
@@ -153,10 +176,10 @@ enum Settled {
 impl<C, A> Worker<C, A>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
-    A: Acquire,
+    A: Throttle,
 {
     /// A worker named `consumer` (unique in the group: a host and process id, say) on
-    /// `backlog`, taking each record's cost from `limiter`: any [`Acquire`].
+    /// `backlog`, taking each record's cost from `limiter`: any [`Throttle`].
     pub fn new(backlog: Backlog<C>, consumer: impl Into<String>, limiter: A) -> Self {
         Worker {
             backlog,
@@ -284,7 +307,9 @@ where
             let grant = tokio::select! {
                 biased;
                 _ = stopped.wait_for(|s| *s) => return Ok(Settled::Stopped),
-                grant = self.limiter.acquire_tokens(record.cost) => grant,
+                grant = self.limiter.acquire_with(
+                    Demand::tokens(record.cost).priority(self.options.priority)
+                ) => grant,
             };
             let grant = match grant {
                 Ok(grant) => grant,
@@ -295,7 +320,7 @@ where
                 }
                 Err(other) => return Err(other),
             };
-            self.waited(grant);
+            self.waited(grant.waited);
             self.counters.in_flight.store(1, Relaxed);
             let outcome = handler(record.clone()).await;
             self.counters.in_flight.store(0, Relaxed);
@@ -309,7 +334,7 @@ where
                     // The supplier's word holds for the whole fleet: pause the bucket, then
                     // this record is the first to go again (acquire waits out the pause).
                     self.counters.throttled.fetch_add(1, Relaxed);
-                    self.limiter.push_back(retry_after).await?;
+                    self.limiter.pause(retry_after).await?;
                 }
                 Outcome::Failed { error } => {
                     failures += 1;

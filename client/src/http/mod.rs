@@ -4,15 +4,14 @@
 //! `reqwest`).
 //!
 //! For each request both:
-//! 1. choose the limiter: a fixed [`Limiter`] or [`PartitionedLimiter`], or a closure from
-//!    the [`RequestHead`] to a limiter (per supplier host, per integrator header, ...), see
-//!    [`PickLimiter`]; whatever it is, the layers use it as an [`Acquire`];
-//! 2. take a token ([`Acquire::acquire_call`]: [`Limiter::acquire`], or one token of a
-//!    [`PartitionedLimiter`]), waiting as long as the bucket needs, then send;
+//! 1. choose the limiter: a fixed [`Limiter`], [`MultiLimiter`] or [`PartitionedLimiter`],
+//!    or a closure from the [`RequestHead`] to a limiter (per supplier host, per integrator
+//!    header, ...), see [`PickLimiter`]; whatever it is, the layers use it as a [`Throttle`];
+//! 2. take a call's cost ([`Throttle::acquire`]), waiting as long as the bucket needs, then
+//!    send;
 //! 3. on 429 or 503, read `Retry-After` (delta seconds or an HTTP date; absent or
 //!    unreadable: [`RetryPolicy::default_pause`]) and pause the limiter for that long plus a
-//!    jitter ([`Acquire::push_back`]: [`Limiter::pause`], [`PartitionedLimiter::pause`]):
-//!    the whole fleet stops on it, not only this caller;
+//!    jitter ([`Throttle::pause`]): the whole fleet stops on it, not only this caller;
 //! 4. take a token again and resend, up to [`RetryPolicy::max_attempts`] sends in all.
 //!
 //! Requests whose method is not idempotent (POST, PATCH, ...) are not resent unless
@@ -37,13 +36,13 @@ use ::http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode};
 use redis::aio::ConnectionLike;
 
 use crate::partitioned::PartitionedLimiter;
-use crate::{Acquire, Limiter};
+use crate::{Limiter, MultiLimiter, Throttle};
 use retry::Step;
 
 #[cfg(feature = "reqwest")]
 pub use self::reqwest::ThrottleMiddleware;
 #[cfg(feature = "tower")]
-pub use self::tower::{CloneBody, CloneRequest, NeverClone, Throttle, ThrottleLayer};
+pub use self::tower::{CloneBody, CloneRequest, NeverClone, ThrottleLayer, ThrottleService};
 pub use retry::{is_idempotent, is_pushback, parse_retry_after, RetryPolicy, MAX_PAUSE};
 
 /// What a bucket can be chosen by: the parts of an outgoing request that every client has.
@@ -90,14 +89,14 @@ impl<'a> RequestHead<'a> {
     }
 }
 
-/// Chooses the bucket for a request: a fixed [`Limiter`] (or
-/// [`PartitionedLimiter`]), or any `Fn(&RequestHead) -> L` where `L` is either.
+/// Chooses the bucket for a request: a fixed [`Limiter`], [`MultiLimiter`] or
+/// [`PartitionedLimiter`], or any `Fn(&RequestHead) -> L` where `L` is a [`Throttle`].
 ///
 /// A closure should hand out clones of limiters it keeps (a map per host, say), not build one
 /// per request: a limiter's counters ([`Limiter::metrics`]) live in it and its clones.
 pub trait PickLimiter {
-    /// The limiter: any [`Acquire`].
-    type Limiter: Acquire + Send + Sync + 'static;
+    /// The limiter: any [`Throttle`].
+    type Limiter: Throttle + 'static;
 
     /// The limiter for this request.
     fn pick(&self, request: &RequestHead<'_>) -> Self::Limiter;
@@ -110,6 +109,17 @@ where
     type Limiter = Limiter<C>;
 
     fn pick(&self, _request: &RequestHead<'_>) -> Limiter<C> {
+        self.clone()
+    }
+}
+
+impl<C> PickLimiter for MultiLimiter<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    type Limiter = MultiLimiter<C>;
+
+    fn pick(&self, _request: &RequestHead<'_>) -> MultiLimiter<C> {
         self.clone()
     }
 }
@@ -128,7 +138,7 @@ where
 impl<L, F> PickLimiter for F
 where
     F: Fn(&RequestHead<'_>) -> L,
-    L: Acquire + Send + Sync + 'static,
+    L: Throttle + 'static,
 {
     type Limiter = L;
 
@@ -189,7 +199,7 @@ struct Run<L> {
     attempt: u32,
 }
 
-impl<L: Acquire> Run<L> {
+impl<L: Throttle> Run<L> {
     fn new(limiter: L, policy: RetryPolicy, method: Method) -> Self {
         Run {
             limiter,
@@ -200,7 +210,7 @@ impl<L: Acquire> Run<L> {
     }
 
     fn span(&self) -> tracing::Span {
-        tracing::debug_span!("throttle_http", method = %self.method, key = %self.limiter.label())
+        tracing::debug_span!("throttle_http", method = %self.method, key = %self.limiter.name())
     }
 
     /// Whether to keep a copy of the request before this send.
@@ -211,7 +221,7 @@ impl<L: Acquire> Run<L> {
     /// Takes a token before a send.
     async fn acquire(&self) -> Result<(), LimiterError> {
         self.limiter
-            .acquire_call()
+            .acquire()
             .await
             .map(drop)
             .map_err(|source| self.error("take a token before sending", source))
@@ -237,7 +247,7 @@ impl<L: Acquire> Run<L> {
         };
         let next_token: Duration = self
             .limiter
-            .push_back(pause)
+            .pause(pause)
             .await
             .map_err(|source| self.error("pause after the supplier's pushback", source))?;
         tracing::debug!(
@@ -258,7 +268,7 @@ impl<L: Acquire> Run<L> {
 
     fn error(&self, during: &'static str, source: crate::Error) -> LimiterError {
         LimiterError {
-            key: self.limiter.label().to_owned(),
+            key: self.limiter.name().to_owned(),
             during,
             source,
         }

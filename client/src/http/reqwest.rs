@@ -7,7 +7,7 @@ use reqwest_middleware::{Middleware, Next};
 use tracing::Instrument;
 
 use super::{LimiterError, PickLimiter, RequestHead, RetryPolicy, Run};
-use crate::Acquire;
+use crate::Throttle;
 
 /// Takes a token from a shared bucket before each request, and obeys the supplier's 429 and
 /// 503 (see [the module](super)).
@@ -37,7 +37,7 @@ pub struct ThrottleMiddleware<P> {
     policy: RetryPolicy,
 }
 
-impl<L: Acquire + Clone> ThrottleMiddleware<L> {
+impl<L: Throttle + Clone> ThrottleMiddleware<L> {
     /// Every request takes its token from `limiter` (a [`Limiter`](crate::Limiter) or a
     /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)).
     pub fn new(limiter: L) -> Self {
@@ -54,7 +54,7 @@ impl<F> ThrottleMiddleware<F> {
     pub fn per_request<L>(pick: F) -> Self
     where
         F: Fn(&RequestHead<'_>) -> L,
-        L: Acquire,
+        L: Throttle,
     {
         ThrottleMiddleware {
             pick,
@@ -87,7 +87,7 @@ where
     }
 }
 
-async fn send<L: Acquire>(
+async fn send<L: Throttle>(
     mut run: Run<L>,
     mut request: Request,
     extensions: &mut Extensions,

@@ -10,7 +10,7 @@ use ::tower::{Layer, Service};
 use tracing::Instrument;
 
 use super::{PickLimiter, RequestHead, RetryPolicy, Run};
-use crate::Acquire;
+use crate::Throttle;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -49,8 +49,9 @@ pub struct ThrottleLayer<P, K = CloneBody> {
     clone: K,
 }
 
-impl<L: Acquire + Clone> ThrottleLayer<L> {
-    /// Every request takes its token from `limiter` (a [`Limiter`](crate::Limiter) or a
+impl<L: Throttle + Clone> ThrottleLayer<L> {
+    /// Every request takes its token from `limiter` (a [`Limiter`](crate::Limiter), a
+    /// [`MultiLimiter`](crate::MultiLimiter) or a
     /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)).
     pub fn new(limiter: L) -> Self {
         ThrottleLayer {
@@ -67,7 +68,7 @@ impl<F> ThrottleLayer<F> {
     pub fn per_request<L>(pick: F) -> Self
     where
         F: Fn(&RequestHead<'_>) -> L,
-        L: Acquire,
+        L: Throttle,
     {
         ThrottleLayer {
             pick,
@@ -96,10 +97,10 @@ impl<P, K> ThrottleLayer<P, K> {
 }
 
 impl<S, P: Clone, K: Clone> Layer<S> for ThrottleLayer<P, K> {
-    type Service = Throttle<S, P, K>;
+    type Service = ThrottleService<S, P, K>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Throttle {
+        ThrottleService {
             inner,
             pick: self.pick.clone(),
             policy: self.policy,
@@ -110,14 +111,14 @@ impl<S, P: Clone, K: Clone> Layer<S> for ThrottleLayer<P, K> {
 
 /// The service [`ThrottleLayer`] wraps around another.
 #[derive(Clone, Debug)]
-pub struct Throttle<S, P, K = CloneBody> {
+pub struct ThrottleService<S, P, K = CloneBody> {
     inner: S,
     pick: P,
     policy: RetryPolicy,
     clone: K,
 }
 
-impl<S, P, K> Throttle<S, P, K> {
+impl<S, P, K> ThrottleService<S, P, K> {
     /// The wrapped service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -159,7 +160,7 @@ where
     }
 }
 
-impl<S, P, K, B, RB> Service<Request<B>> for Throttle<S, P, K>
+impl<S, P, K, B, RB> Service<Request<B>> for ThrottleService<S, P, K>
 where
     S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
     S::Future: Send,
@@ -197,7 +198,7 @@ async fn send<S, L, K, B, RB>(
 where
     S: Service<Request<B>, Response = Response<RB>>,
     S::Error: Into<BoxError>,
-    L: Acquire,
+    L: Throttle,
     K: CloneRequest<B>,
 {
     let mut ready = true;

@@ -1,6 +1,6 @@
 //! The task that keeps a process's leases: renews them before they are due, leases more when
 //! calls wait, gives back what idles, and releases everything at the end. What to do is
-//! `plan`'s decision; the commands are `lease`'s.
+//! `plan`'s decision; the commands are `lease`'s, the fleet's signals `wire`'s.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -11,23 +11,13 @@ use redis::aio::ConnectionLike;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::core::{Core, LeaseEventKind};
 use super::lease::{LeaseCall, Written};
-use super::limiter::{Core, LeaseEventKind};
 use super::metrics::Counters;
 use super::plan::{plan, Situation};
 use super::share::Held;
+use super::wire;
 use crate::Error;
-
-/// Sets the fleet's pause (unix ms) unless a later one is set. KEYS: the pause key; ARGV:
-/// until (unix ms), how long to keep the key (ms).
-pub(crate) const PAUSE_IF_LATER: &str = "local now = tonumber(redis.call('GET', KEYS[1]) or '0') \
-    if tonumber(ARGV[1]) > now then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end \
-    return redis.status_reply('OK')";
-
-/// The key of the fleet's pause: in the same slot as the requests for partitions.
-pub(crate) fn pause_key(name: &str) -> String {
-    format!("{{{name}}}:pause")
-}
 
 /// Longest the keeper sleeps with nothing due.
 const MAX_SLEEP: Duration = Duration::from_millis(250);
@@ -52,14 +42,12 @@ struct Keeper<C> {
     last_yield_ns: Option<i64>,
     /// Another process's request for partitions: how many it held, and when it was read.
     other_wants: Option<(String, usize)>,
-    want_key: String,
 }
 
 pub(crate) async fn run<C>(core: Arc<Core>, conn: C, mut stop: watch::Receiver<bool>)
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    let want_key = format!("{{{}}}:want", core.quota.name());
     let mut keeper = Keeper {
         core,
         conn,
@@ -70,7 +58,6 @@ where
         next_acquire_ns: 0,
         last_yield_ns: None,
         other_wants: None,
-        want_key,
     };
     loop {
         if *stop.borrow() {
@@ -244,14 +231,7 @@ where
         let core = Arc::clone(&self.core);
         self.signals_read_ns = Some(core.now_ns());
         let mut conn = self.conn.clone();
-        let get = async {
-            redis::cmd("MGET")
-                .arg(&self.want_key)
-                .arg(pause_key(core.quota.name()))
-                .query_async::<(Option<String>, Option<String>)>(&mut conn)
-                .await
-                .map_err(Error::from_redis)
-        };
+        let get = wire::read_signals(&mut conn, core.quota.name());
         let value = timed(self.call_timeout(), get).await;
         Counters::add(&core.counters.round_trips, 1);
         let Ok((want, pause)) = value else {
@@ -262,24 +242,17 @@ where
         self.other_wants = want
             .filter(|_| held > core.rules.reserved.max(1))
             .and_then(|text| {
-                let (owner, count) = text.split_once(' ')?;
-                let count = count.parse().ok()?;
+                let (owner, count) = wire::parse_want(&text)?;
                 (owner != core.owner).then(|| (text.clone(), count))
             });
-        if let Some(until_ms) = pause.and_then(|text| text.parse::<i128>().ok()) {
-            let now_unix_ns = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as i128);
-            let ahead = until_ms * 1_000_000 - now_unix_ns;
-            if ahead > 0 {
-                let until = core
-                    .now_ns()
-                    .saturating_add(i64::try_from(ahead).unwrap_or(i64::MAX));
-                let mut state = core.state();
-                if until > state.shares.paused_until_ns() {
-                    state.shares.pause(&core.share, until);
-                    tracing::debug!(limiter = %core.name, ahead_ns = ahead as i64, "the fleet is paused");
-                }
+        let ahead =
+            pause.and_then(|text| wire::pause_ahead_ns(&text, std::time::SystemTime::now()));
+        if let Some(ahead_ns) = ahead {
+            let until = core.now_ns().saturating_add(ahead_ns);
+            let mut state = core.state();
+            if until > state.shares.paused_until_ns() {
+                state.shares.pause(&core.share, until);
+                tracing::debug!(limiter = %core.name, ahead_ns, "the fleet is paused");
             }
         }
     }
@@ -314,15 +287,9 @@ where
                 Counters::add(&core.counters.leases_yielded, 1);
                 self.last_yield_ns = Some(now);
                 // Answered: the next holder need not yield too.
-                let want = LeaseCall {
-                    key: &self.want_key,
-                    owner: &value,
-                    lease_ms: 0,
-                    acks: 0,
-                    wait_ms: 0,
-                };
                 let mut conn = self.conn.clone();
-                let _ = timed(self.call_timeout(), want.release(&mut conn)).await;
+                let clear = wire::clear_want(&mut conn, core.quota.name(), &value);
+                let _ = timed(self.call_timeout(), clear).await;
                 Counters::add(&core.counters.round_trips, 1);
             }
         }
@@ -464,16 +431,8 @@ where
         let held = self.core.state().shares.len();
         let mut conn = self.conn.clone();
         let lease_ms = u64::try_from(self.core.quota.lease().as_millis()).unwrap_or(u64::MAX);
-        let set = async {
-            redis::cmd("SET")
-                .arg(&self.want_key)
-                .arg(format!("{} {held}", self.core.owner))
-                .arg("PX")
-                .arg(lease_ms)
-                .query_async::<()>(&mut conn)
-                .await
-                .map_err(Error::from_redis)
-        };
+        let value = wire::encode_want(&self.core.owner, held);
+        let set = wire::write_want(&mut conn, self.core.quota.name(), &value, lease_ms);
         let _ = timed(self.call_timeout(), set).await;
         Counters::add(&self.core.counters.round_trips, 1);
     }

@@ -70,7 +70,7 @@ pub(crate) struct LeaseCall<'a> {
 
 impl LeaseCall<'_> {
     /// `SET key owner NX PX lease`, `ROLE`, `WAIT`.
-    pub async fn acquire<C: ConnectionLike>(&self, conn: &mut C) -> Result<Written, Error> {
+    pub(super) async fn acquire<C: ConnectionLike>(&self, conn: &mut C) -> Result<Written, Error> {
         let mut pipe = redis::pipe();
         pipe.cmd("SET")
             .arg(self.key)
@@ -87,7 +87,7 @@ impl LeaseCall<'_> {
     }
 
     /// The renew script, `ROLE`, `WAIT`.
-    pub async fn renew<C: ConnectionLike>(&self, conn: &mut C) -> Result<Written, Error> {
+    pub(super) async fn renew<C: ConnectionLike>(&self, conn: &mut C) -> Result<Written, Error> {
         let mut pipe = redis::pipe();
         pipe.cmd("EVAL")
             .arg(RENEW)
@@ -103,7 +103,7 @@ impl LeaseCall<'_> {
     }
 
     /// The release script; true if the key was ours.
-    pub async fn release<C: ConnectionLike>(&self, conn: &mut C) -> Result<bool, Error> {
+    pub(super) async fn release<C: ConnectionLike>(&self, conn: &mut C) -> Result<bool, Error> {
         let value: Value = redis::cmd("EVAL")
             .arg(RELEASE)
             .arg(1)

@@ -1,78 +1,35 @@
 //! The partitioned limiter: spends the partitions this process leases, in process, with no
-//! round trip per call. The leases themselves are kept by a background task (`keeper`).
+//! round trip per call. The leases themselves are kept by a background task (`keeper`), with
+//! which it shares only the `core`.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use throttle_bucket::Quota as BucketQuota;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::core::{Core, LeaseEvent, Observer, State};
 use super::keeper;
 use super::lease::ReplicaAcks;
-use super::metrics::{Counters, PartitionMetrics};
+use super::metrics::Counters;
 use super::plan::{Rules, Timing};
-use super::share::{Shares, Take};
-use super::{PartitionError, PartitionedQuota};
+use super::quota::PartitionedQuota;
+use super::share::Take;
+use super::wire;
+use crate::grant::Receipt;
+use crate::metrics::Metrics;
+use crate::{
+    BucketState, Demand, Error, Grant, MetricsSnapshot, Priority, QuotaError, Throttle, TryAcquire,
+};
 
 /// How long a caller with nothing to wait for (no partition held) sleeps before looking again,
 /// unless a lease arrives first.
 const NO_LEASE_PAUSE: Duration = Duration::from_millis(100);
-
-/// One call's grant from a [`PartitionedLimiter`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PartitionGrant {
-    /// Tokens taken.
-    pub tokens: u64,
-    /// The partition that served them.
-    pub partition: u32,
-    /// Time spent in the call.
-    pub waited: Duration,
-    /// The instant the tokens were taken, before the partition's lease stopped being usable.
-    /// Whatever happens to the process after this instant (a freeze) is what the in-flight
-    /// bound covers.
-    pub at: Instant,
-}
-
-/// A change to one of this process's leases, for [`PartitionedLimiterBuilder::on_lease`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LeaseEvent {
-    /// The partition.
-    pub partition: u32,
-    /// What happened.
-    pub kind: LeaseEventKind,
-    /// When: for a confirmation, when its reply came; for the others, the instant from
-    /// which nothing more is spent from the partition.
-    pub at: Instant,
-}
-
-/// What happened to a lease.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LeaseEventKind {
-    /// Acquired or renewed, and confirmed: the partition is spent from `usable_from` (when it
-    /// was leased) until `valid_until`, exclusive.
-    Confirmed {
-        /// When this hold began.
-        usable_from: Instant,
-        /// Nothing is spent from it at or after this instant unless a renewal confirms.
-        valid_until: Instant,
-    },
-    /// A renewal found the key gone or another owner's: spending stopped at once.
-    Lost,
-    /// The usable time ran out before a renewal confirmed.
-    Lapsed,
-    /// Given back (idle, yielded, or at shutdown).
-    Released,
-}
-
-type Observer = Arc<dyn Fn(&LeaseEvent) + Send + Sync>;
 
 /// Spends a [`PartitionedQuota`] locally: the partitions this process leases, each a GCRA in
 /// process. See the [module](super) for the guarantees.
@@ -116,75 +73,6 @@ struct Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         self.stop.send_replace(true);
-    }
-}
-
-/// What the callers and the keeper share.
-pub(crate) struct Core {
-    pub quota: PartitionedQuota,
-    pub share: BucketQuota,
-    pub name: String,
-    pub owner: String,
-    pub origin: Instant,
-    pub timing: Timing,
-    pub rules: Rules,
-    pub acks: ReplicaAcks,
-    pub wait_timeout: Duration,
-    pub state: Mutex<State>,
-    /// Callers wait their turn here, first come first served; the one holding it sleeps
-    /// until the next token.
-    turn: tokio::sync::Mutex<()>,
-    /// A partition was added or extended, or the limiter stopped: the waiting caller looks
-    /// again.
-    pub changed: Notify,
-    /// A caller waits longer than the rules like: the keeper looks again.
-    pub demand: Notify,
-    waiters: AtomicUsize,
-    /// When the caller holding the turn began waiting (ns since `origin`; -1: none).
-    turn_since: AtomicI64,
-    pub counters: Counters,
-    pub stopped: AtomicBool,
-    pub observer: Option<Observer>,
-}
-
-#[derive(Default)]
-pub(crate) struct State {
-    pub shares: Shares,
-}
-
-impl Core {
-    pub fn now_ns(&self) -> i64 {
-        i64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(i64::MAX)
-    }
-
-    pub fn instant(&self, ns: i64) -> Instant {
-        self.origin + Duration::from_nanos(u64::try_from(ns).unwrap_or(0))
-    }
-
-    pub fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub fn waiters(&self) -> usize {
-        self.waiters.load(Relaxed)
-    }
-
-    /// How long the longest-waiting caller has waited, ns.
-    pub fn longest_wait_ns(&self, now_ns: i64) -> i64 {
-        match self.turn_since.load(Relaxed) {
-            since if since >= 0 => now_ns.saturating_sub(since),
-            _ => 0,
-        }
-    }
-
-    pub fn observe(&self, partition: u32, kind: LeaseEventKind, at_ns: i64) {
-        if let Some(observer) = &self.observer {
-            observer(&LeaseEvent {
-                partition,
-                kind,
-                at: self.instant(at_ns),
-            });
-        }
     }
 }
 
@@ -282,12 +170,11 @@ impl PartitionedLimiterBuilder {
     /// Builds the limiter over `conn` and starts the task that keeps its leases (inside the
     /// current tokio runtime). The reserved partitions are leased at once, in the
     /// background; calls wait for them.
-    pub fn build<C>(self, conn: C) -> Result<PartitionedLimiter<C>, PartitionError>
+    pub fn build<C>(self, conn: C) -> Result<PartitionedLimiter<C>, Error>
     where
         C: ConnectionLike + Clone + Send + Sync + 'static,
     {
-        let runtime =
-            tokio::runtime::Handle::try_current().map_err(|_| PartitionError::NoRuntime)?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
         let quota = self.quota;
         let ns = |d: Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
         let lease = quota.lease();
@@ -299,12 +186,14 @@ impl PartitionedLimiterBuilder {
         };
         timing
             .check(self.wait_timeout)
-            .map_err(|problem| PartitionError::Config { problem })?;
+            .map_err(|problem| Error::Config {
+                problem: format!("partitioned limiter: {problem}"),
+            })?;
         let max_held = self.max_held.unwrap_or(quota.partitions());
         if max_held == 0 || max_held > quota.partitions() || max_held < quota.reserved() {
-            return Err(PartitionError::Config {
+            return Err(Error::Config {
                 problem: format!(
-                    "max_held {max_held} must be from the reserved partitions ({}) to the \
+                    "partitioned limiter: max_held {max_held} must be from the reserved partitions ({}) to the \
                      partitions ({}), and at least 1",
                     quota.reserved(),
                     quota.partitions()
@@ -322,9 +211,11 @@ impl PartitionedLimiterBuilder {
             yield_cooldown_ns: ns(lease * 2),
         };
         let owner = format!("{:016x}-{}", fastrand::u64(..), std::process::id());
+        let name = self.name.unwrap_or_else(|| quota.name().to_owned());
         let core = Arc::new(Core {
             share: quota.share(),
-            name: self.name.unwrap_or_else(|| quota.name().to_owned()),
+            metrics: Metrics::new(&name),
+            name,
             quota,
             owner,
             origin: Instant::now(),
@@ -384,34 +275,18 @@ where
     /// `THROTTLE.PAUSE` does; and it tells the fleet (`{name}:pause`, never shortening a
     /// longer pause), whose processes follow at their next renewal round, within a third of
     /// a lease. Returns how long until the next token (at least `retry_after`).
-    pub async fn pause(&self, retry_after: Duration) -> Result<Duration, PartitionError> {
+    pub async fn pause(&self, retry_after: Duration) -> Result<Duration, Error> {
         let core = &self.inner.core;
         let until = core
             .now_ns()
             .saturating_add(i64::try_from(retry_after.as_nanos()).unwrap_or(i64::MAX));
         core.state().shares.pause(&core.share, until);
-        let until_ms = u64::try_from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-                .saturating_add(retry_after)
-                .as_millis(),
-        )
-        .unwrap_or(u64::MAX);
-        let keep_ms = u64::try_from((retry_after + core.quota.lease()).as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1);
+        core.metrics.paused();
+        let until_ms = wire::pause_until_ms(std::time::SystemTime::now(), retry_after);
+        let keep_ms = wire::pause_keep_ms(retry_after, core.quota.lease());
         let mut conn = self.conn.clone();
-        redis::cmd("EVAL")
-            .arg(keeper::PAUSE_IF_LATER)
-            .arg(1)
-            .arg(keeper::pause_key(core.quota.name()))
-            .arg(until_ms)
-            .arg(keep_ms)
-            .query_async::<()>(&mut conn)
-            .await
-            .map_err(|e| PartitionError::Redis(crate::Error::from_redis(e)))?;
         Counters::add(&core.counters.round_trips, 1);
+        wire::write_pause(&mut conn, core.quota.name(), until_ms, keep_ms).await?;
         Ok(retry_after)
     }
 }
@@ -420,6 +295,11 @@ impl<C> PartitionedLimiter<C> {
     /// The quota.
     pub fn quota(&self) -> &PartitionedQuota {
         &self.inner.core.quota
+    }
+
+    /// The limiter's name (the quota's unless [`PartitionedLimiterBuilder::name`] set one).
+    pub fn name(&self) -> &str {
+        &self.inner.core.name
     }
 
     /// The token this process's leases carry (random, with the pid).
@@ -442,63 +322,130 @@ impl<C> PartitionedLimiter<C> {
         held
     }
 
-    /// Counters since the limiter was built.
-    pub fn metrics(&self) -> PartitionMetrics {
+    /// Counters since the limiter was built: its calls, and its leases
+    /// ([`MetricsSnapshot::leases`]).
+    pub fn metrics(&self) -> MetricsSnapshot {
         let core = &self.inner.core;
-        core.counters.snapshot(core.state().shares.len())
+        let mut snapshot = core.metrics.snapshot(None);
+        snapshot.round_trips = snapshot
+            .round_trips
+            .saturating_add(core.counters.round_trips());
+        snapshot.leases = core.counters.leases(core.state().shares.len());
+        snapshot
     }
 
     /// Takes one token, waiting for a leased partition to have it.
-    pub async fn acquire(&self) -> Result<PartitionGrant, PartitionError> {
-        self.acquire_n(1).await
+    pub async fn acquire(&self) -> Result<Grant, Error> {
+        self.acquire_with(Demand::call()).await
     }
 
     /// Takes `tokens` (at most one partition's burst) from one partition, waiting as long as
     /// it takes.
-    pub async fn acquire_n(&self, tokens: u64) -> Result<PartitionGrant, PartitionError> {
-        self.wait_for(tokens, None).await
+    pub async fn acquire_n(&self, tokens: u64) -> Result<Grant, Error> {
+        self.acquire_with(Demand::tokens(tokens)).await
     }
 
     /// Like [`PartitionedLimiter::acquire`], but gives up at `deadline` with
-    /// [`PartitionError::DeadlineExceeded`], taking nothing.
-    pub async fn acquire_within(
-        &self,
-        deadline: Duration,
-    ) -> Result<PartitionGrant, PartitionError> {
-        self.wait_for(1, Some(deadline)).await
+    /// [`Error::DeadlineExceeded`], taking nothing.
+    pub async fn acquire_within(&self, deadline: Duration) -> Result<Grant, Error> {
+        self.acquire_with(Demand::call().within(deadline)).await
     }
 
     /// [`PartitionedLimiter::acquire_n`] with a deadline.
-    pub async fn acquire_n_within(
-        &self,
-        tokens: u64,
-        deadline: Duration,
-    ) -> Result<PartitionGrant, PartitionError> {
-        self.wait_for(tokens, Some(deadline)).await
+    pub async fn acquire_n_within(&self, tokens: u64, deadline: Duration) -> Result<Grant, Error> {
+        self.acquire_with(Demand::tokens(tokens).within(deadline))
+            .await
+    }
+
+    /// Takes what `demand` asks for (one token unless it says) from one partition, within its
+    /// deadline. A [`Priority::Bulk`] call keeps the floor's share of the partition (its
+    /// floor times the partition's part of the burst, rounded up).
+    pub async fn acquire_with(&self, demand: Demand) -> Result<Grant, Error> {
+        let tokens = demand.tokens.unwrap_or(1);
+        let floor = self.floor(tokens, demand.priority);
+        self.wait_for(tokens, floor, demand.deadline).await
     }
 
     /// Takes one token if a leased partition has it now; never waits, never a round trip.
-    pub fn try_acquire(&self) -> Result<Option<PartitionGrant>, PartitionError> {
-        self.try_acquire_n(1)
+    pub async fn try_acquire(&self) -> Result<TryAcquire, Error> {
+        self.try_acquire_with(Demand::call()).await
     }
 
     /// Takes `tokens` if a leased partition has them now.
-    pub fn try_acquire_n(&self, tokens: u64) -> Result<Option<PartitionGrant>, PartitionError> {
+    pub async fn try_acquire_n(&self, tokens: u64) -> Result<TryAcquire, Error> {
+        self.try_acquire_with(Demand::tokens(tokens)).await
+    }
+
+    /// Takes what `demand` asks for if a leased partition has it now; never waits, whatever
+    /// its deadline. `Denied`: until a held partition will have it (or, holding none, the
+    /// time a waiting caller looks again).
+    pub async fn try_acquire_with(&self, demand: Demand) -> Result<TryAcquire, Error> {
+        let tokens = demand.tokens.unwrap_or(1);
+        let floor = self.floor(tokens, demand.priority);
         let core = &self.inner.core;
         self.check(tokens)?;
         let start = Instant::now();
-        match self.take(tokens) {
-            Take::Granted { index } => Ok(Some(self.granted(tokens, index, start))),
-            Take::Wait { .. } => {
-                Counters::add(&core.counters.denied, 1);
-                Ok(None)
+        match self.take(tokens, floor) {
+            Take::Granted {
+                index,
+                tat_ns,
+                remaining,
+            } => Ok(TryAcquire::Granted(
+                self.granted(tokens, index, tat_ns, remaining, start),
+            )),
+            Take::Wait { ns } => {
+                core.metrics.denied();
+                Ok(TryAcquire::Denied {
+                    retry_after: ns.map_or(NO_LEASE_PAUSE, nanos),
+                })
             }
         }
     }
 
+    /// Gives back the tokens of a grant not used, to the partition that served it, if
+    /// nothing was taken from it since (THROTTLE.GIVE's rule) and this process still holds
+    /// it. Returns the tokens given back.
+    pub async fn give_back(&self, grant: Grant) -> Result<u64, Error> {
+        let (Some(index), Receipt::Partition(tat_ns)) = (grant.partition, grant.receipt) else {
+            return Ok(0);
+        };
+        let core = &self.inner.core;
+        let now = core.now_ns();
+        let given = core
+            .state()
+            .shares
+            .give_back(&core.share, index, grant.tokens, tat_ns, now);
+        core.metrics.gave_back(given);
+        if given > 0 {
+            core.changed.notify_one();
+        }
+        Ok(given)
+    }
+
+    /// The partitions this process holds, as they stand: their tokens together, the longest
+    /// until one is full, the pause; capacity and interval are the whole quota's, so
+    /// [`BucketState::time_to_take`] is the fleet's.
+    pub async fn peek(&self) -> Result<BucketState, Error> {
+        let core = &self.inner.core;
+        let now = core.now_ns();
+        let state = core.state();
+        let (remaining, until_full_ns) = state.shares.view(&core.share, now);
+        let paused_ns = state.shares.paused_until_ns().saturating_sub(now).max(0);
+        let total = core.quota.total();
+        Ok(BucketState {
+            paused_for: nanos(paused_ns),
+            ..BucketState::new(
+                remaining,
+                nanos(until_full_ns),
+                total.capacity(),
+                total.token_interval(),
+            )
+        })
+    }
+
     /// Releases every lease and stops the keeper; later calls fail with
-    /// [`PartitionError::Stopped`]. Waits for the releases (each a round trip).
-    pub async fn shutdown(&self) -> Result<(), PartitionError> {
+    /// [`Error::Stopped`]. Waits for the releases (each a round trip).
+    pub async fn shutdown(&self) -> Result<(), Error> {
         self.inner.stop.send_replace(true);
         let task = self
             .inner
@@ -507,60 +454,89 @@ impl<C> PartitionedLimiter<C> {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(task) = task {
-            task.await.map_err(|e| PartitionError::Config {
+            task.await.map_err(|e| Error::Config {
                 problem: format!("the lease task failed: {e}"),
             })?;
         }
         Ok(())
     }
 
-    fn check(&self, tokens: u64) -> Result<(), PartitionError> {
+    /// A bulk call's floor in one partition: the floor's part of the partition, rounded up,
+    /// at most what the partition can keep beside the call.
+    fn floor(&self, tokens: u64, priority: Priority) -> Option<u64> {
+        let Priority::Bulk { floor } = priority else {
+            return None;
+        };
+        let core = &self.inner.core;
+        let share = core.share.capacity;
+        let total = core.quota.total().capacity().max(1);
+        let scaled = u128::from(floor)
+            .saturating_mul(u128::from(share))
+            .div_ceil(u128::from(total));
+        let scaled = u64::try_from(scaled).unwrap_or(u64::MAX);
+        Some(scaled.min(share.saturating_sub(tokens))).filter(|f| *f > 0)
+    }
+
+    fn check(&self, tokens: u64) -> Result<(), Error> {
         let core = &self.inner.core;
         if core.stopped.load(Relaxed) {
-            return Err(PartitionError::Stopped);
+            return Err(Error::Stopped);
         }
         if tokens > core.share.capacity {
-            return Err(PartitionError::Tokens {
+            core.metrics.error();
+            return Err(Error::InvalidQuota(QuotaError::PartitionTokens {
                 tokens,
                 capacity: core.share.capacity,
-            });
+            }));
         }
         Ok(())
     }
 
-    fn take(&self, tokens: u64) -> Take {
+    fn take(&self, tokens: u64, floor: Option<u64>) -> Take {
         let core = &self.inner.core;
         if tokens == 0 {
-            return Take::Granted { index: 0 };
+            return Take::Granted {
+                index: 0,
+                tat_ns: 0,
+                remaining: 0,
+            };
         }
         let now = core.now_ns();
-        core.state().shares.take(&core.share, tokens, now)
+        core.state().shares.take(&core.share, tokens, floor, now)
     }
 
-    fn granted(&self, tokens: u64, partition: u32, start: Instant) -> PartitionGrant {
-        let at = Instant::now();
-        Counters::add(&self.inner.core.counters.granted, 1);
-        PartitionGrant {
-            tokens,
-            partition,
-            waited: at - start,
-            at,
+    fn granted(
+        &self,
+        tokens: u64,
+        partition: u32,
+        tat_ns: i64,
+        remaining: u64,
+        start: Instant,
+    ) -> Grant {
+        let waited = start.elapsed();
+        self.inner.core.metrics.granted(waited);
+        Grant {
+            remaining,
+            partition: Some(partition),
+            ..Grant::new(tokens, waited, Duration::ZERO, Receipt::Partition(tat_ns))
         }
     }
 
     async fn wait_for(
         &self,
         tokens: u64,
+        floor: Option<u64>,
         deadline: Option<Duration>,
-    ) -> Result<PartitionGrant, PartitionError> {
+    ) -> Result<Grant, Error> {
         self.check(tokens)?;
         let core = &self.inner.core;
         let start = Instant::now();
         let give_up_at = deadline.map(|d| start + d);
         let _waiting = Waiting::new(core);
         let gave_up = || {
-            Counters::add(&core.counters.gave_up, 1);
-            PartitionError::DeadlineExceeded {
+            core.metrics.gave_up();
+            Error::DeadlineExceeded {
+                needed: None,
                 deadline: deadline.unwrap_or_default(),
             }
         };
@@ -577,18 +553,20 @@ impl<C> PartitionedLimiter<C> {
             tokio::pin!(changed);
             changed.as_mut().enable();
             if core.stopped.load(Relaxed) {
-                return Err(PartitionError::Stopped);
+                return Err(Error::Stopped);
             }
-            let pause = match self.take(tokens) {
-                Take::Granted { index } => return Ok(self.granted(tokens, index, start)),
+            let pause = match self.take(tokens, floor) {
+                Take::Granted {
+                    index,
+                    tat_ns,
+                    remaining,
+                } => return Ok(self.granted(tokens, index, tat_ns, remaining, start)),
                 Take::Wait { ns } => {
                     let waited = i64::try_from(start.elapsed().as_nanos()).unwrap_or(i64::MAX);
                     if ns.is_none() || waited >= core.rules.grow_after_ns {
                         core.demand.notify_one();
                     }
-                    ns.map_or(NO_LEASE_PAUSE, |ns| {
-                        Duration::from_nanos(u64::try_from(ns).unwrap_or(0))
-                    })
+                    ns.map_or(NO_LEASE_PAUSE, nanos)
                 }
             };
             let wake = Instant::now() + pause;
@@ -599,12 +577,58 @@ impl<C> PartitionedLimiter<C> {
             }
             if give_up_at.is_some_and(|at| Instant::now() >= at) {
                 // One last look: a token may have come due at the deadline.
-                if let Take::Granted { index } = self.take(tokens) {
-                    return Ok(self.granted(tokens, index, start));
+                if let Take::Granted {
+                    index,
+                    tat_ns,
+                    remaining,
+                } = self.take(tokens, floor)
+                {
+                    return Ok(self.granted(tokens, index, tat_ns, remaining, start));
                 }
                 return Err(gave_up());
             }
         }
+    }
+}
+
+/// Nanoseconds (never negative in practice) as a duration.
+fn nanos(ns: i64) -> Duration {
+    Duration::from_nanos(u64::try_from(ns).unwrap_or(0))
+}
+
+impl<C> Throttle for PartitionedLimiter<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn name(&self) -> &str {
+        PartitionedLimiter::name(self)
+    }
+
+    fn acquire_with(&self, demand: Demand) -> impl Future<Output = Result<Grant, Error>> + Send {
+        PartitionedLimiter::acquire_with(self, demand)
+    }
+
+    fn try_acquire_with(
+        &self,
+        demand: Demand,
+    ) -> impl Future<Output = Result<TryAcquire, Error>> + Send {
+        PartitionedLimiter::try_acquire_with(self, demand)
+    }
+
+    fn pause(&self, retry_after: Duration) -> impl Future<Output = Result<Duration, Error>> + Send {
+        PartitionedLimiter::pause(self, retry_after)
+    }
+
+    fn give_back(&self, grant: Grant) -> impl Future<Output = Result<u64, Error>> + Send {
+        PartitionedLimiter::give_back(self, grant)
+    }
+
+    fn peek(&self) -> impl Future<Output = Result<BucketState, Error>> + Send {
+        PartitionedLimiter::peek(self)
+    }
+
+    fn metrics(&self) -> MetricsSnapshot {
+        PartitionedLimiter::metrics(self)
     }
 }
 

@@ -7,7 +7,7 @@
 //! spread over the cluster's slots. Each process holds exclusive, expiring leases on some of
 //! them and spends the leased share **in process**, with no round trip per call
 //! ([`PartitionedLimiter`]); it leases more when its calls wait and gives back what idles.
-//! It is an [`Acquire`](crate::Acquire), so a backlog worker or an HTTP layer takes it where
+//! It is a [`Throttle`](crate::Throttle), so a backlog worker or an HTTP layer takes it where
 //! it takes a [`Limiter`](crate::Limiter).
 //!
 //! # Leases
@@ -32,7 +32,7 @@
 //! successive holders of one partition spend at most `burst/P + rate/P x w`, and the fleet at
 //! most `burst + rate x w`.
 //!
-//! What remains: a grant is a decision at an instant ([`PartitionGrant::at`]). A caller that
+//! What remains: a grant is a decision at an instant ([`Grant::at`](crate::Grant::at)). A caller that
 //! was handed its tokens before the lease ran out and is then frozen before it acts still
 //! acts when it wakes. So the fleet's calls in a window are within `burst + rate x w` plus,
 //! for every process frozen across the window's start, **at most the grants it had handed
@@ -73,12 +73,13 @@
 //!     .build()?;
 //! let limiter = PartitionedLimiter::builder(quota).build(conn)?;
 //! let grant = limiter.acquire_n(10).await?;   // no round trip once a partition is leased
-//! println!("partition {} after {:?}", grant.partition, grant.waited);
+//! println!("partition {:?} after {:?}", grant.partition, grant.waited);
 //! limiter.shutdown().await?;                   // gives the leases back
 //! # Ok(())
 //! # }
 //! ```
 
+mod core;
 mod keeper;
 mod lease;
 mod limiter;
@@ -86,13 +87,12 @@ mod metrics;
 mod plan;
 mod quota;
 mod share;
+mod wire;
 
+pub use core::{LeaseEvent, LeaseEventKind};
 pub use lease::ReplicaAcks;
-pub use limiter::{
-    LeaseEvent, LeaseEventKind, PartitionGrant, PartitionedLimiter, PartitionedLimiterBuilder,
-};
-pub use metrics::PartitionMetrics;
+pub use limiter::{PartitionedLimiter, PartitionedLimiterBuilder};
 pub use quota::{
-    key_slot, partition_key, PartitionError, PartitionedQuota, PartitionedQuotaBuilder, MAX_LEASE,
-    MAX_PARTITIONS, MIN_LEASE,
+    key_slot, partition_key, PartitionedQuota, PartitionedQuotaBuilder, MAX_LEASE, MAX_PARTITIONS,
+    MIN_LEASE,
 };

@@ -22,7 +22,7 @@ impl Timing {
     /// server set its expiry to at least `sent + lease` in real time (it ran the write after
     /// we sent it); our clock may run slow by the rate margin, and the fixed margin covers
     /// rounding and clock offsets.
-    pub fn valid_until(&self, sent_ns: i64) -> i64 {
+    pub(super) fn valid_until(&self, sent_ns: i64) -> i64 {
         let usable = (self.lease_ns as f64 * (1.0 - self.clock_rate_margin)) as i64;
         sent_ns
             .saturating_add(usable)
@@ -30,12 +30,12 @@ impl Timing {
     }
 
     /// Whether a lease confirmed by a write sent at `confirmed_sent_ns` is due for renewal.
-    pub fn renew_due(&self, confirmed_sent_ns: i64, now_ns: i64) -> bool {
+    pub(super) fn renew_due(&self, confirmed_sent_ns: i64, now_ns: i64) -> bool {
         now_ns.saturating_sub(confirmed_sent_ns) >= self.renew_after_ns
     }
 
     /// Checks that a lease leaves time to spend after its renewal is due.
-    pub fn check(&self, wait_timeout: Duration) -> Result<(), String> {
+    pub(super) fn check(&self, wait_timeout: Duration) -> Result<(), String> {
         let usable = self.valid_until(0);
         let timeout = i64::try_from(wait_timeout.as_nanos()).unwrap_or(i64::MAX);
         if !(0.0..0.5).contains(&self.clock_rate_margin) {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use throttle_bucket::{Quota as BucketQuota, TakeArgs};
 
-use crate::{Quota, Rate};
+use crate::{Error, Quota, Rate};
 
 /// Most partitions a quota may have: keys are placed one per equal slice of the 16384 slots,
 /// and a slice needs room for a search (see [`partition_key`]).
@@ -31,7 +31,8 @@ const TAG_SEARCH: u32 = 64 * MAX_PARTITIONS;
 ///
 /// ```
 /// use std::time::Duration;
-/// use redis_throttle::partitioned::{PartitionedQuota, PartitionError};
+/// use redis_throttle::partitioned::PartitionedQuota;
+/// use redis_throttle::Error;
 /// use redis_throttle::{Quota, Rate};
 ///
 /// // 500 calls/s with bursts of 100, as 20 partitions of 25/s and 5 tokens each.
@@ -45,7 +46,7 @@ const TAG_SEARCH: u32 = 64 * MAX_PARTITIONS;
 ///
 /// // A burst below one token per partition cannot be split.
 /// let err = PartitionedQuota::builder("q", Quota::new(10, 500u64)?).partitions(20).build();
-/// assert!(matches!(err, Err(PartitionError::Config { .. })));
+/// assert!(matches!(err, Err(Error::Config { .. })));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,7 +93,7 @@ impl PartitionedQuotaBuilder {
     }
 
     /// Checks the quota and computes the partitions' share and keys.
-    pub fn build(self) -> Result<PartitionedQuota, PartitionError> {
+    pub fn build(self) -> Result<PartitionedQuota, Error> {
         let Self {
             name,
             total,
@@ -100,7 +101,11 @@ impl PartitionedQuotaBuilder {
             lease,
             reserved,
         } = self;
-        let fail = |problem: String| Err(PartitionError::Config { problem });
+        let fail = |problem: String| {
+            Err(Error::Config {
+                problem: format!("partitioned quota: {problem}"),
+            })
+        };
         if name.is_empty() || name.contains(['{', '}']) {
             return fail(format!(
                 "the name {name:?} must be non-empty and free of braces: it becomes the hash tag \
@@ -270,92 +275,9 @@ fn crc16(bytes: &[u8]) -> u16 {
     crc
 }
 
-/// Why a partitioned quota or limiter cannot be used, or a call failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PartitionError {
-    /// The configuration cannot work; the message says what to change.
-    #[error("partitioned quota: {problem}")]
-    Config {
-        /// What is wrong, and what to do.
-        problem: String,
-    },
-    /// A call asked for more tokens than one partition's burst: a call is served by one
-    /// partition.
-    #[error(
-        "a call cannot take {tokens} tokens: one partition holds at most {capacity}; raise the \
-         burst or use fewer partitions"
-    )]
-    Tokens {
-        /// Tokens asked for.
-        tokens: u64,
-        /// One partition's burst.
-        capacity: u64,
-    },
-    /// No leased partition had the tokens within the deadline. Nothing was taken.
-    #[error("no leased partition had the tokens within {deadline:?}; nothing was taken")]
-    DeadlineExceeded {
-        /// The deadline the call was given.
-        deadline: Duration,
-    },
-    /// The limiter was shut down: it holds no leases any more.
-    #[error("the partitioned limiter was shut down; build a new one")]
-    Stopped,
-    /// A limiter must be built inside a tokio runtime: it runs its leases in a task.
-    #[error("build the partitioned limiter inside a tokio runtime: its leases run in a task")]
-    NoRuntime,
-    /// A request to Redis failed (telling the fleet about a pause).
-    #[error("a request to redis failed: {0}")]
-    Redis(#[source] crate::Error),
-}
-
-impl From<PartitionError> for crate::Error {
-    /// For the code that takes any [`Acquire`](crate::Acquire): a call that asks for more
-    /// than a partition holds is an invalid quota (a backlog dead-letters its record); a
-    /// stopped limiter is a connection that is gone.
-    fn from(err: PartitionError) -> crate::Error {
-        use crate::{Error, QuotaError};
-        match err {
-            PartitionError::Tokens { tokens, capacity } => {
-                Error::InvalidQuota(QuotaError::Tokens { tokens, capacity })
-            }
-            PartitionError::DeadlineExceeded { deadline } => Error::DeadlineExceeded {
-                needed: deadline,
-                deadline,
-            },
-            PartitionError::Redis(err) => err,
-            PartitionError::Stopped => Error::Connection(redis::RedisError::from(
-                std::io::Error::new(std::io::ErrorKind::NotConnected, err.to_string()),
-            )),
-            other => Error::Rejected {
-                message: other.to_string(),
-            },
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn errors_convert_to_the_crate_error() {
-        use crate::{Error, QuotaError};
-        let e = Error::from(PartitionError::Tokens {
-            tokens: 9,
-            capacity: 2,
-        });
-        assert!(matches!(
-            e,
-            Error::InvalidQuota(QuotaError::Tokens {
-                tokens: 9,
-                capacity: 2
-            })
-        ));
-        let e = Error::from(PartitionError::Stopped);
-        assert!(matches!(e, Error::Connection(_)), "{e}");
-        assert!(e.to_string().contains("shut down"), "{e}");
-    }
 
     fn total(burst: u64, rate: u64) -> Quota {
         Quota::new(burst, rate).unwrap()

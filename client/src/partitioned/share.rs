@@ -2,7 +2,7 @@
 //! arithmetic, time as an argument) and the instant its lease stops being usable. Pure: the
 //! caller passes the monotonic clock in, in ns since an origin of its choice.
 
-use throttle_bucket::{take, Quota, State, TakeArgs};
+use throttle_bucket::{give, peek, take, GiveArgs, Quota, State, TakeArgs};
 
 /// When a held partition may be spent, and how much of it is left.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,7 +25,7 @@ impl Held {
     /// the lease (so after the previous holder's lease expired there). Its previous holders
     /// stopped spending before then, so within any window all holders together spend at most
     /// one burst plus the share's rate times the window.
-    pub fn new(
+    pub(super) fn new(
         quota: &Quota,
         index: u32,
         start_ns: i64,
@@ -46,8 +46,13 @@ impl Held {
 /// The outcome of [`Shares::take`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Take {
-    /// Granted from this partition.
-    Granted { index: u32 },
+    /// Granted from this partition, whose state is now `tat_ns` with `remaining` whole
+    /// tokens left.
+    Granted {
+        index: u32,
+        tat_ns: i64,
+        remaining: u64,
+    },
     /// No held partition has the tokens now; the earliest one that will before its lease
     /// ends has them in this many ns (`None`: none will, a lease is needed).
     Wait { ns: Option<i64> },
@@ -63,20 +68,20 @@ pub(crate) struct Shares {
 }
 
 impl Shares {
-    pub fn held(&self) -> &[Held] {
+    pub(super) fn held(&self) -> &[Held] {
         &self.held
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.held.len()
     }
 
-    pub fn holds(&self, index: u32) -> bool {
+    pub(super) fn holds(&self, index: u32) -> bool {
         self.held.iter().any(|h| h.index == index)
     }
 
     /// Adds a newly leased partition (replacing nothing: the caller checks [`Shares::holds`]).
-    pub fn add(&mut self, quota: &Quota, mut held: Held) {
+    pub(super) fn add(&mut self, quota: &Quota, mut held: Held) {
         held.tat_ns = held.tat_ns.max(self.pause_state(quota));
         self.held.push(held);
         self.held
@@ -84,21 +89,21 @@ impl Shares {
     }
 
     /// A confirmed renewal: spend until `valid_until_ns` (never moves it earlier).
-    pub fn extend(&mut self, index: u32, valid_until_ns: i64) {
+    pub(super) fn extend(&mut self, index: u32, valid_until_ns: i64) {
         if let Some(h) = self.held.iter_mut().find(|h| h.index == index) {
             h.valid_until_ns = h.valid_until_ns.max(valid_until_ns);
         }
     }
 
     /// Stops spending a partition (lost, released or lapsed).
-    pub fn remove(&mut self, index: u32) -> Option<Held> {
+    pub(super) fn remove(&mut self, index: u32) -> Option<Held> {
         let at = self.held.iter().position(|h| h.index == index)?;
         Some(self.held.remove(at))
     }
 
     /// The supplier pushed back: no partition grants before `until_ns`, and each resumes
     /// from one token, no burst (THROTTLE.PAUSE's rule). Never shortens a longer pause.
-    pub fn pause(&mut self, quota: &Quota, until_ns: i64) {
+    pub(super) fn pause(&mut self, quota: &Quota, until_ns: i64) {
         self.paused_until_ns = self.paused_until_ns.max(until_ns);
         let state = self.pause_state(quota);
         for h in &mut self.held {
@@ -114,13 +119,13 @@ impl Shares {
         self.paused_until_ns.saturating_add(rest)
     }
 
-    pub fn paused_until_ns(&self) -> i64 {
+    pub(super) fn paused_until_ns(&self) -> i64 {
         self.paused_until_ns
     }
 
     /// Drops every partition whose lease is no longer usable at `now_ns`.
     /// Returns them with the instant their lease stopped being usable.
-    pub fn drop_lapsed(&mut self, now_ns: i64) -> Vec<(u32, i64)> {
+    pub(super) fn drop_lapsed(&mut self, now_ns: i64) -> Vec<(u32, i64)> {
         let lapsed: Vec<(u32, i64)> = self
             .held
             .iter()
@@ -132,14 +137,21 @@ impl Shares {
     }
 
     /// Takes `tokens` (at least 1, at most the share's capacity) at `now_ns` from the first
-    /// partition, in preference order, that has them now and whose lease is usable now.
-    pub fn take(&mut self, quota: &Quota, tokens: u64, now_ns: i64) -> Take {
+    /// partition, in preference order, that has them now (leaving `floor` in it, for a bulk
+    /// call) and whose lease is usable now.
+    pub(super) fn take(
+        &mut self,
+        quota: &Quota,
+        tokens: u64,
+        floor: Option<u64>,
+        now_ns: i64,
+    ) -> Take {
         let args = TakeArgs {
             quota: *quota,
             tokens,
             max_wait_ms: 0,
             ticket: false,
-            floor: None,
+            floor,
         };
         let mut soonest: Option<i64> = None;
         for h in &mut self.held {
@@ -153,7 +165,11 @@ impl Shares {
                 Some(tat) if outcome.granted => {
                     h.tat_ns = tat;
                     h.last_used_ns = now_ns;
-                    return Take::Granted { index: h.index };
+                    return Take::Granted {
+                        index: h.index,
+                        tat_ns: tat,
+                        remaining: outcome.remaining,
+                    };
                 }
                 _ => {
                     let due = now_ns.saturating_add(outcome.wait_ns);
@@ -164,6 +180,48 @@ impl Shares {
             }
         }
         Take::Wait { ns: soonest }
+    }
+
+    /// Gives back `tokens` of a take from partition `index` that left its state at
+    /// `tat_ns`, by THROTTLE.GIVE's rule: only while nothing was taken from it since (the
+    /// state is still there), never beyond full. Returns the tokens given back.
+    pub(super) fn give_back(
+        &mut self,
+        quota: &Quota,
+        index: u32,
+        tokens: u64,
+        tat_ns: i64,
+        now_ns: i64,
+    ) -> u64 {
+        let Some(h) = self.held.iter_mut().find(|h| h.index == index) else {
+            return 0;
+        };
+        let args = GiveArgs {
+            quota: *quota,
+            tokens,
+            ticket_us: u64::try_from(tat_ns.div_euclid(1000)).unwrap_or(0),
+        };
+        let outcome = give(&args, Some(State::plain(h.tat_ns)), now_ns);
+        if let Some(write) = outcome.write {
+            // A delete is a full bucket: its state is now.
+            h.tat_ns = write.tat().unwrap_or(now_ns);
+        }
+        outcome.given
+    }
+
+    /// The usable partitions at `now_ns`: whole tokens in them together, and the longest
+    /// until one is full again (ns).
+    pub(super) fn view(&self, quota: &Quota, now_ns: i64) -> (u64, i64) {
+        self.held
+            .iter()
+            .filter(|h| now_ns < h.valid_until_ns)
+            .map(|h| peek(quota, Some(State::plain(h.tat_ns)), now_ns))
+            .fold((0, 0), |(remaining, full), seen| {
+                (
+                    remaining.saturating_add(seen.remaining),
+                    full.max(seen.reset_ns),
+                )
+            })
     }
 }
 
@@ -180,7 +238,7 @@ mod tests {
 
     fn granted(take: Take) -> u32 {
         match take {
-            Take::Granted { index } => index,
+            Take::Granted { index, .. } => index,
             other => panic!("{other:?}"),
         }
     }
@@ -192,19 +250,25 @@ mod tests {
         shares.add(&q, Held::new(&q, 3, 1000 * MS, 3000 * MS, false));
         // Nothing at the start, the first token one interval later, then one per interval.
         assert_eq!(
-            shares.take(&q, 1, 1000 * MS),
+            shares.take(&q, 1, None, 1000 * MS),
             Take::Wait { ns: Some(100 * MS) }
         );
-        assert_eq!(shares.take(&q, 1, 1099 * MS), Take::Wait { ns: Some(MS) });
-        assert_eq!(granted(shares.take(&q, 1, 1100 * MS)), 3);
         assert_eq!(
-            shares.take(&q, 1, 1100 * MS),
+            shares.take(&q, 1, None, 1099 * MS),
+            Take::Wait { ns: Some(MS) }
+        );
+        assert_eq!(granted(shares.take(&q, 1, None, 1100 * MS)), 3);
+        assert_eq!(
+            shares.take(&q, 1, None, 1100 * MS),
             Take::Wait { ns: Some(100 * MS) }
         );
         // Idle for a second: the burst (2) is there, no more.
-        assert_eq!(granted(shares.take(&q, 1, 2100 * MS)), 3);
-        assert_eq!(granted(shares.take(&q, 1, 2100 * MS)), 3);
-        assert!(matches!(shares.take(&q, 1, 2100 * MS), Take::Wait { .. }));
+        assert_eq!(granted(shares.take(&q, 1, None, 2100 * MS)), 3);
+        assert_eq!(granted(shares.take(&q, 1, None, 2100 * MS)), 3);
+        assert!(matches!(
+            shares.take(&q, 1, None, 2100 * MS),
+            Take::Wait { .. }
+        ));
     }
 
     #[test]
@@ -213,20 +277,23 @@ mod tests {
         let mut shares = Shares::default();
         shares.add(&q, Held::new(&q, 0, 0, 500 * MS, false));
         // Full by 200 ms, but woken at 500 ms (a process frozen meanwhile): nothing.
-        assert_eq!(shares.take(&q, 1, 500 * MS), Take::Wait { ns: None });
-        assert_eq!(shares.take(&q, 1, 10_000 * MS), Take::Wait { ns: None });
+        assert_eq!(shares.take(&q, 1, None, 500 * MS), Take::Wait { ns: None });
+        assert_eq!(
+            shares.take(&q, 1, None, 10_000 * MS),
+            Take::Wait { ns: None }
+        );
         // A token due after the lease ends is not promised either.
         let mut shares = Shares::default();
         shares.add(&q, Held::new(&q, 0, 0, 450 * MS, false));
-        assert_eq!(granted(shares.take(&q, 1, 449 * MS)), 0);
-        assert_eq!(granted(shares.take(&q, 1, 449 * MS)), 0);
-        assert_eq!(shares.take(&q, 1, 449 * MS), Take::Wait { ns: None });
+        assert_eq!(granted(shares.take(&q, 1, None, 449 * MS)), 0);
+        assert_eq!(granted(shares.take(&q, 1, None, 449 * MS)), 0);
+        assert_eq!(shares.take(&q, 1, None, 449 * MS), Take::Wait { ns: None });
         // A renewal extends it.
         shares.extend(0, 2000 * MS);
         shares.extend(0, 1000 * MS);
         assert_eq!(shares.held()[0].valid_until_ns, 2000 * MS);
         assert_eq!(
-            shares.take(&q, 1, 449 * MS),
+            shares.take(&q, 1, None, 449 * MS),
             Take::Wait { ns: Some(100 * MS) }
         );
         assert_eq!(shares.drop_lapsed(1999 * MS), Vec::new());
@@ -245,7 +312,7 @@ mod tests {
         assert_eq!(order, [9, 7, 2]);
         // At 1 s all are full: 9 serves first, then 7, then 2.
         let served: Vec<u32> = (0..6)
-            .map(|_| granted(shares.take(&q, 1, 1000 * MS)))
+            .map(|_| granted(shares.take(&q, 1, None, 1000 * MS)))
             .collect();
         assert_eq!(served, [9, 9, 7, 7, 2, 2]);
         assert!(shares.remove(7).is_some());
@@ -262,18 +329,21 @@ mod tests {
         shares.pause(&q, 1500 * MS);
         shares.pause(&q, 1200 * MS); // never shortens it
         assert_eq!(
-            shares.take(&q, 1, 1000 * MS),
+            shares.take(&q, 1, None, 1000 * MS),
             Take::Wait { ns: Some(500 * MS) }
         );
-        assert_eq!(granted(shares.take(&q, 1, 1500 * MS)), 0);
-        assert_eq!(granted(shares.take(&q, 1, 1500 * MS)), 1);
-        assert!(matches!(shares.take(&q, 1, 1500 * MS), Take::Wait { .. }));
+        assert_eq!(granted(shares.take(&q, 1, None, 1500 * MS)), 0);
+        assert_eq!(granted(shares.take(&q, 1, None, 1500 * MS)), 1);
+        assert!(matches!(
+            shares.take(&q, 1, None, 1500 * MS),
+            Take::Wait { .. }
+        ));
         // A partition leased during the pause obeys it too.
         shares.add(&q, Held::new(&q, 2, 1100 * MS, 10_000 * MS, false));
         assert_eq!(shares.held().len(), 3);
-        assert_eq!(granted(shares.take(&q, 1, 1600 * MS)), 0);
-        assert_eq!(granted(shares.take(&q, 1, 1600 * MS)), 1);
-        assert_eq!(granted(shares.take(&q, 1, 1600 * MS)), 2);
+        assert_eq!(granted(shares.take(&q, 1, None, 1600 * MS)), 0);
+        assert_eq!(granted(shares.take(&q, 1, None, 1600 * MS)), 1);
+        assert_eq!(granted(shares.take(&q, 1, None, 1600 * MS)), 2);
         assert_eq!(shares.paused_until_ns(), 1500 * MS);
     }
 
@@ -289,7 +359,7 @@ mod tests {
             shares.add(&q, Held::new(&q, 0, start, end, false));
             let mut now = start;
             while now < end {
-                match shares.take(&q, 1, now) {
+                match shares.take(&q, 1, None, now) {
                     Take::Granted { .. } => grants.push(now),
                     Take::Wait { ns: Some(ns) } => now += ns,
                     Take::Wait { ns: None } => break,

@@ -3,7 +3,8 @@
 //! speeds up again as time passes without another cut. Its arguments, arithmetic, reply and
 //! docs.
 
-use crate::error::{ArgError, Command};
+use crate::command::Command;
+use crate::error::ArgError;
 use crate::gcra::{ceil_ms, View, Write};
 use crate::limits::{MAX_WAIT_MS, MIN_FACTOR_BP};
 use crate::pause::paused;

@@ -3,7 +3,8 @@
 //! holds. Taking more after the fact only makes the bucket stricter. Its arguments,
 //! arithmetic, reply and docs.
 
-use crate::error::{ArgError, Command};
+use crate::command::Command;
+use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::limits::{MAX_CAPACITY, MAX_DEBT_NS};
 use crate::reply::{count, int, Ints};

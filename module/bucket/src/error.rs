@@ -1,92 +1,10 @@
-//! The commands, and what is wrong with a call. `Display` gives the error reply, which starts
-//! with `ERR`; the Lua twin of the commands sends the very same text.
+//! What is wrong with a call. `Display` gives the error reply, which starts with `ERR`; the
+//! Lua twin of the commands sends the very same text.
 
 use std::fmt;
 
-use crate::spec::{Access, Spec};
-
+use crate::command::Command;
 use crate::limits::{MAX_CAPACITY, MAX_FILL_NS, MAX_KEYS, MAX_RATE, MAX_WAIT_MS, MIN_RATE};
-
-/// The THROTTLE commands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Command {
-    /// THROTTLE.TAKE: take tokens, or reserve them.
-    Take,
-    /// THROTTLE.MTAKE: take from several buckets, from all or none.
-    MTake,
-    /// THROTTLE.PAUSE: the supplier pushed back.
-    Pause,
-    /// THROTTLE.GIVE: give back what a take did not use.
-    Give,
-    /// THROTTLE.PEEK: read a bucket.
-    Peek,
-    /// THROTTLE.CUT: the supplier is congested, slow the fleet down.
-    Cut,
-    /// THROTTLE.SYNC: the supplier said how much is left.
-    Sync,
-    /// THROTTLE.DEBIT: a call cost more than it took.
-    Debit,
-}
-
-impl Command {
-    /// Every command, in the order the module registers them and `INFO throttle` counts them.
-    pub const ALL: [Command; 8] = [
-        Command::Take,
-        Command::MTake,
-        Command::Pause,
-        Command::Give,
-        Command::Peek,
-        Command::Cut,
-        Command::Sync,
-        Command::Debit,
-    ];
-
-    /// The name the server knows it by, lower case as the server writes it in its own arity
-    /// error: `throttle.take`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Command::Take => "throttle.take",
-            Command::MTake => "throttle.mtake",
-            Command::Pause => "throttle.pause",
-            Command::Give => "throttle.give",
-            Command::Peek => "throttle.peek",
-            Command::Cut => "throttle.cut",
-            Command::Sync => "throttle.sync",
-            Command::Debit => "throttle.debit",
-        }
-    }
-
-    /// The name without the `throttle.` prefix: the Lua twin's first argument, and the
-    /// suffix of its counter in `INFO throttle` (`calls_take`).
-    pub fn short_name(self) -> &'static str {
-        let name = self.name();
-        name.strip_prefix("throttle.").unwrap_or(name)
-    }
-
-    /// Its place in [`Command::ALL`].
-    pub fn index(self) -> usize {
-        Command::ALL.iter().position(|c| *c == self).unwrap_or(0)
-    }
-
-    /// How the server registers and documents it.
-    pub fn spec(self) -> &'static Spec {
-        match self {
-            Command::Take => &crate::take::SPEC,
-            Command::MTake => &crate::mtake::SPEC,
-            Command::Pause => &crate::pause::SPEC,
-            Command::Give => &crate::give::SPEC,
-            Command::Peek => &crate::peek::SPEC,
-            Command::Cut => &crate::cut::SPEC,
-            Command::Sync => &crate::sync::SPEC,
-            Command::Debit => &crate::debit::SPEC,
-        }
-    }
-
-    /// Whether it only reads its keys (the Lua twin runs it under `EVALSHA_RO`).
-    pub fn read_only(self) -> bool {
-        self.spec().keys.access() == Access::ReadOnly
-    }
-}
 
 /// What is wrong with a call. `Display` gives the error reply, which starts with `ERR`; the Lua
 /// twin of the commands sends the very same text.
@@ -190,8 +108,8 @@ impl fmt::Display for ArgError {
                  (10 years)"
             ),
             ArgError::UnknownOption(Command::MTake) => f.write_str(
-                "ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms and FLOOR \
-                 f [f ...] (one floor per key)",
+                "ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms, FLOOR f \
+                 [f ...] (one floor per key) and TICKET",
             ),
             ArgError::UnknownOption(_) => f.write_str(
                 "ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT ms, \
@@ -209,8 +127,8 @@ impl fmt::Display for ArgError {
                 "ERR n must be a whole number of tokens from 0 to the capacity ({capacity})"
             ),
             ArgError::Ticket => f.write_str(
-                "ERR ticket must be the fifth element of a THROTTLE.TAKE ... TICKET reply (a \
-                 whole number of microseconds)",
+                "ERR ticket must be a ticket from a THROTTLE.TAKE or MTAKE ... TICKET reply \
+                 for this key (a whole number of microseconds)",
             ),
             ArgError::NumKeys => {
                 write!(f, "ERR numkeys must be a whole number from 1 to {MAX_KEYS}")
@@ -218,7 +136,7 @@ impl fmt::Display for ArgError {
             ArgError::Triples { keys } => write!(
                 f,
                 "ERR THROTTLE.MTAKE needs capacity, rate and tokens for each of its {keys} \
-                 keys, in key order, then the options (MAXWAIT ms, FLOOR f [f ...])"
+                 keys, in key order, then the options (MAXWAIT ms, FLOOR f [f ...], TICKET)"
             ),
             ArgError::DuplicateKey => f.write_str(
                 "ERR the keys of THROTTLE.MTAKE must be distinct: name each bucket once",

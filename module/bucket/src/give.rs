@@ -1,7 +1,8 @@
 //! `THROTTLE.GIVE key capacity rate n ticket`: give back tokens a take did not use. Its
 //! arguments, arithmetic, reply and docs.
 
-use crate::error::{ArgError, Command};
+use crate::command::Command;
+use crate::error::ArgError;
 use crate::gcra::{View, Write};
 use crate::limits::MAX_TICKET_US;
 use crate::reply::count;

@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 mod channel;
+mod command;
 mod cut;
 mod debit;
 mod error;
@@ -38,6 +39,7 @@ mod mtake;
 mod pause;
 mod peek;
 mod quota;
+mod registry;
 mod reply;
 pub mod spec;
 mod state;
@@ -46,9 +48,10 @@ mod take;
 mod words;
 
 pub use channel::pause_channel;
+pub use command::Command;
 pub use cut::{cut, CutArgs, CutOutcome, CutReply};
 pub use debit::{debit, DebitArgs, DebitOutcome, DebitReply};
-pub use error::{ArgError, Command};
+pub use error::ArgError;
 pub use gcra::{ceil_ms, Write};
 pub use give::{decode_give, give, GiveArgs, GiveOutcome};
 pub use interval::Interval;

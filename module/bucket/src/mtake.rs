@@ -1,8 +1,9 @@
-//! `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]`:
-//! take from several buckets at once, from every one or from none. Its arguments, arithmetic,
-//! reply and docs.
+//! `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
+//! [TICKET]`: take from several buckets at once, from every one or from none. Its arguments,
+//! arithmetic, reply and docs.
 
-use crate::error::{ArgError, Command};
+use crate::command::Command;
+use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::limits::MAX_KEYS;
 use crate::reply::{count, flag, int, Ints};
@@ -23,18 +24,21 @@ pub struct Limit {
     pub floor: Option<u64>,
 }
 
-/// `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]`.
+/// `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
+/// [TICKET]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MTakeArgs {
     len: usize,
     limits: [Limit; MAX_KEYS],
     /// How far ahead the call may reserve, in ms (0: only what is there now).
     pub max_wait_ms: u64,
+    /// Reply one ticket per key after the pairs: what THROTTLE.GIVE takes for that key.
+    pub ticket: bool,
 }
 
 impl MTakeArgs {
-    /// The call for `limits` (1 to [`MAX_KEYS`], in key order), as a client makes it; `None`
-    /// for none or too many.
+    /// The call for `limits` (1 to [`MAX_KEYS`], in key order), as a client makes it, without
+    /// TICKET (set [`MTakeArgs::ticket`] for it); `None` for none or too many.
     pub fn new(limits: &[Limit], max_wait_ms: u64) -> Option<MTakeArgs> {
         let first = *limits.first()?;
         if limits.len() > MAX_KEYS {
@@ -46,11 +50,13 @@ impl MTakeArgs {
             len: limits.len(),
             limits: all,
             max_wait_ms,
+            ticket: false,
         })
     }
 
     /// Validates the words after the command name, keys included (they must be distinct):
-    /// numkeys, the number of words, the keys, each triple in key order, then MAXWAIT.
+    /// numkeys, the number of words, the keys, each triple in key order, then the options'
+    /// structure (MAXWAIT, FLOOR, TICKET), then their values.
     pub fn parse(args: &[&[u8]]) -> Result<MTakeArgs, ArgError> {
         let [numkeys, rest @ ..] = args else {
             return Err(ArgError::Arity(Command::MTake));
@@ -82,13 +88,20 @@ impl MTakeArgs {
             });
         }
 
-        // The same rules as THROTTLE.TAKE's options: MAXWAIT ms, and FLOOR with one value
-        // per key.
+        // The same rules as THROTTLE.TAKE's options: MAXWAIT ms, FLOOR with one value per
+        // key, and TICKET alone.
         let mut max_wait = None;
         let mut floors: Option<&[&[u8]]> = None;
+        let mut ticket = false;
         let mut rest = options;
         while let [name, tail @ ..] = rest {
-            if name.eq_ignore_ascii_case(b"MAXWAIT") {
+            if name.eq_ignore_ascii_case(b"TICKET") {
+                if ticket {
+                    return Err(ArgError::Repeated("TICKET"));
+                }
+                ticket = true;
+                rest = tail;
+            } else if name.eq_ignore_ascii_case(b"MAXWAIT") {
                 let [value, tail @ ..] = tail else {
                     return Err(ArgError::MissingValue("MAXWAIT"));
                 };
@@ -129,6 +142,7 @@ impl MTakeArgs {
             len,
             limits: all,
             max_wait_ms,
+            ticket,
         })
     }
 
@@ -138,9 +152,10 @@ impl MTakeArgs {
     }
 
     /// The words after the keys: one `capacity rate tokens` triple per key, then MAXWAIT if
-    /// it is not 0. (The module's call has `numkeys` and the keys before them.)
+    /// it is not 0, FLOOR if any key has one, and TICKET. (The module's call has `numkeys` and
+    /// the keys before them.)
     pub fn words(&self) -> Vec<Word<'_>> {
-        let mut words = Vec::with_capacity(3 * self.len + 2);
+        let mut words = Vec::with_capacity(4 * self.len + 4);
         for limit in self.limits() {
             words.extend(limit.quota.words());
             words.push(Word::Number(limit.tokens));
@@ -155,6 +170,9 @@ impl MTakeArgs {
                     .iter()
                     .map(|l| Word::Number(l.floor.unwrap_or(0))),
             );
+        }
+        if self.ticket {
+            words.push(Word::Text("TICKET"));
         }
         words
     }
@@ -183,6 +201,8 @@ pub struct MOutcome {
     pub held_by_floor: bool,
     len: usize,
     buckets: [BucketAfter; MAX_KEYS],
+    /// The call asked for TICKET: the reply carries the tickets.
+    ticket: bool,
 }
 
 impl MOutcome {
@@ -191,8 +211,19 @@ impl MOutcome {
         self.buckets.get(..self.len).unwrap_or(&[])
     }
 
-    /// The reply, `granted, wait_ms`, then `remaining, reset_ms` per key.
-    pub fn reply(&self) -> Ints<{ 2 + 2 * MAX_KEYS }> {
+    /// Each key's ticket, in key order: its state after the take in µs, as THROTTLE.TAKE ...
+    /// TICKET gives it (see `Write::ticket_us`); 0 where nothing was taken (a denial, a key
+    /// asked for 0 tokens).
+    pub fn tickets(&self) -> impl Iterator<Item = i64> + '_ {
+        self.buckets()
+            .iter()
+            .map(|b| b.write.map_or(0, |w| w.ticket_us()))
+    }
+
+    /// The reply, `granted, wait_ms`, then `remaining, reset_ms` per key, then with TICKET one
+    /// ticket per key.
+    pub fn reply(&self) -> Ints<{ 2 + 3 * MAX_KEYS }> {
+        let tickets = self.tickets().take(if self.ticket { self.len } else { 0 });
         Ints::new(
             [i64::from(self.granted), ceil_ms(self.wait_ns)]
                 .into_iter()
@@ -200,13 +231,14 @@ impl MOutcome {
                     self.buckets()
                         .iter()
                         .flat_map(|b| [int(b.remaining), ceil_ms(b.reset_ns)]),
-                ),
+                )
+                .chain(tickets),
         )
     }
 }
 
-/// THROTTLE.MTAKE's reply read back: whether granted, the wait, and each bucket's `remaining`
-/// and `reset_ms`, in key order.
+/// THROTTLE.MTAKE's reply read back: whether granted, the wait, each bucket's `remaining`
+/// and `reset_ms`, in key order, and with TICKET each bucket's ticket.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MTakeReply {
     /// Every bucket gave its tokens.
@@ -216,17 +248,27 @@ pub struct MTakeReply {
     pub wait_ms: u64,
     /// `(remaining, reset_ms)` per bucket, in key order.
     pub buckets: Vec<(u64, u64)>,
+    /// With TICKET: per bucket, in key order, what THROTTLE.GIVE needs to give its tokens back
+    /// (0: nothing taken from it).
+    pub tickets: Option<Vec<u64>>,
 }
 
 impl MTakeReply {
-    /// Reads the reply of a call on `keys` keys; `None` for any other shape.
+    /// Reads the reply of a call on `keys` keys, with or without TICKET (two or three integers
+    /// per key after the first two); `None` for any other shape.
     pub fn decode(ints: &[i64], keys: usize) -> Option<MTakeReply> {
-        let [granted, wait_ms, buckets @ ..] = ints else {
+        let [granted, wait_ms, rest @ ..] = ints else {
             return None;
         };
-        if keys == 0 || buckets.len() != 2 * keys {
+        let pairs = 2 * keys;
+        if keys == 0 || (rest.len() != pairs && rest.len() != pairs + keys) {
             return None;
         }
+        let (buckets, tickets) = rest.split_at_checked(pairs)?;
+        let tickets = match tickets {
+            [] => None,
+            some => Some(some.iter().map(|t| count(*t)).collect::<Option<Vec<_>>>()?),
+        };
         let buckets = buckets
             .chunks_exact(2)
             .map(|pair| match pair {
@@ -238,6 +280,7 @@ impl MTakeReply {
             granted: flag(*granted)?,
             wait_ms: count(*wait_ms)?,
             buckets,
+            tickets,
         })
     }
 }
@@ -297,6 +340,7 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcom
         held_by_floor: takes_any && !granted && floored && wait_unfloored == 0,
         len,
         buckets,
+        ticket: args.ticket,
     }
 }
 
@@ -307,7 +351,8 @@ pub static SPEC: Spec = Spec {
     command: Command::MTake,
     summary: "Takes tokens from several buckets at once, from all or from none (one capacity, \
         rate and tokens triple per key, in key order); with FLOOR, only if each bucket keeps \
-        its floor. Replies [granted, wait_ms, then remaining and reset_ms per bucket].",
+        its floor. Replies [granted, wait_ms, then remaining and reset_ms per bucket] (and \
+        then one ticket per bucket with TICKET).",
     complexity: "O(N) where N is the number of keys",
     arity: -6,
     flags: "write deny-oom fast getkeys-api",
@@ -327,6 +372,7 @@ pub static SPEC: Spec = Spec {
             "FLOOR",
             Kind::Block(&[Arg::new("floor", Kind::Integer).multiple()]),
         ),
+        Arg::option("ticket", "TICKET", Kind::PureToken),
     ],
 };
 
@@ -343,7 +389,7 @@ mod tests {
         use ArgError::*;
         let mtake = |t: &str| MTakeArgs::parse(&words(t));
         let args = mtake("2 {s}:a {s}:b 10 10 1 25 5 2 MAXWAIT 700").unwrap();
-        assert_eq!(args.max_wait_ms, 700);
+        assert_eq!((args.max_wait_ms, args.ticket), (700, false));
         let limits: Vec<(u64, u64)> = args
             .limits()
             .iter()
@@ -351,6 +397,16 @@ mod tests {
             .collect();
         assert_eq!(limits, [(10, 1), (25, 2)]);
         assert_eq!(mtake("1 a 8 9 0").map(|a| a.limits().len()), Ok(1));
+        // TICKET anywhere among the options, in any case.
+        for text in [
+            "1 a 8 9 1 TICKET",
+            "1 a 8 9 1 ticket MAXWAIT 5",
+            "1 a 8 9 1 MAXWAIT 5 Ticket",
+            "2 a b 8 9 1 8 9 1 TICKET FLOOR 2 3",
+            "2 a b 8 9 1 8 9 1 FLOOR 2 3 TICKET",
+        ] {
+            assert_eq!(mtake(text).map(|a| a.ticket), Ok(true), "{text}");
+        }
 
         let sixteen = (0..16).map(|i| format!("k{i} ")).collect::<String>();
         let triples = "8 9 1 ".repeat(16);
@@ -369,6 +425,15 @@ mod tests {
             ("2 a b 8 9 1 0 9 1", Capacity),
             ("2 a b 8 9 9 8 9 1", Tokens { capacity: 8 }),
             ("1 a 8 9 1 TOKENS 1", UnknownOption(Command::MTake)),
+            ("1 a 8 9 1 TICKET TICKET", Repeated("TICKET")),
+            ("1 a 8 9 1 ticket MAXWAIT 1 TICKET", Repeated("TICKET")),
+            // TICKET takes no value: what follows it is the next option's name.
+            ("1 a 8 9 1 TICKET 1", UnknownOption(Command::MTake)),
+            ("1 a 8 9 1 TICKETS", UnknownOption(Command::MTake)),
+            ("1 a 8 9 1 TICKET MAXWAIT", MissingValue("MAXWAIT")),
+            ("2 a b 8 9 1 8 9 1 TICKET FLOOR 2", Floors { keys: 2 }),
+            // Structure before values: a second TICKET wins over a bad MAXWAIT.
+            ("1 a 8 9 1 MAXWAIT x TICKET TICKET", Repeated("TICKET")),
             ("2 a b 8 9 1 8 9 1 FLOOR 2", Floors { keys: 2 }),
             ("1 a 8 9 1 FLOOR 2 FLOOR 2", Repeated("FLOOR")),
             ("1 a 8 9 1 FLOOR 8", Floor { capacity: 8 }),
@@ -388,13 +453,19 @@ mod tests {
         for text in [
             "2 a b 10 10 1 25 5 2 MAXWAIT 700",
             "2 a b 10 10 1 25 5 2 FLOOR 3 0",
+            "2 a b 10 10 1 25 5 2 TICKET MAXWAIT 700",
+            "2 a b 10 10 1 25 5 2 ticket FLOOR 3 0",
         ] {
             let args = MTakeArgs::parse(&words(text)).unwrap();
             let mut written = vec!["2".to_owned(), "a".into(), "b".into()];
             written.extend(args.words().into_iter().map(Word::to_text));
             let back: Vec<&[u8]> = written.iter().map(String::as_bytes).collect();
             assert_eq!(MTakeArgs::parse(&back), Ok(args), "{text}");
-            assert_eq!(MTakeArgs::new(args.limits(), args.max_wait_ms), Some(args));
+            let made = MTakeArgs::new(args.limits(), args.max_wait_ms).map(|made| MTakeArgs {
+                ticket: args.ticket,
+                ..made
+            });
+            assert_eq!(made, Some(args));
         }
         assert_eq!(MTakeArgs::new(&[], 0), None);
     }
@@ -408,7 +479,16 @@ mod tests {
                 granted: true,
                 wait_ms: 300,
                 buckets: vec![(9, 100), (2, 4000)],
+                tickets: None,
             }
+        );
+        let with_tickets = MTakeReply::decode(&[1, 300, 9, 100, 2, 4000, 17, 0], 2).unwrap();
+        assert_eq!(with_tickets.tickets, Some(vec![17, 0]));
+        assert_eq!(with_tickets.buckets, reply.buckets);
+        assert_eq!(MTakeReply::decode(&[1, 300, 9, 100, 2, 4000, 17], 2), None);
+        assert_eq!(
+            MTakeReply::decode(&[1, 300, 9, 100, 2, 4000, 17, -1], 2),
+            None
         );
         assert_eq!(MTakeReply::decode(&[1, 300, 9, 100], 2), None);
         assert_eq!(MTakeReply::decode(&[2, 0, 9, 100], 1), None);
@@ -416,7 +496,7 @@ mod tests {
         assert_eq!(
             SPEC.syntax(),
             "numkeys key [key ...] capacity rate tokens [capacity rate tokens ...] \
-             [MAXWAIT maxwait] [FLOOR floor [floor ...]]"
+             [MAXWAIT maxwait] [FLOOR floor [floor ...]] [TICKET]"
         );
     }
 }

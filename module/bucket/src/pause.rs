@@ -1,7 +1,8 @@
 //! `THROTTLE.PAUSE key capacity rate ms`: the supplier answered 429 with Retry-After, so the
 //! whole fleet stops. Its arguments, arithmetic, reply and docs.
 
-use crate::error::{ArgError, Command};
+use crate::command::Command;
+use crate::error::ArgError;
 use crate::gcra::{ceil_ms, cost, saturate, View, Write};
 use crate::limits::MAX_WAIT_MS;
 use crate::reply::count;

@@ -1,7 +1,8 @@
 //! `THROTTLE.PEEK key capacity rate`: the bucket as it stands (what `THROTTLE.TAKE ... TOKENS 0`
 //! replies) and the supplier's pushback on it, as a read-only command.
 
-use crate::error::{ArgError, Command};
+use crate::command::Command;
+use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View};
 use crate::reply::{count, int, Ints};
 use crate::spec::{Access, Keys, Spec, CAPACITY, KEY, RATE};

@@ -2,7 +2,7 @@
 //! where its keys are, and what `COMMAND DOCS` shows (summary, complexity, arity, arguments).
 //! Plain data here; the module turns it into the structs the server reads.
 
-use crate::error::Command;
+use crate::command::Command;
 
 /// One command, as the server registers and documents it.
 #[derive(Debug)]

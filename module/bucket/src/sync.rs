@@ -3,7 +3,8 @@
 //! most that, never raised, and paused until the supplier's reset when nothing remains. Its
 //! arguments, arithmetic, reply and docs.
 
-use crate::error::{ArgError, Command};
+use crate::command::Command;
+use crate::error::ArgError;
 use crate::gcra::{ceil_ms, View, Write};
 use crate::limits::{MAX_CAPACITY, MAX_WAIT_MS};
 use crate::pause::paused;

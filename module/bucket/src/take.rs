@@ -2,7 +2,8 @@
 //! bucket at an instant. Its arguments (read and written), its arithmetic, its reply and its
 //! docs.
 
-use crate::error::{ArgError, Command};
+use crate::command::Command;
+use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};

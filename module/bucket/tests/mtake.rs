@@ -1,6 +1,6 @@
 //! THROTTLE.MTAKE as tables of explicit instants.
 
-use throttle_bucket::{mtake, take, MOutcome, MTakeArgs, State, TakeArgs};
+use throttle_bucket::{give, mtake, take, GiveArgs, MOutcome, MTakeArgs, State, TakeArgs, Write};
 
 const T0: i64 = 1_764_547_200_000_000_000;
 const MS: i64 = 1_000_000;
@@ -92,24 +92,111 @@ fn zero_tokens_inspect_and_a_bucket_with_zero_is_left_alone() {
 fn one_key_is_the_same_as_throttle_take() {
     let mut stored = None;
     for k in 0..12 {
-        let now = T0 + k * 37 * MS;
+        let now = T0 + k * 37 * MS + k * 333;
         let single = take(
-            &TakeArgs::parse(&words("8 9 TOKENS 2 MAXWAIT 300")).unwrap(),
+            &TakeArgs::parse(&words("8 9 TOKENS 2 MAXWAIT 300 TICKET")).unwrap(),
             stored.map(State::plain),
             now,
         );
-        let (multi, reply) = run("1 a 8 9 2 MAXWAIT 300", &[stored], now);
+        let (multi, reply) = run("1 a 8 9 2 MAXWAIT 300 TICKET", &[stored], now);
         let [granted, remaining, wait, reset] = single.reply();
-        assert_eq!(reply, [granted, wait, remaining, reset], "call {k}");
+        assert_eq!(
+            reply,
+            [granted, wait, remaining, reset, single.ticket()],
+            "call {k}"
+        );
         assert_eq!(multi.buckets()[0].write, single.write, "call {k}");
         stored = single.write.and_then(|w| w.tat()).or(stored);
     }
 }
 
+fn give_back(
+    quota: &str,
+    n: u64,
+    ticket: i64,
+    stored: Option<i64>,
+    now: i64,
+) -> (u64, Option<Write>) {
+    let args = GiveArgs::parse(&words(&format!("{quota} {n} {ticket}"))).unwrap();
+    let out = give(&args, stored.map(State::plain), now);
+    (out.given, out.write)
+}
+
+#[test]
+fn tickets_follow_the_pairs_and_give_each_bucket_back() {
+    // Not on a whole µs: the tickets are the states rounded down.
+    let now = T0 + 1_234;
+    let (out, reply) = run("2 a b 10 10 3 25 5 2 TICKET", &[None, None], now);
+    let after = states(&out, &[None, None]);
+    assert_eq!(after, [Some(now + 300 * MS), Some(now + 400 * MS)]);
+    let tickets = [(now + 300 * MS) / 1000, (now + 400 * MS) / 1000];
+    assert_eq!(reply, [1, 0, 7, 300, 23, 400, tickets[0], tickets[1]]);
+    // Without TICKET: the same reply, without the tickets.
+    let (_, plain) = run("2 a b 10 10 3 25 5 2", &[None, None], now);
+    assert_eq!(plain[..], reply[..6]);
+
+    // Each bucket gives its tokens back, and is full again: its key is deleted.
+    let later = now + 50 * MS;
+    assert_eq!(
+        give_back("10 10", 3, tickets[0], after[0], later),
+        (3, Some(Write::Delete))
+    );
+    assert_eq!(
+        give_back("25 5", 2, tickets[1], after[1], later),
+        (2, Some(Write::Delete))
+    );
+
+    // A second take after the first: its tickets give nothing back, on either bucket.
+    let (second, _) = run("2 a b 10 10 1 25 5 1", &after, later);
+    let moved = states(&second, &after);
+    assert_eq!(
+        give_back("10 10", 3, tickets[0], moved[0], later),
+        (0, None)
+    );
+    assert_eq!(give_back("25 5", 2, tickets[1], moved[1], later), (0, None));
+}
+
+#[test]
+fn a_denial_and_a_bucket_asked_for_0_get_ticket_0() {
+    // b is empty for 2 s more: denied, nothing written, every ticket 0.
+    let stored = [None, Some(T0 + 3000 * MS)];
+    let (out, reply) = run("2 a b 5 1 1 1 1 1 TICKET", &stored, T0);
+    assert_eq!(reply, [0, 3000, 5, 0, 0, 3000, 0, 0]);
+    assert!(out.buckets().iter().all(|b| b.write.is_none()));
+    // a asked for nothing: not written, ticket 0; b's is its state.
+    let (out, reply) = run("2 a b 5 1 0 10 10 1 TICKET", &[None, None], T0);
+    assert_eq!(reply, [1, 0, 5, 0, 9, 100, 0, (T0 + 100 * MS) / 1000]);
+    assert_eq!(out.buckets()[0].write, None);
+    assert_eq!(out.tickets().collect::<Vec<_>>(), reply[6..]);
+}
+
+#[test]
+fn a_reserved_multi_take_gives_back_to_the_instant_it_took_as_of() {
+    // As in the_wait_is_the_longest_...: a (full) takes as of b's token, 2 s from now.
+    let stored = [None, Some(T0 + 2000 * MS)];
+    let (out, reply) = run("2 a b 5 1 1 1 1 1 MAXWAIT 5000 TICKET", &stored, T0);
+    let after = states(&out, &stored);
+    assert_eq!(after, [Some(T0 + 3000 * MS), Some(T0 + 3000 * MS)]);
+    assert_eq!(reply[6..], [(T0 + 3000 * MS) / 1000; 2]);
+    // Both give their token back; b is back where it was. a is left at the instant it took
+    // as of, not full: the state keeps no trace of what it was before, and giving back more
+    // would free time before this take's own slot.
+    let (given, write) = give_back("5 1", 1, reply[6], after[0], T0);
+    assert_eq!(
+        (given, write.and_then(|w| w.tat())),
+        (1, Some(T0 + 2000 * MS))
+    );
+    let (given, write) = give_back("1 1", 1, reply[7], after[1], T0);
+    assert_eq!(
+        (given, write.and_then(|w| w.tat())),
+        (1, Some(T0 + 2000 * MS))
+    );
+}
+
 #[test]
 fn a_forged_state_past_i64_refuses_the_whole_call() {
     let stored = [None, Some(i64::MAX)];
-    let (out, reply) = run("2 a b 8 9 1 8 9 1 MAXWAIT 315360000000", &stored, T0);
-    assert_eq!(reply[0], 0);
+    let (out, reply) = run("2 a b 8 9 1 8 9 1 MAXWAIT 315360000000 TICKET", &stored, T0);
+    assert_eq!((reply[0], &reply[6..]), (0, &[0, 0][..]));
     assert!(out.buckets().iter().all(|b| b.write.is_none()));
 }

@@ -129,6 +129,34 @@ proptest! {
             }
         }
     }
+
+    /// A one-key THROTTLE.MTAKE ... TICKET is THROTTLE.TAKE ... TICKET: the same write, the
+    /// same reply in MTAKE's order, and the same ticket, whatever the clock does.
+    #[test]
+    fn a_one_key_multi_take_tickets_as_throttle_take((capacity, rate, calls) in scenario()) {
+        use throttle_bucket::{mtake, MTakeArgs};
+        let rate_text = RATES[rate].0;
+        let mut now = T0;
+        let mut state: Option<State> = None;
+        for call in &calls {
+            now += call.step_ns;
+            let single = take(
+                &TakeArgs { ticket: true, ..args(capacity, rate_text, call.tokens, call.max_wait_ms) },
+                state,
+                now,
+            );
+            let text = format!("1 a {capacity} {rate_text} {} MAXWAIT {} TICKET", call.tokens, call.max_wait_ms);
+            let multi = mtake(&MTakeArgs::parse(&words(&text)).unwrap(), &[state], now);
+            let [granted, remaining, wait_ms, reset_ms] = single.reply();
+            let reply = multi.reply();
+            prop_assert_eq!(
+                reply.as_slice(),
+                &[granted, wait_ms, remaining, reset_ms, single.ticket()][..]
+            );
+            prop_assert_eq!(multi.buckets()[0].write, single.write);
+            if let Some(write) = single.write { state = write.stored(); }
+        }
+    }
 }
 
 /// One step of a random interleaving of every command over two buckets.
@@ -169,10 +197,12 @@ enum Op {
         bucket: usize,
         tokens: u64,
     },
+    /// A multi-take; with `ticket`, its grants can be given back like a take's.
     MTake {
         tokens: [u64; 2],
         max_wait_ms: u64,
         floors: Option<[u64; 2]>,
+        ticket: bool,
     },
     Peek {
         bucket: usize,
@@ -205,13 +235,14 @@ fn ops(capacities: [u64; 2]) -> impl Strategy<Value = Vec<(i64, Op)>> {
             .prop_map(|(bucket, remaining, reset_ms)| Op::Sync { bucket, remaining, reset_ms }),
         1 => (0..2usize, 0..=3 * least)
             .prop_map(|(bucket, tokens)| Op::Debit { bucket, tokens }),
-        3 => (0..=capacities[0], 0..=capacities[1], wait)
-            .prop_map(|(a, b, max_wait_ms)| Op::MTake { tokens: [a, b], max_wait_ms, floors: None }),
-        1 => (0..capacities[0], 0..capacities[1])
-            .prop_map(move |(fa, fb)| Op::MTake {
+        3 => (0..=capacities[0], 0..=capacities[1], wait, any::<bool>())
+            .prop_map(|(a, b, max_wait_ms, ticket)| Op::MTake { tokens: [a, b], max_wait_ms, floors: None, ticket }),
+        1 => (0..capacities[0], 0..capacities[1], any::<bool>())
+            .prop_map(move |(fa, fb, ticket)| Op::MTake {
                 tokens: [(capacities[0] - fa).min(1), (capacities[1] - fb).min(1)],
                 max_wait_ms: 0,
                 floors: Some([fa, fb]),
+                ticket,
             }),
         1 => (0..2usize).prop_map(|bucket| Op::Peek { bucket }),
     ];
@@ -262,8 +293,9 @@ fn over_the_bound(used: &[(i64, u64, u16)], capacity: u64, rate: usize) -> Optio
 proptest! {
     #![proptest_config(config(1500))]
 
-    /// Any interleaving of take, reserve, floored take, give back (fresh and stale tickets,
-    /// each used once), pause, cut, sync, debit, multi-take (with and without floors) and peek,
+    /// Any interleaving of take, reserve, floored take, give back (fresh and stale tickets of
+    /// takes and multi-takes, each used once), pause, cut, sync, debit, multi-take (with and
+    /// without floors and tickets) and peek,
     /// with clock readings that also go backwards, keeps the tokens granted in every window,
     /// counting every grant less what it gave back, within capacity + rate * window for each
     /// bucket; and the grants made while the rate was cut within capacity + (the largest cut
@@ -383,10 +415,11 @@ proptest! {
                     prop_assert!(out.remaining <= before.remaining);
                     prop_assert!(out.reset_ns >= before.reset_ns);
                 }
-                Op::MTake { tokens, max_wait_ms, floors } => {
+                Op::MTake { tokens, max_wait_ms, floors, ticket } => {
                     let floor_words = floors.map_or(String::new(), |[a, b]| format!(" FLOOR {a} {b}"));
+                    let ticket_word = if *ticket { " TICKET" } else { "" };
                     let text = format!(
-                        "2 a b {} {} {} {} MAXWAIT {max_wait_ms}{floor_words}",
+                        "2 a b {} {} {} {} MAXWAIT {max_wait_ms}{floor_words}{ticket_word}",
                         quota(0), tokens[0], quota(1), tokens[1]
                     );
                     let factors = [factor(&state, 0, now), factor(&state, 1, now)];
@@ -394,10 +427,20 @@ proptest! {
                     let wrote = out.buckets().iter().filter(|b| b.write.is_some()).count();
                     let taking = tokens.iter().filter(|&&t| t > 0).count();
                     prop_assert!(wrote == 0 || wrote == taking, "all or nothing");
+                    // The reply's tickets, after the pairs: each bucket's write in µs, 0 for
+                    // one not written.
+                    let reply = out.reply();
+                    let tickets = reply.as_slice().get(6..).unwrap_or(&[]);
+                    prop_assert_eq!(tickets.len(), if *ticket { 2 } else { 0 });
                     for (b, after) in out.buckets().iter().enumerate() {
+                        let want = after.write.map_or(0, |w| w.ticket_us());
+                        if let Some(&t) = tickets.get(b) {
+                            prop_assert_eq!(t, want, "bucket {}'s ticket", b);
+                        }
                         if let Some(w) = after.write {
                             set(&mut state, b, w)?;
-                            grants.push(Grant { bucket: b, act: now + out.wait_ns, tokens: tokens[b], given: 0, ticket: 0, factor_bp: factors[b] });
+                            let ticket = tickets.get(b).copied().unwrap_or(0);
+                            grants.push(Grant { bucket: b, act: now + out.wait_ns, tokens: tokens[b], given: 0, ticket, factor_bp: factors[b] });
                             if let Some(floors) = floors {
                                 prop_assert!(after.remaining >= floors[b]);
                             }

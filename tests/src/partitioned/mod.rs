@@ -5,7 +5,7 @@
 //! A worker prints, as it goes (so a SIGKILLed worker's lines are kept):
 //! - `START <ns>` before its first call,
 //! - `GRANT <at> <done> <partition>` per grant: `at` is when the limiter took the tokens
-//!   (`PartitionGrant::at`), `done` when the call they are for went out ([`PREPARE`] after
+//!   (`Grant::at`), `done` when the call they are for went out ([`PREPARE`] after
 //!   `acquire()` returned),
 //! - `LEASE <partition> <from> <until>` per confirmed lease or renewal: the partition is
 //!   spent in `[from, until)`,

@@ -176,7 +176,7 @@ pub fn worker() -> bool {
                                 tokio::time::sleep(PREPARE).await;
                                 let done = now_ns();
                                 let at = wall(grant.at).min(done);
-                                println!("GRANT {at} {done} {}", grant.partition);
+                                println!("GRANT {at} {done} {}", grant.partition.unwrap_or(0));
                             }
                         }
                     })

@@ -5,7 +5,9 @@
 use redis::{Connection, Value};
 use throttle_testkit::{FakeClock, Flavor, Server};
 
-use super::script::{clamped_now_ns, command, load, runner, server_now_ns, ticket_of, S, SIDES};
+use super::script::{
+    clamped_now_ns, command, key_ticket_of, load, runner, server_now_ns, ticket_of, S, SIDES,
+};
 use super::table::Before::{FromNow, Missing, Raw};
 use super::table::CASES;
 
@@ -80,9 +82,15 @@ fn run_cases(flavor: Flavor, con: &mut Connection) {
                         .map(|l| key(side, l.chars().next().expect("a letter")))
                         .collect();
                     let args: Vec<String> = words
-                        .map(|w| match w.strip_prefix('$') {
-                            Some(k) => {
-                                ticket_of(&side_replies[k.parse::<usize>().unwrap()]).to_string()
+                        .map(|w| match w.strip_prefix('$').map(|k| k.split_once('.')) {
+                            Some(Some((k, j))) => key_ticket_of(
+                                &side_replies[k.parse::<usize>().unwrap()],
+                                j.parse().unwrap(),
+                            )
+                            .to_string(),
+                            Some(None) => {
+                                ticket_of(&side_replies[w[1..].parse::<usize>().unwrap()])
+                                    .to_string()
                             }
                             None => w.to_owned(),
                         })

@@ -208,7 +208,39 @@ const MTAKE_BAD: &[(&[&str], &[&[u8]])] = &[
     (&["a", "b"], &[b"8", b"9", b"1", b"8", b"9", b"-1"]),
     (&["a"], &[b"315360001", b"1", b"1"]),
     (&["a"], &[b"8", b"9", b"1", b"TOKENS", b"1"]),
-    (&["a"], &[b"8", b"9", b"1", b"TICKET"]),
+    // TICKET: once, no value, among the other options.
+    (&["a"], &[b"8", b"9", b"1", b"TICKET", b"TICKET"]),
+    (
+        &["a"],
+        &[b"8", b"9", b"1", b"ticket", b"MAXWAIT", b"5", b"Ticket"],
+    ),
+    (&["a"], &[b"8", b"9", b"1", b"TICKET", b"1"]),
+    (&["a"], &[b"8", b"9", b"1", b"TICKETS"]),
+    (&["a"], &[b"8", b"9", b"1", b"TICK\xffET"]),
+    (&["a"], &[b"8", b"9", b"1", b"TICKET", b"MAXWAIT"]),
+    (&["a"], &[b"8", b"9", b"1", b"TICKET", b"MAXWAIT", b"-1"]),
+    (
+        &["a"],
+        &[b"8", b"9", b"1", b"MAXWAIT", b"x", b"TICKET", b"TICKET"],
+    ),
+    (&["a", "b"], &[b"8", b"9", b"1", b"TICKET"]),
+    (
+        &["a", "b"],
+        &[b"8", b"9", b"9", b"8", b"9", b"1", b"TICKET"],
+    ),
+    (
+        &["a", "b"],
+        &[
+            b"8", b"9", b"1", b"8", b"9", b"1", b"TICKET", b"FLOOR", b"1",
+        ],
+    ),
+    (
+        &["a"],
+        &[
+            b"8", b"9", b"1", b"FLOOR", b"2", b"TICKET", b"MAXWAIT", b"5",
+        ],
+    ),
+    (&["a"], &[b"8", b"9", b"1", b"FLOOR", b"TICKET"]),
     (&["a"], &[b"8", b"9", b"1", b"MAXWAIT"]),
     (&["a"], &[b"8", b"9", b"1", b"MAXWAIT", b"1", b"MAXWAIT"]),
     (
@@ -352,6 +384,7 @@ pub fn same_errors(flavor: Flavor) {
         ("debit", "8 9 3"),
         ("mtake", "8 9 1 8 9 1"),
         ("mtake", "8 9 0 8 9 0"),
+        ("mtake", "8 9 1 8 9 1 TICKET"),
     ];
     for holder in &holders {
         for (name, args) in calls {

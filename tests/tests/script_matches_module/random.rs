@@ -1,6 +1,8 @@
 //! A seeded random run of every command on three pairs of keys, the module on one, the library
 //! and the script on the others, compared reply by reply and state by state.
 
+use std::collections::HashSet;
+
 use redis::Value;
 use throttle_e2e::Rng;
 use throttle_testkit::{Flavor, Server};
@@ -132,6 +134,9 @@ fn random_call(rng: &mut Rng, home: &[usize; 2], tickets: &[(usize, i64)]) -> Ca
             }
             args.push("FLOOR".into());
             args.extend(floors);
+            if rng.chance(40) {
+                args.push("TICKET".into());
+            }
             Call {
                 name: "mtake",
                 keys,
@@ -174,9 +179,18 @@ fn random_call(rng: &mut Rng, home: &[usize; 2], tickets: &[(usize, i64)]) -> Ca
                 let n = tokens(rng, capacity);
                 args.extend([capacity.to_string(), rate, n.to_string()]);
             }
+            let mut options: Vec<Vec<String>> = Vec::new();
             if let Some(ms) = max_wait(rng) {
-                args.extend(["MAXWAIT".to_owned(), ms]);
+                options.push(vec!["MAXWAIT".into(), ms]);
             }
+            if rng.chance(50) {
+                let word = *rng.pick(&["TICKET", "ticket", "Ticket"]);
+                options.push(vec![word.into()]);
+            }
+            if options.len() > 1 && rng.chance(50) {
+                options.swap(0, 1);
+            }
+            args.extend(options.into_iter().flatten());
             Call {
                 name: "mtake",
                 keys,
@@ -247,8 +261,11 @@ pub fn random_cross_check(flavor: Flavor) {
         rng.below(QUOTAS.len() as u64) as usize,
     ];
     let mut tickets: Vec<(usize, i64)> = Vec::new();
-    // (granted takes, denied takes, tokens given back, granted multi-takes, denied ones)
-    let mut seen = [0u64; 5];
+    // The tickets multi-takes replied, to count the give-backs made with them.
+    let mut mtake_tickets: HashSet<i64> = HashSet::new();
+    // (granted takes, denied takes, tokens given back, granted multi-takes, denied ones,
+    // multi-take tickets, tokens given back with them)
+    let mut seen = [0u64; 7];
 
     for step in 0..STEPS {
         match rng.below(25) {
@@ -333,8 +350,27 @@ pub fn random_cross_check(flavor: Flavor) {
                     }
                 }
                 "take" if ints.len() == 5 && ints[4] != 0 => tickets.push((call.keys[0], ints[4])),
-                "give" => seen[2] += ints[0] as u64,
-                "mtake" => seen[if ints[0] == 1 { 3 } else { 4 }] += 1,
+                "give" => {
+                    seen[2] += ints[0] as u64;
+                    let ticket: i64 = call.args[3].parse().expect("a ticket");
+                    if mtake_tickets.contains(&ticket) {
+                        seen[6] += ints[0] as u64;
+                    }
+                }
+                "mtake" => {
+                    seen[if ints[0] == 1 { 3 } else { 4 }] += 1;
+                    // With TICKET, one ticket per key after the pairs, in the call's key order.
+                    let keys = call.keys.len();
+                    if ints.len() == 2 + 3 * keys {
+                        for (&k, &ticket) in call.keys.iter().zip(&ints[2 + 2 * keys..]) {
+                            if ticket != 0 {
+                                tickets.push((k, ticket));
+                                mtake_tickets.insert(ticket);
+                                seen[5] += 1;
+                            }
+                        }
+                    }
+                }
                 _ => {}
             }
         }
@@ -352,5 +388,5 @@ pub fn random_cross_check(flavor: Flavor) {
         }
     }
     // The run reached every outcome it is meant to compare.
-    assert!(seen.iter().all(|&n| n > 0), "{flavor} seed {seed}: (granted takes, denied, given back, granted multi-takes, denied) = {seen:?}");
+    assert!(seen.iter().all(|&n| n > 0), "{flavor} seed {seed}: (granted takes, denied, given back, granted multi-takes, denied, multi-take tickets, given back with them) = {seen:?}");
 }

@@ -100,6 +100,22 @@ pub fn ticket_of(reply: &Value) -> i64 {
     }
 }
 
+/// The ticket of key `j` (from 0, in the call's key order) in a THROTTLE.MTAKE ... TICKET
+/// reply: `[granted, wait_ms]`, a pair per key, then a ticket per key.
+pub fn key_ticket_of(reply: &Value, j: usize) -> i64 {
+    match reply {
+        Value::Array(items) if items.len() >= 5 && (items.len() - 2) % 3 == 0 => {
+            let keys = (items.len() - 2) / 3;
+            assert!(j < keys, "no key {j} in the MTAKE reply {reply:?}");
+            match items[2 + 2 * keys + j] {
+                Value::Int(ticket) => ticket,
+                ref other => panic!("a ticket that is not an integer: {other:?}"),
+            }
+        }
+        other => panic!("not an MTAKE ... TICKET reply: {other:?}"),
+    }
+}
+
 /// The sets of keys every case runs on: the module's, the library's, the script's, and a mixed
 /// one where calls go round the three (the module, the library, the script, the module, ...),
 /// which must end up exactly where the module alone does.

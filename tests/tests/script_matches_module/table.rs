@@ -22,7 +22,8 @@ use Before::{FromNow, Missing, Raw};
 /// One case: what each bucket holds first (bucket `a`, `b`, ... in order), then steps, each run
 /// as one MULTI. A call is `command keys args...`: the keys as letters (`a`, or `a,b` for
 /// THROTTLE.MTAKE), and `$k` in the arguments stands for the ticket replied by the case's call
-/// number `k` (counting from 0 over every step).
+/// number `k` (counting from 0 over every step), `$k.j` for the ticket of key `j` (from 0, in
+/// the call's key order) replied by an MTAKE ... TICKET.
 pub struct Case {
     pub before: &'static [Before],
     pub steps: &'static [&'static [&'static str]],
@@ -385,6 +386,57 @@ pub const CASES: &[Case] = &[
             "mtake a,c 1000000000000000 1000000000 0 3 0.0002777777777777778 1",
         ],
     ),
+    // ---- THROTTLE.MTAKE ... TICKET: one ticket per key after the pairs, each key's state in
+    // µs, rounded down (b is 999 ns past a µs, at 1e9/s); 0 for a denial, for a key asked for
+    // 0, for an inspection; in any case, before or after MAXWAIT.
+    case!(
+        &[Missing, FromNow(999)],
+        &[
+            "mtake a,b 10 10 1 1000000 1000000000 3 TICKET",
+            "mtake a,b 10 10 0 1000000 1000000000 1 ticket",
+            "mtake b,a 1000000 1000000000 1 10 10 1 MAXWAIT 5 Ticket",
+            "mtake a 10 10 1 TICKET MAXWAIT 0",
+            "mtake a,b 10 10 10 1000000 1000000000 1 TICKET",
+            "mtake a,b 10 10 0 1000000 1000000000 0 TICKET",
+        ],
+    ),
+    // The wait is the longest: each ticket is its key's state after taking as of then; denied
+    // within a shorter MAXWAIT, every ticket 0. With FLOOR too.
+    case!(
+        &[Missing, FromNow(2 * S + 1)],
+        &[
+            "mtake a,b 5 1 1 1 1 1 MAXWAIT 5000 TICKET",
+            "mtake a,b 5 1 1 1 1 1 TICKET MAXWAIT 1000",
+            "mtake a 5 1 1 FLOOR 2 TICKET",
+            "mtake a,b 5 1 1 1 1 0 TICKET FLOOR 3 0",
+        ],
+    ),
+    // GIVE with MTAKE tickets: each key's tokens back while nothing was taken after it; a take
+    // on b keeps b's ticket from giving back, a's still gives.
+    Case {
+        before: &[Missing, Missing],
+        steps: &[
+            &["mtake a,b 10 10 4 6 3 2 TICKET"],
+            &["give a 10 10 4 $0.0", "take b 6 3", "give b 6 3 2 $0.1", "peek a 10 10", "peek b 6 3"],
+        ],
+    },
+    // Two reservations behind an empty b: the first's tickets give nothing (the second took
+    // after it on both keys), the second's give back once, on each key in its own key order.
+    Case {
+        before: &[Missing, FromNow(5 * S)],
+        steps: &[
+            &["mtake a,b 10 1 2 5 1 1 MAXWAIT 10000 TICKET", "mtake b,a 5 1 1 10 1 1 MAXWAIT 10000 TICKET"],
+            &[
+                "give a 10 1 2 $0.0",
+                "give b 5 1 1 $0.1",
+                "give a 10 1 1 $1.1",
+                "give b 5 1 1 $1.0",
+                "give b 5 1 1 $1.0",
+                "peek a 10 1",
+                "peek b 5 1",
+            ],
+        ],
+    },
     // Mixing commands on one bucket.
     Case {
         before: &[Missing, Missing],

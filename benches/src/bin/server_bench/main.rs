@@ -1,18 +1,27 @@
-//! Side-by-side server benchmarks of THROTTLE.TAKE (issue 5), against one server with the
-//! release module loaded:
+//! Side-by-side server benchmarks of THROTTLE.TAKE (issues 5, 19, 21), against one server
+//! with the release module loaded:
 //!
 //! - throughput: `redis-benchmark` runs of INCR, SET, THROTTLE.TAKE (hot key granted, hot key
-//!   denied, 100k random keys, with MAXWAIT) and EVALSHA of the Lua script, interleaved, at
-//!   pipelining 1 and 16; medians over the repetitions, ops/s and server µs per call (from
-//!   `INFO commandstats`) as ratios against INCR in the same repetition;
+//!   denied, 100k random keys, with MAXWAIT), the hand-written token bucket script
+//!   (`benches/lua/hand_written_bucket.lua`), FCALL of the function library (bare and with the
+//!   words the client sends) and EVALSHA of the Lua script, interleaved, at pipelining 1 and
+//!   16; medians over the repetitions, ops/s and server µs per call (from `INFO commandstats`)
+//!   as ratios against INCR, and against the hand-written script, in the same repetition;
 //! - memory: `used_memory` per key for 1,000,000 buckets that are not full, against
-//!   `SET key <int> PX` and the Lua script's keys;
+//!   `SET key <int> PX`, the Lua script's keys and the hand-written script's hashes;
 //! - client: 64 concurrent waiters on one key through the `redis-throttle` client; round trips
 //!   per granted call for the reservation strategy and the polling strategy;
 //! - callgrind: instructions per call, and where they go, under `valgrind --tool=callgrind`.
 //!
 //! With `--redis-cell PATH/libredis_cell.so` the server also loads redis-cell, and the throughput
 //! and memory sections add its `CL.THROTTLE` with the same quotas, interleaved with the rest.
+//!
+//! With `--baseline-module PATH/libredis_throttle_module.so` (an earlier build of this module) a
+//! second server of the same flavor loads it, and THROTTLE.TAKE's rows (throughput: hot key
+//! granted and denied, random keys; memory: the plain buckets; callgrind: hot key granted and
+//! denied, warm random keys) run on both, interleaved, with the ratio new/baseline. In the
+//! throughput section the pairs run on two servers started alike, one with each module, that
+//! hold nothing but the pairs' keys (the first server also holds every other row's keys).
 //!
 //! `benches/server-bench.sh [--quick]` builds what it needs and runs this. Every loop and every
 //! child process is bounded; the server is the test kit's, on a free loopback port.
@@ -28,12 +37,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use throttle_benches::load_lua_take;
+use throttle_benches::load_scripts;
 use throttle_testkit::{module_path, Flavor, Server};
 
 const USAGE: &str = "\
 usage: server-bench [--quick] [--server NAME] [--only SECTION]... [--reps N] [--seconds S]
                     [--clients N] [--keys N] [--out DIR] [--redis-cell PATH]
+                    [--baseline-module PATH]
 
   --quick         a smoke run (~1 min): 3 short repetitions, 100,000 keys, fewer profiled calls
   --server NAME   redis-8.2 (default), redis-7.0, valkey-8.1 or valkey-9.1
@@ -47,6 +57,9 @@ usage: server-bench [--quick] [--server NAME] [--only SECTION]... [--reps N] [--
                   (default target/server-bench/<server>)
   --redis-cell PATH  also load this prebuilt redis-cell module (libredis_cell.so) and measure
                   its CL.THROTTLE with the same quotas (throughput and memory sections)
+  --baseline-module PATH  an earlier build of this module (libredis_throttle_module.so): a
+                  second server of the same flavor loads it, and THROTTLE.TAKE's rows run on
+                  both, interleaved, with the ratios new/baseline (throughput, memory, callgrind)
 
 The module is target/release/libredis_throttle_module.so (THROTTLE_MODULE overrides it); build it
 with `cargo build --release -p redis-throttle-module`, or run benches/server-bench.sh.";
@@ -68,6 +81,18 @@ pub struct Options {
     out: Option<PathBuf>,
     /// A prebuilt redis-cell module to load beside ours and compare with.
     redis_cell: Option<PathBuf>,
+    /// An earlier build of this module, loaded by a second server, to compare with.
+    baseline_module: Option<PathBuf>,
+}
+
+/// Which server a workload runs on: the one with this module, the one with the baseline build
+/// (`--baseline-module`), or the throughput section's twin of the baseline's with this module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Main = 0,
+    Baseline = 1,
+    /// Started as the baseline server is, with this module: the other half of each pair.
+    Paired = 2,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +114,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         keys: 1_000_000,
         out: None,
         redis_cell: None,
+        baseline_module: None,
     };
     let (mut seconds, mut keys) = (None, None);
     let mut rest = args;
@@ -123,6 +149,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--keys" => keys = Some(number(value()?, 1000.0, 10_000_000.0)? as u64),
             "--out" => options.out = Some(PathBuf::from(value()?)),
             "--redis-cell" => options.redis_cell = Some(PathBuf::from(value()?)),
+            "--baseline-module" => options.baseline_module = Some(PathBuf::from(value()?)),
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -159,7 +186,11 @@ fn main() {
 
 fn run(options: &Options) -> Result<(), String> {
     require("redis-benchmark", "apt-get install redis-tools")?;
+    // Absolute: the server resolves a relative path in its data dir (THROTTLE_MODULE=target/...
+    // would not load).
     let module = module_path();
+    let module = std::fs::canonicalize(&module)
+        .map_err(|e| format!("the module {}: {e}", module.display()))?;
     // Every server of this run loads this one library, even if the sources change while it
     // runs (the kit takes THROTTLE_MODULE as given). Set before any thread is started.
     std::env::set_var("THROTTLE_MODULE", &module);
@@ -184,13 +215,19 @@ fn run(options: &Options) -> Result<(), String> {
     let started = Instant::now();
     // Absolute (the server resolves a relative path in its data dir) and checked up front.
     let redis_cell = match &options.redis_cell {
-        Some(path) => Some(redis_cell_path(path)?),
+        Some(path) => Some(module_file("--redis-cell", path)?),
         None => None,
     };
-    if redis_cell.is_some() && module.to_string_lossy().contains(char::is_whitespace) {
+    let baseline_module = match &options.baseline_module {
+        Some(path) => Some(module_file("--baseline-module", path)?),
+        None => None,
+    };
+    if (redis_cell.is_some() || baseline_module.is_some())
+        && module.to_string_lossy().contains(char::is_whitespace)
+    {
         return Err(format!(
-            "{}: with --redis-cell, the module path cannot hold whitespace (it is passed as \
-             a config value, which is split into words)",
+            "{}: with --redis-cell or --baseline-module, the module path cannot hold \
+             whitespace (it is passed as a config value, which is split into words)",
             module.display()
         ));
     }
@@ -216,6 +253,13 @@ fn run(options: &Options) -> Result<(), String> {
             report,
             "redis-cell loaded beside it: {} (CL.THROTTLE rows)\n",
             cell.display()
+        );
+    }
+    if let Some(baseline) = &baseline_module {
+        let _ = writeln!(
+            report,
+            "baseline module, on a second server: {} ((baseline module) rows)\n",
+            baseline.display()
         );
     }
     // results.md for a whole run; results-<sections>.md for a partial one.
@@ -244,17 +288,46 @@ fn run(options: &Options) -> Result<(), String> {
                 .start(),
         };
         let mut con = server.conn();
-        let sha = load_lua_take(&mut con).map_err(|e| format!("SCRIPT LOAD: {e}"))?;
+        let scripts = load_scripts(&mut con)?;
         let cell = redis_cell.is_some();
         if cell {
             check_redis_cell(&mut con)?;
         }
+        // Closed: the memory section waits until its probe is the only client.
+        drop(con);
+        // Only THROTTLE.TAKE runs there: no scripts to load.
+        let baseline = match &baseline_module {
+            Some(path) if wants(Section::Throughput) || wants(Section::Memory) => {
+                Some(module_server(options.flavor, path, "--baseline-module")?)
+            }
+            _ => None,
+        };
         if wants(Section::Throughput) {
-            report.push_str(&throughput::throughput(options, &server, &sha, cell)?);
+            // The pairs' servers, each with the pairs' keys only.
+            let pair = match &baseline {
+                Some(baseline) => Some((
+                    module_server(options.flavor, &module, "the module")?,
+                    baseline,
+                )),
+                None => None,
+            };
+            report.push_str(&throughput::throughput(
+                options,
+                &server,
+                pair.as_ref().map(|(paired, baseline)| (paired, *baseline)),
+                &scripts,
+                cell,
+            )?);
             save(&report)?;
         }
         if wants(Section::Memory) {
-            report.push_str(&memory::memory(options, &server, &sha, cell)?);
+            report.push_str(&memory::memory(
+                options,
+                &server,
+                baseline.as_ref(),
+                &scripts,
+                cell,
+            )?);
             save(&report)?;
         }
         if wants(Section::Client) {
@@ -265,7 +338,11 @@ fn run(options: &Options) -> Result<(), String> {
     }
     if wants(Section::Callgrind) {
         if require("valgrind", "apt-get install valgrind").is_ok() {
-            report.push_str(&callgrind::callgrind(options, &out)?);
+            report.push_str(&callgrind::callgrind(
+                options,
+                &out,
+                baseline_module.as_deref(),
+            )?);
         } else if !all {
             return Err("valgrind is not installed (apt-get install valgrind)".into());
         } else {
@@ -283,22 +360,54 @@ fn run(options: &Options) -> Result<(), String> {
     Ok(())
 }
 
-/// The redis-cell library as the server must be given it: an existing file, absolute, with no
-/// whitespace (the kit splits a config value into words).
-fn redis_cell_path(path: &Path) -> Result<PathBuf, String> {
+/// A module library (`flag`'s value) as the server must be given it: an existing file,
+/// absolute, with no whitespace (the kit splits a config value into words).
+fn module_file(flag: &str, path: &Path) -> Result<PathBuf, String> {
     let absolute =
-        std::fs::canonicalize(path).map_err(|e| format!("--redis-cell {}: {e}", path.display()))?;
+        std::fs::canonicalize(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
     if !absolute.is_file() {
-        return Err(format!("--redis-cell {}: not a file", path.display()));
+        return Err(format!("{flag} {}: not a file", path.display()));
     }
     if absolute.to_string_lossy().contains(char::is_whitespace) {
         return Err(format!(
-            "--redis-cell {}: a path with whitespace cannot be passed to --loadmodule; \
+            "{flag} {}: a path with whitespace cannot be passed to --loadmodule; \
              copy the library elsewhere",
             absolute.display()
         ));
     }
     Ok(absolute)
+}
+
+/// A server that loads this module library (`module_file`'s path, e.g. the baseline's) instead
+/// of the kit's default.
+pub(crate) fn baseline_builder(flavor: Flavor, module: &Path) -> throttle_testkit::ServerBuilder {
+    Server::builder(flavor)
+        .module(false)
+        .arg("loadmodule", &module.display().to_string())
+}
+
+/// A server with this module library (`what` names it in errors), checked to answer
+/// THROTTLE.TAKE.
+fn module_server(flavor: Flavor, module: &Path, what: &str) -> Result<Server, String> {
+    let server = baseline_builder(flavor, module)
+        .try_start()
+        .map_err(|e| format!("{what} {}: {e}", module.display()))?;
+    let mut con = server.conn();
+    let reply: Vec<redis::Value> = redis::cmd("THROTTLE.TAKE")
+        .arg(words("bench:baseline:check 10 1"))
+        .query(&mut con)
+        .map_err(|e| format!("THROTTLE.TAKE on {what} {}: {e}", module.display()))?;
+    if reply.first() != Some(&redis::Value::Int(1)) {
+        return Err(format!(
+            "THROTTLE.TAKE bench:baseline:check 10 1 on {what} {} replied {reply:?}",
+            module.display()
+        ));
+    }
+    let _: redis::Value = redis::cmd("DEL")
+        .arg("bench:baseline:check")
+        .query(&mut con)
+        .map_err(|e| format!("DEL: {e}"))?;
+    Ok(server)
 }
 
 /// Both modules answer, and CL.THROTTLE replies as redis-cell 0.2 does: five integers, the
@@ -368,14 +477,22 @@ mod tests {
         let cell = parse(&["--redis-cell", "/x/libredis_cell.so"]).unwrap();
         assert_eq!(cell.redis_cell, Some(PathBuf::from("/x/libredis_cell.so")));
         assert!(parse(&["--redis-cell"]).is_err());
+        assert_eq!(defaults.baseline_module, None);
+        let base = parse(&["--baseline-module", "/b/libredis_throttle_module.so"]).unwrap();
+        assert_eq!(
+            base.baseline_module,
+            Some(PathBuf::from("/b/libredis_throttle_module.so"))
+        );
+        assert!(parse(&["--baseline-module"]).is_err());
     }
 
     #[test]
-    fn redis_cell_path_is_checked() {
-        assert!(redis_cell_path(Path::new("/nonexistent/libredis_cell.so")).is_err());
-        assert!(redis_cell_path(Path::new("/")).is_err());
+    fn module_file_is_checked() {
+        let err = module_file("--redis-cell", Path::new("/nonexistent/libredis_cell.so"));
+        assert!(err.unwrap_err().starts_with("--redis-cell /nonexistent"));
+        assert!(module_file("--baseline-module", Path::new("/")).is_err());
         // Tests run in the package dir: a relative path comes back absolute.
-        let absolute = redis_cell_path(Path::new("Cargo.toml")).unwrap();
+        let absolute = module_file("--redis-cell", Path::new("Cargo.toml")).unwrap();
         assert!(absolute.is_absolute() && absolute.ends_with("benches/Cargo.toml"));
     }
 }

@@ -1,13 +1,16 @@
-//! Memory: used_memory per key for N buckets that are not full, against `SET key <int> PX`
-//! and the Lua script's keys, loaded through pipelines; with `--redis-cell`, also redis-cell's.
+//! Memory: used_memory per key for N buckets that are not full, against `SET key <int> PX`,
+//! the Lua script's keys and the hand-written script's hashes, loaded through pipelines; with
+//! `--redis-cell`, also redis-cell's; with `--baseline-module`, THROTTLE.TAKE's buckets also on
+//! the baseline module's server (a bucket never paused or cut stores what it stored there).
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
+use throttle_benches::Scripts;
 use throttle_testkit::{info_field, Server};
 
-use crate::{words, Options, STATE_LIKE_INT};
+use crate::{words, Options, Target, STATE_LIKE_INT};
 
 /// Commands per pipelined batch when loading keys.
 const LOAD_BATCH: u64 = 10_000;
@@ -19,49 +22,94 @@ type Commands = Box<dyn Fn(&str) -> Vec<redis::Cmd>>;
 struct Loader {
     label: &'static str,
     commands: Commands,
+    /// The server whose memory it measures.
+    target: Target,
 }
 
-fn loaders(sha: &str, cell: bool) -> Vec<Loader> {
+fn loaders(scripts: &Scripts, cell: bool, baseline: bool) -> Vec<Loader> {
     let take = |key: &str, args: &str| {
         let mut cmd = redis::cmd("THROTTLE.TAKE");
         cmd.arg(key).arg(words(args));
         cmd
     };
-    let sha = sha.to_owned();
+    let twin = scripts.twin.clone();
     let script = move |key: &str, args: &str| {
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&sha).arg(1).arg(key).arg("take").arg(words(args));
+        cmd.arg(&twin).arg(1).arg(key).arg("take").arg(words(args));
         cmd
     };
     let script2 = script.clone();
+    let hand = scripts.hand.clone();
+    let loader = |label, commands: Commands| Loader {
+        label,
+        commands,
+        target: Target::Main,
+    };
     let mut loaders = vec![
-        Loader {
-            label: "SET key <int> PX (baseline)",
-            commands: Box::new(|key| {
+        loader(
+            "SET key <int> PX (baseline)",
+            Box::new(|key| {
                 let mut cmd = redis::cmd("SET");
                 cmd.arg(key).arg(STATE_LIKE_INT).arg("PX").arg(3_600_000);
                 vec![cmd]
             }),
-        },
+        ),
         // Burst 10 at one token per 1000 s: 9 left, full again (and expiring) in 1000 s.
-        Loader {
-            label: "THROTTLE.TAKE, granted",
-            commands: Box::new(move |key| vec![take(key, "10 0.001")]),
-        },
-        Loader {
-            label: "EVALSHA script, granted",
-            commands: Box::new(move |key| vec![script(key, "10 0.001")]),
-        },
+        loader(
+            "THROTTLE.TAKE, granted",
+            Box::new(move |key| vec![take(key, "10 0.001")]),
+        ),
+        loader(
+            "EVALSHA script, granted",
+            Box::new(move |key| vec![script(key, "10 0.001")]),
+        ),
+        // The same quota: a hash of tokens and ts, its TTL the 10,000 s until full.
+        loader(
+            "hand-written script, granted",
+            Box::new(move |key| {
+                let mut cmd = redis::cmd("EVALSHA");
+                cmd.arg(&hand).arg(1).arg(key).arg(words("10 0.001 1"));
+                vec![cmd]
+            }),
+        ),
         // Burst 1: the second take is denied (it only reads the bucket).
-        Loader {
-            label: "THROTTLE.TAKE, granted then denied",
-            commands: Box::new(move |key| vec![take(key, "1 0.001"), take(key, "1 0.001")]),
-        },
-        Loader {
-            label: "EVALSHA script, granted then denied",
-            commands: Box::new(move |key| vec![script2(key, "1 0.001"), script2(key, "1 0.001")]),
-        },
+        loader(
+            "THROTTLE.TAKE, granted then denied",
+            Box::new(move |key| vec![take(key, "1 0.001"), take(key, "1 0.001")]),
+        ),
+        loader(
+            "EVALSHA script, granted then denied",
+            Box::new(move |key| vec![script2(key, "1 0.001"), script2(key, "1 0.001")]),
+        ),
     ];
+    if baseline {
+        // THROTTLE.TAKE's plain buckets (never paused or cut) on the baseline module, each
+        // right after the same row on this one.
+        let rows = [
+            (
+                "THROTTLE.TAKE, granted",
+                loader(
+                    "THROTTLE.TAKE, granted (baseline module)",
+                    Box::new(move |key| vec![take(key, "10 0.001")]),
+                ),
+            ),
+            (
+                "THROTTLE.TAKE, granted then denied",
+                loader(
+                    "THROTTLE.TAKE, granted then denied (baseline module)",
+                    Box::new(move |key| vec![take(key, "1 0.001"), take(key, "1 0.001")]),
+                ),
+            ),
+        ];
+        for (after, mut row) in rows {
+            row.target = Target::Baseline;
+            let at = loaders
+                .iter()
+                .position(|l| l.label == after)
+                .expect("a row");
+            loaders.insert(at + 1, row);
+        }
+    }
     if cell {
         // The quotas of the THROTTLE.TAKE rows, as `capacity-1 1 1/rate`: burst 10, one per
         // 1000 s (9 left, its TTL the 1000 s until full); burst 1, the second call refused.
@@ -72,35 +120,48 @@ fn loaders(sha: &str, cell: bool) -> Vec<Loader> {
             cmd.arg(key).arg(words(args));
             cmd
         };
-        loaders.push(Loader {
-            label: "CL.THROTTLE (redis-cell), granted",
-            commands: Box::new(move |key| vec![cell_throttle(key, "9 1 1000")]),
-        });
-        loaders.push(Loader {
-            label: "CL.THROTTLE (redis-cell), granted then denied",
-            commands: Box::new(move |key| {
+        loaders.push(loader(
+            "CL.THROTTLE (redis-cell), granted",
+            Box::new(move |key| vec![cell_throttle(key, "9 1 1000")]),
+        ));
+        loaders.push(loader(
+            "CL.THROTTLE (redis-cell), granted then denied",
+            Box::new(move |key| {
                 vec![
                     cell_throttle(key, "0 1 1000"),
                     cell_throttle(key, "0 1 1000"),
                 ]
             }),
-        });
+        ));
     }
     loaders
 }
 
 struct MemoryRow {
     label: &'static str,
+    target: Target,
+    /// STRLEN of one key (None for a hash).
+    strlen: Option<i64>,
     bytes_per_key: f64,
     encoding: String,
     memory_usage: i64,
     seconds: f64,
 }
 
-pub fn memory(options: &Options, server: &Server, sha: &str, cell: bool) -> Result<String, String> {
+pub fn memory(
+    options: &Options,
+    main: &Server,
+    baseline: Option<&Server>,
+    scripts: &Scripts,
+    cell: bool,
+) -> Result<String, String> {
     let keys = options.keys;
     let mut rows = Vec::new();
-    for loader in loaders(sha, cell) {
+    for loader in loaders(scripts, cell, baseline.is_some()) {
+        let server = match loader.target {
+            Target::Main | Target::Paired => main,
+            Target::Baseline => baseline.ok_or("no baseline server")?,
+        };
         let started = Instant::now();
         let mut con = server.conn();
         redis::cmd("FLUSHALL")
@@ -154,26 +215,31 @@ pub fn memory(options: &Options, server: &Server, sha: &str, cell: bool) -> Resu
             .arg(&sample)
             .query(&mut con)
             .map_err(|e| e.to_string())?;
+        let strlen: Option<i64> = redis::cmd("STRLEN").arg(&sample).query(&mut con).ok();
         let row = MemoryRow {
             label: loader.label,
+            target: loader.target,
+            strlen,
             bytes_per_key: (after as f64 - before as f64) / keys as f64,
             encoding,
             memory_usage,
             seconds: started.elapsed().as_secs_f64(),
         };
         eprintln!(
-            "memory {:<36} {:>6.1} bytes/key ({} encoding, MEMORY USAGE {}) in {:.1} s",
+            "memory {:<52} {:>6.1} bytes/key ({} encoding, MEMORY USAGE {}) in {:.1} s",
             row.label, row.bytes_per_key, row.encoding, row.memory_usage, row.seconds
         );
         rows.push(row);
     }
-    let mut con = server.conn();
-    redis::cmd("FLUSHALL")
-        .arg("SYNC")
-        .query::<()>(&mut con)
-        .map_err(|e| format!("FLUSHALL: {e}"))?;
+    for server in std::iter::once(main).chain(baseline) {
+        let mut con = server.conn();
+        redis::cmd("FLUSHALL")
+            .arg("SYNC")
+            .query::<()>(&mut con)
+            .map_err(|e| format!("FLUSHALL: {e}"))?;
+    }
 
-    let baseline = rows[0].bytes_per_key;
+    let set = rows[0].bytes_per_key;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -181,19 +247,43 @@ pub fn memory(options: &Options, server: &Server, sha: &str, cell: bool) -> Resu
     );
     let _ = writeln!(
         out,
-        "| keys written by | bytes/key | x SET <int> PX | encoding | MEMORY USAGE (one key) |"
+        "| keys written by | bytes/key | x SET <int> PX | encoding | MEMORY USAGE (one key) \
+         | value bytes (STRLEN) |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---|---:|");
+    let _ = writeln!(out, "|---|---:|---:|---|---:|---:|");
     for row in &rows {
         let _ = writeln!(
             out,
-            "| {} | {:.1} | {:.2} | {} | {} |",
+            "| {} | {:.1} | {:.2} | {} | {} | {} |",
             row.label,
             row.bytes_per_key,
-            row.bytes_per_key / baseline,
+            row.bytes_per_key / set,
             row.encoding,
-            row.memory_usage
+            row.memory_usage,
+            row.strlen.map_or("-".to_owned(), |n| n.to_string()),
         );
+    }
+    if baseline.is_some() {
+        let _ = writeln!(
+            out,
+            "\nThis module against the baseline module (bytes/key, plain buckets: never paused \
+             or cut):\n"
+        );
+        for (i, row) in rows.iter().enumerate().skip(1) {
+            if row.target == Target::Baseline {
+                let new = &rows[i - 1];
+                let _ = writeln!(
+                    out,
+                    "- {}: {:.1} against {:.1} ({:+.1} bytes/key; STRLEN {} against {})",
+                    new.label,
+                    new.bytes_per_key,
+                    row.bytes_per_key,
+                    new.bytes_per_key - row.bytes_per_key,
+                    new.strlen.unwrap_or(-1),
+                    row.strlen.unwrap_or(-1),
+                );
+            }
+        }
     }
     Ok(out)
 }
