@@ -34,6 +34,9 @@ struct Profile {
 
 /// The label of the hand-written script's profile, which the others are also given against.
 const HAND: &str = "hand-written script, hot key, granted";
+/// The label of the empty library function's profile, which the library's are also given
+/// against (what is left is the Lua work of the call).
+const FLOOR: &str = "FCALL_RO throttle_version (an empty function)";
 
 /// The profiles; with `baseline`, THROTTLE.TAKE's hot-key and random-key profiles also on the
 /// baseline module, each right after its own.
@@ -94,6 +97,15 @@ fn profiles(quick: bool, baseline: bool) -> Vec<Profile> {
             None,
             None,
             5_000,
+        ),
+        // The floor of any library call: FCALL of a function that only returns a number.
+        profile(
+            "fcall-floor",
+            FLOOR,
+            "FCALL_RO throttle_version 0",
+            None,
+            None,
+            1_000,
         ),
         profile(
             "hand",
@@ -246,6 +258,32 @@ const BREAKDOWN: &[(&str, &str)] = &[
     ),
     ("luaCallFunction ", "running the script's function"),
     (
+        "luaCreateArray ",
+        "KEYS and ARGV: the two tables built for every call",
+    ),
+    (
+        "lua_pcall ",
+        "the Lua code itself (luaCallFunction less KEYS, ARGV and the reply)",
+    ),
+    (
+        "luaReplyToRedisReply ",
+        "the returned table converted to the RESP reply",
+    ),
+    (
+        "luaD_precall ",
+        "function calls in the VM, Lua and C (redis.call, tonumber, string.byte, ...)",
+    ),
+    (
+        "luaH_new ",
+        "tables created (the reply; redis.call's arguments and replies; the script's own)",
+    ),
+    (
+        "luaS_newlstr ",
+        "strings created or interned (the arguments, the replies, the state)",
+    ),
+    ("str_byte ", "string.byte (reading the state)"),
+    ("str_char ", "string.char (writing the state)"),
+    (
         "luaRedisGenericCommand ",
         "redis.call/pcall (the commands above) incl. argument and reply conversion",
     ),
@@ -269,24 +307,42 @@ pub fn callgrind(options: &Options, out: &Path, baseline: Option<&Path>) -> Resu
             .iter()
             .zip(&results)
             .find(|(p, _)| p.label == label && !p.baseline)
-            .map_or(f64::NAN, |(_, r)| r.1)
+            .map_or(f64::NAN, |(_, r)| r.per_call)
     };
-    let incr = results[0].1;
+    let incr = results[0].per_call;
     let hand = per_call(HAND);
+    let floor = per_call(FLOOR);
     let mut text = String::new();
     let _ = writeln!(
         text,
         "\n## Callgrind: instructions per call (Ir inside processCommand, one client, -P 16)\n"
     );
-    let _ = writeln!(text, "| command | Ir/call | x INCR | x hand-written |");
-    let _ = writeln!(text, "|---|---:|---:|---:|");
-    for ((label, per_call, _), profile) in results.iter().zip(&profiles) {
+    let _ = writeln!(
+        text,
+        "Instruction counts do not depend on the machine's load: these are the figures to compare \
+         across runs. Above the empty FCALL: a library call's Ir less those of \
+         `FCALL_RO throttle_version 0`, a function that only returns a number (the Lua work of \
+         the call: its code, its redis.call commands, its tables and strings).\n"
+    );
+    let _ = writeln!(
+        text,
+        "| command | Ir/call | x INCR | x hand-written | above the empty FCALL |"
+    );
+    let _ = writeln!(text, "|---|---:|---:|---:|---:|");
+    for (result, profile) in results.iter().zip(&profiles) {
         if profile.baseline {
             continue;
         }
+        let per_call = result.per_call;
+        let above = if profile.command.starts_with("FCALL throttle_") {
+            format!("{:.0}", per_call - floor)
+        } else {
+            "-".to_owned()
+        };
         let _ = writeln!(
             text,
-            "| {label} | {per_call:.0} | {:.1} | {:.2} |",
+            "| {} | {per_call:.0} | {:.1} | {:.2} | {above} |",
+            result.label,
             per_call / incr,
             per_call / hand
         );
@@ -299,22 +355,34 @@ pub fn callgrind(options: &Options, out: &Path, baseline: Option<&Path>) -> Resu
         );
         let _ = writeln!(
             text,
-            "| command | Ir/call | Ir/call baseline | new/baseline |"
+            "Module code: the Ir of the module's own code alone (exclusive: its Rust functions \
+             and the Rust library code inlined in them, not the server functions it calls).\n"
         );
-        let _ = writeln!(text, "|---|---:|---:|---:|");
+        let _ = writeln!(
+            text,
+            "| command | Ir/call | Ir/call baseline | new/baseline | module code | \
+             module code baseline | difference |"
+        );
+        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|");
         for (i, profile) in profiles.iter().enumerate().skip(1) {
             if profile.baseline {
-                let (new, old) = (results[i - 1].1, results[i].1);
+                let (new, old) = (&results[i - 1], &results[i]);
                 let _ = writeln!(
                     text,
-                    "| {} | {new:.0} | {old:.0} | {:.3} |",
+                    "| {} | {:.0} | {:.0} | {:.3} | {:.0} | {:.0} | {:+.0} |",
                     profile.label,
-                    new / old
+                    new.per_call,
+                    old.per_call,
+                    new.per_call / old.per_call,
+                    new.module_code,
+                    old.module_code,
+                    new.module_code - old.module_code,
                 );
             }
         }
     }
-    for ((label, _, breakdown), profile) in results.iter().zip(&profiles) {
+    for (result, profile) in results.iter().zip(&profiles) {
+        let (label, breakdown) = (&result.label, &result.breakdown);
         if breakdown.is_empty() {
             continue;
         }
@@ -338,16 +406,27 @@ pub fn callgrind(options: &Options, out: &Path, baseline: Option<&Path>) -> Resu
     Ok(text)
 }
 
+/// What one profile measured.
+struct Measured {
+    label: String,
+    /// Ir per call inside processCommand.
+    per_call: f64,
+    /// (function, its inclusive Ir per call, what it is), for the [`BREAKDOWN`] functions
+    /// that appear.
+    breakdown: Vec<(String, f64, &'static str)>,
+    /// Exclusive Ir per call of the module's own code (0 for the commands without it).
+    module_code: f64,
+}
+
 /// Starts a server under callgrind, zeroes the counters once it is ready, runs the calls,
-/// dumps, and reads the totals. Returns (label, Ir per call, breakdown). With `module`, the
-/// server loads that module (the baseline) instead of ours.
-#[allow(clippy::type_complexity)]
+/// dumps, and reads the totals. With `module`, the server loads that module (the baseline)
+/// instead of ours.
 fn profile_one(
     options: &Options,
     out: &Path,
     profile: &Profile,
     module: Option<&Path>,
-) -> Result<(String, f64, Vec<(String, f64, &'static str)>), String> {
+) -> Result<Measured, String> {
     let file = out.join(format!("callgrind.{}.out", profile.name));
     let dump = PathBuf::from(format!("{}.1", file.display()));
     let _ = std::fs::remove_file(&file);
@@ -471,23 +550,93 @@ fn profile_one(
             breakdown.push(((*name).to_owned(), ir / profile.calls as f64, *meaning));
         }
     }
-    Ok((profile.label.to_owned(), per_call, breakdown))
+    let mut command = Command::new("callgrind_annotate");
+    command.arg("--threshold=100");
+    command.arg(&dump);
+    let exclusive = run_bounded(command, Duration::from_secs(120))?;
+    Ok(Measured {
+        label: profile.label.to_owned(),
+        per_call,
+        breakdown,
+        module_code: module_code(&exclusive) / profile.calls as f64,
+    })
+}
+
+/// The Ir of the module's own code in an exclusive callgrind_annotate listing: the functions
+/// whose source is the module's (`module/src/`, `module/bucket/src/`), the Rust standard
+/// library's inlined in them (`/rustc/`) or a Rust dependency's (`.cargo/registry/`). Only the
+/// function summary is read (it ends where the annotated sources begin).
+fn module_code(listing: &str) -> f64 {
+    let mut total = 0.0;
+    for line in listing
+        .lines()
+        .take_while(|line| !line.starts_with("-- Auto-annotated source"))
+    {
+        let Some((count, rest)) = line.trim().split_once(' ') else {
+            continue;
+        };
+        let Ok(count) = count.replace(',', "").parse::<f64>() else {
+            continue;
+        };
+        // "(12.34%)  path/file.rs:function [object]"
+        let Some((_, located)) = rest.split_once(')') else {
+            continue;
+        };
+        let Some((file, _)) = located.trim().split_once(':') else {
+            continue;
+        };
+        let ours = file.contains("module/src/")
+            || file.contains("module/bucket/src/")
+            || file.starts_with("/rustc/")
+            || file.contains(".cargo/registry/");
+        if ours {
+            total += count;
+        }
+    }
+    total
 }
 
 /// Whether a callgrind_annotate line (after its count) names the function `name`: `name`
-/// occurs where an identifier starts, so `getCommand` is not found in `hmgetCommand`.
+/// occurs where an identifier starts, so `getCommand` is not found in `hmgetCommand`; a name
+/// that ends in a space must also end there (`server.c:call ` is not `server.c:call'2`), at a
+/// space or at the end of the line: callgrind_annotate puts the `[object]` after a function
+/// on one of its lines only, which one depending on the directory it runs in.
 fn names_function(line: &str, name: &str) -> bool {
+    let whole = name.ends_with(' ');
+    let name = name.trim_end();
     line.match_indices(name).any(|(at, _)| {
-        line[..at]
+        let starts = line[..at]
             .chars()
             .next_back()
-            .is_none_or(|c| !(c.is_alphanumeric() || c == '_'))
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        let ends = !whole
+            || line[at + name.len()..]
+                .chars()
+                .next()
+                .is_none_or(char::is_whitespace);
+        starts && ends
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn module_code_is_the_module_source() {
+        let listing = "\
+Ir                   file:function
+--------------------------------------------------------------------------------
+1,000 (10.00%)  /project/redis-8.2.3/src/server.c:call [/x/redis-server]
+  300 ( 3.00%)  /work/main/module/src/take.rs:redis_throttle_module::take::command [/x/lib.so]
+  200 ( 2.00%)  baseline-src/module/bucket/src/take.rs:throttle_bucket::take::take
+   40 ( 0.40%)  /rustc/5980/library/core/src/slice/iter.rs:throttle_bucket::take::take
+    7 ( 0.07%)  ./string/../sysdeps/x86_64/multiarch/memmove.S:__memcpy [/lib/libc.so.6]
+-- Auto-annotated source: /work/main/module/src/take.rs
+  300 ( 3.00%)  pub fn command() {
+";
+        assert_eq!(module_code(listing), 540.0);
+    }
 
     #[test]
     fn functions_are_found_by_their_whole_name() {
@@ -499,6 +648,20 @@ mod tests {
         assert!(!names_function(
             "(9%)  server.c:call'2 [x]",
             "server.c:call "
+        ));
+        // The `[object]` is on another line of the same function (run from another directory).
+        assert!(names_function(
+            "(88.90%)  /w/module/src/take.rs:redis_throttle_module::take::command",
+            "redis_throttle_module::take::command "
+        ));
+        assert!(!names_function(
+            "(1%)  /w/take.rs:redis_throttle_module::take::command_x",
+            "redis_throttle_module::take::command "
+        ));
+        // A name without the space is a prefix.
+        assert!(names_function(
+            "(1%)  x.c:callReplyCreateError [y]",
+            "callReplyCreate"
         ));
     }
 

@@ -4,11 +4,13 @@
 //! - throughput: `redis-benchmark` runs of INCR, SET, THROTTLE.TAKE (hot key granted, hot key
 //!   denied, 100k random keys, with MAXWAIT), the hand-written token bucket script
 //!   (`benches/lua/hand_written_bucket.lua`), FCALL of the function library (bare and with the
-//!   words the client sends) and EVALSHA of the Lua script, interleaved, at pipelining 1 and
+//!   words the client sends; and `FCALL_RO throttle_version 0`, an empty function, the floor of
+//!   any library call) and EVALSHA of the Lua script, interleaved, at pipelining 1 and
 //!   16; medians over the repetitions, ops/s and server µs per call (from `INFO commandstats`)
 //!   as ratios against INCR, and against the hand-written script, in the same repetition;
 //! - memory: `used_memory` per key for 1,000,000 buckets that are not full, against
-//!   `SET key <int> PX`, the Lua script's keys and the hand-written script's hashes;
+//!   `SET key <int> PX`, the Lua script's keys and the hand-written script's hashes, and for
+//!   paused buckets (the 32-byte pushback state);
 //! - client: 64 concurrent waiters on one key through the `redis-throttle` client; round trips
 //!   per granted call for the reservation strategy and the polling strategy;
 //! - callgrind: instructions per call, and where they go, under `valgrind --tool=callgrind`.
@@ -18,8 +20,9 @@
 //!
 //! With `--baseline-module PATH/libredis_throttle_module.so` (an earlier build of this module) a
 //! second server of the same flavor loads it, and THROTTLE.TAKE's rows (throughput: hot key
-//! granted and denied, random keys; memory: the plain buckets; callgrind: hot key granted and
-//! denied, warm random keys) run on both, interleaved, with the ratio new/baseline. In the
+//! granted and denied, random keys; memory: the plain buckets and the paused ones; callgrind:
+//! hot key granted and denied, warm random keys, with the Ir of the module's own code) run on
+//! both, interleaved, with the ratio new/baseline. In the
 //! throughput section the pairs run on two servers started alike, one with each module, that
 //! hold nothing but the pairs' keys (the first server also holds every other row's keys).
 //!
@@ -289,6 +292,19 @@ fn run(options: &Options) -> Result<(), String> {
         };
         let mut con = server.conn();
         let scripts = load_scripts(&mut con)?;
+        // The Lua is the client's working copy at build time: its SHA1 and the version the
+        // loaded library reports say which one ran.
+        let version: i64 = redis::cmd("FCALL_RO")
+            .arg("throttle_version")
+            .arg(0)
+            .query(&mut con)
+            .map_err(|e| format!("FCALL_RO throttle_version 0: {e}"))?;
+        let _ = writeln!(
+            report,
+            "Lua measured: client/lua/throttle.lua as built into this driver, SHA1 {} \
+             (the library says version {version})\n",
+            scripts.twin,
+        );
         let cell = redis_cell.is_some();
         if cell {
             check_redis_cell(&mut con)?;

@@ -133,6 +133,14 @@ fn workloads(scripts: &Scripts, cell: bool, baseline: bool) -> Vec<Workload> {
             None,
             None,
         ),
+        // The floor of any library call: a function that only returns a number.
+        workload(
+            "FCALL_RO throttle_version (an empty function)",
+            "fcall_ro",
+            "FCALL_RO throttle_version 0".into(),
+            None,
+            None,
+        ),
         // The quotas of THROTTLE.TAKE's granted rows: the hand-written bucket, the function
         // library bare and with the words the client sends, and the script twin.
         granted(workload(
@@ -393,7 +401,10 @@ pub fn throughput(
          `cmdstat_fcall`); for the scripts and the library it includes the commands they run \
          inside (TIME, GET, SET; TIME, HMGET, HSET, PEXPIRE), while the module writes through \
          the key API (no SET). The library's rows call `throttle_take` bare and with the words \
-         the client sends (`MAXWAIT 315360000000 TICKET`).\n"
+         the client sends (`MAXWAIT 315360000000 TICKET`); `FCALL_RO throttle_version 0`, \
+         a function that only returns a number, is the floor of any library call. The machine \
+         may be shared and noisy: compare the ratios, measured in the same repetition, not \
+         the absolute figures across runs.\n"
     );
     if cell {
         let _ = writeln!(
@@ -669,6 +680,7 @@ mod tests {
         }
         // THROTTLE.TAKE, the library (2) and the script on the hot key; three on random keys.
         assert_eq!(compared, 7);
+        assert!(workloads.iter().any(|w| w.stat == "fcall_ro"), "the floor");
         let fcalls: Vec<_> = workloads.iter().filter(|w| w.stat == "fcall").collect();
         assert_eq!(fcalls.len(), 3);
         assert!(fcalls.iter().all(|w| w.expect_first == Some(1)));
