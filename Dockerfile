@@ -1,8 +1,12 @@
-# Builds the THROTTLE.TAKE module and ships the official Redis image with it loaded.
+# Builds the THROTTLE module and ships the official Redis image with it loaded:
 #   docker build -t redis-throttle . && docker run --rm -p 6379:6379 redis-throttle
+#
+# Not built in CI: no machine of this project can pull a base image. The module is the one CI
+# builds (.ci/run: `cargo build --release --locked -p redis-throttle-module`, with the same
+# Rust); the two base images are pinned by version and were written against, not pulled here.
 
-# Both stages are Debian bookworm, so the module links against the glibc it runs with.
-FROM rust:1-bookworm AS build
+# Both stages are Debian 12 (bookworm), so the module links against the glibc it runs with.
+FROM rust:1.95.0-bookworm AS build
 # redis-module runs bindgen at build time: it needs libclang.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libclang-dev \
@@ -12,7 +16,7 @@ COPY . .
 RUN cargo build --release --locked -p redis-throttle-module \
  && cp target/release/libredis_throttle_module.so /libredis_throttle_module.so
 
-FROM redis:7.4-bookworm
+FROM redis:7.4.2-bookworm
 COPY --from=build /libredis_throttle_module.so /usr/local/lib/redis/modules/libredis_throttle_module.so
 EXPOSE 6379
 CMD ["redis-server", "--loadmodule", "/usr/local/lib/redis/modules/libredis_throttle_module.so"]

@@ -25,7 +25,7 @@
 --
 -- Each is THROTTLE.<COMMAND>: the same semantics, the same stored state, the same replies and
 -- the same error messages, byte for byte; the arithmetic is the bucket crate's
--- (module/bucket/src), followed step by step below. The state is the instant (ns since the Unix
+-- (`throttle-bucket`), followed step by step below. The state is the instant (ns since the Unix
 -- epoch) at which the bucket is full again, as 8 bytes (the i64, little-endian), or 32 while
 -- the supplier's pause or cut is in effect; it is written with `SET key <state> PXAT <ms>` only
 -- when something changes, so a key written by the module can be used here and back. The tests
@@ -45,7 +45,7 @@
 -- Layout: limits and error texts, pair arithmetic, argument parsing, the stored state, the
 -- bucket as seen at an instant, one function per command, and the entry points at the end.
 
--- Limits (module/bucket/src/limits.rs) -----------------------------------------------------
+-- Limits, the module's own -----------------------------------------------------------------
 
 local VERSION = 3                      -- of this library; a client replaces an older one
 local E9 = 1000000000
@@ -77,7 +77,7 @@ local function std()
   tonum = tonumber
 end
 
--- Error replies (module/bucket/src/error.rs and state.rs, module/src/bucket_key.rs) ---------
+-- Error replies: the module's, for its arguments, its stored state and its keys ------------
 
 -- The texts, the module's byte for byte, built on the first error (the script builds them
 -- only for a call that fails).
@@ -234,7 +234,7 @@ local function divmod(s, n, d)
   error('divmod did not converge') -- unreachable: the estimate is within a few units
 end
 
--- A pair >= 0 in whole ms, rounded up (gcra.rs `ceil_ms`).
+-- A pair >= 0 in whole ms, rounded up, as the module rounds.
 local function ceil_ms(s, n)
   return s * 1000 + ceil(n / 1e6)
 end
@@ -244,7 +244,7 @@ local function ms_pair(ms)
   return floor(ms / 1000), (ms % 1000) * 1e6
 end
 
--- Arguments (module/bucket/src/words.rs, quota.rs, interval.rs), in the module's order ----
+-- Arguments: words, quotas and intervals, read as the module reads them, in its order ------
 
 -- Every parse below is linear in its input: a pattern that can backtrack (`^0*(%d*)$`) costs
 -- N^2 or worse on a long argument, inside one string call where the script's time limit is
@@ -481,7 +481,7 @@ local function parse_floor(text, tokens, capacity)
 end
 
 -- `0.7`, `1`: a decimal from 0.01 to 1, in basis points; digits past the 4th after the point
--- are dropped (a smaller factor, a stricter cut). nil otherwise. (module/bucket/src/cut.rs)
+-- are dropped (a smaller factor, a stricter cut), as the module drops them. nil otherwise.
 local function parse_factor(text)
   local whole_part, frac = text, ''
   local point = find(text, '.', 1, true)
@@ -506,7 +506,7 @@ local function parse_factor(text)
   return bp
 end
 
--- The stored state (module/bucket/src/state.rs) ------------------------------------------
+-- The stored state, the module's bytes -----------------------------------------------------
 
 -- The pair of the i64 whose little-endian bytes are b1..b8, for one below 2^63: the high 32
 -- bits split in two so every step stays below 2^53. (Divisions of exact multiples are exact:
@@ -648,7 +648,7 @@ end
 -- SET key <state> PXAT <ms> for the bucket full again at `tat`, with the pushback kept as far
 -- as it is in effect at `now` (a pause not over, a cut not recovered: 32 bytes), the key
 -- expiring once all of it is over; DEL when the bucket is full and nothing holds it back.
--- (module/bucket/src/gcra.rs `write_with`)
+-- (The module writes its state the same way, step by step.)
 local function store(key, tat_s, tat_n, pushback, now_s, now_n)
   local until_s, until_n = tat_s, tat_n
   local paused, cut = false, nil
@@ -750,7 +750,7 @@ local function ticket_of(s, n)
 end
 
 -- The shard channel a pause of `key` is announced on, in the key's own hash slot
--- (module/bucket/src/channel.rs).
+-- (the module's channel name, byte for byte).
 local function pause_channel(key)
   local open = find(key, '{', 1, true)
   if open then
@@ -765,8 +765,8 @@ local function pause_channel(key)
   return key
 end
 
--- The bucket paused for `ms` from now, with `cut` as its cut (module/bucket/src/pause.rs
--- `paused`): the first token exactly then, no burst after, never shorter than a pause or a
+-- The bucket paused for `ms` from now, with `cut` as its cut, the module's pause step by step:
+-- the first token exactly then, no burst after, never shorter than a pause or a
 -- debt already there, and the bucket marked paused until then. Writes, announces, and returns
 -- the ms until the next token, whether it wrote, and the state it leaves.
 local function paused(key, quota, b, cut, ms)
@@ -815,8 +815,8 @@ local function open(key)
   }
 end
 
--- The commands (module/bucket/src/take.rs, mtake.rs, pause.rs, give.rs, peek.rs, cut.rs,
--- sync.rs, debit.rs) ------------------------------------------------------------------------
+-- The commands, each the module's command of the same name, step by step (take, mtake,
+-- pause, give, peek, cut, sync, debit) -----------------------------------------------------
 
 local USAGE = {
   take = 'capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]',
@@ -1214,7 +1214,7 @@ local function pause(keys, args)
 end
 
 -- THROTTLE.GIVE key capacity rate n ticket: gives a take's tokens back while nothing was taken
--- after it, never beyond a full bucket (module/bucket/src/give.rs).
+-- after it, never beyond a full bucket (the module's give-back rule).
 local function give(keys, args)
   if #args ~= 4 then
     return fail('arity', 'give')

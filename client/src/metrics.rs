@@ -59,7 +59,8 @@ pub struct MetricsSnapshot {
     /// Tokens given back with [`Limiter::give_back`](crate::Limiter::give_back) or by a
     /// waiting call that was dropped.
     pub tokens_given_back: u64,
-    /// [`Limiter::pause`](crate::Limiter::pause) calls: the supplier pushed back.
+    /// Pauses: [`pause`](crate::Throttle::pause) and [`cut`](crate::Throttle::cut) calls
+    /// (a cut pauses too), the supplier pushed back.
     pub pauses: u64,
     /// What serves the calls: [`Backend::Module`](crate::Backend::Module),
     /// [`Backend::Library`](crate::Backend::Library) or
@@ -73,6 +74,101 @@ pub struct MetricsSnapshot {
     pub wait_histogram: WaitHistogram,
     /// A partitioned limiter's leases (all 0 for the other limiters).
     pub leases: LeaseMetrics,
+    /// The supplier's pushback: what the limiter and the HTTP layers saw and did about it.
+    pub pushback: PushbackMetrics,
+}
+
+/// The supplier's pushback, in a [`MetricsSnapshot`]: the responses the HTTP layers saw, and
+/// what the limiter did with them (pauses are [`MetricsSnapshot::pauses`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PushbackMetrics {
+    /// 429 (Too Many Requests) responses an HTTP layer saw.
+    pub responses_429: u64,
+    /// 503 (Service Unavailable) responses an HTTP layer saw.
+    pub responses_503: u64,
+    /// Requests an HTTP layer sent again after a 429 or 503.
+    pub retries: u64,
+    /// Responses an HTTP layer passed on as they were (a 429 or 503) because the attempts ran
+    /// out or the request could not be sent again.
+    pub attempts_ran_out: u64,
+    /// Pauses that changed nothing: the bucket's pause or debt already lasted longer.
+    pub pauses_unchanged: u64,
+    /// Cuts that cut the rate.
+    pub cuts: u64,
+    /// Cuts within an episode already cut (or paused): they only paused.
+    pub cuts_same_episode: u64,
+    /// Syncs that lowered or paused the bucket to the supplier's count.
+    pub syncs: u64,
+    /// Syncs that changed nothing: the bucket held no more than the supplier said.
+    pub syncs_unchanged: u64,
+    /// Tokens taken on top of grants by [`settle`](crate::Throttle::settle).
+    pub tokens_debited: u64,
+    /// Reserved calls held back because a pause covered their send time: each acquired again
+    /// after the pause.
+    pub held_by_pause: u64,
+}
+
+/// What an HTTP layer saw, counted in its limiter's [`PushbackMetrics`] with
+/// [`Throttle::count`](crate::Throttle::count).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HttpEvent {
+    /// A 429 response.
+    Response429,
+    /// A 503 response.
+    Response503,
+    /// A request sent again after one.
+    Retry,
+    /// A 429 or 503 passed on: no attempt left, or the request could not be sent again.
+    AttemptsRanOut,
+}
+
+/// The pushback events the live counters keep, in [`PushbackMetrics`]' order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Event {
+    Response429,
+    Response503,
+    Retry,
+    AttemptsRanOut,
+    PauseUnchanged,
+    Cut,
+    CutSameEpisode,
+    Sync,
+    SyncUnchanged,
+    HeldByPause,
+}
+
+impl Event {
+    const COUNT: usize = 10;
+
+    /// The label in the `metrics` facade's `throttle_pushback_total{event}`.
+    #[cfg(feature = "metrics")]
+    fn label(self) -> &'static str {
+        match self {
+            Event::Response429 => "response_429",
+            Event::Response503 => "response_503",
+            Event::Retry => "retry",
+            Event::AttemptsRanOut => "attempts_ran_out",
+            Event::PauseUnchanged => "pause_unchanged",
+            Event::Cut => "cut",
+            Event::CutSameEpisode => "cut_same_episode",
+            Event::Sync => "sync",
+            Event::SyncUnchanged => "sync_unchanged",
+            Event::HeldByPause => "held_by_pause",
+        }
+    }
+}
+
+impl From<HttpEvent> for Event {
+    fn from(event: HttpEvent) -> Event {
+        match event {
+            HttpEvent::Response429 => Event::Response429,
+            HttpEvent::Response503 => Event::Response503,
+            HttpEvent::Retry => Event::Retry,
+            HttpEvent::AttemptsRanOut => Event::AttemptsRanOut,
+        }
+    }
 }
 
 /// A [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)'s leases, in its
@@ -169,6 +265,8 @@ pub(crate) struct Metrics {
     round_trips: AtomicU64,
     given_back: AtomicU64,
     pauses: AtomicU64,
+    debited: AtomicU64,
+    events: [AtomicU64; Event::COUNT],
     total_wait_us: AtomicU64,
     histogram: [AtomicU64; BUCKETS],
     #[cfg(feature = "metrics")]
@@ -188,6 +286,8 @@ impl Metrics {
             round_trips: AtomicU64::new(0),
             given_back: AtomicU64::new(0),
             pauses: AtomicU64::new(0),
+            debited: AtomicU64::new(0),
+            events: std::array::from_fn(|_| AtomicU64::new(0)),
             total_wait_us: AtomicU64::new(0),
             histogram: std::array::from_fn(|_| AtomicU64::new(0)),
             #[cfg(feature = "metrics")]
@@ -209,6 +309,38 @@ impl Metrics {
 
     pub(crate) fn paused(&self) {
         self.pauses.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.facade.event("pause");
+    }
+
+    pub(crate) fn event(&self, event: Event) {
+        self.events[event as usize].fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.facade.event(event.label());
+    }
+
+    pub(crate) fn held_by_pause(&self) {
+        self.event(Event::HeldByPause);
+    }
+
+    pub(crate) fn cut(&self, cut: bool) {
+        self.event(if cut {
+            Event::Cut
+        } else {
+            Event::CutSameEpisode
+        });
+    }
+
+    pub(crate) fn synced(&self, lowered: bool) {
+        self.event(if lowered {
+            Event::Sync
+        } else {
+            Event::SyncUnchanged
+        });
+    }
+
+    pub(crate) fn debited(&self, tokens: u64) {
+        self.debited.fetch_add(tokens, Ordering::Relaxed);
     }
 
     pub(crate) fn granted(&self, wait: Duration) {
@@ -254,13 +386,32 @@ impl Metrics {
                 counts: std::array::from_fn(|i| load(&self.histogram[i])),
             },
             leases: LeaseMetrics::default(),
+            pushback: self.pushback(),
+        }
+    }
+
+    fn pushback(&self) -> PushbackMetrics {
+        let load = |e: Event| self.events[e as usize].load(Ordering::Relaxed);
+        PushbackMetrics {
+            responses_429: load(Event::Response429),
+            responses_503: load(Event::Response503),
+            retries: load(Event::Retry),
+            attempts_ran_out: load(Event::AttemptsRanOut),
+            pauses_unchanged: load(Event::PauseUnchanged),
+            cuts: load(Event::Cut),
+            cuts_same_episode: load(Event::CutSameEpisode),
+            syncs: load(Event::Sync),
+            syncs_unchanged: load(Event::SyncUnchanged),
+            tokens_debited: self.debited.load(Ordering::Relaxed),
+            held_by_pause: load(Event::HeldByPause),
         }
     }
 }
 
 /// The same counters through the `metrics` crate facade, labelled `limiter = <name>`:
 /// `throttle_calls_total{outcome=granted|denied|gave_up|error}`,
-/// `throttle_round_trips_total{backend=module|script|auto}` and the histogram `throttle_wait_seconds`.
+/// `throttle_round_trips_total{backend=module|script|auto}`, the histogram
+/// `throttle_wait_seconds`, and `throttle_pushback_total{event=pause|cut|sync|response_429|...}`.
 #[cfg(feature = "metrics")]
 mod facade {
     use std::time::Duration;
@@ -268,6 +419,7 @@ mod facade {
     pub(super) const CALLS: &str = "throttle_calls_total";
     pub(super) const ROUND_TRIPS: &str = "throttle_round_trips_total";
     pub(super) const WAIT: &str = "throttle_wait_seconds";
+    pub(super) const PUSHBACK: &str = "throttle_pushback_total";
 
     /// Looks the metrics up on every event rather than caching handles, so a recorder
     /// installed after the limiter was built still receives everything.
@@ -284,6 +436,10 @@ mod facade {
                 WAIT,
                 ::metrics::Unit::Seconds,
                 "Time a granted call spent waiting for its tokens."
+            );
+            ::metrics::describe_counter!(
+                PUSHBACK,
+                "The supplier's pushback, by event: responses seen, pauses, cuts, syncs."
             );
             Facade {
                 name: name.to_owned(),
@@ -302,6 +458,11 @@ mod facade {
         pub(super) fn granted(&self, wait: Duration) {
             self.outcome("granted");
             ::metrics::histogram!(WAIT, "limiter" => self.name.clone()).record(wait.as_secs_f64());
+        }
+
+        pub(super) fn event(&self, event: &'static str) {
+            ::metrics::counter!(PUSHBACK, "limiter" => self.name.clone(), "event" => event)
+                .increment(1);
         }
 
         pub(super) fn outcome(&self, outcome: &'static str) {

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use redis::Value;
-use throttle_bucket::{decode_give, decode_pause, Command, MTakeReply, PeekReply};
+use throttle_bucket::{
+    decode_give, decode_pause, Command, CutReply, DebitReply, MTakeReply, PeekReply, SyncReply,
+};
 
 /// A `THROTTLE.TAKE` reply (`[granted, remaining, wait_ms, reset_ms(, ticket)]`), or a
 /// `THROTTLE.MTAKE` reply read as one bucket: the fewest tokens left, the longest reset.
@@ -91,6 +93,33 @@ pub(crate) fn mtake(value: &Value, keys: usize) -> Result<MTakeTickets, String> 
         },
         tickets,
     })
+}
+
+/// Decodes a `THROTTLE.CUT` reply (`[cut, next_ms, factor_bp, recovered_ms]`).
+pub(crate) fn cut(value: &Value) -> Result<CutReply, String> {
+    integers(value)
+        .and_then(|ints| CutReply::decode(&ints))
+        .ok_or_else(|| {
+            format!("expected an array of four integers from THROTTLE.CUT, got {value:?}")
+        })
+}
+
+/// Decodes a `THROTTLE.SYNC` reply (`[lowered, remaining, reset_ms]`).
+pub(crate) fn sync(value: &Value) -> Result<SyncReply, String> {
+    integers(value)
+        .and_then(|ints| SyncReply::decode(&ints))
+        .ok_or_else(|| {
+            format!("expected an array of three integers from THROTTLE.SYNC, got {value:?}")
+        })
+}
+
+/// Decodes a `THROTTLE.DEBIT` reply (`[remaining, reset_ms]`).
+pub(crate) fn debit(value: &Value) -> Result<DebitReply, String> {
+    integers(value)
+        .and_then(|ints| DebitReply::decode(&ints))
+        .ok_or_else(|| {
+            format!("expected an array of two integers from THROTTLE.DEBIT, got {value:?}")
+        })
 }
 
 /// Decodes an integer reply (`THROTTLE.PAUSE`, `THROTTLE.GIVE`).

@@ -4,7 +4,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::{BucketState, Demand, Error, Grant, MetricsSnapshot, TryAcquire};
+use crate::{
+    BucketState, Cut, CutReport, Demand, Error, Grant, HttpEvent, MetricsSnapshot, Prioritized,
+    Priority, Settled, SupplierCount, TryAcquire,
+};
 
 /// What every limiter answers, with the same names and types: take tokens (waiting, within a
 /// deadline, or not at all), pass on the supplier's pushback, give back, look, count.
@@ -12,7 +15,7 @@ use crate::{BucketState, Demand, Error, Grant, MetricsSnapshot, TryAcquire};
 /// [`Limiter`](crate::Limiter) (one shared bucket), [`MultiLimiter`](crate::MultiLimiter)
 /// (several limits at once) and [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)
 /// (leased partitions spent in process) implement it, and have the same calls as inherent
-/// methods; so each goes wherever another does: a [`backlog::Worker`](crate::backlog::Worker),
+/// methods (but [`Throttle::count`]); so each goes wherever another does: a [`backlog::Worker`](crate::backlog::Worker),
 /// the HTTP layers (`http`, features `tower` and `reqwest`), [`Backlog::stats`](crate::backlog::Backlog::stats).
 ///
 /// ```
@@ -53,6 +56,29 @@ pub trait Throttle: Send + Sync {
     /// back (0 to the grant's).
     fn give_back(&self, grant: Grant) -> impl Future<Output = Result<u64, Error>> + Send;
 
+    /// The supplier is congested (a 429 or 503): pauses the fleet for the cut's pause and cuts
+    /// its rate for a while, once per episode however many replicas saw it (see [`Cut`]).
+    fn cut(&self, cut: Cut) -> impl Future<Output = Result<CutReport, Error>> + Send;
+
+    /// The supplier said how much of its quota is left (its response headers, read by
+    /// `http::read_supplier_count`): lowers the bucket to hold at most that, never raises it,
+    /// and pauses until the supplier's reset when nothing is left. Returns whether anything
+    /// changed.
+    fn sync(&self, count: SupplierCount) -> impl Future<Output = Result<bool, Error>> + Send;
+
+    /// Brings a grant to the call's actual cost (an LLM call's tokens, a response's bytes),
+    /// known only after the call: takes the extra, into debt if need be, or gives back what
+    /// was not used by [`Throttle::give_back`]'s rule. One round trip at most.
+    fn settle(
+        &self,
+        grant: Grant,
+        actual: u64,
+    ) -> impl Future<Output = Result<Settled, Error>> + Send;
+
+    /// Counts what an HTTP layer saw (a 429, a retry, ...) in this limiter's
+    /// [`PushbackMetrics`](crate::PushbackMetrics). The HTTP layers call it; so may your own.
+    fn count(&self, event: HttpEvent);
+
     /// The bucket as it stands: tokens left, its pause, its rate.
     fn peek(&self) -> impl Future<Output = Result<BucketState, Error>> + Send;
 
@@ -70,6 +96,15 @@ pub trait Throttle: Send + Sync {
     ) -> impl Future<Output = Result<Duration, Error>> + Send {
         let _ = calls;
         async move { Ok(self.peek().await?.time_to_take(tokens)) }
+    }
+
+    /// This limiter with every take at `priority` (a bulk load's handle, or the one an HTTP
+    /// layer's picker returns for a bulk request).
+    fn at_priority(self, priority: Priority) -> Prioritized<Self>
+    where
+        Self: Sized,
+    {
+        Prioritized::new(self, priority)
     }
 
     /// One call's cost, waiting as long as needed.

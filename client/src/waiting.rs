@@ -31,18 +31,26 @@ pub(crate) struct Outcome<R> {
 }
 
 /// Asks (`ask(max_wait_ms)`) until granted, sleeping as the policy says. A reservation is
-/// held (`hold(reply)`) for the sleep before its tokens are usable.
-pub(crate) async fn run<A, F, R, H>(
+/// held (`hold(reply)`) for the sleep before its tokens are usable; after the sleep,
+/// `paused()` asks how long the bucket is paused for now, and in how many round trips
+/// (`None`: the check is off), so
+/// that a pause set meanwhile (by any replica) covers the send: if so,
+/// the reservation is dropped (its `Held` gives its tokens back where it can), the call
+/// sleeps out the pause and asks again, so no call the pause covers reaches the supplier.
+pub(crate) async fn run<A, F, R, H, P, G>(
     policy: Policy,
     metrics: &Metrics,
     mut ask: A,
     hold: impl Fn(&R) -> H,
+    mut paused: P,
 ) -> Result<Outcome<R>, Error>
 where
     A: FnMut(u64) -> F,
     F: Future<Output = Result<R, Error>>,
     R: AsRef<TakeReply>,
     H: Held,
+    P: FnMut() -> Option<G>,
+    G: Future<Output = Result<(Duration, u32), Error>>,
 {
     let start = Instant::now();
     let mut round_trips = 0u32;
@@ -60,8 +68,23 @@ where
             Decision::SleepThenDone(pause) => {
                 let held = hold(&reply);
                 tokio::time::sleep(pause).await;
-                held.release();
                 slept += pause;
+                if let Some(check) = paused() {
+                    let (rest, trips) = check.await?;
+                    round_trips = round_trips.saturating_add(trips);
+                    if !rest.is_zero() {
+                        metrics.held_by_pause();
+                        tracing::debug!(
+                            ?rest,
+                            "a pause covers the reserved call; acquiring again after it"
+                        );
+                        drop(held);
+                        tokio::time::sleep(rest).await;
+                        slept += rest;
+                        continue;
+                    }
+                }
+                held.release();
             }
             Decision::SleepThenRetry(pause) => {
                 tracing::trace!(?pause, round_trips, "refused; polling again");

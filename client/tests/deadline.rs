@@ -109,7 +109,7 @@ async fn a_deadline_long_enough_is_granted_never_early() {
             "{strategy:?}: {grant:?}"
         );
         if strategy == Strategy::Reserve {
-            assert_eq!(grant.round_trips, 1);
+            assert_eq!(grant.round_trips, 1 + u32::from(!grant.slept.is_zero()));
         }
     }
 }

@@ -80,7 +80,8 @@ async fn two_connections(strategy: Strategy) -> (Vec<Duration>, u64) {
         .strategy(strategy)
         .build(multiplexed(&url).await)
         .unwrap();
-    let before = calls(&mut server.conn(), "throttle.take");
+    let takes_before = calls(&mut server.conn(), "throttle.take");
+    let peeks_before = calls(&mut server.conn(), "throttle.peek");
 
     let start = Instant::now();
     let mut tasks = spawn_tasks(&a, start);
@@ -97,13 +98,20 @@ async fn two_connections(strategy: Strategy) -> (Vec<Duration>, u64) {
 
     let offsets: Vec<Duration> = joined.iter().map(|(offset, _)| *offset).collect();
     let round_trips: u32 = joined.iter().map(|(_, grant)| grant.round_trips).sum();
-    let calls = calls(&mut server.conn(), "throttle.take") - before;
+    // Each grant's round trips: its take, and its look before sending when it slept.
+    let takes = calls(&mut server.conn(), "throttle.take") - takes_before;
+    let peeks = calls(&mut server.conn(), "throttle.peek") - peeks_before;
+    let slept = joined.iter().filter(|(_, g)| !g.slept.is_zero()).count() as u64;
     assert_eq!(joined.len(), 2 * TASKS);
     assert_eq!(
         u64::from(round_trips),
-        calls,
+        takes + peeks,
         "the server counts what the grants report"
     );
+    if strategy == Strategy::Reserve {
+        assert_eq!(peeks, slept, "one look before sending per grant that slept");
+    }
+    let calls = takes;
     for limiter_metrics in [a.metrics(), b.metrics()] {
         assert_eq!(limiter_metrics.granted, TASKS as u64);
         assert_eq!(limiter_metrics.gave_up + limiter_metrics.errors, 0);
@@ -111,7 +119,7 @@ async fn two_connections(strategy: Strategy) -> (Vec<Duration>, u64) {
     let margin = assert_within_bucket(&offsets, CAPACITY, RATE);
     let last = offsets.iter().max().unwrap();
     println!(
-        "{strategy:?}: 40 grants, {calls} THROTTLE.TAKE calls, last grant at {last:?} (ideal 3.556 s), \
+        "{strategy:?}: 40 grants, {calls} THROTTLE.TAKE and {peeks} THROTTLE.PEEK calls, last grant at {last:?} (ideal 3.556 s), \
          smallest margin to the bucket {margin:?}"
     );
     (offsets, calls)
@@ -161,7 +169,12 @@ async fn worker_process() {
         return;
     };
     let go_at_ms: u64 = std::env::var(WORKER_GO_AT).unwrap().parse().unwrap();
-    let limiter = Limiter::new(manager(&url).await, KEY, quota());
+    // The reservations alone, one round trip each: the look before sending is tested in
+    // pushback.rs and paused.rs.
+    let limiter = Limiter::builder(KEY, quota())
+        .pause_check(false)
+        .build(manager(&url).await)
+        .unwrap();
     let wait_us = (go_at_ms * 1000).saturating_sub(epoch_us());
     tokio::time::sleep(Duration::from_micros(wait_us).min(Duration::from_secs(10))).await;
 

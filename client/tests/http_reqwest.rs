@@ -139,6 +139,7 @@ async fn a_503_with_an_http_date_pauses_until_that_date() {
             retry_after: RetryAfter::Date,
             first: 1,
             closed_window: false,
+            count: None,
         })
         .await;
         let limiter = limiter(&server, "http:date").await;

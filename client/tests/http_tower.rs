@@ -192,6 +192,7 @@ async fn a_supplier_that_always_says_503_gets_max_attempts_and_the_last_503_is_t
             retry_after: RetryAfter::Seconds(0),
             first: usize::MAX,
             closed_window: false,
+            count: None,
         })
         .await;
         let limiter = limiter(&server, "http:tower:always").await;
@@ -372,4 +373,172 @@ async fn the_tower_layer_takes_from_a_multi_limiter_and_pauses_every_limit() {
         .query(&mut con)
         .unwrap();
     assert!(ttl > 50_000, "the minute bucket is full in {ttl} ms");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_cuts_the_fleets_rate_and_everything_is_counted() {
+    bounded(async {
+        let server = Server::start(Flavor::Redis82);
+        let supplier = Supplier::start(Script::once()).await;
+        let limiter = limiter(&server, "http:tower:cut").await;
+        let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
+        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let seen = limiter.metrics().pushback;
+        assert_eq!(
+            (
+                seen.responses_429,
+                seen.retries,
+                seen.cuts,
+                seen.attempts_ran_out
+            ),
+            (1, 1, 1, 0),
+            "{seen:?}"
+        );
+        // Cut to 0.7, climbing back linearly over 30 s from the cut: the test takes seconds.
+        let factor = limiter.peek().await.unwrap().rate_factor_bp;
+        assert!((7_000..8_000).contains(&factor), "{factor}");
+
+        // Opted out: the 429 only pauses, and the rate stays the configured one.
+        let plain = Limiter::new(
+            multiplexed(&server.url()).await,
+            "http:tower:no-cut",
+            Quota::new(5, 20u64).unwrap(),
+        );
+        let supplier = Supplier::start(Script::once()).await;
+        let service = ThrottleLayer::new(plain.clone())
+            .policy(RetryPolicy::default().no_cut())
+            .layer(hyper());
+        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let metrics = plain.metrics();
+        assert_eq!((metrics.pauses, metrics.pushback.cuts), (1, 0));
+        assert_eq!(plain.peek().await.unwrap().rate_factor_bp, 10_000);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_that_says_nothing_is_left_still_cuts() {
+    bounded(async {
+        let server = Server::start(Flavor::Redis82);
+        // GitHub's way: the 429 says 0 left, resetting in 1 s.
+        let supplier = Supplier::start(Script {
+            count: Some((0, 1)),
+            ..Script::once()
+        })
+        .await;
+        let limiter = limiter(&server, "http:tower:cut-and-count").await;
+        let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
+        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let seen = limiter.metrics().pushback;
+        assert_eq!((seen.responses_429, seen.cuts), (1, 1), "{seen:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suppliers_count_lowers_the_bucket() {
+    bounded(async {
+        let server = Server::start(Flavor::Redis82);
+        // One call left in the supplier's window, which resets in 30 s.
+        let supplier = Supplier::start(Script {
+            first: 0,
+            count: Some((1, 30)),
+            ..Script::once()
+        })
+        .await;
+        // 10 at once, 1 per second: nothing refills within the test.
+        let limiter = Limiter::new(
+            multiplexed(&server.url()).await,
+            "http:tower:count",
+            Quota::new(10, 1u64).unwrap(),
+        );
+        let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
+        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(limiter.metrics().pushback.syncs, 1);
+        assert_eq!(
+            limiter.peek().await.unwrap().remaining,
+            1,
+            "lowered from 9 to 1"
+        );
+
+        // Headers ignored on request: the bucket keeps what it holds.
+        let other = Limiter::new(
+            multiplexed(&server.url()).await,
+            "http:tower:count-ignored",
+            Quota::new(10, 1u64).unwrap(),
+        );
+        let service = ThrottleLayer::new(other.clone())
+            .policy(RetryPolicy::default().read_supplier_count(false))
+            .layer(hyper());
+        send(&service, request(Method::GET, &supplier.url("/"), "a"))
+            .await
+            .unwrap();
+        assert_eq!(other.metrics().pushback.syncs, 0);
+        assert_eq!(other.peek().await.unwrap().remaining, 9);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_picker_gives_each_request_its_priority() {
+    use redis_throttle::{Priority, Throttle};
+    bounded(async {
+        let server = Server::start(Flavor::Redis82);
+        let supplier = Supplier::start(Script {
+            first: 0,
+            ..Script::once()
+        })
+        .await;
+        // 5 at once, 5 per second; bulk requests leave 4 for the interactive ones.
+        let limiter = Limiter::new(
+            multiplexed(&server.url()).await,
+            "http:tower:priority",
+            Quota::new(5, 5u64).unwrap(),
+        );
+        let picked = limiter.clone();
+        let service = ThrottleLayer::per_request(move |head: &RequestHead<'_>| {
+            let priority = match head.header("x-workflow") {
+                Some("bulk") => Priority::Bulk { floor: 4 },
+                _ => Priority::Interactive,
+            };
+            picked.clone().at_priority(priority)
+        })
+        .layer(hyper());
+        let info = |con: &mut redis::Connection| -> u64 {
+            let info: String = redis::cmd("INFO").arg("throttle").query(con).unwrap();
+            throttle_testkit::info_field(&info, "throttle_held_by_floor")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no held_by_floor in\n{info}"))
+        };
+        let mut con = server.conn();
+        let before = info(&mut con);
+        // Interactive: 4 left. Bulk: 3 would be left, under its floor of 4, so it is held
+        // until the bucket has 5 again, then goes.
+        send(&service, request(Method::GET, &supplier.url("/"), "i"))
+            .await
+            .unwrap();
+        let mut bulk = request(Method::GET, &supplier.url("/"), "b");
+        bulk.headers_mut()
+            .insert("x-workflow", http::HeaderValue::from_static("bulk"));
+        let response = send(&service, bulk).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert!(
+            info(&mut con) > before,
+            "the bulk request was held by its floor"
+        );
+        assert_eq!(limiter.metrics().granted, 2);
+    })
+    .await;
 }

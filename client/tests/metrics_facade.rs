@@ -126,12 +126,29 @@ async fn the_counters_go_to_the_metrics_facade() {
     assert_eq!(calls("error"), 1);
     assert_eq!(
         recorder.counter("throttle_round_trips_total{backend=module,limiter=payments}"),
-        5,
-        "the fake answers as the module does: Auto settles on it at the first call"
+        6,
+        "the fake answers as the module does: Auto settles on it at the first call; the call \
+         that slept looked at the bucket before it went"
     );
     assert_eq!(
         recorder.samples("throttle_wait_seconds{limiter=payments}"),
         [0.0, 0.0, 1.0]
+    );
+    limiter.pause(Duration::from_secs(1)).await.unwrap();
+    limiter
+        .cut(redis_throttle::Cut::after(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let pushback = |event: &str| {
+        recorder.counter(&format!(
+            "throttle_pushback_total{{event={event},limiter=payments}}"
+        ))
+    };
+    assert_eq!(pushback("pause"), 2, "the pause, and the cut's pause");
+    assert_eq!(
+        pushback("cut_same_episode"),
+        1,
+        "cut within the pause: the same episode"
     );
     let described = recorder.described.lock().unwrap().clone();
     for name in [
@@ -153,6 +170,11 @@ async fn the_counters_go_to_the_metrics_facade() {
         ),
         (3, 1, 1, 1)
     );
-    assert_eq!(snapshot.round_trips, 5);
+    assert_eq!(
+        snapshot.round_trips, 8,
+        "6 for the calls, the pause and the cut"
+    );
+    assert_eq!(snapshot.pauses, 2);
+    assert_eq!(snapshot.pushback.cuts_same_episode, 1);
     assert_eq!(snapshot.total_wait, Duration::from_secs(1));
 }

@@ -49,10 +49,13 @@ fn five_seconds() -> Quota {
 }
 
 fn multi<C>(conn: C, backend: Backend, prefix: &str) -> MultiLimiter<C> {
+    // One THROTTLE.MTAKE per grant, counted exactly: no look before sending (tested in
+    // pushback.rs).
     MultiLimiter::builder()
         .limit(format!("{prefix}{PER_SECOND}"), second(), 1)
         .limit(format!("{prefix}{PER_5S}"), five_seconds(), 1)
         .backend(backend)
+        .pause_check(false)
         .build(conn)
         .unwrap()
 }

@@ -20,10 +20,12 @@ fn limiter(
     strategy: Strategy,
 ) -> Limiter<FakeServer> {
     // The fake speaks the module's commands; Auto would hold concurrent first calls for
-    // its probe, one round trip, which the timing tables here do not count.
+    // its probe, one round trip, which the timing tables here do not count. The tables time
+    // the reservations alone: the look before sending has a test of its own.
     Limiter::builder("bucket", Quota::new(capacity, rate).unwrap())
         .strategy(strategy)
         .backend(Backend::Module)
+        .pause_check(false)
         .build(fake.clone())
         .unwrap()
 }
@@ -341,4 +343,38 @@ async fn token_counts_are_checked_before_any_round_trip() {
     let state = limiter.peek().await.unwrap();
     assert_eq!(state.remaining, 3);
     assert_eq!(state.until_full, SECOND * 2);
+}
+
+/// A reserved call looks at the bucket after its sleep: unpaused, it goes (two round trips);
+/// paused by another replica while it slept, it waits the pause out, takes again and goes
+/// when the pause ends, not at its reserved time.
+#[tokio::test(start_paused = true)]
+async fn a_reserved_call_looks_before_it_is_sent_and_waits_out_a_pause() {
+    let _real = RealTime::start();
+    let fake = FakeServer::new();
+    let build = || {
+        Limiter::builder("bucket", Quota::new(1, "1").unwrap())
+            .backend(Backend::Module)
+            .build(fake.clone())
+            .unwrap()
+    };
+    let (caller, other) = (build(), build());
+    let start = Instant::now();
+    caller.acquire().await.unwrap();
+    // Unpaused: the token at 1 s, one TAKE and one PEEK.
+    let grant = caller.acquire().await.unwrap();
+    assert_eq!((grant.round_trips, start.elapsed()), (2, SECOND));
+    // Reserved for 2 s; at 1.5 s another replica pauses the bucket for 3 s (until 4.5 s).
+    let reserved = tokio::spawn({
+        let caller = caller.clone();
+        async move { caller.acquire().await.unwrap() }
+    });
+    tokio::time::sleep(MS * 500).await;
+    other.pause(SECOND * 3).await.unwrap();
+    let grant = reserved.await.unwrap();
+    // At 2 s it looks (paused for 2.5 s more), sleeps to 4.5 s and takes the pause's one
+    // token there, at once: TAKE, PEEK, TAKE (nothing slept after it, so no look).
+    assert_eq!(start.elapsed(), SECOND * 4 + MS * 500);
+    assert_eq!(grant.round_trips, 3);
+    assert_eq!(caller.metrics().pushback.held_by_pause, 1);
 }

@@ -12,7 +12,7 @@
 //!
 //! The price: a state written in place is a plain (raw) 8-byte string, where SET of digits
 //! was kept as an integer inside the key's object: 16 bytes more per bucket on Redis
-//! (README, "Benchmarks").
+//! (measured as docs/benchmarks.md, "Memory per bucket", says).
 
 use std::os::raw::{c_int, c_longlong};
 use std::{ptr, slice};

@@ -25,12 +25,12 @@ pub(crate) fn keyed(name: &str, key: impl redis::ToRedisArgs, args: &str) -> red
     cmd
 }
 
-/// Runs a [`line`]: its reply, or the server's error as the text it sent.
+/// Runs a [`line()`]: its reply, or the server's error as the text it sent.
 pub fn run(con: &mut Connection, words: &str) -> Result<Value, String> {
     send(con, &line(words))
 }
 
-/// Runs a [`line`] that must succeed.
+/// Runs a [`line()`] that must succeed.
 #[track_caller]
 pub fn ok(con: &mut Connection, words: &str) -> Value {
     run(con, words).unwrap_or_else(|e| panic!("{words}: {e}"))

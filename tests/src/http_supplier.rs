@@ -32,6 +32,8 @@ pub struct Script {
     /// Also push back on every request that comes before the last `Retry-After` ran out,
     /// as a supplier whose window is closed does.
     pub closed_window: bool,
+    /// On every response: `X-RateLimit-Remaining` and `X-RateLimit-Reset` (delta seconds).
+    pub count: Option<(u64, u64)>,
 }
 
 impl Script {
@@ -42,6 +44,7 @@ impl Script {
             retry_after: RetryAfter::Seconds(1),
             first: 1,
             closed_window: false,
+            count: None,
         }
     }
 }
@@ -135,7 +138,17 @@ async fn answer(State(shared): State<Arc<Shared>>, method: Method, headers: Head
     };
     if hits.len() >= script.first && window.is_none() {
         hits.push(hit(StatusCode::OK, None));
-        return "ok".into_response();
+        return match script.count {
+            Some((remaining, reset)) => (
+                [
+                    ("x-ratelimit-remaining", remaining.to_string()),
+                    ("x-ratelimit-reset", reset.to_string()),
+                ],
+                "ok",
+            )
+                .into_response(),
+            None => "ok".into_response(),
+        };
     }
     let (value, until) = match (window, script.retry_after) {
         // Inside a closed window: the time it has left, in whole seconds rounded up.
@@ -157,5 +170,11 @@ async fn answer(State(shared): State<Arc<Shared>>, method: Method, headers: Head
         }
     };
     hits.push(hit(script.status, Some(until)));
-    (script.status, [(header::RETRY_AFTER, value)], "slow down").into_response()
+    let mut response = (script.status, [(header::RETRY_AFTER, value)], "slow down").into_response();
+    if let Some((remaining, reset)) = script.count {
+        let headers = response.headers_mut();
+        headers.insert("x-ratelimit-remaining", remaining.into());
+        headers.insert("x-ratelimit-reset", reset.into());
+    }
+    response
 }

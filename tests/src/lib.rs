@@ -2,7 +2,7 @@
 //! their `mod common`) and the client's tests in `client/tests/` (a dev-dependency). Starting
 //! and stopping servers, clusters, replicas, fake clocks and child processes is the server
 //! kit's job (`throttle-testkit`, re-exported here where the tests need it); everything a test
-//! does with a running server is here: building and sending commands (one way: [`line`]),
+//! does with a running server is here: building and sending commands (one way: [`line()`]),
 //! reading replies and keys, waiting (one way: [`within`], and [`within_async`] in async
 //! code), the seeded generator, the grant-window checker, the fake server on paused time, the
 //! client's connections, and what the fleet and partitioned-quota workers share. A library

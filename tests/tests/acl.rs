@@ -105,7 +105,7 @@ fn check_flags_and_acl(server: &Server) {
         assert!(!exists(&mut con, "acl:key"), "a refused call wrote");
     } else {
         // Redis 7.0 has no API to give a module command a category: `-@write` does not
-        // cover it there (documented in the README).
+        // cover it there (module/README.md, "Flags").
         let reply = as_reply(&taken.expect("Redis 7.0: -@write does not name THROTTLE.TAKE"));
         assert_eq!(reply, [1, 7, 0, 112]);
         let _: i64 = query(&mut con, redis::cmd("DEL").arg("acl:key"));

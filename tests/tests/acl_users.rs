@@ -89,7 +89,7 @@ fn write_and_fast_categories(flavor: Flavor) {
         // Redis 7.0 has no API to give a module command an ACL category (it came in 7.2),
         // so THROTTLE.TAKE is in no category there: `+@write` does not grant it and
         // `-@write` does not deny it (acl.rs). Grant and deny it by name: `+throttle.take`,
-        // `-throttle.take`, as the README says.
+        // `-throttle.take`, as module/README.md says ("Flags").
         assert_command_denied(&mut writer, &mut admin, "acl:writer", "7.0, +@write");
         assert_command_denied(&mut fast, &mut admin, "acl:fast", "7.0, +@fast");
     }

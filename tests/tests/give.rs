@@ -1,8 +1,9 @@
 //! THROTTLE.TAKE ... TICKET and THROTTLE.GIVE on every server: the ticket is the bucket's
-//! state after the take in µs (GET / 1000); a give-back right away returns everything, one
-//! after other takes returns n less what they took, never fills past full, and a ticket gives
-//! back once; a missing key gives nothing. Replicas get the resulting state, a give-back of 0
-//! propagates nothing, and every malformed call gets its exact error and changes nothing.
+//! state after the take in µs (GET / 1000); a give-back returns its n tokens only while
+//! nothing was taken after the take (once another call took, it returns nothing), never fills
+//! past full, and a ticket gives back once; a missing key gives nothing. Replicas get the
+//! resulting state, a give-back of 0 propagates nothing, and every malformed call gets its
+//! exact error and changes nothing.
 
 use std::time::{Duration, Instant};
 

@@ -11,6 +11,7 @@ use demo_support::svg::{
 };
 
 use crate::limit::UpstreamMode;
+use crate::report::pushback::PushbackReport;
 use crate::theory;
 
 /// One phase as the upstream saw it.
@@ -33,6 +34,9 @@ pub struct ChartSpec {
     pub rate: f64,
     /// Lines of explanation under the chart.
     pub notes: Vec<String>,
+    /// The bucket phase second by second (fleet sends and 429s, the other application, the
+    /// rate factor), shown under the rest when there is pushback to see.
+    pub per_second: Option<PushbackReport>,
 }
 
 const WIDTH: f64 = 1040.0;
@@ -45,6 +49,8 @@ const SERVED: &str = "#2e9d5b";
 const REFUSED: &str = "#d64541";
 const ALLOWANCE: &str = "#e08a00";
 const PAUSED: &str = "#9aa7b8";
+const OTHER_APP: &str = "#8e44ad";
+const FACTOR: &str = "#1f6fb2";
 const PHASE_COLORS: [&str; 2] = ["#8e44ad", "#1f6fb2"];
 
 pub fn render(spec: &ChartSpec, phases: &[PhaseSeries]) -> String {
@@ -68,6 +74,11 @@ pub fn render(spec: &ChartSpec, phases: &[PhaseSeries]) -> String {
         UpstreamMode::Window => trailing(&mut body, spec, phases, y, cumulative_height, t_max),
     }
     y += cumulative_height + 60.0;
+    if let Some(report) = &spec.per_second {
+        let height = 260.0;
+        per_second(&mut body, spec, report, y, height);
+        y += height + 60.0;
+    }
     for note in &spec.notes {
         for line in wrap(note, NOTE_CHARS) {
             text(&mut body, 20.0, y, 13.0, "start", "#333", &line);
@@ -165,6 +176,115 @@ fn bars(
             "fleet paused (Retry-After)",
         );
     }
+}
+
+/// The bucket phase per second: the fleet's served and refused calls stacked, the other
+/// application's calls beside them, and the bucket's rate factor (lowest sampled in each
+/// second) on a scale of its own, 0 to 100 % at the right.
+fn per_second(out: &mut String, spec: &ChartSpec, report: &PushbackReport, top: f64, height: f64) {
+    let t_max = (report.seconds.len() as f64).max(1.0);
+    let busiest = report
+        .seconds
+        .iter()
+        .map(|s| s.fleet_sent.max(s.other_sent))
+        .max()
+        .unwrap_or(0);
+    let y_max = nice_ceiling(f64::from(busiest).max(f64::from(spec.quota)) * 1.15);
+    let axes = Axes::new(top, height, t_max, y_max);
+    let title = format!(
+        "bucket phase per second: {} fleet sends, {} refused; other application {} sent, {} refused; {} cut{}",
+        report.fleet_sent,
+        report.fleet_refused,
+        report.other_sent,
+        report.other_refused,
+        report.cuts,
+        if report.cuts == 1 { "" } else { "s" },
+    );
+    axes.frame(out, &title, "requests per second");
+    let slot = axes.x(1.0) - axes.x(0.0);
+    let w = ((slot - 2.0) / 2.0).max(1.0);
+    for s in &report.seconds {
+        let x = axes.x(f64::from(s.t)) + 1.0;
+        let y_served = axes.y(f64::from(s.fleet_served));
+        let y_total = axes.y(f64::from(s.fleet_sent));
+        if s.fleet_served > 0 {
+            rect(out, x, y_served, w, axes.y(0.0) - y_served, SERVED);
+        }
+        if s.fleet_sent > s.fleet_served {
+            rect(out, x, y_total, w, y_served - y_total, REFUSED);
+        }
+        if s.other_sent > 0 {
+            let y_other = axes.y(f64::from(s.other_sent));
+            rect(out, x + w, y_other, w, axes.y(0.0) - y_other, OTHER_APP);
+        }
+    }
+    axes.hline(
+        out,
+        f64::from(spec.quota),
+        ALLOWANCE,
+        &format!("supplier: {}/s", spec.quota),
+    );
+    axes.hline(
+        out,
+        spec.rate,
+        "#777",
+        &format!("bucket: {}/s", theory::num(spec.rate)),
+    );
+    // The rate factor, 0 at the bottom to 1 at the top.
+    let points: Vec<String> = report
+        .seconds
+        .iter()
+        .filter_map(|s| {
+            s.factor_min_bp.map(|bp| {
+                let y = top + height - f64::from(bp) / 10_000.0 * height;
+                format!("{:.1},{y:.1}", axes.x(f64::from(s.t) + 0.5))
+            })
+        })
+        .collect();
+    if !points.is_empty() {
+        let _ = writeln!(
+            out,
+            r#"<polyline points="{}" fill="none" stroke="{FACTOR}" stroke-width="2"/>"#,
+            points.join(" ")
+        );
+    }
+    let right = axes.x(t_max);
+    for pct in [0, 50, 100] {
+        let y = top + height - f64::from(pct) / 100.0 * height;
+        text(
+            out,
+            right + 4.0,
+            y + 4.0,
+            11.0,
+            "start",
+            FACTOR,
+            &format!("{pct} %"),
+        );
+    }
+    if let Some(stop) = report.other_app_stop_s {
+        if stop < t_max {
+            let x = axes.x(stop);
+            let _ = writeln!(
+                out,
+                r##"<line x1="{x:.1}" y1="{top:.1}" x2="{x:.1}" y2="{:.1}" stroke="#555" stroke-dasharray="4 3"/>"##,
+                top + height
+            );
+            text(
+                out,
+                x + 4.0,
+                top + 14.0,
+                11.0,
+                "start",
+                "#333",
+                "other application stops",
+            );
+        }
+    }
+    let x = WIDTH - RIGHT + 40.0;
+    swatch(out, x, top + 10.0, SERVED, "fleet served (200)");
+    swatch(out, x, top + 30.0, REFUSED, "fleet refused (429)");
+    swatch(out, x, top + 50.0, OTHER_APP, "other application");
+    swatch(out, x, top + 70.0, FACTOR, "bucket rate factor");
 }
 
 /// Shaded spans where the fleet was paused after a 429, behind the data; `label` names the
@@ -453,7 +573,13 @@ impl Axes {
             );
             v += y_step;
         }
-        let x_step = if self.t_max <= 6.0 { 0.5 } else { 1.0 };
+        let x_step = if self.t_max <= 6.0 {
+            0.5
+        } else if self.t_max <= 20.0 {
+            1.0
+        } else {
+            5.0
+        };
         let mut t = 0.0;
         while t <= self.t_max + 1e-9 {
             let x = self.x(t);
@@ -596,6 +722,7 @@ mod tests {
             capacity: 8,
             rate: 9.0,
             notes: vec!["a note".to_owned()],
+            per_second: None,
         }
     }
 

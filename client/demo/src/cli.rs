@@ -52,6 +52,41 @@ pub struct RunArgs {
     /// second, or a strict sliding window of `quota` calls in any one second.
     #[arg(long, value_enum, default_value_t = UpstreamMode::Bucket)]
     pub upstream_mode: UpstreamMode,
+    /// The upstream's 429 carries no `Retry-After`, as nginx's `limit_req` with
+    /// `limit_req_status 429` sends it: the replicas pause the fleet for 1 s.
+    #[arg(long)]
+    pub no_retry_after: bool,
+    /// The upstream tells every caller what is left of its allowance, computed from its own
+    /// limit: `X-RateLimit-Remaining` and `X-RateLimit-Reset` (to the ms) on every answer.
+    /// The replicas lower the shared bucket to it (`THROTTLE.SYNC`), as the HTTP layers do.
+    #[arg(long)]
+    pub supplier_headers: bool,
+    /// Another application of the same integrator, without the limiter, sends this many
+    /// requests per second to the upstream, sharing its quota (from the start of each phase).
+    #[arg(long, value_name = "RATE")]
+    pub other_app: Option<f64>,
+    /// The other application stops this many seconds after the start.
+    #[arg(long, value_name = "SECS", requires = "other_app")]
+    pub other_app_stop_after: Option<f64>,
+    /// A 429 only pauses the fleet (`THROTTLE.PAUSE`); by default it also cuts the bucket's
+    /// rate to 0.7, climbing back over `--cut-recovery` (`THROTTLE.CUT`, as the HTTP layers).
+    #[arg(long)]
+    pub no_cut: bool,
+    /// How long a cut rate takes to climb back to the configured one, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub cut_recovery: f64,
+    /// A reserved call is sent at its slot without looking at the bucket first; by default
+    /// it PEEKs after its sleep and waits out a pause another replica set meanwhile.
+    #[arg(long)]
+    pub no_pause_check: bool,
+    /// Sustained load instead of one burst: for SECS seconds each replica keeps `--workers`
+    /// calls going, one after another (`--calls` is then unused), and only the bucket phase
+    /// runs.
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Calls each replica keeps in flight with `--duration`.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub workers: u32,
     /// How a replica waits for a token: one reservation and one sleep, or polling
     /// [default: reserve; poll with `--upstream-mode window`, so that a 429's pause stops
     /// every call at once: a reservation keeps its slot through a pause].
@@ -72,9 +107,18 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// Calls in all, across replicas.
+    /// Calls in all, across replicas (planned: a sustained run makes as many as it can).
     pub fn total_calls(&self) -> u64 {
         u64::from(self.replicas) * u64::from(self.calls)
+    }
+
+    /// The phases to run: both, or only the bucket for a sustained run.
+    pub fn phases(&self) -> &'static [Phase] {
+        if self.duration.is_some() {
+            &[Phase::Bucket]
+        } else {
+            &[Phase::Direct, Phase::Bucket]
+        }
     }
 
     /// The strategy the replicas use: the one given, else reserve, except against a strict
@@ -198,4 +242,15 @@ pub struct ReplicaArgs {
     /// Longest a call may wait for its token, in ms.
     #[arg(long)]
     pub max_wait_ms: u64,
+    /// A 429 only pauses, never cuts the rate.
+    #[arg(long)]
+    pub no_cut: bool,
+    #[arg(long, default_value_t = 30_000)]
+    pub cut_recovery_ms: u64,
+    /// Reserved calls are sent without a look at the bucket's pause.
+    #[arg(long)]
+    pub no_pause_check: bool,
+    /// Sustained: keep `calls` calls going for this long, one after another each.
+    #[arg(long)]
+    pub duration_ms: Option<u64>,
 }

@@ -32,6 +32,12 @@ pub struct Plan {
     pub backend: BackendArg,
     /// Longest a call may wait for its token.
     pub max_wait: Duration,
+    /// A 429 only pauses, and how long a cut takes to recover.
+    pub no_cut: bool,
+    pub cut_recovery: Duration,
+    pub no_pause_check: bool,
+    /// Sustained: `calls` workers per replica, for this long.
+    pub duration: Option<Duration>,
 }
 
 /// A phase as the replicas saw it.
@@ -44,35 +50,36 @@ pub struct FleetRun {
     pub stats: Vec<ReplicaStats>,
 }
 
-pub async fn run(plan: &Plan) -> Result<FleetRun, String> {
+/// Runs the phase; `on_start` learns the shared start instant as soon as it is set (what
+/// runs beside the fleet starts from it).
+pub async fn run(plan: &Plan, on_start: impl FnOnce(Instant)) -> Result<FleetRun, String> {
     let arg_lists = (0..plan.replicas).map(|index| args(plan, index)).collect();
     let mut replicas = Fleet::<ReplicaMessage>::spawn("replica", arg_lists).await?;
     let start_at = replicas.start(START_LEAD).await?;
+    on_start(start_at);
 
-    let done_by = start_at + plan.max_wait + FINISH_SLACK;
+    let done_by = start_at + plan.duration.unwrap_or_default() + plan.max_wait + FINISH_SLACK;
     let mut records = Vec::with_capacity((plan.replicas * plan.calls) as usize);
+    let mut stats = Vec::with_capacity(plan.replicas as usize);
+    // Each replica's calls (as many as it made), then its counters.
     for index in replicas.live() {
-        for _ in 0..plan.calls {
+        loop {
             match replicas.next(index, done_by).await? {
                 ReplicaMessage::Call(record) => records.push(record),
-                other => {
-                    return Err(format!(
-                        "replica {index} sent {other:?} before its last call"
-                    ))
+                ReplicaMessage::Done(done) => {
+                    stats.push(done);
+                    break;
                 }
+                other => return Err(format!("replica {index} sent {other:?} mid-run")),
             }
         }
     }
-    let mut stats = Vec::with_capacity(plan.replicas as usize);
-    for index in replicas.live() {
-        match replicas.next(index, done_by).await? {
-            ReplicaMessage::Done(done) => stats.push(done),
-            other => {
-                return Err(format!(
-                    "replica {index} sent {other:?} instead of its counters"
-                ))
-            }
-        }
+    if plan.duration.is_none() && records.len() != (plan.replicas * plan.calls) as usize {
+        return Err(format!(
+            "the replicas reported {} calls of {}",
+            records.len(),
+            plan.replicas * plan.calls
+        ));
     }
     replicas.wait(done_by).await?;
     Ok(FleetRun {
@@ -101,7 +108,17 @@ fn args(plan: &Plan, index: u32) -> Vec<String> {
             format!("--rate={}", plan.rate),
             format!("--strategy={}", plan.strategy.name()),
             format!("--backend={}", plan.backend.name()),
+            format!("--cut-recovery-ms={}", plan.cut_recovery.as_millis()),
         ]);
+        if plan.no_cut {
+            args.push("--no-cut".to_owned());
+        }
+        if plan.no_pause_check {
+            args.push("--no-pause-check".to_owned());
+        }
+    }
+    if let Some(duration) = plan.duration {
+        args.push(format!("--duration-ms={}", duration.as_millis()));
     }
     args
 }

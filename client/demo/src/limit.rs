@@ -119,6 +119,36 @@ impl Allowance {
         }
     }
 
+    /// What is left at `now`, as the supplier would tell its callers: the calls it would
+    /// serve at once, and how long until one more is back (zero when the allowance is whole).
+    /// For the bucket (nginx `limit_req`'s leaky bucket, GCRA) "one more" is the next drip;
+    /// for the window, the oldest call leaving it.
+    pub fn remaining(&self, now: Duration) -> (u64, Duration) {
+        match &self.kind {
+            Kind::Bucket { interval, full_at } => {
+                let debt = full_at.saturating_sub(now);
+                if debt.is_zero() {
+                    return (u64::from(self.quota), Duration::ZERO);
+                }
+                let burst = *interval * self.quota;
+                let room = burst.saturating_sub(debt);
+                let left = (room.as_nanos() / interval.as_nanos()) as u64;
+                let left32 = u32::try_from(left).unwrap_or(u32::MAX);
+                // One more is back once the debt is down to the room for left + 1.
+                let back_in = debt.saturating_sub(burst.saturating_sub(*interval * (left32 + 1)));
+                (left, back_in)
+            }
+            Kind::Window { served } => {
+                let live: Vec<_> = served.iter().filter(|&&t| t + SECOND > now).collect();
+                let left = (self.quota as usize).saturating_sub(live.len()) as u64;
+                let back_in = live
+                    .first()
+                    .map_or(Duration::ZERO, |&&t| (t + SECOND).saturating_sub(now));
+                (left, back_in)
+            }
+        }
+    }
+
     /// How long after `now` the whole allowance is available again.
     pub fn full_in(&self, now: Duration) -> Duration {
         match &self.kind {
@@ -160,6 +190,32 @@ mod tests {
         assert!(served(&mut a, ms(200)));
         assert_eq!(a.full_in(ms(200)), ms(1000));
         assert_eq!(a.full_in(ms(5000)), Duration::ZERO);
+    }
+
+    #[test]
+    fn remaining_is_what_the_next_calls_would_find() {
+        let mut a = Allowance::new(UpstreamMode::Bucket, 10);
+        assert_eq!(a.remaining(ms(0)), (10, Duration::ZERO));
+        for _ in 0..10 {
+            assert!(served(&mut a, ms(0)));
+        }
+        assert_eq!(a.remaining(ms(0)), (0, ms(100)));
+        assert_eq!(a.remaining(ms(40)), (0, ms(60)));
+        assert_eq!(a.remaining(ms(100)), (1, ms(100)));
+        assert_eq!(a.remaining(ms(250)), (2, ms(50)));
+        assert_eq!(a.remaining(ms(1000)), (10, Duration::ZERO));
+        // What it says is what it does: at 40 ms the next call is 60 ms away.
+        assert!(!served(&mut a, ms(99)));
+        assert!(served(&mut a, ms(100)));
+        assert_eq!(a.remaining(ms(100)), (0, ms(100)));
+
+        let mut w = Allowance::new(UpstreamMode::Window, 3);
+        assert!(served(&mut w, ms(0)));
+        assert!(served(&mut w, ms(500)));
+        assert_eq!(w.remaining(ms(600)), (1, ms(400)));
+        assert!(served(&mut w, ms(600)));
+        assert_eq!(w.remaining(ms(700)), (0, ms(300)));
+        assert_eq!(w.remaining(ms(1000)), (1, ms(500)));
     }
 
     #[test]

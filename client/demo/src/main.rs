@@ -95,9 +95,14 @@ fn demo(args: &RunArgs) -> ExitCode {
         quota: args.quota,
         capacity: args.capacity,
         rate: args.rate,
-        notes: explanations(&summary),
+        notes: if args.duration.is_some() {
+            Vec::new()
+        } else {
+            explanations(&summary)
+        },
+        per_second: summary.pushback.clone().filter(|_| summary.show_pushback),
     };
     let svg = chart::render(&spec, &chart_series(&outcome, &summary));
     summary.chart = args.output.save_chart(PROGRAM, "timeline.svg", &svg);
-    args.output.print(PROGRAM, &text(&summary), &summary)
+    args.output.print(PROGRAM, &text(&summary, args), &summary)
 }

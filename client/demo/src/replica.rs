@@ -2,16 +2,28 @@
 //! says it is ready, waits for the shared start instant, fires all its PIX status queries
 //! at once (through the shared bucket in phase 2), and reports each one as a JSON line.
 //!
-//! In phase 2 the supplier's word wins: a 429 pauses the shared bucket for its
-//! `Retry-After` (`THROTTLE.PAUSE`: the whole fleet stops, not just this replica), and the
-//! call takes a token again and is sent again, at most [`MAX_ATTEMPTS`] times in all.
-//! Phase 1 shows what happens without the limiter: one send per call, no retry.
+//! In phase 2 the supplier's word wins, as the library's HTTP layers pass it on (done here by
+//! hand, so that every send is timed and recorded): a 429 pauses the shared bucket for its
+//! `Retry-After` (1 s without one) and cuts its rate to 0.7, climbing back over the recovery
+//! time (`THROTTLE.CUT`; `--no-cut`: `THROTTLE.PAUSE` only), so the whole fleet stops and
+//! slows down, not just this replica; the supplier's own count in its rate-limit headers
+//! lowers the bucket (`THROTTLE.SYNC`); and the call takes a token again and is sent again,
+//! at most [`MAX_ATTEMPTS`] times in all. A reserved call looks at the bucket after its sleep
+//! (the limiter's pause check; `--no-pause-check`: it does not) and waits out a pause another
+//! replica set meanwhile. Phase 1 shows what happens without the limiter: one send per call,
+//! no retry.
+//!
+//! With a duration, the replica keeps `workers` calls going, one after another, until it
+//! runs out: a sustained load instead of one burst.
 
 use std::process::ExitCode;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use demo_support::child::{self, say, FromDemo};
 use demo_support::shared_start::micros;
+use redis_throttle::http::{read_supplier_count, RetryPolicy};
 use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis_throttle::{Limiter, Quota, Rate};
 use tokio::time::{timeout, Instant};
@@ -51,27 +63,50 @@ async fn run(args: &ReplicaArgs) -> Result<(), String> {
     let start_at = from_demo.start(START_TIMEOUT).await?;
 
     let max_wait = Duration::from_millis(args.max_wait_ms);
+    let policy = if args.no_cut {
+        RetryPolicy::default().no_cut()
+    } else {
+        RetryPolicy::default().cut_rate(0.7, Duration::from_millis(args.cut_recovery_ms))
+    };
     let mut tasks = Vec::with_capacity(clients.len());
-    for (call, client) in (0..args.calls).zip(clients) {
-        let id = call_id(args.index, call);
-        let call_url = format!("{url}/{id}/status");
-        tasks.push(tokio::spawn(one_call(
-            Call {
-                replica: args.index,
-                call,
-                url: call_url,
-                integrator: args.integrator.clone(),
-                max_wait,
-            },
-            start_at,
-            client,
-            limiter.clone(),
-        )));
+    let calls = Calls {
+        replica: args.index,
+        url,
+        integrator: args.integrator.clone(),
+        max_wait,
+        policy,
+    };
+    match args.duration_ms {
+        None => {
+            for (n, client) in (0..args.calls).zip(clients) {
+                let (call, limiter) = (calls.call(n), limiter.clone());
+                tasks.push(tokio::spawn(async move {
+                    vec![one_call(call, start_at, client, limiter).await]
+                }));
+            }
+        }
+        Some(ms) => {
+            let until = start_at + Duration::from_millis(ms);
+            let next = Arc::new(AtomicU32::new(0));
+            for client in clients {
+                let (next, limiter, calls) = (Arc::clone(&next), limiter.clone(), calls.clone());
+                tasks.push(tokio::spawn(async move {
+                    let mut records = Vec::new();
+                    tokio::time::sleep_until(start_at).await;
+                    while Instant::now() < until {
+                        let call = calls.call(next.fetch_add(1, Ordering::Relaxed));
+                        records
+                            .push(one_call(call, start_at, client.clone(), limiter.clone()).await);
+                    }
+                    records
+                }));
+            }
+        }
     }
     // Reported after the last call, so no printing happens while calls are timed.
     let mut records = Vec::with_capacity(tasks.len());
     for task in tasks {
-        records.push(task.await.map_err(|e| format!("a call task failed: {e}"))?);
+        records.extend(task.await.map_err(|e| format!("a call task failed: {e}"))?);
     }
     for record in records {
         say(&ReplicaMessage::Call(record))?;
@@ -87,6 +122,13 @@ async fn run(args: &ReplicaArgs) -> Result<(), String> {
         stats.pauses = metrics.pauses;
         stats.tokens_given_back = metrics.tokens_given_back;
         stats.round_trips = metrics.round_trips;
+        let pushback = &metrics.pushback;
+        stats.cuts = pushback.cuts;
+        stats.cuts_same_episode = pushback.cuts_same_episode;
+        stats.syncs = pushback.syncs;
+        stats.syncs_unchanged = pushback.syncs_unchanged;
+        stats.held_by_pause = pushback.held_by_pause;
+        stats.pauses_unchanged = pushback.pauses_unchanged;
     }
     say(&ReplicaMessage::Done(stats))
 }
@@ -115,6 +157,7 @@ async fn limiter(args: &ReplicaArgs) -> Result<Limiter<ConnectionManager>, Strin
         .strategy(args.strategy.to_strategy())
         .backend(args.backend.to_backend())
         .name("pix-status")
+        .pause_check(!args.no_pause_check)
         .build(conn)
         .map_err(|e| e.to_string())?;
     // PEEK writes nothing: a dry run that fails here, not mid-scenario (a module backend
@@ -146,12 +189,37 @@ async fn warm_client(upstream: &str) -> Result<reqwest::Client, String> {
     Ok(client)
 }
 
+/// What every call of this replica shares.
+#[derive(Clone)]
+struct Calls {
+    replica: u32,
+    /// The upstream's `/pix`.
+    url: String,
+    integrator: String,
+    max_wait: Duration,
+    policy: RetryPolicy,
+}
+
+impl Calls {
+    fn call(&self, call: u32) -> Call {
+        Call {
+            replica: self.replica,
+            call,
+            url: format!("{}/{}/status", self.url, call_id(self.replica, call)),
+            integrator: self.integrator.clone(),
+            max_wait: self.max_wait,
+            policy: self.policy,
+        }
+    }
+}
+
 struct Call {
     replica: u32,
     call: u32,
     url: String,
     integrator: String,
     max_wait: Duration,
+    policy: RetryPolicy,
 }
 
 async fn one_call(
@@ -177,6 +245,9 @@ async fn one_call(
     let attempts = if limiter.is_some() { MAX_ATTEMPTS } else { 1 };
     for _ in 0..attempts {
         let asked = Instant::now();
+        // Tokens left in the bucket after this take: a supplier's count at or above it
+        // cannot lower the bucket, so it costs no round trip (as the HTTP layers do).
+        let mut left_after_take = u64::MAX;
         if let Some(limiter) = &limiter {
             // The limiter's own deadline refuses a longer wait without taking a token; the
             // outer timeout also bounds the round trips.
@@ -184,7 +255,10 @@ async fn one_call(
             let got = timeout(left + REDIS_TIMEOUT, limiter.acquire_within(left)).await;
             record.wait_us += micros(asked.elapsed());
             match got {
-                Ok(Ok(grant)) => record.round_trips += grant.round_trips,
+                Ok(Ok(grant)) => {
+                    record.round_trips += grant.round_trips;
+                    left_after_take = grant.remaining;
+                }
                 Ok(Err(err)) => {
                     record.error = Some(format!("no token: {err}"));
                     return record;
@@ -202,6 +276,8 @@ async fn one_call(
             status: 0,
             retry_after_s: None,
             pause: None,
+            cut: None,
+            synced: None,
         };
         record.sent_us = this.sent_us;
         let response = client
@@ -209,6 +285,7 @@ async fn one_call(
             .header(INTEGRATOR_HEADER, &call.integrator)
             .send()
             .await;
+        let mut count = redis_throttle::SupplierCount::default();
         match response {
             Ok(response) => {
                 this.status = response.status().as_u16();
@@ -217,6 +294,9 @@ async fn one_call(
                     .get(reqwest::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.trim().parse().ok());
+                if call.policy.reads_supplier_count() {
+                    count = read_supplier_count(response.headers(), SystemTime::now());
+                }
                 let _ = response.bytes().await;
             }
             Err(err) => record.error = Some(format!("HTTP: {err}")),
@@ -224,12 +304,22 @@ async fn one_call(
         record.status = this.status;
         let refused = this.status == 429;
         if let (true, Some(limiter)) = (refused, &limiter) {
-            // The supplier's word stops the whole fleet, also on the last attempt.
+            // The supplier's word stops (and slows) the whole fleet, also on the last attempt.
             let asked_for = this
                 .retry_after_s
-                .map_or(DEFAULT_PAUSE, Duration::from_secs);
+                .map(Duration::from_secs)
+                .or(count.retry_after)
+                .unwrap_or(DEFAULT_PAUSE);
             let at = Instant::now();
-            let paused = timeout(REDIS_TIMEOUT, limiter.pause(asked_for)).await;
+            let paused = match call.policy.cut_for(asked_for) {
+                Some(cut) => timeout(REDIS_TIMEOUT, limiter.cut(cut)).await.map(|r| {
+                    r.map(|report| {
+                        this.cut = Some(report.cut);
+                        report.next
+                    })
+                }),
+                None => timeout(REDIS_TIMEOUT, limiter.pause(asked_for)).await,
+            };
             this.pause = Some(PauseRecord {
                 at_us: micros(at.saturating_duration_since(start_at)),
                 asked_ms: u64::try_from(asked_for.as_millis()).unwrap_or(u64::MAX),
@@ -243,6 +333,19 @@ async fn one_call(
                     Err(_) => Some(format!("no answer within {REDIS_TIMEOUT:?}")),
                 },
             });
+        }
+        if let Some(limiter) = &limiter {
+            // The supplier's count, when it says less is left than the bucket holds, or
+            // nothing with a reset: the bucket comes down to it. After the cut, as the HTTP
+            // layers do: a count of 0 first would pause the episode and the cut not cut.
+            let says_less = count.requests.is_some_and(|r| {
+                r.remaining < left_after_take || (r.remaining == 0 && !r.reset.is_zero())
+            });
+            if says_less {
+                if let Ok(Ok(changed)) = timeout(REDIS_TIMEOUT, limiter.sync(count)).await {
+                    this.synced = Some(changed);
+                }
+            }
         }
         record.attempts.push(this);
         if !refused || record.error.is_some() {

@@ -3,11 +3,33 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis_throttle::{Limiter, Quota, Rate};
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
 use crate::cli::{Phase, RunArgs};
 use crate::fleet::{self, Plan};
 use crate::theory;
-use crate::upstream::{Arrival, Upstream};
+use crate::upstream::{Arrival, Upstream, UpstreamConfig, INTEGRATOR_HEADER};
 use crate::wire::{CallRecord, ReplicaStats};
+
+/// How often the demo looks at the shared bucket (`THROTTLE.PEEK`) during the bucket phase.
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+/// The other application's calls carry ids `O000000`, `O000001`, ... (no replica's).
+pub const OTHER_APP_PREFIX: &str = "O";
+
+/// The shared bucket as the demo saw it at one instant.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Sample {
+    /// From the shared start.
+    pub t_s: f64,
+    /// The bucket's rate now, in basis points of the configured one.
+    pub factor_bp: u16,
+    pub paused_ms: u64,
+    pub remaining: u64,
+}
 
 /// The bank's integrator id at the central bank: the unit the upstream's quota counts in.
 pub const INTEGRATOR: &str = "bank-0001";
@@ -21,8 +43,12 @@ pub struct PhaseOutcome {
     pub records: Vec<CallRecord>,
     /// Each replica's limiter counters.
     pub stats: Vec<ReplicaStats>,
-    /// In arrival order.
+    /// The fleet's calls, in arrival order.
     pub arrivals: Vec<Arrival>,
+    /// The other application's, in arrival order.
+    pub other_arrivals: Vec<Arrival>,
+    /// The bucket's rate and pause, every [`SAMPLE_EVERY`] (bucket phase only).
+    pub samples: Vec<Sample>,
 }
 
 pub struct Outcome {
@@ -34,13 +60,28 @@ pub struct Outcome {
 /// Runs both phases. `interval` is the shared bucket's time per token, as the server
 /// computes it.
 pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<Outcome, String> {
-    let upstream = Upstream::start(args.upstream_mode, args.quota)
-        .await
-        .map_err(|e| format!("cannot start the mock upstream: {e}"))?;
+    let upstream = Upstream::start_with(UpstreamConfig {
+        mode: args.upstream_mode,
+        quota: args.quota,
+        retry_after: !args.no_retry_after,
+        headers: args.supplier_headers,
+    })
+    .await
+    .map_err(|e| format!("cannot start the mock upstream: {e}"))?;
     eprintln!(
-        "pix-demo: mock API on {}: {} (429 above it)",
+        "pix-demo: mock API on {}: {} (429 above it{}{})",
         upstream.url(),
-        args.upstream_mode.rule(args.quota)
+        args.upstream_mode.rule(args.quota),
+        if args.no_retry_after {
+            ", no Retry-After"
+        } else {
+            ""
+        },
+        if args.supplier_headers {
+            "; X-RateLimit-Remaining on every answer"
+        } else {
+            ""
+        }
     );
     // A key of its own per run: a bucket left by an earlier run (or on a shared server)
     // cannot skew this one, and it expires by itself once full again.
@@ -54,23 +95,36 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
     // With the pauses the supplier's 429s ask for, on an ideal machine.
     let ideal = theory::ideal_bucket_phase(args, interval).last();
 
+    let duration = args.duration.map(Duration::from_secs_f64);
     let mut phases = Vec::with_capacity(2);
-    for phase in [Phase::Direct, Phase::Bucket] {
+    for &phase in args.phases() {
         // Each phase meets the upstream with its whole allowance, as after a quiet moment.
         let quiet = upstream.full_in(INTEGRATOR);
         if !quiet.is_zero() {
             tokio::time::sleep(quiet.min(Duration::from_secs(5)) + Duration::from_millis(50)).await;
         }
-        eprintln!(
-            "pix-demo: {}: {} replicas fire {} calls each at the same instant...",
-            phase.title(),
-            args.replicas,
-            args.calls
-        );
+        match duration {
+            None => eprintln!(
+                "pix-demo: {}: {} replicas fire {} calls each at the same instant...",
+                phase.title(),
+                args.replicas,
+                args.calls
+            ),
+            Some(d) => eprintln!(
+                "pix-demo: {}: {} replicas keep {} calls each going for {d:?}...",
+                phase.title(),
+                args.replicas,
+                args.workers
+            ),
+        }
         let plan = Plan {
             phase,
             replicas: args.replicas,
-            calls: args.calls,
+            calls: if duration.is_some() {
+                args.workers
+            } else {
+                args.calls
+            },
             upstream: upstream.url(),
             integrator: INTEGRATOR.to_owned(),
             redis_url: redis_url.to_owned(),
@@ -80,15 +134,56 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
             strategy: args.strategy(),
             backend: args.backend,
             // Twice the ideal, plus slack: enough for polling on a busy machine, and a bound.
-            max_wait: ideal * 2 + Duration::from_secs(10),
+            max_wait: if duration.is_some() {
+                Duration::from_secs(30)
+            } else {
+                ideal * 2 + Duration::from_secs(10)
+            },
+            no_cut: args.no_cut,
+            cut_recovery: Duration::from_secs_f64(args.cut_recovery),
+            no_pause_check: args.no_pause_check,
+            duration,
         };
-        let run = fleet::run(&plan).await?;
+        let watcher = match phase {
+            Phase::Bucket => Some(watcher(args, redis_url, &key).await?),
+            Phase::Direct => None,
+        };
+        let (stop, stopped) = watch::channel(false);
+        let mut beside: Vec<JoinHandle<Vec<Sample>>> = Vec::new();
+        let run = fleet::run(&plan, |start| {
+            let start = start.into_std();
+            if let Some(rate) = args.other_app {
+                let until = args.other_app_stop_after.map(Duration::from_secs_f64);
+                let url = upstream.url();
+                let stopped = stopped.clone();
+                beside.push(tokio::spawn(async move {
+                    other_app(url, rate, start, until, stopped).await;
+                    Vec::new()
+                }));
+            }
+            if let Some(limiter) = watcher {
+                beside.push(tokio::spawn(sample(limiter, start, stopped.clone())));
+            }
+        })
+        .await;
+        let _ = stop.send(true);
+        let mut samples = Vec::new();
+        for task in beside {
+            samples.extend(task.await.unwrap_or_default());
+        }
+        let run = run?;
+        let (other_arrivals, arrivals) = upstream
+            .take_log()
+            .into_iter()
+            .partition(|a| a.id.starts_with(OTHER_APP_PREFIX));
         phases.push(PhaseOutcome {
             phase,
             start: run.start.into_std(),
             records: run.records,
             stats: run.stats,
-            arrivals: upstream.take_log(),
+            arrivals,
+            other_arrivals,
+            samples,
         });
     }
     let upstream_url = upstream.url();
@@ -98,4 +193,100 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
         key,
         phases,
     })
+}
+
+/// A limiter on the fleet's bucket for the demo itself: it only looks (`peek`).
+async fn watcher(
+    args: &RunArgs,
+    redis_url: &str,
+    key: &str,
+) -> Result<Limiter<ConnectionManager>, String> {
+    let quota = Quota::new(args.capacity, Rate::from_f64(args.rate)).map_err(|e| e.to_string())?;
+    let client = redis_throttle::redis::Client::open(redis_url)
+        .map_err(|e| format!("bad Redis URL {redis_url}: {e}"))?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(5)))
+        .set_response_timeout(Some(Duration::from_secs(5)));
+    let conn = tokio::time::timeout(
+        Duration::from_secs(10),
+        ConnectionManager::new_with_config(client, config),
+    )
+    .await
+    .map_err(|_| format!("no connection to {redis_url}"))?
+    .map_err(|e| format!("cannot connect to {redis_url}: {e}"))?;
+    Limiter::builder(key, quota)
+        .backend(args.backend.to_backend())
+        .name("pix-demo watcher")
+        .build(conn)
+        .map_err(|e| e.to_string())
+}
+
+/// Looks at the bucket every [`SAMPLE_EVERY`] from `start` until told to stop.
+async fn sample(
+    limiter: Limiter<ConnectionManager>,
+    start: Instant,
+    mut stopped: watch::Receiver<bool>,
+) -> Vec<Sample> {
+    let mut samples = Vec::new();
+    let mut tick = tokio::time::interval_at(start.into(), SAMPLE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped.changed() => return samples,
+        }
+        let at = Instant::now();
+        if let Ok(Ok(state)) = tokio::time::timeout(Duration::from_secs(1), limiter.peek()).await {
+            samples.push(Sample {
+                t_s: at.saturating_duration_since(start).as_secs_f64(),
+                factor_bp: state.rate_factor_bp,
+                paused_ms: u64::try_from(state.paused_for.as_millis()).unwrap_or(u64::MAX),
+                remaining: state.remaining,
+            });
+        }
+    }
+}
+
+/// Another application of the same integrator, without the limiter: `rate` calls per
+/// second at even intervals from `start`, each on its own task (a slow answer does not
+/// delay the next), until `until` after the start or until told to stop. It takes its part
+/// of the supplier's quota and never hears of the fleet's bucket.
+async fn other_app(
+    url: String,
+    rate: f64,
+    start: Instant,
+    until: Option<Duration>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    if !(rate > 0.0 && rate.is_finite()) {
+        return;
+    }
+    let Ok(client) = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(10))
+        .build()
+    else {
+        return;
+    };
+    let every = Duration::from_secs_f64(1.0 / rate);
+    let mut n: u32 = 0;
+    loop {
+        let at = start + every * n;
+        if until.is_some_and(|until| at >= start + until) {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(at.into()) => {}
+            _ = stopped.changed() => return,
+        }
+        let request = client
+            .get(format!("{url}/pix/{OTHER_APP_PREFIX}{n:06}/status"))
+            .header(INTEGRATOR_HEADER, INTEGRATOR);
+        tokio::spawn(async move {
+            if let Ok(response) = request.send().await {
+                let _ = response.bytes().await;
+            }
+        });
+        n = n.wrapping_add(1);
+    }
 }

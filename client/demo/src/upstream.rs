@@ -1,14 +1,17 @@
 //! The mock upstream: a central-bank style API, `GET /pix/{id}/status`, with its own limit
 //! per integrator (the `x-integrator` header), kept here by its own clock. It trusts nothing
-//! the callers say about time or about their limiter: above the limit it answers 429 with
-//! `Retry-After`, and it records every call's arrival for the report and the chart.
+//! the callers say about time or about their limiter: above the limit it answers 429, with
+//! `Retry-After` or without (as nginx's `limit_req` with `limit_req_status 429` does), and,
+//! when asked, tells every caller what is left of its allowance in `X-RateLimit-*` headers
+//! computed from that same limit. It records every call's arrival for the report and the
+//! chart.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -18,6 +21,18 @@ use crate::limit::{retry_after_seconds, Allowance, UpstreamMode, Verdict};
 
 /// The header that names the caller's integrator: the unit the quota is counted in.
 pub const INTEGRATOR_HEADER: &str = "x-integrator";
+
+/// How the mock answers, beside its limit.
+#[derive(Debug, Clone, Copy)]
+pub struct UpstreamConfig {
+    pub mode: UpstreamMode,
+    pub quota: u32,
+    /// A 429 carries `Retry-After` (whole seconds, rounded up); `false`: nginx's bare 429.
+    pub retry_after: bool,
+    /// Every answer carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` (calls it would
+    /// serve at once now) and `X-RateLimit-Reset` (seconds, to the ms, until one more is back).
+    pub headers: bool,
+}
 
 /// One call as the upstream saw it.
 #[derive(Debug, Clone)]
@@ -31,8 +46,7 @@ pub struct Arrival {
 }
 
 struct Shared {
-    mode: UpstreamMode,
-    quota: u32,
+    config: UpstreamConfig,
     /// The mock's clock starts here; limits see durations since it.
     epoch: Instant,
     limits: HashMap<String, Allowance>,
@@ -48,11 +62,22 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// Starts the server on 127.0.0.1 with a free port.
+    /// Starts the server on 127.0.0.1 with a free port, with `Retry-After` and no count.
+    #[cfg(test)]
     pub async fn start(mode: UpstreamMode, quota: u32) -> std::io::Result<Upstream> {
-        let shared = Arc::new(Mutex::new(Shared {
+        Upstream::start_with(UpstreamConfig {
             mode,
             quota,
+            retry_after: true,
+            headers: false,
+        })
+        .await
+    }
+
+    /// Starts the server on 127.0.0.1 with a free port.
+    pub async fn start_with(config: UpstreamConfig) -> std::io::Result<Upstream> {
+        let shared = Arc::new(Mutex::new(Shared {
+            config,
             epoch: Instant::now(),
             limits: HashMap::new(),
             log: Vec::new(),
@@ -107,21 +132,25 @@ async fn pix_status(
         )
             .into_response();
     };
-    let verdict = {
+    let (verdict, retry_after_s, config, (left, back_in)) = {
         let mut guard = lock(&shared);
         let state = &mut *guard;
         // The clock is read under the lock, so the limiter sees instants in order.
         let at = Instant::now();
         let now = at - state.epoch;
-        let (mode, quota) = (state.mode, state.quota);
-        let verdict = state
+        let config = state.config;
+        let allowance = state
             .limits
             .entry(integrator.to_owned())
-            .or_insert_with(|| Allowance::new(mode, quota))
-            .check(now);
+            .or_insert_with(|| Allowance::new(config.mode, config.quota));
+        let verdict = allowance.check(now);
+        let left = allowance.remaining(now);
         let (status, retry_after_s) = match verdict {
             Verdict::Served => (200, None),
-            Verdict::Refused { retry_after } => (429, Some(retry_after_seconds(retry_after))),
+            Verdict::Refused { retry_after } => (
+                429,
+                config.retry_after.then(|| retry_after_seconds(retry_after)),
+            ),
         };
         state.log.push(Arrival {
             at,
@@ -129,27 +158,34 @@ async fn pix_status(
             id: id.clone(),
             retry_after_s,
         });
-        verdict
+        (verdict, retry_after_s, config, left)
     };
-    match verdict {
+    let mut response = match verdict {
         Verdict::Served => (
             [(header::CONTENT_TYPE, "application/json")],
             format!("{{\"endToEndId\":{id:?},\"status\":\"SETTLED\"}}\n"),
         )
             .into_response(),
-        Verdict::Refused { retry_after } => {
-            let seconds = retry_after_seconds(retry_after);
-            (
-                StatusCode::TOO_MANY_REQUESTS,
-                [
-                    (header::RETRY_AFTER, seconds.to_string()),
-                    (header::CONTENT_TYPE, "application/json".to_owned()),
-                ],
-                "{\"error\":\"rate limit exceeded for this integrator\"}\n",
-            )
-                .into_response()
+        Verdict::Refused { .. } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::CONTENT_TYPE, "application/json")],
+            "{\"error\":\"rate limit exceeded for this integrator\"}\n",
+        )
+            .into_response(),
+    };
+    let headers = response.headers_mut();
+    if let Some(seconds) = retry_after_s {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    if config.headers {
+        headers.insert("x-ratelimit-limit", HeaderValue::from(config.quota));
+        headers.insert("x-ratelimit-remaining", HeaderValue::from(left));
+        let reset = format!("{:.3}", back_in.as_secs_f64());
+        if let Ok(value) = HeaderValue::from_str(&reset) {
+            headers.insert("x-ratelimit-reset", value);
         }
     }
+    response
 }
 
 #[cfg(test)]
@@ -196,6 +232,54 @@ mod tests {
         let full_in = upstream.full_in("a");
         assert!(full_in > Duration::from_millis(500) && full_in <= Duration::from_secs(1));
         assert_eq!(upstream.full_in("nobody"), Duration::ZERO);
+        upstream.stop().await;
+    }
+
+    #[tokio::test]
+    async fn like_nginx_it_refuses_without_retry_after_and_can_send_its_count() {
+        let upstream = Upstream::start_with(UpstreamConfig {
+            mode: UpstreamMode::Bucket,
+            quota: 3,
+            retry_after: false,
+            headers: true,
+        })
+        .await
+        .unwrap();
+        let url = format!("{}/pix/E123/status", upstream.url());
+        let mut left = Vec::new();
+        for _ in 0..4 {
+            let response = get(&url, Some("a")).await;
+            assert!(response.headers().get(header::RETRY_AFTER).is_none());
+            assert_eq!(response.headers()["x-ratelimit-limit"], "3");
+            left.push((
+                response.status().as_u16(),
+                response.headers()["x-ratelimit-remaining"]
+                    .to_str()
+                    .unwrap()
+                    .to_owned(),
+            ));
+            let reset: f64 = response.headers()["x-ratelimit-reset"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!((0.0..=0.334).contains(&reset), "{reset}");
+        }
+        let expected: Vec<(u16, String)> = [(200, "2"), (200, "1"), (200, "0"), (429, "0")]
+            .into_iter()
+            .map(|(s, l)| (s, l.to_owned()))
+            .collect();
+        assert_eq!(left, expected);
+        // The library reads what it says.
+        let response = get(&url, Some("a")).await;
+        let count = redis_throttle::http::read_supplier_count(
+            response.headers(),
+            std::time::SystemTime::now(),
+        );
+        let requests = count.requests.expect("a count");
+        assert_eq!(requests.remaining, 0);
+        assert!(requests.reset > Duration::ZERO && requests.reset <= Duration::from_millis(334));
+        assert_eq!(upstream.take_log()[3].retry_after_s, None);
         upstream.stop().await;
     }
 }

@@ -34,6 +34,21 @@ pub struct ReplicaStats {
     pub pauses: u64,
     pub tokens_given_back: u64,
     pub round_trips: u64,
+    /// `MetricsSnapshot::pushback`: cuts that cut the rate, cuts of an episode already cut,
+    /// syncs that lowered the bucket and those that changed nothing, reserved calls a pause
+    /// held back, pauses that changed nothing.
+    #[serde(default)]
+    pub cuts: u64,
+    #[serde(default)]
+    pub cuts_same_episode: u64,
+    #[serde(default)]
+    pub syncs: u64,
+    #[serde(default)]
+    pub syncs_unchanged: u64,
+    #[serde(default)]
+    pub held_by_pause: u64,
+    #[serde(default)]
+    pub pauses_unchanged: u64,
 }
 
 /// The id a call carries in its URL (`/pix/{id}/status`), so the upstream's log says whose
@@ -82,6 +97,13 @@ pub struct Attempt {
     pub retry_after_s: Option<u64>,
     /// The pause this attempt's 429 set on the shared bucket.
     pub pause: Option<PauseRecord>,
+    /// This attempt's 429 cut the bucket's rate (`false`: the same episode, it only paused;
+    /// `None`: no cut sent).
+    #[serde(default)]
+    pub cut: Option<bool>,
+    /// The supplier's count was sent to the bucket (`THROTTLE.SYNC`): whether it lowered it.
+    #[serde(default)]
+    pub synced: Option<bool>,
 }
 
 /// A `THROTTLE.PAUSE` a replica sent after a 429.
@@ -123,6 +145,8 @@ mod tests {
                 status: 200,
                 retry_after_s: None,
                 pause: None,
+                cut: None,
+                synced: None,
             }],
         });
         let line = serde_json::to_string(&call).unwrap();

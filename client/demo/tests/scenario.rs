@@ -59,10 +59,12 @@ fn assert_served_on_time(bucket: &Value) {
         (0, 0),
         "nothing to obey: {bucket}"
     );
+    // Reserve: one round trip per call, and one PEEK after the sleep for the 32 that slept
+    // (the pause check: a pause another replica set meanwhile would hold them back).
     assert_eq!(
         int(&bucket["round_trips"]),
-        40,
-        "reserve: one round trip per call"
+        8 + 32 * 2,
+        "reserve: one round trip per call, plus the pause check of each that slept"
     );
 
     // 8 at once, then 32 tokens at 9/s: 32 intervals of 111.111112 ms (the server's
@@ -367,6 +369,9 @@ fn reservations_keep_their_slots_through_a_pause() {
             "reserve",
             "--calls",
             "10",
+            // Before issue 19: a 429 only pauses, and a reserved call does not look.
+            "--no-cut",
+            "--no-pause-check",
         ],
     );
     let bucket = phase(&summary, "bucket");
@@ -477,4 +482,79 @@ fn even_a_kill_leaves_nothing_running() {
 fn assert_replicas_and_redis_stopped(seen: &str) {
     let upstream = between(seen, "mock API on ", ": ");
     assert_everything_stopped(seen, "replicas", upstream);
+}
+
+/// Issue 19: a bucket above the supplier (15/s against nginx-style 10 r/s, burst 9, 429
+/// without Retry-After), 2 x 20 calls, the default strategy (reserve). The first 429 pauses
+/// and cuts the bucket; every reserved call the pause covers looks before it is sent (the
+/// pause check) and is held back. Before (pause only, no check) 10 or 11 were refused.
+#[test]
+fn a_bucket_above_the_supplier_is_refused_at_most_three_times_and_every_call_is_served() {
+    let _turn = turn();
+    let summary = PIX_DEMO.run("above-supplier", &["--rate", "15", "--no-retry-after"]);
+    let bucket = phase(&summary, "bucket");
+    let refused = int(&bucket["refused"]);
+    assert!(refused <= 3, "{refused} refused: {bucket}");
+    assert_eq!(
+        (
+            int(&bucket["served"]),
+            int(&bucket["unserved"]),
+            int(&bucket["errors"])
+        ),
+        (40, 0, 0),
+        "every call served in the end: {bucket}"
+    );
+    let pushback = &summary["pushback"];
+    assert_eq!(int(&pushback["fleet_refused"]), refused, "{pushback}");
+    assert_eq!(pushback["retry_after"], false);
+    if refused > 0 {
+        // The first 429 cut the rate, once per episode, and the pause held reserved calls.
+        assert!(int(&pushback["cuts"]) >= 1, "{pushback}");
+        assert!(int(&pushback["held_by_pause"]) >= 1, "{pushback}");
+        // Sampled every 250 ms: the cut's 0.7, or a little above as it climbs back.
+        assert!(int(&pushback["lowest_factor_bp"]) <= 7_100, "{pushback}");
+    }
+    let seconds = pushback["seconds"].as_array().expect("seconds");
+    let sent: u64 = seconds.iter().map(|s| int(&s["fleet_sent"])).sum();
+    assert_eq!(sent, 40 + int(&bucket["retries"]), "{pushback}");
+}
+
+/// The refused share after the warm-up the shortened run must stay under: the target is
+/// 1 %; measured 0 to 0.74 % (3 of them refused in the first 10 s), with margin for a busy
+/// machine.
+const REFUSED_SHARE_BOUND: f64 = 0.03;
+
+/// Issue 19's other application, shortened: 25 s of sustained load (2 replicas x 4 calls in
+/// flight, bucket 8 + 9/s) against the nginx-style 10 r/s, another application taking 3/s
+/// until 12 s, the supplier's count in its headers, a cut recovering over 8 s. After the
+/// first 10 s the fleet's refused calls stay a small share of its sends, it is served
+/// close to what the other application leaves it, and after the stop it is back near the
+/// bucket's rate within the recovery time.
+#[test]
+fn another_application_sharing_the_quota_costs_few_refusals_and_the_rate_comes_back() {
+    let _turn = turn();
+    let summary = PIX_DEMO.run(
+        "other-app",
+        &[
+            "--duration",
+            "25",
+            "--other-app",
+            "3",
+            "--other-app-stop-after",
+            "12",
+            "--no-retry-after",
+            "--supplier-headers",
+            "--cut-recovery",
+            "8",
+        ],
+    );
+    let p = &summary["pushback"];
+    assert!(int(&p["other_sent"]) >= 30, "{p}");
+    let share = secs(&p["refused_share_after_warm_up"]);
+    assert!(share <= REFUSED_SHARE_BOUND, "{share}: {p}");
+    let bucket = phase(&summary, "bucket");
+    assert_eq!(int(&bucket["errors"]), 0, "{bucket}");
+    // Recovered (95 % of 9/s over 3 s) within the recovery time, 8 s, plus the window.
+    let recovered = secs(&p["recovered_after_s"]);
+    assert!(recovered <= 8.0 + 3.0, "{recovered}: {p}");
 }

@@ -1,5 +1,9 @@
 //! The pattern's "rate-limited flow" chart, as a hand-written SVG: writes per 100 ms against
-//! time for each phase (stored, duplicate and refused stacked), with the quota line.
+//! time for each phase (stored, duplicate and refused stacked, and phase 4's answered
+//! queries), with the quota line. Phase 4's panels, and the strip of its queries' waits
+//! under each, are in `priority`.
+
+pub mod priority;
 
 use std::fmt::Write;
 
@@ -15,6 +19,8 @@ pub struct Panel {
     pub points: Vec<Point>,
     /// A moment to mark (the kill), in seconds after the start.
     pub mark: Option<(f64, String)>,
+    /// Phase 4: the queries' waits, in a strip under the panel.
+    pub waits: Option<priority::Waits>,
 }
 
 const WIDTH: f64 = 1000.0;
@@ -25,7 +31,10 @@ const HEIGHT: f64 = 200.0;
 const STORED: &str = "#2e9d5b";
 const DUPLICATE: &str = "#e0a800";
 const REFUSED: &str = "#d64541";
+const ANSWERED: &str = "#7b4fc9";
 const QUOTA: &str = "#1f6fb2";
+/// Between a panel's bottom and the next one's (or its waits strip's) top.
+const GAP: f64 = 70.0;
 
 /// `per_bin_quota`: writes the quota allows per 100 ms.
 pub fn render(heading: &str, per_bin_quota: f64, panels: &[Panel]) -> String {
@@ -35,24 +44,41 @@ pub fn render(heading: &str, per_bin_quota: f64, panels: &[Panel]) -> String {
         .fold(0.0_f64, f64::max);
     // A common time axis, so the phases compare at a glance.
     let t_max = time_axis_end(last);
+    let queries = panels
+        .iter()
+        .any(|p| p.points.iter().any(|pt| pt.verdict == Verdict::Answered));
     let mut body = String::new();
     let mut y = 60.0;
     for (i, panel) in panels.iter().enumerate() {
-        draw(&mut body, panel, y, t_max, per_bin_quota, i == 0);
-        y += HEIGHT + 70.0;
+        draw(&mut body, panel, y, t_max, per_bin_quota);
+        if i == 0 {
+            legend(&mut body, y, queries);
+        }
+        y += HEIGHT + GAP;
+        if let Some(waits) = &panel.waits {
+            priority::draw_waits(
+                &mut body,
+                waits,
+                y - GAP + 45.0,
+                (LEFT, WIDTH - RIGHT),
+                t_max,
+            );
+            y += priority::HEIGHT + GAP - 20.0;
+        }
     }
     document(WIDTH, y, heading, 16.0, &body)
 }
 
-fn draw(out: &mut String, panel: &Panel, top: f64, t_max: f64, quota: f64, legend: bool) {
+fn draw(out: &mut String, panel: &Panel, top: f64, t_max: f64, quota: f64) {
     let bins = bin_count(t_max);
-    let mut counts = vec![[0u32; 3]; bins];
+    let mut counts = vec![[0u32; 4]; bins];
     for p in &panel.points {
         let bin = bin_of(p.t, bins);
         let slot = match p.verdict {
             Verdict::Stored => 0,
             Verdict::Duplicate => 1,
             Verdict::Refused => 2,
+            Verdict::Answered => 3,
         };
         counts[bin][slot] += 1;
     }
@@ -110,7 +136,7 @@ fn draw(out: &mut String, panel: &Panel, top: f64, t_max: f64, quota: f64, legen
     let w = (x(BIN) - x(0.0) - 1.0).max(0.5);
     for (i, c) in counts.iter().enumerate() {
         let mut level = 0.0;
-        for (n, color) in c.iter().zip([STORED, DUPLICATE, REFUSED]) {
+        for (n, color) in c.iter().zip([STORED, DUPLICATE, REFUSED, ANSWERED]) {
             if *n > 0 {
                 let next = level + f64::from(*n);
                 let _ = writeln!(
@@ -148,23 +174,26 @@ fn draw(out: &mut String, panel: &Panel, top: f64, t_max: f64, quota: f64, legen
         );
         text(out, x(*at) + 4.0, top + 14.0, 11.0, "start", "#111", label);
     }
-    if legend {
-        let lx = WIDTH - RIGHT + 20.0;
-        for (i, (color, label)) in [
-            (STORED, "stored (201)"),
-            (DUPLICATE, "duplicate, ignored (200)"),
-            (REFUSED, "refused (429)"),
-        ]
-        .iter()
-        .enumerate()
-        {
-            let ly = top + 30.0 + 20.0 * i as f64;
-            let _ = writeln!(
-                out,
-                r#"<rect x="{lx:.1}" y="{ly:.1}" width="12" height="12" fill="{color}"/>"#
-            );
-            text(out, lx + 18.0, ly + 10.0, 11.0, "start", "#333", label);
-        }
+}
+
+/// The colors' key, right of the first panel; the queries' only when there are some.
+fn legend(out: &mut String, top: f64, queries: bool) {
+    let lx = WIDTH - RIGHT + 20.0;
+    let mut keys = vec![
+        (STORED, "stored (201)"),
+        (DUPLICATE, "duplicate, ignored (200)"),
+        (REFUSED, "refused (429)"),
+    ];
+    if queries {
+        keys.push((ANSWERED, "query answered (200)"));
+    }
+    for (i, (color, label)) in keys.iter().enumerate() {
+        let ly = top + 30.0 + 20.0 * i as f64;
+        let _ = writeln!(
+            out,
+            r#"<rect x="{lx:.1}" y="{ly:.1}" width="12" height="12" fill="{color}"/>"#
+        );
+        text(out, lx + 18.0, ly + 10.0, 11.0, "start", "#333", label);
     }
 }
 
@@ -195,6 +224,7 @@ mod tests {
                 title: "phase".to_owned(),
                 points,
                 mark: Some((0.3, "kill".to_owned())),
+                waits: None,
             }],
         );
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));

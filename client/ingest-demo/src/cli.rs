@@ -10,7 +10,8 @@ use throttle_testkit::Flavor;
 /// database provisioned for 20 000 RU/s, by 3 worker processes. Phase 1 sends them all and
 /// retries what is refused; phase 2 queues them in a redis-throttle backlog (two streams,
 /// one shared bucket) and drains it at the quota; phase 3 does the same and SIGKILLs a
-/// worker mid-run.
+/// worker mid-run; phase 4 drains it at bulk priority beside interactive queries on the same
+/// bucket, first without a floor, then with one.
 #[derive(Debug, Parser)]
 #[command(name = "ingest-demo", version, args_conflicts_with_subcommands = true)]
 #[command(mut_arg("chart", |chart| chart.help(
@@ -28,7 +29,7 @@ pub enum Command {
     /// A phase-1 worker: sends its records at once and retries what is refused.
     #[command(hide = true)]
     RetryWorker(RetryWorkerArgs),
-    /// A phase-2/3 worker: drains the backlog's streams through the shared bucket.
+    /// A phase-2/3/4 worker: drains the backlog's streams through the shared bucket.
     #[command(hide = true)]
     BacklogWorker(BacklogWorkerArgs),
 }
@@ -41,9 +42,10 @@ pub struct RunArgs {
     /// Worker processes.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=8))]
     pub workers: u32,
-    /// Phases to run (1: retry on error, 2: backlog, 3: backlog with a worker killed);
-    /// repeat the flag for several [default: all three].
-    #[arg(long = "phase", value_parser = clap::value_parser!(u8).range(1..=3))]
+    /// Phases to run (1: retry on error, 2: backlog, 3: backlog with a worker killed, 4: the
+    /// backlog at bulk priority beside interactive queries); repeat the flag for several
+    /// [default: all four].
+    #[arg(long = "phase", value_parser = clap::value_parser!(u8).range(1..=4))]
     pub phases: Vec<u8>,
     /// How long a record read by a worker may sit unacknowledged before another worker takes
     /// it over (the backlog's `claim_idle`), in ms.
@@ -56,6 +58,12 @@ pub struct RunArgs {
     /// 200 RU covers 10 ms of variation.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub margin_ru: u64,
+    /// Phase 4: the request units the bulk load leaves in the shared bucket for the
+    /// interactive queries (`Priority::Bulk { floor }`). 100 RU is 10 queries at once: a
+    /// burst of them (or a stalled query service catching up) finds its tokens there, and
+    /// the refill puts them back in 5 ms; the bulk load never uses them, 5 ms of its run.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(10..=10_000))]
+    pub floor_ru: u64,
     /// Which server to start privately [default: Redis 7.0, else the first one installed].
     #[arg(long, value_enum)]
     pub server: Option<ServerArg>,
@@ -136,4 +144,7 @@ pub struct BacklogWorkerArgs {
     /// Records a worker loop reads at a time.
     #[arg(long, default_value_t = 16)]
     pub batch: usize,
+    /// Take at bulk priority, leaving this many tokens in the bucket (phase 4).
+    #[arg(long)]
+    pub floor: Option<u64>,
 }

@@ -1,6 +1,7 @@
 //! The mock database: `PUT /docs/{id}` writes one record for [`RU_PER_WRITE`] request units
-//! out of a token bucket it keeps itself (like a database provisioned for 20 000 RU/s). Above
-//! it, 429 with `Retry-After` (whole seconds, as HTTP has it) and `x-ms-retry-after-ms`. A
+//! out of a token bucket it keeps itself (like a database provisioned for 20 000 RU/s), and
+//! `GET /query/{id}` answers an interactive query for [`RU_PER_QUERY`] out of the same one.
+//! Above it, 429 with `Retry-After` (whole seconds, as HTTP has it) and `x-ms-retry-after-ms`. A
 //! record id it already stored is a duplicate: 200, not stored again, counted. It trusts
 //! nothing the callers say about time or their limiter, and logs every write it saw.
 
@@ -17,6 +18,8 @@ use demo_support::mock_server::{lock, LoopbackServer};
 
 /// What one write costs, in request units.
 pub const RU_PER_WRITE: u64 = 10;
+/// What one interactive query costs, in request units.
+pub const RU_PER_QUERY: u64 = 10;
 /// Which try of a record this is (phase 1), or how many times the backlog delivered it.
 pub const ATTEMPT_HEADER: &str = "x-attempt";
 /// The retry-after in milliseconds, rounded up (`Retry-After` only has whole seconds).
@@ -28,6 +31,8 @@ pub enum Verdict {
     Stored,
     Duplicate,
     Refused,
+    /// A query answered (200).
+    Answered,
 }
 
 /// One write as the database saw it.
@@ -37,6 +42,8 @@ pub struct Arrival {
     pub verdict: Verdict,
     /// The caller's `x-attempt` (1 if absent).
     pub attempt: u32,
+    /// An interactive query, not a write.
+    pub query: bool,
 }
 
 /// A token bucket in nano-RU, so refill is exact integer arithmetic: `rate` RU/s for one
@@ -120,6 +127,7 @@ impl Database {
         }));
         let app = Router::new()
             .route("/docs/{id}", put(write))
+            .route("/query/{id}", get(query))
             // Free and not logged: workers open their connections with it.
             .route("/health", get(|| async { "ok" }))
             .with_state(Arc::clone(&shared));
@@ -167,46 +175,69 @@ async fn write(
         .get(ATTEMPT_HEADER)
         .and_then(|v| v.to_str().ok()?.parse().ok())
         .unwrap_or(1);
-    let verdict = {
-        let mut guard = lock(&shared);
-        let state = &mut *guard;
-        // Read under the lock, so the bucket sees instants in order.
-        let at = Instant::now();
-        // A write costs its RU whether or not the record was there already: the database
-        // does the work of finding out.
-        let verdict = match state.bucket.take(RU_PER_WRITE, at - state.epoch) {
-            Err(wait) => Err(wait),
-            Ok(()) if state.stored.insert(id) => Ok(Verdict::Stored),
-            Ok(()) => Ok(Verdict::Duplicate),
-        };
-        state.log.push(Arrival {
-            at,
-            verdict: match verdict {
-                Ok(v) => v,
-                Err(_) => Verdict::Refused,
-            },
-            attempt,
-        });
-        verdict
-    };
+    // A write costs its RU whether or not the record was there already: the database does
+    // the work of finding out.
+    let verdict = charge(&shared, RU_PER_WRITE, attempt, false, |state| {
+        if state.stored.insert(id) {
+            Verdict::Stored
+        } else {
+            Verdict::Duplicate
+        }
+    });
     match verdict {
         Ok(Verdict::Stored) => (StatusCode::CREATED, "stored\n").into_response(),
         Ok(_) => (StatusCode::OK, "duplicate: already stored\n").into_response(),
-        Err(wait) => {
-            // Rounded up, so a client that obeys is never early.
-            let secs = wait.as_nanos().div_ceil(1_000_000_000).max(1);
-            let ms = wait.as_nanos().div_ceil(1_000_000).max(1);
-            (
-                StatusCode::TOO_MANY_REQUESTS,
-                [
-                    ("retry-after", secs.to_string()),
-                    (RETRY_AFTER_MS_HEADER, ms.to_string()),
-                ],
-                "request rate too large\n",
-            )
-                .into_response()
-        }
+        Err(wait) => too_many(wait),
     }
+}
+
+/// An interactive query: its RU from the same bucket as the writes.
+async fn query(State(shared): State<SharedState>, Path(_id): Path<String>) -> Response {
+    match charge(&shared, RU_PER_QUERY, 1, true, |_| Verdict::Answered) {
+        Ok(_) => (StatusCode::OK, "answered\n").into_response(),
+        Err(wait) => too_many(wait),
+    }
+}
+
+/// Takes `ru` from the bucket and, if they were there, does the work (`served`); logs the
+/// verdict either way. `Err`: how long until the RU are there.
+fn charge(
+    shared: &SharedState,
+    ru: u64,
+    attempt: u32,
+    query: bool,
+    served: impl FnOnce(&mut Shared) -> Verdict,
+) -> Result<Verdict, Duration> {
+    let mut guard = lock(shared);
+    let state = &mut *guard;
+    // Read under the lock, so the bucket sees instants in order.
+    let at = Instant::now();
+    let verdict = state
+        .bucket
+        .take(ru, at - state.epoch)
+        .map(|()| served(state));
+    state.log.push(Arrival {
+        at,
+        verdict: verdict.unwrap_or(Verdict::Refused),
+        attempt,
+        query,
+    });
+    verdict
+}
+
+/// 429 with the wait rounded up, so a client that obeys is never early.
+fn too_many(wait: Duration) -> Response {
+    let secs = wait.as_nanos().div_ceil(1_000_000_000).max(1);
+    let ms = wait.as_nanos().div_ceil(1_000_000).max(1);
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [
+            ("retry-after", secs.to_string()),
+            (RETRY_AFTER_MS_HEADER, ms.to_string()),
+        ],
+        "request rate too large\n",
+    )
+        .into_response()
 }
 
 #[cfg(test)]
@@ -270,6 +301,32 @@ mod tests {
                 (Verdict::Refused, 1)
             ]
         );
+        assert_eq!(db.stored_count(), 1);
+        db.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_query_takes_from_the_writes_bucket() {
+        let db = Database::start(20, 1).await.unwrap();
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let query = |id: &str| client.get(format!("{}/query/{id}", db.url())).send();
+        assert_eq!(query("q1").await.unwrap().status(), 200);
+        assert_eq!(
+            put_doc(&format!("{}/docs/a", db.url()), 1).await.status(),
+            201
+        );
+        assert_eq!(query("q2").await.unwrap().status(), 429);
+        let log = db.take_log();
+        let seen: Vec<_> = log.iter().map(|a| (a.verdict, a.query)).collect();
+        assert_eq!(
+            seen,
+            [
+                (Verdict::Answered, true),
+                (Verdict::Stored, false),
+                (Verdict::Refused, true)
+            ]
+        );
+        // A query stores nothing.
         assert_eq!(db.stored_count(), 1);
         db.stop().await;
     }

@@ -7,7 +7,10 @@
 //!    through one shared bucket of 20 000 RU at 20 000 RU/s: nothing refused, and the
 //!    finish time is known before the start;
 //! 3. the same with one worker SIGKILLed mid-run: its records are claimed by the others
-//!    and every record is stored exactly once.
+//!    and every record is stored exactly once;
+//! 4. the backlog drained beside interactive queries (50/s of 10 RU) on the same bucket:
+//!    first without priority (the queries wait behind the bulk load's reservations), then
+//!    with the bulk load at `Priority::Bulk { floor }` (they find their tokens at once).
 //!
 //! Prints a table per phase and writes the "rate-limited flow" chart. Everything it starts
 //! (the private Redis, the mock database, the workers) stops when it ends, also on an error
@@ -30,6 +33,7 @@ use demo_support::until_stopped::run_until_stopped;
 use crate::cli::{Cli, Command, RunArgs, ServerArg};
 use crate::db::{Database, RU_PER_WRITE};
 use crate::phases::backlog::{backlog_phase, BacklogSummary};
+use crate::phases::priority::{priority_phase, PrioritySummary};
 use crate::phases::retry::{retry_phase, RetrySummary};
 use crate::phases::{Env, CAPACITY_RU, RATE_RU};
 use crate::report::Summary;
@@ -52,6 +56,7 @@ struct Phases {
     retry: Option<RetrySummary>,
     backlog: Option<BacklogSummary>,
     kill: Option<BacklogSummary>,
+    priority: Option<PrioritySummary>,
 }
 
 fn demo(args: &RunArgs) -> ExitCode {
@@ -83,6 +88,7 @@ fn demo(args: &RunArgs) -> ExitCode {
         retry: phases.retry,
         backlog: phases.backlog,
         kill: phases.kill,
+        priority: phases.priority,
         chart: None,
     };
     summary.chart = args
@@ -117,6 +123,11 @@ async fn scenario(args: &RunArgs, redis_url: &str) -> Result<Phases, String> {
     } else {
         None
     };
+    let priority = if args.runs(4) {
+        Some(priority_phase(&env).await?)
+    } else {
+        None
+    };
     let database = db.url();
     db.stop().await;
     Ok(Phases {
@@ -124,6 +135,7 @@ async fn scenario(args: &RunArgs, redis_url: &str) -> Result<Phases, String> {
         retry,
         backlog,
         kill,
+        priority,
     })
 }
 
@@ -137,6 +149,7 @@ fn render_chart(summary: &Summary) -> String {
             ),
             points: r.points.clone(),
             mark: None,
+            waits: None,
         });
     }
     for b in [&summary.backlog, &summary.kill].into_iter().flatten() {
@@ -150,7 +163,11 @@ fn render_chart(summary: &Summary) -> String {
                 .kill
                 .as_ref()
                 .map(|k| (k.at_s, format!("worker {} SIGKILLed", k.worker))),
+            waits: None,
         });
+    }
+    if let Some(p) = &summary.priority {
+        panels.extend(chart::priority::panels(p));
     }
     let per_bin = RATE_RU as f64 / RU_PER_WRITE as f64 * 0.1;
     chart::render(

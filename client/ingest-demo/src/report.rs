@@ -1,10 +1,14 @@
-//! The tables each phase prints, and the JSON summary (`--json`).
+//! The tables each phase prints, and the JSON summary (`--json`). Phase 4's table is in
+//! `priority`.
+
+mod priority;
 
 use std::fmt::Write;
 
 use serde::Serialize;
 
 use crate::phases::backlog::BacklogSummary;
+use crate::phases::priority::PrioritySummary;
 use crate::phases::retry::RetrySummary;
 use crate::phases::{CAPACITY_RU, RATE_RU};
 
@@ -19,6 +23,7 @@ pub struct Summary {
     pub retry: Option<RetrySummary>,
     pub backlog: Option<BacklogSummary>,
     pub kill: Option<BacklogSummary>,
+    pub priority: Option<PrioritySummary>,
     pub chart: Option<String>,
 }
 
@@ -35,6 +40,9 @@ pub fn text(summary: &Summary) -> String {
     }
     for phase in [&summary.backlog, &summary.kill].into_iter().flatten() {
         backlog_table(&mut out, phase);
+    }
+    if let Some(phase) = &summary.priority {
+        priority::table(&mut out, phase);
     }
     if let Some(chart) = &summary.chart {
         let _ = writeln!(out, "\nchart: {chart}");
@@ -196,7 +204,7 @@ fn backlog_table(out: &mut String, b: &BacklogSummary) {
     );
 }
 
-fn yes(b: bool) -> &'static str {
+pub(crate) fn yes(b: bool) -> &'static str {
     if b {
         "yes"
     } else {

@@ -51,6 +51,10 @@ pub struct WorkerReport {
     pub max_trip_us: u64,
     /// The longest wait for tokens of one record.
     pub max_wait_us: u64,
+    /// Backlog: requests the worker's limiter made to Redis while it worked (takes, and the
+    /// pauses after a 429), all loops together; a floored take may need several per record.
+    #[serde(default)]
+    pub round_trips: u64,
 }
 
 #[cfg(test)]

@@ -3,8 +3,9 @@
 //!
 //! - Phase 1 (`retry-worker`): sends its share of the records at once and retries each
 //!   refused one after the database's `Retry-After`.
-//! - Phases 2 and 3 (`backlog-worker`): one backlog [`Worker`] loop per stream, every record's
-//!   cost taken from the one shared bucket, until the demo says stop (or is gone).
+//! - Phases 2, 3 and 4 (`backlog-worker`): one backlog [`Worker`] loop per stream, every
+//!   record's cost taken from the one shared bucket (at bulk priority with `--floor`), until
+//!   the demo says stop (or is gone).
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -15,7 +16,7 @@ use demo_support::child::{self, say, FromDemo};
 use demo_support::shared_start::micros;
 use redis_throttle::backlog::{Backlog, Outcome, Record, Worker, WorkerOptions};
 use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis_throttle::{Limiter, Quota};
+use redis_throttle::{Limiter, Priority, Quota};
 use tokio::sync::Semaphore;
 use tokio::time::{timeout, Instant};
 
@@ -150,7 +151,7 @@ async fn put(
     }
 }
 
-fn http_client(connections: usize) -> Result<reqwest::Client, String> {
+pub fn http_client(connections: usize) -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         // Loopback only: a proxy from the environment must not get in between.
         .no_proxy()
@@ -162,7 +163,7 @@ fn http_client(connections: usize) -> Result<reqwest::Client, String> {
 }
 
 /// Opens `connections` keep-alive connections at once, so no handshake lands in the timed part.
-async fn warm(client: &reqwest::Client, db: &str, connections: usize) -> Result<(), String> {
+pub async fn warm(client: &reqwest::Client, db: &str, connections: usize) -> Result<(), String> {
     let health = format!("{db}/health");
     let mut tasks = Vec::with_capacity(connections);
     for _ in 0..connections {
@@ -273,10 +274,14 @@ async fn backlog_run(args: BacklogWorkerArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     // TOKENS 0 writes nothing: without the module this fails here, not mid-run.
     limiter.peek().await.map_err(|e| e.to_string())?;
+    let priority = args
+        .floor
+        .map_or(Priority::Interactive, |floor| Priority::Bulk { floor });
     let options = WorkerOptions::default()
         .batch(args.batch)
         .block(Duration::from_millis(100))
-        .claim_idle(Duration::from_millis(args.claim_idle_ms));
+        .claim_idle(Duration::from_millis(args.claim_idle_ms))
+        .priority(priority);
     let mut workers = Vec::with_capacity(args.streams.len());
     for stream in &args.streams {
         // A connection per loop: a blocking read holds its connection.
@@ -297,6 +302,7 @@ async fn backlog_run(args: BacklogWorkerArgs) -> Result<(), String> {
     say(&WorkerMessage::Ready)?;
     let start = from_demo.start(START_TIMEOUT).await?;
     tokio::time::sleep_until(start).await;
+    let round_trips_before = limiter.metrics().round_trips;
 
     let counts = Arc::new(Counts::default());
     let stops: Vec<_> = workers.iter().map(|(_, w)| w.stop_handle()).collect();
@@ -345,6 +351,7 @@ async fn backlog_run(args: BacklogWorkerArgs) -> Result<(), String> {
         }
     };
     let mut report = counts.report(args.index);
+    report.round_trips = limiter.metrics().round_trips - round_trips_before;
     for result in metrics {
         let m = result.map_err(|e| e.to_string())?;
         report.done += m.done;

@@ -3,7 +3,7 @@
 //!
 //! Producers [`push`](Backlog::push) records (each with its cost in the bucket's tokens) onto
 //! a Redis Stream; [`Worker`]s, any number, on any machines, read them through one consumer
-//! group, acquire each record's cost from a shared limiter (any [`Throttle`](crate::Throttle):
+//! group, acquire each record's cost from a shared limiter (any [`Throttle`]:
 //! a [`Limiter`](crate::Limiter), a [`MultiLimiter`](crate::MultiLimiter), or a
 //! [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)), call
 //! the handler, and acknowledge only what the handler finished. A worker that dies loses

@@ -9,10 +9,25 @@
 //!    header, ...), see [`PickLimiter`]; whatever it is, the layers use it as a [`Throttle`];
 //! 2. take a call's cost ([`Throttle::acquire`]), waiting as long as the bucket needs, then
 //!    send;
-//! 3. on 429 or 503, read `Retry-After` (delta seconds or an HTTP date; absent or
-//!    unreadable: [`RetryPolicy::default_pause`]) and pause the limiter for that long plus a
-//!    jitter ([`Throttle::pause`]): the whole fleet stops on it, not only this caller;
-//! 4. take a token again and resend, up to [`RetryPolicy::max_attempts`] sends in all.
+//! 3. read the supplier's own count in the response's rate-limit headers
+//!    ([`read_supplier_count`]: `RateLimit`, `X-RateLimit-Remaining`,
+//!    `x-ratelimit-remaining-requests`, ...) and, when it says less is left than the bucket
+//!    holds, lower the bucket to it ([`Throttle::sync`]; off with
+//!    [`RetryPolicy::read_supplier_count`]);
+//! 4. on 429 or 503, read `Retry-After` (delta seconds or an HTTP date; absent or
+//!    unreadable: `x-ms-retry-after-ms`, else [`RetryPolicy::default_pause`], 1 s) and cut
+//!    the limiter ([`Throttle::cut`]: the whole fleet pauses for that long plus a jitter,
+//!    and its rate drops to 0.7 and climbs back over 30 s, once per episode however many
+//!    replicas saw it; [`RetryPolicy::no_cut`] only pauses, [`Throttle::pause`]);
+//! 5. take a token again and resend, up to [`RetryPolicy::max_attempts`] sends in all.
+//!
+//! Every 429, 503, retry and response passed on after the attempts ran out is counted in the
+//! limiter's [`PushbackMetrics`](crate::PushbackMetrics), with its pauses, cuts and syncs.
+//!
+//! Pair the layers with the default [`Strategy::Reserve`](crate::Strategy::Reserve): a
+//! reserved call looks at the bucket before it is sent
+//! ([`LimiterBuilder::pause_check`](crate::LimiterBuilder::pause_check)), so a pause one
+//! replica sets after a 429 holds back every call the pause covers, reserved or not.
 //!
 //! Requests whose method is not idempotent (POST, PATCH, ...) are not resent unless
 //! [`RetryPolicy::retry_non_idempotent`] says so; neither are requests whose body cannot be
@@ -26,24 +41,28 @@
 #[cfg(feature = "reqwest")]
 mod reqwest;
 mod retry;
+mod supplier;
 #[cfg(feature = "tower")]
 mod tower;
 
 use std::fmt;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use ::http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode};
+use ::http::{Extensions, HeaderMap, Method, StatusCode};
 use redis::aio::ConnectionLike;
 
 use crate::partitioned::PartitionedLimiter;
-use crate::{Limiter, MultiLimiter, Throttle};
+use crate::{HttpEvent, Limiter, MultiLimiter, SupplierCount, Throttle};
 use retry::Step;
 
 #[cfg(feature = "reqwest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 pub use self::reqwest::ThrottleMiddleware;
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use self::tower::{CloneBody, CloneRequest, NeverClone, ThrottleLayer, ThrottleService};
 pub use retry::{is_idempotent, is_pushback, parse_retry_after, RetryPolicy, MAX_PAUSE};
+pub use supplier::read_supplier_count;
 
 /// What a bucket can be chosen by: the parts of an outgoing request that every client has.
 #[derive(Clone, Copy, Debug)]
@@ -197,6 +216,9 @@ struct Run<L> {
     policy: RetryPolicy,
     method: Method,
     attempt: u32,
+    /// Tokens left in the bucket after the last take: a supplier's count at or above it
+    /// cannot lower the bucket, so it costs no round trip.
+    remaining: u64,
 }
 
 impl<L: Throttle> Run<L> {
@@ -206,6 +228,7 @@ impl<L: Throttle> Run<L> {
             policy,
             method,
             attempt: 1,
+            remaining: u64::MAX,
         }
     }
 
@@ -219,37 +242,57 @@ impl<L: Throttle> Run<L> {
     }
 
     /// Takes a token before a send.
-    async fn acquire(&self) -> Result<(), LimiterError> {
-        self.limiter
+    async fn acquire(&mut self) -> Result<(), LimiterError> {
+        let grant = self
+            .limiter
             .acquire()
             .await
-            .map(drop)
-            .map_err(|source| self.error("take a token before sending", source))
+            .map_err(|source| self.error("take a token before sending", source))?;
+        self.remaining = grant.remaining;
+        Ok(())
     }
 
-    /// After a response: pauses the bucket on pushback. `Ok(true)`: send the copy again.
+    /// After a response: passes on what the supplier said (its count, its pushback) to the
+    /// fleet's bucket. `Ok(true)`: send the copy again.
     async fn after(
         &mut self,
         status: StatusCode,
-        retry_after: Option<&HeaderValue>,
+        headers: &HeaderMap,
         has_copy: bool,
     ) -> Result<bool, LimiterError> {
+        let count = if self.policy.reads_supplier_count() {
+            read_supplier_count(headers, SystemTime::now())
+        } else {
+            SupplierCount::default()
+        };
+        let retry_after = headers.get(::http::header::RETRY_AFTER);
         let step = self.policy.after_response(
             status,
             retry_after,
+            count.retry_after,
             self.attempt,
             has_copy,
             SystemTime::now(),
             fastrand::f64(),
         );
         let Step::Pause { pause, retry } = step else {
+            self.sync(&count).await?;
             return Ok(false);
         };
-        let next_token: Duration = self
-            .limiter
-            .pause(pause)
-            .await
-            .map_err(|source| self.error("pause after the supplier's pushback", source))?;
+        self.limiter
+            .count(if status == StatusCode::TOO_MANY_REQUESTS {
+                HttpEvent::Response429
+            } else {
+                HttpEvent::Response503
+            });
+        let next_token = match self.policy.cut_for(pause) {
+            Some(cut) => self.limiter.cut(cut).await.map(|report| report.next),
+            None => self.limiter.pause(pause).await,
+        }
+        .map_err(|source| self.error("pause after the supplier's pushback", source))?;
+        // After the cut, not before: a count of 0 on a 429 would pause the bucket first, and
+        // the cut would then find the episode already paused and not cut.
+        self.sync(&count).await?;
         tracing::debug!(
             status = status.as_u16(),
             retry_after = ?retry_after,
@@ -261,9 +304,33 @@ impl<L: Throttle> Run<L> {
         );
         if retry {
             self.attempt += 1;
+            self.limiter.count(HttpEvent::Retry);
             tracing::debug!(attempt = self.attempt, "sending again");
+        } else {
+            self.limiter.count(HttpEvent::AttemptsRanOut);
         }
         Ok(retry)
+    }
+
+    /// Lowers the bucket to the supplier's count when it says less is left than the bucket
+    /// held after this call's take, or nothing with a reset.
+    async fn sync(&mut self, count: &SupplierCount) -> Result<(), LimiterError> {
+        let says_less = [count.requests, count.tokens]
+            .into_iter()
+            .flatten()
+            .any(|r| r.remaining < self.remaining || (r.remaining == 0 && !r.reset.is_zero()));
+        if !says_less {
+            return Ok(());
+        }
+        let changed = self
+            .limiter
+            .sync(*count)
+            .await
+            .map_err(|source| self.error("lower the bucket to the supplier's count", source))?;
+        tracing::debug!(?count, changed, "the supplier's count");
+        // Once per run: a retry's count is read against the bucket as it is now.
+        self.remaining = u64::MAX;
+        Ok(())
     }
 
     fn error(&self, during: &'static str, source: crate::Error) -> LimiterError {

@@ -1,6 +1,5 @@
 //! The `reqwest-middleware` middleware.
 
-use ::http::header::RETRY_AFTER;
 use ::http::Extensions;
 use ::reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
@@ -102,11 +101,7 @@ async fn send<L: Throttle>(
         run.acquire().await.map_err(middleware_error)?;
         let response = next.clone().run(request, extensions).await?;
         let retry = run
-            .after(
-                response.status(),
-                response.headers().get(RETRY_AFTER),
-                copy.is_some(),
-            )
+            .after(response.status(), response.headers(), copy.is_some())
             .await
             .map_err(middleware_error)?;
         match copy {

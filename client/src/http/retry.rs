@@ -8,6 +8,8 @@ use std::time::{Duration, SystemTime};
 use ::http::{HeaderValue, Method, StatusCode};
 use throttle_bucket::MAX_WAIT_MS;
 
+use crate::Cut;
+
 /// The longest pause the module takes (`THROTTLE.PAUSE`'s limit, 10 years).
 pub const MAX_PAUSE: Duration = Duration::from_millis(MAX_WAIT_MS);
 
@@ -21,8 +23,13 @@ pub const MAX_PAUSE: Duration = Duration::from_millis(MAX_WAIT_MS);
 ///     .max_attempts(5)
 ///     .default_pause(Duration::from_secs(2))
 ///     .max_jitter(Duration::from_millis(200))
-///     .retry_non_idempotent(false);
+///     .retry_non_idempotent(false)
+///     .cut_rate(0.5, Duration::from_secs(60));
 /// assert_eq!(policy.attempts(), 5);
+///
+/// // Pause only, never cut the rate; leave the supplier's rate-limit headers alone.
+/// let plain = RetryPolicy::default().no_cut().read_supplier_count(false);
+/// # let _ = plain;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -30,17 +37,24 @@ pub struct RetryPolicy {
     default_pause: Duration,
     max_jitter: Duration,
     retry_non_idempotent: bool,
+    /// The cut a 429 or 503 makes, with the pause filled in; `None`: pause only.
+    cut: Option<Cut>,
+    read_supplier_count: bool,
 }
 
 impl Default for RetryPolicy {
     /// 3 attempts in all, a pause of 1 s when the supplier gives no usable `Retry-After`,
-    /// up to 100 ms of jitter, idempotent methods only.
+    /// up to 100 ms of jitter, idempotent methods only; every 429 and 503 cuts the fleet's
+    /// rate to 0.7 of what it is, recovering over 30 s ([`Cut`]'s defaults); the supplier's
+    /// rate-limit headers lower the bucket.
     fn default() -> Self {
         RetryPolicy {
             max_attempts: 3,
             default_pause: Duration::from_secs(1),
             max_jitter: Duration::from_millis(100),
             retry_non_idempotent: false,
+            cut: Some(Cut::after(Duration::ZERO)),
+            read_supplier_count: true,
         }
     }
 }
@@ -73,6 +87,42 @@ impl RetryPolicy {
         self
     }
 
+    /// A 429 or 503 cuts the fleet's rate by `factor` (0.01 to 1), climbing back to the
+    /// configured rate over `recovery` without another cut (`THROTTLE.CUT`; once per episode
+    /// however many replicas saw it). The default is 0.7 and 30 s.
+    pub fn cut_rate(mut self, factor: f64, recovery: Duration) -> Self {
+        self.cut = Some(Cut::after(Duration::ZERO).factor(factor).recovery(recovery));
+        self
+    }
+
+    /// A 429 or 503 only pauses the fleet (`THROTTLE.PAUSE`), never cuts its rate.
+    pub fn no_cut(mut self) -> Self {
+        self.cut = None;
+        self
+    }
+
+    /// Whether the supplier's rate-limit headers (`RateLimit`, `X-RateLimit-Remaining`,
+    /// `x-ratelimit-remaining-requests`, ... read by [`read_supplier_count`](super::read_supplier_count))
+    /// lower the bucket to what the supplier says is left (default `true`).
+    pub fn read_supplier_count(mut self, read: bool) -> Self {
+        self.read_supplier_count = read;
+        self
+    }
+
+    /// Whether the supplier's rate-limit headers are read.
+    pub fn reads_supplier_count(&self) -> bool {
+        self.read_supplier_count
+    }
+
+    /// The cut a pushback of `pause` makes (`None`: pause only).
+    pub fn cut_for(&self, pause: Duration) -> Option<Cut> {
+        self.cut.map(|cut| {
+            Cut::after(pause)
+                .factor(f64::from(cut.factor_bp()) / 10_000.0)
+                .recovery(cut.recovery_time())
+        })
+    }
+
     /// Sends in all, the first one included.
     pub fn attempts(&self) -> u32 {
         self.max_attempts
@@ -84,12 +134,16 @@ impl RetryPolicy {
         attempt < self.max_attempts && (self.retry_non_idempotent || is_idempotent(method))
     }
 
-    /// What to do with the response to the `attempt`-th send. `has_copy` says whether the
-    /// adapter kept a copy to send again; `jitter` is a sample in `0..1`.
+    /// What to do with the response to the `attempt`-th send. `asked` is the pause the
+    /// supplier asked for in another header (`x-ms-retry-after-ms`), used when `Retry-After`
+    /// is missing or unreadable; `has_copy` says whether the adapter kept a copy to send
+    /// again; `jitter` is a sample in `0..1`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn after_response(
         &self,
         status: StatusCode,
         retry_after: Option<&HeaderValue>,
+        asked: Option<Duration>,
         attempt: u32,
         has_copy: bool,
         now: SystemTime,
@@ -100,6 +154,7 @@ impl RetryPolicy {
         }
         let retry_after = retry_after
             .and_then(|value| parse_retry_after(value.as_bytes(), now))
+            .or(asked)
             .unwrap_or(self.default_pause);
         let extra = self.max_jitter.mul_f64(jitter.clamp(0.0, 1.0));
         Step::Pause {
@@ -338,6 +393,7 @@ mod tests {
             policy.after_response(
                 StatusCode::from_u16(status).unwrap(),
                 header,
+                None,
                 attempt,
                 has_copy,
                 now,
@@ -367,6 +423,56 @@ mod tests {
     }
 
     #[test]
+    fn retry_after_wins_over_the_suppliers_other_pause_header_which_wins_over_the_default() {
+        let policy = RetryPolicy::default()
+            .default_pause(SECOND * 2)
+            .max_jitter(Duration::ZERO);
+        let now = at(OCT_21);
+        let one = HeaderValue::from_static("1");
+        let garbage = HeaderValue::from_static("soon");
+        let asked = Some(Duration::from_millis(300));
+        let step = |header: Option<&HeaderValue>, asked| {
+            policy.after_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                header,
+                asked,
+                1,
+                true,
+                now,
+                0.0,
+            )
+        };
+        let pause = |ms: u64| Step::Pause {
+            pause: Duration::from_millis(ms),
+            retry: true,
+        };
+        assert_eq!(step(Some(&one), asked), pause(1000));
+        assert_eq!(step(Some(&garbage), asked), pause(300));
+        assert_eq!(step(None, asked), pause(300));
+        assert_eq!(step(None, None), pause(2000));
+    }
+
+    #[test]
+    fn the_default_cut_is_0_7_over_30_s_and_can_be_changed_or_turned_off() {
+        let pause = SECOND * 3;
+        let cut = RetryPolicy::default().cut_for(pause).unwrap();
+        assert_eq!(
+            (cut.pause(), cut.factor_bp(), cut.recovery_time()),
+            (pause, 7_000, SECOND * 30)
+        );
+        let cut = RetryPolicy::default()
+            .cut_rate(0.5, SECOND * 60)
+            .cut_for(pause)
+            .unwrap();
+        assert_eq!((cut.factor_bp(), cut.recovery_time()), (5_000, SECOND * 60));
+        assert_eq!(RetryPolicy::default().no_cut().cut_for(pause), None);
+        assert!(RetryPolicy::default().reads_supplier_count());
+        assert!(!RetryPolicy::default()
+            .read_supplier_count(false)
+            .reads_supplier_count());
+    }
+
+    #[test]
     fn huge_pauses_stay_within_the_modules_limit() {
         let policy = RetryPolicy::default().max_jitter(SECOND);
         let huge = HeaderValue::from_static("99999999999999");
@@ -374,6 +480,7 @@ mod tests {
             policy.after_response(
                 StatusCode::TOO_MANY_REQUESTS,
                 Some(&huge),
+                None,
                 1,
                 true,
                 at(OCT_21),
@@ -390,6 +497,7 @@ mod tests {
         assert_eq!(
             policy.after_response(
                 StatusCode::TOO_MANY_REQUESTS,
+                None,
                 None,
                 1,
                 true,

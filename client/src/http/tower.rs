@@ -4,7 +4,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use ::http::header::RETRY_AFTER;
 use ::http::{Request, Response};
 use ::tower::{Layer, Service};
 use tracing::Instrument;
@@ -216,9 +215,8 @@ where
         }
         let response = inner.call(request).await.map_err(Into::into)?;
         ready = false;
-        let retry_after = response.headers().get(RETRY_AFTER);
         let retry = run
-            .after(response.status(), retry_after, copy.is_some())
+            .after(response.status(), response.headers(), copy.is_some())
             .await?;
         match copy {
             Some(copy) if retry => request = copy,

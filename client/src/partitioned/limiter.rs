@@ -24,8 +24,11 @@ use super::wire;
 use crate::grant::Receipt;
 use crate::metrics::Metrics;
 use crate::{
-    BucketState, Demand, Error, Grant, MetricsSnapshot, Priority, QuotaError, Throttle, TryAcquire,
+    BucketState, Cut, CutReport, Demand, Error, Grant, HttpEvent, MetricsSnapshot, Priority,
+    QuotaError, Settled, SupplierCount, Throttle, TryAcquire,
 };
+
+mod pushback;
 
 /// How long a caller with nothing to wait for (no partition held) sleeps before looking again,
 /// unless a lease arrives first.
@@ -625,6 +628,26 @@ where
 
     fn peek(&self) -> impl Future<Output = Result<BucketState, Error>> + Send {
         PartitionedLimiter::peek(self)
+    }
+
+    fn cut(&self, cut: Cut) -> impl Future<Output = Result<CutReport, Error>> + Send {
+        PartitionedLimiter::cut(self, cut)
+    }
+
+    fn sync(&self, count: SupplierCount) -> impl Future<Output = Result<bool, Error>> + Send {
+        PartitionedLimiter::sync(self, count)
+    }
+
+    fn settle(
+        &self,
+        grant: Grant,
+        actual: u64,
+    ) -> impl Future<Output = Result<Settled, Error>> + Send {
+        PartitionedLimiter::settle(self, grant, actual)
+    }
+
+    fn count(&self, event: HttpEvent) {
+        self.inner.core.metrics.event(event.into());
     }
 
     fn metrics(&self) -> MetricsSnapshot {

@@ -2,7 +2,7 @@
 //! arithmetic, time as an argument) and the instant its lease stops being usable. Pure: the
 //! caller passes the monotonic clock in, in ns since an origin of its choice.
 
-use throttle_bucket::{give, peek, take, GiveArgs, Quota, State, TakeArgs};
+use throttle_bucket::{debit, give, peek, take, DebitArgs, GiveArgs, Quota, State, TakeArgs};
 
 /// When a held partition may be spent, and how much of it is left.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -209,6 +209,32 @@ impl Shares {
         outcome.given
     }
 
+    /// Takes `tokens` more at `now_ns`, into debt if need be (THROTTLE.DEBIT's rule), from
+    /// partition `index`, or, if this process no longer holds it, from the first partition it
+    /// holds. Returns the tokens taken (0 when it holds none: the extra leaves with the lease;
+    /// or when the debt would pass THROTTLE.DEBIT's limit).
+    pub(super) fn debit(&mut self, quota: &Quota, index: u32, tokens: u64, now_ns: i64) -> u64 {
+        let at = self.held.iter().position(|h| h.index == index).unwrap_or(0);
+        let Some(h) = self.held.get_mut(at) else {
+            return 0;
+        };
+        let args = DebitArgs {
+            quota: *quota,
+            tokens,
+        };
+        // Refused only past 20 years of debt: then nothing more is taken.
+        let write = debit(&args, Some(State::plain(h.tat_ns)), now_ns)
+            .ok()
+            .and_then(|outcome| outcome.write);
+        match write.and_then(|w| w.tat()) {
+            Some(tat) => {
+                h.tat_ns = tat;
+                tokens
+            }
+            None => 0,
+        }
+    }
+
     /// The usable partitions at `now_ns`: whole tokens in them together, and the longest
     /// until one is full again (ns).
     pub(super) fn view(&self, quota: &Quota, now_ns: i64) -> (u64, i64) {
@@ -241,6 +267,24 @@ mod tests {
             Take::Granted { index, .. } => index,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_debit_goes_into_debt_on_the_partition_that_served_or_the_first_held() {
+        let q = quota();
+        let mut shares = Shares::default();
+        shares.add(&q, Held::new(&q, 4, 0, 10_000 * MS, false));
+        shares.add(&q, Held::new(&q, 7, 0, 10_000 * MS, false));
+        // Both start empty (full at 200 ms); at 1 s both are full.
+        assert_eq!(shares.debit(&q, 7, 3, 1_000 * MS), 3);
+        // Partition 7 owes 3 tokens: 100 ms beyond now (3 taken from 2).
+        assert_eq!(shares.view(&q, 1_000 * MS), (2, 300 * MS));
+        assert_eq!(
+            shares.debit(&q, 9, 1, 1_000 * MS),
+            1,
+            "not held: the first held pays"
+        );
+        assert_eq!(Shares::default().debit(&q, 4, 1, 0), 0);
     }
 
     #[test]

@@ -1,28 +1,4 @@
-//! The THROTTLE commands, pure: what each one's arguments are (read from the words a client
-//! sends, and written by the client), what it does to a bucket, what it replies, and how the
-//! server documents it. The module, the client and the tests all use these definitions.
-//!
-//! Nothing here reads a clock, touches Redis or allocates per call on the server's path: the
-//! caller passes the current time in, together with the stored state, and gets back what to
-//! reply and what (if anything) to write. That keeps every rule testable as a table of explicit
-//! instants.
-//!
-//! The model is GCRA ("generic cell rate algorithm"): the state is the instant at which the
-//! bucket will be full again (the theoretical arrival time, `tat`). Taking `n` tokens moves it
-//! `n * interval` later, where `interval` is the time one token takes to refill. A missing key
-//! is a full bucket, so idle buckets cost no memory.
-//!
-//! A congested supplier's pushback changes the bucket for the whole fleet: a pause marks it
-//! (no call may be sent before it ends, reserved ones included), a cut makes each token cost
-//! more time for a while, and the supplier's own count lowers it. Both are kept with the
-//! state only while they are in effect; a bucket never paused or cut runs the arithmetic
-//! and stores the 8 bytes it always did.
-//!
-//! One file per command (`take`, `mtake`, `pause`, `give`, `peek`, `cut`, `sync`, `debit`),
-//! each with its arguments, arithmetic, reply and [`Spec`], on the shared model in `gcra`, the
-//! quota in `quota`, the stored state in `state`, the pause's announcement channel in
-//! `channel` and the limits in `limits`.
-
+#![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

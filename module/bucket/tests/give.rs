@@ -1,4 +1,5 @@
-//! THROTTLE.GIVE as tables of explicit instants: the x/time/rate `Reservation.Cancel` rule.
+//! THROTTLE.GIVE as tables of explicit instants: a take's tokens come back only if nothing was
+//! taken after it, and never beyond a full bucket.
 
 use throttle_bucket::{give, take, GiveArgs, Outcome, State, TakeArgs, Write};
 

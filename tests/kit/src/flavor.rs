@@ -5,7 +5,8 @@ use std::fmt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// A server the module must run on (DESIGN.md, "Servers it must run on").
+/// A server the module must run on: [`per_server!`](crate::per_server) runs a test on each
+/// of the four.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Flavor {
     /// Redis 7.0, Debian's `redis-server` package.

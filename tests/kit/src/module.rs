@@ -16,7 +16,7 @@ pub fn module_path() -> PathBuf {
     try_module_path().unwrap_or_else(|why| panic!("{why}"))
 }
 
-/// [`module_path`], with the reason (and what to run) as an error instead of a panic.
+/// [`module_path()`], with the reason (and what to run) as an error instead of a panic.
 pub fn try_module_path() -> Result<PathBuf, String> {
     if let Some(path) = std::env::var_os("THROTTLE_MODULE").filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);

@@ -4,6 +4,7 @@
 
 pub mod chart_series;
 pub mod prose;
+pub mod pushback;
 pub mod summary;
 pub mod table;
 pub mod text;

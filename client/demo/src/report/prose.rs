@@ -69,13 +69,30 @@ fn pause_story(summary: &Summary) -> Vec<String> {
     let (Some(first), Some(pauses @ 1..)) = (shared.first_429_s, shared.pauses) else {
         return lines;
     };
-    let retry_after = shared.first_retry_after_s.unwrap_or_default();
+    // Without Retry-After (nginx) the replicas pause for 1 s.
+    let retry_after = shared.first_retry_after_s.unwrap_or(1);
     let interval = summary.token_interval_ms;
+    let pushback = summary.pushback.as_ref();
+    let cut = pushback.is_some_and(|p| p.cut);
     lines.push(format!(
-        "The API's first 429 came at {first:.3} s with Retry-After: {retry_after}. The replica \
-         that got it paused the shared bucket for it (THROTTLE.PAUSE {} ms), which stops \
-         every replica on that key, not just itself; {pauses} pause{} in all.",
+        "The API's first 429 came at {first:.3} s {}. The replica that got it paused the \
+         shared bucket for it ({} {} ms{}), which stops every replica on that key, not just \
+         itself; {pauses} pause{} in all.",
+        match shared.first_retry_after_s {
+            Some(ra) => format!("with Retry-After: {ra}"),
+            None => "without Retry-After (the replicas then pause 1 s)".to_owned(),
+        },
+        if cut {
+            "THROTTLE.CUT"
+        } else {
+            "THROTTLE.PAUSE"
+        },
         retry_after * 1000,
+        if cut {
+            ", and cut its rate to 0.7, climbing back over the recovery time"
+        } else {
+            ""
+        },
         if pauses == 1 { "" } else { "s" }
     ));
     let held = shared.arrivals_in_first_pause.unwrap_or_default();
@@ -92,6 +109,17 @@ fn pause_story(summary: &Summary) -> Vec<String> {
                     1 => "1 call".to_owned(),
                     n => format!("{n} calls"),
                 }
+            ));
+        }
+        StrategyArg::Reserve if pushback.is_some_and(|p| p.pause_check) => {
+            let checked = pushback.map_or(0, |p| p.held_by_pause);
+            lines.push(format!(
+                "With --strategy reserve every call reserved its slot at the start; each looked \
+                 at the bucket after its sleep (the pause check, one PEEK), so {checked} \
+                 reserved call{} the pause covered {} held back and reserved again after it, \
+                 and {held} reached the API during it (--no-pause-check shows the difference).",
+                if checked == 1 { "" } else { "s" },
+                if checked == 1 { "was" } else { "were" },
             ));
         }
         StrategyArg::Reserve => {
@@ -140,8 +168,9 @@ fn pause_story(summary: &Summary) -> Vec<String> {
     }
     if let Some(pauses @ 1..) = shared.predicted_pauses {
         lines.push(format!(
-            "On an ideal machine, obeying each 429: {} refused, {pauses} pause{}, the last call \
-             at {:.3} s (the ideal above, with the pauses).",
+            "On an ideal machine, obeying each 429 with a pause only (no cut, no pause check): \
+             {} refused, {pauses} pause{}, the last call at {:.3} s (the ideal above, with the \
+             pauses).",
             shared.predicted_refused,
             if pauses == 1 { "" } else { "s" },
             shared.ideal_total_s

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::cli::{BackendArg, Phase, RunArgs, StrategyArg, MAX_ATTEMPTS};
 use crate::limit::UpstreamMode;
+use crate::report::pushback::{pushback, PushbackReport};
 use crate::scenario::{Outcome, PhaseOutcome};
 use crate::theory;
 use crate::wire::replica_of;
@@ -21,6 +22,8 @@ pub struct Summary {
     pub rate: f64,
     pub quota: u32,
     pub upstream_mode: UpstreamMode,
+    /// The upstream's 429 carries `Retry-After`.
+    pub retry_after: bool,
     pub strategy: StrategyArg,
     /// The strategy was not given: reserve, or poll against a window (see `RunArgs::strategy`).
     pub strategy_defaulted: bool,
@@ -43,6 +46,11 @@ pub struct Summary {
     pub fit_reason: String,
     pub fit_example: Option<(u64, u64)>,
     pub phases: Vec<PhaseReport>,
+    /// The bucket phase second by second, and issue 19's figures.
+    pub pushback: Option<PushbackReport>,
+    /// Whether the report shows it (a sustained run, another application, the supplier's
+    /// count, or a 429 in the bucket phase).
+    pub show_pushback: bool,
     pub chart: Option<String>,
 }
 
@@ -144,7 +152,16 @@ pub fn summarize(
     outcome: &Outcome,
     chart: Option<String>,
 ) -> Summary {
-    let calls = args.total_calls();
+    let bucket = outcome.phases.iter().find(|p| p.phase == Phase::Bucket);
+    let calls = match args.duration {
+        Some(_) => bucket.map_or(0, |p| p.records.len() as u64),
+        None => args.total_calls(),
+    };
+    let pushback = bucket.and_then(|p| pushback(args, p));
+    let show_pushback = args.duration.is_some()
+        || args.other_app.is_some()
+        || args.supplier_headers
+        || pushback.as_ref().is_some_and(|p| p.fleet_refused > 0);
     let fit = theory::fit(args.upstream_mode, args.quota, args.capacity, args.rate);
     Summary {
         replicas: args.replicas,
@@ -154,6 +171,7 @@ pub fn summarize(
         rate: args.rate,
         quota: args.quota,
         upstream_mode: args.upstream_mode,
+        retry_after: !args.no_retry_after,
         strategy: args.strategy(),
         strategy_defaulted: args.strategy.is_none(),
         backend_requested: args.backend,
@@ -176,12 +194,14 @@ pub fn summarize(
             .iter()
             .map(|p| phase_report(args, interval, p))
             .collect(),
+        pushback,
+        show_pushback,
         chart,
     }
 }
 
 fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> PhaseReport {
-    let calls = args.total_calls();
+    let calls = outcome.records.len() as u64;
     let obeyed =
         (outcome.phase == Phase::Bucket).then(|| theory::ideal_bucket_phase(args, interval));
     let arrival_span = outcome
@@ -256,7 +276,8 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
     let first_pause_ends = first_429.map(|a| {
         (
             a.at,
-            a.at + Duration::from_secs(a.retry_after_s.unwrap_or_default()),
+            // Without Retry-After the replicas pause 1 s.
+            a.at + Duration::from_secs(a.retry_after_s.unwrap_or(1)),
         )
     });
     let (arrivals_in_first_pause, refused_after_first_pause) =
@@ -276,9 +297,12 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
     let attempts = outcome.records.iter().flat_map(|r| &r.attempts);
     let pause_records: Vec<_> = attempts.clone().filter_map(|a| a.pause.as_ref()).collect();
     // A pause that takes effect puts the next token exactly `asked` away; one the bucket
-    // absorbs leaves it where it was, further out.
-    let pauses_absorbed = pause_records
-        .iter()
+    // absorbs leaves it where it was, further out. A cut that cut the rate set the pause
+    // itself (its next token may come a cut interval later): never absorbed.
+    let pauses_absorbed = attempts
+        .clone()
+        .filter(|a| a.cut != Some(true))
+        .filter_map(|a| a.pause.as_ref())
         .filter(|p| p.next_token_ms.is_some_and(|next| next > p.asked_ms))
         .count() as u64;
     let pause_windows = merge(

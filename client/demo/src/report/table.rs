@@ -109,8 +109,9 @@ fn pause_rows(out: &mut String, row: &Row<'_>) {
         p.first_429_s,
         p.first_retry_after_s,
     ) {
-        (Phase::Bucket, Some(at), Some(ra)) => {
-            format!("{at:.3} s to {:.3} s", at + ra as f64)
+        // Without Retry-After the replicas pause 1 s.
+        (Phase::Bucket, Some(at), ra) => {
+            format!("{at:.3} s to {:.3} s", at + ra.unwrap_or(1) as f64)
         }
         _ => "-".to_owned(),
     });

@@ -3,20 +3,36 @@
 
 use std::fmt::Write;
 
-use crate::cli::StrategyArg;
+use crate::cli::{Phase, RunArgs, StrategyArg};
 use crate::report::summary::Summary;
-use crate::report::{prose, table};
+use crate::report::{prose, pushback, table};
 use crate::theory::num;
 
-pub fn text(summary: &Summary) -> String {
+pub fn text(summary: &Summary, args: &RunArgs) -> String {
     let mut out = String::new();
     setup(&mut out, summary);
-    table::render(&mut out, summary);
-    for line in prose::explanations(summary)
-        .into_iter()
-        .chain(prose::comparison(summary))
-    {
-        let _ = writeln!(out, "{line}");
+    // A sustained run has no burst to explain: its story is the per-second table.
+    if args.duration.is_none() {
+        table::render(&mut out, summary);
+        for line in prose::explanations(summary)
+            .into_iter()
+            .chain(prose::comparison(summary))
+        {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    if let (true, Some(report), Some(phase)) = (
+        summary.show_pushback,
+        &summary.pushback,
+        summary.phases.iter().find(|p| p.phase == Phase::Bucket),
+    ) {
+        let served = pushback::Served {
+            calls: phase.calls,
+            refused: phase.refused,
+            unserved: phase.unserved,
+            total_s: phase.total_s,
+        };
+        pushback::render(&mut out, report, served, args);
     }
     for phase in &summary.phases {
         for sample in &phase.error_samples {
@@ -33,9 +49,14 @@ pub fn text(summary: &Summary) -> String {
 fn setup(out: &mut String, summary: &Summary) {
     let _ = writeln!(
         out,
-        "\nupstream:      mock API on {}, {} (429 with Retry-After above it)",
+        "\nupstream:      mock API on {}, {} (429 {} above it)",
         summary.upstream,
-        summary.upstream_mode.rule(summary.quota)
+        summary.upstream_mode.rule(summary.quota),
+        if summary.retry_after {
+            "with Retry-After"
+        } else {
+            "without Retry-After, as nginx's limit_req"
+        }
     );
     let _ = writeln!(
         out,

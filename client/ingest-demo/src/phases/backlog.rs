@@ -2,6 +2,7 @@
 //! the bucket's prediction is read from their stats before any worker starts, and the workers
 //! drain both through one shared bucket; in phase 3 one of them is SIGKILLed mid-run. Four
 //! jobs, a function each: fill the queues, predict the finish, drain (and kill), tally.
+//! Phase 4 (`priority`) fills and drains its queues with the same functions.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -117,37 +118,60 @@ pub struct BacklogSummary {
 }
 
 /// A backlog phase's names and knobs.
-struct Plan {
+pub(super) struct Plan {
     phase: &'static str,
-    title: &'static str,
+    pub(super) title: &'static str,
     /// Kill a worker mid-run (phase 3).
     kill: bool,
-    key: String,
+    pub(super) key: String,
     streams: [String; 2],
     claim_idle: Duration,
     /// The shared bucket's burst: the database's, less the margin.
-    capacity: u64,
+    pub(super) capacity: u64,
+    /// The workers take at bulk priority, leaving this floor (phase 4).
+    pub(super) floor: Option<u64>,
 }
 
 impl Plan {
     fn new(env: &Env<'_>, kill: bool) -> Plan {
-        let (phase, title, n) = if kill {
-            ("kill", "phase 3: backlog, a worker SIGKILLed mid-run", 3)
+        let (phase, title, base) = if kill {
+            ("kill", "phase 3: backlog, a worker SIGKILLed mid-run", "p3")
         } else {
-            ("backlog", "phase 2: backlog", 2)
+            ("backlog", "phase 2: backlog", "p2")
         };
-        let base = format!("ingest-demo:{}:p{n}", env.run_id);
+        Plan {
+            kill,
+            ..Plan::named(env, phase, title, base)
+        }
+    }
+
+    /// A plan with its own keys (`base` in them), no kill, no floor.
+    pub(super) fn named(
+        env: &Env<'_>,
+        phase: &'static str,
+        title: &'static str,
+        base: &str,
+    ) -> Plan {
+        let base = format!("ingest-demo:{}:{base}", env.run_id);
         Plan {
             phase,
             title,
-            kill,
+            kill: false,
             key: format!("{base}:bucket"),
             streams: [format!("{base}:A"), format!("{base}:B")],
             claim_idle: Duration::from_millis(env.args.claim_idle_ms),
             capacity: CAPACITY_RU
                 .saturating_sub(env.args.margin_ru)
                 .max(RU_PER_WRITE),
+            floor: None,
         }
+    }
+
+    /// Every worker's command line.
+    pub(super) fn worker_arg_lists(&self, env: &Env<'_>) -> Vec<Vec<String>> {
+        (0..env.args.workers)
+            .map(|index| self.worker_args(env, index))
+            .collect()
     }
 
     /// Worker `index`'s command line.
@@ -165,18 +189,19 @@ impl Plan {
             format!("--batch={BATCH}"),
         ];
         args.extend(self.streams.iter().map(|s| format!("--stream={s}")));
+        args.extend(self.floor.map(|f| format!("--floor={f}")));
         args
     }
 }
 
 /// The two queues, filled.
-struct Queues {
+pub(super) struct Queues {
     conn: ConnectionManager,
     backlogs: [Backlog<ConnectionManager>; 2],
     /// Records pushed into queue A and queue B.
     sizes: [u64; 2],
     /// Every record's document id.
-    pushed: HashSet<String>,
+    pub(super) pushed: HashSet<String>,
 }
 
 /// What the shared bucket says about the queues before the start.
@@ -188,29 +213,28 @@ struct Prediction {
 }
 
 /// The queues drained: when, and the kill if there was one.
-struct Drained {
-    start: Instant,
+pub(super) struct Drained {
+    pub(super) start: Instant,
     drained_at: Instant,
     /// When the worker was killed, the records stored by then, and those it held.
     killed: Option<(Instant, u64, u64)>,
-    reports: Vec<WorkerReport>,
+    pub(super) reports: Vec<WorkerReport>,
 }
 
 pub async fn backlog_phase(env: &Env<'_>, kill: bool) -> Result<BacklogSummary, String> {
     env.quiet().await;
     let plan = Plan::new(env, kill);
-    let arg_lists = (0..env.args.workers)
-        .map(|index| plan.worker_args(env, index))
-        .collect();
-    let workers = Workers::spawn(arg_lists).await?;
+    let mut workers = Workers::spawn(plan.worker_arg_lists(env)).await?;
     let queues = fill_queues(env, &plan).await?;
     let prediction = predict(env, &plan, &queues).await?;
-    let drained = drain(env, &plan, &queues, &prediction, workers).await?;
+    let start = workers.start().await?;
+    let deadline = start + prediction.predicted * 3 + Duration::from_secs(30);
+    let drained = drain(env, &plan, &queues, (start, deadline), workers).await?;
     tally(env, &plan, &queues, prediction, drained).await
 }
 
 /// The API: two kinds of record, a queue each (the document's queues A and B).
-async fn fill_queues(env: &Env<'_>, plan: &Plan) -> Result<Queues, String> {
+pub(super) async fn fill_queues(env: &Env<'_>, plan: &Plan) -> Result<Queues, String> {
     let conn = connect(env.redis_url).await?;
     let backlogs = [
         Backlog::new(conn.clone(), plan.streams[0].as_str(), GROUP),
@@ -281,20 +305,18 @@ async fn predict(env: &Env<'_>, plan: &Plan, queues: &Queues) -> Result<Predicti
     })
 }
 
-/// Starts the workers, watches the database and the queues until both queues are empty
-/// (killing worker 0 once `KILL_AT` of the records are stored, in phase 3), then stops the
-/// workers and takes their reports.
-async fn drain(
+/// Watches the database and the queues, from the workers' `start` until both queues are
+/// empty (killing worker 0 once `KILL_AT` of the records are stored, in phase 3) or the
+/// `deadline` passes (an error), then stops the workers and takes their reports.
+pub(super) async fn drain(
     env: &Env<'_>,
     plan: &Plan,
     queues: &Queues,
-    prediction: &Prediction,
+    (start, deadline): (Instant, Instant),
     mut workers: Workers,
 ) -> Result<Drained, String> {
     let title = plan.title;
     let records = env.records();
-    let start = workers.start().await?;
-    let deadline = start + prediction.predicted * 3 + Duration::from_secs(30);
     let mut killed = None;
     let drained_at;
     loop {

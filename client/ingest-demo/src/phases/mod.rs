@@ -1,8 +1,12 @@
-//! The three phases against one mock database: retry on error (`retry`), the backlog, and
-//! the backlog with a worker SIGKILLed mid-run (both `backlog`). Each starts with the
-//! database's bucket full and ends with its numbers measured by the database itself.
+//! The four phases against one mock database: retry on error (`retry`), the backlog, the
+//! backlog with a worker SIGKILLed mid-run (both `backlog`), and the backlog at bulk
+//! priority beside interactive queries (`priority`, its queries in `interactive`). Each
+//! starts with the database's bucket full and ends with its numbers measured by the
+//! database itself.
 
 pub mod backlog;
+pub mod interactive;
+pub mod priority;
 mod queues;
 pub mod retry;
 mod workers;

@@ -14,15 +14,18 @@ use tracing::field::Empty;
 use tracing::Instrument;
 
 use crate::backend::{Call, Dispatch};
+use crate::bulk_turn::BulkTurn;
 use crate::grant::Receipt;
-use crate::metrics::Metrics;
+use crate::metrics::{Event, Metrics};
 use crate::policy::Policy;
 use crate::reply::{self, TakeReply};
 use crate::waiting::{self, record, Held};
 use crate::{
-    Backend, BucketState, Demand, Error, Grant, MetricsSnapshot, Priority, Quota, Strategy,
-    Throttle, TryAcquire,
+    Backend, BucketState, Cut, CutReport, Demand, Error, Grant, HttpEvent, MetricsSnapshot,
+    Priority, Quota, Settled, Strategy, SupplierCount, SupplierUnit, Throttle, TryAcquire,
 };
+
+mod pushback;
 
 /// A shared token bucket in Redis: a key and a [`Quota`], over a redis-rs async connection.
 ///
@@ -100,6 +103,9 @@ struct Shared {
     strategy: Strategy,
     dispatch: Dispatch,
     metrics: Metrics,
+    unit: SupplierUnit,
+    check_pause: bool,
+    bulk_turn: BulkTurn,
 }
 
 impl<C: Clone> Clone for Limiter<C> {
@@ -151,6 +157,8 @@ pub struct LimiterBuilder {
     strategy: Strategy,
     backend: Backend,
     name: Option<String>,
+    unit: SupplierUnit,
+    check_pause: bool,
 }
 
 impl LimiterBuilder {
@@ -181,6 +189,23 @@ impl LimiterBuilder {
         self
     }
 
+    /// Which of the supplier's counts the bucket is in, for [`Limiter::sync`] (default
+    /// [`SupplierUnit::Calls`]).
+    pub fn supplier_unit(mut self, unit: SupplierUnit) -> Self {
+        self.unit = unit;
+        self
+    }
+
+    /// Whether a reserved call looks at the bucket before it is sent (default `true`): one
+    /// `THROTTLE.PEEK` after the sleep, so that a pause another replica set while it slept
+    /// holds it back (it acquires again after the pause) instead of letting it reach a
+    /// supplier that asked for quiet. A call granted without a sleep sends at once. Turn it off
+    /// to save the round trip where nothing pauses the bucket.
+    pub fn pause_check(mut self, check: bool) -> Self {
+        self.check_pause = check;
+        self
+    }
+
     /// Builds the limiter over `conn`. Fails with [`Error::InvalidQuota`] if the cost is
     /// above the capacity. Makes no round trip: a missing server or module shows up at the
     /// first call.
@@ -197,6 +222,9 @@ impl LimiterBuilder {
                 cost: self.cost,
                 strategy: self.strategy,
                 dispatch: Dispatch::new(self.backend),
+                unit: self.unit,
+                check_pause: self.check_pause,
+                bulk_turn: BulkTurn::default(),
             }),
         })
     }
@@ -213,6 +241,8 @@ impl Limiter<()> {
             strategy: Strategy::default(),
             backend: Backend::default(),
             name: None,
+            unit: SupplierUnit::default(),
+            check_pause: true,
         }
     }
 }
@@ -306,29 +336,46 @@ where
     /// Takes what `demand` asks for: its tokens (the cost unless it says), within its
     /// deadline, at its priority. A [`Priority::Bulk`] call takes only while its floor stays in
     /// the bucket (`THROTTLE.TAKE ... FLOOR`) and never reserves: refused, it sleeps the exact
-    /// time the server names and takes again.
+    /// time the server names and takes again; the bulk calls of a limiter and its clones take
+    /// turns, so that they do not wake together to the same tokens.
     pub async fn acquire_with(&self, demand: Demand) -> Result<Grant, Error> {
         let tokens = demand.tokens.unwrap_or(self.shared.cost);
         let floor = self.floor(tokens, demand.priority);
         let span = self.span("acquire", tokens, demand.deadline);
-        let mut policy = Policy::new(self.shared.strategy, demand.deadline);
-        if floor.is_some() {
-            policy = policy.floored();
-        }
+        let (policy, turn) = match floor {
+            None => (Policy::new(self.shared.strategy, demand.deadline), None),
+            Some(_) => {
+                let turn = self
+                    .shared
+                    .bulk_turn
+                    .take(demand.deadline)
+                    .await
+                    .inspect_err(|_| {
+                        self.shared.metrics.gave_up();
+                    })?;
+                (
+                    Policy::new(self.shared.strategy, turn.deadline).floored(),
+                    Some(turn),
+                )
+            }
+        };
+        let in_line = turn.as_ref().map_or(Duration::ZERO, |t| t.waited);
         let outcome = waiting::run(
             policy,
             &self.shared.metrics,
             |max_wait_ms| self.checked_take(tokens, max_wait_ms, floor),
             |reply| Refund::new(self, tokens, reply.ticket),
+            || self.pause_check(),
         )
         .instrument(span)
         .await?;
+        drop(turn);
         Ok(Grant {
             remaining: outcome.reply.remaining,
             round_trips: outcome.round_trips,
             ..Grant::new(
                 tokens,
-                outcome.waited,
+                outcome.waited + in_line,
                 outcome.slept,
                 Receipt::Tickets(vec![outcome.reply.ticket]),
             )
@@ -421,7 +468,8 @@ where
     /// from that one token, with no burst. A pause never shortens a longer pause or the
     /// bucket's debt, so every replica that saw the 429 may call it. Returns how long until
     /// the next token (at least `retry_after`). Reservations granted before the pause keep
-    /// their times.
+    /// their times, but a reserved call looks before it is sent (see
+    /// [`LimiterBuilder::pause_check`]) and waits out a pause that covers it.
     pub async fn pause(&self, retry_after: Duration) -> Result<Duration, Error> {
         let ms = pause_ms(retry_after);
         self.shared.metrics.paused();
@@ -433,6 +481,9 @@ where
         let value = self.send(Command::Pause, args.words()).await?;
         let next = reply::integer(&value, Command::Pause)
             .map_err(|reply| Error::UnexpectedReply { reply })?;
+        if next > ms {
+            self.shared.metrics.event(Event::PauseUnchanged);
+        }
         Ok(Duration::from_millis(next))
     }
 
@@ -637,6 +688,26 @@ where
 
     fn peek(&self) -> impl Future<Output = Result<BucketState, Error>> + Send {
         Limiter::peek(self)
+    }
+
+    fn cut(&self, cut: Cut) -> impl Future<Output = Result<CutReport, Error>> + Send {
+        Limiter::cut(self, cut)
+    }
+
+    fn sync(&self, count: SupplierCount) -> impl Future<Output = Result<bool, Error>> + Send {
+        Limiter::sync(self, count)
+    }
+
+    fn settle(
+        &self,
+        grant: Grant,
+        actual: u64,
+    ) -> impl Future<Output = Result<Settled, Error>> + Send {
+        Limiter::settle(self, grant, actual)
+    }
+
+    fn count(&self, event: HttpEvent) {
+        self.shared.metrics.event(event.into());
     }
 
     fn metrics(&self) -> MetricsSnapshot {

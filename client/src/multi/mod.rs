@@ -14,15 +14,18 @@ use tracing::field::Empty;
 use tracing::Instrument;
 
 use crate::backend::{Call, Dispatch};
+use crate::bulk_turn::BulkTurn;
 use crate::grant::Receipt;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
 use crate::reply::{self, MTakeTickets};
 use crate::waiting::{self, record, Held};
 use crate::{
-    Backend, BucketState, Demand, Error, Grant, MetricsSnapshot, Priority, Quota, QuotaError,
-    Strategy, Throttle, TryAcquire,
+    Backend, BucketState, Cut, CutReport, Demand, Error, Grant, HttpEvent, MetricsSnapshot,
+    Priority, Quota, QuotaError, Settled, Strategy, SupplierCount, Throttle, TryAcquire,
 };
+
+mod pushback;
 
 /// Several limits at once, all or nothing: suppliers publish more than one (10 per second
 /// and 500 per minute; a per-workflow share and the supplier's global quota; requests and
@@ -73,6 +76,8 @@ struct Shared {
     strategy: Strategy,
     dispatch: Dispatch,
     metrics: Metrics,
+    check_pause: bool,
+    bulk_turn: BulkTurn,
 }
 
 /// What a call takes from one limit.
@@ -126,6 +131,7 @@ pub struct MultiLimiterBuilder {
     strategy: Strategy,
     backend: Backend,
     name: Option<String>,
+    check_pause: bool,
 }
 
 impl MultiLimiterBuilder {
@@ -167,6 +173,14 @@ impl MultiLimiterBuilder {
         self
     }
 
+    /// Whether a reserved call looks at every bucket before it is sent (default `true`; one
+    /// `THROTTLE.PEEK` per bucket after the sleep), as
+    /// [`LimiterBuilder::pause_check`](crate::LimiterBuilder::pause_check) says.
+    pub fn pause_check(mut self, check: bool) -> Self {
+        self.check_pause = check;
+        self
+    }
+
     /// Builds the limiter over `conn`: 1 to 16 limits on distinct keys, each cost at most its
     /// capacity, or [`Error::InvalidQuota`]. Makes no round trip.
     pub fn build<C>(self, conn: C) -> Result<MultiLimiter<C>, Error> {
@@ -204,6 +218,8 @@ impl MultiLimiterBuilder {
                 cost: self.cost,
                 strategy: self.strategy,
                 dispatch: Dispatch::new(self.backend),
+                check_pause: self.check_pause,
+                bulk_turn: BulkTurn::default(),
             }),
         })
     }
@@ -229,6 +245,7 @@ impl MultiLimiter<()> {
             strategy: Strategy::default(),
             backend: Backend::default(),
             name: None,
+            check_pause: true,
         }
     }
 }
@@ -316,10 +333,22 @@ where
         let tokens = demand.tokens.unwrap_or(self.shared.cost);
         let limits = self.counted(self.limits_for(tokens, demand.priority))?;
         let span = self.span("acquire", tokens, demand.deadline);
-        let mut policy = Policy::new(self.shared.strategy, demand.deadline);
-        if demand.priority != Priority::Interactive {
-            policy = policy.floored();
-        }
+        // Bulk calls take turns, as a `Limiter`'s do.
+        let (policy, turn) = if demand.priority == Priority::Interactive {
+            (Policy::new(self.shared.strategy, demand.deadline), None)
+        } else {
+            let turn = self
+                .shared
+                .bulk_turn
+                .take(demand.deadline)
+                .await
+                .inspect_err(|_| self.shared.metrics.gave_up())?;
+            (
+                Policy::new(self.shared.strategy, turn.deadline).floored(),
+                Some(turn),
+            )
+        };
+        let in_line = turn.as_ref().map_or(Duration::ZERO, |t| t.waited);
         let outcome = waiting::run(
             policy,
             &self.shared.metrics,
@@ -329,15 +358,17 @@ where
                 tokens,
                 tickets: Some(taken.tickets.clone()),
             },
+            || self.pause_check(),
         )
         .instrument(span)
         .await?;
+        drop(turn);
         Ok(Grant {
             remaining: outcome.reply.reply.remaining,
             round_trips: outcome.round_trips,
             ..Grant::new(
                 tokens,
-                outcome.waited,
+                outcome.waited + in_line,
                 outcome.slept,
                 Receipt::Tickets(outcome.reply.tickets),
             )
@@ -667,6 +698,26 @@ where
 
     fn peek(&self) -> impl Future<Output = Result<BucketState, Error>> + Send {
         MultiLimiter::peek(self)
+    }
+
+    fn cut(&self, cut: Cut) -> impl Future<Output = Result<CutReport, Error>> + Send {
+        MultiLimiter::cut(self, cut)
+    }
+
+    fn sync(&self, count: SupplierCount) -> impl Future<Output = Result<bool, Error>> + Send {
+        MultiLimiter::sync(self, count)
+    }
+
+    fn settle(
+        &self,
+        grant: Grant,
+        actual: u64,
+    ) -> impl Future<Output = Result<Settled, Error>> + Send {
+        MultiLimiter::settle(self, grant, actual)
+    }
+
+    fn count(&self, event: HttpEvent) {
+        self.shared.metrics.event(event.into());
     }
 
     fn metrics(&self) -> MetricsSnapshot {

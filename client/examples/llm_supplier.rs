@@ -1,0 +1,148 @@
+//! Costs known only after the call: an LLM API limited in requests per minute and tokens per
+//! minute, whose replies say how many tokens a call used.
+//!
+//! ```text
+//! cargo run -p redis-throttle --features reqwest --example llm_supplier -- [redis://127.0.0.1:6379] [calls]
+//! ```
+//!
+//! The server needs the module (`redis-server --loadmodule target/debug/libredis_throttle_module.so`)
+//! or nothing at all with `Backend::Script`. The example starts a mock LLM API on 127.0.0.1:
+//! 30 requests and 3 000 tokens per minute, in buckets that refill continuously, answering
+//! 429 past either; each reply carries `usage: <tokens>`, between 40 and 160 tokens. The client takes
+//! one request and an estimate of 100 tokens before each call from one `MultiLimiter`, then
+//! settles the grant to the usage the reply reports: the extra is taken into debt, the part
+//! not used goes back. It prints each call's estimate, usage and settlement, and the 429s the
+//! supplier sent (0).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use redis::aio::ConnectionManager;
+use redis_throttle::{MultiLimiter, Quota, Rate};
+
+const MINUTE: Duration = Duration::from_secs(60);
+const RPM: u64 = 30;
+const TPM: u64 = 3_000;
+const ESTIMATE: u64 = 100;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let url = args
+        .next()
+        .unwrap_or_else(|| "redis://127.0.0.1:6379".to_owned());
+    let calls: u64 = match args.next() {
+        Some(n) => n.parse()?,
+        None => 36,
+    };
+    let supplier = start_supplier().await?;
+    let conn = ConnectionManager::new(redis::Client::open(url)?).await?;
+    // One hash tag, so both keys are on one Redis Cluster shard.
+    let limiter = MultiLimiter::builder()
+        .limit("{llm}:rpm", Quota::new(RPM, Rate::per(RPM, MINUTE))?, 1)
+        .per_token("{llm}:tpm", Quota::new(TPM, Rate::per(TPM, MINUTE))?)
+        .cost(ESTIMATE)
+        .build(conn)?;
+    let http = reqwest::Client::new();
+    let start = Instant::now();
+    for call in 1..=calls {
+        let grant = limiter.acquire().await?;
+        let waited = grant.waited;
+        let response = http
+            .post(format!("http://{supplier}/v1/complete"))
+            .body(format!("call {call}"))
+            .send()
+            .await?;
+        let status = response.status();
+        let usage: u64 = response
+            .headers()
+            .get("usage")
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .unwrap_or(ESTIMATE);
+        let settled = limiter.settle(grant, usage).await?;
+        println!(
+            "call {call:>3} at {:>6.2} s (waited {:>5.2} s): {status}, estimate {ESTIMATE}, used \
+             {usage:>3}: +{} taken, {} given back",
+            start.elapsed().as_secs_f64(),
+            waited.as_secs_f64(),
+            settled.debited,
+            settled.given_back,
+        );
+    }
+    let seen = limiter.metrics();
+    println!(
+        "{calls} calls, {} tokens debited after the fact, {} given back; 429s from the supplier: {}",
+        seen.pushback.tokens_debited,
+        seen.tokens_given_back,
+        REFUSED.lock().map(|n| *n).unwrap_or(0)
+    );
+    Ok(())
+}
+
+/// Requests the mock refused.
+static REFUSED: Mutex<u64> = Mutex::new(0);
+
+/// The mock LLM API: two buckets, as such APIs keep them, that refill continuously: 30
+/// requests and 3 000 tokens, each refilled over a minute; a call they cannot pay is a 429.
+async fn start_supplier() -> std::io::Result<SocketAddr> {
+    let buckets = Arc::new(Mutex::new((
+        Bucket::full(RPM as f64),
+        Bucket::full(TPM as f64),
+    )));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let app = axum::Router::new().fallback(move |body: String| {
+        let buckets = Arc::clone(&buckets);
+        async move {
+            // 40 to 160 tokens, from the prompt, so runs are alike.
+            let usage = 40 + body.bytes().map(u64::from).product::<u64>() % 121;
+            let mut buckets = buckets.lock().unwrap_or_else(|e| e.into_inner());
+            let (requests, tokens) = &mut *buckets;
+            if !(requests.has(1.0) && tokens.has(usage as f64)) {
+                *REFUSED.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                return StatusCode::TOO_MANY_REQUESTS.into_response();
+            }
+            requests.spend(1.0);
+            tokens.spend(usage as f64);
+            ([("usage", usage.to_string())], "completion").into_response()
+        }
+    });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(addr)
+}
+
+/// One of the mock's buckets: its level, refilled to `capacity` over a minute.
+struct Bucket {
+    capacity: f64,
+    level: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn full(capacity: f64) -> Bucket {
+        Bucket {
+            capacity,
+            level: capacity,
+            at: Instant::now(),
+        }
+    }
+
+    fn has(&mut self, n: f64) -> bool {
+        let now = Instant::now();
+        let refill =
+            self.capacity * now.duration_since(self.at).as_secs_f64() / MINUTE.as_secs_f64();
+        self.level = (self.level + refill).min(self.capacity);
+        self.at = now;
+        // A margin of a hundredth for the two clocks' rounding.
+        self.level + 0.01 >= n
+    }
+
+    fn spend(&mut self, n: f64) {
+        self.level -= n;
+    }
+}

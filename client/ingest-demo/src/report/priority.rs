@@ -1,0 +1,149 @@
+//! Phase 4's table: both runs side by side, the queries' waits against the round trip, the
+//! bulk load's finish against its ideal, and the targets.
+
+use std::fmt::Write;
+
+use crate::phases::priority::{PriorityRun, PrioritySummary, TARGET_LATE, TARGET_OVER_ROUND_TRIP};
+use crate::phases::RATE_RU;
+use crate::report::yes;
+
+pub fn table(out: &mut String, p: &PrioritySummary) {
+    let _ = writeln!(
+        out,
+        "\n{} (queue A {} + queue B {} records through {} workers, beside {} interactive \
+         queries/s of {} RU, all on one shared bucket of {} RU at {} RU/s)",
+        p.title,
+        p.queue_a,
+        p.queue_b,
+        p.workers,
+        p.queries_per_s,
+        p.ru_per_query,
+        p.bucket_capacity_ru,
+        RATE_RU
+    );
+    interactive_rows(out, &p.runs);
+    bulk_rows(out, &p.runs);
+    legend(out, p);
+    for run in &p.runs {
+        targets(out, run);
+    }
+}
+
+fn interactive_rows(out: &mut String, runs: &[PriorityRun]) {
+    let _ = writeln!(
+        out,
+        "  {:<13} {:>7} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>4}",
+        "interactive",
+        "queries",
+        "slept",
+        "wait p50",
+        "wait p99",
+        "wait max",
+        "trip p50",
+        "trip p99",
+        "target p99",
+        "met"
+    );
+    for r in runs {
+        let i = &r.interactive;
+        let _ = writeln!(
+            out,
+            "  {:<13} {:>7} {:>6} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>11} {:>4}",
+            r.label,
+            i.queries,
+            i.slept,
+            i.wait_p50_ms,
+            i.wait_p99_ms,
+            i.wait_max_ms,
+            i.round_trip_p50_ms,
+            i.round_trip_p99_ms,
+            format!("<= {:.3}", i.target_p99_ms),
+            yes(i.wait_p99_ms <= i.target_p99_ms)
+        );
+    }
+}
+
+fn bulk_rows(out: &mut String, runs: &[PriorityRun]) {
+    let _ = writeln!(
+        out,
+        "  {:<13} {:>7} {:>8} {:>7} {:>5} {:>5} {:>5} {:>9} {:>8} {:>7} {:>13}",
+        "bulk",
+        "sent",
+        "refused",
+        "stored",
+        "dup",
+        "lost",
+        "once",
+        "finish s",
+        "ideal s",
+        "late",
+        "trips/record"
+    );
+    for r in runs {
+        let b = &r.bulk;
+        let _ = writeln!(
+            out,
+            "  {:<13} {:>7} {:>8} {:>7} {:>5} {:>5} {:>5} {:>9.3} {:>8.3} {:>6.1}% {:>13.2}",
+            r.label,
+            b.sent,
+            b.refused,
+            b.stored,
+            b.duplicates,
+            b.lost,
+            yes(b.stored_once),
+            b.finish_s,
+            b.ideal_s,
+            b.late * 100.0,
+            b.round_trips_per_record
+        );
+    }
+}
+
+fn legend(out: &mut String, p: &PrioritySummary) {
+    let steady = p.runs.first().map_or(0.0, |r| r.bulk.steady_ideal_s);
+    let bulk_rate = RATE_RU - p.queries_per_s * p.ru_per_query;
+    let _ = writeln!(
+        out,
+        "  times in ms. wait: from the query's call to the limiter until its tokens were \
+         usable; slept: queries the server made wait for tokens; trip: one Redis round trip \
+         (THROTTLE.PEEK) on the queries' connection, three times between two queries; target: p99 wait <= {} ms \
+         + trip p99.\n  \
+         ideal: the bucket's burst above the floor at once, then {bulk_rate} RU/s (the quota \
+         less the queries' {} RU/s): (records x RU - (burst - floor)) / {bulk_rate}; without \
+         the burst, records x RU / {bulk_rate} = {steady:.3} s. trips/record: the workers' \
+         limiter requests per record, the streams' own commands not counted (a floored take \
+         refused below the floor asks again when the server says it is back; a reserved take \
+         that slept looks at the bucket's pause before it is used).",
+        TARGET_OVER_ROUND_TRIP.as_millis(),
+        p.queries_per_s * p.ru_per_query,
+    );
+}
+
+fn targets(out: &mut String, r: &PriorityRun) {
+    let (i, b) = (&r.interactive, &r.bulk);
+    let covered = i.beyond_floor.map_or(String::new(), |n| {
+        format!(" (bursts beyond what the floor covers: {n})")
+    });
+    let _ = writeln!(
+        out,
+        "  {}: queries answered {}, refused {}, slept {}{covered}; writes refused {}, errors {}; p99 wait \
+         {:.3} ms <= {:.3} ms: {}; finished within {:.0}% of the ideal: {}; every record \
+         stored exactly once: {} ({} lost, {} unexpected); longest wait of a record for tokens \
+         {:.3} s",
+        r.label,
+        i.answered,
+        i.refused,
+        i.slept,
+        b.refused,
+        b.errors,
+        i.wait_p99_ms,
+        i.target_p99_ms,
+        yes(i.wait_p99_ms <= i.target_p99_ms),
+        TARGET_LATE * 100.0,
+        yes(b.late <= TARGET_LATE),
+        yes(b.stored_once),
+        b.lost,
+        b.unexpected,
+        b.max_wait_s
+    );
+}

@@ -1,0 +1,209 @@
+//! The supplier's real capacity, in the words every limiter takes it: a congestion cut, the
+//! supplier's own count of what is left, and a call's cost settled after the fact.
+
+use std::time::Duration;
+
+use throttle_bucket::{FULL_FACTOR_BP, MIN_FACTOR_BP};
+
+/// A congestion signal (a 429 or 503): pause the fleet, and cut its rate for a while.
+///
+/// The rate is multiplied by [`Cut::factor`] (0.7 by default, as AWS SDKs' adaptive retry
+/// mode does per process; never below 0.01) and climbs back linearly to the configured rate
+/// over [`Cut::recovery`] (30 s by default) without another cut. Many replicas that see 429s
+/// from one episode cut once: a cut while the bucket is still paused is the same episode, and
+/// only pauses. The configured rate stays the ceiling.
+///
+/// ```
+/// use std::time::Duration;
+/// use redis_throttle::Cut;
+///
+/// let cut = Cut::after(Duration::from_secs(2)).factor(0.5).recovery(Duration::from_secs(60));
+/// assert_eq!(cut.factor_bp(), 5_000);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cut {
+    pause: Duration,
+    factor_bp: u16,
+    recovery: Duration,
+}
+
+impl Cut {
+    /// A cut that pauses the fleet for `pause` (the supplier's `Retry-After`, or your own),
+    /// with the default factor and recovery.
+    pub fn after(pause: Duration) -> Cut {
+        Cut {
+            pause,
+            factor_bp: 7_000,
+            recovery: Duration::from_secs(30),
+        }
+    }
+
+    /// What the rate is multiplied by: from 0.01 to 1 (clamped; 1 pauses without cutting).
+    pub fn factor(mut self, factor: f64) -> Cut {
+        let bp = (factor * f64::from(FULL_FACTOR_BP)).floor();
+        self.factor_bp = if bp.is_nan() {
+            FULL_FACTOR_BP
+        } else {
+            // The cast saturates; the clamp keeps it in the server's range.
+            (bp as u16).clamp(MIN_FACTOR_BP, FULL_FACTOR_BP)
+        };
+        self
+    }
+
+    /// How long the rate takes to climb back to the configured one (at least 1 ms).
+    pub fn recovery(mut self, recovery: Duration) -> Cut {
+        self.recovery = recovery;
+        self
+    }
+
+    /// The pause.
+    pub fn pause(&self) -> Duration {
+        self.pause
+    }
+
+    /// The factor, in basis points (0.7 is 7 000).
+    pub fn factor_bp(&self) -> u16 {
+        self.factor_bp
+    }
+
+    /// The recovery time.
+    pub fn recovery_time(&self) -> Duration {
+        self.recovery
+    }
+}
+
+/// What a [`Cut`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CutReport {
+    /// This call cut the rate (`false`: the same episode as a pause or cut still on, or a
+    /// limiter that can only pause).
+    pub cut: bool,
+    /// Until the next token is there: at least the pause asked for.
+    pub next: Duration,
+    /// The rate's factor now, in basis points (10 000: the configured rate).
+    pub factor_bp: u16,
+    /// Until the rate is the configured one again (zero: not cut).
+    pub recovers_in: Duration,
+}
+
+/// What the supplier said of its own quota in one response: its calls and tokens left, and
+/// a pause it asked for outside `Retry-After`. The HTTP layers read it from the response's
+/// headers (`http::read_supplier_count`, features `tower` and `reqwest`); other code fills it
+/// in from whatever the supplier sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SupplierCount {
+    /// Calls (requests) left in the supplier's current window, and when it resets.
+    pub requests: Option<Remaining>,
+    /// Tokens (an LLM API's `x-ratelimit-remaining-tokens`) left, and when that resets.
+    pub tokens: Option<Remaining>,
+    /// A pause the supplier asked for in a header other than `Retry-After` (Azure's
+    /// `x-ms-retry-after-ms`, `retry-after-ms`).
+    pub retry_after: Option<Duration>,
+}
+
+/// How much of one of the supplier's quotas is left, and until when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Remaining {
+    /// What is left, in the quota's units (calls or tokens). Saturates at `u64::MAX` on an
+    /// absurd value: the limiter clamps it to what its own bucket can use.
+    pub remaining: u64,
+    /// How long until the supplier's window refills. `Duration::ZERO` when the supplier did
+    /// not say, or said it unreadably (unknown: the limiter does not pause).
+    pub reset: Duration,
+}
+
+/// Which of the supplier's counts a [`Limiter`](crate::Limiter)'s bucket is in: calls (the
+/// default: a bucket of requests, whatever its cost per call) or tokens (a bucket of an LLM
+/// API's tokens per minute). A [`MultiLimiter`](crate::MultiLimiter) knows from each limit:
+/// per-call limits take the requests count, per-token limits the tokens count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SupplierUnit {
+    /// `requests`, times the limiter's cost per call.
+    #[default]
+    Calls,
+    /// `tokens`.
+    Tokens,
+}
+
+impl SupplierUnit {
+    /// The bucket's share of what the supplier said: in the bucket's tokens, and the reset.
+    pub(crate) fn pick(self, count: &SupplierCount, cost: u64) -> Option<(u64, Duration)> {
+        match self {
+            SupplierUnit::Calls => count
+                .requests
+                .map(|r| (r.remaining.saturating_mul(cost.max(1)), r.reset)),
+            SupplierUnit::Tokens => count.tokens.map(|r| (r.remaining, r.reset)),
+        }
+    }
+}
+
+/// What [`settle`](crate::Throttle::settle) did to bring a grant to its actual cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Settled {
+    /// Tokens taken on top of the grant's (the call cost more than it took), into debt if
+    /// need be.
+    pub debited: u64,
+    /// Tokens given back (the call cost less), by THROTTLE.GIVE's rule: only if nothing was
+    /// taken after the grant, never beyond full.
+    pub given_back: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn factors_are_basis_points_clamped_to_the_servers_range() {
+        let pause = Duration::from_secs(1);
+        for (factor, bp) in [
+            (0.7, 7_000),
+            (0.5, 5_000),
+            (1.0, 10_000),
+            (2.0, 10_000),
+            (0.001, 100),
+            (0.0, 100),
+            (-3.0, 100),
+            (f64::NAN, 10_000),
+            (f64::INFINITY, 10_000),
+        ] {
+            assert_eq!(Cut::after(pause).factor(factor).factor_bp(), bp, "{factor}");
+        }
+        assert_eq!(Cut::after(pause).factor_bp(), 7_000);
+    }
+
+    #[test]
+    fn a_bucket_of_calls_takes_requests_times_the_cost_and_one_of_tokens_the_tokens() {
+        let reset = Duration::from_secs(6);
+        let count = SupplierCount {
+            requests: Some(Remaining {
+                remaining: 4,
+                reset,
+            }),
+            tokens: Some(Remaining {
+                remaining: 900,
+                reset: Duration::ZERO,
+            }),
+            retry_after: None,
+        };
+        assert_eq!(SupplierUnit::Calls.pick(&count, 3), Some((12, reset)));
+        assert_eq!(SupplierUnit::Calls.pick(&count, 0), Some((4, reset)));
+        assert_eq!(
+            SupplierUnit::Tokens.pick(&count, 3),
+            Some((900, Duration::ZERO))
+        );
+        assert_eq!(
+            SupplierUnit::Tokens.pick(&SupplierCount::default(), 3),
+            None
+        );
+        let huge = SupplierCount {
+            requests: Some(Remaining {
+                remaining: u64::MAX,
+                reset,
+            }),
+            ..SupplierCount::default()
+        };
+        assert_eq!(SupplierUnit::Calls.pick(&huge, 3), Some((u64::MAX, reset)));
+    }
+}
