@@ -47,7 +47,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 3                      -- of this library; a client replaces an older one
+local VERSION = 4                      -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
@@ -606,14 +606,15 @@ local function state_of(stored, now_s, now_n)
   return s, n, pushback
 end
 
--- The server's clock in µs as a pair, clamped to the year 2200 (it is never below 0).
+-- The server's clock in µs as a pair, clamped to the year 2200 (it is never below 0). The µs
+-- are converted by the multiplication itself: one strtod, where tonumber makes two.
 local function clock()
   local time = redis.call('TIME')
   local s = tonum(time[1])
   if s >= MAX_NOW_S then
     return MAX_NOW_S, 0
   end
-  return s, tonum(time[2]) * 1000
+  return s, time[2] * 1000
 end
 
 -- Whether a state fits an i64: one past it is refused, never wrapped (only a forged state
@@ -828,208 +829,240 @@ local USAGE = {
   debit = 'capacity rate n',
 }
 
--- THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
-local function take(keys, args)
-  local count = #args
-  if count < 2 then
-    return fail('arity', 'take')
-  end
-  local by_capacity = QUOTAS[args[2]]
-  local quota, err = by_capacity and by_capacity[args[1]], nil
-  if not quota then
-    quota, err = parse_quota(args[1], args[2])
+-- TAKE's own, for its fast path. redis.call and redis.pcall, captured on the first call: an
+-- upvalue is one VM step, `redis.call` a global and a field lookup. TIME's seconds, the last
+-- text read and its number: they change once a second, so most calls compare the text (equal
+-- strings are one object in Lua: a pointer compare) instead of converting it. And the reply,
+-- one table reused (below). In a block of their own, closed at its end: the script builds
+-- every function on each call, and Lua 5.1 finds each function's upvalues by walking the open
+-- ones, so four more left open would make every later function slower to build.
+local take
+do
+  local rcall, rpcall, SECONDS_TEXT, SECONDS = nil, nil, nil, 0
+  local REPLY = { 0, 0, 0, 0, 0 } -- five slots, the fifth for TICKET
+
+  -- THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
+  function take(keys, args) -- the local above
+    local count = #args
+    if count < 2 then
+      return fail('arity', 'take')
+    end
+    local by_capacity = QUOTAS[args[2]]
+    local quota, err = by_capacity and by_capacity[args[1]], nil
     if not quota then
-      return fail(err)
-    end
-  end
-  local tokens_text, wait_text, floor_text, ticket = nil, nil, nil, false
-  local i = 3
-  while i <= count do
-    local name = args[i]
-    -- What the client sends comes first (upper case, each once, with its value); anything
-    -- else is compared upper-cased, and errors are told there.
-    if name == 'MAXWAIT' and not wait_text and i < count then
-      wait_text, i = args[i + 1], i + 2
-    elseif name == 'TICKET' and not ticket then
-      ticket, i = true, i + 1
-    elseif name == 'TOKENS' and not tokens_text and i < count then
-      tokens_text, i = args[i + 1], i + 2
-    else
-      name = string.upper(name)
-      if name == 'TICKET' then
-        if ticket then
-          return fail('repeated', 'TICKET')
-        end
-        ticket = true
-        i = i + 1
-      else
-        if name ~= 'TOKENS' and name ~= 'MAXWAIT' and name ~= 'FLOOR' then
-          return fail('take_option')
-        end
-        local value = args[i + 1]
-        if not value then
-          return fail('missing', name, name)
-        end
-        if (name == 'TOKENS' and tokens_text) or (name == 'MAXWAIT' and wait_text)
-          or (name == 'FLOOR' and floor_text) then
-          return fail('repeated', name)
-        end
-        if name == 'TOKENS' then
-          tokens_text = value
-        elseif name == 'MAXWAIT' then
-          wait_text = value
-        else
-          floor_text = value
-        end
-        i = i + 2
-      end
-    end
-  end
-  local tokens, max_wait_ms, floor_tokens = 1, 0, nil
-  if tokens_text then
-    tokens = WHOLES[tokens_text] -- read before: no function call
-    if not tokens or tokens > quota.capacity then
-      tokens, err = parse_tokens(tokens_text, quota.capacity)
-      if not tokens then
-        return fail(err, quota.capacity)
-      end
-    end
-  end
-  if wait_text then
-    max_wait_ms = WHOLES[wait_text]
-    if not max_wait_ms or max_wait_ms > MAX_WAIT_MS then
-      max_wait_ms, err = parse_max_wait(wait_text)
-      if not max_wait_ms then
+      quota, err = parse_quota(args[1], args[2])
+      if not quota then
         return fail(err)
       end
     end
-  end
-  if floor_text then
-    floor_tokens = parse_floor(floor_text, tokens, quota.capacity)
-    if not floor_tokens then
-      return fail('floor', quota.capacity)
-    end
-    if max_wait_ms > 0 then
-      return fail('floor_reserves')
-    end
-  end
-
-  local key = keys[1]
-  local time = redis.call('TIME')
-  local now_s, now_n = tonum(time[1]), tonum(time[2]) * 1000
-  if now_s >= MAX_NOW_S then
-    now_s, now_n = MAX_NOW_S, 0
-  end
-  local stored = redis.pcall('GET', key)
-  local state_s, state_n, pushback, read_err
-  local fill = quota.fill
-  if fill and (not stored or #stored == 8) then
-    -- The fast path: a bucket that fills within 2^51 ns, neither paused nor cut (8 bytes or
-    -- none), in debt by less than that: every duration is an exact double.
-    local base_s, base_n, debt = now_s, now_n, 0
-    if stored then
-      local b1, b2, b3, b4, b5, b6, b7, b8 = byte(stored, 1, 8)
-      if b8 < 128 then
-        state_s, state_n = bytes_pair(b1, b2, b3, b4, b5, b6, b7, b8)
-        if not plausible(state_s, state_n, now_s, now_n) then
-          return fail('not_bucket')
-        end
-        if state_s > now_s or (state_s == now_s and state_n > now_n) then
-          local ds = state_s - now_s
-          if ds < SMALL_S then
-            base_s, base_n, debt = state_s, state_n, ds * E9 + (state_n - now_n)
-          else
-            debt = nil
-          end
-        end
+    local tokens_text, wait_text, floor_text, ticket = nil, nil, nil, false
+    local i = 3
+    while i <= count do
+      local name = args[i]
+      -- What the client sends comes first (upper case, each once, with its value); anything
+      -- else is compared upper-cased, and errors are told there.
+      if name == 'MAXWAIT' and not wait_text and i < count then
+        wait_text, i = args[i + 1], i + 2
+      elseif name == 'TICKET' and not ticket then
+        ticket, i = true, i + 1
+      elseif name == 'TOKENS' and not tokens_text and i < count then
+        tokens_text, i = args[i + 1], i + 2
       else
-        debt = nil -- not a bucket: the general path says so
-      end
-    end
-    if debt then
-      local interval = quota.interval
-      local granted, wait, taken, after = 1, 0, 0, debt
-      if tokens > 0 then
-        local cost = tokens * interval
-        local need = cost
-        if floor_tokens then
-          need = need + floor_tokens * interval
-        end
-        wait = debt + need - fill
-        if wait < 0 then
-          wait = 0
-        end
-        granted = 0
-        if wait <= max_wait_ms * 1e6 then
-          local cost_n = cost % E9
-          local tat_s, tat_n = base_s + (cost - cost_n) / E9, base_n + cost_n
-          if tat_n >= E9 then
-            tat_s, tat_n = tat_s + 1, tat_n - E9
+        name = string.upper(name)
+        if name == 'TICKET' then
+          if ticket then
+            return fail('repeated', 'TICKET')
           end
-          local sub_ms = tat_n % 1e6
-          local expire = tat_s * 1000 + (tat_n - sub_ms) / 1e6
-          if sub_ms > 0 then
-            expire = expire + 1
+          ticket = true
+          i = i + 1
+        else
+          if name ~= 'TOKENS' and name ~= 'MAXWAIT' and name ~= 'FLOOR' then
+            return fail('take_option')
           end
-          redis.call('SET', key, pair_le(tat_s, tat_n), 'PXAT', expire)
-          local sub_us = tat_n % 1000
-          granted, taken, after = 1, tat_s * 1e6 + (tat_n - sub_us) / 1000, debt + cost
+          local value = args[i + 1]
+          if not value then
+            return fail('missing', name, name)
+          end
+          if (name == 'TOKENS' and tokens_text) or (name == 'MAXWAIT' and wait_text)
+            or (name == 'FLOOR' and floor_text) then
+            return fail('repeated', name)
+          end
+          if name == 'TOKENS' then
+            tokens_text = value
+          elseif name == 'MAXWAIT' then
+            wait_text = value
+          else
+            floor_text = value
+          end
+          i = i + 2
         end
       end
-      local left = 0
-      if after < fill then
-        local room = fill - after
-        left = (room - room % interval) / interval
-      end
-      -- Both in whole ms, rounded up.
-      local wait_ms, reset_ms = wait % 1e6, after % 1e6
-      wait_ms = (wait - wait_ms) / 1e6 + (wait_ms > 0 and 1 or 0)
-      reset_ms = (after - reset_ms) / 1e6 + (reset_ms > 0 and 1 or 0)
-      local reply = { granted, left, wait_ms, reset_ms }
-      if ticket then
-        reply[5] = taken
-      end
-      return reply
     end
-  end
-  state_s, state_n, pushback, read_err = state_of(stored, now_s, now_n)
-  if read_err then
-    return fail(read_err)
-  end
-  local base_s, base_n, debt_s, debt_n, factor = view(state_s, state_n, pushback, now_s, now_n)
-  local b = { base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n,
-    now_s = now_s, now_n = now_n, pushback = pushback }
-  local granted, wait_s, wait_n, taken = 1, 0, 0, 0
-  local after_s, after_n = b.debt_s, b.debt_n
-  if tokens > 0 then
-    local cost_s, cost_n = cost(quota, tokens, factor)
-    local need_s, need_n = cost_s, cost_n
-    if floor_tokens then
-      need_s, need_n = add(need_s, need_n, cost(quota, floor_tokens, factor))
-    end
-    wait_s, wait_n = wait_for(quota, b.debt_s, b.debt_n, need_s, need_n)
-    granted = 0
-    local limit_s, limit_n = ms_pair(max_wait_ms)
-    if not lt(limit_s, limit_n, wait_s, wait_n) then
-      local tat_s, tat_n = add(b.base_s, b.base_n, cost_s, cost_n)
-      if fits(tat_s, tat_n) then
-        store(key, tat_s, tat_n, b.pushback, b.now_s, b.now_n)
-        granted = 1
-        taken = ticket_of(tat_s, tat_n)
-        after_s, after_n = add(b.debt_s, b.debt_n, cost_s, cost_n)
+    local tokens, max_wait_ms, floor_tokens = 1, 0, nil
+    if tokens_text then
+      tokens = WHOLES[tokens_text] -- read before: no function call
+      if not tokens or tokens > quota.capacity then
+        tokens, err = parse_tokens(tokens_text, quota.capacity)
+        if not tokens then
+          return fail(err, quota.capacity)
+        end
       end
     end
+    if wait_text then
+      max_wait_ms = WHOLES[wait_text]
+      if not max_wait_ms or max_wait_ms > MAX_WAIT_MS then
+        max_wait_ms, err = parse_max_wait(wait_text)
+        if not max_wait_ms then
+          return fail(err)
+        end
+      end
+    end
+    if floor_text then
+      floor_tokens = parse_floor(floor_text, tokens, quota.capacity)
+      if not floor_tokens then
+        return fail('floor', quota.capacity)
+      end
+      if max_wait_ms > 0 then
+        return fail('floor_reserves')
+      end
+    end
+
+    local key = keys[1]
+    if not rcall then
+      rcall, rpcall = redis.call, redis.pcall
+    end
+    local time = rcall('TIME') -- clock(), inlined, with its seconds cached
+    local now_text = time[1]
+    if now_text ~= SECONDS_TEXT then
+      SECONDS_TEXT, SECONDS = now_text, tonum(now_text)
+    end
+    local now_s, now_n = SECONDS, time[2] * 1000
+    if now_s >= MAX_NOW_S then
+      now_s, now_n = MAX_NOW_S, 0
+    end
+    local stored = rpcall('GET', key)
+    local state_s, state_n, pushback, read_err
+    local fill = quota.fill
+    if fill and (not stored or #stored == 8) then
+      -- The fast path: a bucket that fills within 2^51 ns, neither paused nor cut (8 bytes or
+      -- none), in debt by less than that: every duration is an exact double.
+      local base_s, base_n, debt = now_s, now_n, 0
+      if stored then
+        local b1, b2, b3, b4, b5, b6, b7, b8 = byte(stored, 1, 8)
+        if b8 < 128 then
+          -- bytes_pair and plausible, inlined: two Lua calls fewer on the hot path.
+          local lo = b1 + b2 * 256 + b3 * 65536 + b4 * 16777216
+          local h0, h1 = b5 + b6 * 256, b7 + b8 * 256
+          local n = h1 * 976710656 + h0 * 294967296 + lo
+          state_n = n % E9
+          state_s = h1 * 281474 + h0 * 4 + (n - state_n) / E9
+          local latest_s = now_s + LATEST_AHEAD_S
+          if (state_s < EARLIEST_S and now_s >= EARLIEST_S) or latest_s < state_s
+            or (latest_s == state_s and now_n < state_n) then
+            return fail('not_bucket')
+          end
+          if state_s > now_s or (state_s == now_s and state_n > now_n) then
+            local ds = state_s - now_s
+            if ds < SMALL_S then
+              base_s, base_n, debt = state_s, state_n, ds * E9 + (state_n - now_n)
+            else
+              debt = nil
+            end
+          end
+        else
+          debt = nil -- not a bucket: the general path says so
+        end
+      end
+      if debt then
+        local interval = quota.interval
+        local granted, wait, taken, after = 1, 0, 0, debt
+        if tokens > 0 then
+          local cost = tokens * interval
+          local need = cost
+          if floor_tokens then
+            need = need + floor_tokens * interval
+          end
+          wait = debt + need - fill
+          if wait < 0 then
+            wait = 0
+          end
+          granted = 0
+          if wait <= max_wait_ms * 1e6 then
+            local cost_n = cost % E9
+            local tat_s, tat_n = base_s + (cost - cost_n) / E9, base_n + cost_n
+            if tat_n >= E9 then
+              tat_s, tat_n = tat_s + 1, tat_n - E9
+            end
+            local sub_ms = tat_n % 1e6
+            local expire = tat_s * 1000 + (tat_n - sub_ms) / 1e6
+            if sub_ms > 0 then
+              expire = expire + 1
+            end
+            rcall('SET', key, pair_le(tat_s, tat_n), 'PXAT', expire)
+            local sub_us = tat_n % 1000
+            granted, taken, after = 1, tat_s * 1e6 + (tat_n - sub_us) / 1000, debt + cost
+          end
+        end
+        local left = 0
+        if after < fill then
+          local room = fill - after
+          left = (room - room % interval) / interval
+        end
+        -- Both in whole ms, rounded up.
+        local wait_ms, reset_ms = wait % 1e6, after % 1e6
+        wait_ms = (wait - wait_ms) / 1e6 + (wait_ms > 0 and 1 or 0)
+        reset_ms = (after - reset_ms) / 1e6 + (reset_ms > 0 and 1 or 0)
+        -- One table for every reply of the fast path: the server converts it as soon as the
+        -- function returns, so no call ever sees another's (a table fewer to build and collect).
+        local reply = REPLY
+        reply[1], reply[2], reply[3], reply[4] = granted, left, wait_ms, reset_ms
+        if ticket then
+          reply[5] = taken
+        else
+          reply[5] = nil -- the reply ends at the first nil
+        end
+        return reply
+      end
+    end
+    state_s, state_n, pushback, read_err = state_of(stored, now_s, now_n)
+    if read_err then
+      return fail(read_err)
+    end
+    local base_s, base_n, debt_s, debt_n, factor = view(state_s, state_n, pushback, now_s, now_n)
+    local b = { base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n,
+      now_s = now_s, now_n = now_n, pushback = pushback }
+    local granted, wait_s, wait_n, taken = 1, 0, 0, 0
+    local after_s, after_n = b.debt_s, b.debt_n
+    if tokens > 0 then
+      local cost_s, cost_n = cost(quota, tokens, factor)
+      local need_s, need_n = cost_s, cost_n
+      if floor_tokens then
+        need_s, need_n = add(need_s, need_n, cost(quota, floor_tokens, factor))
+      end
+      wait_s, wait_n = wait_for(quota, b.debt_s, b.debt_n, need_s, need_n)
+      granted = 0
+      local limit_s, limit_n = ms_pair(max_wait_ms)
+      if not lt(limit_s, limit_n, wait_s, wait_n) then
+        local tat_s, tat_n = add(b.base_s, b.base_n, cost_s, cost_n)
+        if fits(tat_s, tat_n) then
+          store(key, tat_s, tat_n, b.pushback, b.now_s, b.now_n)
+          granted = 1
+          taken = ticket_of(tat_s, tat_n)
+          after_s, after_n = add(b.debt_s, b.debt_n, cost_s, cost_n)
+        end
+      end
+    end
+    local reply = {
+      granted,
+      remaining(quota, after_s, after_n, factor),
+      ceil_ms(wait_s, wait_n),
+      ceil_ms(after_s, after_n),
+    }
+    if ticket then
+      reply[5] = taken
+    end
+    return reply
   end
-  local reply = {
-    granted,
-    remaining(quota, after_s, after_n, factor),
-    ceil_ms(wait_s, wait_n),
-    ceil_ms(after_s, after_n),
-  }
-  if ticket then
-    reply[5] = taken
-  end
-  return reply
 end
 
 -- THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]

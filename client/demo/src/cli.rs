@@ -89,7 +89,7 @@ pub struct RunArgs {
     pub workers: u32,
     /// How a replica waits for a token: one reservation and one sleep, or polling
     /// [default: reserve; poll with `--upstream-mode window`, so that a 429's pause stops
-    /// every call at once: a reservation keeps its slot through a pause].
+    /// every call at once without the look before sending each reservation makes].
     #[arg(long, value_enum)]
     pub strategy: Option<StrategyArg>,
     /// Where the bucket's commands run: the module, the Lua script (EVALSHA; the private
