@@ -45,16 +45,16 @@ fn cut_once_per_episode(flavor: Flavor, backend: Backend) {
             .backend(backend)
             .build(conn)
             .unwrap();
-        let first = one.cut(Cut::after(MS * 500)).await.unwrap();
+        // A recovery of an hour: the factor climbs 1 bp per 1.2 s, so it reads 0.7 exactly for
+        // the few round trips below, however slow the machine.
+        let hour = Duration::from_secs(3600);
+        let sent = tokio::time::Instant::now();
+        let first = one.cut(Cut::after(MS * 500).recovery(hour)).await.unwrap();
         assert!(first.cut, "{flavor} {backend:?}: {first:?}");
         assert_eq!(first.factor_bp, 7_000, "{flavor} {backend:?}");
         assert!(first.next >= MS * 500, "{flavor} {backend:?}: {first:?}");
-        assert_eq!(
-            first.recovers_in,
-            Duration::from_secs(30),
-            "{flavor} {backend:?}"
-        );
-        let second = two.cut(Cut::after(MS * 200)).await.unwrap();
+        assert_eq!(first.recovers_in, hour, "{flavor} {backend:?}");
+        let second = two.cut(Cut::after(MS * 200).recovery(hour)).await.unwrap();
         assert!(
             !second.cut,
             "{flavor} {backend:?}: the same episode: {second:?}"
@@ -62,8 +62,10 @@ fn cut_once_per_episode(flavor: Flavor, backend: Backend) {
         assert_eq!(second.factor_bp, 7_000, "{flavor} {backend:?}");
         let state = one.peek().await.unwrap();
         assert_eq!(state.rate_factor_bp, 7_000, "{flavor} {backend:?}");
+        // The pause ends 500 ms after the server cut, no earlier than the cut was sent (PEEK
+        // rounds to whole ms): what is left and what has passed make at least that.
         assert!(
-            state.paused_for > MS * 200,
+            state.paused_for + sent.elapsed() >= MS * 499,
             "{flavor} {backend:?}: {state:?}"
         );
         let (m1, m2) = (one.metrics().pushback, two.metrics().pushback);
@@ -119,14 +121,16 @@ fn sync_lowers_never_raises(flavor: Flavor, backend: Backend) {
         };
         assert!(!limiter.sync(tokens).await.unwrap());
         assert_eq!(limiter.metrics().round_trips, trips, "{flavor} {backend:?}");
+        let sent = tokio::time::Instant::now();
         assert!(
             limiter.sync(requests(0, MS * 700)).await.unwrap(),
             "{flavor} {backend:?}"
         );
         let state = limiter.peek().await.unwrap();
         assert_eq!(state.remaining, 0, "{flavor} {backend:?}");
+        // Paused until the reset, 700 ms after the server synced, as the cut's above.
         assert!(
-            state.paused_for > MS * 400,
+            state.paused_for + sent.elapsed() >= MS * 699,
             "{flavor} {backend:?}: {state:?}"
         );
         let m = limiter.metrics().pushback;
@@ -235,16 +239,20 @@ fn a_pause_reaches_a_reserved_call(flavor: Flavor, backend: Backend) {
             });
             // The reservation is made at once (a round trip); the pause comes while it sleeps.
             tokio::time::sleep(MS * 50).await;
+            // The server sets the pause between these two instants.
+            let pause_sent = start.elapsed();
             other.pause(MS * 1_000).await.unwrap();
             let paused_at = start.elapsed();
             let waited = reserved.await.unwrap().unwrap();
             let held = caller.metrics().pushback.held_by_pause;
             if check {
                 assert_eq!(held, 1, "{flavor} {backend:?}");
-                // The pause ends 1 s after it was set: the server decides that.
+                // The pause ends 1 s after the server set it, which is no earlier than the
+                // request was sent: the server decides that.
                 assert!(
-                    start.elapsed() >= paused_at + MS * 1_000,
-                    "{flavor} {backend:?}: granted {:?} after the start, paused at {paused_at:?}",
+                    start.elapsed() >= pause_sent + MS * 1_000,
+                    "{flavor} {backend:?}: granted {:?} after the start, pause sent at \
+                     {pause_sent:?}",
                     start.elapsed()
                 );
             } else {
@@ -323,7 +331,10 @@ fn multi_limiter_pushback(flavor: Flavor, backend: Backend) {
             300,
             "{flavor} {backend:?}"
         );
-        let report = limiter.cut(Cut::after(MS * 300)).await.unwrap();
+        let report = limiter
+            .cut(Cut::after(MS * 300).recovery(Duration::from_secs(3600)))
+            .await
+            .unwrap();
         assert!(report.cut, "{flavor} {backend:?}");
         assert_eq!(
             rpm.peek().await.unwrap().rate_factor_bp,
