@@ -47,7 +47,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 4                      -- of this library; a client replaces an older one
+local VERSION = 5                      -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
@@ -113,8 +113,8 @@ local function fail(code, ...)
       floor = 'ERR FLOOR must be a whole number of tokens below the capacity (%d) that '
         .. "leaves room for the call's TOKENS",
       floors = 'ERR FLOOR needs one floor per key, in key order: %d values',
-      floor_reserves = 'ERR FLOOR cannot be used with a MAXWAIT above 0: a floored take never '
-        .. 'reserves; wait the time it replies, then take again',
+      floor_reserves = 'ERR FLOOR above 0 cannot be used with MAXWAIT above 0: a floored take '
+        .. 'never reserves; wait the time it replies, then take again',
       factor = 'ERR factor must be a decimal from 0.01 to 1, like 0.7: the rate is multiplied '
         .. 'by it',
       recovery = 'ERR recovery_ms must be a whole number of milliseconds from 1 to '
@@ -731,6 +731,74 @@ local function wait_for(quota, debt_s, debt_n, cost_s, cost_n)
   return s, n
 end
 
+-- The first instant at which a cut's factor is at least `f` (the module's Cut::reaches): the
+-- cut's own for a factor it starts at, the recovered instant for the full rate, and between
+-- them the first whole ms the straight line reaches it.
+local function reaches(cut, f)
+  if f <= cut.factor then
+    return cut.s, cut.n
+  end
+  local ms = cut.recovery
+  if f < FULL then
+    -- ceil((f - factor) * recovery / gap), exactly: the product is below 2^53.
+    local climb, gap = (f - cut.factor) * cut.recovery, FULL - cut.factor
+    local q = floor(climb / gap)
+    if q * gap > climb then
+      q = q - 1
+    elseif (q + 1) * gap <= climb then
+      q = q + 1
+    end
+    if q * gap < climb then
+      q = q + 1
+    end
+    if q < ms then
+      ms = q
+    end
+  end
+  return add(cut.s, cut.n, ms_pair(ms))
+end
+
+-- How long until a take of `tokens` that leaves `floor_tokens` more behind it can be granted
+-- (the module's View::wait_for): the wait for their cost now, unless a deep cut leaves a
+-- bucket that cannot hold them at all; then until the recovering rate holds them (the least
+-- factor that does, and when the cut reaches it), and at least until the debt allows them.
+local function wait_tokens(quota, b, factor, tokens, floor_tokens)
+  local function need(f)
+    local s, n = cost(quota, tokens, f)
+    if floor_tokens then
+      s, n = add(s, n, cost(quota, floor_tokens, f))
+    end
+    return s, n
+  end
+  local need_s, need_n = need(factor)
+  local cut = b.pushback and b.pushback.cut
+  if not cut or not lt(quota.fill_s, quota.fill_n, need_s, need_n) then
+    return wait_for(quota, b.debt_s, b.debt_n, need_s, need_n)
+  end
+  local short, holds = factor, FULL
+  while holds - short > 1 do
+    local mid = short + floor((holds - short) / 2)
+    if lt(quota.fill_s, quota.fill_n, need(mid)) then
+      short = mid
+    else
+      holds = mid
+    end
+  end
+  local then_s, then_n = max(b.now_s, b.now_n, reaches(cut, holds))
+  local wait_s, wait_n = wait_for(quota, b.debt_s, b.debt_n, need(factor_at(cut, then_s, then_n)))
+  return max(wait_s, wait_n, sub2(then_s, then_n, b.now_s, b.now_n))
+end
+
+-- Whether a take may leave the state at `tat` (the module's View::write_with): one that moves
+-- it more than 20 years after the clock is refused (only a reservation under a deep cut gets
+-- there, and such a state would read as no bucket), and so is one past an i64.
+local function writable(tat_s, tat_n, b)
+  if lt(b.base_s, b.base_n, tat_s, tat_n) and lt(b.now_s + MAX_DEBT_S, b.now_n, tat_s, tat_n) then
+    return false
+  end
+  return fits(tat_s, tat_n)
+end
+
 -- Whole tokens left with `debt` ahead of now, at `factor`: 0 while in debt past the capacity.
 local function remaining(quota, debt_s, debt_n, factor)
   local s, n = sub2(quota.fill_s, quota.fill_n, debt_s, debt_n)
@@ -766,6 +834,14 @@ local function pause_channel(key)
   return key
 end
 
+-- Where a pause until `until` puts the state, with `cut` as the bucket's cut: the first token
+-- exactly then, no burst after (the module's View::paused_state).
+local function paused_state(quota, until_s, until_n, cut)
+  local factor_then = cut and factor_at(cut, until_s, until_n) or FULL
+  local one_s, one_n = cost(quota, 1, factor_then)
+  return add(until_s, until_n, sub2(quota.fill_s, quota.fill_n, one_s, one_n))
+end
+
 -- The bucket paused for `ms` from now, with `cut` as its cut, the module's pause step by step:
 -- the first token exactly then, no burst after, never shorter than a pause or a
 -- debt already there, and the bucket marked paused until then. Writes, announces, and returns
@@ -775,9 +851,7 @@ local function paused(key, quota, b, cut, ms)
   local until_s, until_n = add(b.now_s, b.now_n, ms_pair(ms))
   local stored_cut = pushback and pushback.cut
   local cut_changed = cut ~= stored_cut
-  local factor_then = cut and factor_at(cut, until_s, until_n) or FULL
-  local one_s, one_n = cost(quota, 1, factor_then)
-  local target_s, target_n = add(until_s, until_n, sub2(quota.fill_s, quota.fill_n, one_s, one_n))
+  local target_s, target_n = paused_state(quota, until_s, until_n, cut)
   local longer = not pushback or lt(pushback.until_s, pushback.until_n, until_s, until_n)
   local tat_s, tat_n = max(b.base_s, b.base_n, target_s, target_n)
   local wrote = false
@@ -786,11 +860,13 @@ local function paused(key, quota, b, cut, ms)
     if pushback then
       keep_s, keep_n = max(pushback.until_s, pushback.until_n, until_s, until_n)
     end
-    store(key, tat_s, tat_n, { until_s = keep_s, until_n = keep_n, cut = cut }, b.now_s, b.now_n)
-    wrote = true
+    -- Announced before the write: a server that refuses the announcement (an ACL without the
+    -- channel) fails the call with nothing written.
     if longer then
       redis.call('SPUBLISH', pause_channel(key), ms)
     end
+    store(key, tat_s, tat_n, { until_s = keep_s, until_n = keep_n, cut = cut }, b.now_s, b.now_n)
+    wrote = true
   else
     tat_s, tat_n = b.base_s, b.base_n
   end
@@ -922,7 +998,7 @@ do
       if not floor_tokens then
         return fail('floor', quota.capacity)
       end
-      if max_wait_ms > 0 then
+      if max_wait_ms > 0 and floor_tokens > 0 then -- FLOOR 0 is no floor, which may reserve
         return fail('floor_reserves')
       end
     end
@@ -1035,20 +1111,20 @@ do
     local after_s, after_n = b.debt_s, b.debt_n
     if tokens > 0 then
       local cost_s, cost_n = cost(quota, tokens, factor)
-      local need_s, need_n = cost_s, cost_n
-      if floor_tokens then
-        need_s, need_n = add(need_s, need_n, cost(quota, floor_tokens, factor))
-      end
-      wait_s, wait_n = wait_for(quota, b.debt_s, b.debt_n, need_s, need_n)
+      wait_s, wait_n = wait_tokens(quota, b, factor, tokens, floor_tokens)
       granted = 0
       local limit_s, limit_n = ms_pair(max_wait_ms)
       if not lt(limit_s, limit_n, wait_s, wait_n) then
-        local tat_s, tat_n = add(b.base_s, b.base_n, cost_s, cost_n)
-        if fits(tat_s, tat_n) then
+        -- Taken as of when the tokens are used: the bucket's own slot, unless a deep cut makes
+        -- them wait for the rate to recover, past it.
+        local act_s, act_n = add(b.now_s, b.now_n, wait_s, wait_n)
+        local from_s, from_n = max(b.base_s, b.base_n, act_s, act_n)
+        local tat_s, tat_n = add(from_s, from_n, cost_s, cost_n)
+        if writable(tat_s, tat_n, b) then
           store(key, tat_s, tat_n, b.pushback, b.now_s, b.now_n)
           granted = 1
           taken = ticket_of(tat_s, tat_n)
-          after_s, after_n = add(b.debt_s, b.debt_n, cost_s, cost_n)
+          after_s, after_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
         end
       end
     end
@@ -1150,7 +1226,11 @@ local function mtake(keys, args)
         return fail('floor', quotas[k].capacity)
       end
     end
-    if max_wait_ms > 0 then
+    local floored = false -- floors of 0 are none, which may reserve
+    for k = 1, count do
+      floored = floored or floors[k] > 0
+    end
+    if floored and max_wait_ms > 0 then
       return fail('floor_reserves')
     end
   end
@@ -1163,7 +1243,7 @@ local function mtake(keys, args)
     if err then
       return fail(err)
     end
-    local b = { pushback = pushback }
+    local b = { pushback = pushback, now_s = now_s, now_n = now_n }
     b.base_s, b.base_n, b.debt_s, b.debt_n, b.factor = view(s, n, pushback, now_s, now_n)
     buckets[k] = b
   end
@@ -1175,12 +1255,8 @@ local function mtake(keys, args)
     b.cost_s, b.cost_n = cost(quotas[k], tokens[k], b.factor)
     -- A bucket asked for nothing is only inspected: its debt delays no one.
     if tokens[k] > 0 then
-      local need_s, need_n = b.cost_s, b.cost_n
-      if floors then
-        need_s, need_n = add(need_s, need_n, cost(quotas[k], floors[k], b.factor))
-      end
       wait_s, wait_n = max(wait_s, wait_n,
-        wait_for(quotas[k], b.debt_s, b.debt_n, need_s, need_n))
+        wait_tokens(quotas[k], b, b.factor, tokens[k], floors and floors[k]))
       takes_any = true
     end
   end
@@ -1188,7 +1264,8 @@ local function mtake(keys, args)
   local granted = takes_any and not lt(limit_s, limit_n, wait_s, wait_n)
 
   -- All the tokens are used at one instant, after the longest wait, so each bucket takes
-  -- them as of then: max(base, now + wait) + cost. A state past i64 refuses the whole call.
+  -- them as of then: max(base, now + wait) + cost. A state more than 20 years ahead (a deep
+  -- cut) or past i64 (a forged one) refuses the whole call.
   if granted then
     local act_s, act_n = add(now_s, now_n, wait_s, wait_n)
     for k = 1, count do
@@ -1196,7 +1273,7 @@ local function mtake(keys, args)
       if tokens[k] > 0 then
         local s, n = max(b.base_s, b.base_n, act_s, act_n)
         b.tat_s, b.tat_n = add(s, n, b.cost_s, b.cost_n)
-        granted = granted and fits(b.tat_s, b.tat_n)
+        granted = granted and writable(b.tat_s, b.tat_n, b)
       end
     end
   end
@@ -1289,24 +1366,33 @@ local function give(keys, args)
   if quota.interval > 999 then
     rounding = 999
   end
-  if since_s ~= 0 or since_n > rounding or (b.debt_s == 0 and b.debt_n == 0) or n == 0 then
+  if since_s ~= 0 or since_n > rounding then
     return 0
   end
-  -- Never beyond a full bucket: the room below full, rounded up.
-  local room, rest = divmod(b.debt_s, b.debt_n, quota.interval)
-  if rest > 0 then
-    room = room + 1
-  end
-  local given = n
-  if room < given then
-    given = room
-  end
   -- At the configured rate, the least the take can have cost: a cut since makes tokens cost
-  -- more, and giving that much back would free part of the slot before this take's.
+  -- more, and giving that much back would free part of the slot before this take's. Never
+  -- beyond a full bucket (now), and never into a pause set since the take.
   local back_s, back_n = mul(n, quota.interval)
   local tat_s, tat_n = sub2(b.base_s, b.base_n, back_s, back_n)
   tat_s, tat_n = max(tat_s, tat_n, b.now_s, b.now_n)
-  store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n)
+  local pushback = b.pushback
+  if pushback and lt(b.now_s, b.now_n, pushback.until_s, pushback.until_n) then
+    tat_s, tat_n = max(tat_s, tat_n,
+      paused_state(quota, pushback.until_s, pushback.until_n, pushback.cut))
+  end
+  if not lt(tat_s, tat_n, b.base_s, b.base_n) then
+    return 0
+  end
+  -- What was freed, in tokens rounded up (the last one may be part of a token's time).
+  local freed_s, freed_n = sub2(b.base_s, b.base_n, tat_s, tat_n)
+  local given, rest = divmod(freed_s, freed_n, quota.interval)
+  if rest > 0 then
+    given = given + 1
+  end
+  if given > n then
+    given = n
+  end
+  store(keys[1], tat_s, tat_n, pushback, b.now_s, b.now_n)
   return given
 end
 
@@ -1370,7 +1456,20 @@ local function cut(keys, args)
     if cut_factor < MIN_FACTOR then
       cut_factor = MIN_FACTOR
     end
-    new_cut = { s = b.now_s, n = b.now_n, factor = cut_factor, recovery = recovery }
+    -- A later cut never loosens an earlier one: its factor is the lower, and it recovers no
+    -- sooner than the earlier one would have.
+    local recovery_new = recovery
+    if stored_cut then
+      local rs, rn = recovered_at(stored_cut)
+      rs, rn = sub2(rs, rn, b.now_s, b.now_n)
+      if rs >= 0 and ceil_ms(rs, rn) > recovery_new then
+        recovery_new = ceil_ms(rs, rn)
+      end
+      if recovery_new > MAX_WAIT_MS then
+        recovery_new = MAX_WAIT_MS
+      end
+    end
+    new_cut = { s = b.now_s, n = b.now_n, factor = cut_factor, recovery = recovery_new }
   end
   local next_ms, wrote = paused(keys[1], quota, b, new_cut, ms)
   local effective = stored_cut

@@ -54,7 +54,7 @@ pub const LIBRARY: &str = concat!("#!lua name=throttle\n", include_str!("../lua/
 
 /// The library's version, which `FCALL_RO throttle_version 0` answers: a client loads its own
 /// library (`FUNCTION LOAD REPLACE`) over a server's older one, and leaves a newer one alone.
-pub const LIBRARY_VERSION: u64 = 4;
+pub const LIBRARY_VERSION: u64 = 5;
 
 #[cfg(test)]
 mod tests {

@@ -140,7 +140,7 @@ fn bad_input_battery(flavor: Flavor) {
             errors::FLOOR_RESERVES,
         ),
         bad(
-            &take(&[b"MAXWAIT", b"100", b"FLOOR", b"0"]),
+            &take(&[b"MAXWAIT", b"100", b"FLOOR", b"1"]),
             errors::FLOOR_RESERVES,
         ),
         bad(&take(&[b"FLOR", b"1"]), errors::TAKE_UNKNOWN),
@@ -165,10 +165,22 @@ fn bad_input_battery(flavor: Flavor) {
             &mtake(&[b"FLOOR", b"1", b"1", b"MAXWAIT", b"5"]),
             errors::FLOOR_RESERVES,
         ),
+        bad(
+            &mtake(&[b"MAXWAIT", b"5", b"FLOOR", b"0", b"1"]),
+            errors::FLOOR_RESERVES,
+        ),
     ];
     checked += check_battery(&server, "THROTTLE.MTAKE", &calls);
     let mut con = server.conn();
     let reply: Value = query(&mut con, &line("THROTTLE.TAKE after 8 9 TOKENS 1 FLOOR 7"));
     assert_eq!(ints(&reply)[..2], [1, 7]);
+    // FLOOR 0 is no floor, so it may reserve: TAKE, and MTAKE with every floor 0.
+    for call in [
+        "THROTTLE.TAKE zero 1 0.001 FLOOR 0 MAXWAIT 100",
+        "THROTTLE.MTAKE 2 {z}a {z}b 1 0.001 1 1 0.001 1 MAXWAIT 100 FLOOR 0 0",
+    ] {
+        let reply: Value = query(&mut con, &line(call));
+        assert_eq!(ints(&reply)[0], 1, "{call}");
+    }
     println!("{flavor}: {checked} malformed FLOOR calls checked");
 }

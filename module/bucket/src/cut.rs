@@ -5,7 +5,7 @@
 
 use crate::command::Command;
 use crate::error::ArgError;
-use crate::gcra::{ceil_ms, View, Write};
+use crate::gcra::{ceil_ms, ceil_ms_wide, View, Write};
 use crate::limits::{MAX_WAIT_MS, MIN_FACTOR_BP};
 use crate::pause::paused;
 use crate::reply::{count, flag, int, Ints};
@@ -133,8 +133,9 @@ impl CutOutcome {
 /// same episode: many replicas see 429s from one overload, and the rate is cut once, not once
 /// each; the call still pauses (as THROTTLE.PAUSE: never shorter). Otherwise the rate's factor
 /// now (a cut recovering climbs back linearly) is multiplied by `factor`, never below 1 % of
-/// the configured rate, and it climbs back to the configured rate over `recovery_ms`. The
-/// configured rate stays the ceiling: a cut only ever makes tokens cost more.
+/// the configured rate, and it climbs back to the configured rate over `recovery_ms`, or over
+/// what is left of an earlier cut's recovery if that is longer (a later cut never loosens an
+/// earlier one). The configured rate stays the ceiling: a cut only ever makes tokens cost more.
 pub fn cut(args: &CutArgs, stored: Option<State>, now_ns: i64) -> CutOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     let stored_cut = bucket.pushback.and_then(|p| p.cut);
@@ -147,10 +148,17 @@ pub fn cut(args: &CutArgs, stored: Option<State>, now_ns: i64) -> CutOutcome {
         let factor_bp = u16::try_from(factor)
             .unwrap_or(FULL_FACTOR_BP)
             .max(MIN_FACTOR_BP);
+        // A later cut never loosens an earlier one: its factor is the lower (it multiplies
+        // the factor now), and it recovers no sooner than the earlier one would have.
+        let earlier = stored_cut.map_or(0, |c| ceil_ms_wide(c.recovered_at() - bucket.now));
+        let recovery_ms = u64::try_from(earlier)
+            .unwrap_or(0)
+            .max(args.recovery_ms)
+            .min(MAX_WAIT_MS);
         i64::try_from(bucket.now).ok().map(|at| Cut {
             at,
             factor_bp,
-            recovery_ms: args.recovery_ms,
+            recovery_ms,
         })
     };
     let outcome = paused(&bucket, cut, args.pause_ms);

@@ -151,7 +151,7 @@ impl fmt::Display for ArgError {
                 "ERR FLOOR needs one floor per key, in key order: {keys} values"
             ),
             ArgError::FloorReserves => f.write_str(
-                "ERR FLOOR cannot be used with a MAXWAIT above 0: a floored take never \
+                "ERR FLOOR above 0 cannot be used with MAXWAIT above 0: a floored take never \
                  reserves; wait the time it replies, then take again",
             ),
             ArgError::Factor => f.write_str(

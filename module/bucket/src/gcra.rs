@@ -13,8 +13,8 @@
 //! Everything runs in `i128`, so no input can overflow; results that go back into an `i64`
 //! are checked, and one that would not fit is refused (never wrapped).
 
-use crate::limits::MAX_NOW_NS;
-use crate::state::{Pushback, State, FULL_FACTOR_BP};
+use crate::limits::{MAX_DEBT_NS, MAX_NOW_NS};
+use crate::state::{Cut, Pushback, State, FULL_FACTOR_BP};
 use crate::{Quota, NS_PER_MS};
 
 /// What a command writes to the bucket's key.
@@ -120,6 +120,56 @@ impl View {
         (self.debt() + cost - self.fill).max(0)
     }
 
+    /// How long until a take of `tokens` that leaves `floor` more behind it can be granted.
+    ///
+    /// Mostly [`View::wait`] of their cost now. But a cut makes tokens cost more while the fill
+    /// stays, so a deep cut can leave a bucket that cannot hold them at all (capacity 1 at half
+    /// the rate holds half a token): however long the debt runs down, they are there only once
+    /// the rate has climbed back far enough to hold them. The wait is then until that instant
+    /// (the least factor that holds them, and when the recovering cut reaches it), and at least
+    /// until the debt, at the cost then, allows them. Never early: the cost only falls after.
+    pub fn wait_for(&self, tokens: u64, floor: u64) -> i128 {
+        let need =
+            |factor: u16| cost(tokens, self.interval, factor) + cost(floor, self.interval, factor);
+        let now = need(self.factor);
+        let cut = self.pushback.and_then(|p| p.cut);
+        let Some(cut) = cut.filter(|_| now > self.fill) else {
+            return self.wait(now);
+        };
+        // At the full rate they fit (tokens + floor <= capacity): find the least factor that
+        // holds them. `need` only falls as the factor climbs.
+        let (mut short, mut holds) = (self.factor, FULL_FACTOR_BP);
+        while holds - short > 1 {
+            let mid = short + (holds - short) / 2;
+            if need(mid) <= self.fill {
+                holds = mid;
+            } else {
+                short = mid;
+            }
+        }
+        let then = cut.reaches(holds).max(self.now);
+        (then - self.now).max(self.wait(need(cut.factor_at(then))))
+    }
+
+    /// Where a pause until `until` puts the state, with `cut` as the bucket's cut: the first
+    /// token exactly at `until`, and no burst after (one token short of full then).
+    pub fn paused_state(&self, until: i128, cut: Option<Cut>) -> i128 {
+        let factor_then = cut.map_or(FULL_FACTOR_BP, |c| c.factor_at(until));
+        until + self.fill - cost(1, self.interval, factor_then)
+    }
+
+    /// The earliest state a give-back may leave while the stored pause lasts (`now` when none
+    /// does): where the pause put it, so that giving back never shortens a pause. (It can lie
+    /// before `now` under a deep cut.)
+    pub fn pause_floor(&self) -> i128 {
+        match self.pushback {
+            Some(p) if self.paused_for() > 0 => {
+                self.paused_state(i128::from(p.paused_until), p.cut)
+            }
+            _ => self.now,
+        }
+    }
+
     /// The state after taking `cost` for use at `act` (`now` or later). Taking at `act` is a
     /// take by a clock that reads `act`: a use scheduled later than the bucket alone would
     /// schedule it (THROTTLE.MTAKE waits for its slowest bucket) then cannot bunch up with
@@ -147,8 +197,10 @@ impl View {
     }
 
     /// The write that leaves the bucket full at `tat`, with the stored pushback carried over
-    /// while it is in effect. `None` if `tat` does not fit an `i64` (only a forged state gets
-    /// there: the limits keep every real one decades inside).
+    /// while it is in effect. `None` (the call is refused) if it would move the state more than
+    /// [`MAX_DEBT_NS`] (20 years) after the clock: only a reservation under a deep cut gets
+    /// there (a cut token costs up to 100 times its time, more than the fill), and a state that
+    /// far ahead reads as no bucket at all. Or if `tat` does not fit an `i64` (a forged state).
     pub fn write(&self, tat: i128) -> Option<Write> {
         self.write_with(tat, self.pushback)
     }
@@ -157,6 +209,9 @@ impl View {
     /// is in effect: a pause that is over and a cut that has recovered are dropped, so the key
     /// goes back to 8 bytes. A full bucket with nothing in effect is deleted.
     pub fn write_with(&self, tat: i128, pushback: Option<Pushback>) -> Option<Write> {
+        if tat > self.base && tat - self.now > i128::from(MAX_DEBT_NS) {
+            return None;
+        }
         let tat_ns = i64::try_from(tat).ok()?;
         let pushback = pushback.and_then(|p| in_effect(p, self.now));
         let mut until = tat;
@@ -219,7 +274,8 @@ pub fn ceil_ms(ns: i64) -> i64 {
     ns.div_euclid(NS_PER_MS) + i64::from(ns.rem_euclid(NS_PER_MS) > 0)
 }
 
-fn ceil_ms_wide(ns: i128) -> i128 {
+/// [`ceil_ms`] of an `i128`, for a non-negative duration.
+pub(crate) fn ceil_ms_wide(ns: i128) -> i128 {
     let ms = i128::from(NS_PER_MS);
     ns.div_euclid(ms) + i128::from(ns.rem_euclid(ms) > 0)
 }

@@ -66,8 +66,9 @@ pub struct GiveOutcome {
     pub write: Option<Write>,
 }
 
-/// Returns `n` tokens of the take whose ticket this is, if nothing was taken after it, and
-/// never beyond a full bucket; nothing if the state has moved past the ticket.
+/// Returns `n` tokens of the take whose ticket this is, if nothing was taken after it, never
+/// beyond a full bucket and never into a pause; nothing if the state has moved past the
+/// ticket.
 ///
 /// The state is the end of the last take's slot. While it still is this take's, giving back
 /// frees this take's own slot (the last `n` tokens of it: `n` may be fewer than it took), and
@@ -94,16 +95,23 @@ pub fn give(args: &GiveArgs, stored: Option<State>, now_ns: i64) -> GiveOutcome 
     let bucket = View::at(&args.quota, stored, now_ns);
     let since_ticket = i128::from(state.tat) - i128::from(args.ticket_us) * 1000;
     let rounding = if bucket.interval > 999 { 999 } else { 0 };
-    if !(0..=rounding).contains(&since_ticket) || bucket.debt() <= 0 || args.tokens == 0 {
+    if !(0..=rounding).contains(&since_ticket) {
         return NOTHING;
     }
-    // Never beyond a full bucket: what fits is the debt, in tokens rounded up.
-    let room = bucket.debt() / bucket.interval + i128::from(bucket.debt() % bucket.interval > 0);
-    let given = i128::from(args.tokens).min(room);
     // At the configured rate, the least the take can have cost: a cut since the take (with no
     // take after it) makes tokens cost more now, and giving that much back would free part of
-    // the slot before this take's.
-    let tat = (bucket.base - bucket.full_cost(args.tokens)).max(bucket.now);
+    // the slot before this take's. Never beyond a full bucket (`now`), and never into a pause
+    // set since the take: a give-back must not hand out tokens the pause holds back.
+    let tat = (bucket.base - bucket.full_cost(args.tokens))
+        .max(bucket.now)
+        .max(bucket.pause_floor());
+    if tat >= bucket.base {
+        return NOTHING;
+    }
+    // What was freed, in tokens rounded up (the last one may be part of a token's time).
+    let freed = bucket.base - tat;
+    let given = (freed / bucket.interval + i128::from(freed % bucket.interval > 0))
+        .min(i128::from(args.tokens));
     match (u64::try_from(given), bucket.write(tat)) {
         (Ok(given), Some(write)) => GiveOutcome {
             given,

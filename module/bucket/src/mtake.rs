@@ -127,7 +127,12 @@ impl MTakeArgs {
             for (limit, value) in parsed.iter_mut().flatten().zip(values) {
                 limit.floor = Some(parse_floor(value, limit.tokens, limit.quota.capacity)?);
             }
-            if max_wait_ms > 0 {
+            // Floors of 0 are none, which may reserve.
+            let floored = parsed
+                .iter()
+                .flatten()
+                .any(|l| l.floor.is_some_and(|f| f > 0));
+            if floored && max_wait_ms > 0 {
                 return Err(ArgError::FloorReserves);
             }
         }
@@ -299,10 +304,8 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcom
         let bucket = View::at(&limit.quota, *state, now_ns);
         // A bucket asked for nothing is only inspected: its debt delays no one.
         if limit.tokens > 0 {
-            let cost = bucket.cost(limit.tokens);
-            let floor = limit.floor.map_or(0, |floor| bucket.cost(floor));
-            wait = wait.max(bucket.wait(cost + floor));
-            wait_unfloored = wait_unfloored.max(bucket.wait(cost));
+            wait = wait.max(bucket.wait_for(limit.tokens, limit.floor.unwrap_or(0)));
+            wait_unfloored = wait_unfloored.max(bucket.wait_for(limit.tokens, 0));
         }
         *view = Some((bucket, limit.tokens));
     }
@@ -316,7 +319,8 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcom
             let Some((bucket, tokens)) = view else { break };
             if *tokens > 0 {
                 after.write = bucket.write(bucket.taken(bucket.cost(*tokens), bucket.now + wait));
-                // A state past i64 (a forged one) refuses the whole call, as for one bucket.
+                // A state more than 20 years ahead (a deep cut) or past i64 (a forged one)
+                // refuses the whole call, as for one bucket.
                 granted &= after.write.is_some();
             }
         }
@@ -439,6 +443,7 @@ mod tests {
             ("1 a 8 9 1 FLOOR 8", Floor { capacity: 8 }),
             ("2 a b 8 9 1 4 9 1 FLOOR 2 4", Floor { capacity: 4 }),
             ("1 a 8 9 1 FLOOR 2 MAXWAIT 5", FloorReserves),
+            ("2 a b 8 9 1 8 9 1 FLOOR 0 1 MAXWAIT 5", FloorReserves),
             ("1 a 8 9 1 MAXWAIT", MissingValue("MAXWAIT")),
             ("1 a 8 9 1 MAXWAIT 1 MAXWAIT", MissingValue("MAXWAIT")),
             ("1 a 8 9 1 MAXWAIT 1 maxwait 2", Repeated("MAXWAIT")),

@@ -83,9 +83,7 @@ pub(crate) fn paused(bucket: &View, cut: Option<Cut>, pause_ms: u64) -> PauseOut
     let until = bucket.now + i128::from(pause_ms) * i128::from(NS_PER_MS);
     let stored_until = bucket.pushback.map(|p| i128::from(p.paused_until));
     let cut_changed = cut != bucket.pushback.and_then(|p| p.cut);
-    // The first token exactly at `until`: the cost of one token at the rate then.
-    let factor_then = cut.map_or(FULL_FACTOR_BP, |c| c.factor_at(until));
-    let target = until + bucket.fill - cost(1, bucket.interval, factor_then);
+    let target = bucket.paused_state(until, cut);
     let longer = stored_until.is_none_or(|stored| until > stored);
     let tat = bucket.base.max(target);
     let write = if tat > bucket.base || longer || cut_changed {

@@ -89,6 +89,26 @@ impl Cut {
         let climbed = gap * elapsed_ms / i128::from(self.recovery_ms.max(1));
         u16::try_from(i128::from(self.factor_bp) + climbed).unwrap_or(FULL_FACTOR_BP)
     }
+
+    /// The first instant (ns) at which [`Cut::factor_at`] is at least `factor_bp`: the cut's
+    /// own instant for a factor it starts at, the recovered instant for the full rate, and in
+    /// between the first whole ms the straight line reaches it.
+    pub fn reaches(&self, factor_bp: u16) -> i128 {
+        let at = i128::from(self.at);
+        if factor_bp <= self.factor_bp {
+            return at;
+        }
+        let gap = i128::from(FULL_FACTOR_BP.saturating_sub(self.factor_bp));
+        let recovery = i128::from(self.recovery_ms);
+        // factor_bp + floor(gap * ms / recovery) >= f  <=>  ms >= (f - factor_bp) * recovery / gap.
+        let climb = i128::from(factor_bp - self.factor_bp) * recovery;
+        let ms = if gap > 0 && factor_bp < FULL_FACTOR_BP {
+            (climb / gap + i128::from(climb % gap > 0)).min(recovery)
+        } else {
+            recovery
+        };
+        at + ms * 1_000_000
+    }
 }
 
 /// The key holds a string that THROTTLE.TAKE did not write.
@@ -390,5 +410,32 @@ mod tests {
         assert_eq!(at(10_000), FULL_FACTOR_BP);
         assert_eq!(at(1_000_000), FULL_FACTOR_BP);
         assert_eq!(cut.recovered_at(), i128::from(NOW + 10_000 * MS));
+    }
+
+    #[test]
+    fn the_first_instant_a_factor_is_reached() {
+        let cut = Cut {
+            at: NOW,
+            factor_bp: 7000,
+            recovery_ms: 10_000,
+        };
+        for (factor, ms) in [
+            (5000, 0),
+            (7000, 0),
+            (7001, 4),
+            (8500, 5000),
+            (9999, 9997),
+            (FULL_FACTOR_BP, 10_000),
+        ] {
+            let at = cut.reaches(factor);
+            assert_eq!(at, i128::from(NOW + ms * MS), "{factor}");
+            assert!(cut.factor_at(at) >= factor, "{factor} reached at {ms} ms");
+            if ms > 0 {
+                assert!(
+                    cut.factor_at(at - i128::from(MS)) < factor,
+                    "{factor}: the first ms"
+                );
+            }
+        }
     }
 }

@@ -81,7 +81,8 @@ impl TakeArgs {
             None => None,
             Some(text) => Some(parse_floor(text, tokens, quota.capacity)?),
         };
-        if floor.is_some() && max_wait_ms > 0 {
+        // FLOOR 0 is no floor, which may reserve.
+        if floor.is_some_and(|f| f > 0) && max_wait_ms > 0 {
             return Err(ArgError::FloorReserves);
         }
         Ok(TakeArgs {
@@ -182,24 +183,26 @@ pub fn take(args: &TakeArgs, stored: Option<State>, now_ns: i64) -> Outcome {
     }
     let cost = bucket.cost(args.tokens);
     // A floored take needs its floor there too (and takes only its own tokens).
-    let needed = cost + args.floor.map_or(0, |floor| bucket.cost(floor));
-    let wait = bucket.wait(needed);
+    let wait = bucket.wait_for(args.tokens, args.floor.unwrap_or(0));
+    // Taken as of when the tokens are used: the bucket's own slot, unless a deep cut makes
+    // them wait for the rate to recover, past it (see `View::taken`).
     let write = if wait <= i128::from(args.max_wait_ms) * i128::from(NS_PER_MS) {
-        bucket.write(bucket.taken(cost, bucket.now))
+        bucket.write(bucket.taken(cost, bucket.now + wait))
     } else {
         None
     };
-    let debt_after = match write {
-        Some(_) => bucket.debt() + cost,
-        None => bucket.debt(),
-    };
+    let debt_after = write
+        .and_then(|w| w.tat())
+        .map_or(bucket.debt(), |tat| i128::from(tat) - bucket.now);
     Outcome {
         granted: write.is_some(),
         remaining: bucket.remaining(debt_after),
         wait_ns: saturate(wait),
         reset_ns: saturate(debt_after),
         write,
-        held_by_floor: write.is_none() && args.floor.is_some() && bucket.wait(cost) == 0,
+        held_by_floor: write.is_none()
+            && args.floor.is_some()
+            && bucket.wait_for(args.tokens, 0) == 0,
     }
 }
 
@@ -316,6 +319,12 @@ mod tests {
         );
         let args = take("8 9 TICKET TOKENS 0").unwrap();
         assert_eq!((args.tokens, args.ticket), (0, true));
+        let args = take("8 9 FLOOR 0 MAXWAIT 5").unwrap();
+        assert_eq!(
+            (args.floor, args.max_wait_ms),
+            (Some(0), 5),
+            "FLOOR 0 is no floor"
+        );
         let args = take("8 9 TOKENS 8 MAXWAIT 315360000000").unwrap();
         assert_eq!((args.tokens, args.max_wait_ms), (8, MAX_WAIT_MS));
     }
@@ -374,6 +383,7 @@ mod tests {
             ("8 9 FLOOR", MissingValue("FLOOR")),
             ("8 9 FLOOR 1 floor 1", Repeated("FLOOR")),
             ("8 9 FLOOR 2 MAXWAIT 1", FloorReserves),
+            ("8 9 MAXWAIT 1 FLOOR 1", FloorReserves),
             // Values in order: TOKENS before FLOOR.
             ("8 9 FLOOR 9 TOKENS 9", Tokens { capacity: 8 }),
         ];

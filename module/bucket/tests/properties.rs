@@ -331,8 +331,10 @@ proptest! {
         let factor = |state: &[Option<State>; 2], b: usize, now: i64| {
             peek(&bucket_quota(b), state[b], now).factor_bp
         };
+        let mut latest = now;
         for (step, op) in &ops {
             now += step;
+            latest = latest.max(now);
             match op {
                 Op::Take { bucket, tokens, max_wait_ms, floor } => {
                     let floor_words = floor.map_or(String::new(), |f| format!(" FLOOR {f}"));
@@ -356,6 +358,7 @@ proptest! {
                     let g = &mut grants[open[grant % open.len()]];
                     let n = g.tokens * u64::from(*fraction) / 4;
                     let text = format!("{} {n} {}", quota(g.bucket), g.ticket);
+                    let paused_ns = peek(&bucket_quota(g.bucket), state[g.bucket], now).paused_ns;
                     let out = give(&GiveArgs::parse(&words(&text)).unwrap(), state[g.bucket], now);
                     prop_assert!(out.given <= n);
                     if let Some(w) = out.write {
@@ -363,6 +366,13 @@ proptest! {
                             prop_assert!(tat >= now.clamp(0, throttle_bucket::MAX_NOW_NS));
                         }
                         state[g.bucket] = w.stored();
+                    }
+                    // A give-back never hands out a token inside a pause (seen by the latest
+                    // clock: one that reads earlier may see as on a pause a later one saw end).
+                    if paused_ns > 0 && now >= latest {
+                        let one = format!("{} TOKENS 1", quota(g.bucket));
+                        let after = take(&TakeArgs::parse(&words(&one)).unwrap(), state[g.bucket], now);
+                        prop_assert!(!after.granted && after.wait_ns >= paused_ns, "{:?} inside a pause of {} ns", after, paused_ns);
                     }
                     // Used once: a later give of this grant would be a second one.
                     g.given = out.given;

@@ -54,3 +54,49 @@ pub fn announces_the_same(flavor: Flavor) {
     }
     assert!(heard_by.windows(2).all(|w| w[0] == w[1]));
 }
+
+/// A fleet user with the twin's ACL lines (`&throttle:pause:*`) pausing a key that announces
+/// on its own name (a `}` and no tag, or an empty tag `{}`): the announcement is refused, and
+/// the call fails with nothing written, since the library and the script announce before they
+/// write. A key that announces under `throttle:pause:` pauses as usual.
+pub fn a_refused_announcement_writes_nothing(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut admin = server.conn();
+    let sha = load(&mut admin);
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(
+            "fleet on nopass resetkeys ~quota:* resetchannels &throttle:pause:* -@all +fcall \
+             +fcall_ro +evalsha +evalsha_ro +get +set +del +time +spublish"
+                .split_whitespace()
+                .collect::<Vec<_>>(),
+        )
+        .query(&mut admin)
+        .expect("ACL SETUSER");
+    let mut fleet = throttle_e2e::conn_as(&server, "fleet");
+    for runner in [Runner::Library, Runner::Script] {
+        for key in [
+            format!("quota:a}}{runner:?}"),
+            format!("quota:{{}}{runner:?}"),
+        ] {
+            assert_eq!(
+                throttle_bucket::pause_channel(key.as_bytes()),
+                key.as_bytes()
+            );
+            let keys = [key.clone()];
+            let refused: redis::RedisResult<i64> =
+                command(runner, &sha, "pause", &keys, &["10", "10", "1500"]).query(&mut fleet);
+            let error = refused
+                .expect_err("the announcement is refused")
+                .to_string();
+            assert!(error.contains("channel"), "{runner:?} {key}: {error}");
+            let exists: i64 = redis::cmd("EXISTS").arg(&key).query(&mut admin).unwrap();
+            assert_eq!(exists, 0, "{runner:?} {key}: a refused pause wrote");
+        }
+        let keys = [format!("quota:{{t}}{runner:?}")];
+        let next: i64 = command(runner, &sha, "pause", &keys, &["10", "10", "1500"])
+            .query(&mut fleet)
+            .expect("a tagged key announces under throttle:pause:");
+        assert_eq!(next, 1500, "{runner:?}");
+    }
+}

@@ -108,10 +108,14 @@ pub fn interop_on_a_moving_clock(flavor: Flavor) {
         "{flavor}: {first:?}"
     );
     first[4] = 0;
+    // The give-back of call 5 comes inside call 4's pause: it frees only what lies after the
+    // pause's own state, so a's reservations stay later, and so does the state the multi-take
+    // of call 16 leaves c at, which has no token for call 17.
     assert_eq!(
         first,
-        [1, 1, 1, 0, 0, 2, 1, 4_000_000, 1, 0, 0, 1, 1, 1, 1, 3, 1, 1],
-        "{flavor}: first elements of the module's replies"
+        [1, 1, 1, 0, 0, 2, 1, 4_000_000, 1, 0, 0, 1, 1, 1, 1, 3, 1, 0],
+        "{flavor}: first elements of the module's replies, of {:?}",
+        replies[0]
     );
     for bucket in ["a", "b", "c"] {
         let read = |con: &mut Connection, side: &str| -> (i128, i64) {

@@ -437,6 +437,63 @@ pub const CASES: &[Case] = &[
             ],
         ],
     },
+    // ---- The supplier's pushback meeting the other commands (the hostile tester's cases).
+    // A cut too deep for the bucket to hold the tokens: the wait is until the recovering rate
+    // holds them, and a reservation is taken as of then (the next one a cut token later).
+    case!(
+        &[Missing],
+        &["cut a 1 10 1 0.5 30000", "take a 1 10", "take a 1 10 MAXWAIT 30000", "take a 1 10 MAXWAIT 60000", "peek a 1 10"],
+    ),
+    case!(
+        &[Missing],
+        &[
+            "cut a 10 10 1 0.5 30000",
+            "take a 10 10 TOKENS 6",
+            "take a 10 10 FLOOR 5",
+            "take a 10 10 TOKENS 4",
+            "mtake a 10 10 6",
+            "mtake a 10 10 1 FLOOR 5",
+            "take a 10 10 TOKENS 6 MAXWAIT 10000 TICKET",
+        ],
+    ),
+    // No reservation leaves a state more than 20 years ahead: 5 tokens at 1 % are refused, 4
+    // are granted within it.
+    case!(
+        &[Missing],
+        &[
+            "cut a 300 0.000001 1 0.01 315360000000",
+            "take a 300 0.000001 TOKENS 5 MAXWAIT 315360000000",
+            "mtake a 300 0.000001 5 MAXWAIT 315360000000",
+            "mtake a 300 0.000001 4 MAXWAIT 315360000000 TICKET",
+            "peek a 300 0.000001",
+            "take a 300 0.000001 TOKENS 0",
+        ],
+    ),
+    // A give-back never ends a pause: a reservation, a pause by another replica, the reserved
+    // call gives back inside the pause and only what lies after the pause's state comes back.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &["take a 10 10 TOKENS 10", "take a 10 10 TOKENS 10 MAXWAIT 1000 TICKET", "pause a 10 10 1000"],
+            &["give a 10 10 10 $1", "take a 10 10", "peek a 10 10"],
+        ],
+    },
+    // A cut after a cut: the stricter factor and the later recovery stay (a cut inside the
+    // first one's pause changes nothing).
+    Case {
+        before: &[Missing],
+        steps: &[&["cut a 10 10 1 0.01 600000"], &["cut a 10 10 1 1 1", "peek a 10 10"]],
+    },
+    // FLOOR 0 is no floor: it may reserve, alone and in MTAKE.
+    case!(
+        &[Missing, Missing],
+        &[
+            "take a 2 1 TOKENS 2",
+            "take a 2 1 FLOOR 0 MAXWAIT 1000",
+            "mtake a,b 2 1 1 2 1 1 MAXWAIT 2000 FLOOR 0 0",
+            "mtake a,b 2 1 1 2 1 1 FLOOR 0 0 MAXWAIT 0",
+        ],
+    ),
     // Mixing commands on one bucket.
     Case {
         before: &[Missing, Missing],
