@@ -13,7 +13,14 @@
 //! The price: a state written in place is a plain (raw) 8-byte string, where SET of digits
 //! was kept as an integer inside the key's object: 16 bytes more per bucket on Redis
 //! (measured as docs/benchmarks.md, "Memory per bucket", says).
+//!
+//! A write of another length than the stored one (8 bytes to the 32 of a pause or cut and
+//! back, an earlier release's digits to 8) gives the key a fresh value of exactly that length,
+//! as a bucket's first write does: a string resized in place keeps room to spare (tests/tests/
+//! memory.rs measures it). Only those writes pay for it; a write of the same length stays in
+//! place.
 
+use std::cell::Cell;
 use std::os::raw::{c_int, c_longlong};
 use std::{ptr, slice};
 
@@ -34,6 +41,9 @@ pub struct BucketKey {
     key: *mut raw::RedisModuleKey,
     /// The key did not exist when opened (a full bucket).
     empty: bool,
+    /// The stored value's length in bytes, once [`BucketKey::state`] has read it (or a write
+    /// has set it): what tells [`BucketKey::store`] whether the new state fits in place.
+    stored_len: Cell<Option<usize>>,
 }
 
 impl BucketKey {
@@ -66,6 +76,7 @@ impl BucketKey {
             name,
             key,
             empty: false,
+            stored_len: Cell::new(None),
         };
         // SAFETY: `key` is open (closed by Drop).
         let kind = unsafe { raw::RedisModule_KeyType.map(|key_type| key_type(bucket.key)) };
@@ -101,6 +112,7 @@ impl BucketKey {
                 return Err(MISSING_API.to_owned());
             };
             let length = value_length(self.key);
+            self.stored_len.set(Some(length));
             if length != STATE_LEN && length != PUSHBACK_STATE_LEN {
                 return peek_state(self.ctx, self.name, now_ns);
             }
@@ -131,11 +143,14 @@ impl BucketKey {
     fn store(&mut self, state: &State, expire_at_ms: i64) -> Result<(), String> {
         let encoded = encode_state(state);
         let bytes = encoded.as_bytes();
-        // SAFETY: `key` is open for writing; `dma` points at exactly `bytes.len()` writable
-        // bytes after the truncate (checked); the Replicate format's conversions match the
-        // arguments (s: string, b: buffer and length, c: C string, l: long long).
+        // SAFETY: `key` is open for writing and holds a string or nothing (checked in `open`);
+        // `dma` points at exactly `bytes.len()` writable bytes after the truncate (checked); the
+        // Replicate format's conversions match the arguments (s: string, b: buffer and length,
+        // c: C string, l: long long).
         unsafe {
             let (
+                Some(value_length),
+                Some(delete),
                 Some(truncate),
                 Some(dma),
                 Some(set_expire),
@@ -143,6 +158,8 @@ impl BucketKey {
                 Some(signal),
                 Some(notify),
             ) = (
+                raw::RedisModule_ValueLength,
+                raw::RedisModule_DeleteKey,
                 raw::RedisModule_StringTruncate,
                 raw::RedisModule_StringDMA,
                 raw::RedisModule_SetAbsExpire,
@@ -153,8 +170,38 @@ impl BucketKey {
             else {
                 return Err(MISSING_API.to_owned());
             };
+            // A new length gets a fresh value: the old one deleted, and the truncate below
+            // creates the string at exactly `bytes.len()`, as for a missing key (which it
+            // cannot refuse: it refuses only a key not open for writing, or over 512 MB).
+            // Resized in place, a string grown from 8 bytes to 32 keeps room to spare (32 to
+            // 40 bytes more while paused) and one shrunk from an earlier release's digits its
+            // larger allocation (8 to 16 more until the key expires). The deletion replicates,
+            // signals and notifies nothing by itself; it drops the TTL, which the write sets
+            // below as every write does, and the LFU counter (under an LFU policy), which is
+            // carried over. Unlike a SET, re-creating the key fires the `new` keyspace event
+            // (class `n`, which `A` leaves out) on every server we support. The length is the
+            // one `state` read (every command reads before it writes), asked of the server
+            // only if it did not: a write of the same length, the hot path, costs nothing more.
+            let mut lfu = None;
+            if !self.empty {
+                let stored = match self.stored_len.get() {
+                    Some(length) => length,
+                    None => value_length(self.key),
+                };
+                if stored != bytes.len() {
+                    lfu = self.lfu();
+                    if delete(self.key) != raw::REDISMODULE_OK as c_int {
+                        return Err(NOT_STORED.to_owned());
+                    }
+                    self.empty = true;
+                }
+            }
+            self.stored_len.set(None);
             if truncate(self.key, bytes.len()) != raw::REDISMODULE_OK as c_int {
                 return Err(NOT_STORED.to_owned());
+            }
+            if let Some(freq) = lfu {
+                self.set_lfu(freq);
             }
             let mut len = 0;
             let target = dma(self.key, &mut len, raw::REDISMODULE_WRITE as c_int);
@@ -163,6 +210,7 @@ impl BucketKey {
             }
             ptr::copy_nonoverlapping(bytes.as_ptr(), target.cast::<u8>(), len);
             self.empty = false;
+            self.stored_len.set(Some(len));
             if set_expire(self.key, expire_at_ms) != raw::REDISMODULE_OK as c_int {
                 return Err(NOT_STORED.to_owned());
             }
@@ -195,6 +243,31 @@ impl BucketKey {
 }
 
 impl BucketKey {
+    /// The key's LFU counter (0 to 255), under an LFU maxmemory policy; `None` under any other
+    /// policy (the server then keeps no counter) or without the API.
+    fn lfu(&self) -> Option<c_longlong> {
+        let mut freq: c_longlong = -1;
+        // SAFETY: `key` is open and holds a value (the caller checked); `freq` outlives the
+        // call.
+        let read = unsafe {
+            raw::RedisModule_GetLFU
+                .is_some_and(|get| get(self.key, &mut freq) == raw::REDISMODULE_OK as c_int)
+        };
+        (read && (0..=255).contains(&freq)).then_some(freq)
+    }
+
+    /// Gives the key's fresh value the LFU counter its old one had. Best effort: a server
+    /// without the API, or one that refuses, leaves the fresh value's initial counter.
+    fn set_lfu(&self, freq: c_longlong) {
+        // SAFETY: `key` is open and holds the value just created; `freq` is 0 to 255 (checked
+        // in `lfu`), the range the server asserts.
+        unsafe {
+            if let Some(set) = raw::RedisModule_SetLFU {
+                set(self.key, freq);
+            }
+        }
+    }
+
     /// Deletes the bucket: a call left it full, and a missing key is a full bucket. `DEL key`
     /// goes to replicas and the AOF, with the `del` keyspace event, as a client's DEL would.
     fn delete(&mut self) -> Result<(), String> {
@@ -216,6 +289,7 @@ impl BucketKey {
                 return Err(NOT_STORED.to_owned());
             }
             self.empty = true;
+            self.stored_len.set(None);
             replicate(self.ctx, c"DEL".as_ptr(), c"s".as_ptr(), self.name);
             signal(self.ctx, self.name);
             notify(
