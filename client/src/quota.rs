@@ -83,6 +83,20 @@ impl From<u64> for Rate {
     }
 }
 
+/// So that `Quota::new(8, 9)` reads as it is written: an integer literal is an `i32`. A
+/// negative one is refused by [`Quota::new`].
+impl From<i32> for Rate {
+    fn from(tokens_per_second: i32) -> Rate {
+        Rate(tokens_per_second.to_string())
+    }
+}
+
+impl From<u32> for Rate {
+    fn from(tokens_per_second: u32) -> Rate {
+        Rate::per_second(u64::from(tokens_per_second))
+    }
+}
+
 impl From<f64> for Rate {
     fn from(tokens_per_second: f64) -> Rate {
         Rate::from_f64(tokens_per_second)
@@ -154,6 +168,14 @@ impl Quota {
         &self.bucket
     }
 
+    /// Checks a limiter's cost per call: at least 1 token, at most the capacity.
+    pub(crate) fn check_cost(&self, cost: u64) -> Result<(), QuotaError> {
+        if cost == 0 {
+            return Err(QuotaError::ZeroCost);
+        }
+        self.check_tokens(cost)
+    }
+
     /// Checks that a call may take `tokens`: at most the capacity.
     pub(crate) fn check_tokens(&self, tokens: u64) -> Result<(), QuotaError> {
         if tokens > self.capacity() {
@@ -179,8 +201,8 @@ pub enum QuotaError {
     },
     /// The rate is not a plain decimal from 0.000001 to 10^9 tokens per second.
     #[error(
-        "rate {rate:?} is not usable: it must be a plain decimal (no sign or exponent) from \
-         {MIN_RATE} to {MAX_RATE} tokens per second"
+        "rate \"{rate}\" is not usable: it must be a plain decimal (no sign or exponent) from \
+         {MIN_RATE} to {MAX_RATE} tokens per second, like 10 or 0.5"
     )]
     Rate {
         /// The rate asked for, as it would be sent.
@@ -198,6 +220,12 @@ pub enum QuotaError {
         /// The rate asked for.
         rate: Rate,
     },
+    /// A limiter's cost per call is 0: it would never limit anything.
+    #[error(
+        "a cost of 0 tokens per call never limits anything: give each call at least 1 token \
+         (a call that only looks at the bucket is `peek`)"
+    )]
+    ZeroCost,
     /// A call (or the limiter's cost per call) takes more tokens than the bucket holds, so
     /// it could never be granted.
     #[error("a call cannot take {tokens} tokens from a bucket of capacity {capacity}")]
@@ -287,6 +315,26 @@ mod tests {
         let err = Quota::new(315_360_001, 1u64).unwrap_err();
         assert!(matches!(err, QuotaError::FillTooLong { .. }), "{err}");
         assert!(err.to_string().contains("10 years"), "{err}");
+    }
+
+    #[test]
+    fn integer_literals_and_the_rates_text() {
+        assert_eq!(Quota::new(8, 9).map(|q| q.token_interval()), Quota::new(8, 9u64).map(|q| q.token_interval()));
+        let err = Quota::new(8, -9).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "rate \"-9\" is not usable: it must be a plain decimal (no sign or exponent) from \
+             0.000001 to 1000000000 tokens per second, like 10 or 0.5"
+        );
+        assert_eq!(Quota::new(8, 9u32), Quota::new(8, 9u64));
+    }
+
+    #[test]
+    fn a_cost_of_0_is_refused() {
+        let quota = Quota::new(8, 9).unwrap();
+        assert_eq!(quota.check_cost(0), Err(QuotaError::ZeroCost));
+        assert_eq!(quota.check_cost(8), Ok(()));
+        assert!(matches!(quota.check_cost(9), Err(QuotaError::Tokens { .. })));
     }
 
     #[test]

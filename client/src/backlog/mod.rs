@@ -70,8 +70,11 @@ pub struct Backlog<C> {
 pub struct BacklogStats {
     /// Records not finished: waiting to be read, or read and not yet acknowledged.
     pub depth: u64,
-    /// Records read by a worker and not yet acknowledged (being handled, or held by a worker
-    /// that died, until another claims them).
+    /// Records read by a worker and not yet acknowledged: being handled, held by a worker
+    /// that died (until another claims them, once idle for
+    /// [`claim_idle`](WorkerOptions::claim_idle)), or handed back by a worker that was stopped
+    /// (a stream cannot un-read a record: it stays pending, marked idle long enough that the
+    /// next worker to read claims it at once).
     pub in_flight: u64,
     /// Records in the dead-letter stream.
     pub dead_letters: u64,

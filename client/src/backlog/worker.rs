@@ -222,6 +222,16 @@ where
     /// Runs until stopped ([`Worker::stop_handle`]): takes over stranded records, reads new
     /// ones, and hands each to `handler` once its cost is acquired. Connection trouble is
     /// retried (a record not acknowledged is delivered again); only a stop ends the loop.
+    ///
+    /// Records are handled one at a time, in the order read; for more at once, run more
+    /// workers (each with its own consumer name), in one process or several.
+    ///
+    /// To end a worker, stop it: it finishes the record its handler is on, hands back what it
+    /// read and did not start (claimable by the next worker at once), and returns. Dropping
+    /// this future instead (a task aborted, a `select!` that lost) loses nothing either, but
+    /// what it had read stays with it until another worker's claim finds it idle for
+    /// [`claim_idle`](WorkerOptions::claim_idle) (30 s by default): stop for a planned end,
+    /// and leave drops to crashes.
     pub async fn run<H, F>(&self, handler: H) -> Result<WorkerMetrics, Error>
     where
         H: Fn(Record) -> F,

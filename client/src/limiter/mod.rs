@@ -163,7 +163,7 @@ pub struct LimiterBuilder {
 
 impl LimiterBuilder {
     /// Tokens [`Limiter::acquire`] and [`Limiter::try_acquire`] take per call (default 1);
-    /// at most the capacity.
+    /// at least 1 and at most the capacity.
     pub fn cost(mut self, tokens: u64) -> Self {
         self.cost = tokens;
         self
@@ -206,11 +206,11 @@ impl LimiterBuilder {
         self
     }
 
-    /// Builds the limiter over `conn`. Fails with [`Error::InvalidQuota`] if the cost is
+    /// Builds the limiter over `conn`. Fails with [`Error::InvalidQuota`] if the cost is 0 or
     /// above the capacity. Makes no round trip: a missing server or module shows up at the
     /// first call.
     pub fn build<C>(self, conn: C) -> Result<Limiter<C>, Error> {
-        self.quota.check_tokens(self.cost)?;
+        self.quota.check_cost(self.cost)?;
         let name = self.name.unwrap_or_else(|| self.key.clone());
         Ok(Limiter {
             conn,
