@@ -179,22 +179,23 @@ impl Dispatch {
                 );
                 None
             }
+            // A user given only the script cannot read the library: the normal case, not worth
+            // a warning; a missing library that an admin may want to load is.
+            Err(Fcall::Refused(err @ Error::LibraryNotVerified { .. })) => {
+                tracing::info!(reason = %err, "using the Lua script");
+                Some(err)
+            }
             Err(Fcall::Refused(err)) => {
-                tracing::warn!(
-                    reason = %err,
-                    "this user may not check or load the function library; using the Lua script"
-                );
+                tracing::warn!(reason = %err, "using the Lua script");
                 Some(err)
             }
             Err(Fcall::Failed(other)) => return Err(other),
         };
-        match script(conn, call).await {
-            Ok(value) => Ok((Backend::Script, value)),
+        match (script(conn, call).await, refused) {
+            (Ok(value), _) => Ok((Backend::Script, value)),
             // Refused both: the library's error says what to do for either.
-            Err(Error::Connection(err)) if refused.is_some() && is_noperm(&err) => {
-                Err(refused.expect("checked"))
-            }
-            Err(other) => Err(other),
+            (Err(Error::Connection(err)), Some(library)) if is_noperm(&err) => Err(library),
+            (Err(other), _) => Err(other),
         }
     }
 
