@@ -29,10 +29,17 @@ pub enum Backend {
     /// The same commands as a Lua function library (`FCALL throttle_take ...`, see
     /// [`crate::script`]; Redis 7.0+ and Valkey), for servers that cannot load modules. The
     /// server keeps it in its RDB and AOF and sends it to replicas, so restarts and failovers
-    /// keep it. The first call checks the server's copy and loads this client's if it is
-    /// missing or older; a server that lacks it later (`FUNCTION FLUSH`, a new cluster node, a
-    /// replica promoted before it arrived) answers "function not found", and the library is
-    /// loaded and the call sent once more, which the caller does not see.
+    /// keep it. The first call reads the server's copy (`FUNCTION LIST LIBRARYNAME throttle
+    /// WITHCODE`) and uses it only if its code is this client's [`LIBRARY`](crate::script::LIBRARY),
+    /// byte for byte: a library runs with its caller's permissions, and the version it
+    /// claims proves nothing. Missing, or older by its version, it is loaded (`FUNCTION
+    /// LOAD REPLACE`) where the user may, else the call fails with
+    /// [`Error::LibraryNotLoaded`]; a user that may not read it fails with
+    /// [`Error::LibraryNotVerified`]; any other code under the name fails with
+    /// [`Error::ForeignLibrary`] and is neither run nor replaced. A server that lacks the
+    /// library later (`FUNCTION FLUSH`, a new cluster node, a replica promoted before it
+    /// arrived) answers "function not found", and the library is loaded and the call sent
+    /// once more, which the caller does not see.
     Library,
     /// The same commands as one Lua script (`EVALSHA`), for servers that refuse `FUNCTION`. A
     /// server that forgot the script (restart, failover, `SCRIPT FLUSH`, a new cluster node)
@@ -41,9 +48,14 @@ pub enum Backend {
     Script,
     /// The module if the server has it, else the library, else the script. The first call is
     /// the probe: it goes to the module, and only an "unknown command" answer moves the
-    /// limiter (and its clones) on to the library, and only a server without `FUNCTION` on to
-    /// the script, for good; a server with the module pays nothing for it. Calls made while
-    /// the probe is out wait for its answer instead of probing too.
+    /// limiter (and its clones) on to the library, and only a server without `FUNCTION`, or a
+    /// user that may not use the library safely ([`Error::LibraryNotVerified`],
+    /// [`Error::LibraryNotLoaded`]: `NOPERM` on `FUNCTION LIST` or `FUNCTION LOAD`), on to the
+    /// script, for good; a server with the module pays nothing for it. Any other answer stops
+    /// the probe with its error: `NOPERM` on the module's command or on `FCALL` itself (a user
+    /// set up for that backend but not allowed the call, to fix rather than work around), and
+    /// a foreign library ([`Error::ForeignLibrary`], which needs a person to look). Calls
+    /// made while the probe is out wait for its answer instead of probing too.
     #[default]
     Auto,
 }
@@ -91,7 +103,8 @@ pub(crate) struct Dispatch {
     /// Set from the start for `Module`, `Library` and `Script`; for `Auto`, by the first
     /// call's answer.
     resolved: OnceCell<Backend>,
-    /// The server's library has been checked (and loaded if missing or older).
+    /// The server's library has been checked: its code is this client's (loaded if it was
+    /// missing or older). Once per limiter, off the calls' path.
     library_checked: OnceCell<()>,
 }
 
@@ -157,19 +170,33 @@ impl Dispatch {
             }
             Err(other) => return Err(other),
         }
-        match self.library(conn, call).await {
+        let refused = match self.library(conn, call).await {
             Ok(value) => return Ok((Backend::Library, value)),
             Err(Fcall::Unavailable(err)) => {
                 tracing::info!(
                     server = %err,
                     "this server has no FUNCTION; using the Lua script"
                 );
+                None
+            }
+            // A user given only the script cannot read the library: the normal case, not worth
+            // a warning; a missing library that an admin may want to load is.
+            Err(Fcall::Refused(err @ Error::LibraryNotVerified { .. })) => {
+                tracing::info!(reason = %err, "using the Lua script");
+                Some(err)
+            }
+            Err(Fcall::Refused(err)) => {
+                tracing::warn!(reason = %err, "using the Lua script");
+                Some(err)
             }
             Err(Fcall::Failed(other)) => return Err(other),
+        };
+        match (script(conn, call).await, refused) {
+            (Ok(value), _) => Ok((Backend::Script, value)),
+            // Refused both: the library's error says what to do for either.
+            (Err(Error::Connection(err)), Some(library)) if is_noperm(&err) => Err(library),
+            (Err(other), _) => Err(other),
         }
-        script(conn, call)
-            .await
-            .map(|value| (Backend::Script, value))
     }
 
     /// `FCALL throttle_<command> numkeys keys args` (`FCALL_RO` for a read-only command). The
@@ -194,7 +221,7 @@ impl Dispatch {
         call.add_args(&mut cmd);
         match cmd.query_async(conn).await {
             Err(err) if function_not_found(&err) => {
-                load_library(conn).await?;
+                load_library(conn, None).await?;
                 cmd.query_async(conn).await.map_err(Fcall::from_redis)
             }
             other => other.map_err(Fcall::from_redis),
@@ -202,9 +229,11 @@ impl Dispatch {
     }
 }
 
-/// Why a library call failed: the server has no `FUNCTION` at all, or something else.
+/// Why a library call failed: the server has no `FUNCTION` at all, this user may not check or
+/// load the library (`Auto` falls back to the script for either), or something else.
 enum Fcall {
     Unavailable(RedisError),
+    Refused(Error),
     Failed(Error),
 }
 
@@ -226,9 +255,13 @@ impl Fcall {
             Fcall::Unavailable(err) => Error::LibraryUnavailable {
                 server_message: err.to_string(),
             },
-            Fcall::Failed(err) => err,
+            Fcall::Refused(err) | Fcall::Failed(err) => err,
         }
     }
+}
+
+fn is_noperm(err: &RedisError) -> bool {
+    err.code() == Some("NOPERM")
 }
 
 fn function_not_found(err: &RedisError) -> bool {
@@ -236,32 +269,113 @@ fn function_not_found(err: &RedisError) -> bool {
         .is_some_and(|d| d.to_ascii_lowercase().contains("function not found"))
 }
 
-/// Loads this client's library where the server has none or an older one (`FCALL_RO
-/// throttle_version 0`). A newer one is left alone: another client of the fleet, upgraded
-/// first, loaded it, and it serves this client's calls too.
+/// Checks that the server's library `throttle` is this client's, by its code: a library runs
+/// with its caller's permissions, so a foreign one (whatever version it claims) is never run,
+/// not even its `throttle_version`. Missing, or older by the version in its code, it is
+/// replaced with this client's where the user may load it. A newer one is refused too: the
+/// client cannot tell a newer release's library from any other code.
 async fn check_library<C: ConnectionLike>(conn: &mut C) -> Result<(), Fcall> {
-    let version = redis::cmd("FCALL_RO")
-        .arg("throttle_version")
-        .arg(0)
-        .query_async::<u64>(conn)
+    let listed = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg(LIBRARY_NAME)
+        .arg("WITHCODE")
+        .query_async::<Value>(conn)
         .await;
-    match version {
-        Ok(version) if version >= LIBRARY_VERSION => Ok(()),
-        Ok(older) => {
-            tracing::info!(
-                older,
-                LIBRARY_VERSION,
-                "replacing the server's older redis-throttle library"
-            );
-            load_library(conn).await
+    let code = match listed {
+        Ok(reply) => library_code(&reply)?,
+        Err(err) if is_noperm(&err) => {
+            return Err(Fcall::Refused(Error::LibraryNotVerified {
+                server_message: error_line(&err),
+            }))
         }
-        Err(err) if function_not_found(&err) => load_library(conn).await,
-        Err(err) => Err(Fcall::from_redis(err)),
+        Err(err) => return Err(Fcall::from_redis(err)),
+    };
+    match code {
+        None => load_library(conn, None).await,
+        Some(code) if code == LIBRARY.as_bytes() => Ok(()),
+        Some(code) => match version_in(&code) {
+            Some(older) if older < LIBRARY_VERSION => {
+                tracing::info!(
+                    older,
+                    LIBRARY_VERSION,
+                    "replacing the server's older redis-throttle library"
+                );
+                load_library(conn, Some(older)).await
+            }
+            server_version => Err(Fcall::Failed(Error::ForeignLibrary { server_version })),
+        },
     }
 }
 
-/// `FUNCTION LOAD REPLACE` of this client's library (on every primary, in a cluster).
-async fn load_library<C: ConnectionLike>(conn: &mut C) -> Result<(), Fcall> {
+/// The library's name, as its `#!lua name=` line says.
+const LIBRARY_NAME: &str = "throttle";
+
+/// The code of the library named [`LIBRARY_NAME`] in a `FUNCTION LIST ... WITHCODE` reply
+/// (RESP2: each library a flat array of names and values; RESP3: a map), or `None` if there
+/// is none. `LIBRARYNAME` is a pattern, matched without case: the name is compared here.
+fn library_code(reply: &Value) -> Result<Option<Vec<u8>>, Fcall> {
+    let unexpected = || {
+        Fcall::Failed(Error::UnexpectedReply {
+            reply: format!("FUNCTION LIST answered {reply:?}"),
+        })
+    };
+    let Value::Array(libraries) = reply else {
+        return Err(unexpected());
+    };
+    for library in libraries {
+        let fields: Vec<(&Value, &Value)> = match library {
+            Value::Array(items) if items.len() % 2 == 0 => {
+                items.chunks(2).map(|pair| (&pair[0], &pair[1])).collect()
+            }
+            Value::Map(pairs) => pairs.iter().map(|(k, v)| (k, v)).collect(),
+            _ => return Err(unexpected()),
+        };
+        let field = |name: &str| {
+            fields
+                .iter()
+                .find(|(key, _)| text_of(key) == Some(name.as_bytes()))
+                .and_then(|(_, value)| text_of(value))
+        };
+        if field("library_name") == Some(LIBRARY_NAME.as_bytes()) {
+            return field("library_code")
+                .map(|code| Some(code.to_vec()))
+                .ok_or_else(unexpected);
+        }
+    }
+    Ok(None)
+}
+
+fn text_of(value: &Value) -> Option<&[u8]> {
+    match value {
+        Value::BulkString(bytes) => Some(bytes),
+        Value::SimpleString(text) => Some(text.as_bytes()),
+        Value::VerbatimString { text, .. } => Some(text.as_bytes()),
+        _ => None,
+    }
+}
+
+/// The version a library's code says it is (`local VERSION = n`, as this client's does), if
+/// it says one. Only ever used to decide to replace it with this client's, never to run it.
+fn version_in(code: &[u8]) -> Option<u64> {
+    let code = std::str::from_utf8(code).ok()?;
+    let (_, rest) = code.split_once("local VERSION = ")?;
+    let digits = rest.split(|c: char| !c.is_ascii_digit()).next()?;
+    digits.parse().ok()
+}
+
+/// The server's error as it sent it: `CODE detail`.
+fn error_line(err: &RedisError) -> String {
+    match (err.code(), err.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        _ => err.to_string(),
+    }
+}
+
+/// `FUNCTION LOAD REPLACE` of this client's library (on every primary, in a cluster), over
+/// none or an older one (`older`, its version). A user that may not load it (`NOPERM`) gets
+/// [`Error::LibraryNotLoaded`], which says who can.
+async fn load_library<C: ConnectionLike>(conn: &mut C, older: Option<u64>) -> Result<(), Fcall> {
     redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg("REPLACE")
@@ -269,7 +383,16 @@ async fn load_library<C: ConnectionLike>(conn: &mut C) -> Result<(), Fcall> {
         .query_async::<Value>(conn)
         .await
         .map(drop)
-        .map_err(Fcall::from_redis)
+        .map_err(|err| {
+            if is_noperm(&err) {
+                Fcall::Refused(Error::LibraryNotLoaded {
+                    server_version: older,
+                    server_message: error_line(&err),
+                })
+            } else {
+                Fcall::from_redis(err)
+            }
+        })
 }
 
 async fn module<C: ConnectionLike>(conn: &mut C, call: &Call<'_>) -> Result<Value, Error> {
@@ -303,5 +426,56 @@ async fn script<C: ConnectionLike>(conn: &mut C, call: &Call<'_>) -> Result<Valu
             cmd.query_async(conn).await.map_err(Error::from_redis)
         }
         other => other.map_err(Error::from_redis),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(text: &str) -> Value {
+        Value::BulkString(text.as_bytes().to_vec())
+    }
+
+    fn entry(name: &str, code: &str) -> Vec<Value> {
+        vec![
+            bulk("library_name"),
+            bulk(name),
+            bulk("engine"),
+            bulk("LUA"),
+            bulk("functions"),
+            Value::Array(vec![]),
+            bulk("library_code"),
+            bulk(code),
+        ]
+    }
+
+    #[test]
+    fn the_code_of_the_library_named_throttle_only() {
+        // LIBRARYNAME is a pattern matched without case: another library can come back too.
+        let resp2 = Value::Array(vec![
+            Value::Array(entry("THROTTLE", "other")),
+            Value::Array(entry("throttle", "ours")),
+        ]);
+        assert_eq!(library_code(&resp2).ok(), Some(Some(b"ours".to_vec())));
+        let pairs = |fields: Vec<Value>| {
+            let mut it = fields.into_iter();
+            std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect::<Vec<_>>()
+        };
+        let resp3 = Value::Array(vec![Value::Map(pairs(entry("throttle", "ours")))]);
+        assert_eq!(library_code(&resp3).ok(), Some(Some(b"ours".to_vec())));
+        assert_eq!(library_code(&Value::Array(vec![])).ok(), Some(None));
+        assert!(matches!(
+            library_code(&Value::Int(1)),
+            Err(Fcall::Failed(Error::UnexpectedReply { .. }))
+        ));
+    }
+
+    #[test]
+    fn the_version_a_library_says() {
+        assert_eq!(version_in(LIBRARY.as_bytes()), Some(LIBRARY_VERSION));
+        assert_eq!(version_in(b"local VERSION = 12 \nreturn"), Some(12));
+        assert_eq!(version_in(b"local VERSION = x"), None);
+        assert_eq!(version_in(b"return 1"), None);
     }
 }

@@ -70,6 +70,68 @@ pub enum Error {
         server_message: String,
     },
 
+    /// The server has no redis-throttle function library, or an older one, and this user may
+    /// not load it (`NOPERM` on `FUNCTION LOAD`): loading the library is an administrator's
+    /// act (a library runs with its caller's permissions, so whoever may replace it can act
+    /// as every user that calls it; see docs/trust-model.md).
+    /// [`Backend::Auto`](crate::Backend::Auto) uses the script instead.
+    #[error(
+        "the server has {}, and this user may not load it (server said: {server_message}). Ask \
+         an administrator to load this client's library (version {}): `FUNCTION LOAD REPLACE` \
+         with the text of `redis_throttle::script::LIBRARY`, e.g. `(printf '#!lua \
+         name=throttle\\n'; cat client/lua/throttle.lua) | redis-cli -x FUNCTION LOAD REPLACE` \
+         from this client's release; or build the limiter with `.backend(Backend::Script)` \
+         (EVALSHA; the user needs `+evalsha +evalsha_ro +script|load`) or the default \
+         `Backend::Auto`, which falls back to the script",
+        library_found_text(*server_version),
+        crate::script::LIBRARY_VERSION
+    )]
+    LibraryNotLoaded {
+        /// The version of the older library the server has, if it has one.
+        server_version: Option<u64>,
+        /// The server's refusal, as it came.
+        server_message: String,
+    },
+
+    /// This user may not read the server's function library (`NOPERM` on `FUNCTION LIST`),
+    /// so the client cannot check that the library called `throttle` is its own code, and it
+    /// does not run code it has not checked. [`Backend::Auto`](crate::Backend::Auto) uses the
+    /// script instead.
+    #[error(
+        "this user may not run FUNCTION LIST, so the client cannot check that the server's \
+         `throttle` function library is this client's own code, and it runs no library it has \
+         not checked (server said: {server_message}). Grant the user `+function|list` (it \
+         only reads the libraries' names and code), or build the limiter with \
+         `.backend(Backend::Script)` (EVALSHA) or the default `Backend::Auto`, which falls \
+         back to the script"
+    )]
+    LibraryNotVerified {
+        /// The server's refusal, as it came.
+        server_message: String,
+    },
+
+    /// The server's function library `throttle` is not this client's: its code differs from
+    /// [`script::LIBRARY`](crate::script::LIBRARY) and it does not say it is older, so the
+    /// client neither replaces it nor runs it (under every backend choice, `Auto` included):
+    /// code the client has not checked would run with this user's permissions.
+    #[error(
+        "the server's function library `throttle` is not this client's: its code differs from \
+         `redis_throttle::script::LIBRARY` (version {}) and it says {}, so the client neither \
+         replaces it nor runs it (code the client has not checked would run with this user's \
+         permissions). If an administrator loaded a newer redis-throttle release's library, \
+         upgrade this client; otherwise have one look at it (`FUNCTION LIST LIBRARYNAME \
+         throttle WITHCODE`) and load this client's (`FUNCTION LOAD REPLACE` with the text of \
+         `redis_throttle::script::LIBRARY`), or build the limiter with \
+         `.backend(Backend::Script)`",
+        crate::script::LIBRARY_VERSION,
+        foreign_version_text(*server_version)
+    )]
+    ForeignLibrary {
+        /// The version the server's library says it is (`local VERSION = n` in its code), if
+        /// it says one.
+        server_version: Option<u64>,
+    },
+
     /// The quota, or the number of tokens a call asked for, cannot be used. Quotas are
     /// checked when they are built, so this comes from [`Quota::new`](crate::Quota::new),
     /// [`LimiterBuilder::build`](crate::LimiterBuilder::build) or a call asking for more
@@ -134,6 +196,20 @@ pub enum Error {
     },
 }
 
+fn library_found_text(server_version: Option<u64>) -> String {
+    match server_version {
+        Some(version) => format!("an older redis-throttle function library (version {version})"),
+        None => "no redis-throttle function library".to_owned(),
+    }
+}
+
+fn foreign_version_text(server_version: Option<u64>) -> String {
+    match server_version {
+        Some(version) => format!("version {version}"),
+        None => "no version".to_owned(),
+    }
+}
+
 fn deadline_text(needed: Option<Duration>, deadline: Duration) -> String {
     match needed {
         Some(needed) => format!(
@@ -194,6 +270,49 @@ mod tests {
         ] {
             assert!(text.contains(needle), "{needle:?} missing from {text}");
         }
+    }
+
+    #[test]
+    fn library_errors_say_what_to_do() {
+        let not_loaded = Error::LibraryNotLoaded {
+            server_version: Some(3),
+            server_message: "NOPERM User b has no permissions to run the 'function|load' \
+                             command"
+                .to_owned(),
+        }
+        .to_string();
+        for needle in [
+            "an older redis-throttle function library (version 3)",
+            "'function|load'",
+            "Ask an administrator",
+            "printf '#!lua name=throttle\\n'",
+            "FUNCTION LOAD REPLACE",
+            "Backend::Script",
+        ] {
+            assert!(
+                not_loaded.contains(needle),
+                "{needle:?} missing from {not_loaded}"
+            );
+        }
+        let foreign = Error::ForeignLibrary {
+            server_version: None,
+        }
+        .to_string();
+        for needle in [
+            "not this client's",
+            "says no version",
+            "neither replaces it nor runs it",
+        ] {
+            assert!(
+                foreign.contains(needle),
+                "{needle:?} missing from {foreign}"
+            );
+        }
+        let unverified = Error::LibraryNotVerified {
+            server_message: "NOPERM".to_owned(),
+        }
+        .to_string();
+        assert!(unverified.contains("+function|list"), "{unverified}");
     }
 
     #[test]

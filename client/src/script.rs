@@ -5,8 +5,10 @@
 //! The same semantics, stored state, replies and error messages as the module's commands, so
 //! a key written by one can be used by the other and a client can switch between them.
 //!
-//! The library (Redis 7.0+, Valkey) is loaded once per server with `FUNCTION LOAD`; the server
-//! keeps it in its RDB and AOF and sends it to replicas. Each command is a function taking the
+//! The library (Redis 7.0+, Valkey) is loaded once per server with `FUNCTION LOAD`, by an
+//! administrator: it runs with its caller's permissions, so whoever may replace it can act as
+//! every fleet that calls it (docs/trust-model.md). The server keeps it in its RDB and AOF and
+//! sends it to replicas. Each command is a function taking the
 //! module command's arguments after the keys:
 //!
 //! ```text
@@ -52,8 +54,11 @@ pub const SOURCE: &str = include_str!("../lua/throttle.lua");
 /// in front.
 pub const LIBRARY: &str = concat!("#!lua name=throttle\n", include_str!("../lua/throttle.lua"));
 
-/// The library's version, which `FCALL_RO throttle_version 0` answers: a client loads its own
-/// library (`FUNCTION LOAD REPLACE`) over a server's older one, and leaves a newer one alone.
+/// The library's version, which `FCALL_RO throttle_version 0` answers and its code says
+/// (`local VERSION = n`). A client uses the server's library only if its code is [`LIBRARY`],
+/// byte for byte (a version proves nothing: the loader writes it); it loads its own (`FUNCTION
+/// LOAD REPLACE`, where its user may) over none or one whose code says an older version, and
+/// refuses any other ([`Error::ForeignLibrary`](crate::Error::ForeignLibrary)).
 pub const LIBRARY_VERSION: u64 = 5;
 
 #[cfg(test)]

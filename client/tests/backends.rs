@@ -412,17 +412,17 @@ fn script_flush_mid_run(flavor: Flavor) {
 
 /// Sequential calls on a fresh `Auto` limiter against a server without the module: the
 /// first call probes the module (one `ERR unknown command`, which the caller does not see),
-/// then checks the server's library (`FCALL_RO throttle_version`: "function not found" on a
-/// fresh server) and loads it, and every call is one `FCALL`. The limiter, its clones and its
-/// metrics say `Library` from the first answer on. A second limiter probes once too (one probe
-/// per limiter), and finds the library there.
+/// then reads the server's library (`FUNCTION LIST ... WITHCODE`: none on a fresh server, no
+/// error) and loads it, and every call is one `FCALL`. The limiter, its clones and its metrics
+/// say `Library` from the first answer on. A second limiter probes once too (one probe per
+/// limiter), and finds its own library there: one more `FUNCTION LIST`, no more loads.
 fn auto_without_the_module_settles_on_the_library(flavor: Flavor) {
     auto_settles(flavor, Backend::Library);
 }
 
 /// The same against a server without the module that refuses FUNCTION (here: its FCALL,
 /// FCALL_RO and FUNCTION renamed away, as some managed services do): the library's check
-/// answers "unknown command" too, and every call is one `EVALSHA`.
+/// (`FUNCTION LIST`) answers "unknown command" too, and every call is one `EVALSHA`.
 fn auto_without_functions_settles_on_the_script(flavor: Flavor) {
     auto_settles(flavor, Backend::Script);
 }
@@ -461,11 +461,13 @@ fn auto_settles(flavor: Flavor, expected: Backend) {
         assert!(first.is_granted(), "{flavor}: {first:?}");
         assert_eq!(limiter.backend(), expected, "{flavor}");
         assert_eq!(limiter.metrics().backend, Some(expected), "{flavor}");
-        // The module's "unknown command", then the library's "function not found" (a fresh
-        // server) or "unknown command" (no FUNCTION).
+        // The module's "unknown command", then, on a server without FUNCTION, the library
+        // check's "unknown command" (on a fresh server with FUNCTION, the check finds no
+        // library: no error).
+        let per_probe = if expected == Backend::Script { 2 } else { 1 };
         assert_eq!(
             error_replies(&mut con, "ERR") - errors,
-            2,
+            per_probe,
             "{flavor}: the probes"
         );
         match expected {
@@ -474,8 +476,9 @@ fn auto_settles(flavor: Flavor, expected: Backend) {
                 assert_eq!(error_replies(&mut con, "NOSCRIPT") - noscript, 1);
                 assert_eq!(served(&mut con), 2, "{flavor}");
             }
-            // The library was loaded before the call, once.
+            // The library was read, found missing and loaded before the call, once.
             _ => {
+                assert_eq!(calls(&mut con, "function|list"), 1, "{flavor}");
                 assert_eq!(calls(&mut con, "function|load"), 1, "{flavor}");
                 assert_eq!(served(&mut con), 1, "{flavor}");
             }
@@ -492,7 +495,7 @@ fn auto_settles(flavor: Flavor, expected: Backend) {
         assert_eq!((grant.round_trips, grant.remaining), (1, 3), "{flavor}");
         assert_eq!(
             error_replies(&mut con, "ERR") - errors,
-            2,
+            per_probe,
             "{flavor}: no more probes"
         );
         assert_eq!(calls(&mut con, "throttle.take"), 0);
@@ -512,8 +515,13 @@ fn auto_settles(flavor: Flavor, expected: Backend) {
         );
         assert!(other.try_acquire().await.unwrap().is_granted());
         assert_eq!(other.backend(), expected);
-        let probes = if expected == Backend::Script { 4 } else { 3 };
+        let probes = 2 * per_probe;
         assert_eq!(error_replies(&mut con, "ERR") - errors, probes, "{flavor}");
+        if expected == Backend::Library {
+            // Checked again (its own probe), found this client's, not loaded again.
+            assert_eq!(calls(&mut con, "function|list"), 2, "{flavor}");
+            assert_eq!(calls(&mut con, "function|load"), 1, "{flavor}");
+        }
 
         // Concurrent first calls of a fresh limiter: one probes, the others wait for its
         // answer.
@@ -534,8 +542,7 @@ fn auto_settles(flavor: Flavor, expected: Backend) {
         }
         let errors = error_replies(&mut con, "ERR") - before;
         assert_eq!(
-            errors,
-            probes - 2,
+            errors, per_probe,
             "{flavor}: one probe for 8 concurrent first calls"
         );
         assert_eq!(fresh.backend(), expected);
