@@ -32,7 +32,7 @@ use crate::QuotaError;
 /// };
 /// assert_eq!(describe(&err), "busy, retry in 300ms");
 /// ```
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The server could not be reached or did not answer in time, the connection dropped,
@@ -222,6 +222,14 @@ fn deadline_text(needed: Option<Duration>, deadline: Duration) -> String {
     }
 }
 
+/// The message, which says what went wrong and what to do: `fn main() -> Result<(), Box<dyn
+/// Error>>` prints an error it returns with `Debug`, and so does `unwrap`.
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
 impl Error {
     /// Sorts a redis-rs error: server error replies by their code, everything else is a
     /// connection problem.
@@ -313,6 +321,17 @@ mod tests {
         }
         .to_string();
         assert!(unverified.contains("+function|list"), "{unverified}");
+    }
+
+    #[test]
+    fn debug_is_the_message() {
+        // What `fn main() -> Result<(), Box<dyn std::error::Error>>` prints.
+        let err = Error::ModuleNotLoaded {
+            server_message: "ERR unknown command 'THROTTLE.TAKE'".to_owned(),
+        };
+        assert_eq!(format!("{err:?}"), err.to_string());
+        let boxed: Box<dyn std::error::Error> = Box::new(err);
+        assert!(format!("{boxed:?}").contains("MODULE LOAD"), "{boxed:?}");
     }
 
     #[test]

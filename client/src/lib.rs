@@ -14,6 +14,7 @@ mod backend;
 pub mod backlog;
 mod bucket_state;
 mod bulk_turn;
+mod connect;
 mod demand;
 #[cfg(doctest)]
 mod doc_tests;
@@ -37,6 +38,7 @@ mod waiting;
 
 pub use backend::Backend;
 pub use bucket_state::BucketState;
+pub use connect::{connect, connection_config, FAIL_FAST};
 pub use demand::{Demand, Priority};
 pub use error::Error;
 pub use grant::{Grant, TryAcquire};

@@ -54,6 +54,10 @@ pub struct MetricsSnapshot {
     pub gave_up: u64,
     /// Calls that failed with any other error (connection, module missing, ...).
     pub errors: u64,
+    /// Calls let through without the bucket because Redis could not be reached and the
+    /// limiter fails open ([`Unreachable::FailOpen`](crate::Unreachable::FailOpen)); not in
+    /// `granted`.
+    pub failed_open: u64,
     /// Round trips to the server, by all calls (takes, pauses, give-backs, peeks).
     pub round_trips: u64,
     /// Tokens given back with [`Limiter::give_back`](crate::Limiter::give_back) or by a
@@ -72,6 +76,8 @@ pub struct MetricsSnapshot {
     pub total_wait: Duration,
     /// Distribution of the waits of the granted calls.
     pub wait_histogram: WaitHistogram,
+    /// The longest wait of a granted call (the histogram's quantiles are bucket bounds).
+    pub max_wait: Duration,
     /// A partitioned limiter's leases (all 0 for the other limiters).
     pub leases: LeaseMetrics,
     /// The supplier's pushback: what the limiter and the HTTP layers saw and did about it.
@@ -268,6 +274,8 @@ pub(crate) struct Metrics {
     debited: AtomicU64,
     events: [AtomicU64; Event::COUNT],
     total_wait_us: AtomicU64,
+    max_wait_us: AtomicU64,
+    failed_open: AtomicU64,
     histogram: [AtomicU64; BUCKETS],
     #[cfg(feature = "metrics")]
     facade: facade::Facade,
@@ -289,6 +297,8 @@ impl Metrics {
             debited: AtomicU64::new(0),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             total_wait_us: AtomicU64::new(0),
+            max_wait_us: AtomicU64::new(0),
+            failed_open: AtomicU64::new(0),
             histogram: std::array::from_fn(|_| AtomicU64::new(0)),
             #[cfg(feature = "metrics")]
             facade: facade::Facade::new(name),
@@ -347,6 +357,7 @@ impl Metrics {
         self.granted.fetch_add(1, Ordering::Relaxed);
         let us = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
         self.total_wait_us.fetch_add(us, Ordering::Relaxed);
+        self.max_wait_us.fetch_max(us, Ordering::Relaxed);
         self.histogram[bucket_of(wait)].fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
         self.facade.granted(wait);
@@ -364,6 +375,12 @@ impl Metrics {
         self.facade.outcome("gave_up");
     }
 
+    pub(crate) fn failed_open(&self) {
+        self.failed_open.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.facade.outcome("failed_open");
+    }
+
     pub(crate) fn error(&self) {
         self.errors.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
@@ -377,11 +394,13 @@ impl Metrics {
             denied: load(&self.denied),
             gave_up: load(&self.gave_up),
             errors: load(&self.errors),
+            failed_open: load(&self.failed_open),
             round_trips: load(&self.round_trips),
             tokens_given_back: load(&self.given_back),
             pauses: load(&self.pauses),
             backend,
             total_wait: Duration::from_micros(load(&self.total_wait_us)),
+            max_wait: Duration::from_micros(load(&self.max_wait_us)),
             wait_histogram: WaitHistogram {
                 counts: std::array::from_fn(|i| load(&self.histogram[i])),
             },
