@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::pushback::SyncBounds;
+
 /// What a granted call got: its tokens, and what it took to get them.
 ///
 /// Neither `Clone` nor `Copy`: [`give_back`](crate::Throttle::give_back) and
@@ -33,6 +35,9 @@ pub struct Grant {
     /// The partition that served the call (partitioned limiters only).
     pub partition: Option<u32>,
     pub(crate) receipt: Receipt,
+    /// Which of the supplier's counts could lower the buckets as the call left them, each
+    /// unit against its own buckets (`None`: one bucket, [`Grant::remaining`]).
+    pub(crate) sync_bounds: Option<SyncBounds>,
 }
 
 /// What returning a grant's tokens needs, by the kind of limiter that granted it.
@@ -61,6 +66,7 @@ impl Grant {
             at: Instant::now(),
             partition: None,
             receipt,
+            sync_bounds: None,
         }
     }
 }

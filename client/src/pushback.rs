@@ -138,6 +138,76 @@ impl SupplierUnit {
     }
 }
 
+/// Which of the supplier's counts could lower a limiter's buckets, as they stood right after a
+/// take: the HTTP layers sync only those, so a count no bucket is above costs no round trip,
+/// and each unit is weighed against the buckets of that unit alone (29 requests say nothing of
+/// a bucket of 2 900 tokens, nor 88 tokens of a bucket of 29 calls).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SyncBounds {
+    /// A requests count below this lowers some bucket of calls (`None`: no bucket counts
+    /// calls).
+    requests: Option<u64>,
+    /// The same for tokens.
+    tokens: Option<u64>,
+}
+
+impl SyncBounds {
+    /// Nothing known of the buckets: every count may lower one.
+    pub(crate) const UNKNOWN: SyncBounds = SyncBounds {
+        requests: Some(u64::MAX),
+        tokens: Some(u64::MAX),
+    };
+
+    /// No bucket yet; add them with [`SyncBounds::with`].
+    pub(crate) const NONE: SyncBounds = SyncBounds {
+        requests: None,
+        tokens: None,
+    };
+
+    /// One bucket of `remaining` tokens whose unit the caller does not know (a
+    /// [`Limiter`](crate::Limiter)'s grant): either count below it may lower it.
+    pub(crate) fn single(remaining: u64) -> SyncBounds {
+        SyncBounds {
+            requests: Some(remaining),
+            tokens: Some(remaining),
+        }
+    }
+
+    /// These bounds and a bucket counted in `unit`, at `cost` tokens a call, that holds
+    /// `remaining` tokens: it is lowered by what [`SupplierUnit::pick`] makes of a count below
+    /// its share (`r` requests are `r * cost` tokens, below `remaining` exactly when `r` is
+    /// below `remaining / cost` rounded up).
+    pub(crate) fn with(self, unit: SupplierUnit, remaining: u64, cost: u64) -> SyncBounds {
+        let raise = |bound: Option<u64>, share: u64| Some(bound.map_or(share, |b| b.max(share)));
+        match unit {
+            SupplierUnit::Calls => SyncBounds {
+                requests: raise(self.requests, remaining.div_ceil(cost.max(1))),
+                ..self
+            },
+            SupplierUnit::Tokens => SyncBounds {
+                tokens: raise(self.tokens, remaining),
+                ..self
+            },
+        }
+    }
+
+    /// The part of `count` that could lower a bucket: a count below its unit's bound, or
+    /// nothing left with a reset (a pause, whatever the buckets hold) for a unit some bucket
+    /// counts in. The pause the supplier asked for is kept as it is.
+    pub(crate) fn filter(&self, count: &SupplierCount) -> SupplierCount {
+        let keep = |left: Option<Remaining>, bound: Option<u64>| {
+            left.filter(|r| {
+                bound.is_some_and(|b| r.remaining < b || (r.remaining == 0 && !r.reset.is_zero()))
+            })
+        };
+        SupplierCount {
+            requests: keep(count.requests, self.requests),
+            tokens: keep(count.tokens, self.tokens),
+            retry_after: count.retry_after,
+        }
+    }
+}
+
 /// What [`settle`](crate::Throttle::settle) did to bring a grant to its actual cost.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -205,5 +275,103 @@ mod tests {
             ..SupplierCount::default()
         };
         assert_eq!(SupplierUnit::Calls.pick(&huge, 3), Some((u64::MAX, reset)));
+    }
+
+    fn left(remaining: u64, reset: Duration) -> Option<Remaining> {
+        Some(Remaining { remaining, reset })
+    }
+
+    #[test]
+    fn each_count_is_weighed_against_the_buckets_of_its_own_unit() {
+        let reset = Duration::from_secs(60);
+        // The user's case: 29 calls left of 30 beside 2 900 tokens of 3 000.
+        let multi =
+            SyncBounds::NONE
+                .with(SupplierUnit::Calls, 29, 1)
+                .with(SupplierUnit::Tokens, 2_900, 1);
+        let llm = SupplierCount {
+            requests: left(29, reset),
+            tokens: left(88, reset),
+            retry_after: None,
+        };
+        assert_eq!(
+            multi.filter(&llm),
+            SupplierCount {
+                tokens: left(88, reset),
+                ..SupplierCount::default()
+            }
+        );
+        let fewer_calls = SupplierCount {
+            requests: left(28, reset),
+            ..llm
+        };
+        assert_eq!(multi.filter(&fewer_calls), fewer_calls);
+        // Tokens at or above the bucket's: only the calls' count is left.
+        let many_tokens = SupplierCount {
+            tokens: left(2_900, reset),
+            ..fewer_calls
+        };
+        assert_eq!(
+            multi.filter(&many_tokens),
+            SupplierCount {
+                requests: left(28, reset),
+                ..SupplierCount::default()
+            }
+        );
+        // Nothing left with a reset pauses, whatever the bucket holds; without a reset, a 0
+        // under an empty bucket says nothing.
+        let empty = SyncBounds::NONE.with(SupplierUnit::Calls, 0, 1);
+        let none_left = SupplierCount {
+            requests: left(0, reset),
+            tokens: left(0, reset),
+            retry_after: Some(reset),
+        };
+        assert_eq!(
+            empty.filter(&none_left),
+            SupplierCount {
+                requests: left(0, reset),
+                retry_after: Some(reset),
+                ..SupplierCount::default()
+            }
+        );
+        let zero = SupplierCount {
+            requests: left(0, Duration::ZERO),
+            ..SupplierCount::default()
+        };
+        assert_eq!(empty.filter(&zero), SupplierCount::default());
+        // No bucket of a unit: that unit's count is dropped, even a pause.
+        assert_eq!(SyncBounds::NONE.filter(&none_left).requests, None);
+        assert_eq!(SyncBounds::NONE.filter(&none_left).tokens, None);
+    }
+
+    #[test]
+    fn a_calls_share_is_its_tokens_over_the_cost_rounded_up() {
+        // 3 tokens a call, 10 left: 3 requests are 9 tokens (lower), 4 are 12 (do not).
+        let bounds = SyncBounds::NONE.with(SupplierUnit::Calls, 10, 3);
+        let count = |r| SupplierCount {
+            requests: left(r, Duration::ZERO),
+            ..SupplierCount::default()
+        };
+        assert_eq!(bounds.filter(&count(3)), count(3));
+        assert_eq!(bounds.filter(&count(4)), SupplierCount::default());
+        assert_eq!(
+            SupplierUnit::Calls.pick(&count(3), 3),
+            Some((9, Duration::ZERO))
+        );
+        // Of two buckets of a unit, the one holding more decides; cost 0 counts as 1.
+        let two = bounds.with(SupplierUnit::Calls, 7, 0);
+        assert_eq!(two.filter(&count(6)), count(6));
+        assert_eq!(two.filter(&count(7)), SupplierCount::default());
+        // One bucket of unknown unit, and nothing known: the count as it is.
+        let both = SupplierCount {
+            tokens: left(4, Duration::ZERO),
+            ..count(4)
+        };
+        assert_eq!(SyncBounds::single(5).filter(&both), both);
+        assert_eq!(
+            SyncBounds::single(4).filter(&both),
+            SupplierCount::default()
+        );
+        assert_eq!(SyncBounds::UNKNOWN.filter(&both), both);
     }
 }

@@ -35,6 +35,8 @@ pub(crate) struct MTakeTickets {
     pub reply: TakeReply,
     /// In key order; 0 where nothing was taken.
     pub tickets: Vec<u64>,
+    /// Each bucket's whole tokens left, in key order.
+    pub left: Vec<u64>,
 }
 
 impl AsRef<TakeReply> for MTakeTickets {
@@ -92,6 +94,7 @@ pub(crate) fn mtake(value: &Value, keys: usize) -> Result<MTakeTickets, String> 
             ticket: 0,
         },
         tickets,
+        left: reply.buckets.iter().map(|b| b.0).collect(),
     })
 }
 
@@ -189,13 +192,17 @@ mod tests {
 
     #[test]
     fn decodes_mtake_as_its_tightest_bucket() {
-        let MTakeTickets { reply, tickets } =
-            mtake(&ints(&[1, 300, 9, 100, 2, 4000, 17, 0]), 2).unwrap();
+        let MTakeTickets {
+            reply,
+            tickets,
+            left,
+        } = mtake(&ints(&[1, 300, 9, 100, 2, 4000, 17, 0]), 2).unwrap();
         assert_eq!(
             (reply.granted, reply.remaining, reply.wait, reply.reset),
             (true, 2, Duration::from_millis(300), Duration::from_secs(4))
         );
         assert_eq!(tickets, [17, 0]);
+        assert_eq!(left, [9, 2], "each bucket's own, in key order");
         assert!(
             mtake(&ints(&[1, 300, 9, 100, 2, 4000]), 2).is_err(),
             "no tickets"

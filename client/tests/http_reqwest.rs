@@ -321,3 +321,29 @@ async fn limiter_errors_are_middleware_errors_and_nothing_is_sent() {
     })
     .await;
 }
+
+mod llm_supplier;
+
+/// The user's case on every server, through the reqwest middleware, over the Lua library
+/// (the tower test runs the module): a loopback supplier gives an LLM API's counts, and each
+/// limit of the multi limiter is synced from the one in its own unit.
+fn a_multi_limiter_behind_the_middleware_syncs_each_limit_in_its_own_unit(flavor: Flavor) {
+    let _serial = throttle_e2e::serial();
+    let backend = redis_throttle::Backend::Library;
+    let server = throttle_e2e::server_for(flavor, backend);
+    throttle_e2e::runtime().block_on(bounded(llm_supplier::each_case(
+        &server.url(),
+        backend,
+        &format!("reqwest:{flavor}"),
+        |limiter, url| async move {
+            let client = ClientBuilder::new(reqwest::Client::new())
+                .with(ThrottleMiddleware::new(limiter))
+                .build();
+            client.get(url).send().await.unwrap().status().as_u16()
+        },
+    )));
+}
+
+throttle_testkit::per_server!(
+    a_multi_limiter_behind_the_middleware_syncs_each_limit_in_its_own_unit
+);

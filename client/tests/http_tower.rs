@@ -549,3 +549,64 @@ async fn the_picker_gives_each_request_its_priority() {
     })
     .await;
 }
+
+mod llm_supplier;
+
+/// The user's case on paused time, over the fake server (the module's arithmetic) and a tower
+/// service that answers with each case's headers: nothing refills, so every bucket is exact.
+#[tokio::test(start_paused = true)]
+async fn a_multi_limiter_syncs_each_limit_from_the_count_in_its_own_unit() {
+    use redis_throttle::Backend;
+    use throttle_e2e::fake::FakeServer;
+
+    for case in llm_supplier::CASES {
+        let fake = FakeServer::new();
+        let limiter = llm_supplier::multi(fake.clone(), case.name, Backend::Module);
+        let supplier = tower::service_fn(move |_: Request<String>| async move {
+            let mut response = Response::new(String::new());
+            response
+                .headers_mut()
+                .extend(llm_supplier::header_pairs(case));
+            Ok::<_, std::convert::Infallible>(response)
+        });
+        let service = ThrottleLayer::new(limiter.clone()).layer(supplier);
+        let response = service.oneshot(Request::new(String::new())).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{case:?}");
+        assert_eq!(
+            llm_supplier::buckets(&fake, case.name, Backend::Module).await,
+            (case.requests, case.tokens),
+            "{case:?}"
+        );
+        let metrics = limiter.metrics();
+        assert_eq!(
+            (metrics.pushback.syncs, metrics.pushback.syncs_unchanged),
+            case.syncs,
+            "{case:?}"
+        );
+        assert_eq!(metrics.round_trips, case.round_trips, "{case:?}");
+    }
+}
+
+/// The user's case on every server, through hyper and the tower layer, against a loopback
+/// supplier.
+fn a_multi_limiter_behind_the_tower_layer_syncs_each_limit_in_its_own_unit(flavor: Flavor) {
+    let _serial = throttle_e2e::serial();
+    let backend = redis_throttle::Backend::Module;
+    let server = throttle_e2e::server_for(flavor, backend);
+    throttle_e2e::runtime().block_on(bounded(llm_supplier::each_case(
+        &server.url(),
+        backend,
+        &format!("tower:{flavor}"),
+        |limiter, url| async move {
+            let service = ThrottleLayer::new(limiter).layer(hyper());
+            let response = send(&service, request(Method::GET, &url, "a"))
+                .await
+                .unwrap();
+            response.status().as_u16()
+        },
+    )));
+}
+
+throttle_testkit::per_server!(
+    a_multi_limiter_behind_the_tower_layer_syncs_each_limit_in_its_own_unit
+);

@@ -321,6 +321,17 @@ fn multi_limiter_pushback(flavor: Flavor, backend: Backend) {
             retry_after: None,
         };
         assert!(limiter.sync(count).await.unwrap(), "{flavor} {backend:?}");
+        // One THROTTLE.SYNC per bucket, each counted as a single limiter's: both lowered.
+        let m = limiter.metrics().pushback;
+        assert_eq!((m.syncs, m.syncs_unchanged), (2, 0), "{flavor} {backend:?}");
+        // The requests count again (one token in 6 s, none refilled): one THROTTLE.SYNC, on
+        // the per-call bucket only, which already holds no more.
+        assert!(
+            !limiter.sync(requests(2, Duration::ZERO)).await.unwrap(),
+            "{flavor} {backend:?}"
+        );
+        let m = limiter.metrics().pushback;
+        assert_eq!((m.syncs, m.syncs_unchanged), (2, 1), "{flavor} {backend:?}");
         assert_eq!(
             rpm.peek().await.unwrap().remaining,
             2,

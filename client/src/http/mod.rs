@@ -13,7 +13,10 @@
 //!    ([`read_supplier_count`]: `RateLimit`, `X-RateLimit-Remaining`,
 //!    `x-ratelimit-remaining-requests`, ...) and, when it says less is left than the bucket
 //!    holds, lower the bucket to it ([`Throttle::sync`]; off with
-//!    [`RetryPolicy::read_supplier_count`]);
+//!    [`RetryPolicy::read_supplier_count`]). Each count is weighed in its own unit: a
+//!    [`MultiLimiter`]'s per-call limits against the requests count, its per-token limits
+//!    against `x-ratelimit-remaining-tokens`, and a response that gives only one of them
+//!    syncs only the limits of that unit;
 //! 4. on 429 or 503, read `Retry-After` (delta seconds or an HTTP date; absent or
 //!    unreadable: `x-ms-retry-after-ms`, else [`RetryPolicy::default_pause`], 1 s) and cut
 //!    the limiter ([`Throttle::cut`]: the whole fleet pauses for that long plus a jitter,
@@ -52,6 +55,7 @@ use ::http::{Extensions, HeaderMap, Method, StatusCode};
 use redis::aio::ConnectionLike;
 
 use crate::partitioned::PartitionedLimiter;
+use crate::pushback::SyncBounds;
 use crate::{HttpEvent, Limiter, MultiLimiter, SupplierCount, Throttle};
 use retry::Step;
 
@@ -216,9 +220,9 @@ struct Run<L> {
     policy: RetryPolicy,
     method: Method,
     attempt: u32,
-    /// Tokens left in the bucket after the last take: a supplier's count at or above it
-    /// cannot lower the bucket, so it costs no round trip.
-    remaining: u64,
+    /// Which of the supplier's counts could lower the buckets as the last take left them,
+    /// each unit against its own buckets: a count at or above them costs no round trip.
+    bounds: SyncBounds,
 }
 
 impl<L: Throttle> Run<L> {
@@ -228,7 +232,7 @@ impl<L: Throttle> Run<L> {
             policy,
             method,
             attempt: 1,
-            remaining: u64::MAX,
+            bounds: SyncBounds::UNKNOWN,
         }
     }
 
@@ -248,7 +252,9 @@ impl<L: Throttle> Run<L> {
             .acquire()
             .await
             .map_err(|source| self.error("take a token before sending", source))?;
-        self.remaining = grant.remaining;
+        self.bounds = grant
+            .sync_bounds
+            .unwrap_or_else(|| SyncBounds::single(grant.remaining));
         Ok(())
     }
 
@@ -312,24 +318,22 @@ impl<L: Throttle> Run<L> {
         Ok(retry)
     }
 
-    /// Lowers the bucket to the supplier's count when it says less is left than the bucket
-    /// held after this call's take, or nothing with a reset.
+    /// Lowers the buckets to the supplier's counts that say less is left than a bucket of
+    /// their unit held after this call's take, or nothing with a reset; the other counts are
+    /// left out, so they sync nothing.
     async fn sync(&mut self, count: &SupplierCount) -> Result<(), LimiterError> {
-        let says_less = [count.requests, count.tokens]
-            .into_iter()
-            .flatten()
-            .any(|r| r.remaining < self.remaining || (r.remaining == 0 && !r.reset.is_zero()));
-        if !says_less {
+        let count = self.bounds.filter(count);
+        if count.requests.is_none() && count.tokens.is_none() {
             return Ok(());
         }
         let changed = self
             .limiter
-            .sync(*count)
+            .sync(count)
             .await
             .map_err(|source| self.error("lower the bucket to the supplier's count", source))?;
         tracing::debug!(?count, changed, "the supplier's count");
         // Once per run: a retry's count is read against the bucket as it is now.
-        self.remaining = u64::MAX;
+        self.bounds = SyncBounds::UNKNOWN;
         Ok(())
     }
 

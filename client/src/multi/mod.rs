@@ -22,7 +22,8 @@ use crate::reply::{self, MTakeTickets};
 use crate::waiting::{self, record, Held};
 use crate::{
     Backend, BucketState, Cut, CutReport, Demand, Error, Grant, HttpEvent, MetricsSnapshot,
-    Priority, Quota, QuotaError, Settled, Strategy, SupplierCount, Throttle, TryAcquire,
+    Priority, Quota, QuotaError, Settled, Strategy, SupplierCount, SupplierUnit, Throttle,
+    TryAcquire,
 };
 
 mod pushback;
@@ -233,6 +234,15 @@ impl Cost {
             Cost::PerToken => tokens,
         }
     }
+
+    /// Which of the supplier's counts this limit is in, and its tokens per unit of it: a
+    /// per-call limit counts requests at its cost, a per-token one tokens.
+    fn unit(self) -> (SupplierUnit, u64) {
+        match self {
+            Cost::PerCall(cost) => (SupplierUnit::Calls, cost),
+            Cost::PerToken => (SupplierUnit::Tokens, 1),
+        }
+    }
 }
 
 impl MultiLimiter<()> {
@@ -366,6 +376,7 @@ where
         Ok(Grant {
             remaining: outcome.reply.reply.remaining,
             round_trips: outcome.round_trips,
+            sync_bounds: Some(self.sync_bounds(&outcome.reply.left)),
             ..Grant::new(
                 tokens,
                 outcome.waited + in_line,
@@ -393,7 +404,11 @@ where
         async {
             let metrics = &self.shared.metrics;
             let start = Instant::now();
-            let MTakeTickets { reply, tickets } = self.take(&limits, 0).await?;
+            let MTakeTickets {
+                reply,
+                tickets,
+                left,
+            } = self.take(&limits, 0).await?;
             let waited = start.elapsed();
             if !reply.granted {
                 metrics.denied();
@@ -407,6 +422,7 @@ where
             Ok(TryAcquire::Granted(Grant {
                 remaining: reply.remaining,
                 round_trips: 1,
+                sync_bounds: Some(self.sync_bounds(&left)),
                 ..Grant::new(tokens, waited, Duration::ZERO, Receipt::Tickets(tickets))
             }))
         }

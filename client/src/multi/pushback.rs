@@ -12,8 +12,9 @@ use throttle_bucket::{Command, CutArgs, DebitArgs, GiveArgs, SyncArgs, MAX_CAPAC
 use super::{Cost, MultiLimiter};
 use crate::grant::{Grant, Receipt};
 use crate::limiter::pause_ms;
+use crate::pushback::SyncBounds;
 use crate::reply;
-use crate::{Cut, CutReport, Error, Settled, SupplierCount, SupplierUnit};
+use crate::{Cut, CutReport, Error, Settled, SupplierCount};
 
 impl<C> MultiLimiter<C>
 where
@@ -51,17 +52,17 @@ where
 
     /// The supplier said how much is left: each per-call limit is lowered to the requests
     /// left (times its cost), each per-token limit to the tokens left, never raised (one
-    /// `THROTTLE.SYNC` per bucket the count says something about and that could hold more).
-    /// Returns whether any bucket changed.
+    /// `THROTTLE.SYNC` per bucket the count says something about and that could hold more;
+    /// a count in one unit leaves the limits of the other alone). Each `THROTTLE.SYNC` is
+    /// counted as a [`Limiter`](crate::Limiter)'s is: in
+    /// [`PushbackMetrics::syncs`](crate::PushbackMetrics::syncs) if it lowered or paused its
+    /// bucket, else in `syncs_unchanged`. Returns whether any bucket changed.
     pub async fn sync(&self, count: SupplierCount) -> Result<bool, Error> {
         let shared = &self.shared;
         let mut changed = false;
-        let mut asked = false;
         for (key, (quota, cost)) in shared.keys.iter().zip(&shared.limits) {
-            let pick = match cost {
-                Cost::PerCall(cost) => SupplierUnit::Calls.pick(&count, *cost),
-                Cost::PerToken => SupplierUnit::Tokens.pick(&count, 1),
-            };
+            let (unit, per_unit) = cost.unit();
+            let pick = unit.pick(&count, per_unit);
             let Some((remaining, reset)) = pick.filter(|(left, _)| *left < quota.capacity()) else {
                 continue;
             };
@@ -74,13 +75,21 @@ where
             };
             let value = self.send(key, Command::Sync, args.words()).await?;
             let reply = reply::sync(&value).map_err(|reply| Error::UnexpectedReply { reply })?;
+            shared.metrics.synced(reply.lowered);
             changed |= reply.lowered;
-            asked = true;
-        }
-        if asked {
-            shared.metrics.synced(changed);
         }
         Ok(changed)
+    }
+
+    /// Which of the supplier's counts could lower the buckets, each holding `left` (in key
+    /// order, from the take's reply): each limit in its own unit.
+    pub(super) fn sync_bounds(&self, left: &[u64]) -> SyncBounds {
+        left.iter()
+            .zip(&self.shared.limits)
+            .fold(SyncBounds::NONE, |bounds, (left, (_, cost))| {
+                let (unit, per_unit) = cost.unit();
+                bounds.with(unit, *left, per_unit)
+            })
     }
 
     /// Brings a grant to the call's actual tokens: the per-token limits take the extra
