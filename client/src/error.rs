@@ -214,7 +214,9 @@ fn deadline_text(needed: Option<Duration>, deadline: Duration) -> String {
     match needed {
         Some(needed) => format!(
             "the tokens would be available only in {needed:?}, later than the deadline of \
-             {deadline:?}; nothing was taken"
+             {deadline:?}; nothing was taken (demand has outgrown the quota: retry later, or \
+             allow a longer wait with `acquire_within` or the builder's `max_wait`, 60 s by \
+             default)"
         ),
         None => format!(
             "the tokens were not there within the deadline of {deadline:?}; nothing was taken"
@@ -231,6 +233,20 @@ impl std::fmt::Debug for Error {
 }
 
 impl Error {
+    /// Redis could not be reached: the connection refused, dropped or timed out (not a reply
+    /// the server sent).
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            Error::Connection(err) => {
+                err.is_io_error()
+                    || err.is_timeout()
+                    || err.is_connection_dropped()
+                    || err.is_connection_refusal()
+            }
+            _ => false,
+        }
+    }
+
     /// Sorts a redis-rs error: server error replies by their code, everything else is a
     /// connection problem.
     pub(crate) fn from_redis(err: RedisError) -> Error {

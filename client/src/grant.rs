@@ -34,6 +34,9 @@ pub struct Grant {
     pub at: Instant,
     /// The partition that served the call (partitioned limiters only).
     pub partition: Option<u32>,
+    /// Granted without the bucket: Redis could not be reached and the limiter fails open
+    /// ([`Unreachable::FailOpen`](crate::Unreachable::FailOpen)). Nothing to give back.
+    pub unchecked: bool,
     pub(crate) receipt: Receipt,
     /// Which of the supplier's counts could lower the buckets as the call left them, each
     /// unit against its own buckets (`None`: one bucket, [`Grant::remaining`]).
@@ -65,6 +68,7 @@ impl Grant {
             round_trips: 0,
             at: Instant::now(),
             partition: None,
+            unchecked: false,
             receipt,
             sync_bounds: None,
         }

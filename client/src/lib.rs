@@ -19,6 +19,7 @@ mod demand;
 #[cfg(doctest)]
 mod doc_tests;
 mod error;
+mod failure;
 mod grant;
 #[cfg(any(feature = "tower", feature = "reqwest"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "tower", feature = "reqwest"))))]
@@ -41,6 +42,7 @@ pub use bucket_state::BucketState;
 pub use connect::{connect, connection_config, FAIL_FAST};
 pub use demand::{Demand, Priority};
 pub use error::Error;
+pub use failure::{Unreachable, DEFAULT_MAX_WAIT};
 pub use grant::{Grant, TryAcquire};
 pub use limiter::{Limiter, LimiterBuilder};
 pub use metrics::{HttpEvent, LeaseMetrics, MetricsSnapshot, PushbackMetrics, WaitHistogram};

@@ -55,8 +55,8 @@ pub struct MetricsSnapshot {
     /// Calls that failed with any other error (connection, module missing, ...).
     pub errors: u64,
     /// Calls let through without the bucket because Redis could not be reached and the
-    /// limiter fails open ([`Unreachable::FailOpen`](crate::Unreachable::FailOpen)); not in
-    /// `granted`.
+    /// limiter fails open ([`Unreachable::FailOpen`](crate::Unreachable::FailOpen)); counted
+    /// in `errors` too, not in `granted`.
     pub failed_open: u64,
     /// Round trips to the server, by all calls (takes, pauses, give-backs, peeks).
     pub round_trips: u64,
@@ -375,10 +375,11 @@ impl Metrics {
         self.facade.outcome("gave_up");
     }
 
-    pub(crate) fn failed_open(&self) {
-        self.failed_open.fetch_add(1, Ordering::Relaxed);
+    /// Counts a call let through while Redis is unreachable; returns how many so far.
+    pub(crate) fn failed_open(&self) -> u64 {
         #[cfg(feature = "metrics")]
         self.facade.outcome("failed_open");
+        self.failed_open.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     pub(crate) fn error(&self) {

@@ -319,7 +319,10 @@ mod tests {
 
     #[test]
     fn integer_literals_and_the_rates_text() {
-        assert_eq!(Quota::new(8, 9).map(|q| q.token_interval()), Quota::new(8, 9u64).map(|q| q.token_interval()));
+        assert_eq!(
+            Quota::new(8, 9).map(|q| q.token_interval()),
+            Quota::new(8, 9u64).map(|q| q.token_interval())
+        );
         let err = Quota::new(8, -9).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -334,7 +337,10 @@ mod tests {
         let quota = Quota::new(8, 9).unwrap();
         assert_eq!(quota.check_cost(0), Err(QuotaError::ZeroCost));
         assert_eq!(quota.check_cost(8), Ok(()));
-        assert!(matches!(quota.check_cost(9), Err(QuotaError::Tokens { .. })));
+        assert!(matches!(
+            quota.check_cost(9),
+            Err(QuotaError::Tokens { .. })
+        ));
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::waiting::{self, record, Held};
 use crate::{
     Backend, BucketState, Cut, CutReport, Demand, Error, Grant, HttpEvent, MetricsSnapshot,
     Priority, Quota, Settled, Strategy, SupplierCount, SupplierUnit, Throttle, TryAcquire,
+    Unreachable, DEFAULT_MAX_WAIT,
 };
 
 mod pushback;
@@ -106,6 +107,8 @@ struct Shared {
     unit: SupplierUnit,
     check_pause: bool,
     bulk_turn: BulkTurn,
+    max_wait: Duration,
+    unreachable: Unreachable,
 }
 
 impl<C: Clone> Clone for Limiter<C> {
@@ -159,6 +162,8 @@ pub struct LimiterBuilder {
     name: Option<String>,
     unit: SupplierUnit,
     check_pause: bool,
+    max_wait: Duration,
+    unreachable: Unreachable,
 }
 
 impl LimiterBuilder {
@@ -206,6 +211,23 @@ impl LimiterBuilder {
         self
     }
 
+    /// How long a call waits for its tokens unless its [`Demand`] says (default
+    /// [`DEFAULT_MAX_WAIT`], a minute): a call that would wait longer fails at once with
+    /// [`Error::DeadlineExceeded`], taking nothing. `Duration::MAX`: as long as the bucket
+    /// needs.
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// What a call does while Redis cannot be reached (default [`Unreachable::FailClosed`]:
+    /// it fails with [`Error::Connection`]; [`Unreachable::FailOpen`] lets it through,
+    /// counted and logged).
+    pub fn on_unreachable(mut self, unreachable: Unreachable) -> Self {
+        self.unreachable = unreachable;
+        self
+    }
+
     /// Builds the limiter over `conn`. Fails with [`Error::InvalidQuota`] if the cost is 0 or
     /// above the capacity. Makes no round trip: a missing server or module shows up at the
     /// first call.
@@ -225,6 +247,8 @@ impl LimiterBuilder {
                 unit: self.unit,
                 check_pause: self.check_pause,
                 bulk_turn: BulkTurn::default(),
+                max_wait: self.max_wait,
+                unreachable: self.unreachable,
             }),
         })
     }
@@ -243,6 +267,8 @@ impl Limiter<()> {
             name: None,
             unit: SupplierUnit::default(),
             check_pause: true,
+            max_wait: DEFAULT_MAX_WAIT,
+            unreachable: Unreachable::default(),
         }
     }
 }
@@ -340,15 +366,27 @@ where
     /// turns, so that they do not wake together to the same tokens.
     pub async fn acquire_with(&self, demand: Demand) -> Result<Grant, Error> {
         let tokens = demand.tokens.unwrap_or(self.shared.cost);
+        self.acquire_checked(tokens, demand).await.or_else(|err| {
+            let shared = &self.shared;
+            let through =
+                shared
+                    .unreachable
+                    .let_through(&err, tokens, &shared.metrics, &shared.name);
+            through.ok_or(err)
+        })
+    }
+
+    async fn acquire_checked(&self, tokens: u64, demand: Demand) -> Result<Grant, Error> {
         let floor = self.floor(tokens, demand.priority);
-        let span = self.span("acquire", tokens, demand.deadline);
+        let deadline = Some(demand.deadline.unwrap_or(self.shared.max_wait));
+        let span = self.span("acquire", tokens, deadline);
         let (policy, turn) = match floor {
-            None => (Policy::new(self.shared.strategy, demand.deadline), None),
+            None => (Policy::new(self.shared.strategy, deadline), None),
             Some(_) => {
                 let turn = self
                     .shared
                     .bulk_turn
-                    .take(demand.deadline)
+                    .take(deadline)
                     .await
                     .inspect_err(|_| {
                         self.shared.metrics.gave_up();
@@ -397,6 +435,19 @@ where
     /// never waits, whatever its deadline.
     pub async fn try_acquire_with(&self, demand: Demand) -> Result<TryAcquire, Error> {
         let tokens = demand.tokens.unwrap_or(self.shared.cost);
+        self.try_acquire_checked(tokens, demand)
+            .await
+            .or_else(|err| {
+                let shared = &self.shared;
+                let through =
+                    shared
+                        .unreachable
+                        .let_through(&err, tokens, &shared.metrics, &shared.name);
+                through.map(TryAcquire::Granted).ok_or(err)
+            })
+    }
+
+    async fn try_acquire_checked(&self, tokens: u64, demand: Demand) -> Result<TryAcquire, Error> {
         let floor = self.floor(tokens, demand.priority);
         let span = self.span("try_acquire", tokens, Some(Duration::ZERO));
         async {

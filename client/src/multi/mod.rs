@@ -23,7 +23,7 @@ use crate::waiting::{self, record, Held};
 use crate::{
     Backend, BucketState, Cut, CutReport, Demand, Error, Grant, HttpEvent, MetricsSnapshot,
     Priority, Quota, QuotaError, Settled, Strategy, SupplierCount, SupplierUnit, Throttle,
-    TryAcquire,
+    TryAcquire, Unreachable, DEFAULT_MAX_WAIT,
 };
 
 mod pushback;
@@ -79,6 +79,8 @@ struct Shared {
     metrics: Metrics,
     check_pause: bool,
     bulk_turn: BulkTurn,
+    max_wait: Duration,
+    unreachable: Unreachable,
 }
 
 /// What a call takes from one limit.
@@ -133,6 +135,8 @@ pub struct MultiLimiterBuilder {
     backend: Backend,
     name: Option<String>,
     check_pause: bool,
+    max_wait: Duration,
+    unreachable: Unreachable,
 }
 
 impl MultiLimiterBuilder {
@@ -182,8 +186,23 @@ impl MultiLimiterBuilder {
         self
     }
 
-    /// Builds the limiter over `conn`: 1 to 16 limits on distinct keys, each cost at most its
-    /// capacity, or [`Error::InvalidQuota`]. Makes no round trip.
+    /// How long a call waits unless its [`Demand`] says (default [`DEFAULT_MAX_WAIT`]), as
+    /// [`LimiterBuilder::max_wait`](crate::LimiterBuilder::max_wait) says.
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// What a call does while Redis cannot be reached (default
+    /// [`Unreachable::FailClosed`]), as
+    /// [`LimiterBuilder::on_unreachable`](crate::LimiterBuilder::on_unreachable) says.
+    pub fn on_unreachable(mut self, unreachable: Unreachable) -> Self {
+        self.unreachable = unreachable;
+        self
+    }
+
+    /// Builds the limiter over `conn`: 1 to 16 limits on distinct keys, each cost from 1 to
+    /// its capacity, or [`Error::InvalidQuota`]. Makes no round trip.
     pub fn build<C>(self, conn: C) -> Result<MultiLimiter<C>, Error> {
         let problem = |problem: &str| QuotaError::Limits {
             problem: problem.to_owned(),
@@ -192,7 +211,7 @@ impl MultiLimiterBuilder {
             return Err(problem(&format!("{} given", self.limits.len())).into());
         }
         for (i, (key, quota, cost)) in self.limits.iter().enumerate() {
-            quota.check_tokens(cost.tokens(self.cost))?;
+            quota.check_cost(cost.tokens(self.cost))?;
             if self
                 .limits
                 .iter()
@@ -221,6 +240,8 @@ impl MultiLimiterBuilder {
                 dispatch: Dispatch::new(self.backend),
                 check_pause: self.check_pause,
                 bulk_turn: BulkTurn::default(),
+                max_wait: self.max_wait,
+                unreachable: self.unreachable,
             }),
         })
     }
@@ -256,6 +277,8 @@ impl MultiLimiter<()> {
             backend: Backend::default(),
             name: None,
             check_pause: true,
+            max_wait: DEFAULT_MAX_WAIT,
+            unreachable: Unreachable::default(),
         }
     }
 }
@@ -341,16 +364,28 @@ where
     /// [`Priority::Bulk`] call keeps its floor in every bucket and never reserves).
     pub async fn acquire_with(&self, demand: Demand) -> Result<Grant, Error> {
         let tokens = demand.tokens.unwrap_or(self.shared.cost);
+        self.acquire_checked(tokens, demand).await.or_else(|err| {
+            let shared = &self.shared;
+            let through =
+                shared
+                    .unreachable
+                    .let_through(&err, tokens, &shared.metrics, &shared.name);
+            through.ok_or(err)
+        })
+    }
+
+    async fn acquire_checked(&self, tokens: u64, demand: Demand) -> Result<Grant, Error> {
         let limits = self.counted(self.limits_for(tokens, demand.priority))?;
-        let span = self.span("acquire", tokens, demand.deadline);
+        let deadline = Some(demand.deadline.unwrap_or(self.shared.max_wait));
+        let span = self.span("acquire", tokens, deadline);
         // Bulk calls take turns, as a `Limiter`'s do.
         let (policy, turn) = if demand.priority == Priority::Interactive {
-            (Policy::new(self.shared.strategy, demand.deadline), None)
+            (Policy::new(self.shared.strategy, deadline), None)
         } else {
             let turn = self
                 .shared
                 .bulk_turn
-                .take(demand.deadline)
+                .take(deadline)
                 .await
                 .inspect_err(|_| self.shared.metrics.gave_up())?;
             (
@@ -399,6 +434,19 @@ where
     /// What `demand` asks for, if every limit has it now (floors kept); never waits.
     pub async fn try_acquire_with(&self, demand: Demand) -> Result<TryAcquire, Error> {
         let tokens = demand.tokens.unwrap_or(self.shared.cost);
+        self.try_acquire_checked(tokens, demand)
+            .await
+            .or_else(|err| {
+                let shared = &self.shared;
+                let through =
+                    shared
+                        .unreachable
+                        .let_through(&err, tokens, &shared.metrics, &shared.name);
+                through.map(TryAcquire::Granted).ok_or(err)
+            })
+    }
+
+    async fn try_acquire_checked(&self, tokens: u64, demand: Demand) -> Result<TryAcquire, Error> {
         let limits = self.counted(self.limits_for(tokens, demand.priority))?;
         let span = self.span("try_acquire", tokens, Some(Duration::ZERO));
         async {

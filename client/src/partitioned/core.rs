@@ -65,6 +65,8 @@ pub(crate) struct Core {
     pub rules: Rules,
     pub acks: ReplicaAcks,
     pub wait_timeout: Duration,
+    /// How long a call waits unless its demand says.
+    pub max_wait: Duration,
     pub state: Mutex<State>,
     /// Callers wait their turn here, first come first served; the one holding it sleeps
     /// until the next token.

@@ -93,6 +93,7 @@ pub struct PartitionedLimiterBuilder {
     idle_after: Option<Duration>,
     max_held: Option<u32>,
     observer: Option<Observer>,
+    max_wait: Duration,
 }
 
 impl fmt::Debug for PartitionedLimiterBuilder {
@@ -105,6 +106,14 @@ impl fmt::Debug for PartitionedLimiterBuilder {
 }
 
 impl PartitionedLimiterBuilder {
+    /// How long a call waits unless its [`Demand`] says (default
+    /// [`DEFAULT_MAX_WAIT`](crate::DEFAULT_MAX_WAIT), a minute), as
+    /// [`LimiterBuilder::max_wait`](crate::LimiterBuilder::max_wait) says.
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = max_wait;
+        self
+    }
+
     /// The name in logs (default: the quota's name).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
@@ -235,6 +244,7 @@ impl PartitionedLimiterBuilder {
             counters: Counters::default(),
             stopped: AtomicBool::new(false),
             observer: self.observer,
+            max_wait: self.max_wait,
         });
         let (stop, stopped) = watch::channel(false);
         let task = runtime.spawn(keeper::run(Arc::clone(&core), conn.clone(), stopped));
@@ -265,6 +275,7 @@ impl PartitionedLimiter<()> {
             idle_after: None,
             max_held: None,
             observer: None,
+            max_wait: crate::DEFAULT_MAX_WAIT,
         }
     }
 }
@@ -366,7 +377,8 @@ impl<C> PartitionedLimiter<C> {
     pub async fn acquire_with(&self, demand: Demand) -> Result<Grant, Error> {
         let tokens = demand.tokens.unwrap_or(1);
         let floor = self.floor(tokens, demand.priority);
-        self.wait_for(tokens, floor, demand.deadline).await
+        let deadline = demand.deadline.unwrap_or(self.inner.core.max_wait);
+        self.wait_for(tokens, floor, Some(deadline)).await
     }
 
     /// Takes one token if a leased partition has it now; never waits, never a round trip.
@@ -534,7 +546,8 @@ impl<C> PartitionedLimiter<C> {
         self.check(tokens)?;
         let core = &self.inner.core;
         let start = Instant::now();
-        let give_up_at = deadline.map(|d| start + d);
+        // `Duration::MAX` (no deadline to speak of) must not overflow the instant.
+        let give_up_at = deadline.and_then(|d| start.checked_add(d));
         let _waiting = Waiting::new(core);
         let gave_up = || {
             core.metrics.gave_up();

@@ -1,0 +1,66 @@
+//! What a call does when it cannot be served as asked: how long it waits at most unless it
+//! says, and what it does while Redis cannot be reached.
+
+use std::time::Duration;
+
+use crate::grant::{Grant, Receipt};
+use crate::metrics::Metrics;
+use crate::Error;
+
+/// How long a call waits for its tokens unless its [`Demand`](crate::Demand) says
+/// ([`acquire_within`](crate::Throttle::acquire_within)): a minute. A call that would wait
+/// longer fails at once with [`Error::DeadlineExceeded`], taking nothing, so that under
+/// overload the callers learn it instead of queueing without bound. Set another with the
+/// builders' `max_wait` (`Duration::MAX`: as long as the bucket needs, up to the server's 10
+/// years).
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// What a limiter does with a call while Redis cannot be reached (the connection refused,
+/// dropped or timed out): fail the call (the default), or let it through unthrottled.
+///
+/// Failing closed keeps the supplier's quota whatever happens, at the price of the calls
+/// while Redis is down. Failing open keeps the calls going, at the risk of going over the
+/// quota meanwhile (the supplier's 429s then still reach the HTTP layers); each call let
+/// through is counted ([`MetricsSnapshot::failed_open`](crate::MetricsSnapshot::failed_open))
+/// and logged (a warning at the 1st, 2nd, 4th, 8th, ... such call). Only Redis being
+/// unreachable lets a call through: a missing module, a bad quota or a refused command fail
+/// as always.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Unreachable {
+    /// The call fails with [`Error::Connection`].
+    #[default]
+    FailClosed,
+    /// The call is granted without the bucket: a [`Grant`] with `unchecked` set, nothing to
+    /// give back.
+    FailOpen,
+}
+
+impl Unreachable {
+    /// The grant a call that failed with `err` gets instead: `Some` when the limiter fails
+    /// open and `err` is Redis being unreachable (counted, and logged at powers of two).
+    pub(crate) fn let_through(
+        self,
+        err: &Error,
+        tokens: u64,
+        metrics: &Metrics,
+        name: &str,
+    ) -> Option<Grant> {
+        if self != Unreachable::FailOpen || !err.is_unreachable() {
+            return None;
+        }
+        let count = metrics.failed_open();
+        if count.is_power_of_two() {
+            tracing::warn!(
+                limiter = name,
+                calls = count,
+                error = %err,
+                "Redis is unreachable: letting calls through unthrottled (Unreachable::FailOpen)"
+            );
+        }
+        Some(Grant {
+            unchecked: true,
+            ..Grant::new(tokens, Duration::ZERO, Duration::ZERO, Receipt::None)
+        })
+    }
+}
