@@ -128,7 +128,23 @@ impl Dispatch {
     /// Sends `call` to the backend. Under `Auto` the first call is the probe: it goes to the
     /// module, then the library, then the script, and calls made meanwhile wait for its answer
     /// rather than probe too.
+    ///
+    /// Returns the answer and the round trips it took (the probe's, a library check or load,
+    /// a script loaded again: each counts).
     pub(crate) async fn send<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        call: &Call<'_>,
+    ) -> (Result<Value, Error>, u32) {
+        let mut counted = Counted {
+            conn,
+            round_trips: 0,
+        };
+        let answer = self.send_counted(&mut counted, call).await;
+        (answer, counted.round_trips)
+    }
+
+    async fn send_counted<C: ConnectionLike>(
         &self,
         conn: &mut C,
         call: &Call<'_>,
@@ -226,6 +242,34 @@ impl Dispatch {
             }
             other => other.map_err(Fcall::from_redis),
         }
+    }
+}
+
+/// A connection that counts what is sent through it: a command or a pipeline is one round
+/// trip.
+struct Counted<'c, C> {
+    conn: &'c mut C,
+    round_trips: u32,
+}
+
+impl<C: ConnectionLike> ConnectionLike for Counted<'_, C> {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, Value> {
+        self.round_trips = self.round_trips.saturating_add(1);
+        self.conn.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<Value>> {
+        self.round_trips = self.round_trips.saturating_add(1);
+        self.conn.req_packed_commands(pipeline, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
     }
 }
 

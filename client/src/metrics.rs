@@ -305,10 +305,11 @@ impl Metrics {
         }
     }
 
-    pub(crate) fn round_trip(&self, backend: crate::Backend) {
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn round_trips_of(&self, backend: crate::Backend, trips: u32) {
+        self.round_trips
+            .fetch_add(u64::from(trips), Ordering::Relaxed);
         #[cfg(feature = "metrics")]
-        self.facade.round_trip(backend);
+        self.facade.round_trips(backend, trips);
         #[cfg(not(feature = "metrics"))]
         let _ = backend;
     }
@@ -466,13 +467,13 @@ mod facade {
             }
         }
 
-        pub(super) fn round_trip(&self, backend: crate::Backend) {
+        pub(super) fn round_trips(&self, backend: crate::Backend, trips: u32) {
             ::metrics::counter!(
                 ROUND_TRIPS,
                 "limiter" => self.name.clone(),
                 "backend" => backend.name()
             )
-            .increment(1);
+            .increment(u64::from(trips));
         }
 
         pub(super) fn granted(&self, wait: Duration) {
@@ -523,9 +524,8 @@ mod tests {
         metrics.gave_up();
         metrics.gave_up();
         metrics.error();
-        for _ in 0..7 {
-            metrics.round_trip(crate::Backend::Module);
-        }
+        metrics.round_trips_of(crate::Backend::Module, 2);
+        metrics.round_trips_of(crate::Backend::Module, 5);
         let snap = metrics.snapshot(None);
         assert_eq!(
             (snap.granted, snap.denied, snap.gave_up, snap.errors),

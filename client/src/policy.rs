@@ -194,6 +194,7 @@ mod tests {
             wait: MS * wait_ms as u32,
             reset: MS * 1000,
             ticket: 0,
+            round_trips: 1,
         }
     }
 

@@ -21,6 +21,9 @@ pub(crate) struct TakeReply {
     pub reset: Duration,
     /// With `TICKET`: what `THROTTLE.GIVE` needs to give the tokens back (0: nothing taken).
     pub ticket: u64,
+    /// Round trips the call took: 1, or more for the first call of `Backend::Auto` (its
+    /// probe) or one that loaded the library or the script again.
+    pub round_trips: u32,
 }
 
 impl AsRef<TakeReply> for TakeReply {
@@ -57,6 +60,7 @@ pub(crate) fn take(value: &Value) -> Result<TakeReply, String> {
         wait: Duration::from_millis(reply.wait_ms),
         reset: Duration::from_millis(reply.reset_ms),
         ticket: reply.ticket.unwrap_or(0),
+        round_trips: 1,
     })
 }
 
@@ -92,6 +96,7 @@ pub(crate) fn mtake(value: &Value, keys: usize) -> Result<MTakeTickets, String> 
             wait: Duration::from_millis(reply.wait_ms),
             reset: Duration::from_millis(buckets.map(|b| b.1).max().unwrap_or(0)),
             ticket: 0,
+            round_trips: 1,
         },
         tickets,
         left: reply.buckets.iter().map(|b| b.0).collect(),
@@ -172,6 +177,7 @@ mod tests {
                 wait: Duration::ZERO,
                 reset: Duration::from_millis(112),
                 ticket: 0,
+                round_trips: 1,
             })
         );
         assert_eq!(
@@ -182,6 +188,7 @@ mod tests {
                 wait: Duration::from_millis(250),
                 reset: Duration::from_millis(1000),
                 ticket: 0,
+                round_trips: 1,
             })
         );
         assert_eq!(

@@ -57,7 +57,7 @@ where
     let mut slept = Duration::ZERO;
     loop {
         let reply = ask(policy.max_wait_ms(start.elapsed())).await?;
-        round_trips = round_trips.saturating_add(1);
+        round_trips = round_trips.saturating_add(reply.as_ref().round_trips.max(1));
         match policy.decide(
             reply.as_ref(),
             round_trips,

@@ -10,8 +10,9 @@ use tokio::time::Instant;
 
 const MS: Duration = Duration::from_millis(1);
 const SECOND: Duration = Duration::from_secs(1);
-/// The longest reservation the server takes, sent when there is no deadline.
-const MAX_WAIT_MS: u64 = 315_360_000_000;
+/// The reservation sent when the call gives no deadline: the limiter's longest wait, a
+/// minute by default.
+const MAX_WAIT_MS: u64 = 60_000;
 
 fn limiter(
     fake: &FakeServer,

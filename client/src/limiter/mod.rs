@@ -460,7 +460,7 @@ where
                 record(waited, 1, "granted");
                 Ok(TryAcquire::Granted(Grant {
                     remaining: reply.remaining,
-                    round_trips: 1,
+                    round_trips: reply.round_trips,
                     ..Grant::new(
                         tokens,
                         waited,
@@ -603,12 +603,26 @@ where
             ticket: true,
             floor,
         };
-        let value = self.send(Command::Take, args.words()).await?;
-        reply::take(&value).map_err(|reply| Error::UnexpectedReply { reply })
+        let (value, round_trips) = self.send_counted(Command::Take, args.words()).await;
+        let reply = reply::take(&value?).map_err(|reply| Error::UnexpectedReply { reply })?;
+        Ok(TakeReply {
+            round_trips,
+            ..reply
+        })
     }
 
-    /// One round trip of `command key <args>` to the backend.
+    /// `command key <args>` to the backend: one round trip (more for the first call under
+    /// `Auto`, or one that loads the library or script again).
     async fn send(&self, command: Command, args: Vec<Word<'_>>) -> Result<Value, Error> {
+        self.send_counted(command, args).await.0
+    }
+
+    /// [`Limiter::send`], and the round trips it took.
+    async fn send_counted(
+        &self,
+        command: Command,
+        args: Vec<Word<'_>>,
+    ) -> (Result<Value, Error>, u32) {
         let shared = &self.shared;
         let call = Call {
             command,
@@ -616,9 +630,11 @@ where
             args,
         };
         let mut conn = self.conn.clone();
-        let result = shared.dispatch.send(&mut conn, &call).await;
-        shared.metrics.round_trip(shared.dispatch.serving());
-        result
+        let (result, trips) = shared.dispatch.send(&mut conn, &call).await;
+        shared
+            .metrics
+            .round_trips_of(shared.dispatch.serving(), trips);
+        (result, trips)
     }
 
     fn span(

@@ -469,7 +469,7 @@ where
             record(waited, 1, "granted");
             Ok(TryAcquire::Granted(Grant {
                 remaining: reply.remaining,
-                round_trips: 1,
+                round_trips: reply.round_trips,
                 sync_bounds: Some(self.sync_bounds(&left)),
                 ..Grant::new(tokens, waited, Duration::ZERO, Receipt::Tickets(tickets))
             }))
@@ -640,9 +640,11 @@ where
             args: args.words(),
         };
         let mut conn = self.conn.clone();
-        let result = shared.dispatch.send(&mut conn, &call).await;
-        shared.metrics.round_trip(shared.dispatch.serving());
-        let reply = result
+        let (result, round_trips) = shared.dispatch.send(&mut conn, &call).await;
+        shared
+            .metrics
+            .round_trips_of(shared.dispatch.serving(), round_trips);
+        let mut reply = result
             .and_then(|value| {
                 reply::mtake(&value, keys.len()).map_err(|reply| Error::UnexpectedReply { reply })
             })
@@ -651,6 +653,7 @@ where
                 tracing::debug!(error = %err, "THROTTLE.MTAKE failed");
                 tracing::Span::current().record("outcome", "error");
             })?;
+        reply.reply.round_trips = round_trips;
         Ok(reply)
     }
 
@@ -663,8 +666,10 @@ where
             args,
         };
         let mut conn = self.conn.clone();
-        let result = shared.dispatch.send(&mut conn, &call).await;
-        shared.metrics.round_trip(shared.dispatch.serving());
+        let (result, round_trips) = shared.dispatch.send(&mut conn, &call).await;
+        shared
+            .metrics
+            .round_trips_of(shared.dispatch.serving(), round_trips);
         result
     }
 
