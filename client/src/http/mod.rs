@@ -24,8 +24,10 @@
 //!    replicas saw it; [`RetryPolicy::no_cut`] only pauses, [`Throttle::pause`]);
 //! 5. take a token again and resend, up to [`RetryPolicy::max_attempts`] sends in all.
 //!
-//! Every 429, 503, retry and response passed on after the attempts ran out is counted in the
-//! limiter's [`PushbackMetrics`](crate::PushbackMetrics), with its pauses, cuts and syncs.
+//! Every 429, 503 and retry is counted in the limiter's
+//! [`PushbackMetrics`](crate::PushbackMetrics), with its pauses, cuts and syncs; so is each
+//! 429 or 503 passed on as the response, in `attempts_ran_out` when every attempt was sent,
+//! in `not_resent` when attempts were left but the request is not to be resent.
 //!
 //! Pair the layers with the default [`Strategy::Reserve`](crate::Strategy::Reserve): a
 //! reserved call looks at the bucket before it is sent
@@ -312,8 +314,11 @@ impl<L: Throttle> Run<L> {
             self.attempt += 1;
             self.limiter.count(HttpEvent::Retry);
             tracing::debug!(attempt = self.attempt, "sending again");
-        } else {
+        } else if self.attempt >= self.policy.attempts() {
             self.limiter.count(HttpEvent::AttemptsRanOut);
+        } else {
+            // Attempts were left: not an exhaustion, a request that is not to be resent.
+            self.limiter.count(HttpEvent::NotResent);
         }
         Ok(retry)
     }
