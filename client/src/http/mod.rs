@@ -5,8 +5,9 @@
 //!
 //! For each request both:
 //! 1. choose the limiter: a fixed [`Limiter`], [`MultiLimiter`] or [`PartitionedLimiter`],
-//!    or a closure from the [`RequestHead`] to a limiter (per supplier host, per integrator
-//!    header, ...), see [`PickLimiter`]; whatever it is, the layers use it as a [`Throttle`];
+//!    or a closure from the [`RequestHead`] to a limiter or a [`Pick`] (per supplier host,
+//!    per integrator header, ...), see [`PickLimiter`]; whatever it is, the layers use it as
+//!    a [`Throttle`];
 //! 2. take the request's cost: a call's cost, or what the picker's [`Pick`] says (its tokens,
 //!    priority, deadline: [`Throttle::acquire_with`]), waiting as long as the bucket needs,
 //!    then send;
@@ -269,11 +270,6 @@ impl<L: Throttle> Pick<L> {
     /// The limiter.
     pub fn limiter(&self) -> &L {
         &self.limiter
-    }
-
-    /// What each send takes.
-    pub fn demand_per_send(&self) -> Demand {
-        self.demand
     }
 }
 
