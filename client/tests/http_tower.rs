@@ -920,3 +920,47 @@ throttle_testkit::per_server!(
     a_multi_limiter_behind_the_tower_layer_syncs_each_limit_in_its_own_unit,
     a_multi_limiter_behind_the_tower_layer_settles_each_call_to_its_usage,
 );
+
+/// The head closure settles before the supplier's count is read, on paused time over the fake
+/// server: the count already holds the call's actual cost, so the extra is not counted twice.
+#[tokio::test(start_paused = true)]
+async fn the_head_settles_before_the_suppliers_count_so_the_cost_counts_once() {
+    use redis_throttle::http::{Pick, ResponseHead};
+    use redis_throttle::Backend;
+    use throttle_e2e::fake::FakeServer;
+
+    let fake = FakeServer::new();
+    let limiter = llm_supplier::multi(fake.clone(), "head-count", Backend::Module);
+    let picked = limiter.clone();
+    let service = ThrottleLayer::per_request(move |_: &RequestHead<'_>| {
+        Pick::new(picked.clone())
+            .tokens(100)
+            .settle_from(|r: &ResponseHead<'_>| r.header("x-usage-tokens")?.parse().ok())
+    })
+    .layer(tower::service_fn(|_: Request<String>| async {
+        let mut response = Response::new(String::new());
+        // The call used 150; the supplier's ledger says so: 3 000 - 150 left.
+        for (name, value) in [
+            ("x-usage-tokens", "150"),
+            ("x-ratelimit-remaining-tokens", "2850"),
+            ("x-ratelimit-reset-tokens", "3s"),
+        ] {
+            response
+                .headers_mut()
+                .insert(name, http::HeaderValue::from_static(value));
+        }
+        Ok::<_, std::convert::Infallible>(response)
+    }));
+    service.oneshot(Request::new(String::new())).await.unwrap();
+    assert_eq!(
+        llm_supplier::buckets(&fake, "head-count", Backend::Module).await,
+        (29, 2_850)
+    );
+    let metrics = limiter.metrics();
+    assert_eq!(metrics.pushback.tokens_debited, 50);
+    // The settle moved the bucket, so the count is sent, and finds it already there.
+    assert_eq!(
+        (metrics.pushback.syncs, metrics.pushback.syncs_unchanged),
+        (0, 1)
+    );
+}
