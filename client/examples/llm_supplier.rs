@@ -1,5 +1,6 @@
 //! Costs known only after the call: an LLM API limited in requests per minute and tokens per
-//! minute, whose replies say how many tokens a call used.
+//! minute, whose replies say how many tokens a call used, called through the
+//! `reqwest-middleware` middleware.
 //!
 //! ```text
 //! cargo run -p redis-throttle --features reqwest --example llm_supplier -- [redis://127.0.0.1:6379] [calls]
@@ -8,11 +9,14 @@
 //! The server needs the module (`redis-server --loadmodule target/debug/libredis_throttle_module.so`)
 //! or nothing at all with `Backend::Script`. The example starts a mock LLM API on 127.0.0.1:
 //! 30 requests and 3 000 tokens per minute, in buckets that refill continuously, answering
-//! 429 past either; each reply carries `usage: <tokens>`, between 40 and 160 tokens. The client takes
-//! one request and an estimate of 100 tokens before each call from one `MultiLimiter`, then
-//! settles the grant to the usage the reply reports: the extra is taken into debt, the part
-//! not used goes back. It prints each call's estimate, usage and settlement, and the 429s the
-//! supplier sent (0).
+//! 429 past either; each reply's JSON body carries `usage.total_tokens`, between 40 and 160
+//! tokens. The client sends each call through `ThrottleMiddleware`, whose picker takes one
+//! request and the call's estimate (from its prompt, kept low) from one `MultiLimiter`
+//! before the call; after reading the body it settles the grant to the usage the reply
+//! reports, through the `SettleHandle` in the response's extensions: the extra is taken into
+//! debt, the part not used goes back while nothing was taken after it. A 429 would pause the
+//! fleet's buckets and be resent. It prints each call's estimate, usage and settlement, and
+//! the 429s the supplier sent (0).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -21,12 +25,26 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use redis::aio::ConnectionManager;
+use redis_throttle::http::{Pick, RequestHead, RetryPolicy, SettleHandle, ThrottleMiddleware};
 use redis_throttle::{MultiLimiter, Quota, Rate};
 
 const MINUTE: Duration = Duration::from_secs(60);
 const RPM: u64 = 30;
 const TPM: u64 = 3_000;
-const ESTIMATE: u64 = 100;
+/// The tokens a call without an estimate takes.
+const DEFAULT_COST: u64 = 100;
+/// The completion's length the estimate counts on: low, since an estimate above the usage
+/// comes back only while no other call took tokens after it, and one below is debited.
+const EXPECTED_COMPLETION: u64 = 40;
+
+/// A call's estimated tokens, in the request's extensions for the picker.
+#[derive(Clone, Copy, Debug)]
+struct Estimate(u64);
+
+/// The prompt's tokens (about 4 bytes each) and the completion's expected length.
+fn estimate(prompt: &str) -> Estimate {
+    Estimate(prompt.len().div_ceil(4) as u64 + EXPECTED_COMPLETION)
+}
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -44,27 +62,49 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let limiter = MultiLimiter::builder()
         .limit("{llm}:rpm", Quota::new(RPM, Rate::per(RPM, MINUTE))?, 1)
         .per_token("{llm}:tpm", Quota::new(TPM, Rate::per(TPM, MINUTE))?)
-        .cost(ESTIMATE)
+        .cost(DEFAULT_COST)
         .build(conn)?;
-    let http = reqwest::Client::new();
+    let picked = limiter.clone();
+    let throttle = ThrottleMiddleware::per_request(move |request: &RequestHead<'_>| {
+        let pick = Pick::new(picked.clone());
+        match request.extensions().get::<Estimate>() {
+            Some(Estimate(tokens)) => pick.tokens(*tokens),
+            None => pick,
+        }
+    })
+    // A completion refused with a 429 was not run: sending the POST again is safe.
+    .policy(RetryPolicy::default().retry_non_idempotent(true));
+    let http = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(throttle)
+        .build();
     let start = Instant::now();
     for call in 1..=calls {
-        let grant = limiter.acquire().await?;
-        let waited = grant.waited;
+        let prompt = format!("call {call}");
+        let Estimate(tokens) = estimate(&prompt);
+        let sent = Instant::now();
         let response = http
-            .post(format!("http://{supplier}/v1/complete"))
-            .body(format!("call {call}"))
+            .post(format!("http://{supplier}/v1/chat/completions"))
+            .with_extension(estimate(&prompt))
+            .body(prompt)
             .send()
             .await?;
+        let waited = sent.elapsed();
         let status = response.status();
-        let usage: u64 = response
-            .headers()
-            .get("usage")
-            .and_then(|v| v.to_str().ok()?.parse().ok())
-            .unwrap_or(ESTIMATE);
-        let settled = limiter.settle(grant, usage).await?;
+        // Taken before the body, which consumes the response.
+        let handle = response
+            .extensions()
+            .get::<SettleHandle>()
+            .cloned()
+            .ok_or("the response has no SettleHandle: is ThrottleMiddleware in the client?")?;
+        let body = response.text().await?;
+        let Some(usage) = total_tokens(&body) else {
+            // No usage (a 429 passed on): the estimate stands.
+            println!("call {call:>3}: {status}, no usage in {body:?}; the estimate stands");
+            continue;
+        };
+        let settled = handle.settle(usage).await?.unwrap_or_default();
         println!(
-            "call {call:>3} at {:>6.2} s (waited {:>5.2} s): {status}, estimate {ESTIMATE}, used \
+            "call {call:>3} at {:>6.2} s (took {:>5.2} s): {status}, estimate {tokens:>3}, used \
              {usage:>3}: +{} taken, {} given back",
             start.elapsed().as_secs_f64(),
             waited.as_secs_f64(),
@@ -74,12 +114,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let seen = limiter.metrics();
     println!(
-        "{calls} calls, {} tokens debited after the fact, {} given back; 429s from the supplier: {}",
+        "{calls} calls, {} tokens debited after the fact, {} given back; 429s from the supplier: \
+         {} ({} resent)",
         seen.pushback.tokens_debited,
         seen.tokens_given_back,
-        REFUSED.lock().map(|n| *n).unwrap_or(0)
+        REFUSED.lock().map(|n| *n).unwrap_or(0),
+        seen.pushback.retries,
     );
     Ok(())
+}
+
+/// `usage.total_tokens` in the reply's JSON (a JSON parser would do; the example keeps its
+/// dependencies to the crate's).
+fn total_tokens(body: &str) -> Option<u64> {
+    let (_, rest) = body.split_once(r#""total_tokens":"#)?;
+    let digits: String = rest
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
 }
 
 /// Requests the mock refused.
@@ -103,11 +157,14 @@ async fn start_supplier() -> std::io::Result<SocketAddr> {
             let (requests, tokens) = &mut *buckets;
             if !(requests.has(1.0) && tokens.has(usage as f64)) {
                 *REFUSED.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-                return StatusCode::TOO_MANY_REQUESTS.into_response();
+                return (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "2")]).into_response();
             }
             requests.spend(1.0);
             tokens.spend(usage as f64);
-            ([("usage", usage.to_string())], "completion").into_response()
+            let body = format!(
+                r#"{{"object":"chat.completion","choices":[{{"message":{{"content":"..."}}}}],"usage":{{"total_tokens":{usage}}}}}"#
+            );
+            ([("content-type", "application/json")], body).into_response()
         }
     });
     tokio::spawn(async move {

@@ -95,9 +95,14 @@ pub struct PushbackMetrics {
     pub responses_503: u64,
     /// Requests an HTTP layer sent again after a 429 or 503.
     pub retries: u64,
-    /// Responses an HTTP layer passed on as they were (a 429 or 503) because the attempts ran
-    /// out or the request could not be sent again.
+    /// Responses an HTTP layer passed on as they were (a 429 or 503) because every attempt
+    /// `http::RetryPolicy::max_attempts` allows was sent.
     pub attempts_ran_out: u64,
+    /// Responses an HTTP layer passed on as they were (a 429 or 503) with attempts left,
+    /// because the request is not to be resent: a method that is not idempotent (POST, PATCH,
+    /// ...) without `http::RetryPolicy::retry_non_idempotent`, or a body that cannot be
+    /// copied. The facade's label is `not_resent`.
+    pub not_resent: u64,
     /// Pauses that changed nothing: the bucket's pause or debt already lasted longer.
     pub pauses_unchanged: u64,
     /// Cuts that cut the rate.
@@ -126,8 +131,11 @@ pub enum HttpEvent {
     Response503,
     /// A request sent again after one.
     Retry,
-    /// A 429 or 503 passed on: no attempt left, or the request could not be sent again.
+    /// A 429 or 503 passed on: no attempt left.
     AttemptsRanOut,
+    /// A 429 or 503 passed on with attempts left: the request is not to be resent (not
+    /// idempotent, or its body cannot be copied).
+    NotResent,
 }
 
 /// The pushback events the live counters keep, in [`PushbackMetrics`]' order.
@@ -137,6 +145,7 @@ pub(crate) enum Event {
     Response503,
     Retry,
     AttemptsRanOut,
+    NotResent,
     PauseUnchanged,
     Cut,
     CutSameEpisode,
@@ -146,7 +155,7 @@ pub(crate) enum Event {
 }
 
 impl Event {
-    const COUNT: usize = 10;
+    const COUNT: usize = 11;
 
     /// The label in the `metrics` facade's `throttle_pushback_total{event}`.
     #[cfg(feature = "metrics")]
@@ -156,6 +165,7 @@ impl Event {
             Event::Response503 => "response_503",
             Event::Retry => "retry",
             Event::AttemptsRanOut => "attempts_ran_out",
+            Event::NotResent => "not_resent",
             Event::PauseUnchanged => "pause_unchanged",
             Event::Cut => "cut",
             Event::CutSameEpisode => "cut_same_episode",
@@ -173,6 +183,7 @@ impl From<HttpEvent> for Event {
             HttpEvent::Response503 => Event::Response503,
             HttpEvent::Retry => Event::Retry,
             HttpEvent::AttemptsRanOut => Event::AttemptsRanOut,
+            HttpEvent::NotResent => Event::NotResent,
         }
     }
 }
@@ -418,6 +429,7 @@ impl Metrics {
             responses_503: load(Event::Response503),
             retries: load(Event::Retry),
             attempts_ran_out: load(Event::AttemptsRanOut),
+            not_resent: load(Event::NotResent),
             pauses_unchanged: load(Event::PauseUnchanged),
             cuts: load(Event::Cut),
             cuts_same_episode: load(Event::CutSameEpisode),

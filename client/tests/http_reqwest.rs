@@ -179,6 +179,8 @@ async fn a_post_gets_its_429_back_but_the_bucket_pauses_all_the_same() {
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(response.headers()["retry-after"], "1");
         assert_eq!(supplier.hits().len(), 1, "not resent");
+        let seen = limiter.metrics().pushback;
+        assert_eq!((seen.not_resent, seen.attempts_ran_out), (1, 0), "{seen:?}");
         // The supplier's word holds for the next request all the same.
         let response = client.get(supplier.url("/status")).send().await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
@@ -344,6 +346,48 @@ fn a_multi_limiter_behind_the_middleware_syncs_each_limit_in_its_own_unit(flavor
     )));
 }
 
+/// The user's LLM case on every server, through the reqwest middleware, over the Lua library:
+/// each request's estimate is taken, and the usage in its JSON body settles it through the
+/// handle in the response's extensions, once.
+fn a_multi_limiter_behind_the_middleware_settles_each_call_to_its_usage(flavor: Flavor) {
+    use redis_throttle::http::{Pick, RequestHead, SettleHandle};
+
+    let _serial = throttle_e2e::serial();
+    let backend = redis_throttle::Backend::Library;
+    let server = throttle_e2e::server_for(flavor, backend);
+    throttle_e2e::runtime().block_on(bounded(llm_supplier::settles_each_call(
+        &server.url(),
+        backend,
+        &format!("reqwest:{flavor}"),
+        |limiter, url, estimate, usage| async move {
+            let client = ClientBuilder::new(reqwest::Client::new())
+                .with(ThrottleMiddleware::per_request(
+                    move |head: &RequestHead<'_>| {
+                        let tokens = head.header("x-estimate").and_then(|v| v.parse().ok());
+                        Pick::new(limiter.clone()).tokens(tokens.unwrap())
+                    },
+                ))
+                .build();
+            let response = client
+                .post(url)
+                .header("x-estimate", estimate)
+                .header("x-usage", usage)
+                .body("{}")
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            let handle = response.extensions().get::<SettleHandle>().unwrap().clone();
+            let body = response.text().await.unwrap();
+            let used = llm_supplier::total_tokens(&body).unwrap();
+            let first = llm_supplier::outcome(handle.settle(used).await.unwrap());
+            let second = llm_supplier::outcome(handle.settle(used).await.unwrap());
+            (status, first, second)
+        },
+    )));
+}
+
 throttle_testkit::per_server!(
-    a_multi_limiter_behind_the_middleware_syncs_each_limit_in_its_own_unit
+    a_multi_limiter_behind_the_middleware_syncs_each_limit_in_its_own_unit,
+    a_multi_limiter_behind_the_middleware_settles_each_call_to_its_usage,
 );

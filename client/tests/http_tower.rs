@@ -164,8 +164,11 @@ async fn a_post_is_not_resent_unless_the_caller_opts_in() {
             .unwrap();
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(supplier.hits().len(), 1);
+        // Attempts were left: not resent, not an exhaustion.
+        let seen = limiter.metrics().pushback;
+        assert_eq!((seen.not_resent, seen.attempts_ran_out), (1, 0), "{seen:?}");
 
-        let opted_in = ThrottleLayer::new(limiter)
+        let opted_in = ThrottleLayer::new(limiter.clone())
             .policy(RetryPolicy::default().retry_non_idempotent(true))
             .layer(hyper());
         let response = send(&opted_in, request(Method::POST, &url, "a"))
@@ -179,6 +182,8 @@ async fn a_post_is_not_resent_unless_the_caller_opts_in() {
         );
         assert_pause_held(&hits, 1);
         assert_pause_held(&hits[1..], 1);
+        let seen = limiter.metrics().pushback;
+        assert_eq!((seen.not_resent, seen.retries), (1, 1), "{seen:?}");
     })
     .await;
 }
@@ -211,6 +216,9 @@ async fn a_supplier_that_always_says_503_gets_max_attempts_and_the_last_503_is_t
             assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
             assert_eq!(supplier.hits().len() - before, expected);
         }
+        // Both runs used every attempt.
+        let seen = limiter.metrics().pushback;
+        assert_eq!((seen.attempts_ran_out, seen.not_resent), (2, 0), "{seen:?}");
     })
     .await;
 }
@@ -607,6 +615,352 @@ fn a_multi_limiter_behind_the_tower_layer_syncs_each_limit_in_its_own_unit(flavo
     )));
 }
 
+/// A tower service standing for an LLM API: 200 with the request's `x-usage` header as its
+/// `x-usage-tokens` and its body's `usage.total_tokens`; no rate-limit headers.
+fn usage_supplier(
+    request: Request<String>,
+) -> std::future::Ready<Result<Response<String>, std::convert::Infallible>> {
+    let usage = request
+        .headers()
+        .get("x-usage")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("0")
+        .to_owned();
+    let mut response = Response::new(format!(r#"{{"usage":{{"total_tokens":{usage}}}}}"#));
+    response.headers_mut().insert(
+        "x-usage-tokens",
+        http::HeaderValue::from_str(&usage).unwrap(),
+    );
+    std::future::ready(Ok(response))
+}
+
+/// A request to the LLM API estimated at `estimate` tokens (none: the limiter's cost), whose
+/// response will report `usage`.
+fn llm_request(estimate: Option<u64>, usage: u64) -> Request<String> {
+    let mut request = Request::post("http://llm.test/v1/chat/completions").header("x-usage", usage);
+    if let Some(estimate) = estimate {
+        request = request.header("x-estimate", estimate);
+    }
+    request.body(String::new()).unwrap()
+}
+
+/// The request's estimate, from its `x-estimate` header.
+fn estimate(head: &RequestHead<'_>) -> Option<u64> {
+    head.header("x-estimate")?.parse().ok()
+}
+
+/// Per request, on paused time over the fake server (nothing refills, so the buckets are
+/// exact): the picker's tokens are taken (or the limiter's cost without them), the head
+/// closure settles the final send to the supplier's usage header, before anything else
+/// reads the response, and the response's handle then says it is settled.
+#[tokio::test(start_paused = true)]
+async fn the_picker_gives_each_request_its_tokens_and_the_response_head_settles_them() {
+    use redis_throttle::http::{Pick, ResponseHead, SettleHandle};
+    use redis_throttle::Backend;
+    use throttle_e2e::fake::FakeServer;
+
+    let fake = FakeServer::new();
+    let limiter = llm_supplier::multi(fake.clone(), "head", Backend::Module);
+    let picked = limiter.clone();
+    let service = ThrottleLayer::per_request(move |head: &RequestHead<'_>| {
+        let pick = Pick::new(picked.clone()).settle_from(|response: &ResponseHead<'_>| {
+            assert_eq!(response.status(), StatusCode::OK);
+            response.header("x-usage-tokens")?.parse().ok()
+        });
+        match estimate(head) {
+            Some(tokens) => pick.tokens(tokens),
+            None => pick,
+        }
+    })
+    .policy(RetryPolicy::default().read_supplier_count(false))
+    .layer(tower::service_fn(usage_supplier));
+    let bucket = |fake| async move { llm_supplier::buckets(&fake, "head", Backend::Module).await };
+
+    // 250 taken, 310 used: 60 more debited.
+    let response = service
+        .clone()
+        .oneshot(llm_request(Some(250), 310))
+        .await
+        .unwrap();
+    let handle = response.extensions().get::<SettleHandle>().unwrap().clone();
+    assert_eq!((handle.tokens(), handle.is_settled()), (250, true));
+    assert!(
+        handle.settle(1).await.unwrap().is_none(),
+        "settled by the head"
+    );
+    assert_eq!(bucket(fake.clone()).await, (29, 3_000 - 310));
+
+    // 400 taken, 150 used, nothing taken after it: 250 back.
+    service
+        .clone()
+        .oneshot(llm_request(Some(400), 150))
+        .await
+        .unwrap();
+    assert_eq!(bucket(fake.clone()).await, (28, 3_000 - 310 - 150));
+
+    // No estimate: the limiter's cost per call (100); a head without the usage leaves it.
+    let mut request = llm_request(None, 0);
+    request.headers_mut().remove("x-usage");
+    let service_without_usage = ThrottleLayer::per_request({
+        let limiter = limiter.clone();
+        move |_: &RequestHead<'_>| {
+            Pick::new(limiter.clone())
+                .settle_from(|r: &ResponseHead<'_>| r.header("x-missing")?.parse().ok())
+        }
+    })
+    .layer(tower::service_fn(|_: Request<String>| async {
+        Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+    }));
+    let response = service_without_usage.oneshot(request).await.unwrap();
+    let handle = response.extensions().get::<SettleHandle>().unwrap();
+    assert_eq!((handle.tokens(), handle.is_settled()), (100, false));
+    assert_eq!(bucket(fake.clone()).await, (27, 3_000 - 310 - 150 - 100));
+
+    let metrics = limiter.metrics();
+    assert_eq!(metrics.granted, 3);
+    assert_eq!(
+        (metrics.pushback.tokens_debited, metrics.tokens_given_back),
+        (60, 250)
+    );
+}
+
+/// The response's handle, for a cost only the body says, on paused time over the fake server:
+/// it settles once (clones included; a second settle does nothing and says so), debits the
+/// extra, and gives back the unused part only while nothing was taken after the grant.
+#[tokio::test(start_paused = true)]
+async fn the_responses_handle_settles_once_and_gives_back_only_while_nothing_was_taken_after() {
+    use http_body_util::BodyExt;
+    use redis_throttle::http::{Pick, SettleHandle};
+    use redis_throttle::Backend;
+    use throttle_e2e::fake::FakeServer;
+
+    let fake = FakeServer::new();
+    let limiter = llm_supplier::multi(fake.clone(), "handle", Backend::Module);
+    let picked = limiter.clone();
+    let service = ThrottleLayer::per_request(move |head: &RequestHead<'_>| {
+        Pick::new(picked.clone()).tokens(estimate(head).unwrap())
+    })
+    .layer(tower::service_fn(usage_supplier));
+    let send = |estimate, usage| {
+        let service = service.clone();
+        async move {
+            let response = service
+                .oneshot(llm_request(Some(estimate), usage))
+                .await
+                .unwrap();
+            let handle = response.extensions().get::<SettleHandle>().unwrap().clone();
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            let usage = llm_supplier::total_tokens(std::str::from_utf8(&body).unwrap());
+            (handle, usage.unwrap())
+        }
+    };
+    let bucket = || llm_supplier::buckets(&fake, "handle", Backend::Module);
+
+    let (a, used_a) = send(200, 50).await;
+    let (b, used_b) = send(200, 80).await;
+    assert_eq!((a.tokens(), b.tokens(), a.is_settled()), (200, 200, false));
+    assert_eq!(
+        bucket().await,
+        (28, 2_600),
+        "never settled, the estimates stand"
+    );
+    // B took after A: A's unused 150 cannot come back.
+    let settled = llm_supplier::outcome(a.settle(used_a).await.unwrap());
+    assert_eq!(settled, Some((0, 0)));
+    // B was the last take: its unused 120 come back.
+    let settled = llm_supplier::outcome(b.clone().settle(used_b).await.unwrap());
+    assert_eq!(settled, Some((0, 120)));
+    assert_eq!(bucket().await, (28, 2_720));
+    // Once: again, or through a clone, nothing is done.
+    assert!(b.settle(used_b).await.unwrap().is_none());
+    assert!(a.clone().settle(0).await.unwrap().is_none());
+    assert!(a.is_settled() && b.is_settled());
+    assert_eq!(bucket().await, (28, 2_720));
+
+    // 100 taken, 300 used: 200 debited, into the bucket.
+    let (c, used_c) = send(100, 300).await;
+    let settled = llm_supplier::outcome(c.settle(used_c).await.unwrap());
+    assert_eq!(settled, Some((200, 0)));
+    assert_eq!(bucket().await, (27, 2_720 - 300));
+    let metrics = limiter.metrics();
+    assert_eq!(
+        (metrics.pushback.tokens_debited, metrics.tokens_given_back),
+        (200, 120)
+    );
+}
+
+/// A request resent after a 429 takes its tokens again for each send, on paused time over
+/// the fake server; the settle (by the head closure, or by the handle) settles the final
+/// send's grant, and the 429's grant is kept: the supplier counted that send.
+#[tokio::test(start_paused = true)]
+async fn each_send_takes_the_requests_tokens_and_the_settle_settles_the_last() {
+    use redis_throttle::http::{Pick, ResponseHead, SettleHandle};
+    use redis_throttle::Backend;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+    use throttle_e2e::fake::FakeServer;
+
+    for by_head in [true, false] {
+        let fake = FakeServer::new();
+        // 1 000 at once, 1 000 per second.
+        let limiter = Limiter::builder("retried", Quota::new(1_000, 1_000u64).unwrap())
+            .backend(Backend::Module)
+            .build(fake.clone())
+            .unwrap();
+        let heads_read = Arc::new(AtomicU32::new(0));
+        let picked = limiter.clone();
+        let read = Arc::clone(&heads_read);
+        let service = ThrottleLayer::per_request(move |_: &RequestHead<'_>| {
+            let pick = Pick::new(picked.clone()).tokens(100);
+            if !by_head {
+                return pick;
+            }
+            let read = Arc::clone(&read);
+            pick.settle_from(move |response: &ResponseHead<'_>| {
+                read.fetch_add(1, Ordering::SeqCst);
+                response.header("x-usage-tokens")?.parse().ok()
+            })
+        })
+        .policy(RetryPolicy::default().no_cut().max_jitter(Duration::ZERO))
+        .layer(tower::service_fn({
+            let sent = Arc::new(AtomicU32::new(0));
+            move |_: Request<String>| {
+                let first = sent.fetch_add(1, Ordering::SeqCst) == 0;
+                async move {
+                    let mut response = Response::new(String::new());
+                    // The 429 reports a usage too: settling it would show.
+                    let usage = if first {
+                        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                        response
+                            .headers_mut()
+                            .insert("retry-after", http::HeaderValue::from_static("1"));
+                        "0"
+                    } else {
+                        "40"
+                    };
+                    response
+                        .headers_mut()
+                        .insert("x-usage-tokens", http::HeaderValue::from_static(usage));
+                    Ok::<_, std::convert::Infallible>(response)
+                }
+            }
+        }));
+        let response = service.oneshot(Request::new(String::new())).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let takes: Vec<u64> = fake.calls().iter().map(|c| c.tokens).collect();
+        assert_eq!(takes, [100, 100], "by_head {by_head}: each send took 100");
+        let handle = response.extensions().get::<SettleHandle>().unwrap();
+        assert_eq!(handle.tokens(), 100);
+        if by_head {
+            assert_eq!(heads_read.load(Ordering::SeqCst), 1, "the final head only");
+            assert!(handle.settle(40).await.unwrap().is_none());
+        } else {
+            let settled = llm_supplier::outcome(handle.settle(40).await.unwrap());
+            assert_eq!(settled, Some((0, 60)));
+        }
+        // The retry's take emptied the paused bucket; its unused 60 came back, the 429's 100
+        // did not.
+        assert_eq!(
+            limiter.peek().await.unwrap().remaining,
+            60,
+            "by_head {by_head}"
+        );
+        let metrics = limiter.metrics();
+        assert_eq!((metrics.granted, metrics.tokens_given_back), (2, 60));
+        let seen = metrics.pushback;
+        assert_eq!(
+            (
+                seen.responses_429,
+                seen.retries,
+                seen.attempts_ran_out,
+                seen.not_resent
+            ),
+            (1, 1, 0, 0)
+        );
+    }
+}
+
+/// The user's LLM case on every server, through hyper and the tower layer, against a loopback
+/// LLM API: each request's estimate is taken, and the usage in its body settles it through the
+/// response's handle.
+fn a_multi_limiter_behind_the_tower_layer_settles_each_call_to_its_usage(flavor: Flavor) {
+    use http_body_util::BodyExt;
+    use redis_throttle::http::{Pick, SettleHandle};
+
+    let _serial = throttle_e2e::serial();
+    let backend = redis_throttle::Backend::Module;
+    let server = throttle_e2e::server_for(flavor, backend);
+    throttle_e2e::runtime().block_on(bounded(llm_supplier::settles_each_call(
+        &server.url(),
+        backend,
+        &format!("tower:{flavor}"),
+        |limiter, url, estimate, usage| async move {
+            let service = ThrottleLayer::per_request(move |head: &RequestHead<'_>| {
+                let tokens = head.header("x-estimate").and_then(|v| v.parse().ok());
+                Pick::new(limiter.clone()).tokens(tokens.unwrap())
+            })
+            .layer(hyper());
+            let mut request = request(Method::POST, &url, "a");
+            let headers = request.headers_mut();
+            headers.insert("x-estimate", estimate.into());
+            headers.insert("x-usage", usage.into());
+            let response = send(&service, request).await.unwrap();
+            let status = response.status().as_u16();
+            let handle = response.extensions().get::<SettleHandle>().unwrap().clone();
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            let used = llm_supplier::total_tokens(std::str::from_utf8(&body).unwrap()).unwrap();
+            let first = llm_supplier::outcome(handle.settle(used).await.unwrap());
+            let second = llm_supplier::outcome(handle.settle(used).await.unwrap());
+            (status, first, second)
+        },
+    )));
+}
+
 throttle_testkit::per_server!(
-    a_multi_limiter_behind_the_tower_layer_syncs_each_limit_in_its_own_unit
+    a_multi_limiter_behind_the_tower_layer_syncs_each_limit_in_its_own_unit,
+    a_multi_limiter_behind_the_tower_layer_settles_each_call_to_its_usage,
 );
+
+/// The head closure settles before the supplier's count is read, on paused time over the fake
+/// server: the count already holds the call's actual cost, so the extra is not counted twice.
+#[tokio::test(start_paused = true)]
+async fn the_head_settles_before_the_suppliers_count_so_the_cost_counts_once() {
+    use redis_throttle::http::{Pick, ResponseHead};
+    use redis_throttle::Backend;
+    use throttle_e2e::fake::FakeServer;
+
+    let fake = FakeServer::new();
+    let limiter = llm_supplier::multi(fake.clone(), "head-count", Backend::Module);
+    let picked = limiter.clone();
+    let service = ThrottleLayer::per_request(move |_: &RequestHead<'_>| {
+        Pick::new(picked.clone())
+            .tokens(100)
+            .settle_from(|r: &ResponseHead<'_>| r.header("x-usage-tokens")?.parse().ok())
+    })
+    .layer(tower::service_fn(|_: Request<String>| async {
+        let mut response = Response::new(String::new());
+        // The call used 150; the supplier's ledger says so: 3 000 - 150 left.
+        for (name, value) in [
+            ("x-usage-tokens", "150"),
+            ("x-ratelimit-remaining-tokens", "2850"),
+            ("x-ratelimit-reset-tokens", "3s"),
+        ] {
+            response
+                .headers_mut()
+                .insert(name, http::HeaderValue::from_static(value));
+        }
+        Ok::<_, std::convert::Infallible>(response)
+    }));
+    service.oneshot(Request::new(String::new())).await.unwrap();
+    assert_eq!(
+        llm_supplier::buckets(&fake, "head-count", Backend::Module).await,
+        (29, 2_850)
+    );
+    let metrics = limiter.metrics();
+    assert_eq!(metrics.pushback.tokens_debited, 50);
+    // The settle moved the bucket, so the count is sent, and finds it already there.
+    assert_eq!(
+        (metrics.pushback.syncs, metrics.pushback.syncs_unchanged),
+        (0, 1)
+    );
+}

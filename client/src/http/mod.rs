@@ -5,10 +5,12 @@
 //!
 //! For each request both:
 //! 1. choose the limiter: a fixed [`Limiter`], [`MultiLimiter`] or [`PartitionedLimiter`],
-//!    or a closure from the [`RequestHead`] to a limiter (per supplier host, per integrator
-//!    header, ...), see [`PickLimiter`]; whatever it is, the layers use it as a [`Throttle`];
-//! 2. take a call's cost ([`Throttle::acquire`]), waiting as long as the bucket needs, then
-//!    send;
+//!    or a closure from the [`RequestHead`] to a limiter or a [`Pick`] (per supplier host,
+//!    per integrator header, ...), see [`PickLimiter`]; whatever it is, the layers use it as
+//!    a [`Throttle`];
+//! 2. take the request's cost: a call's cost, or what the picker's [`Pick`] says (its tokens,
+//!    priority, deadline: [`Throttle::acquire_with`]), waiting as long as the bucket needs,
+//!    then send;
 //! 3. read the supplier's own count in the response's rate-limit headers
 //!    ([`read_supplier_count`]: `RateLimit`, `X-RateLimit-Remaining`,
 //!    `x-ratelimit-remaining-requests`, ...) and, when it says less is left than the bucket
@@ -22,10 +24,47 @@
 //!    the limiter ([`Throttle::cut`]: the whole fleet pauses for that long plus a jitter,
 //!    and its rate drops to 0.7 and climbs back over 30 s, once per episode however many
 //!    replicas saw it; [`RetryPolicy::no_cut`] only pauses, [`Throttle::pause`]);
-//! 5. take a token again and resend, up to [`RetryPolicy::max_attempts`] sends in all.
+//! 5. take the request's cost again and resend, up to [`RetryPolicy::max_attempts`] sends in
+//!    all;
+//! 6. settle the final send's grant to the call's actual cost ([`Throttle::settle`]), from
+//!    the response head by the picker's [`Pick::settle_from`], or from the body by the
+//!    [`SettleHandle`] the layers put in the response's extensions.
 //!
-//! Every 429, 503, retry and response passed on after the attempts ran out is counted in the
-//! limiter's [`PushbackMetrics`](crate::PushbackMetrics), with its pauses, cuts and syncs.
+//! Every 429, 503 and retry is counted in the limiter's
+//! [`PushbackMetrics`](crate::PushbackMetrics), with its pauses, cuts and syncs; so is each
+//! 429 or 503 passed on as the response, in `attempts_ran_out` when every attempt was sent,
+//! in `not_resent` when attempts were left but the request is not to be resent.
+//!
+//! # Cost per request, settled from the response
+//!
+//! An LLM API limits requests and tokens per minute, and a call's tokens are known only from
+//! its response. The picker returns a [`Pick`]: the limiter (a [`MultiLimiter`] of a requests
+//! limit and a per-token limit), the call's estimate ([`Pick::tokens`]), its priority. After
+//! the final response, the grant is settled to the actual cost: the extra is debited (into
+//! debt if need be: `THROTTLE.DEBIT`), the unused part given back under `THROTTLE.GIVE`'s rule,
+//! only while nothing was taken after the grant. So estimate low: the extra always counts,
+//! the unused part comes back only if no other call took tokens meanwhile.
+//!
+//! - A cost in a header: [`Pick::settle_from`] reads it from the [`ResponseHead`] (status,
+//!   headers) and the layer settles before it reads the supplier's count (which already
+//!   holds the call's cost). The response's [`SettleHandle`] then says it is settled.
+//! - A cost in the body (`usage.total_tokens`): read the body, then settle the
+//!   [`SettleHandle`] in the response's extensions
+//!   (`response.extensions().get::<SettleHandle>()`; tower: `http::Response::extensions`,
+//!   reqwest: `reqwest::Response::extensions`), once; a second settle does nothing and
+//!   returns `Ok(None)`. A grant never settled keeps its estimate.
+//!
+//! # Retries and their grants
+//!
+//! Each send takes the request's cost again: the supplier counts each send it answers, a
+//! 429 included, so each is a call against its quota. The settle (the closure or the handle)
+//! settles the final send's grant only. The grants of the sends that got a 429 or 503 are
+//! kept as they are, never given back: those sends reached the supplier and were counted by
+//! it (OpenAI's requests limit counts a refused request), and giving them back would let the
+//! fleet send more than the supplier allows right after it said it was overloaded. (By
+//! `THROTTLE.GIVE`'s rule they could seldom come back anyway: the pause and the retry's take
+//! came after them.) A grant whose send failed before any response (a connection error) also
+//! keeps its tokens.
 //!
 //! Pair the layers with the default [`Strategy::Reserve`](crate::Strategy::Reserve): a
 //! reserved call looks at the bucket before it is sent
@@ -49,6 +88,9 @@ mod supplier;
 mod tower;
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use ::http::{Extensions, HeaderMap, Method, StatusCode};
@@ -56,7 +98,9 @@ use redis::aio::ConnectionLike;
 
 use crate::partitioned::PartitionedLimiter;
 use crate::pushback::SyncBounds;
-use crate::{HttpEvent, Limiter, MultiLimiter, SupplierCount, Throttle};
+use crate::{
+    Demand, Grant, HttpEvent, Limiter, MultiLimiter, Priority, Settled, SupplierCount, Throttle,
+};
 use retry::Step;
 
 #[cfg(feature = "reqwest")]
@@ -112,8 +156,162 @@ impl<'a> RequestHead<'a> {
     }
 }
 
-/// Chooses the bucket for a request: a fixed [`Limiter`], [`MultiLimiter`] or
-/// [`PartitionedLimiter`], or any `Fn(&RequestHead) -> L` where `L` is a [`Throttle`].
+/// The parts of a response a [`Pick::settle_from`] closure reads: its status and headers.
+#[derive(Clone, Copy, Debug)]
+pub struct ResponseHead<'a> {
+    status: StatusCode,
+    headers: &'a HeaderMap,
+}
+
+impl<'a> ResponseHead<'a> {
+    /// The response status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// A header's value, if it is there and is text.
+    pub fn header(&self, name: &str) -> Option<&'a str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// All the response's headers.
+    pub fn headers(&self) -> &'a HeaderMap {
+        self.headers
+    }
+}
+
+type SettleFrom = Box<dyn Fn(&ResponseHead<'_>) -> Option<u64> + Send + Sync>;
+
+/// What a per-request picker chose for one request: its limiter, what each send takes from it
+/// (tokens, priority, deadline), and how the response settles it.
+///
+/// A picker may return a plain limiter instead ([`IntoPick`]): each send then takes the
+/// limiter's cost per call, at the limiter's priority.
+///
+/// ```
+/// use redis_throttle::http::{Pick, RequestHead, ResponseHead};
+/// use redis_throttle::{Priority, Throttle};
+///
+/// /// Estimates a call at its `x-max-tokens` header (or 100), in bulk for the nightly jobs,
+/// /// settled to the `x-usage-tokens` header the supplier answers with.
+/// fn pick<T: Throttle>(limiter: T, request: &RequestHead<'_>) -> Pick<T> {
+///     let estimate = request.header("x-max-tokens").and_then(|v| v.parse().ok());
+///     let pick = Pick::new(limiter)
+///         .tokens(estimate.unwrap_or(100))
+///         .settle_from(|response: &ResponseHead<'_>| response.header("x-usage-tokens")?.parse().ok());
+///     match request.header("x-workflow") {
+///         Some("nightly") => pick.priority(Priority::Bulk { floor: 500 }),
+///         _ => pick,
+///     }
+/// }
+/// # let _ = pick::<redis_throttle::MultiLimiter<redis_throttle::redis::aio::MultiplexedConnection>>;
+/// ```
+pub struct Pick<L> {
+    limiter: L,
+    demand: Demand,
+    settle_from: Option<SettleFrom>,
+}
+
+impl<L: Throttle> Pick<L> {
+    /// Each send takes the limiter's cost per call, interactive, waiting as long as needed.
+    pub fn new(limiter: L) -> Pick<L> {
+        Pick {
+            limiter,
+            demand: Demand::call(),
+            settle_from: None,
+        }
+    }
+
+    /// Each send takes `tokens` (an estimate of the call's cost: an LLM call's tokens); a
+    /// [`MultiLimiter`]'s per-token limits take them, its per-call limits a call's cost.
+    /// Estimate low: an estimate above the actual cost is given back only while nothing was
+    /// taken after it (see [`Throttle::settle`]), one below it is always debited.
+    pub fn tokens(self, tokens: u64) -> Pick<L> {
+        Pick {
+            demand: Demand {
+                tokens: Some(tokens),
+                ..self.demand
+            },
+            ..self
+        }
+    }
+
+    /// Each send takes at `priority` ([`Priority::Bulk`] keeps its floor for the interactive
+    /// requests). A [`Prioritized`](crate::Prioritized) limiter's own priority wins over it.
+    pub fn priority(self, priority: Priority) -> Pick<L> {
+        Pick {
+            demand: self.demand.priority(priority),
+            ..self
+        }
+    }
+
+    /// Each send takes what `demand` asks: its tokens (`None`: the limiter's cost), its
+    /// deadline (a send that would wait longer fails with
+    /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded), as a [`LimiterError`]),
+    /// its priority.
+    pub fn demand(self, demand: Demand) -> Pick<L> {
+        Pick { demand, ..self }
+    }
+
+    /// Settles the final send's grant to the cost `actual` reads from the response head
+    /// (`None`: the estimate stands), before the supplier's count is read: a cost the
+    /// supplier puts in a header. For a cost only the body says, use the response's
+    /// [`SettleHandle`] instead.
+    pub fn settle_from<F>(self, actual: F) -> Pick<L>
+    where
+        F: Fn(&ResponseHead<'_>) -> Option<u64> + Send + Sync + 'static,
+    {
+        Pick {
+            settle_from: Some(Box::new(actual)),
+            ..self
+        }
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &L {
+        &self.limiter
+    }
+}
+
+impl<L: Throttle> fmt::Debug for Pick<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pick")
+            .field("limiter", &self.limiter.name())
+            .field("demand", &self.demand)
+            .field("settle_from", &self.settle_from.is_some())
+            .finish()
+    }
+}
+
+/// What a per-request picker may return: a limiter (any [`Throttle`]: each send takes a
+/// call's cost) or a [`Pick`] (its tokens, its priority, its settle).
+pub trait IntoPick {
+    /// The limiter.
+    type Limiter: Throttle + 'static;
+
+    /// As a [`Pick`].
+    fn into_pick(self) -> Pick<Self::Limiter>;
+}
+
+impl<T: Throttle + 'static> IntoPick for T {
+    type Limiter = T;
+
+    fn into_pick(self) -> Pick<T> {
+        Pick::new(self)
+    }
+}
+
+impl<L: Throttle + 'static> IntoPick for Pick<L> {
+    type Limiter = L;
+
+    fn into_pick(self) -> Pick<L> {
+        self
+    }
+}
+
+/// Chooses the bucket for a request, and what each of its sends takes: a fixed [`Limiter`],
+/// [`MultiLimiter`] or [`PartitionedLimiter`] (a call's cost), or any
+/// `Fn(&RequestHead) -> R` where `R` is a [`Throttle`] or a [`Pick`] ([`IntoPick`]).
 ///
 /// A closure should hand out clones of limiters it keeps (a map per host, say), not build one
 /// per request: a limiter's counters ([`Limiter::metrics`]) live in it and its clones.
@@ -121,8 +319,8 @@ pub trait PickLimiter {
     /// The limiter: any [`Throttle`].
     type Limiter: Throttle + 'static;
 
-    /// The limiter for this request.
-    fn pick(&self, request: &RequestHead<'_>) -> Self::Limiter;
+    /// The limiter for this request, and what each send takes.
+    fn pick(&self, request: &RequestHead<'_>) -> Pick<Self::Limiter>;
 }
 
 impl<C> PickLimiter for Limiter<C>
@@ -131,8 +329,8 @@ where
 {
     type Limiter = Limiter<C>;
 
-    fn pick(&self, _request: &RequestHead<'_>) -> Limiter<C> {
-        self.clone()
+    fn pick(&self, _request: &RequestHead<'_>) -> Pick<Limiter<C>> {
+        Pick::new(self.clone())
     }
 }
 
@@ -142,8 +340,8 @@ where
 {
     type Limiter = MultiLimiter<C>;
 
-    fn pick(&self, _request: &RequestHead<'_>) -> MultiLimiter<C> {
-        self.clone()
+    fn pick(&self, _request: &RequestHead<'_>) -> Pick<MultiLimiter<C>> {
+        Pick::new(self.clone())
     }
 }
 
@@ -153,22 +351,115 @@ where
 {
     type Limiter = PartitionedLimiter<C>;
 
-    fn pick(&self, _request: &RequestHead<'_>) -> PartitionedLimiter<C> {
-        self.clone()
+    fn pick(&self, _request: &RequestHead<'_>) -> Pick<PartitionedLimiter<C>> {
+        Pick::new(self.clone())
     }
 }
 
-impl<L, F> PickLimiter for F
+impl<R, F> PickLimiter for F
 where
-    F: Fn(&RequestHead<'_>) -> L,
-    L: Throttle + 'static,
+    F: Fn(&RequestHead<'_>) -> R,
+    R: IntoPick,
 {
-    type Limiter = L;
+    type Limiter = R::Limiter;
 
-    fn pick(&self, request: &RequestHead<'_>) -> L {
-        self(request)
+    fn pick(&self, request: &RequestHead<'_>) -> Pick<R::Limiter> {
+        self(request).into_pick()
     }
 }
+
+/// The final send's grant, in the response's extensions (tower: `http::Response::extensions`;
+/// reqwest: `reqwest::Response::extensions`), for a cost only the body says (an LLM's
+/// `usage.total_tokens`): read the body, then `handle.settle(actual).await`.
+///
+/// Settles at most once: a second call (or a call after [`Pick::settle_from`] settled) does
+/// nothing and returns `Ok(None)`. Never settled, the grant's tokens (the estimate) stand.
+/// Clones settle the same grant.
+#[derive(Clone)]
+pub struct SettleHandle {
+    pending: Arc<dyn PendingGrant>,
+    tokens: u64,
+    key: Arc<str>,
+}
+
+impl SettleHandle {
+    /// Brings the final send's grant to `actual` with [`Throttle::settle`]: the extra is
+    /// debited (into debt if need be), the unused part given back under `THROTTLE.GIVE`'s
+    /// rule (only while nothing was taken after it). `Ok(None)`: already settled, nothing
+    /// done. An error leaves the grant settled as far as it went; it is not retried.
+    pub async fn settle(&self, actual: u64) -> Result<Option<Settled>, LimiterError> {
+        let settled = self.pending.settle(actual).await;
+        if let Ok(None) = settled {
+            tracing::debug!(key = %self.key, actual, "already settled; nothing done");
+        }
+        settled
+    }
+
+    /// The tokens the final send took (its estimate).
+    pub fn tokens(&self) -> u64 {
+        self.tokens
+    }
+
+    /// Whether the grant is settled (or being settled).
+    pub fn is_settled(&self) -> bool {
+        self.pending.is_settled()
+    }
+}
+
+impl fmt::Debug for SettleHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SettleHandle")
+            .field("key", &self.key)
+            .field("tokens", &self.tokens)
+            .field("settled", &self.is_settled())
+            .finish()
+    }
+}
+
+type SettleFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<Settled>, LimiterError>> + Send + 'a>>;
+
+/// A grant waiting to be settled, whatever its limiter's type.
+trait PendingGrant: Send + Sync {
+    fn settle(&self, actual: u64) -> SettleFuture<'_>;
+    fn is_settled(&self) -> bool;
+}
+
+struct Pending<L> {
+    limiter: L,
+    grant: Mutex<Option<Grant>>,
+}
+
+impl<L: Throttle> PendingGrant for Pending<L> {
+    fn settle(&self, actual: u64) -> SettleFuture<'_> {
+        // Taken under the lock, settled after it: a clone settling at the same time finds
+        // nothing.
+        let grant = self.grant.lock().unwrap_or_else(|e| e.into_inner()).take();
+        Box::pin(async move {
+            let Some(grant) = grant else {
+                return Ok(None);
+            };
+            self.limiter
+                .settle(grant, actual)
+                .await
+                .map(Some)
+                .map_err(|source| LimiterError {
+                    key: self.limiter.name().to_owned(),
+                    during: SETTLING,
+                    source,
+                })
+        })
+    }
+
+    fn is_settled(&self) -> bool {
+        self.grant
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
+    }
+}
+
+const SETTLING: &str = "settle the grant to the response's cost";
 
 /// The limiter failed around an HTTP request: Redis unreachable, the module missing, ... The
 /// request was not sent (when taking a token failed) or its pushback could not be passed on to
@@ -217,6 +508,13 @@ impl std::error::Error for LimiterError {
 /// rest.
 struct Run<L> {
     limiter: L,
+    /// What each send takes.
+    demand: Demand,
+    settle_from: Option<SettleFrom>,
+    /// The last send's grant, until it is settled or handed to the response.
+    grant: Option<Grant>,
+    /// The tokens the last send took.
+    taken: u64,
     policy: RetryPolicy,
     method: Method,
     attempt: u32,
@@ -225,10 +523,14 @@ struct Run<L> {
     bounds: SyncBounds,
 }
 
-impl<L: Throttle> Run<L> {
-    fn new(limiter: L, policy: RetryPolicy, method: Method) -> Self {
+impl<L: Throttle + 'static> Run<L> {
+    fn new(pick: Pick<L>, policy: RetryPolicy, method: Method) -> Self {
         Run {
-            limiter,
+            limiter: pick.limiter,
+            demand: pick.demand,
+            settle_from: pick.settle_from,
+            grant: None,
+            taken: 0,
             policy,
             method,
             attempt: 1,
@@ -245,16 +547,20 @@ impl<L: Throttle> Run<L> {
         self.policy.may_retry(&self.method, self.attempt)
     }
 
-    /// Takes a token before a send.
+    /// Takes the demand before a send.
     async fn acquire(&mut self) -> Result<(), LimiterError> {
         let grant = self
             .limiter
-            .acquire()
+            .acquire_with(self.demand)
             .await
             .map_err(|source| self.error("take a token before sending", source))?;
         self.bounds = grant
             .sync_bounds
             .unwrap_or_else(|| SyncBounds::single(grant.remaining));
+        // The previous send's grant, if any, is dropped as it is: that send was counted by
+        // the supplier (see the module's "Retries").
+        self.taken = grant.tokens;
+        self.grant = Some(grant);
         Ok(())
     }
 
@@ -282,6 +588,7 @@ impl<L: Throttle> Run<L> {
             fastrand::f64(),
         );
         let Step::Pause { pause, retry } = step else {
+            self.settle_from_head(status, headers).await?;
             self.sync(&count).await?;
             return Ok(false);
         };
@@ -296,6 +603,9 @@ impl<L: Throttle> Run<L> {
             None => self.limiter.pause(pause).await,
         }
         .map_err(|source| self.error("pause after the supplier's pushback", source))?;
+        if !retry {
+            self.settle_from_head(status, headers).await?;
+        }
         // After the cut, not before: a count of 0 on a 429 would pause the bucket first, and
         // the cut would then find the episode already paused and not cut.
         self.sync(&count).await?;
@@ -312,10 +622,58 @@ impl<L: Throttle> Run<L> {
             self.attempt += 1;
             self.limiter.count(HttpEvent::Retry);
             tracing::debug!(attempt = self.attempt, "sending again");
-        } else {
+        } else if self.attempt >= self.policy.attempts() {
             self.limiter.count(HttpEvent::AttemptsRanOut);
+        } else {
+            // Attempts were left: not an exhaustion, a request that is not to be resent.
+            self.limiter.count(HttpEvent::NotResent);
         }
         Ok(retry)
+    }
+
+    /// Settles the final send's grant to the cost the picker's closure reads from the
+    /// response head, before the supplier's count is read: that count already holds the
+    /// call's actual cost, so settling after it would count the difference twice.
+    async fn settle_from_head(
+        &mut self,
+        status: StatusCode,
+        headers: &HeaderMap,
+    ) -> Result<(), LimiterError> {
+        let Some(actual) = self
+            .settle_from
+            .as_ref()
+            .and_then(|actual| actual(&ResponseHead { status, headers }))
+        else {
+            return Ok(());
+        };
+        let Some(grant) = self.grant.take() else {
+            return Ok(());
+        };
+        let settled = self
+            .limiter
+            .settle(grant, actual)
+            .await
+            .map_err(|source| self.error(SETTLING, source))?;
+        if settled != Settled::default() {
+            // The buckets moved since the take: read the supplier's count against them as
+            // they are now.
+            self.bounds = SyncBounds::UNKNOWN;
+        }
+        tracing::debug!(actual, ?settled, "settled from the response head");
+        Ok(())
+    }
+
+    /// The handle to the final send's grant, for the response's extensions; already settled
+    /// if the head said the cost.
+    fn into_handle(self) -> SettleHandle {
+        SettleHandle {
+            key: Arc::from(self.limiter.name()),
+            tokens: self.taken,
+            pending: Arc::new(Pending {
+                limiter: self.limiter,
+                grant: Mutex::new(self.grant),
+            }),
+        }
     }
 
     /// Lowers the buckets to the supplier's counts that say less is left than a bucket of

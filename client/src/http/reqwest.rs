@@ -5,7 +5,7 @@ use ::reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use tracing::Instrument;
 
-use super::{LimiterError, PickLimiter, RequestHead, RetryPolicy, Run};
+use super::{IntoPick, LimiterError, PickLimiter, RequestHead, RetryPolicy, Run};
 use crate::Throttle;
 
 /// Takes a token from a shared bucket before each request, and obeys the supplier's 429 and
@@ -49,11 +49,13 @@ impl<L: Throttle + Clone> ThrottleMiddleware<L> {
 
 impl<F> ThrottleMiddleware<F> {
     /// Each request takes its token from the limiter `pick` chooses for it, from its
-    /// [`RequestHead`]: per supplier host, per integrator header, ...
-    pub fn per_request<L>(pick: F) -> Self
+    /// [`RequestHead`]: per supplier host, per integrator header, ... `pick` returns the
+    /// limiter (a call's cost) or a [`Pick`](super::Pick): the limiter with the request's
+    /// tokens, priority and settle.
+    pub fn per_request<R>(pick: F) -> Self
     where
-        F: Fn(&RequestHead<'_>) -> L,
-        L: Throttle,
+        F: Fn(&RequestHead<'_>) -> R,
+        R: IntoPick,
     {
         ThrottleMiddleware {
             pick,
@@ -79,14 +81,14 @@ where
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
-        let limiter = self.pick.pick(&head(&request, extensions));
-        let run = Run::new(limiter, self.policy, request.method().clone());
+        let pick = self.pick.pick(&head(&request, extensions));
+        let run = Run::new(pick, self.policy, request.method().clone());
         let span = run.span();
         send(run, request, extensions, next).instrument(span).await
     }
 }
 
-async fn send<L: Throttle>(
+async fn send<L: Throttle + 'static>(
     mut run: Run<L>,
     mut request: Request,
     extensions: &mut Extensions,
@@ -99,14 +101,17 @@ async fn send<L: Throttle>(
             None
         };
         run.acquire().await.map_err(middleware_error)?;
-        let response = next.clone().run(request, extensions).await?;
+        let mut response = next.clone().run(request, extensions).await?;
         let retry = run
             .after(response.status(), response.headers(), copy.is_some())
             .await
             .map_err(middleware_error)?;
         match copy {
             Some(copy) if retry => request = copy,
-            _ => return Ok(response),
+            _ => {
+                response.extensions_mut().insert(run.into_handle());
+                return Ok(response);
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ use ::http::{Request, Response};
 use ::tower::{Layer, Service};
 use tracing::Instrument;
 
-use super::{PickLimiter, RequestHead, RetryPolicy, Run};
+use super::{IntoPick, PickLimiter, RequestHead, RetryPolicy, Run};
 use crate::Throttle;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -63,11 +63,13 @@ impl<L: Throttle + Clone> ThrottleLayer<L> {
 
 impl<F> ThrottleLayer<F> {
     /// Each request takes its token from the limiter `pick` chooses for it, from its
-    /// [`RequestHead`]: per supplier host, per integrator header, ...
-    pub fn per_request<L>(pick: F) -> Self
+    /// [`RequestHead`]: per supplier host, per integrator header, ... `pick` returns the
+    /// limiter (a call's cost) or a [`Pick`](super::Pick): the limiter with the request's
+    /// tokens, priority and settle.
+    pub fn per_request<R>(pick: F) -> Self
     where
-        F: Fn(&RequestHead<'_>) -> L,
-        L: Throttle,
+        F: Fn(&RequestHead<'_>) -> R,
+        R: IntoPick,
     {
         ThrottleLayer {
             pick,
@@ -178,11 +180,11 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let limiter = self.pick.pick(&head(&request));
+        let pick = self.pick.pick(&head(&request));
         // The ready service goes with the request; the clone waits for the next poll_ready.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let run = Run::new(limiter, self.policy, request.method().clone());
+        let run = Run::new(pick, self.policy, request.method().clone());
         let span = run.span();
         Box::pin(send(inner, run, self.clone.clone(), request).instrument(span))
     }
@@ -197,7 +199,7 @@ async fn send<S, L, K, B, RB>(
 where
     S: Service<Request<B>, Response = Response<RB>>,
     S::Error: Into<BoxError>,
-    L: Throttle,
+    L: Throttle + 'static,
     K: CloneRequest<B>,
 {
     let mut ready = true;
@@ -213,14 +215,17 @@ where
                 .await
                 .map_err(Into::into)?;
         }
-        let response = inner.call(request).await.map_err(Into::into)?;
+        let mut response = inner.call(request).await.map_err(Into::into)?;
         ready = false;
         let retry = run
             .after(response.status(), response.headers(), copy.is_some())
             .await?;
         match copy {
             Some(copy) if retry => request = copy,
-            _ => return Ok(response),
+            _ => {
+                response.extensions_mut().insert(run.into_handle());
+                return Ok(response);
+            }
         }
     }
 }

@@ -239,3 +239,148 @@ where
         assert_eq!(metrics.round_trips, case.round_trips, "{label} {case:?}");
     }
 }
+
+/// The calls of the settle case, in order: each request's estimate, taken before it is sent,
+/// and the usage its response reports, to which it is settled.
+pub const SETTLED_CALLS: &[Call] = &[
+    // Cost more than estimated: the extra 50 is debited.
+    Call {
+        estimate: 100,
+        usage: 150,
+        debited: 50,
+        given_back: 0,
+    },
+    // Cost less, and nothing was taken after it: the unused 80 come back.
+    Call {
+        estimate: 200,
+        usage: 120,
+        debited: 0,
+        given_back: 80,
+    },
+    Call {
+        estimate: 100,
+        usage: 100,
+        debited: 0,
+        given_back: 0,
+    },
+];
+
+/// One call of the settle case.
+#[derive(Debug)]
+pub struct Call {
+    pub estimate: u64,
+    pub usage: u64,
+    /// What settling it to its usage must do.
+    pub debited: u64,
+    pub given_back: u64,
+}
+
+/// A loopback LLM API answering every request 200 with a JSON body whose
+/// `usage.total_tokens` is the request's `x-usage` header (the test's script), and no
+/// rate-limit headers: the buckets move only by the takes and the settles.
+pub struct UsageSupplier {
+    addr: SocketAddr,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl UsageSupplier {
+    pub async fn start() -> UsageSupplier {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = Router::new().fallback(|headers: axum::http::HeaderMap| async move {
+            let usage = headers
+                .get("x-usage")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("0")
+                .to_owned();
+            format!(
+                r#"{{"object":"chat.completion","usage":{{"prompt_tokens":1,"total_tokens":{usage}}}}}"#
+            )
+        });
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        UsageSupplier { addr, server }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/v1/chat/completions", self.addr)
+    }
+}
+
+impl Drop for UsageSupplier {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// `usage.total_tokens` in an LLM API's JSON body (the tests have no JSON parser).
+pub fn total_tokens(body: &str) -> Option<u64> {
+    let (_, rest) = body.split_once(r#""total_tokens":"#)?;
+    let digits: String = rest
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// What one call through a layer did: the response's status, and its settle handle's first
+/// and second settles to the usage the body reported (`None`: nothing done).
+pub type Settles = (u16, Option<(u64, u64)>, Option<(u64, u64)>);
+
+/// The settle case against a real server: each call of [`SETTLED_CALLS`] through the layer
+/// `send` builds around the limiter (its picker takes the `x-estimate` header's tokens; the
+/// request's `x-usage` header is what the supplier will report), settled once from the body;
+/// then each bucket exactly as the takes and settles leave it, plus what refilled since the
+/// first request (measured), and the counters exactly.
+pub async fn settles_each_call<F, Fut>(url: &str, backend: Backend, label: &str, send: F)
+where
+    F: Fn(MultiLimiter<MultiplexedConnection>, String, u64, u64) -> Fut,
+    Fut: Future<Output = Settles>,
+{
+    let conn = multiplexed(url).await;
+    let tag = format!("{label}:settle");
+    let limiter = multi(conn.clone(), &tag, backend);
+    let supplier = UsageSupplier::start().await;
+    let sent = Instant::now();
+    for call in SETTLED_CALLS {
+        let (status, first, second) =
+            send(limiter.clone(), supplier.url(), call.estimate, call.usage).await;
+        assert_eq!(status, 200, "{label} {call:?}");
+        assert_eq!(
+            first,
+            Some((call.debited, call.given_back)),
+            "{label} {call:?}"
+        );
+        assert_eq!(second, None, "{label} {call:?}: settled twice");
+    }
+    let (requests, tokens) = buckets(&conn, &tag, backend).await;
+    let elapsed = sent.elapsed();
+    let refilled = |interval: Duration| (elapsed.as_nanos() / interval.as_nanos()) as u64;
+    let calls = SETTLED_CALLS.len() as u64;
+    let used: u64 = SETTLED_CALLS.iter().map(|c| c.usage).sum();
+    assert!(
+        (30 - calls..=30 - calls + refilled(REQUEST_INTERVAL)).contains(&requests),
+        "{label}: {requests} requests left after {elapsed:?}"
+    );
+    assert!(
+        (3_000 - used..=3_000 - used + refilled(TOKEN_INTERVAL)).contains(&tokens),
+        "{label}: {tokens} tokens left after {elapsed:?}, {used} used"
+    );
+    let metrics = limiter.metrics();
+    assert_eq!(metrics.granted, calls, "{label} {metrics:?}");
+    assert_eq!(
+        (metrics.pushback.tokens_debited, metrics.tokens_given_back),
+        (50, 80),
+        "{label} {metrics:?}"
+    );
+    // Each call's MTAKE, one DEBIT, one GIVE; nothing to sync.
+    assert_eq!(metrics.round_trips, calls + 2, "{label} {metrics:?}");
+    assert_eq!(metrics.pushback.syncs, 0, "{label} {metrics:?}");
+}
+
+/// A settle's outcome as `(debited, given_back)`.
+pub fn outcome(settled: Option<redis_throttle::Settled>) -> Option<(u64, u64)> {
+    settled.map(|s| (s.debited, s.given_back))
+}
