@@ -97,6 +97,10 @@ impl<T: Throttle> Throttle for Prioritized<T> {
         self.inner.metrics()
     }
 
+    fn on_unreachable(&self) -> crate::Unreachable {
+        self.inner.on_unreachable()
+    }
+
     fn time_to_serve(
         &self,
         calls: u64,

@@ -85,6 +85,12 @@ pub trait Throttle: Send + Sync {
     /// The counters since the limiter was built.
     fn metrics(&self) -> MetricsSnapshot;
 
+    /// What the limiter does with a call while Redis cannot be reached (the builders'
+    /// `on_unreachable`); the HTTP layers follow it for what they do after a response.
+    fn on_unreachable(&self) -> crate::Unreachable {
+        crate::Unreachable::FailClosed
+    }
+
     /// How long `calls` calls taking `tokens` tokens in all take from now, as the bucket
     /// stands (its debt, its pause, its rate now): what a backlog's drain time is. By
     /// default the bucket's [`BucketState::time_to_take`] of the tokens; a limiter with

@@ -17,7 +17,7 @@ use redis_throttle::http::{
     LimiterError, NeverClone, RequestHead, RetryPolicy, ThrottleLayer, ThrottleService,
 };
 use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
-use redis_throttle::{Limiter, Quota};
+use redis_throttle::{Limiter, Quota, Unreachable};
 use throttle_e2e::http_supplier::{Hit, RetryAfter, Script, Supplier};
 use throttle_e2e::multiplexed;
 use throttle_testkit::{Flavor, Server};
@@ -281,6 +281,39 @@ async fn limiter_errors_are_boxed_limiter_errors_and_nothing_is_sent() {
             "{err}"
         );
         assert!(supplier.hits().is_empty());
+    })
+    .await;
+}
+
+/// The same with a limiter that fails open: the request goes, its grant unchecked; the 429
+/// cannot pause the fleet (Redis is gone), so this process waits out the `Retry-After`
+/// itself before it sends again, and the 200 comes back. Counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limiter_that_fails_open_sends_and_waits_out_the_pushback_itself() {
+    bounded(async {
+        let mut server = Server::start(Flavor::Redis82);
+        let supplier = Supplier::start(Script::once()).await;
+        let limiter = Limiter::builder("http:tower:open", Quota::new(5, 20).unwrap())
+            .on_unreachable(Unreachable::FailOpen)
+            .build(multiplexed(&server.url()).await)
+            .unwrap();
+        server.kill();
+        let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
+        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
+            .await
+            .expect("sent despite Redis");
+        assert_eq!(response.status(), StatusCode::OK);
+        let hits = supplier.hits();
+        assert_eq!(hits.len(), 2, "{hits:#?}");
+        assert_eq!(hits[0].status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(hits[1].at >= hits[0].until.unwrap(), "{hits:#?}");
+        let m = limiter.metrics();
+        assert_eq!((m.failed_open, m.granted), (2, 0), "{m:?}");
+        assert_eq!(
+            (m.pushback.responses_429, m.pushback.retries),
+            (1, 1),
+            "{m:?}"
+        );
     })
     .await;
 }

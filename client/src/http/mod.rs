@@ -598,11 +598,16 @@ impl<L: Throttle + 'static> Run<L> {
             } else {
                 HttpEvent::Response503
             });
-        let next_token = match self.policy.cut_for(pause) {
+        let paused = match self.policy.cut_for(pause) {
             Some(cut) => self.limiter.cut(cut).await.map(|report| report.next),
             None => self.limiter.pause(pause).await,
+        };
+        let next_token = self.tolerate("pause after the supplier's pushback", paused)?;
+        if next_token.is_none() && retry {
+            // The fleet could not be told: this process at least waits out what the supplier
+            // asked for before it sends again.
+            tokio::time::sleep(pause).await;
         }
-        .map_err(|source| self.error("pause after the supplier's pushback", source))?;
         if !retry {
             self.settle_from_head(status, headers).await?;
         }
@@ -649,11 +654,10 @@ impl<L: Throttle + 'static> Run<L> {
         let Some(grant) = self.grant.take() else {
             return Ok(());
         };
-        let settled = self
-            .limiter
-            .settle(grant, actual)
-            .await
-            .map_err(|source| self.error(SETTLING, source))?;
+        let settled = self.limiter.settle(grant, actual).await;
+        let Some(settled) = self.tolerate(SETTLING, settled)? else {
+            return Ok(());
+        };
         if settled != Settled::default() {
             // The buckets moved since the take: read the supplier's count against them as
             // they are now.
@@ -684,15 +688,36 @@ impl<L: Throttle + 'static> Run<L> {
         if count.requests.is_none() && count.tokens.is_none() {
             return Ok(());
         }
-        let changed = self
-            .limiter
-            .sync(count)
-            .await
-            .map_err(|source| self.error("lower the bucket to the supplier's count", source))?;
+        let changed = self.limiter.sync(count).await;
+        let Some(changed) = self.tolerate("lower the bucket to the supplier's count", changed)?
+        else {
+            return Ok(());
+        };
         tracing::debug!(?count, changed, "the supplier's count");
         // Once per run: a retry's count is read against the bucket as it is now.
         self.bounds = SyncBounds::UNKNOWN;
         Ok(())
+    }
+
+    /// A limiter call after a response: its error fails the request, unless Redis is
+    /// unreachable and the limiter fails open ([`Unreachable::FailOpen`](crate::Unreachable)):
+    /// then the response goes on as if the call had been made (`Ok(None)`), with a warning.
+    fn tolerate<T>(
+        &self,
+        during: &'static str,
+        result: Result<T, crate::Error>,
+    ) -> Result<Option<T>, LimiterError> {
+        match result {
+            Ok(value) => Ok(Some(value)),
+            Err(source)
+                if source.is_unreachable()
+                    && self.limiter.on_unreachable() == crate::Unreachable::FailOpen =>
+            {
+                tracing::warn!(during, error = %source, "Redis is unreachable; going on (fail open)");
+                Ok(None)
+            }
+            Err(source) => Err(self.error(during, source)),
+        }
     }
 
     fn error(&self, during: &'static str, source: crate::Error) -> LimiterError {

@@ -780,4 +780,8 @@ where
     fn metrics(&self) -> MetricsSnapshot {
         Limiter::metrics(self)
     }
+
+    fn on_unreachable(&self) -> Unreachable {
+        self.shared.unreachable
+    }
 }

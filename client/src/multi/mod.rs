@@ -793,6 +793,10 @@ where
         MultiLimiter::metrics(self)
     }
 
+    fn on_unreachable(&self) -> Unreachable {
+        self.shared.unreachable
+    }
+
     fn time_to_serve(
         &self,
         calls: u64,
