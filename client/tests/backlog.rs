@@ -36,12 +36,7 @@ where
     H: Fn(Record) -> F + Send + Sync + 'static,
     F: std::future::Future<Output = Outcome> + Send + 'static,
 {
-    tokio::spawn(async move {
-        worker
-            .run(handler)
-            .await
-            .expect("the worker runs until stopped")
-    })
+    tokio::spawn(async move { worker.run(handler).await })
 }
 
 async fn stopped(handle: JoinHandle<WorkerMetrics>) -> WorkerMetrics {
@@ -755,7 +750,6 @@ async fn a_worker_drains_through_a_multi_limiter() {
                 }
             })
             .await
-            .expect("the worker runs until stopped")
     });
     within_async("all six handled", WAIT, || {
         (done.lock().unwrap().len() == 6).then_some(())

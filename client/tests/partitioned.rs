@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use redis::cluster::ClusterClient;
 use redis_throttle::backlog::{Backlog, Outcome, Worker, WorkerOptions};
-use redis_throttle::partitioned::{key_slot, PartitionedLimiter, PartitionedQuota};
+use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
 use redis_throttle::Error;
 use redis_throttle::Quota;
 use throttle_e2e::wall::now_ns;
@@ -67,7 +67,6 @@ fn partition_keys_land_in_the_slots_redis_computes() {
                 .arg(key)
                 .query(&mut con)
                 .unwrap();
-            assert_eq!(slot, key_slot(key.as_bytes()), "{key}");
             let i = i as u32;
             let slice = i * 16384 / partitions..(i + 1) * 16384 / partitions;
             assert!(slice.contains(&u32::from(slot)), "{key}: slot {slot}");
@@ -227,11 +226,7 @@ async fn a_backlog_worker_drains_through_a_partitioned_limiter() {
     })
     .await;
     stop.stop();
-    let metrics = tokio::time::timeout(BOUND, run)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let metrics = tokio::time::timeout(BOUND, run).await.unwrap().unwrap();
     assert_eq!(metrics.done, 30);
     assert_eq!(limiter.metrics().granted, 30);
 }

@@ -27,7 +27,7 @@
 
 use std::time::{Duration, Instant};
 
-use redis_throttle::partitioned::{key_slot, PartitionedQuota};
+use redis_throttle::partitioned::PartitionedQuota;
 use throttle_e2e::partitioned::{check, worker, worker_env, End, Output, Spec};
 use throttle_e2e::stored;
 use throttle_e2e::wall::{now_ns, NS_PER_S};
@@ -55,9 +55,11 @@ fn wait_until(at: i128) {
     std::thread::sleep(Duration::from_nanos(wait as u64));
 }
 
-/// The slot of partition `index`'s key.
-fn slot(quota: &PartitionedQuota, index: u32) -> u16 {
-    key_slot(quota.key(index).expect("a partition").as_bytes())
+/// The slot of partition `index`'s key, as the cluster computes it (its first node, asked
+/// before any node is killed).
+fn slot(cluster: &ReplicatedCluster, quota: &PartitionedQuota, index: u32) -> u16 {
+    let mut con = cluster.servers()[0].conn();
+    throttle_e2e::keyslot(&mut con, quota.key(index).expect("a partition"))
 }
 
 /// A partition whose key exists now (a worker leases it) and whose master (by partition,
@@ -98,7 +100,7 @@ fn leases_stay_exclusive_through_a_slot_migration_and_a_failover() {
     let urls = cluster.urls();
     let quota = SPEC.quota();
     let masters: Vec<usize> = (0..SPEC.partitions)
-        .map(|i| cluster.master_of(slot(&quota, i)))
+        .map(|i| cluster.master_of(slot(&cluster, &quota, i)))
         .collect();
     let go = now_ns() + 2 * NS_PER_S;
     let end = go + RUN_S * NS_PER_S;
@@ -107,12 +109,12 @@ fn leases_stay_exclusive_through_a_slot_migration_and_a_failover() {
         .collect();
 
     // 3 s: the slot of a partition leased now moves to the master that serves partition 13.
-    let failing = slot(&quota, 13);
+    let failing = slot(&cluster, &quota, 13);
     let target = masters[13];
     wait_until(go + 3 * NS_PER_S);
     let moved = leased_partition(&cluster, &quota, &masters, target)
         .expect("a partition leased at 3 s on a master other than partition 13's");
-    let migrated = slot(&quota, moved);
+    let migrated = slot(&cluster, &quota, moved);
     let keys = cluster.migrate_slot(migrated, target);
     let migrated_at = now_ns();
 
@@ -121,7 +123,7 @@ fn leases_stay_exclusive_through_a_slot_migration_and_a_failover() {
     let master = cluster.master_of(failing);
     assert_eq!(master, target);
     let on_failed: Vec<u32> = (0..SPEC.partitions)
-        .filter(|&i| cluster.master_of(slot(&quota, i)) == master)
+        .filter(|&i| cluster.master_of(slot(&cluster, &quota, i)) == master)
         .collect();
     let replica = cluster.replica_of(master);
     let gap = cluster.kill_master_and_fail_over(master, replica);

@@ -42,7 +42,7 @@ use crate::{Error, Throttle};
 /// backlog.push(b"{\"order\": 1}".to_vec(), 10).await?; // 10 request units
 ///
 /// // 20 000 RU per second, shared by every worker of the fleet.
-/// let limiter = Limiter::builder("quota:db", Quota::new(20_000, 20_000u64)?).build(limiter_conn)?;
+/// let limiter = Limiter::builder("quota:db", Quota::new(20_000, 20_000)?).build(limiter_conn)?;
 /// let worker = Worker::new(backlog, "worker-1", limiter);
 /// let stop = worker.stop_handle();
 /// # stop.stop();
@@ -51,7 +51,7 @@ use crate::{Error, Throttle};
 ///         // write record.payload with record.id as the idempotency key...
 ///         Outcome::Done
 ///     })
-///     .await?;
+///     .await;
 /// # Ok(())
 /// # }
 /// ```

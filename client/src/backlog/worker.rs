@@ -13,28 +13,19 @@ use tokio::sync::watch;
 
 use super::record::{self, Outcome, Record};
 use super::Backlog;
-use crate::{Demand, Error, Priority, Throttle};
+use crate::{Demand, Error, Throttle};
 
-/// How a [`Worker`] reads and retries.
+/// How a [`Worker`] reads and retries: set through its methods, each of which says its default.
+///
+/// The records' priority is the limiter's: give the worker `limiter.at_priority(..)` (a
+/// [`Prioritized`](crate::Prioritized)) for a bulk load beside interactive calls on one quota.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct WorkerOptions {
-    /// Records read at a time (default 16). A worker holds them until it has handled them,
-    /// so keep it small next to the rate.
-    pub batch: usize,
-    /// How long a read waits for new records before the worker looks for stranded ones and
-    /// checks whether it is stopped (default 200 ms).
-    pub block: Duration,
-    /// A record read by a worker and not acknowledged for this long is taken over by another
-    /// (its worker is presumed dead; default 30 s). Longer than the longest handler call.
-    pub claim_idle: Duration,
-    /// Attempts of a record that fails before it goes to the dead letters (default 3).
-    pub max_attempts: u32,
-    /// First backoff after a failure, doubled each time, with jitter (default 100 ms).
-    pub backoff: Duration,
-    /// The priority of the records' takes (default [`Priority::Interactive`]): a bulk load
-    /// beside interactive calls on one quota runs [`Priority::Bulk`], leaving them its floor.
-    pub priority: Priority,
+    batch: usize,
+    block: Duration,
+    claim_idle: Duration,
+    max_attempts: u32,
+    backoff: Duration,
 }
 
 impl Default for WorkerOptions {
@@ -45,45 +36,42 @@ impl Default for WorkerOptions {
             claim_idle: Duration::from_secs(30),
             max_attempts: 3,
             backoff: Duration::from_millis(100),
-            priority: Priority::Interactive,
         }
     }
 }
 
 impl WorkerOptions {
-    /// Sets [`WorkerOptions::batch`] (at least 1).
+    /// Records read at a time (default 16; at least 1). A worker holds them until it has
+    /// handled them, so keep it small next to the rate.
     pub fn batch(mut self, batch: usize) -> Self {
         self.batch = batch.max(1);
         self
     }
 
-    /// Sets [`WorkerOptions::block`].
+    /// How long a read waits for new records before the worker looks for stranded ones and
+    /// checks whether it is stopped (default 200 ms).
     pub fn block(mut self, block: Duration) -> Self {
         self.block = block;
         self
     }
 
-    /// Sets [`WorkerOptions::claim_idle`].
+    /// A record read by a worker and not acknowledged for this long is taken over by another
+    /// (its worker is presumed dead; default 30 s). Longer than the longest handler call.
     pub fn claim_idle(mut self, idle: Duration) -> Self {
         self.claim_idle = idle;
         self
     }
 
-    /// Sets [`WorkerOptions::max_attempts`] (at least 1).
+    /// Attempts of a record that fails before it goes to the dead letters (default 3; at
+    /// least 1).
     pub fn max_attempts(mut self, attempts: u32) -> Self {
         self.max_attempts = attempts.max(1);
         self
     }
 
-    /// Sets [`WorkerOptions::backoff`].
+    /// First backoff after a failure, doubled each time, with jitter (default 100 ms).
     pub fn backoff(mut self, backoff: Duration) -> Self {
         self.backoff = backoff;
-        self
-    }
-
-    /// Sets [`WorkerOptions::priority`].
-    pub fn priority(mut self, priority: Priority) -> Self {
-        self.priority = priority;
         self
     }
 }
@@ -232,7 +220,7 @@ where
     /// what it had read stays with it until another worker's claim finds it idle for
     /// [`claim_idle`](WorkerOptions::claim_idle) (30 s by default): stop for a planned end,
     /// and leave drops to crashes.
-    pub async fn run<H, F>(&self, handler: H) -> Result<WorkerMetrics, Error>
+    pub async fn run<H, F>(&self, handler: H) -> WorkerMetrics
     where
         H: Fn(Record) -> F,
         F: Future<Output = Outcome>,
@@ -253,7 +241,7 @@ where
                 }
             }
         }
-        Ok(self.metrics())
+        self.metrics()
     }
 
     /// One round: stranded records first, else a read; then each record in turn.
@@ -318,7 +306,7 @@ where
                 biased;
                 _ = stopped.wait_for(|s| *s) => return Ok(Settled::Stopped),
                 grant = self.limiter.acquire_with(
-                    Demand::tokens(record.cost).priority(self.options.priority)
+                    Demand::tokens(record.cost)
                 ) => grant,
             };
             let grant = match grant {

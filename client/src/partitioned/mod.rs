@@ -92,7 +92,4 @@ mod wire;
 pub use core::{LeaseEvent, LeaseEventKind};
 pub use lease::ReplicaAcks;
 pub use limiter::{PartitionedLimiter, PartitionedLimiterBuilder};
-pub use quota::{
-    key_slot, partition_key, PartitionedQuota, PartitionedQuotaBuilder, MAX_LEASE, MAX_PARTITIONS,
-    MIN_LEASE,
-};
+pub use quota::{PartitionedQuota, PartitionedQuotaBuilder, MAX_LEASE, MAX_PARTITIONS, MIN_LEASE};

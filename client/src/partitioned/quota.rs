@@ -235,7 +235,7 @@ impl PartitionedQuota {
 /// The key of partition `index` of `partitions` under `name`: `{name:index:t}` with the
 /// smallest `t` whose slot falls in the partition's slice of the slot space (or `t = 0` if
 /// the search finds none, which a slice of 16 slots or more never meets in practice).
-pub fn partition_key(name: &str, index: u32, partitions: u32) -> String {
+pub(crate) fn partition_key(name: &str, index: u32, partitions: u32) -> String {
     let partitions = partitions.clamp(1, MAX_PARTITIONS);
     let lo = index * SLOTS / partitions;
     let hi = (index + 1) * SLOTS / partitions;
@@ -247,7 +247,7 @@ pub fn partition_key(name: &str, index: u32, partitions: u32) -> String {
 
 /// The cluster slot of `key`: CRC16 (XMODEM) of its hash tag, or of the whole key without one,
 /// modulo 16384, as Redis Cluster computes it.
-pub fn key_slot(key: &[u8]) -> u16 {
+pub(crate) fn key_slot(key: &[u8]) -> u16 {
     let tagged = key
         .iter()
         .position(|&b| b == b'{')
@@ -289,8 +289,9 @@ mod tests {
         assert_eq!(crc16(b"123456789"), 0x31c3);
         assert_eq!(key_slot(b"foo"), 12182);
         assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
-        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
-        assert_eq!(key_slot(b"{}x"), key_slot(b"{}x"));
+        // An empty tag is no tag: the whole key is hashed.
+        assert_eq!(key_slot(b"foo{}{bar}"), 8363);
+        assert_eq!(key_slot(b"{}x"), 10595);
         assert_eq!(key_slot(b"somekey"), 11058);
     }
 
