@@ -25,7 +25,7 @@ pub fn run(
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
     command: Command,
-    body: impl FnOnce(&[*mut raw::RedisModuleString], &mut dyn FnMut(Reply)) -> Result<(), String>,
+    body: impl FnOnce(&[*mut raw::RedisModuleString], &mut dyn FnMut(Reply<'_>)) -> Result<(), String>,
 ) -> c_int {
     guard::command(ctx, command.name(), || {
         stats::called(command);
@@ -36,7 +36,7 @@ pub fn run(
             },
             _ => &[],
         };
-        let mut send = |reply: Reply| match reply {
+        let mut send = |reply: Reply<'_>| match reply {
             Reply::Integer(value) => {
                 raw::reply_with_long_long(ctx, value);
             }

@@ -7,6 +7,17 @@
 //! and the refusal to unload. Every entry point runs behind `guard`, because a Rust panic
 //! that reaches Redis aborts it.
 
+// Nothing a client sends or a key holds may panic the server (the guard is the last resort).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
+
 mod announce;
 mod bucket_key;
 mod call;

@@ -1,5 +1,5 @@
-//! The end-to-end helpers: one library for the tests in `tests/tests/` (which reach it through
-//! their `mod common`) and the client's tests in `client/tests/` (a dev-dependency). Starting
+//! The end-to-end helpers: one library (the crate `throttle-e2e`) for the tests in
+//! `tests/tests/` and the client's tests in `client/tests/` (a dev-dependency). Starting
 //! and stopping servers, clusters, replicas, fake clocks and child processes is the server
 //! kit's job (`throttle-testkit`, re-exported here where the tests need it); everything a test
 //! does with a running server is here: building and sending commands (one way: [`line()`]),

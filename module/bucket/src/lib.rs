@@ -1,5 +1,15 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
+// A stored value or a client's argument must never panic the server.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
 #![warn(missing_docs)]
 
 mod channel;
