@@ -354,6 +354,8 @@ pub fn same_errors(flavor: Flavor) {
         "abcdefgh",
         "12345678",
         "90\u{0}\u{0}\u{0}\u{0}\u{0}\u{0}",
+        // 8 bytes whose top bit is set (a negative i64): the take's fast path hands it over.
+        "aaaaaa\u{ff}",
         &(server_now_ns(&mut con) + AHEAD + 60 * S).to_string(),
         // 32 bytes that are no paused or cut bucket: text, and a valid instant with a cut
         // whose factor is below the floor.

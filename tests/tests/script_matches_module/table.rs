@@ -437,6 +437,27 @@ pub const CASES: &[Case] = &[
             ],
         ],
     },
+    // ---- THROTTLE.TAKE's fast path in the Lua (a missing key or an 8-byte state of a bucket
+    // that fills within 2^51 ns), branch by branch: inspect, burst, MAXWAIT below, at and
+    // above the wait, TICKET, FLOOR; a state behind the clock, one in debt; and where it hands
+    // over to the general path: a debt past 2^51 ns, a fill past it. (States that are not a
+    // bucket, which the fast path hands over too, are in `errors.rs`.)
+    case!(
+        &[Missing],
+        &[
+            "take a 10 10 TOKENS 0",
+            "take a 10 10 TOKENS 9 TICKET",
+            "take a 10 10 TOKENS 2 FLOOR 3",
+            "take a 10 10 FLOOR 0 TOKENS 1",
+            "take a 10 10 MAXWAIT 99",
+            "take a 10 10 MAXWAIT 100 TICKET",
+            "take a 10 10 TOKENS 3 MAXWAIT 315360000000",
+        ],
+    ),
+    case!(&[FromNow(-S)], &["take a 10 10 TOKENS 3", "take a 10 10 TOKENS 0 TICKET"]),
+    case!(&[FromNow(2 * S + 7)], &["take a 10 10", "take a 10 10 MAXWAIT 1100", "take a 10 10 MAXWAIT 2000 TICKET"]),
+    case!(&[FromNow(27 * DAY)], &["take a 10 10 MAXWAIT 315360000000", "take a 10 10 TOKENS 0"]),
+    case!(&[Missing], &["take a 1000000 0.1 TOKENS 5 TICKET", "take a 1000000 0.1 MAXWAIT 20"]),
     // ---- The supplier's pushback meeting the other commands (the hostile tester's cases).
     // A cut too deep for the bucket to hold the tokens: the wait is until the recovering rate
     // holds them, and a reservation is taken as of then (the next one a cut token later).
