@@ -15,7 +15,7 @@
 //!    ([`read_supplier_count`]: `RateLimit`, `X-RateLimit-Remaining`,
 //!    `x-ratelimit-remaining-requests`, ...) and, when it says less is left than the bucket
 //!    holds, lower the bucket to it ([`Throttle::sync`]; off with
-//!    [`RetryPolicy::read_supplier_count`]). Each count is weighed in its own unit: a
+//!    [`RetryPolicy::sync_with_supplier`]). Each count is weighed in its own unit: a
 //!    [`MultiLimiter`]'s per-call limits against the requests count, its per-token limits
 //!    against `x-ratelimit-remaining-tokens`, and a response that gives only one of them
 //!    syncs only the limits of that unit;
@@ -572,7 +572,7 @@ impl<L: Throttle + 'static> Run<L> {
         headers: &HeaderMap,
         has_copy: bool,
     ) -> Result<bool, LimiterError> {
-        let count = if self.policy.reads_supplier_count() {
+        let count = if self.policy.syncs_with_supplier() {
             read_supplier_count(headers, SystemTime::now())
         } else {
             SupplierCount::default()

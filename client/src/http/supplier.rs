@@ -67,12 +67,12 @@ use crate::{Remaining, SupplierCount};
 /// headers.insert("retry-after-ms", HeaderValue::from_static("250"));
 ///
 /// let count = read_supplier_count(&headers, now);
-/// let remaining = |remaining, seconds| Remaining {
-///     remaining,
+/// let left = |left, seconds| Remaining {
+///     left,
 ///     reset: Duration::from_secs(seconds),
 /// };
-/// assert_eq!(count.requests, Some(remaining(5, 2)));
-/// assert_eq!(count.tokens, Some(remaining(15_000, 360)));
+/// assert_eq!(count.requests, Some(left(5, 2)));
+/// assert_eq!(count.tokens, Some(left(15_000, 360)));
 /// assert_eq!(count.retry_after, Some(Duration::from_millis(250)));
 /// ```
 pub fn read_supplier_count(headers: &HeaderMap, now: SystemTime) -> SupplierCount {
@@ -132,12 +132,12 @@ fn counter(
     reset: &str,
     read_reset: impl Fn(&[u8]) -> Option<Duration>,
 ) -> Option<Remaining> {
-    let remaining = count(headers.get(remaining)?.as_bytes())?;
+    let left = count(headers.get(remaining)?.as_bytes())?;
     let reset = headers
         .get(reset)
         .and_then(|value| read_reset(value.as_bytes()))
         .unwrap_or(Duration::ZERO);
-    Some(Remaining { remaining, reset })
+    Some(Remaining { left, reset })
 }
 
 /// A non-negative decimal integer, surrounding whitespace allowed, saturating at `u64::MAX`.
@@ -333,7 +333,7 @@ fn service_limits(field: &[u8], headers: &HeaderMap) -> Option<Remaining> {
 
 /// Orders service limits, the most restrictive first.
 fn tightness(limit: Remaining) -> (u64, Reverse<Duration>) {
-    (limit.remaining, Reverse(limit.reset))
+    (limit.left, Reverse(limit.reset))
 }
 
 /// One `RateLimit` member: `None` unless it names a policy and has a readable `r`, or when
@@ -343,7 +343,7 @@ fn service_limit(member: &ListEntry, policies: &HashMap<&str, Policy>) -> Option
         return None;
     };
     let name = identifier(&member.bare_item)?;
-    let remaining = member.params.get("r").and_then(non_negative)?;
+    let left = member.params.get("r").and_then(non_negative)?;
     let policy = policies.get(name).copied().unwrap_or_default();
     if policy.other_unit {
         return None;
@@ -354,7 +354,7 @@ fn service_limit(member: &ListEntry, policies: &HashMap<&str, Policy>) -> Option
         .and_then(non_negative)
         .or(policy.window)
         .map_or(Duration::ZERO, clamped_secs);
-    Some(Remaining { remaining, reset })
+    Some(Remaining { left, reset })
 }
 
 /// Draft 07's `RateLimit: limit=100, remaining=50, reset=30` (a Dictionary; the last of a
@@ -365,9 +365,9 @@ fn draft_07(field: &[u8]) -> Option<Remaining> {
         Some(ListEntry::Item(item)) => non_negative(&item.bare_item),
         _ => None,
     };
-    let remaining = item("remaining")?;
+    let left = item("remaining")?;
     let reset = item("reset").map_or(Duration::ZERO, clamped_secs);
-    Some(Remaining { remaining, reset })
+    Some(Remaining { left, reset })
 }
 
 /// A non-negative Integer.
@@ -456,8 +456,8 @@ mod tests {
         read_supplier_count(&headers(pairs), now())
     }
 
-    fn left(remaining: u64, reset: Duration) -> Option<Remaining> {
-        Some(Remaining { remaining, reset })
+    fn left(left: u64, reset: Duration) -> Option<Remaining> {
+        Some(Remaining { left, reset })
     }
 
     #[test]
