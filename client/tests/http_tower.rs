@@ -276,7 +276,7 @@ async fn limiter_errors_are_boxed_limiter_errors_and_nothing_is_sent() {
         );
         assert!(
             err.to_string().starts_with(
-                "redis-throttle could not take a token before sending on bucket \"http:tower:gone\""
+                "redis-throttle could not take a token before sending on limiter \"http:tower:gone\""
             ),
             "{err}"
         );
