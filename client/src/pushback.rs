@@ -59,6 +59,12 @@ impl Cut {
         self
     }
 
+    /// The same factor and recovery with another pause: how a policy's cut is filled in
+    /// with a response's `Retry-After` (the factor as it is, not back through `f64`).
+    pub(crate) fn with_pause(self, pause: Duration) -> Cut {
+        Cut { pause, ..self }
+    }
+
     /// The pause.
     pub fn pause(&self) -> Duration {
         self.pause

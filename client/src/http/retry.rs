@@ -120,11 +120,7 @@ impl RetryPolicy {
 
     /// The cut a pushback of `pause` makes (`None`: pause only).
     pub fn cut_for(&self, pause: Duration) -> Option<Cut> {
-        self.cut.map(|cut| {
-            Cut::after(pause)
-                .with_factor(f64::from(cut.factor_bp()) / 10_000.0)
-                .with_recovery(cut.recovery())
-        })
+        self.cut.map(|cut| cut.with_pause(pause))
     }
 
     /// Sends in all, the first one included.
@@ -469,6 +465,13 @@ mod tests {
             .cut_for(pause)
             .unwrap();
         assert_eq!((cut.factor_bp(), cut.recovery()), (5_000, SECOND * 60));
+        // Every factor as it was set: 113 bp (0.01135) went back through f64 as 112.
+        for bp in 100..10_000u16 {
+            let factor = (f64::from(bp) + 0.5) / 10_000.0;
+            let set = Cut::after(pause).with_factor(factor).factor_bp();
+            let policy = RetryPolicy::default().cut_rate(factor, SECOND);
+            assert_eq!(policy.cut_for(pause).unwrap().factor_bp(), set, "{bp}");
+        }
         assert_eq!(RetryPolicy::default().no_cut().cut_for(pause), None);
         assert!(RetryPolicy::default().syncs_with_supplier());
         assert!(!RetryPolicy::default()
