@@ -33,7 +33,7 @@ pub struct BucketState {
     pub paused_for: Duration,
     /// The rate the bucket refills at now, in basis points of the configured rate: 10 000
     /// unless a congestion signal cut it (see `cut`).
-    pub rate_factor_bp: u16,
+    pub factor_bp: u16,
     /// The bucket's capacity.
     pub capacity: u64,
     /// One token's time at the configured rate.
@@ -52,15 +52,15 @@ impl BucketState {
             remaining,
             until_full,
             paused_for: Duration::ZERO,
-            rate_factor_bp: FULL_BP,
+            factor_bp: FULL_BP,
             capacity,
             token_interval,
         }
     }
 
     /// The rate the bucket refills at now, as a fraction of the configured one (1.0: not cut).
-    pub fn rate_factor(&self) -> f64 {
-        f64::from(self.rate_factor_bp) / f64::from(FULL_BP)
+    pub fn factor(&self) -> f64 {
+        f64::from(self.factor_bp) / f64::from(FULL_BP)
     }
 
     /// How long taking `tokens` more takes from now, at the rate now (a cut rate climbing
@@ -68,7 +68,7 @@ impl BucketState {
     /// taken, as the server's arithmetic has it.
     pub fn time_to_take(&self, tokens: u64) -> Duration {
         let interval = self.token_interval.as_nanos();
-        let factor = u128::from(self.rate_factor_bp.clamp(1, FULL_BP));
+        let factor = u128::from(self.factor_bp.clamp(1, FULL_BP));
         let fill = u128::from(self.capacity).saturating_mul(interval);
         // In u128 ns, and past even that (a queue of bytes at a rate of one a decade): never.
         let ns = u128::from(tokens)
@@ -98,7 +98,7 @@ mod tests {
         assert_eq!(debt.time_to_take(0), MS * 500);
         // Cut to half: each token costs 200 ms.
         let cut = BucketState {
-            rate_factor_bp: 5000,
+            factor_bp: 5000,
             ..BucketState::new(0, MS * 1000, 10, MS * 100)
         };
         assert_eq!(cut.time_to_take(3), MS * 600);

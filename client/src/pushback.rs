@@ -7,9 +7,9 @@ use throttle_bucket::{FULL_FACTOR_BP, MIN_FACTOR_BP};
 
 /// A congestion signal (a 429 or 503): pause the fleet, and cut its rate for a while.
 ///
-/// The rate is multiplied by [`Cut::factor`] (0.7 by default, as AWS SDKs' adaptive retry
+/// The rate is multiplied by the factor ([`Cut::with_factor`], 0.7 by default, as AWS SDKs' adaptive retry
 /// mode does per process; never below 0.01) and climbs back linearly to the configured rate
-/// over [`Cut::recovery`] (30 s by default) without another cut. Many replicas that see 429s
+/// over the recovery ([`Cut::with_recovery`], 30 s by default) without another cut. Many replicas that see 429s
 /// from one episode cut once: a cut while the bucket is still paused is the same episode, and
 /// only pauses. The configured rate stays the ceiling.
 ///
@@ -17,8 +17,11 @@ use throttle_bucket::{FULL_FACTOR_BP, MIN_FACTOR_BP};
 /// use std::time::Duration;
 /// use redis_throttle::Cut;
 ///
-/// let cut = Cut::after(Duration::from_secs(2)).factor(0.5).recovery(Duration::from_secs(60));
+/// let cut = Cut::after(Duration::from_secs(2))
+///     .with_factor(0.5)
+///     .with_recovery(Duration::from_secs(60));
 /// assert_eq!(cut.factor_bp(), 5_000);
+/// assert_eq!(cut.recovery(), Duration::from_secs(60));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cut {
@@ -39,7 +42,7 @@ impl Cut {
     }
 
     /// What the rate is multiplied by: from 0.01 to 1 (clamped; 1 pauses without cutting).
-    pub fn factor(mut self, factor: f64) -> Cut {
+    pub fn with_factor(mut self, factor: f64) -> Cut {
         let bp = (factor * f64::from(FULL_FACTOR_BP)).floor();
         self.factor_bp = if bp.is_nan() {
             FULL_FACTOR_BP
@@ -51,9 +54,15 @@ impl Cut {
     }
 
     /// How long the rate takes to climb back to the configured one (at least 1 ms).
-    pub fn recovery(mut self, recovery: Duration) -> Cut {
+    pub fn with_recovery(mut self, recovery: Duration) -> Cut {
         self.recovery = recovery;
         self
+    }
+
+    /// The same factor and recovery with another pause: how a policy's cut is filled in
+    /// with a response's `Retry-After` (the factor as it is, not back through `f64`).
+    pub(crate) fn with_pause(self, pause: Duration) -> Cut {
+        Cut { pause, ..self }
     }
 
     /// The pause.
@@ -66,8 +75,8 @@ impl Cut {
         self.factor_bp
     }
 
-    /// The recovery time.
-    pub fn recovery_time(&self) -> Duration {
+    /// How long the rate takes to climb back.
+    pub fn recovery(&self) -> Duration {
         self.recovery
     }
 }
@@ -107,7 +116,7 @@ pub struct SupplierCount {
 pub struct Remaining {
     /// What is left, in the quota's units (calls or tokens). Saturates at `u64::MAX` on an
     /// absurd value: the limiter clamps it to what its own bucket can use.
-    pub remaining: u64,
+    pub left: u64,
     /// How long until the supplier's window refills. `Duration::ZERO` when the supplier did
     /// not say, or said it unreadably (unknown: the limiter does not pause).
     pub reset: Duration,
@@ -132,8 +141,8 @@ impl SupplierUnit {
         match self {
             SupplierUnit::Calls => count
                 .requests
-                .map(|r| (r.remaining.saturating_mul(cost.max(1)), r.reset)),
-            SupplierUnit::Tokens => count.tokens.map(|r| (r.remaining, r.reset)),
+                .map(|r| (r.left.saturating_mul(cost.max(1)), r.reset)),
+            SupplierUnit::Tokens => count.tokens.map(|r| (r.left, r.reset)),
         }
     }
 }
@@ -197,7 +206,7 @@ impl SyncBounds {
     pub(crate) fn filter(&self, count: &SupplierCount) -> SupplierCount {
         let keep = |left: Option<Remaining>, bound: Option<u64>| {
             left.filter(|r| {
-                bound.is_some_and(|b| r.remaining < b || (r.remaining == 0 && !r.reset.is_zero()))
+                bound.is_some_and(|b| r.left < b || (r.left == 0 && !r.reset.is_zero()))
             })
         };
         SupplierCount {
@@ -238,7 +247,11 @@ mod tests {
             (f64::NAN, 10_000),
             (f64::INFINITY, 10_000),
         ] {
-            assert_eq!(Cut::after(pause).factor(factor).factor_bp(), bp, "{factor}");
+            assert_eq!(
+                Cut::after(pause).with_factor(factor).factor_bp(),
+                bp,
+                "{factor}"
+            );
         }
         assert_eq!(Cut::after(pause).factor_bp(), 7_000);
     }
@@ -247,12 +260,9 @@ mod tests {
     fn a_bucket_of_calls_takes_requests_times_the_cost_and_one_of_tokens_the_tokens() {
         let reset = Duration::from_secs(6);
         let count = SupplierCount {
-            requests: Some(Remaining {
-                remaining: 4,
-                reset,
-            }),
+            requests: Some(Remaining { left: 4, reset }),
             tokens: Some(Remaining {
-                remaining: 900,
+                left: 900,
                 reset: Duration::ZERO,
             }),
             retry_after: None,
@@ -269,7 +279,7 @@ mod tests {
         );
         let huge = SupplierCount {
             requests: Some(Remaining {
-                remaining: u64::MAX,
+                left: u64::MAX,
                 reset,
             }),
             ..SupplierCount::default()
@@ -277,8 +287,8 @@ mod tests {
         assert_eq!(SupplierUnit::Calls.pick(&huge, 3), Some((u64::MAX, reset)));
     }
 
-    fn left(remaining: u64, reset: Duration) -> Option<Remaining> {
-        Some(Remaining { remaining, reset })
+    fn left(left: u64, reset: Duration) -> Option<Remaining> {
+        Some(Remaining { left, reset })
     }
 
     #[test]

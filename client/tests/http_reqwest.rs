@@ -304,7 +304,7 @@ async fn limiter_errors_are_middleware_errors_and_nothing_is_sent() {
             panic!("{err:?}");
         };
         let limiter_err = err.downcast_ref::<LimiterError>().expect("a LimiterError");
-        assert_eq!(limiter_err.key(), "http:gone");
+        assert_eq!(limiter_err.name(), "http:gone");
         assert!(
             matches!(limiter_err.error(), redis_throttle::Error::Connection(_)),
             "{limiter_err:?}"
@@ -312,7 +312,7 @@ async fn limiter_errors_are_middleware_errors_and_nothing_is_sent() {
         let message = err.to_string();
         assert!(
             message.starts_with(
-                "redis-throttle could not take a token before sending on bucket \"http:gone\""
+                "redis-throttle could not take a token before sending on limiter \"http:gone\""
             ),
             "{message}"
         );

@@ -276,7 +276,7 @@ async fn limiter_errors_are_boxed_limiter_errors_and_nothing_is_sent() {
         );
         assert!(
             err.to_string().starts_with(
-                "redis-throttle could not take a token before sending on bucket \"http:tower:gone\""
+                "redis-throttle could not take a token before sending on limiter \"http:tower:gone\""
             ),
             "{err}"
         );
@@ -441,7 +441,7 @@ async fn a_429_cuts_the_fleets_rate_and_everything_is_counted() {
         );
         // Cut to 0.7, climbing back linearly over 30 s from the cut (3 000 bp in 30 000 ms):
         // at most what the time since the request started allows.
-        let factor = limiter.peek().await.unwrap().rate_factor_bp;
+        let factor = limiter.peek().await.unwrap().factor_bp;
         let climbed = u16::try_from(start.elapsed().as_millis() / 10).unwrap_or(u16::MAX);
         assert!(
             (7_000..=7_000u16.saturating_add(climbed)).contains(&factor),
@@ -465,7 +465,7 @@ async fn a_429_cuts_the_fleets_rate_and_everything_is_counted() {
         assert_eq!(response.status(), StatusCode::OK);
         let metrics = plain.metrics();
         assert_eq!((metrics.pauses, metrics.pushback.cuts), (1, 0));
-        assert_eq!(plain.peek().await.unwrap().rate_factor_bp, 10_000);
+        assert_eq!(plain.peek().await.unwrap().factor_bp, 10_000);
     })
     .await;
 }
@@ -528,7 +528,7 @@ async fn the_suppliers_count_lowers_the_bucket() {
             Quota::new(10, 1u64).unwrap(),
         );
         let service = ThrottleLayer::new(other.clone())
-            .policy(RetryPolicy::default().read_supplier_count(false))
+            .policy(RetryPolicy::default().sync_with_supplier(false))
             .layer(hyper());
         send(&service, request(Method::GET, &supplier.url("/"), "a"))
             .await
@@ -705,7 +705,7 @@ async fn the_picker_gives_each_request_its_tokens_and_the_response_head_settles_
             None => pick,
         }
     })
-    .policy(RetryPolicy::default().read_supplier_count(false))
+    .policy(RetryPolicy::default().sync_with_supplier(false))
     .layer(tower::service_fn(usage_supplier));
     let bucket = |fake| async move { llm_supplier::buckets(&fake, "head", Backend::Module).await };
 

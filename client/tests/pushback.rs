@@ -23,9 +23,9 @@ fn slow() -> Quota {
     Quota::new(10, Rate::per(10, Duration::from_secs(60))).unwrap()
 }
 
-fn requests(remaining: u64, reset: Duration) -> SupplierCount {
+fn requests(left: u64, reset: Duration) -> SupplierCount {
     SupplierCount {
-        requests: Some(Remaining { remaining, reset }),
+        requests: Some(Remaining { left, reset }),
         ..SupplierCount::default()
     }
 }
@@ -49,19 +49,25 @@ fn cut_once_per_episode(flavor: Flavor, backend: Backend) {
         // the few round trips below, however slow the machine.
         let hour = Duration::from_secs(3600);
         let sent = tokio::time::Instant::now();
-        let first = one.cut(Cut::after(MS * 500).recovery(hour)).await.unwrap();
+        let first = one
+            .cut(Cut::after(MS * 500).with_recovery(hour))
+            .await
+            .unwrap();
         assert!(first.cut, "{flavor} {backend:?}: {first:?}");
         assert_eq!(first.factor_bp, 7_000, "{flavor} {backend:?}");
         assert!(first.next >= MS * 500, "{flavor} {backend:?}: {first:?}");
         assert_eq!(first.recovers_in, hour, "{flavor} {backend:?}");
-        let second = two.cut(Cut::after(MS * 200).recovery(hour)).await.unwrap();
+        let second = two
+            .cut(Cut::after(MS * 200).with_recovery(hour))
+            .await
+            .unwrap();
         assert!(
             !second.cut,
             "{flavor} {backend:?}: the same episode: {second:?}"
         );
         assert_eq!(second.factor_bp, 7_000, "{flavor} {backend:?}");
         let state = one.peek().await.unwrap();
-        assert_eq!(state.rate_factor_bp, 7_000, "{flavor} {backend:?}");
+        assert_eq!(state.factor_bp, 7_000, "{flavor} {backend:?}");
         // The pause ends 500 ms after the server cut, no earlier than the cut was sent (PEEK
         // rounds to whole ms): what is left and what has passed make at least that.
         assert!(
@@ -114,7 +120,7 @@ fn sync_lowers_never_raises(flavor: Flavor, backend: Backend) {
         let trips = limiter.metrics().round_trips;
         let tokens = SupplierCount {
             tokens: Some(Remaining {
-                remaining: 0,
+                left: 0,
                 reset: MS * 100,
             }),
             ..SupplierCount::default()
@@ -143,7 +149,7 @@ fn sync_lowers_never_raises(flavor: Flavor, backend: Backend) {
             .unwrap();
         let both = SupplierCount {
             tokens: Some(Remaining {
-                remaining: 4,
+                left: 4,
                 reset: Duration::ZERO,
             }),
             ..requests(1, Duration::ZERO)
@@ -311,11 +317,11 @@ fn multi_limiter_pushback(flavor: Flavor, backend: Backend) {
         );
         let count = SupplierCount {
             requests: Some(Remaining {
-                remaining: 2,
+                left: 2,
                 reset: Duration::ZERO,
             }),
             tokens: Some(Remaining {
-                remaining: 300,
+                left: 300,
                 reset: Duration::ZERO,
             }),
             retry_after: None,
@@ -343,17 +349,17 @@ fn multi_limiter_pushback(flavor: Flavor, backend: Backend) {
             "{flavor} {backend:?}"
         );
         let report = limiter
-            .cut(Cut::after(MS * 300).recovery(Duration::from_secs(3600)))
+            .cut(Cut::after(MS * 300).with_recovery(Duration::from_secs(3600)))
             .await
             .unwrap();
         assert!(report.cut, "{flavor} {backend:?}");
         assert_eq!(
-            rpm.peek().await.unwrap().rate_factor_bp,
+            rpm.peek().await.unwrap().factor_bp,
             7_000,
             "{flavor} {backend:?}"
         );
         assert_eq!(
-            tpm.peek().await.unwrap().rate_factor_bp,
+            tpm.peek().await.unwrap().factor_bp,
             7_000,
             "{flavor} {backend:?}"
         );

@@ -294,7 +294,7 @@ async fn one_call(
                     .get(reqwest::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.trim().parse().ok());
-                if call.policy.reads_supplier_count() {
+                if call.policy.syncs_with_supplier() {
                     count = read_supplier_count(response.headers(), SystemTime::now());
                 }
                 let _ = response.bytes().await;
@@ -338,9 +338,9 @@ async fn one_call(
             // The supplier's count, when it says less is left than the bucket holds, or
             // nothing with a reset: the bucket comes down to it. After the cut, as the HTTP
             // layers do: a count of 0 first would pause the episode and the cut not cut.
-            let says_less = count.requests.is_some_and(|r| {
-                r.remaining < left_after_take || (r.remaining == 0 && !r.reset.is_zero())
-            });
+            let says_less = count
+                .requests
+                .is_some_and(|r| r.left < left_after_take || (r.left == 0 && !r.reset.is_zero()));
             if says_less {
                 if let Ok(Ok(changed)) = timeout(REDIS_TIMEOUT, limiter.sync(count)).await {
                     this.synced = Some(changed);

@@ -239,7 +239,7 @@ async fn sample(
         if let Ok(Ok(state)) = tokio::time::timeout(Duration::from_secs(1), limiter.peek()).await {
             samples.push(Sample {
                 t_s: at.saturating_duration_since(start).as_secs_f64(),
-                factor_bp: state.rate_factor_bp,
+                factor_bp: state.factor_bp,
                 paused_ms: u64::try_from(state.paused_for.as_millis()).unwrap_or(u64::MAX),
                 remaining: state.remaining,
             });

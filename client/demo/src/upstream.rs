@@ -277,7 +277,7 @@ mod tests {
             std::time::SystemTime::now(),
         );
         let requests = count.requests.expect("a count");
-        assert_eq!(requests.remaining, 0);
+        assert_eq!(requests.left, 0);
         assert!(requests.reset > Duration::ZERO && requests.reset <= Duration::from_millis(334));
         assert_eq!(upstream.take_log()[3].retry_after_s, None);
         upstream.stop().await;

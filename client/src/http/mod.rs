@@ -15,7 +15,7 @@
 //!    ([`read_supplier_count`]: `RateLimit`, `X-RateLimit-Remaining`,
 //!    `x-ratelimit-remaining-requests`, ...) and, when it says less is left than the bucket
 //!    holds, lower the bucket to it ([`Throttle::sync`]; off with
-//!    [`RetryPolicy::read_supplier_count`]). Each count is weighed in its own unit: a
+//!    [`RetryPolicy::sync_with_supplier`]). Each count is weighed in its own unit: a
 //!    [`MultiLimiter`]'s per-call limits against the requests count, its per-token limits
 //!    against `x-ratelimit-remaining-tokens`, and a response that gives only one of them
 //!    syncs only the limits of that unit;
@@ -99,7 +99,8 @@ use redis::aio::ConnectionLike;
 use crate::partitioned::PartitionedLimiter;
 use crate::pushback::SyncBounds;
 use crate::{
-    Demand, Grant, HttpEvent, Limiter, MultiLimiter, Priority, Settled, SupplierCount, Throttle,
+    Demand, Grant, HttpEvent, Limiter, MultiLimiter, Prioritized, Priority, Settled, SupplierCount,
+    Throttle,
 };
 use retry::Step;
 
@@ -237,7 +238,7 @@ impl<L: Throttle> Pick<L> {
     }
 
     /// Each send takes at `priority` ([`Priority::Bulk`] keeps its floor for the interactive
-    /// requests). A [`Prioritized`](crate::Prioritized) limiter's own priority wins over it.
+    /// requests). A [`Prioritized`] limiter's own priority wins over it.
     pub fn priority(self, priority: Priority) -> Pick<L> {
         Pick {
             demand: self.demand.priority(priority),
@@ -356,6 +357,17 @@ where
     }
 }
 
+impl<T> PickLimiter for Prioritized<T>
+where
+    T: Throttle + Clone + 'static,
+{
+    type Limiter = Prioritized<T>;
+
+    fn pick(&self, _request: &RequestHead<'_>) -> Pick<Prioritized<T>> {
+        Pick::new(self.clone())
+    }
+}
+
 impl<R, F> PickLimiter for F
 where
     F: Fn(&RequestHead<'_>) -> R,
@@ -444,7 +456,7 @@ impl<L: Throttle> PendingGrant for Pending<L> {
                 .await
                 .map(Some)
                 .map_err(|source| LimiterError {
-                    key: self.limiter.name().to_owned(),
+                    name: self.limiter.name().to_owned(),
                     during: SETTLING,
                     source,
                 })
@@ -466,15 +478,15 @@ const SETTLING: &str = "settle the grant to the response's cost";
 /// the fleet (when pausing failed).
 #[derive(Debug)]
 pub struct LimiterError {
-    key: String,
+    name: String,
     during: &'static str,
     source: crate::Error,
 }
 
 impl LimiterError {
-    /// The bucket's key.
-    pub fn key(&self) -> &str {
-        &self.key
+    /// The limiter's name ([`Throttle::name`]: its key unless it was named).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The limiter's own error.
@@ -492,8 +504,8 @@ impl fmt::Display for LimiterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "redis-throttle could not {} on bucket {:?}: {}",
-            self.during, self.key, self.source
+            "redis-throttle could not {} on limiter {:?}: {}",
+            self.during, self.name, self.source
         )
     }
 }
@@ -572,7 +584,7 @@ impl<L: Throttle + 'static> Run<L> {
         headers: &HeaderMap,
         has_copy: bool,
     ) -> Result<bool, LimiterError> {
-        let count = if self.policy.reads_supplier_count() {
+        let count = if self.policy.syncs_with_supplier() {
             read_supplier_count(headers, SystemTime::now())
         } else {
             SupplierCount::default()
@@ -722,7 +734,7 @@ impl<L: Throttle + 'static> Run<L> {
 
     fn error(&self, during: &'static str, source: crate::Error) -> LimiterError {
         LimiterError {
-            key: self.limiter.name().to_owned(),
+            name: self.limiter.name().to_owned(),
             during,
             source,
         }

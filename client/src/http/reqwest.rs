@@ -36,9 +36,27 @@ pub struct ThrottleMiddleware<P> {
     policy: RetryPolicy,
 }
 
-impl<L: Throttle + Clone> ThrottleMiddleware<L> {
-    /// Every request takes its token from `limiter` (a [`Limiter`](crate::Limiter) or a
-    /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)).
+// `PickLimiter` as well as `Throttle`: the bound the middleware needs, so that whatever `new`
+// takes makes a working middleware (a `Throttle` of your own: implement `PickLimiter` too,
+// or use `per_request`).
+impl<L: Throttle + PickLimiter + Clone> ThrottleMiddleware<L> {
+    /// Every request takes its token from `limiter` (a [`Limiter`](crate::Limiter), a
+    /// [`MultiLimiter`](crate::MultiLimiter), a
+    /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter), or any of them
+    /// [`Prioritized`](crate::Prioritized)).
+    ///
+    /// ```
+    /// use redis_throttle::http::ThrottleMiddleware;
+    /// use redis_throttle::redis::aio::MultiplexedConnection;
+    /// use redis_throttle::{Limiter, Prioritized};
+    /// use reqwest_middleware::Middleware;
+    ///
+    /// /// A bulk client's middleware: a `Middleware`, checked when this compiles.
+    /// fn bulk(limiter: Prioritized<Limiter<MultiplexedConnection>>) -> impl Middleware {
+    ///     ThrottleMiddleware::new(limiter)
+    /// }
+    /// # let _ = bulk;
+    /// ```
     pub fn new(limiter: L) -> Self {
         ThrottleMiddleware {
             pick: limiter,

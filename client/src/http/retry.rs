@@ -28,7 +28,7 @@ pub const MAX_PAUSE: Duration = Duration::from_millis(MAX_WAIT_MS);
 /// assert_eq!(policy.attempts(), 5);
 ///
 /// // Pause only, never cut the rate; leave the supplier's rate-limit headers alone.
-/// let plain = RetryPolicy::default().no_cut().read_supplier_count(false);
+/// let plain = RetryPolicy::default().no_cut().sync_with_supplier(false);
 /// # let _ = plain;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub struct RetryPolicy {
     retry_non_idempotent: bool,
     /// The cut a 429 or 503 makes, with the pause filled in; `None`: pause only.
     cut: Option<Cut>,
-    read_supplier_count: bool,
+    sync_with_supplier: bool,
 }
 
 impl Default for RetryPolicy {
@@ -54,7 +54,7 @@ impl Default for RetryPolicy {
             max_jitter: Duration::from_millis(100),
             retry_non_idempotent: false,
             cut: Some(Cut::after(Duration::ZERO)),
-            read_supplier_count: true,
+            sync_with_supplier: true,
         }
     }
 }
@@ -91,7 +91,11 @@ impl RetryPolicy {
     /// configured rate over `recovery` without another cut (`THROTTLE.CUT`; once per episode
     /// however many replicas saw it). The default is 0.7 and 30 s.
     pub fn cut_rate(mut self, factor: f64, recovery: Duration) -> Self {
-        self.cut = Some(Cut::after(Duration::ZERO).factor(factor).recovery(recovery));
+        self.cut = Some(
+            Cut::after(Duration::ZERO)
+                .with_factor(factor)
+                .with_recovery(recovery),
+        );
         self
     }
 
@@ -104,23 +108,19 @@ impl RetryPolicy {
     /// Whether the supplier's rate-limit headers (`RateLimit`, `X-RateLimit-Remaining`,
     /// `x-ratelimit-remaining-requests`, ... read by [`read_supplier_count`](super::read_supplier_count))
     /// lower the bucket to what the supplier says is left (default `true`).
-    pub fn read_supplier_count(mut self, read: bool) -> Self {
-        self.read_supplier_count = read;
+    pub fn sync_with_supplier(mut self, sync: bool) -> Self {
+        self.sync_with_supplier = sync;
         self
     }
 
-    /// Whether the supplier's rate-limit headers are read.
-    pub fn reads_supplier_count(&self) -> bool {
-        self.read_supplier_count
+    /// Whether the supplier's rate-limit headers are read and sync the bucket.
+    pub fn syncs_with_supplier(&self) -> bool {
+        self.sync_with_supplier
     }
 
     /// The cut a pushback of `pause` makes (`None`: pause only).
     pub fn cut_for(&self, pause: Duration) -> Option<Cut> {
-        self.cut.map(|cut| {
-            Cut::after(pause)
-                .factor(f64::from(cut.factor_bp()) / 10_000.0)
-                .recovery(cut.recovery_time())
-        })
+        self.cut.map(|cut| cut.with_pause(pause))
     }
 
     /// Sends in all, the first one included.
@@ -457,19 +457,26 @@ mod tests {
         let pause = SECOND * 3;
         let cut = RetryPolicy::default().cut_for(pause).unwrap();
         assert_eq!(
-            (cut.pause(), cut.factor_bp(), cut.recovery_time()),
+            (cut.pause(), cut.factor_bp(), cut.recovery()),
             (pause, 7_000, SECOND * 30)
         );
         let cut = RetryPolicy::default()
             .cut_rate(0.5, SECOND * 60)
             .cut_for(pause)
             .unwrap();
-        assert_eq!((cut.factor_bp(), cut.recovery_time()), (5_000, SECOND * 60));
+        assert_eq!((cut.factor_bp(), cut.recovery()), (5_000, SECOND * 60));
+        // Every factor as it was set: 113 bp (0.01135) went back through f64 as 112.
+        for bp in 100..10_000u16 {
+            let factor = (f64::from(bp) + 0.5) / 10_000.0;
+            let set = Cut::after(pause).with_factor(factor).factor_bp();
+            let policy = RetryPolicy::default().cut_rate(factor, SECOND);
+            assert_eq!(policy.cut_for(pause).unwrap().factor_bp(), set, "{bp}");
+        }
         assert_eq!(RetryPolicy::default().no_cut().cut_for(pause), None);
-        assert!(RetryPolicy::default().reads_supplier_count());
+        assert!(RetryPolicy::default().syncs_with_supplier());
         assert!(!RetryPolicy::default()
-            .read_supplier_count(false)
-            .reads_supplier_count());
+            .sync_with_supplier(false)
+            .syncs_with_supplier());
     }
 
     #[test]

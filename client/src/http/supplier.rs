@@ -5,13 +5,16 @@
 //! pass or two over the bytes, no backtracking) and never fails: a value that cannot be read
 //! is left out, as the IETF draft asks ("Malformed RateLimit header fields MUST be ignored"),
 //! so a supplier's typo never stops a call. Durations never exceed [`MAX_PAUSE`], the longest
-//! pause the module takes; counts saturate at `u64::MAX`.
+//! pause the module takes; counts saturate at `u64::MAX`. The `RateLimit` fields are
+//! Structured Fields, parsed strictly by the `sfv` crate as RFC 9651 asks: there an Integer
+//! has at most 15 digits, and one more fails the whole field.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use ::http::HeaderMap;
+use sfv::{BareItem, Dictionary, List, ListEntry, Parser};
 
 use super::retry::{parse_retry_after, MAX_PAUSE};
 use crate::{Remaining, SupplierCount};
@@ -45,7 +48,7 @@ use crate::{Remaining, SupplierCount};
 /// A count without a reset header has `reset` zero. Header names are case-insensitive; of a
 /// count or reset header sent several times, the first line is read (the `RateLimit` fields
 /// are Lists: all their lines are read, and one malformed line makes the whole field ignored,
-/// as RFC 8941 combines them).
+/// as RFC 9651 combines them).
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
@@ -64,12 +67,12 @@ use crate::{Remaining, SupplierCount};
 /// headers.insert("retry-after-ms", HeaderValue::from_static("250"));
 ///
 /// let count = read_supplier_count(&headers, now);
-/// let remaining = |remaining, seconds| Remaining {
-///     remaining,
+/// let left = |left, seconds| Remaining {
+///     left,
 ///     reset: Duration::from_secs(seconds),
 /// };
-/// assert_eq!(count.requests, Some(remaining(5, 2)));
-/// assert_eq!(count.tokens, Some(remaining(15_000, 360)));
+/// assert_eq!(count.requests, Some(left(5, 2)));
+/// assert_eq!(count.tokens, Some(left(15_000, 360)));
 /// assert_eq!(count.retry_after, Some(Duration::from_millis(250)));
 /// ```
 pub fn read_supplier_count(headers: &HeaderMap, now: SystemTime) -> SupplierCount {
@@ -129,12 +132,12 @@ fn counter(
     reset: &str,
     read_reset: impl Fn(&[u8]) -> Option<Duration>,
 ) -> Option<Remaining> {
-    let remaining = count(headers.get(remaining)?.as_bytes())?;
+    let left = count(headers.get(remaining)?.as_bytes())?;
     let reset = headers
         .get(reset)
         .and_then(|value| read_reset(value.as_bytes()))
         .unwrap_or(Duration::ZERO);
-    Some(Remaining { remaining, reset })
+    Some(Remaining { left, reset })
 }
 
 /// A non-negative decimal integer, surrounding whitespace allowed, saturating at `u64::MAX`.
@@ -261,10 +264,25 @@ fn scaled(whole: u64, billionths: u32, unit_nanos: u64) -> Duration {
 
 /// The IETF `RateLimit` field: the current draft's List, else draft 07's Dictionary.
 fn ietf_ratelimit(headers: &HeaderMap) -> Option<Remaining> {
-    if !headers.contains_key("ratelimit") {
-        return None;
+    let field = combined(headers, "ratelimit")?;
+    service_limits(&field, headers).or_else(|| draft_07(&field))
+}
+
+/// All the lines of a Structured Field joined by commas, as RFC 9651 (section 4.2) has a
+/// parser combine them; `None` when the field is absent.
+fn combined(headers: &HeaderMap, name: &str) -> Option<Vec<u8>> {
+    let mut lines = headers.get_all(name).iter();
+    let mut field = lines.next()?.as_bytes().to_vec();
+    for line in lines {
+        field.extend_from_slice(b", ");
+        field.extend_from_slice(line.as_bytes());
     }
-    service_limits(headers).or_else(|| draft_07(headers))
+    Some(field)
+}
+
+/// A List field, `None` when it is not one: RFC 9651 fails the whole field on any error.
+fn list(field: &[u8]) -> Option<List> {
+    Parser::new(field).parse_list().ok()
 }
 
 /// What a `RateLimit-Policy` member tells of the `RateLimit` member of the same name.
@@ -277,94 +295,99 @@ struct Policy {
 }
 
 /// The `RateLimit-Policy` members by name. Empty when the field is absent or malformed.
-fn policies(headers: &HeaderMap) -> HashMap<&[u8], Policy> {
-    let mut policies = HashMap::new();
-    for line in headers.get_all("ratelimit-policy") {
-        let read = list(line.as_bytes(), |member| {
-            let Some(name) = member.item.name() else {
-                return;
+fn policies(members: &List) -> HashMap<&str, Policy> {
+    members
+        .iter()
+        .filter_map(|member| {
+            let ListEntry::Item(member) = member else {
+                return None;
             };
             let policy = Policy {
                 window: member
                     .params
-                    .w
-                    .and_then(Bare::count)
+                    .get("w")
+                    .and_then(non_negative)
                     .filter(|&seconds| seconds > 0),
                 other_unit: member
                     .params
-                    .qu
-                    .and_then(Bare::name)
-                    .is_some_and(|unit| unit != b"requests" && unit != b"request"),
+                    .get("qu")
+                    .and_then(identifier)
+                    .is_some_and(|unit| unit != "requests" && unit != "request"),
             };
-            policies.insert(name, policy);
-        });
-        if read.is_none() {
-            return HashMap::new();
-        }
-    }
-    policies
+            Some((identifier(&member.bare_item)?, policy))
+        })
+        .collect()
 }
 
 /// The most restrictive service limit of the current draft's `RateLimit` List.
-fn service_limits(headers: &HeaderMap) -> Option<Remaining> {
-    let policies = policies(headers);
-    let mut tightest: Option<Remaining> = None;
-    for line in headers.get_all("ratelimit") {
-        list(line.as_bytes(), |member| {
-            if let Some(limit) = service_limit(&member, &policies) {
-                tightest = Some(match tightest {
-                    Some(other) if tightness(other) <= tightness(limit) => other,
-                    _ => limit,
-                });
-            }
-        })?;
-    }
-    tightest
+fn service_limits(field: &[u8], headers: &HeaderMap) -> Option<Remaining> {
+    let limits = list(field)?;
+    let policy_field = combined(headers, "ratelimit-policy").and_then(|field| list(&field));
+    let policies = policy_field.as_ref().map(policies).unwrap_or_default();
+    limits
+        .iter()
+        .filter_map(|member| service_limit(member, &policies))
+        // The first of equals, as `min_by_key` keeps it.
+        .min_by_key(|&limit| tightness(limit))
 }
 
 /// Orders service limits, the most restrictive first.
 fn tightness(limit: Remaining) -> (u64, Reverse<Duration>) {
-    (limit.remaining, Reverse(limit.reset))
+    (limit.left, Reverse(limit.reset))
 }
 
 /// One `RateLimit` member: `None` unless it names a policy and has a readable `r`, or when
 /// its policy counts something other than requests.
-fn service_limit(member: &Member<'_>, policies: &HashMap<&[u8], Policy>) -> Option<Remaining> {
-    let name = member.item.name()?;
-    let remaining = member.params.r.and_then(Bare::count)?;
+fn service_limit(member: &ListEntry, policies: &HashMap<&str, Policy>) -> Option<Remaining> {
+    let ListEntry::Item(member) = member else {
+        return None;
+    };
+    let name = identifier(&member.bare_item)?;
+    let left = member.params.get("r").and_then(non_negative)?;
     let policy = policies.get(name).copied().unwrap_or_default();
     if policy.other_unit {
         return None;
     }
     let reset = member
         .params
-        .t
-        .and_then(Bare::count)
+        .get("t")
+        .and_then(non_negative)
         .or(policy.window)
-        .map_or(Duration::ZERO, |seconds| {
-            Duration::from_secs(seconds).min(MAX_PAUSE)
-        });
-    Some(Remaining { remaining, reset })
+        .map_or(Duration::ZERO, clamped_secs);
+    Some(Remaining { left, reset })
 }
 
 /// Draft 07's `RateLimit: limit=100, remaining=50, reset=30` (a Dictionary; the last of a
 /// key wins).
-fn draft_07(headers: &HeaderMap) -> Option<Remaining> {
-    let (mut remaining, mut reset) = (None, None);
-    for line in headers.get_all("ratelimit") {
-        dictionary(line.as_bytes(), |member| match member.key {
-            b"remaining" => remaining = Some(member.item),
-            b"reset" => reset = Some(member.item),
-            _ => {}
-        })?;
+fn draft_07(field: &[u8]) -> Option<Remaining> {
+    let members: Dictionary = Parser::new(field).parse_dictionary().ok()?;
+    let item = |key: &str| match members.get(key) {
+        Some(ListEntry::Item(item)) => non_negative(&item.bare_item),
+        _ => None,
+    };
+    let left = item("remaining")?;
+    let reset = item("reset").map_or(Duration::ZERO, clamped_secs);
+    Some(Remaining { left, reset })
+}
+
+/// A non-negative Integer.
+fn non_negative(item: &BareItem) -> Option<u64> {
+    item.as_integer()
+        .and_then(|integer| u64::try_from(integer).ok())
+}
+
+/// A policy's identifier or a unit: a String (draft 08, 09) or a Token (later drafts).
+fn identifier(item: &BareItem) -> Option<&str> {
+    match item {
+        BareItem::String(text) => Some(text.as_str()),
+        BareItem::Token(text) => Some(text.as_str()),
+        _ => None,
     }
-    let remaining = remaining.and_then(Bare::count)?;
-    let reset = reset
-        .and_then(Bare::count)
-        .map_or(Duration::ZERO, |seconds| {
-            Duration::from_secs(seconds).min(MAX_PAUSE)
-        });
-    Some(Remaining { remaining, reset })
+}
+
+/// Whole seconds, at most `MAX_PAUSE`.
+fn clamped_secs(seconds: u64) -> Duration {
+    Duration::from_secs(seconds).min(MAX_PAUSE)
 }
 
 /// A byte reader that cannot run past its end: every step checks.
@@ -382,20 +405,10 @@ impl<'a> Cursor<'a> {
         self.rest.is_empty()
     }
 
-    fn peek(&self) -> Option<u8> {
-        self.rest.first().copied()
-    }
-
-    fn bump(&mut self) {
-        if let Some((_, rest)) = self.rest.split_first() {
-            self.rest = rest;
-        }
-    }
-
     fn eat(&mut self, byte: u8) -> bool {
-        let here = self.peek() == Some(byte);
+        let here = self.rest.first() == Some(&byte);
         if here {
-            self.bump();
+            self.rest = self.rest.get(1..).unwrap_or_default();
         }
         here
     }
@@ -409,235 +422,6 @@ impl<'a> Cursor<'a> {
         let (taken, rest) = self.rest.split_at_checked(end).unwrap_or((self.rest, &[]));
         self.rest = rest;
         taken
-    }
-
-    fn skip(&mut self, byte: u8) {
-        self.take_while(|b| b == byte);
-    }
-
-    fn skip_ows(&mut self) {
-        self.take_while(|b| b == b' ' || b == b'\t');
-    }
-}
-
-/// A Structured Field bare item (RFC 8941, section 3.3), as far as these headers need one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Bare<'a> {
-    /// An Integer. More than RFC 8941's 15 digits saturate rather than fail the field.
-    Integer { negative: bool, magnitude: u64 },
-    /// A String, still escaped (`\"`, `\\`): each String has one escaped form, so two are
-    /// equal exactly when these bytes are.
-    String(&'a [u8]),
-    /// A Token.
-    Token(&'a [u8]),
-    /// Well-formed but of no use here: a Decimal, Byte Sequence, Boolean or Inner List.
-    Other,
-}
-
-impl<'a> Bare<'a> {
-    /// A non-negative Integer.
-    fn count(self) -> Option<u64> {
-        match self {
-            Bare::Integer {
-                negative: false,
-                magnitude,
-            }
-            | Bare::Integer {
-                negative: true,
-                magnitude: magnitude @ 0,
-            } => Some(magnitude),
-            _ => None,
-        }
-    }
-
-    /// A policy's identifier or a unit: a String (draft 08, 09) or a Token (later drafts).
-    fn name(self) -> Option<&'a [u8]> {
-        match self {
-            Bare::String(text) | Bare::Token(text) => Some(text),
-            _ => None,
-        }
-    }
-}
-
-/// The parameters these headers define; of a key given twice the last wins (RFC 8941,
-/// section 4.2.3.2). Others are parsed and dropped, as the draft says ("comments").
-#[derive(Clone, Copy, Debug, Default)]
-struct Params<'a> {
-    r: Option<Bare<'a>>,
-    t: Option<Bare<'a>>,
-    w: Option<Bare<'a>>,
-    qu: Option<Bare<'a>>,
-}
-
-/// A List or Dictionary member: its key (Dictionaries only), its item and its parameters.
-#[derive(Clone, Copy, Debug)]
-struct Member<'a> {
-    key: &'a [u8],
-    item: Bare<'a>,
-    params: Params<'a>,
-}
-
-/// Calls `each` with every member of one line of a List field (RFC 8941, section 4.2.1);
-/// `None` when the line is not a List (the members seen before are then to be dropped).
-fn list<'a>(line: &'a [u8], mut each: impl FnMut(Member<'a>)) -> Option<()> {
-    let mut cursor = Cursor::new(line.trim_ascii());
-    while !cursor.is_empty() {
-        let (item, params) = item_or_inner_list(&mut cursor)?;
-        each(Member {
-            key: b"",
-            item,
-            params,
-        });
-        next_member(&mut cursor)?;
-    }
-    Some(())
-}
-
-/// Calls `each` with every member of one line of a Dictionary field (RFC 8941, section
-/// 4.2.2); `None` when the line is not a Dictionary.
-fn dictionary<'a>(line: &'a [u8], mut each: impl FnMut(Member<'a>)) -> Option<()> {
-    let mut cursor = Cursor::new(line.trim_ascii());
-    while !cursor.is_empty() {
-        let key = key(&mut cursor)?;
-        let (item, params) = if cursor.eat(b'=') {
-            item_or_inner_list(&mut cursor)?
-        } else {
-            // A bare key is the Boolean true.
-            (Bare::Other, params(&mut cursor)?)
-        };
-        each(Member { key, item, params });
-        next_member(&mut cursor)?;
-    }
-    Some(())
-}
-
-/// After a member: the end, or a comma and another member.
-fn next_member(cursor: &mut Cursor<'_>) -> Option<()> {
-    cursor.skip_ows();
-    if cursor.is_empty() {
-        return Some(());
-    }
-    if !cursor.eat(b',') {
-        return None;
-    }
-    cursor.skip_ows();
-    // A trailing comma is malformed.
-    (!cursor.is_empty()).then_some(())
-}
-
-fn item_or_inner_list<'a>(cursor: &mut Cursor<'a>) -> Option<(Bare<'a>, Params<'a>)> {
-    if !cursor.eat(b'(') {
-        let item = bare_item(cursor)?;
-        return Some((item, params(cursor)?));
-    }
-    loop {
-        cursor.skip(b' ');
-        if cursor.eat(b')') {
-            return Some((Bare::Other, params(cursor)?));
-        }
-        bare_item(cursor)?;
-        params(cursor)?;
-        if !matches!(cursor.peek(), Some(b' ' | b')')) {
-            return None;
-        }
-    }
-}
-
-fn params<'a>(cursor: &mut Cursor<'a>) -> Option<Params<'a>> {
-    let mut params = Params::default();
-    while cursor.eat(b';') {
-        cursor.skip(b' ');
-        let key = key(cursor)?;
-        let value = if cursor.eat(b'=') {
-            bare_item(cursor)?
-        } else {
-            Bare::Other
-        };
-        match key {
-            b"r" => params.r = Some(value),
-            b"t" => params.t = Some(value),
-            b"w" => params.w = Some(value),
-            b"qu" => params.qu = Some(value),
-            _ => {}
-        }
-    }
-    Some(params)
-}
-
-fn key<'a>(cursor: &mut Cursor<'a>) -> Option<&'a [u8]> {
-    let first = cursor.peek()?;
-    if !(first.is_ascii_lowercase() || first == b'*') {
-        return None;
-    }
-    Some(cursor.take_while(|b| {
-        b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-' | b'.' | b'*')
-    }))
-}
-
-fn bare_item<'a>(cursor: &mut Cursor<'a>) -> Option<Bare<'a>> {
-    match cursor.peek()? {
-        b'-' | b'0'..=b'9' => number(cursor),
-        b'"' => string(cursor),
-        b':' => {
-            cursor.bump();
-            cursor.take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
-            cursor.eat(b':').then_some(Bare::Other)
-        }
-        b'?' => {
-            cursor.bump();
-            let boolean = matches!(cursor.peek(), Some(b'0' | b'1'));
-            cursor.bump();
-            boolean.then_some(Bare::Other)
-        }
-        first if first.is_ascii_alphabetic() || first == b'*' => {
-            Some(Bare::Token(cursor.take_while(|b| {
-                b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~:/".contains(&b)
-            })))
-        }
-        _ => None,
-    }
-}
-
-fn number<'a>(cursor: &mut Cursor<'a>) -> Option<Bare<'a>> {
-    let negative = cursor.eat(b'-');
-    let whole = cursor.take_while(|b| b.is_ascii_digit());
-    if whole.is_empty() {
-        return None;
-    }
-    if cursor.eat(b'.') {
-        let fraction = cursor.take_while(|b| b.is_ascii_digit());
-        return (!fraction.is_empty()).then_some(Bare::Other);
-    }
-    Some(Bare::Integer {
-        negative,
-        magnitude: integer(whole),
-    })
-}
-
-fn string<'a>(cursor: &mut Cursor<'a>) -> Option<Bare<'a>> {
-    cursor.bump(); // the opening quote
-    let start = cursor.rest;
-    let mut len = 0;
-    loop {
-        match cursor.peek()? {
-            b'"' => {
-                cursor.bump();
-                return Some(Bare::String(start.get(..len).unwrap_or_default()));
-            }
-            b'\\' => {
-                cursor.bump();
-                if !matches!(cursor.peek()?, b'"' | b'\\') {
-                    return None;
-                }
-                cursor.bump();
-                len += 2;
-            }
-            0x20..=0x7e => {
-                cursor.bump();
-                len += 1;
-            }
-            _ => return None,
-        }
     }
 }
 
@@ -672,8 +456,8 @@ mod tests {
         read_supplier_count(&headers(pairs), now())
     }
 
-    fn left(remaining: u64, reset: Duration) -> Option<Remaining> {
-        Some(Remaining { remaining, reset })
+    fn left(left: u64, reset: Duration) -> Option<Remaining> {
+        Some(Remaining { left, reset })
     }
 
     #[test]
@@ -784,6 +568,14 @@ mod tests {
             ),
             (&[("ratelimit", b"quota;t=1")], None),
             (&[("ratelimit", br#""a";r=-0;t=2"#)], left(0, SECOND * 2)),
+            // RFC 9651 Dates and Display Strings are items, not policy names.
+            (
+                &[(
+                    "ratelimit",
+                    br#"@1659578233;r=1, %"caf%c3%a9";r=2, "a";r=5"#,
+                )],
+                left(5, Duration::ZERO),
+            ),
             // A member must name its policy.
             (&[("ratelimit", b"10;r=5;t=1, ?1;r=4, :AA==:;r=3")], None),
             (
@@ -831,7 +623,7 @@ mod tests {
                 &[("ratelimit", br#""s";r=1;r=8;t=2;t=3"#)],
                 left(8, SECOND * 3),
             ),
-            // Whitespace where RFC 8941 allows it.
+            // Whitespace where RFC 9651 allows it.
             (
                 &[("ratelimit", b" \"a\";r=9;t=2 ,\t\"b\"; r=3 ")],
                 left(3, Duration::ZERO),
@@ -899,6 +691,11 @@ mod tests {
             br#""a";r=?2"#,
             br#""a";r=-"#,
             br#""a";r=1.;t=1"#,
+            // RFC 9651 Decimals: at most 12 digits before the point and 3 after.
+            br#""a";r=5;x=1.2345"#,
+            br#""a";r=5;x=1234567890123.5"#,
+            // Byte Sequences: base64 characters only.
+            br#""a";r=5;x=:a-b:"#,
             br#"("a";r=5"#,
             br#"(("a"));r=5"#,
             br#""a";r=5;"#,
@@ -906,6 +703,8 @@ mod tests {
             b"\"a\";r=5\x80",
             b"\"a\tb\";r=5",
             b"@1659578233;r=5",
+            // RFC 9651 discards spaces before a field, not tabs (HTTP strips both first).
+            b"\t\"a\";r=5",
         ] {
             let count = read(&[("ratelimit", value)]);
             assert_eq!(count.requests, None, "{:?}", String::from_utf8_lossy(value));
@@ -918,15 +717,14 @@ mod tests {
                 String::from_utf8_lossy(value)
             );
         }
-        // One malformed line makes the whole field malformed.
-        assert_eq!(
-            read(&[
-                ("ratelimit", br#""a";r=1;t=1"#),
-                ("ratelimit", br#""b";r=0;t="#),
-            ])
-            .requests,
-            None
-        );
+        // One malformed line makes the whole field malformed; so does an empty one, as the
+        // lines joined by commas then end in a comma (RFC 9651, section 4.2).
+        for last in [&br#""b";r=0;t="#[..], b""] {
+            assert_eq!(
+                read(&[("ratelimit", br#""a";r=1;t=1"#), ("ratelimit", last)]).requests,
+                None
+            );
+        }
     }
 
     #[test]
@@ -1212,19 +1010,28 @@ mod tests {
     fn huge_values_saturate_and_clamp() {
         let huge = &b"99999999999999999999999999999999"[..];
         for (pairs, expected) in [
+            // RFC 9651 Integers have at most 15 digits; a 16th fails the whole field.
             (
                 &[(
                     "ratelimit",
-                    &br#""a";r=99999999999999999999999;t=99999999999999999999"#[..],
+                    &br#""a";r=999999999999999;t=999999999999999"#[..],
                 )][..],
-                left(u64::MAX, MAX_PAUSE),
+                left(999_999_999_999_999, MAX_PAUSE),
+            ),
+            (
+                &[("ratelimit", br#""a";r=1;t=1, "b";r=1000000000000000"#)],
+                None,
             ),
             (
                 &[(
                     "ratelimit",
-                    b"remaining=99999999999999999999, reset=999999999999",
+                    b"remaining=999999999999999, reset=999999999999",
                 )],
-                left(u64::MAX, MAX_PAUSE),
+                left(999_999_999_999_999, MAX_PAUSE),
+            ),
+            (
+                &[("ratelimit", b"remaining=1, reset=1000000000000000")],
+                None,
             ),
             (
                 &[

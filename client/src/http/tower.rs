@@ -48,10 +48,38 @@ pub struct ThrottleLayer<P, K = CloneBody> {
     clone: K,
 }
 
-impl<L: Throttle + Clone> ThrottleLayer<L> {
+// `PickLimiter` as well as `Throttle`: the bound the service needs, so that whatever `new`
+// takes makes a working service (a `Throttle` of your own: implement `PickLimiter` too, or
+// use `per_request`).
+impl<L: Throttle + PickLimiter + Clone> ThrottleLayer<L> {
     /// Every request takes its token from `limiter` (a [`Limiter`](crate::Limiter), a
-    /// [`MultiLimiter`](crate::MultiLimiter) or a
-    /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)).
+    /// [`MultiLimiter`](crate::MultiLimiter), a
+    /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter), or any of them
+    /// [`Prioritized`](crate::Prioritized)).
+    ///
+    /// ```
+    /// use http::{Request, Response};
+    /// use redis_throttle::http::ThrottleLayer;
+    /// use redis_throttle::redis::aio::MultiplexedConnection;
+    /// use redis_throttle::{Limiter, Prioritized};
+    /// use tower::{Layer, Service};
+    ///
+    /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+    ///
+    /// /// A bulk client: the layered service is a `Service`, checked when this compiles.
+    /// fn bulk<S>(
+    ///     limiter: Prioritized<Limiter<MultiplexedConnection>>,
+    ///     inner: S,
+    /// ) -> impl Service<Request<String>, Response = Response<String>, Error = BoxError>
+    /// where
+    ///     S: Service<Request<String>, Response = Response<String>> + Clone + Send + 'static,
+    ///     S::Future: Send,
+    ///     S::Error: Into<BoxError>,
+    /// {
+    ///     ThrottleLayer::new(limiter).layer(inner)
+    /// }
+    /// # let _ = bulk::<tower::util::BoxCloneService<Request<String>, Response<String>, BoxError>>;
+    /// ```
     pub fn new(limiter: L) -> Self {
         ThrottleLayer {
             pick: limiter,

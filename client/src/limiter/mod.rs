@@ -503,7 +503,7 @@ where
         let reply = reply::peek(&value).map_err(|reply| Error::UnexpectedReply { reply })?;
         Ok(BucketState {
             paused_for: Duration::from_millis(reply.paused_ms),
-            rate_factor_bp: reply.factor_bp,
+            factor_bp: reply.factor_bp,
             ..BucketState::new(
                 reply.remaining,
                 Duration::from_millis(reply.reset_ms),

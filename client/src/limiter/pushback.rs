@@ -27,7 +27,7 @@ where
             quota: *self.shared.quota.bucket(),
             pause_ms: pause_ms(cut.pause()),
             factor_bp: cut.factor_bp(),
-            recovery_ms: pause_ms(cut.recovery_time()),
+            recovery_ms: pause_ms(cut.recovery()),
         };
         let value = self.send(Command::Cut, args.words()).await?;
         let reply = reply::cut(&value).map_err(|reply| Error::UnexpectedReply { reply })?;

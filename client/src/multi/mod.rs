@@ -562,7 +562,7 @@ where
             let per_call = cost.tokens(self.shared.cost).max(1);
             let state = BucketState {
                 paused_for: Duration::from_millis(reply.paused_ms),
-                rate_factor_bp: reply.factor_bp,
+                factor_bp: reply.factor_bp,
                 ..BucketState::new(
                     reply.remaining / per_call,
                     Duration::from_millis(reply.reset_ms),
@@ -578,7 +578,7 @@ where
                     remaining: t.remaining.min(state.remaining),
                     until_full: t.until_full.max(state.until_full),
                     paused_for: t.paused_for.max(state.paused_for),
-                    rate_factor_bp: t.rate_factor_bp.min(state.rate_factor_bp),
+                    factor_bp: t.factor_bp.min(state.factor_bp),
                     capacity: t.capacity.min(state.capacity),
                     token_interval: t.token_interval.max(state.token_interval),
                 },
@@ -602,7 +602,7 @@ where
             let reply = reply::peek(&value).map_err(|reply| Error::UnexpectedReply { reply })?;
             let state = BucketState {
                 paused_for: Duration::from_millis(reply.paused_ms),
-                rate_factor_bp: reply.factor_bp,
+                factor_bp: reply.factor_bp,
                 ..BucketState::new(
                     reply.remaining,
                     Duration::from_millis(reply.reset_ms),
