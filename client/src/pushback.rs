@@ -59,6 +59,8 @@ impl Cut {
         self
     }
 
+    // Only the HTTP layers pause with a cut of their own.
+    #[cfg(any(feature = "tower", feature = "reqwest"))]
     /// The same factor and recovery with another pause: how a policy's cut is filled in
     /// with a response's `Retry-After` (the factor as it is, not back through `f64`).
     pub(crate) fn with_pause(self, pause: Duration) -> Cut {
@@ -161,6 +163,8 @@ pub(crate) struct SyncBounds {
 }
 
 impl SyncBounds {
+    // Only the HTTP layers read the supplier's counts against a grant.
+    #[cfg(any(feature = "tower", feature = "reqwest"))]
     /// Nothing known of the buckets: every count may lower one.
     pub(crate) const UNKNOWN: SyncBounds = SyncBounds {
         requests: Some(u64::MAX),
@@ -173,6 +177,8 @@ impl SyncBounds {
         tokens: None,
     };
 
+    // Only the HTTP layers read the supplier's counts against a grant.
+    #[cfg(any(feature = "tower", feature = "reqwest"))]
     /// One bucket of `remaining` tokens whose unit the caller does not know (a
     /// [`Limiter`](crate::Limiter)'s grant): either count below it may lower it.
     pub(crate) fn single(remaining: u64) -> SyncBounds {
@@ -200,6 +206,8 @@ impl SyncBounds {
         }
     }
 
+    // Only the HTTP layers read the supplier's counts against a grant.
+    #[cfg(any(feature = "tower", feature = "reqwest"))]
     /// The part of `count` that could lower a bucket: a count below its unit's bound, or
     /// nothing left with a reset (a pause, whatever the buckets hold) for a unit some bucket
     /// counts in. The pause the supplier asked for is kept as it is.
@@ -291,6 +299,7 @@ mod tests {
         Some(Remaining { left, reset })
     }
 
+    #[cfg(any(feature = "tower", feature = "reqwest"))]
     #[test]
     fn each_count_is_weighed_against_the_buckets_of_its_own_unit() {
         let reset = Duration::from_secs(60);
@@ -354,6 +363,7 @@ mod tests {
         assert_eq!(SyncBounds::NONE.filter(&none_left).tokens, None);
     }
 
+    #[cfg(any(feature = "tower", feature = "reqwest"))]
     #[test]
     fn a_calls_share_is_its_tokens_over_the_cost_rounded_up() {
         // 3 tokens a call, 10 left: 3 requests are 9 tokens (lower), 4 are 12 (do not).
