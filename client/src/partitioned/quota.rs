@@ -9,7 +9,8 @@ use throttle_bucket::{Quota as BucketQuota, TakeArgs};
 use crate::{Error, Quota, Rate};
 
 /// Most partitions a quota may have: keys are placed one per equal slice of the 16384 slots,
-/// and a slice needs room for a search (see [`partition_key`]).
+/// and a slice needs room for a search (a partition's key is the first `{name:index:t}` whose
+/// slot falls in its slice).
 pub const MAX_PARTITIONS: u32 = 1024;
 /// Shortest lease: renewals run every third of it, over a network.
 pub const MIN_LEASE: Duration = Duration::from_millis(100);
