@@ -30,27 +30,29 @@ pub extern "C" fn one_key<C: Counted>(
         };
         let parsed = call::with_words::<{ call::ONE_KEY_WORDS }, _>(rest, C::parse)
             .map_err(|e| e.to_string())?;
-        let now = clock::now_ns();
-        let outcome = if C::READ_ONLY {
+        if C::READ_ONLY {
             // With GET, not the key API (see `peek_state`); a read-only command writes nothing.
+            let now = clock::now_ns();
             let stored = peek_state(ctx, *key, now)?;
-            C::apply(&parsed, &[stored], now).map_err(|e| e.to_string())?
-        } else {
-            let mut bucket = BucketKey::open(ctx, *key)?;
-            let stored = bucket.state(now)?;
             let outcome = C::apply(&parsed, &[stored], now).map_err(|e| e.to_string())?;
-            // A call that changes nothing (a denial, a pause a longer one covers) writes and
-            // replicates nothing.
-            for write in C::writes(&outcome).flatten() {
-                bucket.write(write)?;
-            }
-            if let Some(pause_ns) = C::announce(&outcome) {
-                announce::pause(ctx, *key, pause_ns);
-            }
-            outcome
-        };
-        C::count(&parsed, &outcome);
-        send::<C>(reply, &C::reply(&parsed, &outcome));
+            finish::<C>(reply, &parsed, &outcome);
+            return Ok(());
+        }
+        let mut bucket = BucketKey::open(ctx, *key)?;
+        let now = clock::now_ns();
+        let stored = bucket.state(now)?;
+        // Borrowed where it lies, not moved out of the result (a copy on the hot path).
+        let applied = C::apply(&parsed, &[stored], now);
+        let outcome = applied.as_ref().map_err(ToString::to_string)?;
+        // A call that changes nothing (a denial, a pause a longer one covers) writes and
+        // replicates nothing.
+        if let Some(write) = C::write(outcome, 0) {
+            bucket.write(*write)?;
+        }
+        if let Some(pause_ns) = C::announce(outcome) {
+            announce::pause(ctx, *key, pause_ns);
+        }
+        finish::<C>(reply, &parsed, outcome);
         Ok(())
     })
 }
@@ -82,19 +84,23 @@ pub extern "C" fn mtake(
         }
         let outcome = MTake::apply(&parsed, stored.get(..count).unwrap_or(&[]), now)
             .map_err(|e| e.to_string())?;
-        for (write, bucket) in MTake::writes(&outcome).zip(&mut buckets) {
-            if let (Some(write), Some(bucket)) = (write, bucket) {
-                bucket.write(write)?;
+        for (i, bucket) in buckets.iter_mut().enumerate().take(count) {
+            if let (Some(write), Some(bucket)) = (MTake::write(&outcome, i), bucket) {
+                bucket.write(*write)?;
             }
         }
-        MTake::count(&parsed, &outcome);
-        send::<MTake>(reply, &MTake::reply(&parsed, &outcome));
+        finish::<MTake>(reply, &parsed, &outcome);
         Ok(())
     })
 }
 
-/// Sends `C`'s reply: its one integer, or the array.
-fn send<C: ThrottleCommand>(reply: &mut dyn FnMut(Reply), ints: &C::Ints) {
+/// What every handler ends with: the call's counters, then its reply (its one integer, or the
+/// array). Inlined, so that each handler keeps the reply closure a direct call, as when every
+/// command had a handler of its own.
+#[inline(always)]
+fn finish<C: Counted>(reply: &mut dyn FnMut(Reply), args: &C::Args, outcome: &C::Outcome) {
+    C::count(args, outcome);
+    let ints = C::reply(args, outcome);
     let ints = ints.as_ref();
     match (C::INTEGER_REPLY, ints) {
         (true, [value]) => reply(Reply::Integer(*value)),

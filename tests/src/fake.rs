@@ -155,10 +155,10 @@ impl FakeServer {
             .map(|key| state.buckets.get(*key).copied())
             .collect();
         let outcome = C::apply(&parsed, &stored, now_ns).or_else(|e| error(e.to_string()))?;
-        for (key, write) in keys.iter().zip(C::writes(&outcome)) {
-            match write {
+        for (i, key) in keys.iter().enumerate() {
+            match C::write(&outcome, i) {
                 Some(Write::Store { state: bucket, .. }) => {
-                    state.buckets.insert(key.to_vec(), bucket);
+                    state.buckets.insert(key.to_vec(), *bucket);
                 }
                 Some(Write::Delete) => {
                     state.buckets.remove(*key);

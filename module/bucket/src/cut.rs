@@ -253,18 +253,22 @@ impl ThrottleCommand for Cut {
     type Ints = Ints<4>;
     type Reply = CutReply;
 
+    #[inline]
     fn spec() -> &'static Spec {
         &SPEC
     }
 
+    #[inline]
     fn parse(words: &[&[u8]]) -> Result<CutArgs, ArgError> {
         CutArgs::parse(words)
     }
 
+    #[inline]
     fn words(args: &CutArgs) -> Vec<Word<'_>> {
         args.words()
     }
 
+    #[inline]
     fn apply(
         args: &CutArgs,
         stored: &[Option<State>],
@@ -273,18 +277,22 @@ impl ThrottleCommand for Cut {
         Ok(cut(args, one_key(stored), now_ns))
     }
 
-    fn writes(outcome: &CutOutcome) -> impl Iterator<Item = Option<Write>> + '_ {
-        std::iter::once(outcome.write)
+    #[inline]
+    fn write(outcome: &CutOutcome, key: usize) -> Option<&Write> {
+        outcome.write.as_ref().filter(|_| key == 0)
     }
 
+    #[inline]
     fn announce(outcome: &CutOutcome) -> Option<i64> {
         outcome.announce_ns
     }
 
+    #[inline]
     fn reply(_args: &CutArgs, outcome: &CutOutcome) -> Ints<4> {
         outcome.reply().ints()
     }
 
+    #[inline]
     fn decode(ints: &[i64], _keys: usize) -> Option<CutReply> {
         CutReply::decode(ints)
     }

@@ -145,18 +145,22 @@ impl ThrottleCommand for Debit {
     type Ints = Ints<2>;
     type Reply = DebitReply;
 
+    #[inline]
     fn spec() -> &'static Spec {
         &SPEC
     }
 
+    #[inline]
     fn parse(words: &[&[u8]]) -> Result<DebitArgs, ArgError> {
         DebitArgs::parse(words)
     }
 
+    #[inline]
     fn words(args: &DebitArgs) -> Vec<Word<'_>> {
         args.words()
     }
 
+    #[inline]
     fn apply(
         args: &DebitArgs,
         stored: &[Option<State>],
@@ -165,14 +169,17 @@ impl ThrottleCommand for Debit {
         debit(args, one_key(stored), now_ns)
     }
 
-    fn writes(outcome: &DebitOutcome) -> impl Iterator<Item = Option<Write>> + '_ {
-        std::iter::once(outcome.write)
+    #[inline]
+    fn write(outcome: &DebitOutcome, key: usize) -> Option<&Write> {
+        outcome.write.as_ref().filter(|_| key == 0)
     }
 
+    #[inline]
     fn reply(_args: &DebitArgs, outcome: &DebitOutcome) -> Ints<2> {
         outcome.reply().ints()
     }
 
+    #[inline]
     fn decode(ints: &[i64], _keys: usize) -> Option<DebitReply> {
         DebitReply::decode(ints)
     }

@@ -156,18 +156,22 @@ impl ThrottleCommand for Give {
     /// The tokens given back.
     type Reply = u64;
 
+    #[inline]
     fn spec() -> &'static Spec {
         &SPEC
     }
 
+    #[inline]
     fn parse(words: &[&[u8]]) -> Result<GiveArgs, ArgError> {
         GiveArgs::parse(words)
     }
 
+    #[inline]
     fn words(args: &GiveArgs) -> Vec<Word<'_>> {
         args.words()
     }
 
+    #[inline]
     fn apply(
         args: &GiveArgs,
         stored: &[Option<State>],
@@ -176,15 +180,18 @@ impl ThrottleCommand for Give {
         Ok(give(args, one_key(stored), now_ns))
     }
 
-    fn writes(outcome: &GiveOutcome) -> impl Iterator<Item = Option<Write>> + '_ {
-        std::iter::once(outcome.write)
+    #[inline]
+    fn write(outcome: &GiveOutcome, key: usize) -> Option<&Write> {
+        outcome.write.as_ref().filter(|_| key == 0)
     }
 
+    #[inline]
     fn reply(_args: &GiveArgs, outcome: &GiveOutcome) -> Ints<1> {
         Ints::new([int(outcome.given)])
     }
 
     /// The tokens given back; `None` for a negative integer.
+    #[inline]
     fn decode(ints: &[i64], _keys: usize) -> Option<u64> {
         count(only(ints)?)
     }

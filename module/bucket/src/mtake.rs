@@ -393,22 +393,27 @@ impl ThrottleCommand for MTake {
     type Ints = Ints<{ 2 + 3 * MAX_KEYS }>;
     type Reply = MTakeReply;
 
+    #[inline]
     fn spec() -> &'static Spec {
         &SPEC
     }
 
+    #[inline]
     fn parse(words: &[&[u8]]) -> Result<MTakeArgs, ArgError> {
         MTakeArgs::parse(words)
     }
 
+    #[inline]
     fn words(args: &MTakeArgs) -> Vec<Word<'_>> {
         args.words()
     }
 
+    #[inline]
     fn keys(args: &MTakeArgs) -> usize {
         args.limits().len()
     }
 
+    #[inline]
     fn apply(
         args: &MTakeArgs,
         stored: &[Option<State>],
@@ -417,14 +422,17 @@ impl ThrottleCommand for MTake {
         Ok(mtake(args, stored, now_ns))
     }
 
-    fn writes(outcome: &MOutcome) -> impl Iterator<Item = Option<Write>> + '_ {
-        outcome.buckets().iter().map(|b| b.write)
+    #[inline]
+    fn write(outcome: &MOutcome, key: usize) -> Option<&Write> {
+        outcome.buckets().get(key).and_then(|b| b.write.as_ref())
     }
 
+    #[inline]
     fn reply(_args: &MTakeArgs, outcome: &MOutcome) -> Self::Ints {
         outcome.reply()
     }
 
+    #[inline]
     fn decode(ints: &[i64], keys: usize) -> Option<MTakeReply> {
         MTakeReply::decode(ints, keys)
     }

@@ -130,18 +130,22 @@ impl ThrottleCommand for Pause {
     /// Ms until the next token.
     type Reply = u64;
 
+    #[inline]
     fn spec() -> &'static Spec {
         &SPEC
     }
 
+    #[inline]
     fn parse(words: &[&[u8]]) -> Result<PauseArgs, ArgError> {
         PauseArgs::parse(words)
     }
 
+    #[inline]
     fn words(args: &PauseArgs) -> Vec<Word<'_>> {
         args.words()
     }
 
+    #[inline]
     fn apply(
         args: &PauseArgs,
         stored: &[Option<State>],
@@ -150,19 +154,23 @@ impl ThrottleCommand for Pause {
         Ok(pause(args, one_key(stored), now_ns))
     }
 
-    fn writes(outcome: &PauseOutcome) -> impl Iterator<Item = Option<Write>> + '_ {
-        std::iter::once(outcome.write)
+    #[inline]
+    fn write(outcome: &PauseOutcome, key: usize) -> Option<&Write> {
+        outcome.write.as_ref().filter(|_| key == 0)
     }
 
+    #[inline]
     fn announce(outcome: &PauseOutcome) -> Option<i64> {
         outcome.announce_ns
     }
 
+    #[inline]
     fn reply(_args: &PauseArgs, outcome: &PauseOutcome) -> Ints<1> {
         Ints::new([outcome.reply()])
     }
 
     /// Ms until the next token; `None` for a negative integer.
+    #[inline]
     fn decode(ints: &[i64], _keys: usize) -> Option<u64> {
         count(only(ints)?)
     }

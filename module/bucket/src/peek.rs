@@ -147,18 +147,22 @@ impl ThrottleCommand for Peek {
     type Ints = Ints<6>;
     type Reply = PeekReply;
 
+    #[inline]
     fn spec() -> &'static Spec {
         &SPEC
     }
 
+    #[inline]
     fn parse(words: &[&[u8]]) -> Result<PeekArgs, ArgError> {
         PeekArgs::parse(words)
     }
 
+    #[inline]
     fn words(args: &PeekArgs) -> Vec<Word<'_>> {
         args.words()
     }
 
+    #[inline]
     fn apply(
         args: &PeekArgs,
         stored: &[Option<State>],
@@ -167,14 +171,17 @@ impl ThrottleCommand for Peek {
         Ok(peek(&args.quota, one_key(stored), now_ns))
     }
 
-    fn writes(_outcome: &PeekOutcome) -> impl Iterator<Item = Option<Write>> + '_ {
-        std::iter::once(None)
+    #[inline]
+    fn write(_outcome: &PeekOutcome, _key: usize) -> Option<&Write> {
+        None
     }
 
+    #[inline]
     fn reply(_args: &PeekArgs, outcome: &PeekOutcome) -> Ints<6> {
         outcome.reply().ints()
     }
 
+    #[inline]
     fn decode(ints: &[i64], _keys: usize) -> Option<PeekReply> {
         PeekReply::decode(ints)
     }

@@ -191,18 +191,22 @@ impl ThrottleCommand for Sync {
     type Ints = Ints<3>;
     type Reply = SyncReply;
 
+    #[inline]
     fn spec() -> &'static Spec {
         &SPEC
     }
 
+    #[inline]
     fn parse(words: &[&[u8]]) -> Result<SyncArgs, ArgError> {
         SyncArgs::parse(words)
     }
 
+    #[inline]
     fn words(args: &SyncArgs) -> Vec<Word<'_>> {
         args.words()
     }
 
+    #[inline]
     fn apply(
         args: &SyncArgs,
         stored: &[Option<State>],
@@ -211,18 +215,22 @@ impl ThrottleCommand for Sync {
         Ok(sync(args, one_key(stored), now_ns))
     }
 
-    fn writes(outcome: &SyncOutcome) -> impl Iterator<Item = Option<Write>> + '_ {
-        std::iter::once(outcome.write)
+    #[inline]
+    fn write(outcome: &SyncOutcome, key: usize) -> Option<&Write> {
+        outcome.write.as_ref().filter(|_| key == 0)
     }
 
+    #[inline]
     fn announce(outcome: &SyncOutcome) -> Option<i64> {
         outcome.announce_ns
     }
 
+    #[inline]
     fn reply(_args: &SyncArgs, outcome: &SyncOutcome) -> Ints<3> {
         outcome.reply().ints()
     }
 
+    #[inline]
     fn decode(ints: &[i64], _keys: usize) -> Option<SyncReply> {
         SyncReply::decode(ints)
     }

@@ -302,30 +302,37 @@ impl ThrottleCommand for Take {
     type Ints = Ints<5>;
     type Reply = TakeReply;
 
+    #[inline]
     fn spec() -> &'static Spec {
         &SPEC
     }
 
+    #[inline]
     fn parse(words: &[&[u8]]) -> Result<TakeArgs, ArgError> {
         TakeArgs::parse(words)
     }
 
+    #[inline]
     fn words(args: &TakeArgs) -> Vec<Word<'_>> {
         args.words()
     }
 
+    #[inline]
     fn apply(args: &TakeArgs, stored: &[Option<State>], now_ns: i64) -> Result<Outcome, ArgError> {
         Ok(take(args, one_key(stored), now_ns))
     }
 
-    fn writes(outcome: &Outcome) -> impl Iterator<Item = Option<Write>> + '_ {
-        std::iter::once(outcome.write)
+    #[inline]
+    fn write(outcome: &Outcome, key: usize) -> Option<&Write> {
+        outcome.write.as_ref().filter(|_| key == 0)
     }
 
+    #[inline]
     fn reply(args: &TakeArgs, outcome: &Outcome) -> Ints<5> {
         outcome.to_reply(args).ints()
     }
 
+    #[inline]
     fn decode(ints: &[i64], _keys: usize) -> Option<TakeReply> {
         TakeReply::decode(ints)
     }

@@ -19,7 +19,7 @@ use crate::words::Word;
 ///
 /// A call goes: [`parse`](ThrottleCommand::parse) the words, read the stored state of each of
 /// its [`keys`](ThrottleCommand::keys), [`apply`](ThrottleCommand::apply) the arithmetic at the
-/// server's time, carry out the [`writes`](ThrottleCommand::writes) (each replicated as the
+/// server's time, carry out the [`write`](ThrottleCommand::write)s (each replicated as the
 /// resulting state), [`announce`](ThrottleCommand::announce) a pause, and send the
 /// [`reply`](ThrottleCommand::reply); the client [`decode`](ThrottleCommand::decode)s it.
 pub trait ThrottleCommand {
@@ -72,9 +72,9 @@ pub trait ThrottleCommand {
         now_ns: i64,
     ) -> Result<Self::Outcome, ArgError>;
 
-    /// One entry per key, in key order: the state to write there, or `None` (nothing changes,
-    /// so nothing is written or replicated).
-    fn writes(outcome: &Self::Outcome) -> impl Iterator<Item = Option<Write>> + '_;
+    /// The state to write at the call's key number `key` (0 for the first, and only, key of a
+    /// one-key command), or `None`: nothing changes there, so nothing is written or replicated.
+    fn write(outcome: &Self::Outcome, key: usize) -> Option<&Write>;
 
     /// The pause to announce on the key's pause channel, from now, when this call made it last
     /// longer (THROTTLE.PAUSE, CUT and SYNC).
@@ -92,11 +92,13 @@ pub trait ThrottleCommand {
 
 /// A one-key command's stored state: the first of `stored` (a missing one reads as a missing
 /// key, a full bucket).
+#[inline]
 pub(crate) fn one_key(stored: &[Option<State>]) -> Option<State> {
     stored.first().copied().flatten()
 }
 
 /// An integer reply's one integer.
+#[inline]
 pub(crate) fn only(ints: &[i64]) -> Option<i64> {
     match ints {
         [value] => Some(*value),
