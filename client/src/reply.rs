@@ -3,9 +3,8 @@
 use std::time::Duration;
 
 use redis::Value;
-use throttle_bucket::{
-    decode_give, decode_pause, Command, CutReply, DebitReply, MTakeReply, PeekReply, SyncReply,
-};
+use throttle_bucket::commands::{Cut, Debit, Give, MTake, Pause, Peek, Sync, Take};
+use throttle_bucket::{Command, CutReply, DebitReply, PeekReply, SyncReply, ThrottleCommand};
 
 /// A `THROTTLE.TAKE` reply (`[granted, remaining, wait_ms, reset_ms(, ticket)]`), or a
 /// `THROTTLE.MTAKE` reply read as one bucket: the fewest tokens left, the longest reset.
@@ -50,10 +49,8 @@ impl AsRef<TakeReply> for MTakeTickets {
 
 /// Decodes a `THROTTLE.TAKE` reply; `Err` describes what came back instead.
 pub(crate) fn take(value: &Value) -> Result<TakeReply, String> {
-    let unexpected = || format!("expected an array of four or five integers, got {value:?}");
-    let reply = integers(value)
-        .and_then(|ints| throttle_bucket::TakeReply::decode(&ints))
-        .ok_or_else(unexpected)?;
+    let unexpected = || format!("expected {}, got {value:?}", Take::REPLY_SHAPE);
+    let reply = decode::<Take>(value, 1).ok_or_else(unexpected)?;
     Ok(TakeReply {
         granted: reply.granted,
         remaining: reply.remaining,
@@ -66,11 +63,7 @@ pub(crate) fn take(value: &Value) -> Result<TakeReply, String> {
 
 /// Decodes a `THROTTLE.PEEK` reply.
 pub(crate) fn peek(value: &Value) -> Result<PeekReply, String> {
-    integers(value)
-        .and_then(|ints| PeekReply::decode(&ints))
-        .ok_or_else(|| {
-            format!("expected an array of six integers from THROTTLE.PEEK, got {value:?}")
-        })
+    expect::<Peek>(value)
 }
 
 /// Decodes a `THROTTLE.MTAKE ... TICKET` reply for `keys` buckets: `[granted, wait_ms,
@@ -84,9 +77,7 @@ pub(crate) fn mtake(value: &Value, keys: usize) -> Result<MTakeTickets, String> 
             2 + 3 * keys
         )
     };
-    let reply = integers(value)
-        .and_then(|ints| MTakeReply::decode(&ints, keys))
-        .ok_or_else(unexpected)?;
+    let reply = decode::<MTake>(value, keys).ok_or_else(unexpected)?;
     let tickets = reply.tickets.clone().ok_or_else(unexpected)?;
     let buckets = reply.buckets.iter();
     Ok(MTakeTickets {
@@ -105,42 +96,47 @@ pub(crate) fn mtake(value: &Value, keys: usize) -> Result<MTakeTickets, String> 
 
 /// Decodes a `THROTTLE.CUT` reply (`[cut, next_ms, factor_bp, recovered_ms]`).
 pub(crate) fn cut(value: &Value) -> Result<CutReply, String> {
-    integers(value)
-        .and_then(|ints| CutReply::decode(&ints))
-        .ok_or_else(|| {
-            format!("expected an array of four integers from THROTTLE.CUT, got {value:?}")
-        })
+    expect::<Cut>(value)
 }
 
 /// Decodes a `THROTTLE.SYNC` reply (`[lowered, remaining, reset_ms]`).
 pub(crate) fn sync(value: &Value) -> Result<SyncReply, String> {
-    integers(value)
-        .and_then(|ints| SyncReply::decode(&ints))
-        .ok_or_else(|| {
-            format!("expected an array of three integers from THROTTLE.SYNC, got {value:?}")
-        })
+    expect::<Sync>(value)
 }
 
 /// Decodes a `THROTTLE.DEBIT` reply (`[remaining, reset_ms]`).
 pub(crate) fn debit(value: &Value) -> Result<DebitReply, String> {
-    integers(value)
-        .and_then(|ints| DebitReply::decode(&ints))
-        .ok_or_else(|| {
-            format!("expected an array of two integers from THROTTLE.DEBIT, got {value:?}")
-        })
+    expect::<Debit>(value)
 }
 
 /// Decodes an integer reply (`THROTTLE.PAUSE`, `THROTTLE.GIVE`).
 pub(crate) fn integer(value: &Value, command: Command) -> Result<u64, String> {
-    let decoded = match (value, command) {
-        (Value::Int(n), Command::Pause) => decode_pause(*n),
-        (Value::Int(n), _) => decode_give(*n),
-        _ => None,
+    match command {
+        Command::Pause => expect::<Pause>(value),
+        _ => expect::<Give>(value),
+    }
+}
+
+/// A reply of `C` read back, for a call on `keys` keys (1 for all but `THROTTLE.MTAKE`): an
+/// integer or an array of integers, as `C` replies, then `C`'s own decoding. `None` for any
+/// other shape.
+pub(crate) fn decode<C: ThrottleCommand>(value: &Value, keys: usize) -> Option<C::Reply> {
+    let ints = match value {
+        Value::Int(n) if C::INTEGER_REPLY => vec![*n],
+        Value::Array(_) if !C::INTEGER_REPLY => integers(value)?,
+        _ => return None,
     };
-    decoded.ok_or_else(|| {
+    C::decode(&ints, keys)
+}
+
+/// [`decode`] for a one-key command; `Err` describes what came back instead: `expected an
+/// array of six integers from THROTTLE.PEEK, got ...`.
+fn expect<C: ThrottleCommand>(value: &Value) -> Result<C::Reply, String> {
+    decode::<C>(value, 1).ok_or_else(|| {
         format!(
-            "expected a non-negative integer from {}, got {value:?}",
-            command.name().to_uppercase()
+            "expected {} from {}, got {value:?}",
+            C::REPLY_SHAPE,
+            C::COMMAND.name().to_uppercase()
         )
     })
 }

@@ -15,7 +15,8 @@
 //! FCALL throttle_take 1 key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
 //!     -> [granted, remaining, wait_ms, reset_ms(, ticket)]
 //! FCALL throttle_mtake N key_1 .. key_N capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
-//!     -> [granted, wait_ms, remaining_1, reset_ms_1, ...]        (N from 1 to 16)
+//!     [TICKET] -> [granted, wait_ms, remaining_1, reset_ms_1, ...(, ticket_1, ...)]
+//!                                                                (N from 1 to 16)
 //! FCALL throttle_pause 1 key capacity rate ms                  -> ms until the next token
 //! FCALL throttle_give 1 key capacity rate n ticket             -> tokens given back
 //! FCALL_RO throttle_peek 1 key capacity rate

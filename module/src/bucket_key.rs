@@ -25,12 +25,12 @@ use std::os::raw::{c_int, c_longlong};
 use std::{ptr, slice};
 
 use redis_module::raw;
-use throttle_bucket::{encode_state, parse_state, State, Write, PUSHBACK_STATE_LEN, STATE_LEN};
+use throttle_bucket::{
+    encode_state, parse_state, State, Write, PUSHBACK_STATE_LEN, STATE_LEN, WRONG_TYPE,
+};
 
 const MISSING_API: &str =
     "ERR THROTTLE: this server lacks the module key API (Redis 7.0 or later is needed)";
-const WRONG_TYPE: &str =
-    "WRONGTYPE the key holds a value that is not a string, so not a THROTTLE bucket: use another key";
 const NOT_STORED: &str =
     "ERR THROTTLE could not store the bucket (out of memory?): see the server log, then retry";
 

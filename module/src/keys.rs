@@ -5,7 +5,7 @@
 //! `getKeysFromCommand`, which for a module command reads only the legacy (first, last, step)
 //! range or asks the module (`getkeys-api`). No legacy range can say "numkeys keys from
 //! argv[2]", so MTAKE is registered with `getkeys-api` and this entry point answers the
-//! server's key-position requests; every other call goes to `mtake::command`. Without it a
+//! server's key-position requests; every other call goes to `handler::mtake`. Without it a
 //! one-node cluster runs MTAKE on keys in different slots and a real one runs it on whichever
 //! node it reached, instead of answering CROSSSLOT or MOVED.
 
@@ -14,7 +14,7 @@ use std::slice;
 
 use redis_module::raw;
 
-use crate::{guard, mtake};
+use crate::{guard, handler};
 
 /// The handler registered for THROTTLE.MTAKE.
 pub extern "C" fn mtake_entry(
@@ -26,7 +26,7 @@ pub extern "C" fn mtake_entry(
     let asking =
         unsafe { raw::RedisModule_IsKeysPositionRequest.is_some_and(|asking| asking(ctx) != 0) };
     if !asking {
-        return mtake::command(ctx, argv, argc);
+        return handler::mtake(ctx, argv, argc);
     }
     guard::command(ctx, "THROTTLE.MTAKE (key positions)", || {
         let args: &[*mut raw::RedisModuleString] = match usize::try_from(argc) {

@@ -1,7 +1,8 @@
 //! The `throttle` Redis module: glue between Redis and the `throttle-bucket` arithmetic.
 //!
-//! Each command lives in a file of its own (parse, read the key, call the arithmetic, write,
-//! replicate, reply); the raw Redis calls they share are in `bucket_key`, `clock` and `guard`.
+//! One handler serves every command (`handler`, over the bucket crate's `ThrottleCommand`:
+//! parse, read the key, call the arithmetic, write, replicate, reply), with what each counts in
+//! `counted`; the raw Redis calls they share are in `bucket_key`, `clock` and `guard`.
 //! This file registers them (flags, keys, ACL categories, `COMMAND DOCS` from
 //! `command_info`), the `INFO throttle` section (`stats`), the eviction warning (`eviction`)
 //! and the refusal to unload. Every entry point runs behind `guard`, because a Rust panic
@@ -23,18 +24,12 @@ mod bucket_key;
 mod call;
 mod clock;
 mod command_info;
-mod cut;
-mod debit;
+mod counted;
 mod eviction;
-mod give;
 mod guard;
+mod handler;
 mod keys;
-mod mtake;
-mod pause;
-mod peek;
 mod stats;
-mod sync;
-mod take;
 
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_int, c_void};
@@ -42,6 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use redis_module::alloc::RedisAlloc;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
+use throttle_bucket::commands;
 use throttle_bucket::spec::{Keys, Spec};
 use throttle_bucket::Command;
 
@@ -57,15 +53,15 @@ redis_module! {
 /// Each command's handler; its name, flags, keys, ACL categories and docs are its
 /// [`Spec`](throttle_bucket::Spec), from the bucket crate.
 static HANDLERS: [(Command, raw::RedisModuleCmdFunc); Command::ALL.len()] = [
-    (Command::Take, Some(take::command)),
+    (Command::Take, Some(handler::one_key::<commands::Take>)),
     // The entry point also answers the cluster's key-position requests (`getkeys-api`).
     (Command::MTake, Some(keys::mtake_entry)),
-    (Command::Pause, Some(pause::command)),
-    (Command::Give, Some(give::command)),
-    (Command::Peek, Some(peek::command)),
-    (Command::Cut, Some(cut::command)),
-    (Command::Sync, Some(sync::command)),
-    (Command::Debit, Some(debit::command)),
+    (Command::Pause, Some(handler::one_key::<commands::Pause>)),
+    (Command::Give, Some(handler::one_key::<commands::Give>)),
+    (Command::Peek, Some(handler::one_key::<commands::Peek>)),
+    (Command::Cut, Some(handler::one_key::<commands::Cut>)),
+    (Command::Sync, Some(handler::one_key::<commands::Sync>)),
+    (Command::Debit, Some(handler::one_key::<commands::Debit>)),
 ];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {

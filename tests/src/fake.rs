@@ -9,10 +9,9 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-use throttle_bucket::{
-    CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, State as Bucket, SyncArgs,
-    TakeArgs, Write,
-};
+use throttle_bucket::commands::{Cut, Debit, Give, MTake, Pause, Peek, Sync, Take};
+use throttle_bucket::spec::Keys;
+use throttle_bucket::{Command, State as Bucket, ThrottleCommand, Write};
 use tokio::time::Instant;
 
 /// The fake server's clock starts at this Unix time (ns), plus tokio's elapsed time.
@@ -94,119 +93,72 @@ impl FakeServer {
     }
 
     fn execute(&self, args: Vec<Vec<u8>>) -> Result<Value, RedisError> {
-        if let [name, words @ ..] = args.as_slice() {
-            if name.eq_ignore_ascii_case(b"THROTTLE.MTAKE") {
-                return self.mtake(words);
-            }
-        }
-        let [name, key, rest @ ..] = args.as_slice() else {
+        let [name, words @ ..] = args.as_slice() else {
             return error("ERR wrong number of arguments".to_owned());
         };
-        let rest: Vec<&[u8]> = rest.iter().map(Vec::as_slice).collect();
-        let mut state = self.state.lock().unwrap();
-        let at = state.origin.elapsed();
-        let now_ns = EPOCH_NS + i64::try_from(at.as_nanos()).unwrap();
-        let stored = state.buckets.get(key).copied();
-        let name = String::from_utf8_lossy(name).to_ascii_uppercase();
-        let mut write = |write: Option<Write>| match write {
-            Some(Write::Store { state: bucket, .. }) => {
-                state.buckets.insert(key.clone(), bucket);
-            }
-            Some(Write::Delete) => {
-                state.buckets.remove(key);
-            }
-            None => {}
-        };
-        match name.as_str() {
-            "THROTTLE.TAKE" => {
-                let parsed = match TakeArgs::parse(&rest) {
-                    Ok(parsed) => parsed,
-                    Err(e) => return error(e.to_string()),
-                };
-                let outcome = throttle_bucket::take(&parsed, stored, now_ns);
-                write(outcome.write);
-                state.calls.push(Call {
+        let words: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+        let command = Command::ALL
+            .into_iter()
+            .find(|c| name.eq_ignore_ascii_case(c.name().as_bytes()));
+        match command {
+            Some(Command::Take) => {
+                let (at, parsed, outcome, reply) = self.run::<Take>(&words)?;
+                self.state.lock().unwrap().calls.push(Call {
                     at,
                     tokens: parsed.tokens,
                     max_wait_ms: parsed.max_wait_ms,
                     reply: outcome.reply(),
                 });
-                ints(outcome.to_reply(&parsed).ints().as_slice())
+                Ok(reply)
             }
-            "THROTTLE.PEEK" => match PeekArgs::parse(&rest) {
-                Ok(parsed) => {
-                    let outcome = throttle_bucket::peek(&parsed.quota, stored, now_ns);
-                    ints(outcome.reply().ints().as_slice())
-                }
-                Err(e) => error(e.to_string()),
-            },
-            "THROTTLE.PAUSE" => match PauseArgs::parse(&rest) {
-                Ok(parsed) => {
-                    let outcome = throttle_bucket::pause(&parsed, stored, now_ns);
-                    write(outcome.write);
-                    Ok(Value::Int(outcome.reply()))
-                }
-                Err(e) => error(e.to_string()),
-            },
-            "THROTTLE.GIVE" => match GiveArgs::parse(&rest) {
-                Ok(parsed) => {
-                    let outcome = throttle_bucket::give(&parsed, stored, now_ns);
-                    write(outcome.write);
-                    Ok(Value::Int(i64::try_from(outcome.given).unwrap()))
-                }
-                Err(e) => error(e.to_string()),
-            },
-            "THROTTLE.CUT" => match CutArgs::parse(&rest) {
-                Ok(parsed) => {
-                    let outcome = throttle_bucket::cut(&parsed, stored, now_ns);
-                    write(outcome.write);
-                    ints(outcome.reply().ints().as_slice())
-                }
-                Err(e) => error(e.to_string()),
-            },
-            "THROTTLE.SYNC" => match SyncArgs::parse(&rest) {
-                Ok(parsed) => {
-                    let outcome = throttle_bucket::sync(&parsed, stored, now_ns);
-                    write(outcome.write);
-                    ints(outcome.reply().ints().as_slice())
-                }
-                Err(e) => error(e.to_string()),
-            },
-            "THROTTLE.DEBIT" => match DebitArgs::parse(&rest) {
-                Ok(parsed) => match throttle_bucket::debit(&parsed, stored, now_ns) {
-                    Ok(outcome) => {
-                        write(outcome.write);
-                        ints(outcome.reply().ints().as_slice())
-                    }
-                    Err(e) => error(e.to_string()),
-                },
-                Err(e) => error(e.to_string()),
-            },
-            _ => error(format!("ERR unknown command '{name}'")),
+            Some(Command::MTake) => self.run::<MTake>(&words).map(|r| r.3),
+            Some(Command::Pause) => self.run::<Pause>(&words).map(|r| r.3),
+            Some(Command::Give) => self.run::<Give>(&words).map(|r| r.3),
+            Some(Command::Peek) => self.run::<Peek>(&words).map(|r| r.3),
+            Some(Command::Cut) => self.run::<Cut>(&words).map(|r| r.3),
+            Some(Command::Sync) => self.run::<Sync>(&words).map(|r| r.3),
+            Some(Command::Debit) => self.run::<Debit>(&words).map(|r| r.3),
+            None => {
+                let name = String::from_utf8_lossy(name).to_ascii_uppercase();
+                error(format!("ERR unknown command '{name}'"))
+            }
         }
     }
 
-    /// `THROTTLE.MTAKE numkeys key [key ...] ...` (`words` from numkeys on), TICKET included:
-    /// every bucket read, then written only where the call took from it.
-    fn mtake(&self, words: &[Vec<u8>]) -> Result<Value, RedisError> {
-        let words: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
-        let parsed = match MTakeArgs::parse(&words) {
-            Ok(parsed) => parsed,
-            Err(e) => return error(e.to_string()),
+    /// Runs `C` on `words` (after the command name): its keys read, its arithmetic at the
+    /// fake's time, its writes stored, its reply. Also what the call was and decided, and when.
+    #[allow(clippy::type_complexity)]
+    fn run<C: ThrottleCommand>(
+        &self,
+        words: &[&[u8]],
+    ) -> Result<(Duration, C::Args, C::Outcome, Value), RedisError> {
+        let (keys, parsed) = match C::spec().keys {
+            Keys::One(_) => {
+                let [key, rest @ ..] = words else {
+                    return error(throttle_bucket::ArgError::Arity(C::COMMAND).to_string());
+                };
+                (std::slice::from_ref(key), C::parse(rest))
+            }
+            // numkeys, then the keys: `parse` reads them all, and checks there are as many.
+            Keys::Counted(_) => {
+                let parsed = C::parse(words);
+                let count = parsed.as_ref().map_or(0, C::keys);
+                (words.get(1..=count).unwrap_or(&[]), parsed)
+            }
         };
-        // `parse` checked that numkeys keys follow numkeys.
-        let keys = &words[1..=parsed.limits().len()];
+        let parsed = parsed.or_else(|e| error(e.to_string()))?;
         let mut state = self.state.lock().unwrap();
-        let now_ns = EPOCH_NS + i64::try_from(state.origin.elapsed().as_nanos()).unwrap();
+        let at = state.origin.elapsed();
+        let now_ns = EPOCH_NS + i64::try_from(at.as_nanos()).unwrap();
         let stored: Vec<Option<Bucket>> = keys
             .iter()
             .map(|key| state.buckets.get(*key).copied())
             .collect();
-        let outcome = throttle_bucket::mtake(&parsed, &stored, now_ns);
-        for (key, after) in keys.iter().zip(outcome.buckets()) {
-            match after.write {
+        let outcome = C::apply(&parsed, &stored, now_ns).or_else(|e| error(e.to_string()))?;
+        for (i, key) in keys.iter().enumerate() {
+            match C::write(&outcome, i) {
                 Some(Write::Store { state: bucket, .. }) => {
-                    state.buckets.insert(key.to_vec(), bucket);
+                    state.buckets.insert(key.to_vec(), *bucket);
                 }
                 Some(Write::Delete) => {
                     state.buckets.remove(*key);
@@ -214,21 +166,19 @@ impl FakeServer {
                 None => {}
             }
         }
-        ints(outcome.reply().as_slice())
+        let ints = C::reply(&parsed, &outcome);
+        let reply = match (C::INTEGER_REPLY, ints.as_ref()) {
+            (true, [value]) => Value::Int(*value),
+            (_, values) => Value::Array(values.iter().copied().map(Value::Int).collect()),
+        };
+        Ok((at, parsed, outcome, reply))
     }
 }
 
 /// An error reply as the server sends it (`ERR` and the rest).
-fn error(message: String) -> Result<Value, RedisError> {
+fn error<T>(message: String) -> Result<T, RedisError> {
     let detail = message.strip_prefix("ERR ").unwrap_or(&message).to_owned();
     Err(redis::make_extension_error("ERR".to_owned(), Some(detail)))
-}
-
-/// An array of integers.
-fn ints(values: &[i64]) -> Result<Value, RedisError> {
-    Ok(Value::Array(
-        values.iter().copied().map(Value::Int).collect(),
-    ))
 }
 
 impl ConnectionLike for FakeServer {

@@ -10,7 +10,8 @@ use crate::limits::{MAX_WAIT_MS, MIN_FACTOR_BP};
 use crate::pause::paused;
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
-use crate::state::{Cut, State, FULL_FACTOR_BP};
+use crate::state::{self, State, FULL_FACTOR_BP};
+use crate::throttle_command::{one_key, ThrottleCommand};
 use crate::words::{parse_u64, Word};
 use crate::Quota;
 
@@ -155,7 +156,7 @@ pub fn cut(args: &CutArgs, stored: Option<State>, now_ns: i64) -> CutOutcome {
             .unwrap_or(0)
             .max(args.recovery_ms)
             .min(MAX_WAIT_MS);
-        i64::try_from(bucket.now).ok().map(|at| Cut {
+        i64::try_from(bucket.now).ok().map(|at| state::Cut {
             at,
             factor_bp,
             recovery_ms,
@@ -239,6 +240,63 @@ pub static SPEC: Spec = Spec {
         Arg::new("recovery_ms", Kind::Integer),
     ],
 };
+
+/// THROTTLE.CUT in the shape every command has.
+#[derive(Clone, Copy, Debug)]
+pub struct Cut;
+
+impl ThrottleCommand for Cut {
+    const COMMAND: Command = Command::Cut;
+    const REPLY_SHAPE: &'static str = "an array of four integers";
+    type Args = CutArgs;
+    type Outcome = CutOutcome;
+    type Ints = Ints<4>;
+    type Reply = CutReply;
+
+    #[inline]
+    fn spec() -> &'static Spec {
+        &SPEC
+    }
+
+    #[inline]
+    fn parse(words: &[&[u8]]) -> Result<CutArgs, ArgError> {
+        CutArgs::parse(words)
+    }
+
+    #[inline]
+    fn words(args: &CutArgs) -> Vec<Word<'_>> {
+        args.words()
+    }
+
+    #[inline]
+    fn apply(
+        args: &CutArgs,
+        stored: &[Option<State>],
+        now_ns: i64,
+    ) -> Result<CutOutcome, ArgError> {
+        Ok(cut(args, one_key(stored), now_ns))
+    }
+
+    #[inline]
+    fn write(outcome: &CutOutcome, key: usize) -> Option<&Write> {
+        outcome.write.as_ref().filter(|_| key == 0)
+    }
+
+    #[inline]
+    fn announce(outcome: &CutOutcome) -> Option<i64> {
+        outcome.announce_ns
+    }
+
+    #[inline]
+    fn reply(_args: &CutArgs, outcome: &CutOutcome) -> Ints<4> {
+        outcome.reply().ints()
+    }
+
+    #[inline]
+    fn decode(ints: &[i64], _keys: usize) -> Option<CutReply> {
+        CutReply::decode(ints)
+    }
+}
 
 #[cfg(test)]
 mod tests {

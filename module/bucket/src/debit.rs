@@ -10,6 +10,7 @@ use crate::limits::{MAX_CAPACITY, MAX_DEBT_NS};
 use crate::reply::{count, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
+use crate::throttle_command::{one_key, ThrottleCommand};
 use crate::words::{parse_u64, Word};
 use crate::Quota;
 
@@ -131,6 +132,58 @@ pub static SPEC: Spec = Spec {
     keys: Keys::One(Access::ReadWrite),
     args: &[KEY, CAPACITY, RATE, Arg::new("n", Kind::Integer)],
 };
+
+/// THROTTLE.DEBIT in the shape every command has.
+#[derive(Clone, Copy, Debug)]
+pub struct Debit;
+
+impl ThrottleCommand for Debit {
+    const COMMAND: Command = Command::Debit;
+    const REPLY_SHAPE: &'static str = "an array of two integers";
+    type Args = DebitArgs;
+    type Outcome = DebitOutcome;
+    type Ints = Ints<2>;
+    type Reply = DebitReply;
+
+    #[inline]
+    fn spec() -> &'static Spec {
+        &SPEC
+    }
+
+    #[inline]
+    fn parse(words: &[&[u8]]) -> Result<DebitArgs, ArgError> {
+        DebitArgs::parse(words)
+    }
+
+    #[inline]
+    fn words(args: &DebitArgs) -> Vec<Word<'_>> {
+        args.words()
+    }
+
+    #[inline]
+    fn apply(
+        args: &DebitArgs,
+        stored: &[Option<State>],
+        now_ns: i64,
+    ) -> Result<DebitOutcome, ArgError> {
+        debit(args, one_key(stored), now_ns)
+    }
+
+    #[inline]
+    fn write(outcome: &DebitOutcome, key: usize) -> Option<&Write> {
+        outcome.write.as_ref().filter(|_| key == 0)
+    }
+
+    #[inline]
+    fn reply(_args: &DebitArgs, outcome: &DebitOutcome) -> Ints<2> {
+        outcome.reply().ints()
+    }
+
+    #[inline]
+    fn decode(ints: &[i64], _keys: usize) -> Option<DebitReply> {
+        DebitReply::decode(ints)
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -6,8 +6,10 @@ use crate::error::ArgError;
 use crate::gcra::{View, Write};
 use crate::limits::MAX_TICKET_US;
 use crate::reply::count;
+use crate::reply::{int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
+use crate::throttle_command::{one_key, only, ThrottleCommand};
 use crate::words::{parse_u64, Word};
 use crate::Quota;
 
@@ -121,11 +123,6 @@ pub fn give(args: &GiveArgs, stored: Option<State>, now_ns: i64) -> GiveOutcome 
     }
 }
 
-/// THROTTLE.GIVE's reply read back: the tokens given back. `None` for a negative integer.
-pub fn decode_give(reply: i64) -> Option<u64> {
-    count(reply)
-}
-
 /// THROTTLE.GIVE as the server registers and documents it.
 pub static SPEC: Spec = Spec {
     command: Command::Give,
@@ -144,6 +141,61 @@ pub static SPEC: Spec = Spec {
         Arg::new("ticket", Kind::Integer),
     ],
 };
+
+/// THROTTLE.GIVE in the shape every command has.
+#[derive(Clone, Copy, Debug)]
+pub struct Give;
+
+impl ThrottleCommand for Give {
+    const COMMAND: Command = Command::Give;
+    const INTEGER_REPLY: bool = true;
+    const REPLY_SHAPE: &'static str = "a non-negative integer";
+    type Args = GiveArgs;
+    type Outcome = GiveOutcome;
+    type Ints = Ints<1>;
+    /// The tokens given back.
+    type Reply = u64;
+
+    #[inline]
+    fn spec() -> &'static Spec {
+        &SPEC
+    }
+
+    #[inline]
+    fn parse(words: &[&[u8]]) -> Result<GiveArgs, ArgError> {
+        GiveArgs::parse(words)
+    }
+
+    #[inline]
+    fn words(args: &GiveArgs) -> Vec<Word<'_>> {
+        args.words()
+    }
+
+    #[inline]
+    fn apply(
+        args: &GiveArgs,
+        stored: &[Option<State>],
+        now_ns: i64,
+    ) -> Result<GiveOutcome, ArgError> {
+        Ok(give(args, one_key(stored), now_ns))
+    }
+
+    #[inline]
+    fn write(outcome: &GiveOutcome, key: usize) -> Option<&Write> {
+        outcome.write.as_ref().filter(|_| key == 0)
+    }
+
+    #[inline]
+    fn reply(_args: &GiveArgs, outcome: &GiveOutcome) -> Ints<1> {
+        Ints::new([int(outcome.given)])
+    }
+
+    /// The tokens given back; `None` for a negative integer.
+    #[inline]
+    fn decode(ints: &[i64], _keys: usize) -> Option<u64> {
+        count(only(ints)?)
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -31,6 +31,7 @@ pub mod spec;
 mod state;
 mod sync;
 mod take;
+mod throttle_command;
 mod words;
 
 pub use channel::pause_channel;
@@ -39,25 +40,39 @@ pub use cut::{cut, CutArgs, CutOutcome, CutReply};
 pub use debit::{debit, DebitArgs, DebitOutcome, DebitReply};
 pub use error::ArgError;
 pub use gcra::{ceil_ms, Write};
-pub use give::{decode_give, give, GiveArgs, GiveOutcome};
+pub use give::{give, GiveArgs, GiveOutcome};
 pub use interval::Interval;
 pub use limits::{
     EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_CAPACITY, MAX_DEBT_NS, MAX_FILL_NS, MAX_KEYS,
     MAX_NOW_NS, MAX_RATE, MAX_TICKET_US, MAX_WAIT_MS, MIN_FACTOR_BP, MIN_RATE,
 };
 pub use mtake::{mtake, BucketAfter, Limit, MOutcome, MTakeArgs, MTakeReply};
-pub use pause::{decode_pause, pause, PauseArgs, PauseOutcome};
+pub use pause::{pause, PauseArgs, PauseOutcome};
 pub use peek::{peek, PeekArgs, PeekOutcome, PeekReply};
 pub use quota::Quota;
 pub use reply::Ints;
 pub use spec::Spec;
 pub use state::{
     encode_state, parse_state, Cut, Encoded, Pushback, State, StateError, FULL_FACTOR_BP,
-    PUSHBACK_STATE_LEN, STATE_LEN,
+    PUSHBACK_STATE_LEN, STATE_LEN, WRONG_TYPE,
 };
 pub use sync::{sync, SyncArgs, SyncOutcome, SyncReply};
 pub use take::{take, Outcome, TakeArgs, TakeReply};
+pub use throttle_command::ThrottleCommand;
 pub use words::Word;
+
+/// Each command as a type, in the shape every one has ([`ThrottleCommand`]): what the module's
+/// handler, a fake server and a client's decoding are written over, once.
+pub mod commands {
+    pub use crate::cut::Cut;
+    pub use crate::debit::Debit;
+    pub use crate::give::Give;
+    pub use crate::mtake::MTake;
+    pub use crate::pause::Pause;
+    pub use crate::peek::Peek;
+    pub use crate::sync::Sync;
+    pub use crate::take::Take;
+}
 
 /// Nanoseconds per millisecond, the unit of every duration in a reply.
 pub const NS_PER_MS: i64 = 1_000_000;

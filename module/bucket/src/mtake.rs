@@ -10,6 +10,7 @@ use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
 use crate::state::State;
 use crate::take::parse_floor;
+use crate::throttle_command::ThrottleCommand;
 use crate::words::{once, parse_max_wait, parse_tokens, parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
 
@@ -379,6 +380,63 @@ pub static SPEC: Spec = Spec {
         Arg::option("ticket", "TICKET", Kind::PureToken),
     ],
 };
+
+/// THROTTLE.MTAKE in the shape every command has: several keys, each with its write.
+#[derive(Clone, Copy, Debug)]
+pub struct MTake;
+
+impl ThrottleCommand for MTake {
+    const COMMAND: Command = Command::MTake;
+    const REPLY_SHAPE: &'static str = "an array of integers, two and two or three per key";
+    type Args = MTakeArgs;
+    type Outcome = MOutcome;
+    type Ints = Ints<{ 2 + 3 * MAX_KEYS }>;
+    type Reply = MTakeReply;
+
+    #[inline]
+    fn spec() -> &'static Spec {
+        &SPEC
+    }
+
+    #[inline]
+    fn parse(words: &[&[u8]]) -> Result<MTakeArgs, ArgError> {
+        MTakeArgs::parse(words)
+    }
+
+    #[inline]
+    fn words(args: &MTakeArgs) -> Vec<Word<'_>> {
+        args.words()
+    }
+
+    #[inline]
+    fn keys(args: &MTakeArgs) -> usize {
+        args.limits().len()
+    }
+
+    #[inline]
+    fn apply(
+        args: &MTakeArgs,
+        stored: &[Option<State>],
+        now_ns: i64,
+    ) -> Result<MOutcome, ArgError> {
+        Ok(mtake(args, stored, now_ns))
+    }
+
+    #[inline]
+    fn write(outcome: &MOutcome, key: usize) -> Option<&Write> {
+        outcome.buckets().get(key).and_then(|b| b.write.as_ref())
+    }
+
+    #[inline]
+    fn reply(_args: &MTakeArgs, outcome: &MOutcome) -> Self::Ints {
+        outcome.reply()
+    }
+
+    #[inline]
+    fn decode(ints: &[i64], keys: usize) -> Option<MTakeReply> {
+        MTakeReply::decode(ints, keys)
+    }
+}
 
 #[cfg(test)]
 mod tests {

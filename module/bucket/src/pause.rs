@@ -6,8 +6,10 @@ use crate::error::ArgError;
 use crate::gcra::{ceil_ms, cost, saturate, View, Write};
 use crate::limits::MAX_WAIT_MS;
 use crate::reply::count;
+use crate::reply::Ints;
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::{Cut, Pushback, State, FULL_FACTOR_BP};
+use crate::throttle_command::{one_key, only, ThrottleCommand};
 use crate::words::{parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
 
@@ -57,11 +59,6 @@ impl PauseOutcome {
     pub fn reply(&self) -> i64 {
         ceil_ms(self.next_token_ns)
     }
-}
-
-/// THROTTLE.PAUSE's reply read back: ms until the next token. `None` for a negative integer.
-pub fn decode_pause(reply: i64) -> Option<u64> {
-    count(reply)
 }
 
 /// After a pause the first token is there exactly `pause_ms` from now, and refill goes on
@@ -118,6 +115,66 @@ pub static SPEC: Spec = Spec {
     keys: Keys::One(Access::ReadWrite),
     args: &[KEY, CAPACITY, RATE, Arg::new("ms", Kind::Integer)],
 };
+
+/// THROTTLE.PAUSE in the shape every command has.
+#[derive(Clone, Copy, Debug)]
+pub struct Pause;
+
+impl ThrottleCommand for Pause {
+    const COMMAND: Command = Command::Pause;
+    const INTEGER_REPLY: bool = true;
+    const REPLY_SHAPE: &'static str = "a non-negative integer";
+    type Args = PauseArgs;
+    type Outcome = PauseOutcome;
+    type Ints = Ints<1>;
+    /// Ms until the next token.
+    type Reply = u64;
+
+    #[inline]
+    fn spec() -> &'static Spec {
+        &SPEC
+    }
+
+    #[inline]
+    fn parse(words: &[&[u8]]) -> Result<PauseArgs, ArgError> {
+        PauseArgs::parse(words)
+    }
+
+    #[inline]
+    fn words(args: &PauseArgs) -> Vec<Word<'_>> {
+        args.words()
+    }
+
+    #[inline]
+    fn apply(
+        args: &PauseArgs,
+        stored: &[Option<State>],
+        now_ns: i64,
+    ) -> Result<PauseOutcome, ArgError> {
+        Ok(pause(args, one_key(stored), now_ns))
+    }
+
+    #[inline]
+    fn write(outcome: &PauseOutcome, key: usize) -> Option<&Write> {
+        outcome.write.as_ref().filter(|_| key == 0)
+    }
+
+    #[inline]
+    fn announce(outcome: &PauseOutcome) -> Option<i64> {
+        outcome.announce_ns
+    }
+
+    #[inline]
+    fn reply(_args: &PauseArgs, outcome: &PauseOutcome) -> Ints<1> {
+        Ints::new([outcome.reply()])
+    }
+
+    /// Ms until the next token; `None` for a negative integer.
+    #[inline]
+    fn decode(ints: &[i64], _keys: usize) -> Option<u64> {
+        count(only(ints)?)
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -3,11 +3,13 @@
 
 use crate::command::Command;
 use crate::error::ArgError;
+use crate::gcra::Write;
 use crate::gcra::{ceil_ms, saturate, View};
 use crate::reply::{count, int, Ints};
 use crate::spec::{Access, Keys, Spec, CAPACITY, KEY, RATE};
 use crate::state::{State, FULL_FACTOR_BP};
 use crate::take::inspect;
+use crate::throttle_command::{one_key, ThrottleCommand};
 use crate::words::Word;
 use crate::Quota;
 
@@ -131,6 +133,59 @@ pub static SPEC: Spec = Spec {
     keys: Keys::One(Access::ReadOnly),
     args: &[KEY, CAPACITY, RATE],
 };
+
+/// THROTTLE.PEEK in the shape every command has: read-only, it writes nothing.
+#[derive(Clone, Copy, Debug)]
+pub struct Peek;
+
+impl ThrottleCommand for Peek {
+    const COMMAND: Command = Command::Peek;
+    const READ_ONLY: bool = true;
+    const REPLY_SHAPE: &'static str = "an array of six integers";
+    type Args = PeekArgs;
+    type Outcome = PeekOutcome;
+    type Ints = Ints<6>;
+    type Reply = PeekReply;
+
+    #[inline]
+    fn spec() -> &'static Spec {
+        &SPEC
+    }
+
+    #[inline]
+    fn parse(words: &[&[u8]]) -> Result<PeekArgs, ArgError> {
+        PeekArgs::parse(words)
+    }
+
+    #[inline]
+    fn words(args: &PeekArgs) -> Vec<Word<'_>> {
+        args.words()
+    }
+
+    #[inline]
+    fn apply(
+        args: &PeekArgs,
+        stored: &[Option<State>],
+        now_ns: i64,
+    ) -> Result<PeekOutcome, ArgError> {
+        Ok(peek(&args.quota, one_key(stored), now_ns))
+    }
+
+    #[inline]
+    fn write(_outcome: &PeekOutcome, _key: usize) -> Option<&Write> {
+        None
+    }
+
+    #[inline]
+    fn reply(_args: &PeekArgs, outcome: &PeekOutcome) -> Ints<6> {
+        outcome.reply().ints()
+    }
+
+    #[inline]
+    fn decode(ints: &[i64], _keys: usize) -> Option<PeekReply> {
+        PeekReply::decode(ints)
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -29,6 +29,12 @@ impl<const N: usize> Ints<N> {
     }
 }
 
+impl<const N: usize> AsRef<[i64]> for Ints<N> {
+    fn as_ref(&self) -> &[i64] {
+        self.as_slice()
+    }
+}
+
 /// A count or a duration in ms as the reply's integer (none comes near `i64::MAX`).
 pub(crate) fn int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)

@@ -111,6 +111,11 @@ impl Cut {
     }
 }
 
+/// The error reply for a key of another type than a string (a list, a hash, ...), as GET
+/// answers it: the module's and the Lua twin's.
+pub const WRONG_TYPE: &str =
+    "WRONGTYPE the key holds a value that is not a string, so not a THROTTLE bucket: use another key";
+
 /// The key holds a string that THROTTLE.TAKE did not write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StateError;

@@ -11,6 +11,7 @@ use crate::pause::paused;
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
+use crate::throttle_command::{one_key, ThrottleCommand};
 use crate::words::{parse_u64, Word};
 use crate::Quota;
 
@@ -177,6 +178,63 @@ pub static SPEC: Spec = Spec {
         Arg::new("reset_ms", Kind::Integer),
     ],
 };
+
+/// THROTTLE.SYNC in the shape every command has.
+#[derive(Clone, Copy, Debug)]
+pub struct Sync;
+
+impl ThrottleCommand for Sync {
+    const COMMAND: Command = Command::Sync;
+    const REPLY_SHAPE: &'static str = "an array of three integers";
+    type Args = SyncArgs;
+    type Outcome = SyncOutcome;
+    type Ints = Ints<3>;
+    type Reply = SyncReply;
+
+    #[inline]
+    fn spec() -> &'static Spec {
+        &SPEC
+    }
+
+    #[inline]
+    fn parse(words: &[&[u8]]) -> Result<SyncArgs, ArgError> {
+        SyncArgs::parse(words)
+    }
+
+    #[inline]
+    fn words(args: &SyncArgs) -> Vec<Word<'_>> {
+        args.words()
+    }
+
+    #[inline]
+    fn apply(
+        args: &SyncArgs,
+        stored: &[Option<State>],
+        now_ns: i64,
+    ) -> Result<SyncOutcome, ArgError> {
+        Ok(sync(args, one_key(stored), now_ns))
+    }
+
+    #[inline]
+    fn write(outcome: &SyncOutcome, key: usize) -> Option<&Write> {
+        outcome.write.as_ref().filter(|_| key == 0)
+    }
+
+    #[inline]
+    fn announce(outcome: &SyncOutcome) -> Option<i64> {
+        outcome.announce_ns
+    }
+
+    #[inline]
+    fn reply(_args: &SyncArgs, outcome: &SyncOutcome) -> Ints<3> {
+        outcome.reply().ints()
+    }
+
+    #[inline]
+    fn decode(ints: &[i64], _keys: usize) -> Option<SyncReply> {
+        SyncReply::decode(ints)
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -8,6 +8,7 @@ use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
 use crate::state::State;
+use crate::throttle_command::{one_key, ThrottleCommand};
 use crate::words::{once, parse_max_wait, parse_tokens, parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
 
@@ -288,6 +289,54 @@ pub static SPEC: Spec = Spec {
         Arg::option("floor", "FLOOR", Kind::Integer),
     ],
 };
+
+/// THROTTLE.TAKE in the shape every command has.
+#[derive(Clone, Copy, Debug)]
+pub struct Take;
+
+impl ThrottleCommand for Take {
+    const COMMAND: Command = Command::Take;
+    const REPLY_SHAPE: &'static str = "an array of four or five integers";
+    type Args = TakeArgs;
+    type Outcome = Outcome;
+    type Ints = Ints<5>;
+    type Reply = TakeReply;
+
+    #[inline]
+    fn spec() -> &'static Spec {
+        &SPEC
+    }
+
+    #[inline]
+    fn parse(words: &[&[u8]]) -> Result<TakeArgs, ArgError> {
+        TakeArgs::parse(words)
+    }
+
+    #[inline]
+    fn words(args: &TakeArgs) -> Vec<Word<'_>> {
+        args.words()
+    }
+
+    #[inline]
+    fn apply(args: &TakeArgs, stored: &[Option<State>], now_ns: i64) -> Result<Outcome, ArgError> {
+        Ok(take(args, one_key(stored), now_ns))
+    }
+
+    #[inline]
+    fn write(outcome: &Outcome, key: usize) -> Option<&Write> {
+        outcome.write.as_ref().filter(|_| key == 0)
+    }
+
+    #[inline]
+    fn reply(args: &TakeArgs, outcome: &Outcome) -> Ints<5> {
+        outcome.to_reply(args).ints()
+    }
+
+    #[inline]
+    fn decode(ints: &[i64], _keys: usize) -> Option<TakeReply> {
+        TakeReply::decode(ints)
+    }
+}
 
 #[cfg(test)]
 mod tests {
