@@ -98,7 +98,7 @@ pub extern "C" fn mtake(
 /// array). Inlined, so that each handler keeps the reply closure a direct call, as when every
 /// command had a handler of its own.
 #[inline(always)]
-fn finish<C: Counted>(reply: &mut dyn FnMut(Reply), args: &C::Args, outcome: &C::Outcome) {
+fn finish<C: Counted>(reply: &mut dyn FnMut(Reply<'_>), args: &C::Args, outcome: &C::Outcome) {
     C::count(args, outcome);
     let ints = C::reply(args, outcome);
     let ints = ints.as_ref();

@@ -184,8 +184,9 @@ const BREAKDOWN: &[(&str, &str)] = &[
         "module command: context set-up, THROTTLE.TAKE, teardown",
     ),
     (
-        "redis_throttle_module::take::command ",
-        "THROTTLE.TAKE's handler",
+        // Generic over the command: a prefix (no space), the type follows in `<..>`.
+        "redis_throttle_module::handler::one_key<",
+        "THROTTLE.TAKE's handler (the one-key commands' handler)",
     ),
     (
         "RM_Call ",
