@@ -37,15 +37,26 @@ pub enum Unreachable {
 }
 
 impl Unreachable {
-    /// The grant a call that failed with `err` gets instead: `Some` when the limiter fails
-    /// open and `err` is Redis being unreachable (counted, and logged at powers of two).
-    pub(crate) fn let_through(
+    /// A call's `result`, or, where it failed because Redis is unreachable and the limiter
+    /// fails open, the unchecked grant it gets instead (as `T`, through `grant`).
+    pub(crate) fn or_let_through<T>(
         self,
-        err: &Error,
+        result: Result<T, Error>,
         tokens: u64,
         metrics: &Metrics,
         name: &str,
-    ) -> Option<Grant> {
+        grant: impl FnOnce(Grant) -> T,
+    ) -> Result<T, Error> {
+        result.or_else(|err| {
+            self.let_through(&err, tokens, metrics, name)
+                .map(grant)
+                .ok_or(err)
+        })
+    }
+
+    /// The grant a call that failed with `err` gets instead: `Some` when the limiter fails
+    /// open and `err` is Redis being unreachable (counted, and logged at powers of two).
+    fn let_through(self, err: &Error, tokens: u64, metrics: &Metrics, name: &str) -> Option<Grant> {
         if self != Unreachable::FailOpen || !err.is_unreachable() {
             return None;
         }

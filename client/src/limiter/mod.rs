@@ -366,14 +366,12 @@ where
     /// turns, so that they do not wake together to the same tokens.
     pub async fn acquire_with(&self, demand: Demand) -> Result<Grant, Error> {
         let tokens = demand.tokens.unwrap_or(self.shared.cost);
-        self.acquire_checked(tokens, demand).await.or_else(|err| {
-            let shared = &self.shared;
-            let through =
-                shared
-                    .unreachable
-                    .let_through(&err, tokens, &shared.metrics, &shared.name);
-            through.ok_or(err)
-        })
+        let result = self.acquire_checked(tokens, demand).await;
+        let shared = &self.shared;
+        let (metrics, name) = (&shared.metrics, shared.name.as_str());
+        shared
+            .unreachable
+            .or_let_through(result, tokens, metrics, name, std::convert::identity)
     }
 
     async fn acquire_checked(&self, tokens: u64, demand: Demand) -> Result<Grant, Error> {
@@ -435,16 +433,12 @@ where
     /// never waits, whatever its deadline.
     pub async fn try_acquire_with(&self, demand: Demand) -> Result<TryAcquire, Error> {
         let tokens = demand.tokens.unwrap_or(self.shared.cost);
-        self.try_acquire_checked(tokens, demand)
-            .await
-            .or_else(|err| {
-                let shared = &self.shared;
-                let through =
-                    shared
-                        .unreachable
-                        .let_through(&err, tokens, &shared.metrics, &shared.name);
-                through.map(TryAcquire::Granted).ok_or(err)
-            })
+        let result = self.try_acquire_checked(tokens, demand).await;
+        let shared = &self.shared;
+        let (metrics, name) = (&shared.metrics, shared.name.as_str());
+        shared
+            .unreachable
+            .or_let_through(result, tokens, metrics, name, TryAcquire::Granted)
     }
 
     async fn try_acquire_checked(&self, tokens: u64, demand: Demand) -> Result<TryAcquire, Error> {

@@ -364,14 +364,12 @@ where
     /// [`Priority::Bulk`] call keeps its floor in every bucket and never reserves).
     pub async fn acquire_with(&self, demand: Demand) -> Result<Grant, Error> {
         let tokens = demand.tokens.unwrap_or(self.shared.cost);
-        self.acquire_checked(tokens, demand).await.or_else(|err| {
-            let shared = &self.shared;
-            let through =
-                shared
-                    .unreachable
-                    .let_through(&err, tokens, &shared.metrics, &shared.name);
-            through.ok_or(err)
-        })
+        let result = self.acquire_checked(tokens, demand).await;
+        let shared = &self.shared;
+        let (metrics, name) = (&shared.metrics, shared.name.as_str());
+        shared
+            .unreachable
+            .or_let_through(result, tokens, metrics, name, std::convert::identity)
     }
 
     async fn acquire_checked(&self, tokens: u64, demand: Demand) -> Result<Grant, Error> {
@@ -434,16 +432,12 @@ where
     /// What `demand` asks for, if every limit has it now (floors kept); never waits.
     pub async fn try_acquire_with(&self, demand: Demand) -> Result<TryAcquire, Error> {
         let tokens = demand.tokens.unwrap_or(self.shared.cost);
-        self.try_acquire_checked(tokens, demand)
-            .await
-            .or_else(|err| {
-                let shared = &self.shared;
-                let through =
-                    shared
-                        .unreachable
-                        .let_through(&err, tokens, &shared.metrics, &shared.name);
-                through.map(TryAcquire::Granted).ok_or(err)
-            })
+        let result = self.try_acquire_checked(tokens, demand).await;
+        let shared = &self.shared;
+        let (metrics, name) = (&shared.metrics, shared.name.as_str());
+        shared
+            .unreachable
+            .or_let_through(result, tokens, metrics, name, TryAcquire::Granted)
     }
 
     async fn try_acquire_checked(&self, tokens: u64, demand: Demand) -> Result<TryAcquire, Error> {
