@@ -1,5 +1,5 @@
 //! A connection that fails in about 200 ms when Redis cannot be reached, instead of redis-rs's
-//! defaults (a 1 s connection timeout and six reconnection tries with backoff: about 9 s for
+//! defaults (a 1 s connection timeout and six reconnection tries with backoff, seconds for
 //! each call while Redis is down).
 
 use std::time::Duration;
