@@ -12,7 +12,11 @@ use crate::call::bytes;
 
 /// Announces that the bucket `key` is paused for `pause_ns` from now. Best effort: a server
 /// without the publish API announces nothing (its clients check before reserved sends).
-pub fn pause(ctx: *mut raw::RedisModuleCtx, key: *mut raw::RedisModuleString, pause_ns: i64) {
+pub(crate) fn pause(
+    ctx: *mut raw::RedisModuleCtx,
+    key: *mut raw::RedisModuleString,
+    pause_ns: i64,
+) {
     let channel = pause_channel(bytes(key));
     let message = ceil_ms(pause_ns).to_string();
     // SAFETY: the pointers are written once by RedisModule_Init before OnLoad; the strings

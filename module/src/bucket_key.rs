@@ -35,7 +35,7 @@ const NOT_STORED: &str =
     "ERR THROTTLE could not store the bucket (out of memory?): see the server log, then retry";
 
 /// A bucket's key, open for reading and writing until dropped.
-pub struct BucketKey {
+pub(crate) struct BucketKey {
     ctx: *mut raw::RedisModuleCtx,
     name: *mut raw::RedisModuleString,
     key: *mut raw::RedisModuleKey,
@@ -49,7 +49,7 @@ pub struct BucketKey {
 impl BucketKey {
     /// Opens the bucket `name` for a command that may write it, refusing a key of another
     /// type (WRONGTYPE, as GET would).
-    pub fn open(
+    pub(crate) fn open(
         ctx: *mut raw::RedisModuleCtx,
         name: *mut raw::RedisModuleString,
     ) -> Result<BucketKey, String> {
@@ -99,7 +99,7 @@ impl BucketKey {
     /// written after (a denial, a refusal). A value of the state's length that is not raw
     /// (written by the script or by replication) becomes raw here, the same bytes, ready to be
     /// written in place.
-    pub fn state(&self, now_ns: i64) -> Result<Option<State>, String> {
+    pub(crate) fn state(&self, now_ns: i64) -> Result<Option<State>, String> {
         // SAFETY: `key` is open and holds a string or nothing (checked in `open`); the bytes
         // are parsed before anything else touches the key.
         unsafe {
@@ -128,7 +128,7 @@ impl BucketKey {
     }
 
     /// Carries out a command's write: [`BucketKey::store`] or [`BucketKey::delete`].
-    pub fn write(&mut self, write: Write) -> Result<(), String> {
+    pub(crate) fn write(&mut self, write: Write) -> Result<(), String> {
         match write {
             Write::Store {
                 state,
@@ -317,7 +317,7 @@ impl Drop for BucketKey {
 /// Reads the bucket at `name` without touching it, for THROTTLE.PEEK: through `GET`, since
 /// the key API can turn a value into a raw copy, changing a key (on a replica, too) in a
 /// read-only command. `None` for a missing key (a full bucket).
-pub fn peek_state(
+pub(crate) fn peek_state(
     ctx: *mut raw::RedisModuleCtx,
     name: *mut raw::RedisModuleString,
     now_ns: i64,

@@ -13,14 +13,14 @@ use throttle_bucket::Command;
 use crate::stats;
 
 /// A command's answer.
-pub enum Reply<'a> {
+pub(crate) enum Reply<'a> {
     Integer(i64),
     Integers(&'a [i64]),
 }
 
 /// Runs a handler body behind the panic guard: counts the call, sends its reply or its error
 /// (counted too). `body` gets the arguments after the command name.
-pub fn run(
+pub(crate) fn run(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
@@ -57,12 +57,12 @@ pub fn run(
 
 /// Most words a valid one-key command has after its key: THROTTLE.TAKE's `capacity rate TOKENS
 /// n MAXWAIT ms TICKET FLOOR f`; every other one-key command has fewer.
-pub const ONE_KEY_WORDS: usize = 9;
+pub(crate) const ONE_KEY_WORDS: usize = 9;
 
 /// The arguments as byte slices, on the stack when there are at most `N` (this runs on
 /// Redis's one thread for every call, so no allocation), handed to `parse`. A longer call is
 /// wrong anyway; it goes through a Vec only to name its exact problem.
-pub fn with_words<const N: usize, T>(
+pub(crate) fn with_words<const N: usize, T>(
     args: &[*mut raw::RedisModuleString],
     parse: impl FnOnce(&[&[u8]]) -> T,
 ) -> T {
@@ -79,7 +79,7 @@ pub fn with_words<const N: usize, T>(
 }
 
 /// A Redis string's bytes, borrowed for the call.
-pub fn bytes<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
+pub(crate) fn bytes<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
     let mut len = 0;
     let ptr = raw::string_ptr_len(s, &mut len);
     if ptr.is_null() {

@@ -13,7 +13,7 @@ use redis_module::raw;
 ///   call per millisecond, a hundredth of the rate. Its monotonic counter
 ///   (`RedisModule_MonotonicMicroseconds`) gives the microseconds: see [`wall_micros`].
 /// - Anything older: milliseconds.
-pub fn now_ns() -> i64 {
+pub(crate) fn now_ns() -> i64 {
     // SAFETY: plain getters with no arguments, valid whenever a command runs; the pointers are
     // written once by RedisModule_Init before OnLoad and only read afterwards.
     let micros = unsafe {

@@ -24,7 +24,7 @@ static VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfo
 };
 
 /// Gives `command` its docs. Err says why not (the caller logs it and carries on).
-pub fn set(command: *mut raw::RedisModuleCommand, spec: &Spec) -> Result<(), &'static str> {
+pub(crate) fn set(command: *mut raw::RedisModuleCommand, spec: &Spec) -> Result<(), &'static str> {
     // SAFETY: written once by RedisModule_Init before OnLoad, only read afterwards.
     let Some(set_command_info) = (unsafe { raw::RedisModule_SetCommandInfo }) else {
         return Err("this server has no RedisModule_SetCommandInfo (Redis before 7.0)");

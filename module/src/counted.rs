@@ -8,7 +8,7 @@ use crate::stats;
 
 /// A command the module serves: its counters, after the call (`stats::called` counts every
 /// call, and `stats::error` every error, before this).
-pub trait Counted: ThrottleCommand {
+pub(crate) trait Counted: ThrottleCommand {
     /// Counts the call `args` that decided `outcome`.
     fn count(args: &Self::Args, outcome: &Self::Outcome);
 }

@@ -22,13 +22,14 @@ static FLAGS_CTX: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(ptr::null_mut(
 /// What the last check saw, so a CONFIG SET logs only when it changes the answer.
 static CAN_EVICT: AtomicBool = AtomicBool::new(false);
 
-pub const WARNING: &str = "the maxmemory policy can evict buckets: every bucket that is not \
+pub(crate) const WARNING: &str =
+    "the maxmemory policy can evict buckets: every bucket that is not \
     full has a TTL, so volatile-* policies pick them as well as allkeys-* ones, and a bucket \
     evicted while in debt reads as full, so the fleet can exceed its quota. Set \
     maxmemory-policy noeviction (or give the buckets a Redis of their own)";
 
 /// At load: keep a context for INFO, warn if buckets can be evicted now, and watch CONFIG SET.
-pub fn init(ctx: *mut raw::RedisModuleCtx) {
+pub(crate) fn init(ctx: *mut raw::RedisModuleCtx) {
     // SAFETY: the API pointers are written once by RedisModule_Init before OnLoad; `ctx` is
     // the live OnLoad context.
     unsafe {
@@ -80,7 +81,7 @@ pub fn init(ctx: *mut raw::RedisModuleCtx) {
 
 /// Whether buckets can be evicted right now: `maxmemory` is set and the policy is not
 /// `noeviction`. `None` where the server cannot tell.
-pub fn buckets_can_be_evicted() -> Option<bool> {
+pub(crate) fn buckets_can_be_evicted() -> Option<bool> {
     can_evict(FLAGS_CTX.load(Relaxed))
 }
 

@@ -13,7 +13,11 @@ use std::ptr;
 use redis_module::{raw, Context, Status};
 
 /// Runs a command body. A panic becomes an error reply; the server carries on.
-pub fn command(ctx: *mut raw::RedisModuleCtx, name: &str, body: impl FnOnce() -> c_int) -> c_int {
+pub(crate) fn command(
+    ctx: *mut raw::RedisModuleCtx,
+    name: &str,
+    body: impl FnOnce() -> c_int,
+) -> c_int {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(status) => status,
         Err(payload) => {
@@ -29,7 +33,7 @@ pub fn command(ctx: *mut raw::RedisModuleCtx, name: &str, body: impl FnOnce() ->
 }
 
 /// Runs the module's initialisation. A panic fails the load instead of the server.
-pub fn on_load(ctx: &Context, body: impl FnOnce() -> Status) -> Status {
+pub(crate) fn on_load(ctx: &Context, body: impl FnOnce() -> Status) -> Status {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
         warning(
             ctx.get_raw(),
@@ -41,7 +45,7 @@ pub fn on_load(ctx: &Context, body: impl FnOnce() -> Status) -> Status {
 
 /// Runs a callback that has no client to answer (INFO, a server event, unload). A panic is
 /// logged and `fallback` returned.
-pub fn callback<T>(name: &str, fallback: T, body: impl FnOnce() -> T) -> T {
+pub(crate) fn callback<T>(name: &str, fallback: T, body: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
         warning(
             ptr::null_mut(),
@@ -52,12 +56,12 @@ pub fn callback<T>(name: &str, fallback: T, body: impl FnOnce() -> T) -> T {
 }
 
 /// Logs at `warning` level. `ctx` may be null (then the line has no module name).
-pub fn warning(ctx: *mut raw::RedisModuleCtx, text: &str) {
+pub(crate) fn warning(ctx: *mut raw::RedisModuleCtx, text: &str) {
     log(ctx, c"warning", text);
 }
 
 /// Logs at `notice` level. `ctx` may be null.
-pub fn notice(ctx: *mut raw::RedisModuleCtx, text: &str) {
+pub(crate) fn notice(ctx: *mut raw::RedisModuleCtx, text: &str) {
     log(ctx, c"notice", text);
 }
 

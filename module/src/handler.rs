@@ -19,7 +19,7 @@ use crate::counted::Counted;
 use crate::{announce, clock};
 
 /// The handler Redis calls for a one-key command `C`.
-pub extern "C" fn one_key<C: Counted>(
+pub(crate) extern "C" fn one_key<C: Counted>(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
@@ -64,7 +64,7 @@ const MTAKE_WORDS: usize = 1 + 4 * MAX_KEYS + 2 + 1 + MAX_KEYS + 1;
 /// The handler for THROTTLE.MTAKE (`keys::mtake_entry` sends it every call that is not a
 /// key-position request): the words from numkeys on, every bucket opened and read (its type
 /// checked) before anything is written.
-pub extern "C" fn mtake(
+pub(crate) extern "C" fn mtake(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,

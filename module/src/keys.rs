@@ -17,7 +17,7 @@ use redis_module::raw;
 use crate::{guard, handler};
 
 /// The handler registered for THROTTLE.MTAKE.
-pub extern "C" fn mtake_entry(
+pub(crate) extern "C" fn mtake_entry(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,

@@ -27,14 +27,14 @@ pub(crate) static PAUSES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static ERRORS: AtomicU64 = AtomicU64::new(0);
 
 /// One call of `command`, whatever its outcome.
-pub fn called(command: Command) {
+pub(crate) fn called(command: Command) {
     if let Some(calls) = CALLS.get(command.index()) {
         calls.fetch_add(1, Relaxed);
     }
 }
 
 /// Tokens were taken; `reserved` when the caller must wait before using them.
-pub fn granted(reserved: bool) {
+pub(crate) fn granted(reserved: bool) {
     GRANTED.fetch_add(1, Relaxed);
     if reserved {
         RESERVED.fetch_add(1, Relaxed);
@@ -42,7 +42,7 @@ pub fn granted(reserved: bool) {
 }
 
 /// A take that took nothing; `floor` when only its floor held it back.
-pub fn denied(floor: bool) {
+pub(crate) fn denied(floor: bool) {
     DENIED.fetch_add(1, Relaxed);
     if floor {
         HELD_BY_FLOOR.fetch_add(1, Relaxed);
@@ -50,7 +50,7 @@ pub fn denied(floor: bool) {
 }
 
 /// A THROTTLE.CUT call; `cut` when it cut the rate (not the same episode as a pause on).
-pub fn cut(cut: bool) {
+pub(crate) fn cut(cut: bool) {
     PAUSES.fetch_add(1, Relaxed);
     if cut {
         CUTS.fetch_add(1, Relaxed);
@@ -58,36 +58,36 @@ pub fn cut(cut: bool) {
 }
 
 /// A THROTTLE.SYNC call; `lowered` when it lowered or paused the bucket.
-pub fn synced(lowered: bool) {
+pub(crate) fn synced(lowered: bool) {
     if lowered {
         SYNCS_LOWERED.fetch_add(1, Relaxed);
     }
 }
 
 /// Tokens taken by THROTTLE.DEBIT.
-pub fn debited(tokens: u64) {
+pub(crate) fn debited(tokens: u64) {
     TOKENS_DEBITED.fetch_add(tokens, Relaxed);
 }
 
 /// Tokens returned by THROTTLE.GIVE.
-pub fn given_back(tokens: u64) {
+pub(crate) fn given_back(tokens: u64) {
     GIVEN_BACK.fetch_add(tokens, Relaxed);
 }
 
 /// A THROTTLE.PAUSE call (also one that changed nothing, since a longer pause was on). A
 /// THROTTLE.CUT counts as one too.
-pub fn paused() {
+pub(crate) fn paused() {
     PAUSES.fetch_add(1, Relaxed);
 }
 
 /// A call answered with an error.
-pub fn error() {
+pub(crate) fn error() {
     ERRORS.fetch_add(1, Relaxed);
 }
 
 /// The `INFO` callback: one section, `# throttle`, shown by `INFO throttle`, `INFO modules`
 /// and `INFO everything`. Redis prefixes each field with `throttle_`.
-pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+pub(crate) extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     guard::callback("INFO", (), || write_info(ctx));
 }
 

@@ -3,7 +3,7 @@
 //! subscribes where it already sends its calls.
 
 /// The prefix of every pause channel.
-pub const CHANNEL_PREFIX: &[u8] = b"throttle:pause:";
+pub(crate) const CHANNEL_PREFIX: &[u8] = b"throttle:pause:";
 
 /// The shard channel THROTTLE.PAUSE, CUT and SYNC announce a pause of `key` on (the message is
 /// the pause's length from then, in whole ms), in the same hash slot as `key`:

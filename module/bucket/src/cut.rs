@@ -220,7 +220,7 @@ impl CutReply {
 }
 
 /// THROTTLE.CUT as the server registers and documents it.
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     command: Command::Cut,
     summary: "The supplier is congested: pauses the bucket for ms and multiplies its rate by \
         factor (once per episode: a cut during a pause changes only the pause), never below 1% \

@@ -120,7 +120,7 @@ impl DebitReply {
 }
 
 /// THROTTLE.DEBIT as the server registers and documents it.
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     command: Command::Debit,
     summary: "Takes n tokens now, into debt whatever the bucket holds: a call that cost more \
         than it took settles the difference. Refused past 20 years of debt. Replies \

@@ -85,7 +85,7 @@ pub(crate) struct View {
 impl View {
     /// `stored` is the key's state (`None`: no key, a full bucket). A clock reading outside
     /// `0..=MAX_NOW_NS` is clamped, which can only make the bucket stricter.
-    pub fn at(quota: &Quota, stored: Option<State>, now_ns: i64) -> View {
+    pub(crate) fn at(quota: &Quota, stored: Option<State>, now_ns: i64) -> View {
         let now = i128::from(now_ns.clamp(0, MAX_NOW_NS));
         let interval = i128::from(quota.interval.ns());
         let pushback = stored.and_then(|s| s.pushback);
@@ -100,23 +100,23 @@ impl View {
     }
 
     /// How far ahead of `now` the bucket is full.
-    pub fn debt(&self) -> i128 {
+    pub(crate) fn debt(&self) -> i128 {
         self.base - self.now
     }
 
     /// The cost of `tokens` at the rate now, ns: `tokens * interval`, or while cut that over
     /// the factor, rounded up (more time, never less).
-    pub fn cost(&self, tokens: u64) -> i128 {
+    pub(crate) fn cost(&self, tokens: u64) -> i128 {
         cost(tokens, self.interval, self.factor)
     }
 
     /// The cost of `tokens` at the configured rate: the least any take of them cost.
-    pub fn full_cost(&self, tokens: u64) -> i128 {
+    pub(crate) fn full_cost(&self, tokens: u64) -> i128 {
         i128::from(tokens) * self.interval
     }
 
     /// How long until `cost` is there: once the bucket has refilled to `cost` below full.
-    pub fn wait(&self, cost: i128) -> i128 {
+    pub(crate) fn wait(&self, cost: i128) -> i128 {
         (self.debt() + cost - self.fill).max(0)
     }
 
@@ -128,7 +128,7 @@ impl View {
     /// the rate has climbed back far enough to hold them. The wait is then until that instant
     /// (the least factor that holds them, and when the recovering cut reaches it), and at least
     /// until the debt, at the cost then, allows them. Never early: the cost only falls after.
-    pub fn wait_for(&self, tokens: u64, floor: u64) -> i128 {
+    pub(crate) fn wait_for(&self, tokens: u64, floor: u64) -> i128 {
         let need =
             |factor: u16| cost(tokens, self.interval, factor) + cost(floor, self.interval, factor);
         let now = need(self.factor);
@@ -153,7 +153,7 @@ impl View {
 
     /// Where a pause until `until` puts the state, with `cut` as the bucket's cut: the first
     /// token exactly at `until`, and no burst after (one token short of full then).
-    pub fn paused_state(&self, until: i128, cut: Option<Cut>) -> i128 {
+    pub(crate) fn paused_state(&self, until: i128, cut: Option<Cut>) -> i128 {
         let factor_then = cut.map_or(FULL_FACTOR_BP, |c| c.factor_at(until));
         until + self.fill - cost(1, self.interval, factor_then)
     }
@@ -161,7 +161,7 @@ impl View {
     /// The earliest state a give-back may leave while the stored pause lasts (`now` when none
     /// does): where the pause put it, so that giving back never shortens a pause. (It can lie
     /// before `now` under a deep cut.)
-    pub fn pause_floor(&self) -> i128 {
+    pub(crate) fn pause_floor(&self) -> i128 {
         match self.pushback {
             Some(p) if self.paused_for() > 0 => {
                 self.paused_state(i128::from(p.paused_until), p.cut)
@@ -174,13 +174,13 @@ impl View {
     /// take by a clock that reads `act`: a use scheduled later than the bucket alone would
     /// schedule it (THROTTLE.MTAKE waits for its slowest bucket) then cannot bunch up with
     /// the uses after it.
-    pub fn taken(&self, cost: i128, act: i128) -> i128 {
+    pub(crate) fn taken(&self, cost: i128, act: i128) -> i128 {
         self.base.max(act) + cost
     }
 
     /// Whole tokens left with `debt` ahead of `now`, at the rate now: 0 while in debt past
     /// the capacity.
-    pub fn remaining(&self, debt: i128) -> u64 {
+    pub(crate) fn remaining(&self, debt: i128) -> u64 {
         let room = (self.fill - debt).max(0);
         let tokens = if self.factor >= FULL_FACTOR_BP {
             room / self.interval
@@ -191,7 +191,7 @@ impl View {
     }
 
     /// How long the pause lasts from now (0: not paused).
-    pub fn paused_for(&self) -> i128 {
+    pub(crate) fn paused_for(&self) -> i128 {
         self.pushback
             .map_or(0, |p| (i128::from(p.paused_until) - self.now).max(0))
     }
@@ -201,14 +201,14 @@ impl View {
     /// [`MAX_DEBT_NS`] (20 years) after the clock: only a reservation under a deep cut gets
     /// there (a cut token costs up to 100 times its time, more than the fill), and a state that
     /// far ahead reads as no bucket at all. Or if `tat` does not fit an `i64` (a forged state).
-    pub fn write(&self, tat: i128) -> Option<Write> {
+    pub(crate) fn write(&self, tat: i128) -> Option<Write> {
         self.write_with(tat, self.pushback)
     }
 
     /// The write that leaves the bucket full at `tat` with `pushback`, kept only as far as it
     /// is in effect: a pause that is over and a cut that has recovered are dropped, so the key
     /// goes back to 8 bytes. A full bucket with nothing in effect is deleted.
-    pub fn write_with(&self, tat: i128, pushback: Option<Pushback>) -> Option<Write> {
+    pub(crate) fn write_with(&self, tat: i128, pushback: Option<Pushback>) -> Option<Write> {
         if tat > self.base && tat - self.now > i128::from(MAX_DEBT_NS) {
             return None;
         }

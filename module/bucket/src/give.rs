@@ -124,7 +124,7 @@ pub fn give(args: &GiveArgs, stored: Option<State>, now_ns: i64) -> GiveOutcome 
 }
 
 /// THROTTLE.GIVE as the server registers and documents it.
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     command: Command::Give,
     summary: "Gives back the tokens of a take made with TICKET while nothing was taken after \
         it, never beyond a full bucket. Replies the tokens given back.",

@@ -41,7 +41,7 @@ impl Interval {
 /// A rate as the shortest decimal of the same value: `007.250` is `7.25`, and digits after the
 /// 24th are dropped (they never counted). At most 10 + 1 + 24 bytes, kept inline.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Decimal {
+pub(crate) struct Decimal {
     len: u8,
     bytes: [u8; DECIMAL_LEN],
 }
@@ -66,7 +66,7 @@ impl Decimal {
     }
 
     /// The decimal's text: ASCII digits and at most one point.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         let bytes = self.bytes.get(..usize::from(self.len)).unwrap_or_default();
         std::str::from_utf8(bytes).unwrap_or_default()
     }

@@ -10,7 +10,7 @@
         clippy::panic
     )
 )]
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 mod channel;
 mod command;

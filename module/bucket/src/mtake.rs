@@ -352,7 +352,7 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcom
 /// THROTTLE.MTAKE as the server registers and documents it. No legacy key range can say
 /// "numkeys keys from argv[2]": the key spec (keynum) serves COMMAND GETKEYS and ACL key
 /// patterns, and the module answers the cluster's key-position requests (`getkeys-api`).
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     command: Command::MTake,
     summary: "Takes tokens from several buckets at once, from all or from none (one capacity, \
         rate and tokens triple per key, in key order); with FLOOR, only if each bucket keeps \

@@ -104,7 +104,7 @@ pub(crate) fn paused(bucket: &View, cut: Option<Cut>, pause_ms: u64) -> PauseOut
 }
 
 /// THROTTLE.PAUSE as the server registers and documents it.
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     command: Command::Pause,
     summary: "Pauses a bucket: its next token is there ms from now, then it refills from one \
         token. Never shortens a longer pause or a debt. Replies the ms until the next token.",

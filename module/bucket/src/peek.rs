@@ -121,7 +121,7 @@ impl PeekReply {
 /// THROTTLE.PEEK as the server registers and documents it. Read-only: allowed on a read-only
 /// replica, in EVAL_RO and `no-writes` functions, during CLIENT PAUSE WRITE and when the server
 /// is out of memory.
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     command: Command::Peek,
     summary: "Reads a bucket without taking or writing anything. Replies [1, remaining, 0, \
         reset_ms, paused_ms, factor_bp]: what THROTTLE.TAKE ... TOKENS 0 replies, then how long \

@@ -159,7 +159,7 @@ impl SyncReply {
 }
 
 /// THROTTLE.SYNC as the server registers and documents it.
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     command: Command::Sync,
     summary: "The supplier said how much of its quota is left: lowers the bucket to at most \
         remaining tokens (never raises it), and when nothing remains pauses it for reset_ms. \

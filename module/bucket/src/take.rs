@@ -268,7 +268,7 @@ impl TakeReply {
 }
 
 /// THROTTLE.TAKE as the server registers and documents it.
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     command: Command::Take,
     summary: "Takes tokens from a token bucket (capacity, refill rate in tokens per second). \
         Replies [granted, remaining, wait_ms, reset_ms] (and the ticket with TICKET). With \
