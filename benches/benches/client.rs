@@ -6,6 +6,7 @@
 //! `cargo bench -p throttle-benches --bench client` (build the release module first:
 //! `cargo build --release -p redis-throttle-module`); `cargo test` runs each once.
 
+use redis_throttle::prelude::*;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};

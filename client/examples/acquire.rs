@@ -9,6 +9,7 @@
 //! and the rest are spaced 500 ms apart. Run two copies at the same time to see them share
 //! the bucket.
 
+use redis_throttle::prelude::*;
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -64,7 +65,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // A call that may wait at most 100 ms: refused at once, taking nothing, if that is
     // not enough.
-    match limiter.acquire_within(Duration::from_millis(100)).await {
+    match limiter
+        .acquire_with(Demand::call().within(Duration::from_millis(100)))
+        .await
+    {
         Ok(grant) => println!("deadline call: waited {:?}", grant.waited),
         Err(Error::DeadlineExceeded { needed, .. }) => {
             println!("deadline call: refused, the token would take {needed:?}")

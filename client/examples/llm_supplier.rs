@@ -18,6 +18,7 @@
 //! fleet's buckets and be resent. It prints each call's estimate, usage and settlement, and
 //! the 429s the supplier sent (0).
 
+use redis_throttle::prelude::*;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

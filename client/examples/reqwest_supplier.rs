@@ -11,6 +11,7 @@
 //! (every replica on the key waits, not only this one) and the request is sent again; the
 //! caller sees only the 200s. Run two copies at once to see one's 429 hold back the other.
 
+use redis_throttle::prelude::*;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -34,7 +34,7 @@ pub enum Priority {
 
 /// One call's demand: its tokens, its deadline and its priority.
 ///
-/// `acquire()` is `acquire_with(Demand::call())`; `acquire_n_within(5, d)` is
+/// `acquire()` is `acquire_with(Demand::call())`; five tokens within `d` are
 /// `acquire_with(Demand::tokens(5).within(d))`.
 ///
 /// ```

@@ -215,7 +215,7 @@ fn deadline_text(needed: Option<Duration>, deadline: Duration) -> String {
         Some(needed) => format!(
             "the tokens would be available only in {needed:?}, later than the deadline of \
              {deadline:?}; nothing was taken (demand has outgrown the quota: retry later, or \
-             allow a longer wait with `acquire_within` or the builder's `max_wait`, 60 s by \
+             allow a longer wait with `Demand::within` or the builder's `max_wait`, 60 s by \
              default)"
         ),
         None => format!(

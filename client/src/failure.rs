@@ -8,7 +8,7 @@ use crate::metrics::Metrics;
 use crate::Error;
 
 /// How long a call waits for its tokens unless its [`Demand`](crate::Demand) says
-/// ([`acquire_within`](crate::Throttle::acquire_within)): a minute. A call that would wait
+/// ([`Demand::within`](crate::Demand::within)): a minute. A call that would wait
 /// longer fails at once with [`Error::DeadlineExceeded`], taking nothing, so that under
 /// overload the callers learn it instead of queueing without bound. Set another with the
 /// builders' `max_wait` (`Duration::MAX`: as long as the bucket needs, up to the server's 10

@@ -13,6 +13,7 @@
 mod backend;
 pub mod backlog;
 mod bucket_state;
+mod buckets;
 mod bulk_turn;
 mod connect;
 mod demand;
@@ -52,6 +53,12 @@ pub use prioritized::Prioritized;
 pub use pushback::{Cut, CutReport, Remaining, Settled, SupplierCount, SupplierUnit};
 pub use quota::{Quota, QuotaError, Rate};
 pub use throttle::Throttle;
+
+/// What every use of a limiter needs: `use redis_throttle::prelude::*;` brings in the
+/// [`Throttle`] trait (the limiters' calls) and the [`Demand`] a call can carry.
+pub mod prelude {
+    pub use crate::{Demand, Priority, Throttle};
+}
 
 /// The redis-rs crate this client is built on, for its connection types.
 pub use redis;

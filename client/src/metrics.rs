@@ -25,7 +25,7 @@ const BOUNDS_US: [u64; 16] = [
 ];
 const BUCKETS: usize = BOUNDS_US.len() + 1;
 
-/// A limiter's counters since it was built; from [`Limiter::metrics`](crate::Limiter::metrics).
+/// A limiter's counters since it was built; from [`Throttle::metrics`](crate::Throttle::metrics).
 ///
 /// A call's *wait* is the whole time it spent in the limiter: round trips and sleeps.
 ///
@@ -60,7 +60,7 @@ pub struct MetricsSnapshot {
     pub failed_open: u64,
     /// Round trips to the server, by all calls (takes, pauses, give-backs, peeks).
     pub round_trips: u64,
-    /// Tokens given back with [`Limiter::give_back`](crate::Limiter::give_back) or by a
+    /// Tokens given back with [`Throttle::give_back`](crate::Throttle::give_back) or by a
     /// waiting call that was dropped.
     pub tokens_given_back: u64,
     /// Pauses: [`pause`](crate::Throttle::pause) and [`cut`](crate::Throttle::cut) calls

@@ -9,7 +9,7 @@ use throttle_bucket::MAX_WAIT_MS;
 
 use crate::reply::TakeReply;
 
-/// How [`Limiter::acquire`](crate::Limiter::acquire) waits for tokens.
+/// How [`Throttle::acquire`](crate::Throttle::acquire) waits for tokens.
 ///
 /// ```
 /// use std::time::Duration;

@@ -13,13 +13,21 @@ use crate::{
 /// deadline, or not at all), pass on the supplier's pushback, give back, look, count.
 ///
 /// [`Limiter`](crate::Limiter) (one shared bucket), [`MultiLimiter`](crate::MultiLimiter)
-/// (several limits at once) and [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)
-/// (leased partitions spent in process) implement it, and have the same calls as inherent
-/// methods (but [`Throttle::count`]); so each goes wherever another does: a [`backlog::Worker`](crate::backlog::Worker),
-/// the HTTP layers (`http`, features `tower` and `reqwest`), [`Backlog::stats`](crate::backlog::Backlog::stats).
+/// (several limits at once), [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)
+/// (leased partitions spent in process) and [`Prioritized`] (any of them at a priority)
+/// implement it; it is their only home for these calls (the limiters themselves have their
+/// constructors and accessors), so bring it in with `use redis_throttle::prelude::*`. Each goes
+/// wherever another does: a [`backlog::Worker`](crate::backlog::Worker), the HTTP layers
+/// (`http`, features `tower` and `reqwest`), [`Backlog::stats`](crate::backlog::Backlog::stats).
+///
+/// Four ways to take: [`acquire`](Throttle::acquire) and [`try_acquire`](Throttle::try_acquire)
+/// take one call's cost; [`acquire_with`](Throttle::acquire_with) and
+/// [`try_acquire_with`](Throttle::try_acquire_with) take what a [`Demand`] says (its tokens, a
+/// deadline, a priority).
 ///
 /// ```
-/// use redis_throttle::{Error, Throttle};
+/// use redis_throttle::prelude::*;
+/// use redis_throttle::Error;
 ///
 /// /// Sends one request through any limiter.
 /// async fn send_one<T: Throttle>(limiter: &T) -> Result<(), Error> {
@@ -35,9 +43,17 @@ pub trait Throttle: Send + Sync {
     /// A name for logs, metrics and errors (a limiter's key unless named).
     fn name(&self) -> &str;
 
-    /// Takes the demand's tokens, waiting as long as it allows: as long as needed, or failing
-    /// at once with [`Error::DeadlineExceeded`], taking nothing, when the wait would pass its
-    /// deadline.
+    /// Takes the demand's tokens (the limiter's cost unless it says; at most the capacity, 0
+    /// takes nothing), waiting as long as it allows: up to its deadline (the limiter's
+    /// `max_wait` unless it says), failing at once with [`Error::DeadlineExceeded`], taking
+    /// nothing, when the wait would pass it. With [`Strategy::Reserve`](crate::Strategy::Reserve)
+    /// the server decides (`MAXWAIT`), so a wait beyond the deadline touches no bucket; the
+    /// round trip comes on top of it.
+    ///
+    /// A [`Priority::Bulk`] call takes only while its floor stays in every bucket (`FLOOR`) and
+    /// never reserves: refused, it sleeps the exact time the server names and takes again; the
+    /// bulk calls of a limiter and its clones take turns, so that they do not wake together to
+    /// the same tokens.
     fn acquire_with(&self, demand: Demand) -> impl Future<Output = Result<Grant, Error>> + Send;
 
     /// Takes the demand's tokens if they are there now; never waits (the demand's deadline
@@ -48,12 +64,19 @@ pub trait Throttle: Send + Sync {
     ) -> impl Future<Output = Result<TryAcquire, Error>> + Send;
 
     /// The supplier pushed back (HTTP 429 or 503 with `Retry-After`): stops the whole fleet
-    /// for `retry_after`, not just this caller. Returns how long until the next token.
+    /// on the limiter's buckets for `retry_after`, not just this caller. After the call each
+    /// bucket's next token is there `retry_after` from now (rounded up to whole ms, at least 1
+    /// ms), and refill resumes from that one token, with no burst. A pause never shortens a
+    /// longer pause or a bucket's debt, so every replica that saw the 429 may call it.
+    /// Reservations granted before the pause keep their times, but a reserved call looks
+    /// before it is sent (the builders' `pause_check`) and waits out a pause that covers it.
+    /// Returns how long until the next token (at least `retry_after`).
     fn pause(&self, retry_after: Duration) -> impl Future<Output = Result<Duration, Error>> + Send;
 
     /// Gives back the tokens of a grant that were not used (the request failed before it
-    /// reached the supplier), if no later call took tokens after it. Returns the tokens given
-    /// back (0 to the grant's).
+    /// reached the supplier), to each bucket nothing was taken from after it: later
+    /// reservations stay valid. Returns the tokens given back: 0 when a later call took
+    /// tokens, fewer than the grant's when a bucket refilled meanwhile (never beyond full).
     fn give_back(&self, grant: Grant) -> impl Future<Output = Result<u64, Error>> + Send;
 
     /// The supplier is congested (a 429 or 503): pauses the fleet for the cut's pause and cuts
@@ -113,40 +136,15 @@ pub trait Throttle: Send + Sync {
         Prioritized::new(self, priority)
     }
 
-    /// One call's cost, waiting as long as needed.
+    /// One call's cost (the limiter's), waiting as long as needed, up to the limiter's
+    /// `max_wait`. With [`Strategy::Reserve`](crate::Strategy::Reserve) this is one round trip
+    /// and one sleep of exactly the time the server asks for.
     fn acquire(&self) -> impl Future<Output = Result<Grant, Error>> + Send {
         self.acquire_with(Demand::call())
     }
 
-    /// `tokens` tokens, waiting as long as needed.
-    fn acquire_n(&self, tokens: u64) -> impl Future<Output = Result<Grant, Error>> + Send {
-        self.acquire_with(Demand::tokens(tokens))
-    }
-
-    /// One call's cost, or [`Error::DeadlineExceeded`] at once, taking nothing.
-    fn acquire_within(
-        &self,
-        deadline: Duration,
-    ) -> impl Future<Output = Result<Grant, Error>> + Send {
-        self.acquire_with(Demand::call().within(deadline))
-    }
-
-    /// `tokens` tokens, or [`Error::DeadlineExceeded`] at once, taking nothing.
-    fn acquire_n_within(
-        &self,
-        tokens: u64,
-        deadline: Duration,
-    ) -> impl Future<Output = Result<Grant, Error>> + Send {
-        self.acquire_with(Demand::tokens(tokens).within(deadline))
-    }
-
-    /// One call's cost if it is there now.
+    /// One call's cost if it is there now; never waits (one round trip, no reservation).
     fn try_acquire(&self) -> impl Future<Output = Result<TryAcquire, Error>> + Send {
         self.try_acquire_with(Demand::call())
-    }
-
-    /// `tokens` tokens if they are there now.
-    fn try_acquire_n(&self, tokens: u64) -> impl Future<Output = Result<TryAcquire, Error>> + Send {
-        self.try_acquire_with(Demand::tokens(tokens))
     }
 }

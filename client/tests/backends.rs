@@ -15,6 +15,7 @@
 //! strictly (never early) and against a late bound measured in the run itself (see
 //! [`fleet`]).
 
+use redis_throttle::prelude::*;
 use std::time::Duration;
 
 use redis_throttle::{Backend, Limiter, Quota, TryAcquire};
@@ -665,7 +666,8 @@ fn one_key_both_backends(flavor: Flavor) {
         };
 
         // The module takes 3 of 5.
-        let TryAcquire::Granted(three) = module.try_acquire_n(3).await.unwrap() else {
+        let TryAcquire::Granted(three) = module.try_acquire_with(Demand::tokens(3)).await.unwrap()
+        else {
             panic!("{flavor}: a full bucket refused 3");
         };
         assert_eq!(three.remaining, 2, "{flavor}");

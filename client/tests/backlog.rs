@@ -1,6 +1,7 @@
 //! The backlog on a real server: dead letters, a throttled record, a graceful stop, a Redis
 //! restart mid-run, and the stats against states built on purpose.
 
+use redis_throttle::prelude::*;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -2,6 +2,7 @@
 //! slot (cheap to start). The multi-node cluster test is the end-to-end suite's.
 
 use redis::cluster::ClusterClient;
+use redis_throttle::prelude::*;
 use redis_throttle::{Limiter, Quota, Strategy};
 use throttle_e2e::TIMEOUT;
 use throttle_testkit::{one_node_cluster, Flavor, Server};

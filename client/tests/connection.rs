@@ -1,6 +1,7 @@
 //! Connection trouble: no server, a server that never answers, a server restarted in the
 //! middle of a run.
 
+use redis_throttle::prelude::*;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! Deadlines against a real server: a wait beyond the deadline is refused at once and the
 //! bucket is left exactly as it was; a wait within it is granted, never early.
 
+use redis_throttle::prelude::*;
 use std::time::Duration;
 
 use redis_throttle::{BucketState, Error, Limiter, Quota, Strategy};
@@ -32,7 +33,11 @@ async fn a_deadline_too_short_fails_at_once_and_takes_nothing() {
             .strategy(strategy)
             .build(manager(&server.url()).await)
             .unwrap();
-        assert!(limiter.try_acquire_n(2).await.unwrap().is_granted());
+        assert!(limiter
+            .try_acquire_with(Demand::tokens(2))
+            .await
+            .unwrap()
+            .is_granted());
 
         let stored_before: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
         let calls_before = calls(&mut con, "throttle.take");
@@ -41,7 +46,9 @@ async fn a_deadline_too_short_fails_at_once_and_takes_nothing() {
         assert_eq!(before.remaining, 0);
 
         let called = Instant::now();
-        let result = limiter.acquire_within(Duration::from_secs(1)).await;
+        let result = limiter
+            .acquire_with(Demand::call().within(Duration::from_secs(1)))
+            .await;
         let took = called.elapsed();
         match result {
             Err(Error::DeadlineExceeded {
@@ -93,10 +100,14 @@ async fn a_deadline_long_enough_is_granted_never_early() {
             .build(manager(&server.url()).await)
             .unwrap();
         let drained = Instant::now();
-        assert!(limiter.try_acquire_n(2).await.unwrap().is_granted());
+        assert!(limiter
+            .try_acquire_with(Demand::tokens(2))
+            .await
+            .unwrap()
+            .is_granted());
 
         let grant = limiter
-            .acquire_within(Duration::from_secs(10))
+            .acquire_with(Demand::call().within(Duration::from_secs(10)))
             .await
             .unwrap_or_else(|e| panic!("{strategy:?}: {e}"));
         // The bucket was empty after the drain: the next token is 2 s later, not before.

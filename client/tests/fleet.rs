@@ -5,6 +5,7 @@
 //! Timing on a shared machine: the bucket's bound is checked strictly (a grant is never
 //! early), lateness only loosely.
 
+use redis_throttle::prelude::*;
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

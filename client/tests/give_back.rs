@@ -13,6 +13,7 @@
 //! byte for byte). The machine decides when a caller returns: checked against the bucket
 //! strictly (never early) and against a late bound measured in the run.
 
+use redis_throttle::prelude::*;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -299,7 +300,7 @@ fn give_back_returns_what_was_not_followed(flavor: Flavor, backend: Backend) {
         let x = limiter(&server, &key, &quota, backend).await;
         let y = limiter(&server, &key, &quota, backend).await;
 
-        let TryAcquire::Granted(all) = x.try_acquire_n(3).await.unwrap() else {
+        let TryAcquire::Granted(all) = x.try_acquire_with(Demand::tokens(3)).await.unwrap() else {
             panic!("{flavor}: a full bucket refused 3");
         };
         assert!(
@@ -307,14 +308,15 @@ fn give_back_returns_what_was_not_followed(flavor: Flavor, backend: Backend) {
             "{flavor}: empty"
         );
         assert_eq!(x.give_back(all).await.unwrap(), 3, "{flavor} {backend:?}");
-        let TryAcquire::Granted(again) = y.try_acquire_n(3).await.unwrap() else {
+        let TryAcquire::Granted(again) = y.try_acquire_with(Demand::tokens(3)).await.unwrap()
+        else {
             panic!("{flavor} {backend:?}: the tokens given back are not there");
         };
         assert_eq!((again.remaining, again.round_trips), (0, 1));
 
         // Y gives its 3 back; X takes 2, Y takes 1 after it: X's give-back returns nothing.
         assert_eq!(y.give_back(again).await.unwrap(), 3, "{flavor}");
-        let TryAcquire::Granted(two) = x.try_acquire_n(2).await.unwrap() else {
+        let TryAcquire::Granted(two) = x.try_acquire_with(Demand::tokens(2)).await.unwrap() else {
             panic!("{flavor}: refused 2 of a full bucket");
         };
         assert!(y.try_acquire().await.unwrap().is_granted(), "{flavor}");

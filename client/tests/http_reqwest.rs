@@ -1,6 +1,7 @@
 //! The reqwest-middleware middleware against a mock supplier that pushes back, over a real
 //! Redis with the module.
 
+use redis_throttle::prelude::*;
 use std::future::Future;
 use std::time::Duration;
 

@@ -2,6 +2,7 @@
 //! Redis with the module; and the layer over a partitioned limiter (no module: leases are plain
 //! commands).
 
+use redis_throttle::prelude::*;
 use std::future::Future;
 use std::time::Duration;
 

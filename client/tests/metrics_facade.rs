@@ -1,6 +1,7 @@
 //! With the `metrics` feature, the limiter's counters also go to the `metrics` facade.
 //! A tiny in-memory recorder, on the test's own thread, against the in-memory server.
 
+use redis_throttle::prelude::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -110,10 +111,12 @@ async fn the_counters_go_to_the_metrics_facade() {
     limiter.acquire().await.unwrap(); // waits 1 s
     assert!(!limiter.try_acquire().await.unwrap().is_granted());
     assert!(matches!(
-        limiter.acquire_within(Duration::from_millis(10)).await,
+        limiter
+            .acquire_with(Demand::call().within(Duration::from_millis(10)))
+            .await,
         Err(Error::DeadlineExceeded { .. })
     ));
-    assert!(limiter.acquire_n(3).await.is_err());
+    assert!(limiter.acquire_with(Demand::tokens(3)).await.is_err());
 
     let calls = |outcome: &str| {
         recorder.counter(&format!(

@@ -14,6 +14,7 @@
 //! cargo test -p redis-throttle --test multi_limits -- --nocapture
 //! ```
 
+use redis_throttle::prelude::*;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -213,7 +214,7 @@ async fn single(
         .unwrap()
 }
 
-/// When the 25/5 s bucket is empty, a `try_acquire` (and an `acquire_within` whose deadline
+/// When the 25/5 s bucket is empty, a `try_acquire` (and an `acquire_with` whose deadline
 /// is shorter than that bucket's wait) is refused and writes nothing to the 10/s key, nor to
 /// the empty one; and the other way round, a refusal by the 10/s bucket leaves the 25/5 s
 /// key as it was (here: absent). Exact, unless the machine delayed the call until a token
@@ -232,9 +233,17 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
             let per_second = single(&url, s_key.clone(), second(), backend).await;
             let per_5s = single(&url, m_key.clone(), five_seconds(), backend).await;
             let limiter = multi(multiplexed(&url).await, backend, &prefix);
-            assert!(per_second.try_acquire_n(3).await.unwrap().is_granted());
+            assert!(per_second
+                .try_acquire_with(Demand::tokens(3))
+                .await
+                .unwrap()
+                .is_granted());
             let drained = tokio::time::Instant::now();
-            assert!(per_5s.try_acquire_n(25).await.unwrap().is_granted());
+            assert!(per_5s
+                .try_acquire_with(Demand::tokens(25))
+                .await
+                .unwrap()
+                .is_granted());
             let (s_state, m_state) = (
                 stored_state(&mut con, &s_key),
                 stored_state(&mut con, &m_key),
@@ -242,7 +251,9 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
             assert!(s_state.is_some() && m_state.is_some());
 
             let tried = limiter.try_acquire().await.unwrap();
-            let within = limiter.acquire_within(Duration::from_millis(50)).await;
+            let within = limiter
+                .acquire_with(Demand::call().within(Duration::from_millis(50)))
+                .await;
             if drained.elapsed() >= Duration::from_millis(150) {
                 // A token may have been due: try again.
                 continue;
@@ -293,7 +304,11 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
             let per_second = single(&url, s_key.clone(), second(), backend).await;
             let limiter = multi(multiplexed(&url).await, backend, &prefix);
             let drained = tokio::time::Instant::now();
-            assert!(per_second.try_acquire_n(10).await.unwrap().is_granted());
+            assert!(per_second
+                .try_acquire_with(Demand::tokens(10))
+                .await
+                .unwrap()
+                .is_granted());
             let s_state = stored_state(&mut con, &s_key);
             let tried = limiter.try_acquire().await.unwrap();
             if drained.elapsed() >= Duration::from_millis(100) {
@@ -363,7 +378,7 @@ fn give_back_returns_every_buckets_tokens(flavor: Flavor, backend: Backend) {
             .backend(backend)
             .build(multiplexed(&url).await)
             .unwrap();
-        let grant = limiter.acquire_n(30).await.unwrap();
+        let grant = limiter.acquire_with(Demand::tokens(30)).await.unwrap();
         assert_eq!(grant.tokens, 30);
         assert_eq!(
             limiter.give_back(grant).await.unwrap(),
@@ -377,8 +392,8 @@ fn give_back_returns_every_buckets_tokens(flavor: Flavor, backend: Backend) {
                 "{flavor} {backend:?}: {key}"
             );
         }
-        let first = limiter.acquire_n(5).await.unwrap();
-        let later = limiter.acquire_n(5).await.unwrap();
+        let first = limiter.acquire_with(Demand::tokens(5)).await.unwrap();
+        let later = limiter.acquire_with(Demand::tokens(5)).await.unwrap();
         assert_eq!(
             limiter.give_back(first).await.unwrap(),
             0,

@@ -9,6 +9,7 @@
 //!
 //! The servers run without the module: leases are plain commands and scripts.
 
+use redis_throttle::prelude::*;
 use std::time::Duration;
 
 use redis::cluster::ClusterClient;
@@ -44,7 +45,9 @@ where
             let limiter = limiter.clone();
             tokio::spawn(async move {
                 while limiter.held().len() < n && start.elapsed() < BOUND {
-                    let _ = limiter.acquire_within(Duration::from_millis(300)).await;
+                    let _ = limiter
+                        .acquire_with(Demand::call().within(Duration::from_millis(300)))
+                        .await;
                 }
             })
         })
@@ -153,7 +156,9 @@ async fn a_lease_taken_behind_the_holders_back_is_dropped_at_renewal() {
     assert!(a.try_acquire().await.unwrap().granted().is_none());
     assert_eq!(stored(&mut con, key).as_deref(), Some("intruder"));
     // Waiting does not take it back from the intruder.
-    let waited = a.acquire_within(Duration::from_millis(300)).await;
+    let waited = a
+        .acquire_with(Demand::call().within(Duration::from_millis(300)))
+        .await;
     assert!(
         matches!(waited, Err(Error::DeadlineExceeded { .. })),
         "{waited:?}"

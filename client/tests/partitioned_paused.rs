@@ -5,6 +5,7 @@
 //!   usable end, `sent + lease x (1 - 1 %) - 10 ms`, and not one grant after it;
 //! - a deadline gives up at the deadline and takes nothing.
 
+use redis_throttle::prelude::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -167,7 +168,10 @@ async fn unanswered_renewals_stop_the_grants_at_the_leases_usable_end() {
     fake.silent.store(true, Ordering::SeqCst);
     let mut grants = vec![first.at - start];
     loop {
-        match limiter.acquire_within(Duration::from_secs(3)).await {
+        match limiter
+            .acquire_with(Demand::call().within(Duration::from_secs(3)))
+            .await
+        {
             Ok(grant) => grants.push(grant.at - start),
             Err(Error::DeadlineExceeded { .. }) => break,
             Err(other) => panic!("{other}"),
@@ -187,7 +191,7 @@ async fn a_deadline_gives_up_on_time_and_takes_nothing() {
         .build(fake.clone())
         .unwrap();
     let start = Instant::now();
-    let refused = limiter.acquire_within(50 * MS).await;
+    let refused = limiter.acquire_with(Demand::call().within(50 * MS)).await;
     assert!(
         matches!(refused, Err(Error::DeadlineExceeded { .. })),
         "{refused:?}"

@@ -13,6 +13,7 @@
 //! (never early: no grant before the pause ends, one per interval after it) and against a
 //! late bound measured in the run.
 
+use redis_throttle::prelude::*;
 use std::time::Duration;
 
 use redis_throttle::{Backend, Limiter, Quota, TryAcquire};

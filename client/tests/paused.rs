@@ -2,6 +2,7 @@
 //! THROTTLE.TAKE (the module's own arithmetic), and tokio's clock jumps from one timer to
 //! the next, so every instant below is exact and nothing really sleeps.
 
+use redis_throttle::prelude::*;
 use std::time::Duration;
 
 use redis_throttle::{Backend, Error, Limiter, Quota, QuotaError, Strategy, TryAcquire};
@@ -229,12 +230,16 @@ async fn deadline_fails_at_once_and_takes_nothing() {
     for strategy in [Strategy::Reserve, Strategy::poll()] {
         let fake = FakeServer::new();
         let limiter = limiter(&fake, 2, "1", strategy);
-        assert!(limiter.try_acquire_n(2).await.unwrap().is_granted());
+        assert!(limiter
+            .try_acquire_with(Demand::tokens(2))
+            .await
+            .unwrap()
+            .is_granted());
         let stored = fake.stored("bucket");
         let calls = fake.calls().len();
 
         let start = Instant::now();
-        match limiter.acquire_within(MS * 500).await {
+        match limiter.acquire_with(Demand::call().within(MS * 500)).await {
             Err(Error::DeadlineExceeded { needed, deadline }) => {
                 assert_eq!((needed, deadline), (Some(SECOND), MS * 500), "{strategy:?}");
             }
@@ -261,7 +266,10 @@ async fn deadline_fails_at_once_and_takes_nothing() {
 
         // A deadline that is long enough: granted after the wait.
         let start = Instant::now();
-        let grant = limiter.acquire_within(MS * 1500).await.unwrap();
+        let grant = limiter
+            .acquire_with(Demand::call().within(MS * 1500))
+            .await
+            .unwrap();
         assert!(grant.waited >= SECOND, "{strategy:?}: {grant:?}");
         assert!(start.elapsed() <= MS * 1500, "{strategy:?}: {grant:?}");
         if strategy == Strategy::Reserve {
@@ -327,7 +335,7 @@ async fn token_counts_are_checked_before_any_round_trip() {
         .build(fake.clone())
         .unwrap();
     assert_eq!(limiter.cost(), 2);
-    match limiter.acquire_n(6).await {
+    match limiter.acquire_with(Demand::tokens(6)).await {
         Err(Error::InvalidQuota(QuotaError::Tokens {
             tokens: 6,
             capacity: 5,
@@ -339,7 +347,7 @@ async fn token_counts_are_checked_before_any_round_trip() {
 
     // The cost per call is what acquire takes; 0 only looks.
     assert_eq!(limiter.acquire().await.unwrap().tokens, 2);
-    let peek = limiter.acquire_n(0).await.unwrap();
+    let peek = limiter.acquire_with(Demand::tokens(0)).await.unwrap();
     assert_eq!((peek.tokens, peek.remaining), (0, 3));
     let state = limiter.peek().await.unwrap();
     assert_eq!(state.remaining, 3);

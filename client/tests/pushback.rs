@@ -8,6 +8,7 @@
 //! cargo test -p redis-throttle --test pushback
 //! ```
 
+use redis_throttle::prelude::*;
 use std::time::Duration;
 
 use redis_throttle::{
@@ -174,7 +175,7 @@ fn settle_debits_or_gives_back(flavor: Flavor, backend: Backend) {
             .backend(backend)
             .build(conn)
             .unwrap();
-        let grant = limiter.acquire_n(4).await.unwrap();
+        let grant = limiter.acquire_with(Demand::tokens(4)).await.unwrap();
         let settled = limiter.settle(grant, 13).await.unwrap();
         assert_eq!(
             (settled.debited, settled.given_back),
@@ -194,7 +195,7 @@ fn settle_debits_or_gives_back(flavor: Flavor, backend: Backend) {
             .backend(backend)
             .build(limiter.connection().clone())
             .unwrap();
-        let grant = fresh.acquire_n(6).await.unwrap();
+        let grant = fresh.acquire_with(Demand::tokens(6)).await.unwrap();
         let settled = fresh.settle(grant, 2).await.unwrap();
         assert_eq!(
             (settled.debited, settled.given_back),
@@ -206,8 +207,8 @@ fn settle_debits_or_gives_back(flavor: Flavor, backend: Backend) {
             8,
             "{flavor} {backend:?}"
         );
-        let grant = fresh.acquire_n(3).await.unwrap();
-        let _later = fresh.acquire_n(1).await.unwrap();
+        let grant = fresh.acquire_with(Demand::tokens(3)).await.unwrap();
+        let _later = fresh.acquire_with(Demand::tokens(1)).await.unwrap();
         let settled = fresh.settle(grant, 1).await.unwrap();
         assert_eq!(
             settled.given_back, 0,

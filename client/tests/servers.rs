@@ -1,6 +1,7 @@
 //! The client on each of the four servers: the basic calls, a missing module, and keys
 //! that are not buckets.
 
+use redis_throttle::prelude::*;
 use std::time::{Duration, Instant};
 
 use redis_throttle::{Backend, Error, Limiter, Quota, Strategy, TryAcquire};
@@ -25,7 +26,7 @@ async fn every_server_grants_reserves_and_refuses() {
         // it. So each outcome is checked exactly, and only the calls that the clock says
         // came before the next token must have been refused.
         let drained = Instant::now();
-        let grant = limiter.acquire_n(3).await.unwrap();
+        let grant = limiter.acquire_with(Demand::tokens(3)).await.unwrap();
         assert_eq!((grant.round_trips, grant.remaining), (1, 0), "{flavor}");
         let mut expected = Metrics {
             granted: 1,
@@ -72,7 +73,7 @@ async fn every_server_grants_reserves_and_refuses() {
         // the machine held this call back until nearly then.
         let deadline = Duration::from_millis(10);
         let next_token = TOKEN * u32::try_from(expected.granted).unwrap();
-        match limiter.acquire_within(deadline).await {
+        match limiter.acquire_with(Demand::call().within(deadline)).await {
             Err(Error::DeadlineExceeded { .. }) => expected.gave_up += 1,
             Ok(_) if drained.elapsed() + deadline >= next_token => expected.granted += 1,
             other => panic!("{flavor}: {other:?}"),

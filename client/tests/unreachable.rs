@@ -7,6 +7,7 @@
 //! Times are bounded loosely (a loaded machine decides them); what is exact is what the
 //! limiter answered and counted. `-- --nocapture` prints the times measured.
 
+use redis_throttle::prelude::*;
 use std::time::{Duration, Instant};
 
 use redis_throttle::{

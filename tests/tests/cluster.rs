@@ -3,6 +3,7 @@
 //! all three; a slot is migrated by hand under a bucket, and the same connection follows
 //! the MOVED to the bucket's new node, with the bucket's state.
 
+use redis_throttle::prelude::*;
 use std::time::{Duration, Instant};
 
 use redis::cluster::ClusterClient;

@@ -15,6 +15,7 @@
 //! - the admin line loads the library, and the documented read-only and fleet library users
 //!   peek and take through the client.
 
+use redis_throttle::prelude::*;
 use redis_throttle::script::{LIBRARY, LIBRARY_VERSION};
 use redis_throttle::{Backend, Error, Limiter, Quota, TryAcquire};
 use throttle_e2e::{

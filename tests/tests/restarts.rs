@@ -4,6 +4,7 @@
 //! Set `THROTTLE_LONG=1` for a longer run around the kill (4 s of traffic before it and 3 s
 //! after recovery instead of 1 s each).
 
+use redis_throttle::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -48,6 +48,7 @@
 //! Hence **tolerance = rate * (max lateness + 1 ms + g)** tokens, computed from the run and
 //! printed with it. All of this is integer arithmetic in ns.
 
+use redis_throttle::prelude::*;
 use std::io::Write;
 use std::time::Duration;
 

@@ -13,6 +13,7 @@
 //! processes would be) of `--tasks` callers each, calling `acquire()` in a loop. The phases
 //! alternate, `--reps` times each; medians are reported. Every loop is bounded by time.
 
+use redis_throttle::prelude::*;
 use std::time::{Duration, Instant};
 
 use redis::cluster::ClusterClient;

@@ -16,6 +16,7 @@
 //! With a duration, the replica keeps `workers` calls going, one after another, until it
 //! runs out: a sustained load instead of one burst.
 
+use redis_throttle::prelude::*;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -252,7 +253,11 @@ async fn one_call(
             // The limiter's own deadline refuses a longer wait without taking a token; the
             // outer timeout also bounds the round trips.
             let left = call.max_wait.saturating_sub(began.elapsed());
-            let got = timeout(left + REDIS_TIMEOUT, limiter.acquire_within(left)).await;
+            let got = timeout(
+                left + REDIS_TIMEOUT,
+                limiter.acquire_with(Demand::call().within(left)),
+            )
+            .await;
             record.wait_us += micros(asked.elapsed());
             match got {
                 Ok(Ok(grant)) => {

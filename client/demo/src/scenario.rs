@@ -1,6 +1,7 @@
 //! The scenario: one mock upstream, then the same fleet twice, first calling it directly,
 //! then through one shared bucket in Redis.
 
+use redis_throttle::prelude::*;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};

@@ -315,7 +315,7 @@ impl<L: Throttle + 'static> IntoPick for Pick<L> {
 /// `Fn(&RequestHead) -> R` where `R` is a [`Throttle`] or a [`Pick`] ([`IntoPick`]).
 ///
 /// A closure should hand out clones of limiters it keeps (a map per host, say), not build one
-/// per request: a limiter's counters ([`Limiter::metrics`]) live in it and its clones.
+/// per request: a limiter's counters ([`Throttle::metrics`]) live in it and its clones.
 pub trait PickLimiter {
     /// The limiter: any [`Throttle`].
     type Limiter: Throttle + 'static;

@@ -3,7 +3,6 @@
 //! which it shares only the `core`.
 
 use std::fmt;
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -20,15 +19,11 @@ use super::metrics::Counters;
 use super::plan::{Rules, Timing};
 use super::quota::PartitionedQuota;
 use super::share::Take;
-use super::wire;
 use crate::grant::Receipt;
 use crate::metrics::Metrics;
-use crate::{
-    BucketState, Cut, CutReport, Demand, Error, Grant, HttpEvent, MetricsSnapshot, Priority,
-    QuotaError, Settled, SupplierCount, Throttle, TryAcquire,
-};
+use crate::{Error, Grant, Priority, QuotaError};
 
-mod pushback;
+mod throttle;
 
 /// How long a caller with nothing to wait for (no partition held) sleeps before looking again,
 /// unless a lease arrives first.
@@ -106,7 +101,7 @@ impl fmt::Debug for PartitionedLimiterBuilder {
 }
 
 impl PartitionedLimiterBuilder {
-    /// How long a call waits unless its [`Demand`] says (default
+    /// How long a call waits unless its [`Demand`](crate::Demand) says (default
     /// [`DEFAULT_MAX_WAIT`](crate::DEFAULT_MAX_WAIT), a minute), as
     /// [`LimiterBuilder::max_wait`](crate::LimiterBuilder::max_wait) says.
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
@@ -280,40 +275,10 @@ impl PartitionedLimiter<()> {
     }
 }
 
-impl<C> PartitionedLimiter<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    /// The supplier pushed back (429 with `Retry-After`): this process takes nothing for
-    /// `retry_after`, then resumes each partition from one token (no burst), as
-    /// `THROTTLE.PAUSE` does; and it tells the fleet (`{name}:pause`, never shortening a
-    /// longer pause), whose processes follow at their next renewal round, within a third of
-    /// a lease. Returns how long until the next token (at least `retry_after`).
-    pub async fn pause(&self, retry_after: Duration) -> Result<Duration, Error> {
-        let core = &self.inner.core;
-        let until = core
-            .now_ns()
-            .saturating_add(i64::try_from(retry_after.as_nanos()).unwrap_or(i64::MAX));
-        core.state().shares.pause(&core.share, until);
-        core.metrics.paused();
-        let until_ms = wire::pause_until_ms(std::time::SystemTime::now(), retry_after);
-        let keep_ms = wire::pause_keep_ms(retry_after, core.quota.lease());
-        let mut conn = self.conn.clone();
-        Counters::add(&core.counters.round_trips, 1);
-        wire::write_pause(&mut conn, core.quota.name(), until_ms, keep_ms).await?;
-        Ok(retry_after)
-    }
-}
-
 impl<C> PartitionedLimiter<C> {
     /// The quota.
     pub fn quota(&self) -> &PartitionedQuota {
         &self.inner.core.quota
-    }
-
-    /// The limiter's name (the quota's unless [`PartitionedLimiterBuilder::name`] set one).
-    pub fn name(&self) -> &str {
-        &self.inner.core.name
     }
 
     /// The token this process's leases carry (random, with the pid).
@@ -334,128 +299,6 @@ impl<C> PartitionedLimiter<C> {
             .collect();
         held.sort_unstable();
         held
-    }
-
-    /// Counters since the limiter was built: its calls, and its leases
-    /// ([`MetricsSnapshot::leases`]).
-    pub fn metrics(&self) -> MetricsSnapshot {
-        let core = &self.inner.core;
-        let mut snapshot = core.metrics.snapshot(None);
-        snapshot.round_trips = snapshot
-            .round_trips
-            .saturating_add(core.counters.round_trips());
-        snapshot.leases = core.counters.leases(core.state().shares.len());
-        snapshot
-    }
-
-    /// Takes one token, waiting for a leased partition to have it.
-    pub async fn acquire(&self) -> Result<Grant, Error> {
-        self.acquire_with(Demand::call()).await
-    }
-
-    /// Takes `tokens` (at most one partition's burst) from one partition, waiting as long as
-    /// it takes.
-    pub async fn acquire_n(&self, tokens: u64) -> Result<Grant, Error> {
-        self.acquire_with(Demand::tokens(tokens)).await
-    }
-
-    /// Like [`PartitionedLimiter::acquire`], but gives up at `deadline` with
-    /// [`Error::DeadlineExceeded`], taking nothing.
-    pub async fn acquire_within(&self, deadline: Duration) -> Result<Grant, Error> {
-        self.acquire_with(Demand::call().within(deadline)).await
-    }
-
-    /// [`PartitionedLimiter::acquire_n`] with a deadline.
-    pub async fn acquire_n_within(&self, tokens: u64, deadline: Duration) -> Result<Grant, Error> {
-        self.acquire_with(Demand::tokens(tokens).within(deadline))
-            .await
-    }
-
-    /// Takes what `demand` asks for (one token unless it says) from one partition, within its
-    /// deadline. A [`Priority::Bulk`] call keeps the floor's share of the partition (its
-    /// floor times the partition's part of the burst, rounded up).
-    pub async fn acquire_with(&self, demand: Demand) -> Result<Grant, Error> {
-        let tokens = demand.tokens.unwrap_or(1);
-        let floor = self.floor(tokens, demand.priority);
-        let deadline = demand.deadline.unwrap_or(self.inner.core.max_wait);
-        self.wait_for(tokens, floor, Some(deadline)).await
-    }
-
-    /// Takes one token if a leased partition has it now; never waits, never a round trip.
-    pub async fn try_acquire(&self) -> Result<TryAcquire, Error> {
-        self.try_acquire_with(Demand::call()).await
-    }
-
-    /// Takes `tokens` if a leased partition has them now.
-    pub async fn try_acquire_n(&self, tokens: u64) -> Result<TryAcquire, Error> {
-        self.try_acquire_with(Demand::tokens(tokens)).await
-    }
-
-    /// Takes what `demand` asks for if a leased partition has it now; never waits, whatever
-    /// its deadline. `Denied`: until a held partition will have it (or, holding none, the
-    /// time a waiting caller looks again).
-    pub async fn try_acquire_with(&self, demand: Demand) -> Result<TryAcquire, Error> {
-        let tokens = demand.tokens.unwrap_or(1);
-        let floor = self.floor(tokens, demand.priority);
-        let core = &self.inner.core;
-        self.check(tokens)?;
-        let start = Instant::now();
-        match self.take(tokens, floor) {
-            Take::Granted {
-                index,
-                tat_ns,
-                remaining,
-            } => Ok(TryAcquire::Granted(
-                self.granted(tokens, index, tat_ns, remaining, start),
-            )),
-            Take::Wait { ns } => {
-                core.metrics.denied();
-                Ok(TryAcquire::Denied {
-                    retry_after: ns.map_or(NO_LEASE_PAUSE, nanos),
-                })
-            }
-        }
-    }
-
-    /// Gives back the tokens of a grant not used, to the partition that served it, if
-    /// nothing was taken from it since (THROTTLE.GIVE's rule) and this process still holds
-    /// it. Returns the tokens given back.
-    pub async fn give_back(&self, grant: Grant) -> Result<u64, Error> {
-        let (Some(index), Receipt::Partition(tat_ns)) = (grant.partition, grant.receipt) else {
-            return Ok(0);
-        };
-        let core = &self.inner.core;
-        let now = core.now_ns();
-        let given = core
-            .state()
-            .shares
-            .give_back(&core.share, index, grant.tokens, tat_ns, now);
-        core.metrics.gave_back(given);
-        if given > 0 {
-            core.changed.notify_one();
-        }
-        Ok(given)
-    }
-
-    /// The partitions this process holds, as they stand: their tokens together, the longest
-    /// until one is full, the pause; capacity and interval are the whole quota's, so
-    /// [`BucketState::time_to_take`] is the fleet's.
-    pub async fn peek(&self) -> Result<BucketState, Error> {
-        let core = &self.inner.core;
-        let now = core.now_ns();
-        let state = core.state();
-        let (remaining, until_full_ns) = state.shares.view(&core.share, now);
-        let paused_ns = state.shares.paused_until_ns().saturating_sub(now).max(0);
-        let total = core.quota.total();
-        Ok(BucketState {
-            paused_for: nanos(paused_ns),
-            ..BucketState::new(
-                remaining,
-                nanos(until_full_ns),
-                total.capacity(),
-                total.token_interval(),
-            )
-        })
     }
 
     /// Releases every lease and stops the keeper; later calls fail with
@@ -610,62 +453,6 @@ impl<C> PartitionedLimiter<C> {
 /// Nanoseconds (never negative in practice) as a duration.
 fn nanos(ns: i64) -> Duration {
     Duration::from_nanos(u64::try_from(ns).unwrap_or(0))
-}
-
-impl<C> Throttle for PartitionedLimiter<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    fn name(&self) -> &str {
-        PartitionedLimiter::name(self)
-    }
-
-    fn acquire_with(&self, demand: Demand) -> impl Future<Output = Result<Grant, Error>> + Send {
-        PartitionedLimiter::acquire_with(self, demand)
-    }
-
-    fn try_acquire_with(
-        &self,
-        demand: Demand,
-    ) -> impl Future<Output = Result<TryAcquire, Error>> + Send {
-        PartitionedLimiter::try_acquire_with(self, demand)
-    }
-
-    fn pause(&self, retry_after: Duration) -> impl Future<Output = Result<Duration, Error>> + Send {
-        PartitionedLimiter::pause(self, retry_after)
-    }
-
-    fn give_back(&self, grant: Grant) -> impl Future<Output = Result<u64, Error>> + Send {
-        PartitionedLimiter::give_back(self, grant)
-    }
-
-    fn peek(&self) -> impl Future<Output = Result<BucketState, Error>> + Send {
-        PartitionedLimiter::peek(self)
-    }
-
-    fn cut(&self, cut: Cut) -> impl Future<Output = Result<CutReport, Error>> + Send {
-        PartitionedLimiter::cut(self, cut)
-    }
-
-    fn sync(&self, count: SupplierCount) -> impl Future<Output = Result<bool, Error>> + Send {
-        PartitionedLimiter::sync(self, count)
-    }
-
-    fn settle(
-        &self,
-        grant: Grant,
-        actual: u64,
-    ) -> impl Future<Output = Result<Settled, Error>> + Send {
-        PartitionedLimiter::settle(self, grant, actual)
-    }
-
-    fn count(&self, event: HttpEvent) {
-        self.inner.core.metrics.event(event.into());
-    }
-
-    fn metrics(&self) -> MetricsSnapshot {
-        PartitionedLimiter::metrics(self)
-    }
 }
 
 /// Counts a waiting caller for the keeper's rules.

@@ -62,6 +62,7 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
+//! use redis_throttle::prelude::*;
 //! use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
 //! use redis_throttle::Quota;
 //!
@@ -72,7 +73,7 @@
 //!     .lease(Duration::from_secs(2))
 //!     .build()?;
 //! let limiter = PartitionedLimiter::builder(quota).build(conn)?;
-//! let grant = limiter.acquire_n(10).await?;   // no round trip once a partition is leased
+//! let grant = limiter.acquire_with(Demand::tokens(10)).await?;   // no round trip once a partition is leased
 //! println!("partition {:?} after {:?}", grant.partition, grant.waited);
 //! limiter.shutdown().await?;                   // gives the leases back
 //! # Ok(())

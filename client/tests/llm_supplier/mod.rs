@@ -3,6 +3,7 @@
 //! behind an HTTP layer, and a loopback supplier answering 200 with an LLM API's rate-limit
 //! headers. Each count must sync the limits of its own unit only.
 
+use redis_throttle::prelude::*;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -2,6 +2,7 @@
 //! environment its parent set ([`worker_env`]) and prints what it did (the lines are in
 //! [`super`]'s header).
 
+use redis_throttle::prelude::*;
 use std::time::Duration;
 
 use redis::cluster::ClusterClient;
@@ -170,7 +171,9 @@ pub fn worker() -> bool {
                                 break;
                             }
                             let within = Duration::from_nanos(left as u64);
-                            if let Ok(grant) = limiter.acquire_within(within).await {
+                            if let Ok(grant) =
+                                limiter.acquire_with(Demand::call().within(within)).await
+                            {
                                 // The call the token is for goes out a little later (the
                                 // caller prepares it): a freeze may fall in between.
                                 tokio::time::sleep(PREPARE).await;

@@ -4,6 +4,7 @@
 //! polling. THROTTLE.TAKE round trips per granted call are counted on the server (INFO
 //! commandstats) and by the client (`Grant::round_trips`).
 
+use redis_throttle::prelude::*;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 

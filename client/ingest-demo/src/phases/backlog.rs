@@ -4,6 +4,7 @@
 //! jobs, a function each: fill the queues, predict the finish, drain (and kill), tally.
 //! Phase 4 (`priority`) fills and drains its queues with the same functions.
 
+use redis_throttle::prelude::*;
 use std::collections::HashSet;
 use std::time::Duration;
 

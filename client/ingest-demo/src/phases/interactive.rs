@@ -8,6 +8,7 @@
 //! Open loop, as users are: query `i` is due `i` periods after the start whether or not the
 //! ones before it are done, so a slow one does not hide the wait of the next.
 
+use redis_throttle::prelude::*;
 use std::time::Duration;
 
 use redis_throttle::redis::aio::ConnectionManager;

@@ -1,0 +1,730 @@
+//! What a [`Limiter`](crate::Limiter) and a [`MultiLimiter`](crate::MultiLimiter) are under
+//! their builders: one or more buckets in Redis taken together, over a redis-rs async
+//! connection. One bucket is taken with `THROTTLE.TAKE`, several with `THROTTLE.MTAKE`; every
+//! other operation goes bucket by bucket. The I/O lives here; what to do with each reply is
+//! [`crate::policy`]'s decision, and the supplier's side (cut, sync, settle, the pause check) is
+//! in `pushback`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use redis::Value;
+use throttle_bucket::{
+    Command, GiveArgs, Limit, MTakeArgs, PauseArgs, PeekArgs, TakeArgs, Word, MAX_WAIT_MS,
+};
+use tokio::time::Instant;
+use tracing::field::Empty;
+use tracing::Instrument;
+
+use crate::backend::{Call, Dispatch};
+use crate::bulk_turn::BulkTurn;
+use crate::grant::Receipt;
+use crate::metrics::{Event, Metrics};
+use crate::policy::Policy;
+use crate::reply::{self, MTakeTickets};
+use crate::waiting::{self, record, Held};
+use crate::{
+    Backend, BucketState, Demand, Error, Grant, MetricsSnapshot, Priority, Quota, QuotaError,
+    Strategy, SupplierUnit, TryAcquire, Unreachable, DEFAULT_MAX_WAIT,
+};
+
+mod pushback;
+
+/// `impl Throttle for $limiter<C>` through its `buckets` field: a [`Limiter`](crate::Limiter)
+/// and a [`MultiLimiter`](crate::MultiLimiter) do the same with one bucket or several, so each
+/// call is written once, here, and the two impls cannot drift apart.
+macro_rules! throttle_through_buckets {
+    ($limiter:ident) => {
+        impl<C> $crate::Throttle for $limiter<C>
+        where
+            C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+        {
+            fn name(&self) -> &str {
+                self.buckets.name()
+            }
+
+            async fn acquire_with(
+                &self,
+                demand: $crate::Demand,
+            ) -> Result<$crate::Grant, $crate::Error> {
+                self.buckets.acquire_with(demand).await
+            }
+
+            async fn try_acquire_with(
+                &self,
+                demand: $crate::Demand,
+            ) -> Result<$crate::TryAcquire, $crate::Error> {
+                self.buckets.try_acquire_with(demand).await
+            }
+
+            async fn pause(
+                &self,
+                retry_after: std::time::Duration,
+            ) -> Result<std::time::Duration, $crate::Error> {
+                self.buckets.pause(retry_after).await
+            }
+
+            async fn give_back(&self, grant: $crate::Grant) -> Result<u64, $crate::Error> {
+                self.buckets.give_back(grant).await
+            }
+
+            async fn cut(&self, cut: $crate::Cut) -> Result<$crate::CutReport, $crate::Error> {
+                self.buckets.cut(cut).await
+            }
+
+            async fn sync(&self, count: $crate::SupplierCount) -> Result<bool, $crate::Error> {
+                self.buckets.sync(count).await
+            }
+
+            async fn settle(
+                &self,
+                grant: $crate::Grant,
+                actual: u64,
+            ) -> Result<$crate::Settled, $crate::Error> {
+                self.buckets.settle(grant, actual).await
+            }
+
+            fn count(&self, event: $crate::HttpEvent) {
+                self.buckets.count(event);
+            }
+
+            async fn peek(&self) -> Result<$crate::BucketState, $crate::Error> {
+                self.buckets.peek().await
+            }
+
+            fn metrics(&self) -> $crate::MetricsSnapshot {
+                self.buckets.metrics()
+            }
+
+            fn on_unreachable(&self) -> $crate::Unreachable {
+                self.buckets.options().unreachable
+            }
+
+            async fn time_to_serve(
+                &self,
+                calls: u64,
+                tokens: u64,
+            ) -> Result<std::time::Duration, $crate::Error> {
+                self.buckets.time_to_serve(calls, tokens).await
+            }
+        }
+    };
+}
+pub(crate) use throttle_through_buckets;
+
+/// The setters both builders have the same way, on their `options` field.
+macro_rules! option_setters {
+    () => {
+        /// How calls wait (default [`Strategy::Reserve`](crate::Strategy::Reserve)).
+        pub fn strategy(mut self, strategy: $crate::Strategy) -> Self {
+            self.options.strategy = strategy;
+            self
+        }
+
+        /// Where the commands run (default [`Backend::Auto`](crate::Backend::Auto): the module
+        /// where it is loaded, else the function library, else the Lua script).
+        pub fn backend(mut self, backend: $crate::Backend) -> Self {
+            self.options.backend = backend;
+            self
+        }
+
+        /// How long a call waits for its tokens unless its [`Demand`](crate::Demand) says
+        /// (default [`DEFAULT_MAX_WAIT`](crate::DEFAULT_MAX_WAIT), a minute): a call that would
+        /// wait longer fails at once with
+        /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded), taking nothing.
+        /// `Duration::MAX`: as long as the buckets need.
+        pub fn max_wait(mut self, max_wait: std::time::Duration) -> Self {
+            self.options.max_wait = max_wait;
+            self
+        }
+
+        /// What a call does while Redis cannot be reached (default
+        /// [`Unreachable::FailClosed`](crate::Unreachable::FailClosed): it fails with
+        /// [`Error::Connection`](crate::Error::Connection);
+        /// [`Unreachable::FailOpen`](crate::Unreachable::FailOpen) lets it through, counted and
+        /// logged).
+        pub fn on_unreachable(mut self, unreachable: $crate::Unreachable) -> Self {
+            self.options.unreachable = unreachable;
+            self
+        }
+    };
+}
+pub(crate) use option_setters;
+
+/// The buckets of one limiter and how its calls go; cheap to clone (the clones share their
+/// counters).
+pub(crate) struct Buckets<C> {
+    conn: C,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    name: String,
+    /// In the order the limiter was given them.
+    buckets: Vec<Bucket>,
+    options: Options,
+    /// [`Buckets::peek`] counts in calls of the limiter's cost (several buckets, whose tokens are
+    /// in different units), not in the one bucket's tokens.
+    peek_in_calls: bool,
+    dispatch: Dispatch,
+    metrics: Metrics,
+    bulk_turn: BulkTurn,
+}
+
+/// One bucket: its key, its quota, what a call takes from it and which of the supplier's counts
+/// it is in.
+#[derive(Clone, Debug)]
+pub(crate) struct Bucket {
+    pub(crate) key: String,
+    pub(crate) quota: Quota,
+    pub(crate) cost: Cost,
+    /// Which of the supplier's counts lowers it, at how many of its tokens per unit.
+    pub(crate) unit: SupplierUnit,
+    pub(crate) per_unit: u64,
+}
+
+/// What a call takes from one bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cost {
+    /// The same tokens every call.
+    PerCall(u64),
+    /// The call's tokens.
+    PerToken,
+}
+
+impl Cost {
+    /// The tokens a call of `tokens` takes from this bucket.
+    pub(crate) fn tokens(self, tokens: u64) -> u64 {
+        match self {
+            Cost::PerCall(cost) => cost,
+            Cost::PerToken => tokens,
+        }
+    }
+}
+
+/// What both builders set the same way.
+#[derive(Clone, Debug)]
+pub(crate) struct Options {
+    /// The call's tokens when a demand does not say.
+    pub(crate) cost: u64,
+    pub(crate) strategy: Strategy,
+    pub(crate) backend: Backend,
+    pub(crate) name: Option<String>,
+    pub(crate) check_pause: bool,
+    pub(crate) max_wait: Duration,
+    pub(crate) unreachable: Unreachable,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            cost: 1,
+            strategy: Strategy::default(),
+            backend: Backend::default(),
+            name: None,
+            check_pause: true,
+            max_wait: DEFAULT_MAX_WAIT,
+            unreachable: Unreachable::default(),
+        }
+    }
+}
+
+impl<C: Clone> Clone for Buckets<C> {
+    fn clone(&self) -> Self {
+        Buckets {
+            conn: self.conn.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<C> Buckets<C> {
+    /// The limiter over `conn`: `buckets` (checked by the builder) named `name`.
+    pub(crate) fn new(
+        conn: C,
+        name: String,
+        buckets: Vec<Bucket>,
+        options: Options,
+        peek_in_calls: bool,
+    ) -> Buckets<C> {
+        Buckets {
+            conn,
+            shared: Arc::new(Shared {
+                metrics: Metrics::new(&name),
+                name,
+                buckets,
+                dispatch: Dispatch::new(options.backend),
+                options,
+                peek_in_calls,
+                bulk_turn: BulkTurn::default(),
+            }),
+        }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    pub(crate) fn buckets(&self) -> &[Bucket] {
+        &self.shared.buckets
+    }
+
+    pub(crate) fn options(&self) -> &Options {
+        &self.shared.options
+    }
+
+    pub(crate) fn backend(&self) -> Backend {
+        self.shared.dispatch.serving()
+    }
+
+    pub(crate) fn metrics(&self) -> MetricsSnapshot {
+        self.shared.metrics.snapshot(Some(self.backend()))
+    }
+
+    pub(crate) fn connection(&self) -> &C {
+        &self.conn
+    }
+
+    pub(crate) fn count(&self, event: crate::HttpEvent) {
+        self.shared.metrics.event(event.into());
+    }
+
+    /// What a call of `tokens` at `priority` takes from each bucket, in key order, or why it
+    /// never can. A bulk call keeps its floor in each bucket, at most what the bucket can keep
+    /// beside the call (a floor of 0 is none).
+    fn limits_for(&self, tokens: u64, priority: Priority) -> Result<Vec<Limit>, Error> {
+        self.shared
+            .buckets
+            .iter()
+            .map(|bucket| {
+                let tokens = bucket.cost.tokens(tokens);
+                bucket.quota.check_tokens(tokens)?;
+                let floor = match priority {
+                    Priority::Interactive => None,
+                    Priority::Bulk { floor } => {
+                        Some(floor.min(bucket.quota.capacity().saturating_sub(tokens)))
+                    }
+                };
+                Ok(Limit {
+                    quota: *bucket.quota.bucket(),
+                    tokens,
+                    floor: floor.filter(|f| *f > 0),
+                })
+            })
+            .collect()
+    }
+}
+
+impl<C> Buckets<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    pub(crate) async fn acquire_with(&self, demand: Demand) -> Result<Grant, Error> {
+        let tokens = demand.tokens.unwrap_or(self.shared.options.cost);
+        let result = self.acquire_checked(tokens, demand).await;
+        let shared = &self.shared;
+        let (metrics, name) = (&shared.metrics, shared.name.as_str());
+        shared.options.unreachable.or_let_through(
+            result,
+            tokens,
+            metrics,
+            name,
+            std::convert::identity,
+        )
+    }
+
+    async fn acquire_checked(&self, tokens: u64, demand: Demand) -> Result<Grant, Error> {
+        let shared = &self.shared;
+        let limits = self.counted(self.limits_for(tokens, demand.priority))?;
+        let deadline = Some(demand.deadline.unwrap_or(shared.options.max_wait));
+        let span = self.span("acquire", tokens, deadline);
+        // A bulk call never reserves, and the bulk calls of a limiter and its clones take turns,
+        // so that they do not wake together to the same tokens.
+        let floored = limits.iter().any(|limit| limit.floor.is_some());
+        let (policy, turn) = if floored {
+            let turn = shared
+                .bulk_turn
+                .take(deadline)
+                .await
+                .inspect_err(|_| shared.metrics.gave_up())?;
+            (
+                Policy::new(shared.options.strategy, turn.deadline).floored(),
+                Some(turn),
+            )
+        } else {
+            (Policy::new(shared.options.strategy, deadline), None)
+        };
+        let in_line = turn.as_ref().map_or(Duration::ZERO, |t| t.waited);
+        let outcome = waiting::run(
+            policy,
+            &shared.metrics,
+            |max_wait_ms| self.take(&limits, max_wait_ms),
+            |taken: &MTakeTickets| Refund {
+                buckets: self,
+                tokens,
+                tickets: Some(taken.tickets.clone()),
+            },
+            || self.pause_check(),
+        )
+        .instrument(span)
+        .await?;
+        drop(turn);
+        Ok(Grant {
+            remaining: outcome.reply.reply.remaining,
+            round_trips: outcome.round_trips,
+            sync_bounds: Some(self.sync_bounds(&outcome.reply.left)),
+            ..Grant::new(
+                tokens,
+                outcome.waited + in_line,
+                outcome.slept,
+                Receipt::Tickets(outcome.reply.tickets),
+            )
+        })
+    }
+
+    pub(crate) async fn try_acquire_with(&self, demand: Demand) -> Result<TryAcquire, Error> {
+        let tokens = demand.tokens.unwrap_or(self.shared.options.cost);
+        let result = self.try_acquire_checked(tokens, demand).await;
+        let shared = &self.shared;
+        let (metrics, name) = (&shared.metrics, shared.name.as_str());
+        shared.options.unreachable.or_let_through(
+            result,
+            tokens,
+            metrics,
+            name,
+            TryAcquire::Granted,
+        )
+    }
+
+    async fn try_acquire_checked(&self, tokens: u64, demand: Demand) -> Result<TryAcquire, Error> {
+        let limits = self.counted(self.limits_for(tokens, demand.priority))?;
+        let span = self.span("try_acquire", tokens, Some(Duration::ZERO));
+        async {
+            let metrics = &self.shared.metrics;
+            let start = Instant::now();
+            let MTakeTickets {
+                reply,
+                tickets,
+                left,
+            } = self.take(&limits, 0).await?;
+            let waited = start.elapsed();
+            if !reply.granted {
+                metrics.denied();
+                record(waited, 1, "denied");
+                return Ok(TryAcquire::Denied {
+                    retry_after: reply.wait,
+                });
+            }
+            metrics.granted(waited);
+            record(waited, 1, "granted");
+            Ok(TryAcquire::Granted(Grant {
+                remaining: reply.remaining,
+                round_trips: reply.round_trips,
+                sync_bounds: Some(self.sync_bounds(&left)),
+                ..Grant::new(tokens, waited, Duration::ZERO, Receipt::Tickets(tickets))
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Pauses every bucket (one `THROTTLE.PAUSE` each), so that none lets a call through before
+    /// `retry_after`. Returns the longest wait until a call can go.
+    pub(crate) async fn pause(&self, retry_after: Duration) -> Result<Duration, Error> {
+        let shared = &self.shared;
+        let ms = pause_ms(retry_after);
+        shared.metrics.paused();
+        tracing::debug!(limiter = %shared.name, ms, "pausing: the supplier pushed back");
+        let mut longest = Duration::ZERO;
+        for bucket in &shared.buckets {
+            let args = PauseArgs {
+                quota: *bucket.quota.bucket(),
+                pause_ms: ms,
+            };
+            let value = self.send(&bucket.key, Command::Pause, args.words()).await?;
+            let next = reply::integer(&value, Command::Pause)
+                .map_err(|reply| Error::UnexpectedReply { reply })?;
+            if next > ms {
+                shared.metrics.event(Event::PauseUnchanged);
+            }
+            longest = longest.max(Duration::from_millis(next));
+        }
+        Ok(longest)
+    }
+
+    pub(crate) async fn give_back(&self, grant: Grant) -> Result<u64, Error> {
+        let Receipt::Tickets(tickets) = grant.receipt else {
+            return Ok(0);
+        };
+        self.give(grant.tokens, &tickets).await
+    }
+
+    /// Gives a call's `tokens` back to each bucket nothing was taken from after its ticket
+    /// (`THROTTLE.GIVE` per bucket). Returns the fewest any bucket gave back, in the call's
+    /// tokens: for a per-call bucket, all of them only if it took all of its cost back.
+    async fn give(&self, tokens: u64, tickets: &[u64]) -> Result<u64, Error> {
+        let shared = &self.shared;
+        let mut fewest = tokens;
+        let mut gave_any = false;
+        for (bucket, ticket) in shared.buckets.iter().zip(tickets) {
+            let taken = bucket.cost.tokens(tokens);
+            if taken == 0 || *ticket == 0 {
+                continue;
+            }
+            let args = GiveArgs {
+                quota: *bucket.quota.bucket(),
+                tokens: taken,
+                ticket_us: *ticket,
+            };
+            let value = self.send(&bucket.key, Command::Give, args.words()).await?;
+            let given = reply::integer(&value, Command::Give)
+                .map_err(|reply| Error::UnexpectedReply { reply })?;
+            gave_any = true;
+            if given < taken {
+                fewest = match bucket.cost {
+                    Cost::PerToken => fewest.min(given),
+                    Cost::PerCall(_) => 0,
+                };
+            }
+        }
+        let given = if gave_any { fewest } else { 0 };
+        shared.metrics.gave_back(given);
+        tracing::debug!(limiter = %shared.name, tokens, given, "gave tokens back");
+        Ok(given)
+    }
+
+    /// The tightest bucket as it stands (one `THROTTLE.PEEK` each): in the one bucket's tokens,
+    /// or in calls of the limiter's cost when [`Shared::peek_in_calls`] says so.
+    pub(crate) async fn peek(&self) -> Result<BucketState, Error> {
+        let shared = &self.shared;
+        let mut tightest: Option<BucketState> = None;
+        for bucket in &shared.buckets {
+            let per_call = if shared.peek_in_calls {
+                bucket.cost.tokens(shared.options.cost).max(1)
+            } else {
+                1
+            };
+            let state = self.peek_one(bucket, per_call).await?;
+            tightest = Some(match tightest {
+                None => state,
+                Some(t) => BucketState {
+                    remaining: t.remaining.min(state.remaining),
+                    until_full: t.until_full.max(state.until_full),
+                    paused_for: t.paused_for.max(state.paused_for),
+                    factor_bp: t.factor_bp.min(state.factor_bp),
+                    capacity: t.capacity.min(state.capacity),
+                    token_interval: t.token_interval.max(state.token_interval),
+                },
+            });
+        }
+        tightest.ok_or_else(|| Error::UnexpectedReply {
+            reply: "no limits".to_owned(),
+        })
+    }
+
+    /// How long `calls` calls of `tokens` tokens in all take, the slowest bucket's: a per-call
+    /// bucket takes `calls` times its cost, a per-token one `tokens`.
+    pub(crate) async fn time_to_serve(&self, calls: u64, tokens: u64) -> Result<Duration, Error> {
+        let mut slowest = Duration::ZERO;
+        for bucket in &self.shared.buckets {
+            let state = self.peek_one(bucket, 1).await?;
+            let needed = match bucket.cost {
+                Cost::PerCall(cost) => calls.saturating_mul(cost),
+                Cost::PerToken => tokens,
+            };
+            slowest = slowest.max(state.time_to_take(needed));
+        }
+        Ok(slowest)
+    }
+
+    /// One bucket as it stands (`THROTTLE.PEEK`: read-only, so it also answers on a read-only
+    /// replica), counted in units of `per_call` tokens.
+    async fn peek_one(&self, bucket: &Bucket, per_call: u64) -> Result<BucketState, Error> {
+        let args = PeekArgs {
+            quota: *bucket.quota.bucket(),
+        };
+        let value = self.send(&bucket.key, Command::Peek, args.words()).await?;
+        let reply = reply::peek(&value).map_err(|reply| Error::UnexpectedReply { reply })?;
+        Ok(BucketState {
+            paused_for: Duration::from_millis(reply.paused_ms),
+            factor_bp: reply.factor_bp,
+            ..BucketState::new(
+                reply.remaining / per_call,
+                Duration::from_millis(reply.reset_ms),
+                bucket.quota.capacity() / per_call,
+                bucket
+                    .quota
+                    .token_interval()
+                    .saturating_mul(per_call.try_into().unwrap_or(u32::MAX)),
+            )
+        })
+    }
+
+    /// Counts a call that cannot be made as an error, as a take would.
+    fn counted<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
+        result.inspect_err(|_| self.shared.metrics.error())
+    }
+
+    /// One take round trip with `TICKET`: `THROTTLE.TAKE` for one bucket, `THROTTLE.MTAKE` for
+    /// several; failures counted.
+    async fn take(&self, limits: &[Limit], max_wait_ms: u64) -> Result<MTakeTickets, Error> {
+        let shared = &self.shared;
+        let (result, round_trips) = match (shared.buckets.as_slice(), limits) {
+            ([bucket], [limit]) => {
+                let args = TakeArgs {
+                    quota: limit.quota,
+                    tokens: limit.tokens,
+                    max_wait_ms,
+                    ticket: true,
+                    floor: limit.floor,
+                };
+                let (value, trips) = self
+                    .send_counted(&[bucket.key.as_str()], Command::Take, args.words())
+                    .await;
+                let taken = value.and_then(|value| {
+                    let reply =
+                        reply::take(&value).map_err(|reply| Error::UnexpectedReply { reply })?;
+                    Ok(MTakeTickets {
+                        tickets: vec![reply.ticket],
+                        left: vec![reply.remaining],
+                        reply,
+                    })
+                });
+                (taken, trips)
+            }
+            _ => {
+                let mut args = MTakeArgs::new(limits, max_wait_ms).ok_or_else(|| {
+                    Error::from(QuotaError::Limits {
+                        problem: format!("{} given", limits.len()),
+                    })
+                })?;
+                args.ticket = true;
+                let keys: Vec<&str> = shared.buckets.iter().map(|b| b.key.as_str()).collect();
+                let (value, trips) = self.send_counted(&keys, Command::MTake, args.words()).await;
+                let taken = value.and_then(|value| {
+                    reply::mtake(&value, keys.len())
+                        .map_err(|reply| Error::UnexpectedReply { reply })
+                });
+                (taken, trips)
+            }
+        };
+        let mut taken = result.inspect_err(|err| {
+            debug_assert!(!err.is_give_up());
+            shared.metrics.error();
+            tracing::debug!(error = %err, "the take failed");
+            tracing::Span::current().record("outcome", "error");
+        })?;
+        taken.reply.round_trips = round_trips;
+        Ok(taken)
+    }
+
+    /// `command key <args>` to the backend: one round trip (more for the first call under
+    /// `Auto`, or one that loads the library or script again).
+    async fn send(&self, key: &str, command: Command, args: Vec<Word<'_>>) -> Result<Value, Error> {
+        self.send_counted(&[key], command, args).await.0
+    }
+
+    /// [`Buckets::send`] on any keys, and the round trips it took.
+    async fn send_counted(
+        &self,
+        keys: &[&str],
+        command: Command,
+        args: Vec<Word<'_>>,
+    ) -> (Result<Value, Error>, u32) {
+        let shared = &self.shared;
+        let call = Call {
+            command,
+            keys,
+            args,
+        };
+        let mut conn = self.conn.clone();
+        let (result, trips) = shared.dispatch.send(&mut conn, &call).await;
+        shared
+            .metrics
+            .round_trips_of(shared.dispatch.serving(), trips);
+        (result, trips)
+    }
+
+    fn span(
+        &self,
+        operation: &'static str,
+        tokens: u64,
+        deadline: Option<Duration>,
+    ) -> tracing::Span {
+        let shared = &self.shared;
+        let key = match shared.buckets.as_slice() {
+            [bucket] => bucket.key.as_str(),
+            _ => "",
+        };
+        tracing::debug_span!(
+            "throttle",
+            operation,
+            limiter = %shared.name,
+            key,
+            keys = shared.buckets.len(),
+            tokens,
+            strategy = ?shared.options.strategy,
+            backend = shared.dispatch.serving().name(),
+            deadline = ?deadline,
+            waited = Empty,
+            round_trips = Empty,
+            outcome = Empty,
+        )
+    }
+}
+
+/// `retry_after` as THROTTLE.PAUSE's `ms`: rounded up, from 1 ms to the longest pause.
+pub(crate) fn pause_ms(retry_after: Duration) -> u64 {
+    let ms = retry_after
+        .as_nanos()
+        .div_ceil(1_000_000)
+        .clamp(1, u128::from(MAX_WAIT_MS));
+    u64::try_from(ms).unwrap_or(MAX_WAIT_MS)
+}
+
+/// Gives a reservation's tokens back if the call is dropped while it waits to use them.
+struct Refund<'a, C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    buckets: &'a Buckets<C>,
+    tokens: u64,
+    /// `None` once the sleep is over: the tokens are the caller's.
+    tickets: Option<Vec<u64>>,
+}
+
+impl<C> Held for Refund<'_, C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn release(mut self) {
+        self.tickets = None;
+    }
+}
+
+impl<C> Drop for Refund<'_, C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn drop(&mut self) {
+        let Some(tickets) = self.tickets.take() else {
+            return;
+        };
+        if tickets.iter().all(|t| *t == 0) {
+            return;
+        }
+        // Never block a drop: the give-back runs as a task of its own, if there is a runtime
+        // to run it (a drop outside any runtime leaves the tokens taken, as a crash would).
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let buckets = self.buckets.clone();
+        let tokens = self.tokens;
+        runtime.spawn(async move {
+            if let Err(err) = buckets.give(tokens, &tickets).await {
+                tracing::debug!(error = %err, "could not give back the tokens of a dropped call");
+            }
+        });
+    }
+}
