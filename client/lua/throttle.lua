@@ -47,7 +47,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 5                      -- of this library; a client replaces an older one
+local VERSION = 6                      -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
@@ -855,23 +855,25 @@ local function paused(key, quota, b, cut, ms)
   local longer = not pushback or lt(pushback.until_s, pushback.until_n, until_s, until_n)
   local tat_s, tat_n = max(b.base_s, b.base_n, target_s, target_n)
   local wrote = false
+  -- The rate now (a recovering cut only gets faster, so the next token is never early).
+  local factor_now = cut and factor_at(cut, b.now_s, b.now_n) or FULL
   if (lt(b.base_s, b.base_n, tat_s, tat_n) or longer or cut_changed) and fits(tat_s, tat_n) then
     local keep_s, keep_n = until_s, until_n
     if pushback then
       keep_s, keep_n = max(pushback.until_s, pushback.until_n, until_s, until_n)
     end
     -- Announced before the write: a server that refuses the announcement (an ACL without the
-    -- channel) fails the call with nothing written.
+    -- channel) fails the call with nothing written. The pause, the state after it as a ticket
+    -- and the factor, as the module's message.
     if longer then
-      redis.call('SPUBLISH', pause_channel(key), ms)
+      local heard = string.format('%d %.0f %d', ms, ticket_of(tat_s, tat_n), factor_now)
+      redis.call('SPUBLISH', pause_channel(key), heard)
     end
     store(key, tat_s, tat_n, { until_s = keep_s, until_n = keep_n, cut = cut }, b.now_s, b.now_n)
     wrote = true
   else
     tat_s, tat_n = b.base_s, b.base_n
   end
-  -- The next token, at the rate now (a recovering cut only gets faster, so never early).
-  local factor_now = cut and factor_at(cut, b.now_s, b.now_n) or FULL
   local now_one_s, now_one_n = cost(quota, 1, factor_now)
   local short_s, short_n = sub2(quota.fill_s, quota.fill_n, now_one_s, now_one_n)
   local next_s, next_n = sub2(tat_s, tat_n, short_s, short_n)

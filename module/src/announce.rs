@@ -1,24 +1,24 @@
 //! Tells the fleet a bucket was paused: a message on the bucket's pause channel (a shard
-//! channel in its own hash slot, see `throttle_bucket::pause_channel`), the pause's length in
-//! whole ms. A client that hears it holds back the reserved calls the pause covers; one that is
+//! channel in its own hash slot, see `throttle_bucket::pause_channel`): the pause's length in
+//! whole ms, the bucket's state as a ticket and its rate factor. A client that hears it holds back the reserved calls the pause covers; one that is
 //! not listening checks the bucket before a reserved send instead (THROTTLE.PEEK's pause).
 
 use std::os::raw::c_char;
 
 use redis_module::raw;
-use throttle_bucket::{ceil_ms, pause_channel};
+use throttle_bucket::{pause_channel, Announcement};
 
 use crate::call::bytes;
 
-/// Announces that the bucket `key` is paused for `pause_ns` from now. Best effort: a server
-/// without the publish API announces nothing (its clients check before reserved sends).
+/// Announces that the bucket `key` is paused, as `heard` says. Best effort: a server without
+/// the publish API announces nothing (its clients check before reserved sends).
 pub(crate) fn pause(
     ctx: *mut raw::RedisModuleCtx,
     key: *mut raw::RedisModuleString,
-    pause_ns: i64,
+    heard: &Announcement,
 ) {
     let channel = pause_channel(bytes(key));
-    let message = ceil_ms(pause_ns).to_string();
+    let message = heard.message();
     // SAFETY: the pointers are written once by RedisModule_Init before OnLoad; the strings
     // are created from buffers that live through the calls, and freed once published (the
     // server copies what it sends).

@@ -49,8 +49,8 @@ pub(crate) extern "C" fn one_key<C: Counted>(
         if let Some(write) = C::write(outcome, 0) {
             bucket.write(*write)?;
         }
-        if let Some(pause_ns) = C::announce(outcome) {
-            announce::pause(ctx, *key, pause_ns);
+        if let Some(heard) = C::announce(outcome) {
+            announce::pause(ctx, *key, &heard);
         }
         finish::<C>(reply, &parsed, outcome);
         Ok(())

@@ -63,7 +63,7 @@ pub use runtime::{runtime, serial};
 pub use seed::{check_seed_scenario, seed_expected, SEED_INTERVAL_NS};
 pub use server::{assert_no_crash, conn_as, process_id, resp3, unix_socket_server};
 pub use stats::{calls, command_stat_of, error_replies, repl_offset};
-pub use subscriber::Subscriber;
+pub use subscriber::{Announced, Subscriber};
 pub use throttle::{
     cut, debit, give, mtake, pause, peek, peek_full, run_int, run_ints, sync, take, take_any,
 };

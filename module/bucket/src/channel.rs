@@ -2,11 +2,38 @@
 //! Cluster the announcement (`SPUBLISH`) stays on the shard that holds the bucket and a client
 //! subscribes where it already sends its calls.
 
+use crate::gcra::ceil_ms;
+
+/// What THROTTLE.PAUSE, CUT and SYNC announce when they make a bucket's pause last longer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Announcement {
+    /// The pause lasts this long from now.
+    pub pause_ns: i64,
+    /// The bucket's state after the call, as a ticket (µs, rounded down): every reservation
+    /// made before the call has a ticket at most this, every one made after it a greater one.
+    pub ticket_us: i64,
+    /// The rate's factor after the call, in basis points (10 000: not cut).
+    pub factor_bp: u16,
+}
+
+impl Announcement {
+    /// The message published: `<pause_ms> <ticket_us> <factor_bp>`, the pause rounded up to
+    /// whole ms. Clients that read only the first word (the pause) still read it right.
+    pub fn message(&self) -> String {
+        format!(
+            "{} {} {}",
+            ceil_ms(self.pause_ns),
+            self.ticket_us,
+            self.factor_bp
+        )
+    }
+}
+
 /// The prefix of every pause channel.
 pub(crate) const CHANNEL_PREFIX: &[u8] = b"throttle:pause:";
 
 /// The shard channel THROTTLE.PAUSE, CUT and SYNC announce a pause of `key` on (the message is
-/// the pause's length from then, in whole ms), in the same hash slot as `key`:
+/// an [`Announcement`]), in the same hash slot as `key`:
 /// - a key with a hash tag (`{pix}:second`): `throttle:pause:` and the key, the same tag;
 /// - a key without one: `throttle:pause:{key}`, the whole key as the tag;
 /// - the rare key that has none and cannot be one (empty, or holding a `}` that would end the
@@ -58,6 +85,28 @@ mod tests {
             }
         }
         crc % 16384
+    }
+
+    #[test]
+    fn an_announcement_reads_pause_ticket_and_factor() {
+        let cases = [
+            (
+                1_000_000_000,
+                1_700_000_000_123_456,
+                10_000,
+                "1000 1700000000123456 10000",
+            ),
+            (1, 0, 5_000, "1 0 5000"),
+            (1_000_001, 42, 100, "2 42 100"),
+        ];
+        for (pause_ns, ticket_us, factor_bp, text) in cases {
+            let heard = Announcement {
+                pause_ns,
+                ticket_us,
+                factor_bp,
+            };
+            assert_eq!(heard.message(), text);
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! speeds up again as time passes without another cut. Its arguments, arithmetic, reply and
 //! docs.
 
+use crate::channel::Announcement;
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, ceil_ms_wide, View, Write};
@@ -112,8 +113,8 @@ pub struct CutOutcome {
     pub recovered_ns: i64,
     /// The state to store, or `None` when nothing changes.
     pub write: Option<Write>,
-    /// The pause now lasts this long from now, when this call made it last longer.
-    pub announce_ns: Option<i64>,
+    /// What to tell the fleet when this call made the pause last longer.
+    pub announce: Option<Announcement>,
 }
 
 impl CutOutcome {
@@ -175,7 +176,7 @@ pub fn cut(args: &CutArgs, stored: Option<State>, now_ns: i64) -> CutOutcome {
         factor_bp: effective.map_or(FULL_FACTOR_BP, |c| c.factor_at(bucket.now)),
         recovered_ns: i64::try_from(recovered).unwrap_or(i64::MAX),
         write: outcome.write,
-        announce_ns: outcome.announce_ns,
+        announce: outcome.announce,
     }
 }
 
@@ -283,8 +284,8 @@ impl ThrottleCommand for Cut {
     }
 
     #[inline]
-    fn announce(outcome: &CutOutcome) -> Option<i64> {
-        outcome.announce_ns
+    fn announce(outcome: &CutOutcome) -> Option<Announcement> {
+        outcome.announce
     }
 
     #[inline]

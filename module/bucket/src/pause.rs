@@ -1,6 +1,7 @@
 //! `THROTTLE.PAUSE key capacity rate ms`: the supplier answered 429 with Retry-After, so the
 //! whole fleet stops. Its arguments, arithmetic, reply and docs.
 
+use crate::channel::Announcement;
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, cost, saturate, View, Write};
@@ -49,9 +50,9 @@ pub struct PauseOutcome {
     pub next_token_ns: i64,
     /// The state to store, or `None` when a longer pause or a deeper debt is already there.
     pub write: Option<Write>,
-    /// The pause now lasts this long from now, when this call made it last longer: announce it
-    /// to the fleet (the module and the script publish it). `None` when it did not.
-    pub announce_ns: Option<i64>,
+    /// What to tell the fleet when this call made the pause last longer (the module and the
+    /// script publish it). `None` when it did not.
+    pub announce: Option<Announcement>,
 }
 
 impl PauseOutcome {
@@ -99,7 +100,11 @@ pub(crate) fn paused(bucket: &View, cut: Option<Cut>, pause_ms: u64) -> PauseOut
     PauseOutcome {
         next_token_ns: saturate(tat - one_short_of_full - bucket.now),
         write,
-        announce_ns: (write.is_some() && longer).then(|| saturate(until - bucket.now)),
+        announce: write.filter(|_| longer).map(|write| Announcement {
+            pause_ns: saturate(until - bucket.now),
+            ticket_us: write.ticket_us(),
+            factor_bp: factor_now,
+        }),
     }
 }
 
@@ -160,8 +165,8 @@ impl ThrottleCommand for Pause {
     }
 
     #[inline]
-    fn announce(outcome: &PauseOutcome) -> Option<i64> {
-        outcome.announce_ns
+    fn announce(outcome: &PauseOutcome) -> Option<Announcement> {
+        outcome.announce
     }
 
     #[inline]

@@ -3,6 +3,7 @@
 //! most that, never raised, and paused until the supplier's reset when nothing remains. Its
 //! arguments, arithmetic, reply and docs.
 
+use crate::channel::Announcement;
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, View, Write};
@@ -71,8 +72,9 @@ pub struct SyncOutcome {
     /// said (and needs no pause): a response is stale the moment it arrives, so a count above
     /// the bucket's is no reason to raise it.
     pub write: Option<Write>,
-    /// The pause now lasts this long from now, when this call paused or made it last longer.
-    pub announce_ns: Option<i64>,
+    /// What to tell the fleet when this call paused the bucket or made its pause last longer
+    /// (a sync that only lowers the bucket announces nothing: it moves no reservation).
+    pub announce: Option<Announcement>,
 }
 
 impl SyncOutcome {
@@ -100,11 +102,11 @@ pub fn sync(args: &SyncArgs, stored: Option<State>, now_ns: i64) -> SyncOutcome 
         base: tat,
         ..bucket
     };
-    let (write, announce_ns) = if args.remaining == 0 && args.reset_ms > 0 {
+    let (write, announce) = if args.remaining == 0 && args.reset_ms > 0 {
         let cut = bucket.pushback.and_then(|p| p.cut);
         let pause = paused(&lowered, cut, args.reset_ms);
         match pause.write {
-            Some(write) => (Some(write), pause.announce_ns),
+            Some(write) => (Some(write), pause.announce),
             None if tat > bucket.base => (bucket.write(tat), None),
             None => (None, None),
         }
@@ -120,7 +122,7 @@ pub fn sync(args: &SyncArgs, stored: Option<State>, now_ns: i64) -> SyncOutcome 
         remaining: bucket.remaining(debt),
         reset_ns: i64::try_from(debt).unwrap_or(i64::MAX),
         write,
-        announce_ns,
+        announce,
     }
 }
 
@@ -221,8 +223,8 @@ impl ThrottleCommand for Sync {
     }
 
     #[inline]
-    fn announce(outcome: &SyncOutcome) -> Option<i64> {
-        outcome.announce_ns
+    fn announce(outcome: &SyncOutcome) -> Option<Announcement> {
+        outcome.announce
     }
 
     #[inline]

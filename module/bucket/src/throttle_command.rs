@@ -8,6 +8,7 @@
 //! [`Command`] names the commands (for the registry, the counters and the Lua twin's dispatch);
 //! this trait is what they are.
 
+use crate::channel::Announcement;
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::Write;
@@ -76,9 +77,9 @@ pub trait ThrottleCommand {
     /// one-key command), or `None`: nothing changes there, so nothing is written or replicated.
     fn write(outcome: &Self::Outcome, key: usize) -> Option<&Write>;
 
-    /// The pause to announce on the key's pause channel, from now, when this call made it last
-    /// longer (THROTTLE.PAUSE, CUT and SYNC).
-    fn announce(_outcome: &Self::Outcome) -> Option<i64> {
+    /// What to announce on the key's pause channel, when this call made its pause last longer
+    /// (THROTTLE.PAUSE, CUT and SYNC).
+    fn announce(_outcome: &Self::Outcome) -> Option<Announcement> {
         None
     }
 

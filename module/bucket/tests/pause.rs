@@ -26,10 +26,17 @@ fn the_first_token_is_there_exactly_after_the_pause_then_no_burst() {
     // Capacity 10 at 10/s (100 ms a token), a full bucket, paused for 1.5 s.
     let out = pause(&pause_args("10 10 1500"), None, T0);
     assert_eq!(out.reply(), 1500);
-    assert_eq!(out.announce_ns, Some(1500 * MS), "the fleet hears it");
     let state = stored(out.write).expect("a pause of a full bucket writes");
     let tat = state.tat;
     assert_eq!(tat, T0 + 1500 * MS + 9 * 100 * MS);
+    let heard = out.announce.expect("the fleet hears it");
+    assert_eq!(heard.pause_ns, 1500 * MS);
+    assert_eq!(
+        heard.ticket_us,
+        tat / 1000,
+        "the state after it, as a ticket"
+    );
+    assert_eq!(heard.factor_bp, 10_000);
     assert_eq!(
         state.pushback,
         Some(Pushback {
@@ -59,7 +66,7 @@ fn a_pause_never_shortens_a_longer_pause_or_a_debt() {
     let long = stored(pause(&pause_args("10 10 60000"), None, T0).write);
     // A shorter pause later changes nothing and says how long the longer one still runs.
     let short = pause(&pause_args("10 10 1000"), long, T0 + 10_000 * MS);
-    assert_eq!((short.write, short.announce_ns), (None, None));
+    assert_eq!((short.write, short.announce), (None, None));
     assert_eq!(short.reply(), 50_000);
     // The same pause again (a second replica saw the same 429): a no-op.
     let again = pause(&pause_args("10 10 60000"), long, T0);

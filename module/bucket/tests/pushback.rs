@@ -180,3 +180,24 @@ fn a_later_cut_never_loosens_an_earlier_one() {
         .expect("cut");
     assert_eq!((cut_state.factor_bp, cut_state.recovery_ms), (100, 599_995));
 }
+
+#[test]
+fn a_cut_announces_its_pause_the_state_and_the_cut_factor() {
+    // Capacity 10 at 10/s, full; cut to half for 2 s, recovering over 30 s.
+    let args = CutArgs::parse(&words("10 10 2000 0.5 30000")).expect("valid");
+    let out = cut(&args, None, T0);
+    let tat = stored(out.write).expect("a cut writes").tat;
+    let heard = out.announce.expect("a cut that pauses is announced");
+    assert_eq!(heard.pause_ns, 2000 * MS);
+    assert_eq!(heard.ticket_us, tat / 1000);
+    assert_eq!(heard.factor_bp, 5000, "the factor right after the cut");
+    assert_eq!(heard.message(), format!("2000 {} 5000", tat / 1000));
+    // The same 429 seen by another replica at the same instant: no cut, no longer pause, no
+    // message; a millisecond later the pause ends a millisecond later, and that is announced.
+    assert_eq!(cut(&args, stored(out.write), T0).announce, None);
+    let later = cut(&args, stored(out.write), T0 + MS).announce;
+    assert_eq!(
+        later.map(|h| (h.pause_ns, h.factor_bp)),
+        Some((2000 * MS, 5000))
+    );
+}

@@ -1,7 +1,7 @@
 //! The library and the script announce a pause as the module does: the same message on the
 //! same shard channel for every key shape, and nothing for a call that changes no pause.
 
-use throttle_e2e::{Server, Subscriber};
+use throttle_e2e::{Announced, Server, Subscriber};
 use throttle_testkit::Flavor;
 
 use crate::script::{command, load, Runner};
@@ -24,6 +24,7 @@ pub fn announces_the_same(flavor: Flavor) {
                 .expect("a text channel");
             let mut subscriber = Subscriber::new(server.conn(), &channel);
             let keys = [key.clone()];
+            let before = throttle_e2e::server_time_ns(&mut con) / 1000;
             for (name, args) in [
                 ("pause", "10 10 1500"),
                 ("pause", "10 10 1000"),
@@ -39,15 +40,26 @@ pub fn announces_the_same(flavor: Flavor) {
                     .query(&mut con)
                     .unwrap_or_else(|e| panic!("{runner:?} {name} {key}: {e}"));
             }
+            let after = throttle_e2e::server_time_ns(&mut con) / 1000;
             for _ in 0..4 {
-                let [on, payload] = subscriber.message();
-                assert_eq!(on, channel, "{runner:?} {key}");
-                heard.push(payload);
+                let announced = subscriber.announcement();
+                assert_eq!(announced.channel, channel, "{runner:?} {key}");
+                // The ticket is the state after the pause (quota 10 10: fill 1000 ms, a token
+                // 100 ms), which moves with the clock: held to the clock here, the rest byte
+                // for byte across the runners.
+                let p = announced.pause_ms;
+                let earliest = Announced::expected_ticket(before / 1000 * 1000, p, 1000, 100); // Redis 7.0: whole ms
+                let latest = Announced::expected_ticket(after, p, 1000, 100);
+                assert!(
+                    (earliest..=latest).contains(&announced.ticket_us),
+                    "{runner:?} {key}: {announced:?} not between {earliest} and {latest}"
+                );
+                heard.push(format!("{} {}", announced.pause_ms, announced.factor_bp));
             }
         }
         assert_eq!(
             heard,
-            ["1500", "60000", "120000", "180000"].repeat(3),
+            ["1500 10000", "60000 10000", "120000 10000", "180000 10000"].repeat(3),
             "{flavor} {runner:?}: the announcements"
         );
         heard_by.push(heard);
