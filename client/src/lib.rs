@@ -26,6 +26,7 @@ mod grant;
 #[cfg_attr(docsrs, doc(cfg(any(feature = "tower", feature = "reqwest"))))]
 pub mod http;
 mod limiter;
+mod listen;
 mod metrics;
 mod multi;
 pub mod partitioned;
@@ -46,6 +47,7 @@ pub use error::Error;
 pub use failure::{Unreachable, DEFAULT_MAX_WAIT};
 pub use grant::{Grant, TryAcquire};
 pub use limiter::{Limiter, LimiterBuilder};
+pub use listen::Announcements;
 pub use metrics::{HttpEvent, LeaseMetrics, MetricsSnapshot, PushbackMetrics, WaitHistogram};
 pub use multi::{MultiLimiter, MultiLimiterBuilder};
 pub use policy::Strategy;

@@ -145,11 +145,12 @@ impl LimiterBuilder {
         self
     }
 
-    /// Whether a reserved call looks at the bucket before it is sent (default `true`): one
-    /// `THROTTLE.PEEK` after the sleep, so that a pause another replica set while it slept
-    /// holds it back (it acquires again after the pause) instead of letting it reach a
-    /// supplier that asked for quiet. A call granted without a sleep sends at once. Turn it off
-    /// to save the round trip where nothing pauses the bucket.
+    /// Whether a reserved call makes sure no pause covers its send (default `true`), so that a
+    /// pause another replica set while it slept holds it back (it acquires again after the
+    /// pause) instead of letting it reach a supplier that asked for quiet: by hearing the
+    /// pause announced, with [`listen`](Self::listen), or else by one `THROTTLE.PEEK` after
+    /// the sleep. A call granted without a sleep sends at once. Turn it off where nothing
+    /// pauses the bucket.
     pub fn pause_check(mut self, check: bool) -> Self {
         self.options.check_pause = check;
         self

@@ -118,6 +118,14 @@ pub struct PushbackMetrics {
     /// Reserved calls held back because a pause covered their send time: each acquired again
     /// after the pause.
     pub held_by_pause: u64,
+    /// Of those, the ones woken by a pause announcement heard on the subscription
+    /// ([`Announcements`](crate::Announcements)), without asking the server.
+    pub heard_pauses: u64,
+    /// `THROTTLE.PEEK`s sent after a reserved call's sleep to ask whether a pause covers its
+    /// send: one per bucket, each time the call could not count on hearing it (no
+    /// [`Announcements`](crate::Announcements), or its subscription was down or lost meanwhile).
+    /// Each is a round trip of its own, in [`MetricsSnapshot::round_trips`].
+    pub pause_checks: u64,
 }
 
 /// What an HTTP layer saw, counted in its limiter's [`PushbackMetrics`] with
@@ -152,10 +160,12 @@ pub(crate) enum Event {
     Sync,
     SyncUnchanged,
     HeldByPause,
+    HeardPause,
+    PauseCheck,
 }
 
 impl Event {
-    const COUNT: usize = 11;
+    const COUNT: usize = 13;
 
     /// The label in the `metrics` facade's `throttle_pushback_total{event}`.
     #[cfg(feature = "metrics")]
@@ -172,6 +182,8 @@ impl Event {
             Event::Sync => "sync",
             Event::SyncUnchanged => "sync_unchanged",
             Event::HeldByPause => "held_by_pause",
+            Event::HeardPause => "heard_pause",
+            Event::PauseCheck => "pause_check",
         }
     }
 }
@@ -437,6 +449,8 @@ impl Metrics {
             syncs_unchanged: load(Event::SyncUnchanged),
             tokens_debited: self.debited.load(Ordering::Relaxed),
             held_by_pause: load(Event::HeldByPause),
+            heard_pauses: load(Event::HeardPause),
+            pause_checks: load(Event::PauseCheck),
         }
     }
 }

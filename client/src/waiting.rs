@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::metrics::Metrics;
+use crate::metrics::{Event, Metrics};
 use crate::policy::{Decision, GiveUp, Policy};
 use crate::reply::TakeReply;
 use crate::Error;
@@ -16,10 +16,40 @@ use crate::Error;
 pub(crate) trait Held {
     /// The sleep is over: the tokens are the caller's to use.
     fn release(self);
+
+    /// Bucket number `bucket` (in the limiter's order) has moved past the take since (a pause
+    /// heard): nothing can be given back there, so nothing is asked.
+    fn moved(&mut self, _bucket: usize) {}
 }
 
 impl Held for () {
     fn release(self) {}
+}
+
+/// A pause heard that covers a reserved call's send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Covered {
+    /// Until the pause ends, to be slept out before taking again (may be zero: a cut that
+    /// re-spaces every reservation made before it).
+    pub(crate) rest: Duration,
+    /// The buckets (by number) whose state the pause moved past the call's take.
+    pub(crate) moved: Vec<usize>,
+}
+
+/// How a reserved call learns of a pause set while it sleeps until its tokens are usable: by
+/// hearing it announced, or by asking after the sleep.
+pub(crate) trait PauseWatch<R> {
+    /// Before each take is sent: what the call may count on hearing from then on.
+    fn arm(&mut self);
+
+    /// Sleeps until `wake`, when the reservation in `reply` is usable, or less: until a pause
+    /// that covers its send is heard.
+    fn sleep(&mut self, reply: &R, wake: Instant) -> impl Future<Output = Option<Covered>> + Send;
+
+    /// After a whole sleep: how long a pause still runs, asked of the server, and in how many
+    /// round trips; `None` when nothing needs asking (the call would have heard it, or the
+    /// limiter does not check).
+    fn check(&mut self) -> impl Future<Output = Result<Option<(Duration, u32)>, Error>> + Send;
 }
 
 /// A granted call: its last reply and what it took.
@@ -31,31 +61,30 @@ pub(crate) struct Outcome<R> {
 }
 
 /// Asks (`ask(max_wait_ms)`) until granted, sleeping as the policy says. A reservation is
-/// held (`hold(reply)`) for the sleep before its tokens are usable; after the sleep,
-/// `paused()` asks how long the bucket is paused for now, and in how many round trips
-/// (`None`: the check is off), so
-/// that a pause set meanwhile (by any replica) covers the send: if so,
-/// the reservation is dropped (its `Held` gives its tokens back where it can), the call
-/// sleeps out the pause and asks again, so no call the pause covers reaches the supplier.
-pub(crate) async fn run<A, F, R, H, P, G>(
+/// held (`hold(reply)`) for the sleep before its tokens are usable, and `watch` makes sure no
+/// pause set meanwhile (by any replica) covers its send: heard while it sleeps, or asked after.
+/// If one does, the reservation is dropped (its `Held` gives its tokens back where it can),
+/// the call sleeps out the pause and asks again, so no call the pause covers reaches the
+/// supplier.
+pub(crate) async fn run<A, F, R, H, W>(
     policy: Policy,
     metrics: &Metrics,
     mut ask: A,
     hold: impl Fn(&R) -> H,
-    mut paused: P,
+    mut watch: W,
 ) -> Result<Outcome<R>, Error>
 where
     A: FnMut(u64) -> F,
     F: Future<Output = Result<R, Error>>,
     R: AsRef<TakeReply>,
     H: Held,
-    P: FnMut() -> Option<G>,
-    G: Future<Output = Result<(Duration, u32), Error>>,
+    W: PauseWatch<R>,
 {
     let start = Instant::now();
     let mut round_trips = 0u32;
     let mut slept = Duration::ZERO;
     loop {
+        watch.arm();
         let reply = ask(policy.max_wait_ms(start.elapsed())).await?;
         round_trips = round_trips.saturating_add(reply.as_ref().round_trips.max(1));
         match policy.decide(
@@ -66,23 +95,42 @@ where
         ) {
             Decision::Done => {}
             Decision::SleepThenDone(pause) => {
-                let held = hold(&reply);
-                tokio::time::sleep(pause).await;
-                slept += pause;
-                if let Some(check) = paused() {
-                    let (rest, trips) = check.await?;
-                    round_trips = round_trips.saturating_add(trips);
-                    if !rest.is_zero() {
-                        metrics.held_by_pause();
-                        tracing::debug!(
-                            ?rest,
-                            "a pause covers the reserved call; acquiring again after it"
-                        );
-                        drop(held);
-                        tokio::time::sleep(rest).await;
-                        slept += rest;
-                        continue;
+                let mut held = hold(&reply);
+                let asleep = Instant::now();
+                let heard = watch.sleep(&reply, asleep + pause).await;
+                // What the call asked to sleep (the timer's lateness is the machine's), or what
+                // it slept until a pause woke it.
+                slept += if heard.is_some() {
+                    asleep.elapsed()
+                } else {
+                    pause
+                };
+                let covered = match heard {
+                    Some(Covered { rest, moved }) => {
+                        metrics.event(Event::HeardPause);
+                        for bucket in moved {
+                            held.moved(bucket);
+                        }
+                        Some(rest)
                     }
+                    None => match watch.check().await? {
+                        Some((rest, trips)) => {
+                            round_trips = round_trips.saturating_add(trips);
+                            (!rest.is_zero()).then_some(rest)
+                        }
+                        None => None,
+                    },
+                };
+                if let Some(rest) = covered {
+                    metrics.held_by_pause();
+                    tracing::debug!(
+                        ?rest,
+                        "a pause covers the reserved call; acquiring again after it"
+                    );
+                    drop(held);
+                    tokio::time::sleep(rest).await;
+                    slept += rest;
+                    continue;
                 }
                 held.release();
             }

@@ -79,6 +79,10 @@ pub struct RunArgs {
     /// it PEEKs after its sleep and waits out a pause another replica set meanwhile.
     #[arg(long)]
     pub no_pause_check: bool,
+    /// Each replica asks the bucket (one THROTTLE.PEEK after a reserved sleep) instead of
+    /// hearing its pauses announced on a subscription of its own.
+    #[arg(long)]
+    pub no_listen: bool,
     /// Sustained load instead of one burst: for SECS seconds each replica keeps `--workers`
     /// calls going, one after another (`--calls` is then unused), and only the bucket phase
     /// runs.
@@ -250,6 +254,9 @@ pub struct ReplicaArgs {
     /// Reserved calls are sent without a look at the bucket's pause.
     #[arg(long)]
     pub no_pause_check: bool,
+    /// Reserved calls ask (PEEK) instead of listening to the pause announcements.
+    #[arg(long)]
+    pub no_listen: bool,
     /// Sustained: keep `calls` calls going for this long, one after another each.
     #[arg(long)]
     pub duration_ms: Option<u64>,

@@ -36,6 +36,7 @@ pub struct Plan {
     pub no_cut: bool,
     pub cut_recovery: Duration,
     pub no_pause_check: bool,
+    pub no_listen: bool,
     /// Sustained: `calls` workers per replica, for this long.
     pub duration: Option<Duration>,
 }
@@ -115,6 +116,9 @@ fn args(plan: &Plan, index: u32) -> Vec<String> {
         }
         if plan.no_pause_check {
             args.push("--no-pause-check".to_owned());
+        }
+        if plan.no_listen {
+            args.push("--no-listen".to_owned());
         }
     }
     if let Some(duration) = plan.duration {

@@ -26,7 +26,7 @@ use demo_support::child::{self, say, FromDemo};
 use demo_support::shared_start::micros;
 use redis_throttle::http::{read_supplier_count, RetryPolicy};
 use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis_throttle::{Limiter, Quota, Rate};
+use redis_throttle::{Announcements, Limiter, Quota, Rate};
 use tokio::time::{timeout, Instant};
 
 use crate::cli::{Phase, ReplicaArgs, MAX_ATTEMPTS};
@@ -149,18 +149,30 @@ async fn limiter(args: &ReplicaArgs) -> Result<Limiter<ConnectionManager>, Strin
         .set_number_of_retries(2);
     let conn = timeout(
         REDIS_TIMEOUT * 2,
-        ConnectionManager::new_with_config(client, config),
+        ConnectionManager::new_with_config(client.clone(), config),
     )
     .await
     .map_err(|_| format!("no connection to {url} within {:?}", REDIS_TIMEOUT * 2))?
     .map_err(|e| format!("cannot connect to {url}: {e}"))?;
-    let limiter = Limiter::builder(key.as_str(), quota)
+    let mut builder = Limiter::builder(key.as_str(), quota)
         .strategy(args.strategy.to_strategy())
         .backend(args.backend.to_backend())
         .name("pix-status")
-        .pause_check(!args.no_pause_check)
-        .build(conn)
-        .map_err(|e| e.to_string())?;
+        .pause_check(!args.no_pause_check);
+    if !args.no_listen {
+        // The replica's one subscription; until it is up its calls ask, so waiting for it
+        // only makes the run's round trips the ones of a process that has been up a while.
+        let announcements = Announcements::new(client.clone()).map_err(|e| e.to_string())?;
+        if !announcements.ready(REDIS_TIMEOUT * 2).await {
+            return Err(format!(
+                "no subscription to the pause announcements on {url} within {:?} \
+                 (--no-listen asks the bucket instead)",
+                REDIS_TIMEOUT * 2
+            ));
+        }
+        builder = builder.listen(&announcements);
+    }
+    let limiter = builder.build(conn).map_err(|e| e.to_string())?;
     // PEEK writes nothing: a dry run that fails here, not mid-scenario (a module backend
     // without the module, a script the server refuses).
     limiter.peek().await.map_err(|e| e.to_string())?;

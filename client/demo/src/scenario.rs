@@ -143,6 +143,7 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
             no_cut: args.no_cut,
             cut_recovery: Duration::from_secs_f64(args.cut_recovery),
             no_pause_check: args.no_pause_check,
+            no_listen: args.no_listen,
             duration,
         };
         let watcher = match phase {

@@ -20,6 +20,7 @@ use tracing::Instrument;
 use crate::backend::{Call, Dispatch};
 use crate::bulk_turn::BulkTurn;
 use crate::grant::Receipt;
+use crate::listen::{Announcements, Ears};
 use crate::metrics::{Event, Metrics};
 use crate::policy::Policy;
 use crate::reply::{self, MTakeTickets};
@@ -30,6 +31,9 @@ use crate::{
 };
 
 mod pushback;
+mod watch;
+
+use watch::Watch;
 
 /// `impl Throttle for $limiter<C>` through its `buckets` field: a [`Limiter`](crate::Limiter)
 /// and a [`MultiLimiter`](crate::MultiLimiter) do the same with one bucket or several, so each
@@ -139,6 +143,14 @@ macro_rules! option_setters {
             self
         }
 
+        /// Hears the pauses of the limiter's buckets on `announcements`, the process's one
+        /// subscription, so that a reserved call learns of a pause set while it sleeps without
+        /// a `THROTTLE.PEEK` after the sleep (it asks only while the subscription is down).
+        pub fn listen(mut self, announcements: &$crate::Announcements) -> Self {
+            self.options.listen = Some(announcements.clone());
+            self
+        }
+
         /// What a call does while Redis cannot be reached (default
         /// [`Unreachable::FailClosed`](crate::Unreachable::FailClosed): it fails with
         /// [`Error::Connection`](crate::Error::Connection);
@@ -170,6 +182,8 @@ struct Shared {
     dispatch: Dispatch,
     metrics: Metrics,
     bulk_turn: BulkTurn,
+    /// What was heard on the buckets' pause channels, when the limiter listens.
+    ears: Option<Arc<Ears>>,
 }
 
 /// One bucket: its key, its quota, what a call takes from it and which of the supplier's counts
@@ -214,6 +228,7 @@ pub(crate) struct Options {
     pub(crate) check_pause: bool,
     pub(crate) max_wait: Duration,
     pub(crate) unreachable: Unreachable,
+    pub(crate) listen: Option<Announcements>,
 }
 
 impl Default for Options {
@@ -226,6 +241,7 @@ impl Default for Options {
             check_pause: true,
             max_wait: DEFAULT_MAX_WAIT,
             unreachable: Unreachable::default(),
+            listen: None,
         }
     }
 }
@@ -248,9 +264,16 @@ impl<C> Buckets<C> {
         options: Options,
         peek_in_calls: bool,
     ) -> Buckets<C> {
+        let keys: Vec<&str> = buckets.iter().map(|b| b.key.as_str()).collect();
+        let ears = options
+            .listen
+            .as_ref()
+            .filter(|_| options.check_pause)
+            .map(|announcements| announcements.ears(&keys));
         Buckets {
             conn,
             shared: Arc::new(Shared {
+                ears,
                 metrics: Metrics::new(&name),
                 name,
                 buckets,
@@ -365,7 +388,7 @@ where
                 tokens,
                 tickets: Some(taken.tickets.clone()),
             },
-            || self.pause_check(),
+            Watch::new(self),
         )
         .instrument(span)
         .await?;
@@ -700,6 +723,12 @@ where
 {
     fn release(mut self) {
         self.tickets = None;
+    }
+
+    fn moved(&mut self, bucket: usize) {
+        if let Some(ticket) = self.tickets.as_mut().and_then(|t| t.get_mut(bucket)) {
+            *ticket = 0;
+        }
     }
 }
 

@@ -1,7 +1,6 @@
 //! The buckets' side of the supplier's real capacity, each bucket in its own unit: a cut on
 //! every bucket (`THROTTLE.CUT`), the supplier's own count (`THROTTLE.SYNC`), a cost settled
-//! after the call (`THROTTLE.DEBIT` or `THROTTLE.GIVE`), and the look a reserved call takes
-//! before it is sent.
+//! after the call (`THROTTLE.DEBIT` or `THROTTLE.GIVE`).
 
 use std::cmp::Ordering;
 use std::time::Duration;
@@ -142,17 +141,5 @@ where
             }
         }
         Ok(settled)
-    }
-
-    /// How long the strictest bucket is paused for now, asked by a reserved call after its
-    /// sleep, in one round trip per bucket (`None`: the limiter does not check).
-    pub(super) fn pause_check(
-        &self,
-    ) -> Option<impl std::future::Future<Output = Result<(Duration, u32), Error>> + '_> {
-        let buckets = u32::try_from(self.shared.buckets.len()).unwrap_or(u32::MAX);
-        self.shared
-            .options
-            .check_pause
-            .then_some(async move { Ok((self.peek().await?.paused_for, buckets)) })
     }
 }

@@ -1,0 +1,83 @@
+//! How a reserved call of these buckets learns of a pause set while it sleeps: heard on the
+//! process's subscription where the limiter listens and the subscription can be counted on,
+//! otherwise asked, one `THROTTLE.PEEK` per bucket after the sleep.
+
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use tokio::time::Instant;
+
+use super::Buckets;
+use crate::listen::Trust;
+use crate::metrics::Event;
+use crate::reply::MTakeTickets;
+use crate::waiting::{Covered, PauseWatch};
+use crate::Error;
+
+/// One call's watch over its buckets' pauses.
+pub(super) struct Watch<'a, C> {
+    buckets: &'a Buckets<C>,
+    /// What the call could count on hearing when its last take was sent.
+    trust: Option<Trust>,
+}
+
+impl<'a, C> Watch<'a, C> {
+    pub(super) fn new(buckets: &'a Buckets<C>) -> Watch<'a, C> {
+        Watch {
+            buckets,
+            trust: None,
+        }
+    }
+}
+
+impl<C> PauseWatch<MTakeTickets> for Watch<'_, C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn arm(&mut self) {
+        self.trust = self
+            .buckets
+            .shared
+            .ears
+            .as_ref()
+            .and_then(|ears| ears.trust());
+    }
+
+    async fn sleep(&mut self, reply: &MTakeTickets, wake: Instant) -> Option<Covered> {
+        let ears = match (&self.buckets.shared.ears, self.trust) {
+            (Some(ears), Some(_)) => ears,
+            _ => {
+                tokio::time::sleep_until(wake).await;
+                return None;
+            }
+        };
+        tokio::select! {
+            biased;
+            (end, moved) = ears.covered(&reply.tickets, wake) => Some(Covered {
+                rest: end.saturating_duration_since(Instant::now()),
+                moved,
+            }),
+            () = tokio::time::sleep_until(wake) => None,
+        }
+    }
+
+    async fn check(&mut self) -> Result<Option<(Duration, u32)>, Error> {
+        let shared = &self.buckets.shared;
+        if !shared.options.check_pause {
+            return Ok(None);
+        }
+        let heard_all = match (&shared.ears, self.trust) {
+            (Some(ears), Some(trust)) => ears.kept(trust),
+            _ => false,
+        };
+        if heard_all {
+            return Ok(None);
+        }
+        let buckets = u32::try_from(shared.buckets.len()).unwrap_or(u32::MAX);
+        for _ in 0..buckets {
+            shared.metrics.event(Event::PauseCheck);
+        }
+        let paused_for = self.buckets.peek().await?.paused_for;
+        Ok(Some((paused_for, buckets)))
+    }
+}

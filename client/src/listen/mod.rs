@@ -1,0 +1,463 @@
+//! Hearing the fleet instead of asking: one subscription per process to the pause channels of
+//! the buckets its limiters use, so that a reserved call asleep in this process learns of a
+//! pause another process set, without a `THROTTLE.PEEK` before each send.
+//!
+//! [`Announcements`] holds the subscription (its task is in `link`); each limiter built with
+//! it gets its [`Ears`]: what was heard on each of its buckets, and whether the subscription
+//! can be trusted for a call (up since before the call's take, and answering). What an
+//! announcement says, and whom it covers, is `heard`'s.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Duration, Instant};
+
+mod heard;
+mod link;
+
+use heard::Recent;
+
+/// The subscription must have answered (a message or a `PING`) within this for a sleeping
+/// call to trust it; it pings every [`PING_EVERY`].
+const ALIVE_WITHIN: Duration = Duration::from_millis(1500);
+/// How often the subscription pings the server, to find a connection that died quietly.
+const PING_EVERY: Duration = Duration::from_millis(500);
+
+/// One process's subscription to the pause announcements of its limiters' buckets, shared by
+/// every limiter built with it ([`LimiterBuilder::listen`](crate::LimiterBuilder::listen),
+/// [`MultiLimiterBuilder::listen`](crate::MultiLimiterBuilder::listen)).
+///
+/// The server announces every pause on the bucket's pause channel (`SPUBLISH`; see the command
+/// reference's "Pause announcements"). A reserved call that sleeps until its tokens are usable
+/// is woken by an announcement that covers its send, gives back what it can and takes again
+/// (behind the pause), so that it never reaches a supplier that asked for quiet; a call that is
+/// not covered is sent without asking the server first. Without `Announcements` (or while the
+/// subscription is down: connecting, after a failover, a server or an ACL that refuses the
+/// channel) the limiter asks instead, one `THROTTLE.PEEK` per bucket after each sleep, and
+/// counts it in [`PushbackMetrics::pause_checks`](crate::PushbackMetrics::pause_checks). A call
+/// trusts the subscription only if it was up and subscribed to its buckets before the call's
+/// take was sent, stayed up, and answered within the last 1.5 s (it pings every 0.5 s), so a
+/// pause published while it was down is covered by the check.
+///
+/// It opens its own connection (RESP3, which the servers need for shard channels on a
+/// multiplexed connection) from the client given, and keeps it open, reconnecting after a
+/// failure, until the last clone is dropped. It must be created inside a tokio runtime.
+/// Redis Cluster: a bucket whose channel is not on the node the client names is not heard;
+/// its limiter asks instead.
+///
+/// ```no_run
+/// use redis_throttle::prelude::*;
+/// use redis_throttle::{Announcements, Limiter, Quota};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = redis::Client::open("redis://127.0.0.1:6379")?;
+/// let announcements = Announcements::new(client.clone())?; // one per process
+/// let conn = redis_throttle::connect("redis://127.0.0.1:6379").await?;
+/// let limiter = Limiter::builder("quota:pix", Quota::new(10, 10u64)?)
+///     .listen(&announcements)
+///     .build(conn)?;
+/// limiter.acquire().await?; // one round trip, even when it sleeps first
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Announcements {
+    hub: Arc<Hub>,
+}
+
+/// Who listens to each channel: a limiter's ears and the index of its bucket.
+type Listeners = HashMap<Vec<u8>, Vec<(Weak<Ears>, usize)>>;
+
+/// What the subscription's task and the limiters share.
+pub(crate) struct Hub {
+    channels: Mutex<Listeners>,
+    /// Whether the subscription is up, and since which connection.
+    link: watch::Sender<Link>,
+    /// When the server last answered, in ms since `start`.
+    alive_ms: AtomicU64,
+    start: Instant,
+    /// Channels for the task to subscribe to.
+    wanted: mpsc::UnboundedSender<Vec<u8>>,
+    /// Times the subscription came back after it was lost.
+    reconnects: AtomicU64,
+    /// The channels subscribed on connection `.0`, kept by the task.
+    subscribed: Mutex<(u64, HashSet<Vec<u8>>)>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// The subscription's state: up or not, and its connection's number (each connection counts
+/// one more), so that a call can tell whether the subscription it trusted is the one still up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Link {
+    pub(crate) up: bool,
+    pub(crate) epoch: u64,
+}
+
+/// One limiter's side of the subscription: what was heard on each of its buckets.
+pub(crate) struct Ears {
+    hub: Arc<Hub>,
+    channels: Vec<Vec<u8>>,
+    /// Per bucket, in the limiter's order.
+    recent: Mutex<Vec<Recent>>,
+    /// Bumped at each announcement, so a sleeping call wakes to look.
+    changed: watch::Sender<u64>,
+    /// The connection on which all of its channels were subscribed (0: none yet).
+    subscribed_epoch: AtomicU64,
+}
+
+/// What a call may count on, taken before its take is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Trust {
+    epoch: u64,
+}
+
+impl Announcements {
+    /// Starts the subscription from `client`'s address and credentials (its own connection);
+    /// it connects in the background, and limiters ask instead until it is up. Fails only
+    /// outside a tokio runtime.
+    pub fn new(client: redis::Client) -> Result<Announcements, crate::Error> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| crate::Error::Config {
+            problem: "Announcements::new must be called inside a tokio runtime: it runs \
+                          the subscription as a task"
+                .to_owned(),
+        })?;
+        let (wanted, wanted_rx) = mpsc::unbounded_channel();
+        let hub = Arc::new(Hub {
+            channels: Mutex::new(HashMap::new()),
+            link: watch::Sender::new(Link::default()),
+            alive_ms: AtomicU64::new(0),
+            start: Instant::now(),
+            wanted,
+            reconnects: AtomicU64::new(0),
+            subscribed: Mutex::new((0, HashSet::new())),
+            task: Mutex::new(None),
+        });
+        let task = runtime.spawn(link::run(client, Arc::downgrade(&hub), wanted_rx));
+        *hub.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
+        Ok(Announcements { hub })
+    }
+
+    /// Whether the subscription is up now.
+    pub fn is_listening(&self) -> bool {
+        self.hub.link.borrow().up
+    }
+
+    /// Times the subscription came back after it was lost.
+    pub fn reconnects(&self) -> u64 {
+        self.hub.reconnects.load(Relaxed)
+    }
+
+    /// Waits until the subscription is up and has subscribed to every channel asked for so
+    /// far, or `timeout` passes; returns whether it is. For tests and start-up checks: a limiter
+    /// never needs it (it asks until then).
+    pub async fn ready(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.hub.all_subscribed() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            tokio::time::sleep((deadline - now).min(Duration::from_millis(10))).await;
+        }
+    }
+
+    /// Ears for a limiter's buckets (their keys, in its order); subscribes to their channels.
+    pub(crate) fn ears(&self, keys: &[&str]) -> Arc<Ears> {
+        let channels: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|key| throttle_bucket::pause_channel(key.as_bytes()))
+            .collect();
+        let ears = Arc::new(Ears {
+            hub: Arc::clone(&self.hub),
+            recent: Mutex::new(vec![Recent::default(); channels.len()]),
+            changed: watch::Sender::new(0),
+            subscribed_epoch: AtomicU64::new(0),
+            channels: channels.clone(),
+        });
+        let mut map = self.hub.lock_channels();
+        for (index, channel) in channels.into_iter().enumerate() {
+            let listeners = map.entry(channel.clone()).or_default();
+            listeners.retain(|(ears, _)| ears.strong_count() > 0);
+            let fresh = listeners.is_empty();
+            listeners.push((Arc::downgrade(&ears), index));
+            if fresh {
+                // The task subscribes to it (a closed task: nothing is heard, calls ask).
+                let _ = self.hub.wanted.send(channel);
+            }
+        }
+        drop(map);
+        let (epoch, subscribed) = self.hub.lock_subscribed().clone();
+        self.hub.confirm(epoch, &subscribed);
+        ears
+    }
+}
+
+impl fmt::Debug for Announcements {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Announcements")
+            .field("listening", &self.is_listening())
+            .field("reconnects", &self.reconnects())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .task
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            task.abort();
+        }
+    }
+}
+
+impl Hub {
+    fn lock_channels(&self) -> std::sync::MutexGuard<'_, Listeners> {
+        self.channels.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The channels asked for so far.
+    fn channel_names(&self) -> Vec<Vec<u8>> {
+        self.lock_channels().keys().cloned().collect()
+    }
+
+    fn lock_subscribed(&self) -> std::sync::MutexGuard<'_, (u64, HashSet<Vec<u8>>)> {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn all_subscribed(&self) -> bool {
+        let link = *self.link.borrow();
+        link.up
+            && self
+                .lock_channels()
+                .values()
+                .flatten()
+                .filter_map(|(ears, _)| ears.upgrade())
+                .all(|ears| ears.subscribed_epoch.load(Relaxed) == link.epoch)
+    }
+
+    /// Marks the ears whose every channel is in `subscribed` as subscribed on connection
+    /// `epoch`.
+    fn confirm(&self, epoch: u64, subscribed: &HashSet<Vec<u8>>) {
+        if epoch == 0 {
+            return;
+        }
+        for (ears, _) in self.lock_channels().values().flatten() {
+            let Some(ears) = ears.upgrade() else { continue };
+            if ears.channels.iter().all(|c| subscribed.contains(c)) {
+                ears.subscribed_epoch.store(epoch, Relaxed);
+            }
+        }
+    }
+
+    /// An announcement on `channel`: every limiter listening to it hears it.
+    fn heard(&self, channel: &[u8], message: &[u8]) {
+        let Some(heard) = heard::Heard::parse(message, Instant::now()) else {
+            tracing::debug!(?message, "not a pause announcement; ignored");
+            return;
+        };
+        let listeners: Vec<(Arc<Ears>, usize)> = self
+            .lock_channels()
+            .get(channel)
+            .into_iter()
+            .flatten()
+            .filter_map(|(ears, index)| Some((ears.upgrade()?, *index)))
+            .collect();
+        for (ears, index) in listeners {
+            if let Some(recent) = ears.lock_recent().get_mut(index) {
+                recent.push(heard);
+            }
+            ears.changed.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    fn alive(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.alive_ms.store(ms, Relaxed);
+    }
+
+    fn alive_within(&self, within: Duration) -> bool {
+        let last = Duration::from_millis(self.alive_ms.load(Relaxed));
+        self.start.elapsed().saturating_sub(last) <= within
+    }
+}
+
+impl Ears {
+    fn lock_recent(&self) -> std::sync::MutexGuard<'_, Vec<Recent>> {
+        self.recent.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Before a take is sent: whether a call may count on hearing what comes after it.
+    pub(crate) fn trust(&self) -> Option<Trust> {
+        let link = *self.hub.link.borrow();
+        let subscribed = self.subscribed_epoch.load(Relaxed) == link.epoch;
+        (link.up && subscribed && self.hub.alive_within(ALIVE_WITHIN))
+            .then_some(Trust { epoch: link.epoch })
+    }
+
+    /// After a sleep: whether the subscription the call trusted is still the one up, and
+    /// answering, so that nothing it could have heard was lost.
+    pub(crate) fn kept(&self, trust: Trust) -> bool {
+        let link = *self.hub.link.borrow();
+        link.up && link.epoch == trust.epoch && self.hub.alive_within(ALIVE_WITHIN)
+    }
+
+    /// When the last pause heard that covers a reservation with `tickets` (one per bucket, in
+    /// order) sent at `send` ends, if any does.
+    pub(crate) fn covers(&self, tickets: &[u64], send: Instant) -> Option<Instant> {
+        self.lock_recent()
+            .iter()
+            .zip(tickets)
+            .filter_map(|(recent, ticket)| recent.covers(*ticket, send))
+            .max()
+    }
+
+    /// Resolves when something heard covers the reservation (at once if something already
+    /// does), with the end of the pause and the buckets whose state a pause heard moved past
+    /// the reservation's ticket; never otherwise.
+    pub(crate) async fn covered(&self, tickets: &[u64], send: Instant) -> (Instant, Vec<usize>) {
+        let mut changed = self.changed.subscribe();
+        loop {
+            if let Some(end) = self.covers(tickets, send) {
+                let moved = self
+                    .lock_recent()
+                    .iter()
+                    .zip(tickets)
+                    .enumerate()
+                    .filter(|(_, (recent, ticket))| recent.moved_past(**ticket))
+                    .map(|(bucket, _)| bucket)
+                    .collect();
+                return (end, moved);
+            }
+            if changed.changed().await.is_err() {
+                // The ears own the sender: it cannot close while `self` lives.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Ears {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ears")
+            .field("buckets", &self.channels.len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Announcements with no task: the test plays the subscription's part.
+    fn detached() -> Announcements {
+        let (wanted, _) = mpsc::unbounded_channel();
+        Announcements {
+            hub: Arc::new(Hub {
+                channels: Mutex::new(HashMap::new()),
+                link: watch::Sender::new(Link::default()),
+                alive_ms: AtomicU64::new(0),
+                start: Instant::now(),
+                wanted,
+                reconnects: AtomicU64::new(0),
+                subscribed: Mutex::new((0, HashSet::new())),
+                task: Mutex::new(None),
+            }),
+        }
+    }
+
+    fn channel(key: &str) -> Vec<u8> {
+        throttle_bucket::pause_channel(key.as_bytes())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_announcement_wakes_a_covered_sleeper_at_once() {
+        let announcements = detached();
+        let ears = announcements.ears(&["a", "b"]);
+        assert_eq!(ears.trust(), None, "not up yet: the call asks");
+        let hub = Arc::clone(&announcements.hub);
+        hub.up(&[channel("a"), channel("b")].into_iter().collect());
+        let trust = ears.trust().expect("up and subscribed to both");
+        let start = Instant::now();
+        // A reservation of tickets 4000 (a) and 7000 (b), usable at 500 ms.
+        let sleeper = {
+            let ears = Arc::clone(&ears);
+            tokio::spawn(async move {
+                let end = ears.covered(&[4000, 7000], start + 500 * MS).await;
+                (Instant::now(), end)
+            })
+        };
+        tokio::time::sleep(100 * MS).await;
+        // A pause on b made before the reservation (its state 6000 < the ticket 7000).
+        hub.heard(&channel("b"), b"1000 6000 10000");
+        tokio::time::sleep(100 * MS).await;
+        assert!(
+            !sleeper.is_finished(),
+            "a pause made before the reservation covers nothing"
+        );
+        // A pause on a, 1000 ms from 200 ms, made after the reservation was: covered.
+        hub.heard(&channel("a"), b"1000 5000 10000");
+        let (woke, (end, moved)) = sleeper.await.unwrap();
+        assert_eq!(woke - start, 200 * MS, "woken the instant it was heard");
+        assert_eq!(end - start, 1200 * MS, "to sleep out the pause to its end");
+        assert_eq!(
+            moved,
+            [0],
+            "a's state moved past the take: nothing to give back there"
+        );
+        assert!(ears.kept(trust), "nothing was lost: no check needed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_subscription_means_asking_until_it_is_back() {
+        let announcements = detached();
+        let ears = announcements.ears(&["a"]);
+        let hub = Arc::clone(&announcements.hub);
+        let subscribed: HashSet<Vec<u8>> = [channel("a")].into_iter().collect();
+        hub.up(&subscribed);
+        let trust = ears.trust().expect("up");
+        // Lost while a call sleeps: an announcement may have gone with it.
+        hub.down();
+        assert!(!ears.kept(trust), "down: the call asks");
+        assert_eq!(ears.trust(), None, "a new call asks too");
+        hub.up(&subscribed);
+        assert!(
+            !ears.kept(trust),
+            "back, but a new connection: what was sent between is lost"
+        );
+        let again = ears.trust().expect("a new call listens again");
+        assert!(ears.kept(again));
+        // Up, but silent past the bound (no message, no answer to a ping): asked.
+        tokio::time::sleep(ALIVE_WITHIN + MS).await;
+        assert!(!ears.kept(again), "silent too long");
+        assert_eq!(ears.trust(), None);
+        hub.alive();
+        assert!(ears.kept(again), "answering again, on the same connection");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_channel_the_server_refused_is_asked_about() {
+        let announcements = detached();
+        let ears = announcements.ears(&["a", "b"]);
+        let hub = Arc::clone(&announcements.hub);
+        // Only a was subscribed (an ACL without b's channel, say).
+        hub.up(&[channel("a")].into_iter().collect());
+        assert_eq!(ears.trust(), None, "one bucket not heard: the call asks");
+        let only_a = announcements.ears(&["a"]);
+        assert!(only_a.trust().is_some(), "a limiter of a alone listens");
+        assert!(!announcements.hub.all_subscribed());
+    }
+}

@@ -1,0 +1,292 @@
+//! Pause announcements heard instead of asked for, on every server and backend: a pause set by
+//! one process reaches a reserved call asleep in another through its subscription
+//! ([`Announcements`]), with no `THROTTLE.PEEK`; a subscription killed mid-run (`CLIENT KILL
+//! TYPE pubsub`) sends no call into a pause (the call asks instead) and comes back by itself.
+//!
+//! ```sh
+//! cargo build -p redis-throttle-module
+//! cargo test -p redis-throttle --test listen -- --nocapture
+//! ```
+//!
+//! The server decides what the pause covers and when it ends: checked exactly (no grant before
+//! it ends, no look made while the subscription is up). The machine decides how soon the call
+//! hears it: printed, and bounded by the call's own reserved sleep (it must hear it before it
+//! would have been sent).
+
+use redis_throttle::prelude::*;
+use std::time::Duration;
+
+use redis_throttle::{Announcements, Backend, Limiter, Quota, Rate};
+use throttle_e2e::{multiplexed, runtime, serial, server_for};
+use throttle_testkit::Flavor;
+use tokio::time::Instant;
+
+const MS: Duration = Duration::from_millis(1);
+/// One token, one every 300 ms: a second call reserves and sleeps 300 ms.
+const INTERVAL: Duration = Duration::from_millis(300);
+const PAUSE: Duration = Duration::from_millis(1000);
+
+fn quota() -> Quota {
+    Quota::new(1, Rate::per(1, INTERVAL)).unwrap()
+}
+
+fn subscription(url: &str) -> Announcements {
+    Announcements::new(redis::Client::open(url).unwrap()).unwrap()
+}
+
+/// Looks, as often as the runtime lets it, for at most `within`, until `done`; returns when it
+/// first held, from `from`. Yields between looks rather than sleeping, so that the instant is
+/// within microseconds of the change, not a timer's millisecond.
+async fn when(from: Instant, within: Duration, done: impl Fn() -> bool) -> Option<Duration> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if done() {
+            return Some(from.elapsed());
+        }
+        tokio::task::yield_now().await;
+    }
+    None
+}
+
+/// Two processes (each its connection and its subscription): the caller reserves and sleeps,
+/// the other is told to pause by its supplier. The caller hears it at once, gives its
+/// reservation back, sleeps out the pause and takes again: granted no earlier than the pause's
+/// end, with one THROTTLE.TAKE before and one after, and no look.
+fn a_pause_from_another_process_reaches_a_reserved_call(flavor: Flavor, backend: Backend) {
+    let _serial = serial();
+    let server = server_for(flavor, backend);
+    let url = server.url();
+    runtime().block_on(async {
+        let (mine, theirs) = (subscription(&url), subscription(&url));
+        let key = format!("listen:{}", backend.name());
+        let caller = Limiter::builder(&key, quota())
+            .backend(backend)
+            .listen(&mine)
+            .build(multiplexed(&url).await)
+            .unwrap();
+        let other = Limiter::builder(&key, quota())
+            .backend(backend)
+            .listen(&theirs)
+            .build(multiplexed(&url).await)
+            .unwrap();
+        for subscribed in [&mine, &theirs] {
+            assert!(
+                subscribed.ready(Duration::from_secs(10)).await,
+                "{flavor} subscribed"
+            );
+        }
+        caller.acquire().await.unwrap();
+        let start = Instant::now();
+        let reserved = tokio::spawn({
+            let caller = caller.clone();
+            async move { caller.acquire().await.unwrap() }
+        });
+        // The reservation is made at once (a round trip); the pause comes while it sleeps.
+        tokio::time::sleep(MS * 50).await;
+        let sent = start.elapsed();
+        other.pause(PAUSE).await.unwrap();
+        let trip = start.elapsed() - sent;
+        // Heard within the trip that set it, and the time this test takes to look (the
+        // machine decides both): before the call's reserved send, which is what counts.
+        let heard = when(start, INTERVAL, || {
+            caller.metrics().pushback.heard_pauses == 1
+        })
+        .await;
+        let grant = reserved.await.unwrap();
+        let metrics = caller.metrics();
+        let at = format!("{flavor} {backend:?}");
+        let heard = heard.unwrap_or_else(|| panic!("{at}: not heard before the reserved send"));
+        assert_eq!(metrics.pushback.held_by_pause, 1, "{at}");
+        assert_eq!(
+            metrics.pushback.pause_checks, 0,
+            "{at}: no look while listening"
+        );
+        assert_eq!(
+            grant.round_trips, 2,
+            "{at}: the take, and the take after the pause"
+        );
+        assert!(
+            start.elapsed() >= sent + PAUSE,
+            "{at}: granted {:?} after the start, inside the pause set at {sent:?}",
+            start.elapsed()
+        );
+        println!(
+            "{at}: pause sent at {sent:?}, its round trip {trip:?}; heard at {heard:?} \
+             ({:?} after the pause was sent)",
+            heard.saturating_sub(sent)
+        );
+    });
+}
+
+/// The caller's subscription is killed while a call of its sleeps: that call cannot count on
+/// having heard everything, so it asks (one look), and a pause set meanwhile holds it back
+/// all the same. The subscription comes back by itself, and the next reserved call does not
+/// ask.
+fn a_killed_subscription_asks_until_it_is_back(flavor: Flavor, backend: Backend) {
+    let _serial = serial();
+    let server = server_for(flavor, backend);
+    let url = server.url();
+    runtime().block_on(async {
+        let mine = subscription(&url);
+        let key = format!("killed:{}", backend.name());
+        let caller = Limiter::builder(&key, quota())
+            .backend(backend)
+            .listen(&mine)
+            .build(multiplexed(&url).await)
+            .unwrap();
+        let other = Limiter::builder(&key, quota())
+            .backend(backend)
+            .build(multiplexed(&url).await)
+            .unwrap();
+        assert!(
+            mine.ready(Duration::from_secs(10)).await,
+            "{flavor} subscribed"
+        );
+        let at = format!("{flavor} {backend:?}");
+        caller.acquire().await.unwrap();
+        let start = Instant::now();
+        let reserved = tokio::spawn({
+            let caller = caller.clone();
+            async move { caller.acquire().await.unwrap() }
+        });
+        tokio::time::sleep(MS * 20).await;
+        let mut admin = server.conn();
+        let killed: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query(&mut admin)
+            .unwrap();
+        assert_eq!(killed, 1, "{at}: the one subscription");
+        let killed_at = Instant::now();
+        let back = tokio::spawn({
+            let mine = mine.clone();
+            async move {
+                let back = |mine: &Announcements| mine.reconnects() == 1 && mine.is_listening();
+                let mut looks = 0;
+                while !back(&mine) && looks < 10_000 {
+                    tokio::time::sleep(MS).await;
+                    looks += 1;
+                }
+                back(&mine).then(|| killed_at.elapsed())
+            }
+        });
+        let sent = start.elapsed();
+        other.pause(PAUSE).await.unwrap();
+        let grant = reserved.await.unwrap();
+        let metrics = caller.metrics();
+        assert_eq!(
+            metrics.pushback.held_by_pause, 1,
+            "{at}: held back all the same"
+        );
+        assert!(
+            start.elapsed() >= sent + PAUSE,
+            "{at}: granted {:?} after the start, inside the pause set at {sent:?}",
+            start.elapsed()
+        );
+        // Heard on the new subscription (if it was back in time) or asked: either way not
+        // sent into the pause. It asked unless it heard.
+        let (heard, asked) = (metrics.pushback.heard_pauses, metrics.pushback.pause_checks);
+        assert_eq!(heard + asked, 1, "{at}: {metrics:?}");
+        assert!(grant.round_trips >= 2, "{at}");
+        // Back by itself, and listened to again.
+        let back = back.await.unwrap();
+        let back = back.unwrap_or_else(|| panic!("{at}: not back within 10 s"));
+        assert!(
+            mine.ready(Duration::from_secs(10)).await,
+            "{at}: subscribed again"
+        );
+        println!(
+            "{at}: heard {heard}, asked {asked}; the subscription back {back:?} after the kill"
+        );
+        let checks = caller.metrics().pushback.pause_checks;
+        let grant = caller.acquire().await.unwrap();
+        assert!(
+            !grant.slept.is_zero(),
+            "{at}: reserved behind the last grant"
+        );
+        assert_eq!(grant.round_trips, 1, "{at}: no look once back");
+        assert_eq!(caller.metrics().pushback.pause_checks, checks, "{at}");
+    });
+}
+
+const TRUST_MODEL: &str = include_str!("../../docs/trust-model.md");
+
+/// The documented ACL line of a listening process's subscription: a user with it listens (no
+/// look after a reserved sleep), one without the channel is refused it and asks instead.
+fn the_documented_acl_line_listens(flavor: Flavor, backend: Backend) {
+    let _serial = serial();
+    let server = server_for(flavor, backend);
+    let heading = "# the subscription of a process that listens to pause announcements";
+    let mut lines = TRUST_MODEL.lines();
+    lines
+        .find(|l| *l == heading)
+        .expect("the line's heading in docs/trust-model.md");
+    let line = lines.next().expect("the ACL line under it");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words[..3], ["ACL", "SETUSER", "throttle-listen"], "{line}");
+    let mut admin = server.conn();
+    let _: () = redis::cmd("ACL")
+        .arg(&words[1..])
+        .query(&mut admin)
+        .unwrap();
+    // The same rules without the channel.
+    let deaf: Vec<&str> = words[1..]
+        .iter()
+        .map(|w| {
+            if *w == "throttle-listen" {
+                "throttle-deaf"
+            } else {
+                w
+            }
+        })
+        .filter(|w| !w.starts_with('&'))
+        .collect();
+    let _: () = redis::cmd("ACL").arg(&deaf).query(&mut admin).unwrap();
+    let as_user = |user: &str| {
+        let info = redis::Client::open(server.url())
+            .unwrap()
+            .get_connection_info()
+            .clone();
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_username(user)
+            .set_password("secret");
+        redis::Client::open(info.set_redis_settings(settings)).unwrap()
+    };
+    runtime().block_on(async {
+        for (user, listens) in [("throttle-listen", true), ("throttle-deaf", false)] {
+            let announcements = Announcements::new(as_user(user)).unwrap();
+            let key = format!("acl:{user}");
+            let limiter = Limiter::builder(&key, quota())
+                .backend(backend)
+                .listen(&announcements)
+                .build(multiplexed(&server.url()).await)
+                .unwrap();
+            let ready = announcements.ready(Duration::from_secs(if listens { 10 } else { 1 }));
+            assert_eq!(ready.await, listens, "{flavor} {user}");
+            limiter.acquire().await.unwrap();
+            let grant = limiter.acquire().await.unwrap();
+            assert!(!grant.slept.is_zero(), "{flavor} {user}: reserved");
+            let asked = limiter.metrics().pushback.pause_checks;
+            assert_eq!(asked, u64::from(!listens), "{flavor} {user}");
+        }
+    });
+}
+
+macro_rules! backends {
+    ($($case:ident => $name:ident($backend:ident)),* $(,)?) => {
+        $( fn $name(flavor: Flavor) { $case(flavor, Backend::$backend) } )*
+        throttle_testkit::per_server!($($name),*);
+    };
+}
+
+backends!(
+    a_pause_from_another_process_reaches_a_reserved_call => heard_module(Module),
+    a_pause_from_another_process_reaches_a_reserved_call => heard_library(Library),
+    a_pause_from_another_process_reaches_a_reserved_call => heard_script(Script),
+    a_killed_subscription_asks_until_it_is_back => killed_module(Module),
+    a_killed_subscription_asks_until_it_is_back => killed_script(Script),
+    the_documented_acl_line_listens => acl_module(Module),
+);
