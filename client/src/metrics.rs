@@ -227,6 +227,10 @@ pub struct LeaseMetrics {
     pub unconfirmed: u64,
     /// Lease requests that failed (connection, cluster reconfiguration).
     pub errors: u64,
+    /// Fleet pauses heard on the subscription
+    /// ([`PartitionedLimiterBuilder::listen`](crate::partitioned::PartitionedLimiterBuilder::listen)),
+    /// each obeyed at once rather than at the next renewal round.
+    pub pauses_heard: u64,
 }
 
 impl MetricsSnapshot {

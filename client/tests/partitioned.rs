@@ -4,7 +4,7 @@
 //! - a partition is leased by one process at a time, and one that holds more gives one to a
 //!   process that holds none and asks;
 //! - a lease taken over behind the holder's back is dropped at its next renewal;
-//! - a pause reaches another process at its next renewal round;
+//! - a pause reaches another process at its next renewal round, or at once where it listens;
 //! - a backlog worker drains a queue through a partitioned limiter.
 //!
 //! The servers run without the module: leases are plain commands and scripts.
@@ -15,8 +15,8 @@ use std::time::Duration;
 use redis::cluster::ClusterClient;
 use redis_throttle::backlog::{Backlog, Outcome, Worker, WorkerOptions};
 use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
-use redis_throttle::Error;
 use redis_throttle::Quota;
+use redis_throttle::{Announcements, Error};
 use throttle_e2e::wall::now_ns;
 use throttle_e2e::{multiplexed, stored, within_async};
 use throttle_testkit::{one_node_cluster, Flavor, Server};
@@ -194,6 +194,67 @@ async fn a_pause_reaches_the_other_processes_at_their_next_renewal() {
         b.try_acquire().await.unwrap().granted().is_none(),
         "B is paused too"
     );
+    let grant = tokio::time::timeout(BOUND, b.acquire())
+        .await
+        .unwrap()
+        .unwrap();
+    let at = now_ns() - grant.at.elapsed().as_nanos() as i128;
+    assert!(
+        at >= pause_end - 5_000_000,
+        "B took a token {:.3} s before the pause ended",
+        (pause_end - at) as f64 / 1e9
+    );
+}
+
+/// With [`Announcements`], the pause reaches B on its subscription, not at a renewal round:
+/// the leases here are renewed every 10 s, so B stops long before it would read the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_is_heard_by_the_other_processes_that_listen() {
+    let server = Server::builder(Flavor::Redis82).module(false).start();
+    let url = server.url();
+    let q = PartitionedQuota::builder("heard", Quota::new(8, 20u64).unwrap())
+        .partitions(4)
+        .lease(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let listening = |url: &str| Announcements::new(redis::Client::open(url).unwrap()).unwrap();
+    let (ears_a, ears_b) = (listening(&url), listening(&url));
+    let a = PartitionedLimiter::builder(q.clone())
+        .max_held(2)
+        .renew_after(Duration::from_secs(10))
+        .listen(&ears_a)
+        .build(multiplexed(&url).await)
+        .unwrap();
+    let b = PartitionedLimiter::builder(q.clone())
+        .max_held(2)
+        .renew_after(Duration::from_secs(10))
+        .listen(&ears_b)
+        .build(multiplexed(&url).await)
+        .unwrap();
+    assert!(ears_a.ready(BOUND).await && ears_b.ready(BOUND).await);
+    grow(&a, 2).await;
+    grow(&b, 2).await;
+    // B has read the fleet's signals while it grew: the next read is due in 5 s.
+    let paused_at = now_ns();
+    let pause = Duration::from_millis(3000);
+    a.pause(pause).await.unwrap();
+    let sent = Instant::now();
+    let pause_end = paused_at + pause.as_nanos() as i128;
+    let mut heard_after = None;
+    while sent.elapsed() < Duration::from_secs(2) {
+        if b.metrics().leases.pauses_heard > 0 {
+            heard_after = Some(sent.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let heard_after = heard_after.expect("B heard the pause within 2 s, before any renewal");
+    println!("B heard A's pause {heard_after:?} after A's write returned");
+    assert!(
+        b.try_acquire().await.unwrap().granted().is_none(),
+        "B is paused"
+    );
+    assert_eq!(b.metrics().leases.renewed, 0, "no renewal round read it");
     let grant = tokio::time::timeout(BOUND, b.acquire())
         .await
         .unwrap()

@@ -98,6 +98,11 @@ impl Recent {
             .max()
     }
 
+    /// When the longest of the pauses heard ends, if one was heard.
+    pub(crate) fn end(&self) -> Option<Instant> {
+        self.heard.iter().flatten().map(Heard::ends).max()
+    }
+
     /// Whether a pause heard left the bucket's state past `ticket`: the take is no longer the
     /// last one, so THROTTLE.GIVE would give nothing back for it.
     pub(crate) fn moved_past(&self, ticket: u64) -> bool {

@@ -169,10 +169,16 @@ impl Announcements {
 
     /// Ears for a limiter's buckets (their keys, in its order); subscribes to their channels.
     pub(crate) fn ears(&self, keys: &[&str]) -> Arc<Ears> {
-        let channels: Vec<Vec<u8>> = keys
-            .iter()
-            .map(|key| throttle_bucket::pause_channel(key.as_bytes()))
-            .collect();
+        self.ears_on(
+            keys.iter()
+                .map(|key| throttle_bucket::pause_channel(key.as_bytes()))
+                .collect(),
+        )
+    }
+
+    /// Ears for pause channels named by the caller (a partitioned quota's fleet channel), in
+    /// its order; subscribes to them.
+    pub(crate) fn ears_on(&self, channels: Vec<Vec<u8>>) -> Arc<Ears> {
         let ears = Arc::new(Ears {
             hub: Arc::clone(&self.hub),
             recent: Mutex::new(vec![Recent::default(); channels.len()]),
@@ -321,6 +327,16 @@ impl Ears {
             .zip(tickets)
             .filter_map(|(recent, ticket)| recent.covers(*ticket, send))
             .max()
+    }
+
+    /// When the longest pause heard on any of its channels ends, if one was heard.
+    pub(crate) fn pause_end(&self) -> Option<Instant> {
+        self.lock_recent().iter().filter_map(Recent::end).max()
+    }
+
+    /// Tells of each announcement heard from now on: `changed()` resolves at the next.
+    pub(crate) fn changes(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     /// Resolves when something heard covers the reservation (at once if something already

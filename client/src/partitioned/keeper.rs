@@ -59,6 +59,7 @@ where
         last_yield_ns: None,
         other_wants: None,
     };
+    let mut announced = keeper.core.ears.as_ref().map(|ears| ears.changes());
     loop {
         if *stop.borrow() {
             break;
@@ -68,6 +69,7 @@ where
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
             _ = keeper.core.demand.notified() => {}
+            () = next_heard(&mut announced) => keeper.obey_heard(),
             changed = stop.changed() => if changed.is_err() { break },
         }
     }
@@ -76,10 +78,29 @@ where
     keeper.core.changed.notify_waiters();
 }
 
+/// Resolves at the next announcement heard on the fleet's pause channel; never where the
+/// limiter does not listen.
+async fn next_heard(announced: &mut Option<watch::Receiver<u64>>) {
+    if let Some(changes) = announced {
+        if changes.changed().await.is_ok() {
+            return;
+        }
+    }
+    // No subscription (or its ears gone, which the core's keep from happening).
+    std::future::pending().await
+}
+
 impl<C> Keeper<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
+    /// A fleet pause was heard: the caller asleep for its next token looks again, behind it.
+    fn obey_heard(&self) {
+        if self.core.obey_heard() {
+            self.core.changed.notify_waiters();
+        }
+    }
+
     fn call<'a>(&'a self, key: &'a str, acks: u32) -> LeaseCall<'a> {
         LeaseCall {
             key,

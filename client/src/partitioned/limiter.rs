@@ -89,6 +89,7 @@ pub struct PartitionedLimiterBuilder {
     max_held: Option<u32>,
     observer: Option<Observer>,
     max_wait: Duration,
+    announcements: Option<crate::Announcements>,
 }
 
 impl fmt::Debug for PartitionedLimiterBuilder {
@@ -174,6 +175,17 @@ impl PartitionedLimiterBuilder {
         self
     }
 
+    /// Hears the fleet's pauses on `announcements`' subscription (one per process, shared with
+    /// the other limiters): a pause another process sets (a 429 it was answered) stops this one
+    /// within a round trip, not at its next renewal round (a third of a lease later). While the
+    /// subscription is down the renewal round still reads the pause. Redis Cluster: the
+    /// announcement is heard only where the quota's name hashes to the node `announcements`
+    /// names; elsewhere the renewal round reads it.
+    pub fn listen(mut self, announcements: &crate::Announcements) -> Self {
+        self.announcements = Some(announcements.clone());
+        self
+    }
+
     /// Builds the limiter over `conn` and starts the task that keeps its leases (inside the
     /// current tokio runtime). The reserved partitions are leased at once, in the
     /// background; calls wait for them.
@@ -219,6 +231,9 @@ impl PartitionedLimiterBuilder {
         };
         let owner = format!("{:016x}-{}", fastrand::u64(..), std::process::id());
         let name = self.name.unwrap_or_else(|| quota.name().to_owned());
+        let ears = self.announcements.as_ref().map(|announcements| {
+            announcements.ears_on(vec![super::wire::pause_channel(quota.name()).into_bytes()])
+        });
         let core = Arc::new(Core {
             share: quota.share(),
             metrics: Metrics::new(&name),
@@ -240,6 +255,7 @@ impl PartitionedLimiterBuilder {
             stopped: AtomicBool::new(false),
             observer: self.observer,
             max_wait: self.max_wait,
+            ears,
         });
         let (stop, stopped) = watch::channel(false);
         let task = runtime.spawn(keeper::run(Arc::clone(&core), conn.clone(), stopped));
@@ -271,6 +287,7 @@ impl PartitionedLimiter<()> {
             max_held: None,
             observer: None,
             max_wait: crate::DEFAULT_MAX_WAIT,
+            announcements: None,
         }
     }
 }
@@ -359,6 +376,9 @@ impl<C> PartitionedLimiter<C> {
                 remaining: 0,
             };
         }
+        // A pause heard and not yet obeyed by the keeper (busy with a round trip) holds this
+        // take back all the same.
+        core.obey_heard();
         let now = core.now_ns();
         core.state().shares.take(&core.share, tokens, floor, now)
     }

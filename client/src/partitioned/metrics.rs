@@ -18,6 +18,7 @@ pub(crate) struct Counters {
     pub acquire_refused: AtomicU64,
     pub unconfirmed: AtomicU64,
     pub errors: AtomicU64,
+    pub pauses_heard: AtomicU64,
 }
 
 impl Counters {
@@ -42,6 +43,7 @@ impl Counters {
             refused: load(&self.acquire_refused),
             unconfirmed: load(&self.unconfirmed),
             errors: load(&self.errors),
+            pauses_heard: load(&self.pauses_heard),
         }
     }
 }

@@ -10,15 +10,24 @@ use super::lease::LeaseCall;
 use crate::Error;
 
 /// Sets the fleet's pause (unix ms) unless a later one is set, so a shorter pushback never
-/// shortens a longer one. KEYS: the pause key; ARGV: until (unix ms), how long to keep the
-/// key (ms).
+/// shortens a longer one, and then announces it (`<pause_ms>`, as a bucket's pause is
+/// announced) to the processes that listen; a server without sharded channels only goes
+/// unheard (`redis.pcall`), and they read the key at their next renewal round. KEYS: the pause
+/// key; ARGV: until (unix ms), how long to keep the key (ms), the pause (ms), the channel.
 const PAUSE_IF_LATER: &str = "local now = tonumber(redis.call('GET', KEYS[1]) or '0') \
-    if tonumber(ARGV[1]) > now then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end \
+    if tonumber(ARGV[1]) > now then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) \
+    redis.pcall('SPUBLISH', ARGV[4], ARGV[3]) end \
     return redis.status_reply('OK')";
 
 /// The key of the fleet's pause: in the same slot as the requests for partitions.
 pub(crate) fn pause_key(name: &str) -> String {
     format!("{{{name}}}:pause")
+}
+
+/// The channel on which a fleet pause is announced: in the pause key's slot (a script may
+/// only publish to its keys' shard), and apart from any bucket's pause channel.
+pub(crate) fn pause_channel(name: &str) -> String {
+    format!("throttle:pause:{{{name}}}:fleet")
 }
 
 /// The key where a process that found every free partition taken asks for one.
@@ -67,12 +76,14 @@ pub(crate) fn parse_want(value: &str) -> Option<(&str, usize)> {
     Some((owner, count.parse().ok()?))
 }
 
-/// Sets the fleet's pause until `until_ms` unless a later one is set.
+/// Sets the fleet's pause until `until_ms` unless a later one is set, and announces it as
+/// lasting `pause_ms`.
 pub(crate) async fn write_pause<C: ConnectionLike>(
     conn: &mut C,
     name: &str,
     until_ms: u64,
     keep_ms: u64,
+    pause_ms: u64,
 ) -> Result<(), Error> {
     redis::cmd("EVAL")
         .arg(PAUSE_IF_LATER)
@@ -80,6 +91,8 @@ pub(crate) async fn write_pause<C: ConnectionLike>(
         .arg(pause_key(name))
         .arg(until_ms)
         .arg(keep_ms)
+        .arg(pause_ms)
+        .arg(pause_channel(name))
         .query_async::<()>(conn)
         .await
         .map_err(Error::from_redis)
@@ -143,9 +156,15 @@ mod tests {
     }
 
     #[test]
-    fn both_keys_share_the_names_hash_tag() {
+    fn both_keys_and_the_channel_share_the_names_hash_tag() {
         assert_eq!(pause_key("quota:db"), "{quota:db}:pause");
         assert_eq!(want_key("quota:db"), "{quota:db}:want");
+        assert_eq!(pause_channel("quota:db"), "throttle:pause:{quota:db}:fleet");
+        assert_ne!(
+            pause_channel("quota:db").into_bytes(),
+            throttle_bucket::pause_channel(b"quota:db"),
+            "a bucket of the same name has a channel of its own"
+        );
     }
 
     #[test]

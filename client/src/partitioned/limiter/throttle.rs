@@ -111,8 +111,10 @@ where
     /// The supplier pushed back (429 with `Retry-After`): this process takes nothing for
     /// `retry_after`, then resumes each partition from one token (no burst), as
     /// `THROTTLE.PAUSE` does; and it tells the fleet (`{name}:pause`, never shortening a
-    /// longer pause), whose processes follow at their next renewal round, within a third of
-    /// a lease. Returns how long until the next token (at least `retry_after`).
+    /// longer pause): the processes that listen
+    /// ([`PartitionedLimiterBuilder::listen`](crate::partitioned::PartitionedLimiterBuilder::listen))
+    /// hear it within a round trip, the others follow at their next renewal round, within a
+    /// third of a lease. Returns how long until the next token (at least `retry_after`).
     async fn pause(&self, retry_after: Duration) -> Result<Duration, Error> {
         let core = &self.inner.core;
         let until = core
@@ -122,9 +124,10 @@ where
         core.metrics.paused();
         let until_ms = wire::pause_until_ms(std::time::SystemTime::now(), retry_after);
         let keep_ms = wire::pause_keep_ms(retry_after, core.quota.lease());
+        let pause_ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
         let mut conn = self.conn.clone();
         Counters::add(&core.counters.round_trips, 1);
-        wire::write_pause(&mut conn, core.quota.name(), until_ms, keep_ms).await?;
+        wire::write_pause(&mut conn, core.quota.name(), until_ms, keep_ms, pause_ms).await?;
         Ok(retry_after)
     }
 
