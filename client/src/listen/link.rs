@@ -6,10 +6,11 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 
-use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind, Value};
+use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
 
+use super::subscriber::{Source, Subscribe, Subscriber};
 use super::{Hub, Link, PING_EVERY};
 
 /// How long connecting, and each command, may take before the connection counts as lost.
@@ -22,19 +23,12 @@ const BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// Runs the subscription for `hub` until the hub is gone (every `Announcements` and limiter
 /// that shared it dropped).
 pub(super) async fn run(
-    client: redis::Client,
+    source: Source,
     hub: Weak<Hub>,
     mut wanted: mpsc::UnboundedReceiver<Vec<u8>>,
 ) {
-    // The same address and credentials, in RESP3: a multiplexed connection can only take
-    // subscriptions (and the pushes they bring) in RESP3.
-    let info = client.get_connection_info().clone();
-    let settings = info
-        .redis_settings()
-        .clone()
-        .set_protocol(ProtocolVersion::RESP3);
-    let client = match redis::Client::open(info.set_redis_settings(settings)) {
-        Ok(client) => client,
+    let source = match source.resp3() {
+        Ok(source) => source,
         Err(err) => {
             tracing::warn!(%err, "pause announcements: cannot use the client's address; calls ask instead");
             return;
@@ -45,7 +39,7 @@ pub(super) async fn run(
     loop {
         let started = Instant::now();
         let why = match hub.upgrade() {
-            Some(hub) => session(&client, &hub, &mut wanted, lost_before).await,
+            Some(hub) => session(&source, &hub, &mut wanted, lost_before).await,
             None => return,
         };
         let Some(hub) = hub.upgrade() else { return };
@@ -70,20 +64,13 @@ pub(super) async fn run(
 /// One connection, from connect to loss: `Some(why)` when it was lost, `None` when the hub is
 /// gone (no one listens any more).
 async fn session(
-    client: &redis::Client,
+    source: &Source,
     hub: &Arc<Hub>,
     wanted: &mut mpsc::UnboundedReceiver<Vec<u8>>,
     lost_before: bool,
 ) -> Option<String> {
     let (pushes_tx, mut pushes) = mpsc::unbounded_channel::<PushInfo>();
-    let config = AsyncConnectionConfig::new()
-        .set_push_sender(pushes_tx)
-        .set_connection_timeout(Some(ANSWER_WITHIN))
-        .set_response_timeout(Some(ANSWER_WITHIN));
-    let mut con = match client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-    {
+    let mut con = match source.connect(pushes_tx, ANSWER_WITHIN).await {
         Ok(con) => con,
         Err(err) => return Some(format!("cannot connect: {err}")),
     };
@@ -129,43 +116,27 @@ async fn session(
                 }
                 None => return None,
             },
-            _ = ping.tick() => {
-                let pong: redis::RedisResult<Value> = redis::cmd("PING").query_async(&mut con).await;
-                match pong {
-                    Ok(_) => hub.alive(),
-                    Err(err) => return Some(format!("PING: {err}")),
-                }
+            _ = ping.tick() => match con.ping().await {
+                Ok(()) => hub.alive(),
+                Err(err) => return Some(format!("PING: {err}")),
             }
         }
     }
 }
 
-/// Which subscribe the server takes: sharded where it has it, plain where it does not.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Subscribe {
-    Shard,
-    Plain,
-}
-
-/// Subscribes to one channel (one per command: a command answers with one confirmation per
-/// channel, and the connection matches one answer to each command). A channel the server
-/// refuses (an ACL without it, a cluster node that does not hold its slot) is left out, and
-/// its limiters ask; a failure to answer is the connection's.
+/// Subscribes to one channel. A channel the server refuses (an ACL without it, a node that
+/// does not hold its slot) is left out, and its limiters ask; a failure to answer is the
+/// connection's.
 async fn subscribe(
-    con: &mut redis::aio::MultiplexedConnection,
+    con: &mut Subscriber,
     kind: &mut Subscribe,
     channel: &[u8],
     subscribed: &mut HashSet<Vec<u8>>,
 ) -> Result<(), String> {
     loop {
-        let name = match kind {
-            Subscribe::Shard => "SSUBSCRIBE",
-            Subscribe::Plain => "SUBSCRIBE",
-        };
-        let answer: redis::RedisResult<Value> =
-            redis::cmd(name).arg(channel).query_async(con).await;
-        match answer {
-            Ok(_) => {
+        let name = kind.command();
+        match con.subscribe(*kind, channel).await {
+            Ok(()) => {
                 subscribed.insert(channel.to_vec());
                 return Ok(());
             }

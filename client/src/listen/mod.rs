@@ -17,6 +17,7 @@ use tokio::time::{Duration, Instant};
 
 mod heard;
 mod link;
+mod subscriber;
 
 use heard::Recent;
 
@@ -45,8 +46,9 @@ const PING_EVERY: Duration = Duration::from_millis(500);
 /// It opens its own connection (RESP3, which the servers need for shard channels on a
 /// multiplexed connection) from the client given, and keeps it open, reconnecting after a
 /// failure, until the last clone is dropped. It must be created inside a tokio runtime.
-/// Redis Cluster: a bucket whose channel is not on the node the client names is not heard;
-/// its limiter asks instead.
+/// Redis Cluster: [`Announcements::cluster`] (feature `cluster`) subscribes on every master;
+/// with [`Announcements::new`] a bucket whose channel is not on the node the client names is
+/// not heard, and its limiter asks instead.
 ///
 /// ```no_run
 /// use redis_throttle::prelude::*;
@@ -119,6 +121,35 @@ impl Announcements {
     /// it connects in the background, and limiters ask instead until it is up. Fails only
     /// outside a tokio runtime.
     pub fn new(client: redis::Client) -> Result<Announcements, crate::Error> {
+        Announcements::start(subscriber::Source::One(client))
+    }
+
+    /// Starts the subscription on a Redis Cluster, from its seed nodes (the addresses a
+    /// `ClusterClient` is built from; their credentials are used): each channel is subscribed
+    /// on the master of its slot, so that every bucket is heard wherever it lives. After a
+    /// failover or a slot moved (the server ends the subscription, or a node's connection
+    /// drops), the subscription starts again, and its limiters ask meanwhile.
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
+    pub fn cluster<T: redis::IntoConnectionInfo>(
+        nodes: impl IntoIterator<Item = T>,
+    ) -> Result<Announcements, crate::Error> {
+        let nodes = nodes
+            .into_iter()
+            .map(T::into_connection_info)
+            .collect::<redis::RedisResult<Vec<_>>>()
+            .map_err(|err| crate::Error::Config {
+                problem: format!("Announcements::cluster: a seed node's address: {err}"),
+            })?;
+        if nodes.is_empty() {
+            return Err(crate::Error::Config {
+                problem: "Announcements::cluster needs at least one seed node".to_owned(),
+            });
+        }
+        Announcements::start(subscriber::Source::Cluster(nodes))
+    }
+
+    fn start(source: subscriber::Source) -> Result<Announcements, crate::Error> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| crate::Error::Config {
             problem: "Announcements::new must be called inside a tokio runtime: it runs \
                           the subscription as a task"
@@ -135,7 +166,7 @@ impl Announcements {
             subscribed: Mutex::new((0, HashSet::new())),
             task: Mutex::new(None),
         });
-        let task = runtime.spawn(link::run(client, Arc::downgrade(&hub), wanted_rx));
+        let task = runtime.spawn(link::run(source, Arc::downgrade(&hub), wanted_rx));
         *hub.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
         Ok(Announcements { hub })
     }
