@@ -35,6 +35,7 @@ mod prioritized;
 mod pushback;
 mod quota;
 mod reply;
+pub mod report;
 pub mod script;
 mod throttle;
 mod waiting;

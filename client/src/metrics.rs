@@ -283,6 +283,33 @@ impl WaitHistogram {
     }
 }
 
+impl WaitHistogram {
+    /// The counts, bucket by bucket (as [`WaitHistogram::buckets`] gives them with bounds).
+    pub(crate) fn counts(&self) -> &[u64] {
+        &self.counts
+    }
+
+    /// A histogram of `counts`, one per bucket; `None` for another number of them.
+    pub(crate) fn from_counts(counts: &[u64]) -> Option<WaitHistogram> {
+        Some(WaitHistogram {
+            counts: counts.try_into().ok()?,
+        })
+    }
+
+    /// What was counted since `earlier`, bucket by bucket.
+    pub(crate) fn since(&self, earlier: &WaitHistogram) -> WaitHistogram {
+        WaitHistogram {
+            counts: std::array::from_fn(|i| {
+                self.counts
+                    .get(i)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_sub(earlier.counts.get(i).copied().unwrap_or(0))
+            }),
+        }
+    }
+}
+
 fn bucket_of(wait: Duration) -> usize {
     let us = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
     BOUNDS_US.partition_point(|bound| *bound < us)

@@ -24,6 +24,7 @@ use crate::listen::{Announcements, Ears};
 use crate::metrics::{Event, Metrics};
 use crate::policy::Policy;
 use crate::reply::{self, MTakeTickets};
+use crate::report::{FleetReport, Reported};
 use crate::waiting::{self, record, Held};
 use crate::{
     Backend, BucketState, Demand, Error, Grant, MetricsSnapshot, Priority, Quota, QuotaError,
@@ -151,6 +152,14 @@ macro_rules! option_setters {
             self
         }
 
+        /// Reports the limiter's counters to Redis through `fleet`, the process's one
+        /// [`FleetReport`](crate::report::FleetReport), for the operator's view; off the call
+        /// path.
+        pub fn report(mut self, fleet: &$crate::report::FleetReport) -> Self {
+            self.options.report = Some(fleet.clone());
+            self
+        }
+
         /// What a call does while Redis cannot be reached (default
         /// [`Unreachable::FailClosed`](crate::Unreachable::FailClosed): it fails with
         /// [`Error::Connection`](crate::Error::Connection);
@@ -184,6 +193,12 @@ struct Shared {
     bulk_turn: BulkTurn,
     /// What was heard on the buckets' pause channels, when the limiter listens.
     ears: Option<Arc<Ears>>,
+}
+
+impl Reported for Shared {
+    fn snapshot(&self) -> MetricsSnapshot {
+        self.metrics.snapshot(Some(self.dispatch.serving()))
+    }
 }
 
 /// One bucket: its key, its quota, what a call takes from it and which of the supplier's counts
@@ -229,6 +244,7 @@ pub(crate) struct Options {
     pub(crate) max_wait: Duration,
     pub(crate) unreachable: Unreachable,
     pub(crate) listen: Option<Announcements>,
+    pub(crate) report: Option<FleetReport>,
 }
 
 impl Default for Options {
@@ -242,6 +258,7 @@ impl Default for Options {
             max_wait: DEFAULT_MAX_WAIT,
             unreachable: Unreachable::default(),
             listen: None,
+            report: None,
         }
     }
 }
@@ -270,19 +287,22 @@ impl<C> Buckets<C> {
             .as_ref()
             .filter(|_| options.check_pause)
             .map(|announcements| announcements.ears(&keys));
-        Buckets {
-            conn,
-            shared: Arc::new(Shared {
-                ears,
-                metrics: Metrics::new(&name),
-                name,
-                buckets,
-                dispatch: Dispatch::new(options.backend),
-                options,
-                peek_in_calls,
-                bulk_turn: BulkTurn::default(),
-            }),
+        let report_keys = keys.iter().map(|key| (*key).to_owned()).collect();
+        let shared = Arc::new(Shared {
+            ears,
+            metrics: Metrics::new(&name),
+            name,
+            buckets,
+            dispatch: Dispatch::new(options.backend),
+            options,
+            peek_in_calls,
+            bulk_turn: BulkTurn::default(),
+        });
+        if let Some(fleet) = &shared.options.report {
+            let weak = Arc::downgrade(&shared);
+            fleet.watch(report_keys, weak);
         }
+        Buckets { conn, shared }
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -302,7 +322,7 @@ impl<C> Buckets<C> {
     }
 
     pub(crate) fn metrics(&self) -> MetricsSnapshot {
-        self.shared.metrics.snapshot(Some(self.backend()))
+        self.shared.snapshot()
     }
 
     pub(crate) fn connection(&self) -> &C {

@@ -96,6 +96,18 @@ pub(crate) struct State {
     pub shares: Shares,
 }
 
+impl crate::report::Reported for Core {
+    /// Its calls' counters, and its leases' ([`crate::MetricsSnapshot::leases`]).
+    fn snapshot(&self) -> crate::MetricsSnapshot {
+        let mut snapshot = self.metrics.snapshot(None);
+        snapshot.round_trips = snapshot
+            .round_trips
+            .saturating_add(self.counters.round_trips());
+        snapshot.leases = self.counters.leases(self.state().shares.len());
+        snapshot
+    }
+}
+
 impl Core {
     pub(super) fn now_ns(&self) -> i64 {
         i64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(i64::MAX)

@@ -90,6 +90,7 @@ pub struct PartitionedLimiterBuilder {
     observer: Option<Observer>,
     max_wait: Duration,
     announcements: Option<crate::Announcements>,
+    report: Option<crate::report::FleetReport>,
 }
 
 impl fmt::Debug for PartitionedLimiterBuilder {
@@ -186,6 +187,13 @@ impl PartitionedLimiterBuilder {
         self
     }
 
+    /// Reports the limiter's counters to Redis through `fleet`, under the quota's name, for the
+    /// operator's view; off the call path.
+    pub fn report(mut self, fleet: &crate::report::FleetReport) -> Self {
+        self.report = Some(fleet.clone());
+        self
+    }
+
     /// Builds the limiter over `conn` and starts the task that keeps its leases (inside the
     /// current tokio runtime). The reserved partitions are leased at once, in the
     /// background; calls wait for them.
@@ -257,6 +265,10 @@ impl PartitionedLimiterBuilder {
             max_wait: self.max_wait,
             ears,
         });
+        if let Some(fleet) = &self.report {
+            let weak = Arc::downgrade(&core);
+            fleet.watch(vec![core.quota.name().to_owned()], weak);
+        }
         let (stop, stopped) = watch::channel(false);
         let task = runtime.spawn(keeper::run(Arc::clone(&core), conn.clone(), stopped));
         Ok(PartitionedLimiter {
@@ -288,6 +300,7 @@ impl PartitionedLimiter<()> {
             observer: None,
             max_wait: crate::DEFAULT_MAX_WAIT,
             announcements: None,
+            report: None,
         }
     }
 }

@@ -203,12 +203,6 @@ where
     /// Counters since the limiter was built: its calls, and its leases
     /// ([`MetricsSnapshot::leases`]).
     fn metrics(&self) -> MetricsSnapshot {
-        let core = &self.inner.core;
-        let mut snapshot = core.metrics.snapshot(None);
-        snapshot.round_trips = snapshot
-            .round_trips
-            .saturating_add(core.counters.round_trips());
-        snapshot.leases = core.counters.leases(core.state().shares.len());
-        snapshot
+        crate::report::Reported::snapshot(&*self.inner.core)
     }
 }

@@ -1,0 +1,238 @@
+//! What one process reports of one limiter, as the one line stored under its report key: pure,
+//! read back by the operator's tool with [`Report::parse`].
+//!
+//! `v1 at=<unix ms> period=<ms> process=<id> granted=.. denied=.. gave_up=.. errors=..
+//! round_trips=.. pauses=.. cuts=.. syncs=.. r429=.. r503=.. waits=<17 counts> p.granted=..
+//! ... p.waits=<17 counts> key=<the bucket's key>`: the counters since the limiter was built,
+//! then (`p.`) those of the last period alone, so that one read gives rates and the wait
+//! quantiles of now; the key comes last, so that it may hold spaces.
+
+use crate::metrics::WaitHistogram;
+use crate::MetricsSnapshot;
+
+/// Counters of a limiter, since it was built or over one period.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Counts {
+    /// Calls granted.
+    pub granted: u64,
+    /// `try_acquire` calls refused.
+    pub denied: u64,
+    /// Calls that gave up (a deadline).
+    pub gave_up: u64,
+    /// Calls that failed otherwise.
+    pub errors: u64,
+    /// Round trips to Redis.
+    pub round_trips: u64,
+    /// Pauses set (a 429's `Retry-After`, a cut).
+    pub pauses: u64,
+    /// Cuts that cut the rate.
+    pub cuts: u64,
+    /// Syncs to the supplier's count that lowered the bucket.
+    pub syncs: u64,
+    /// 429 responses the HTTP layers saw.
+    pub responses_429: u64,
+    /// 503 responses the HTTP layers saw.
+    pub responses_503: u64,
+    /// The granted calls' waits.
+    pub waits: WaitHistogram,
+}
+
+/// One report: a process's counters of one limiter, as stored.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Report {
+    /// The bucket's key (a partitioned limiter: its quota's name).
+    pub key: String,
+    /// The reporting process (random, with its pid).
+    pub process: String,
+    /// When the report was made, ms since the Unix epoch (the process's clock).
+    pub at_ms: u64,
+    /// How long `period` covers, ms.
+    pub period_ms: u64,
+    /// Since the limiter was built.
+    pub total: Counts,
+    /// Over the last period alone.
+    pub period: Counts,
+}
+
+impl Counts {
+    /// The counts of a snapshot.
+    pub fn of(snapshot: &MetricsSnapshot) -> Counts {
+        Counts {
+            granted: snapshot.granted,
+            denied: snapshot.denied,
+            gave_up: snapshot.gave_up,
+            errors: snapshot.errors,
+            round_trips: snapshot.round_trips,
+            pauses: snapshot.pauses,
+            cuts: snapshot.pushback.cuts,
+            syncs: snapshot.pushback.syncs,
+            responses_429: snapshot.pushback.responses_429,
+            responses_503: snapshot.pushback.responses_503,
+            waits: snapshot.wait_histogram.clone(),
+        }
+    }
+
+    /// What was counted since `earlier` (0 where a counter went down: a new limiter).
+    pub fn since(&self, earlier: &Counts) -> Counts {
+        Counts {
+            granted: self.granted.saturating_sub(earlier.granted),
+            denied: self.denied.saturating_sub(earlier.denied),
+            gave_up: self.gave_up.saturating_sub(earlier.gave_up),
+            errors: self.errors.saturating_sub(earlier.errors),
+            round_trips: self.round_trips.saturating_sub(earlier.round_trips),
+            pauses: self.pauses.saturating_sub(earlier.pauses),
+            cuts: self.cuts.saturating_sub(earlier.cuts),
+            syncs: self.syncs.saturating_sub(earlier.syncs),
+            responses_429: self.responses_429.saturating_sub(earlier.responses_429),
+            responses_503: self.responses_503.saturating_sub(earlier.responses_503),
+            waits: self.waits.since(&earlier.waits),
+        }
+    }
+
+    fn fields(&self) -> [(&'static str, u64); 10] {
+        [
+            ("granted", self.granted),
+            ("denied", self.denied),
+            ("gave_up", self.gave_up),
+            ("errors", self.errors),
+            ("round_trips", self.round_trips),
+            ("pauses", self.pauses),
+            ("cuts", self.cuts),
+            ("syncs", self.syncs),
+            ("r429", self.responses_429),
+            ("r503", self.responses_503),
+        ]
+    }
+
+    fn set(&mut self, name: &str, value: &str) -> Option<()> {
+        if name == "waits" {
+            let counts: Option<Vec<u64>> = value.split(',').map(|c| c.parse().ok()).collect();
+            self.waits = WaitHistogram::from_counts(&counts?)?;
+            return Some(());
+        }
+        let value: u64 = value.parse().ok()?;
+        let field = match name {
+            "granted" => &mut self.granted,
+            "denied" => &mut self.denied,
+            "gave_up" => &mut self.gave_up,
+            "errors" => &mut self.errors,
+            "round_trips" => &mut self.round_trips,
+            "pauses" => &mut self.pauses,
+            "cuts" => &mut self.cuts,
+            "syncs" => &mut self.syncs,
+            "r429" => &mut self.responses_429,
+            "r503" => &mut self.responses_503,
+            // A field of a later version: skipped, so that an older tool still reads it.
+            _ => return Some(()),
+        };
+        *field = value;
+        Some(())
+    }
+
+    fn write(&self, prefix: &str, line: &mut String) {
+        use std::fmt::Write as _;
+        for (name, value) in self.fields() {
+            let _ = write!(line, " {prefix}{name}={value}");
+        }
+        let waits: Vec<String> = self.waits.counts().iter().map(u64::to_string).collect();
+        let _ = write!(line, " {prefix}waits={}", waits.join(","));
+    }
+}
+
+impl Report {
+    /// The line to store.
+    pub fn encode(&self) -> String {
+        let mut line = format!(
+            "v1 at={} period={} process={}",
+            self.at_ms, self.period_ms, self.process
+        );
+        self.total.write("", &mut line);
+        self.period.write("p.", &mut line);
+        line.push_str(" key=");
+        line.push_str(&self.key);
+        line
+    }
+
+    /// Reads a stored line back; `None` for one that is not a report.
+    pub fn parse(line: &str) -> Option<Report> {
+        let rest = line.strip_prefix("v1 ")?;
+        let (fields, key) = rest.split_once(" key=")?;
+        let mut report = Report {
+            key: key.to_owned(),
+            ..Report::default()
+        };
+        for field in fields.split(' ') {
+            let (name, value) = field.split_once('=')?;
+            match name {
+                "at" => report.at_ms = value.parse().ok()?,
+                "period" => report.period_ms = value.parse().ok()?,
+                "process" => report.process = value.to_owned(),
+                _ => match name.strip_prefix("p.") {
+                    Some(name) => report.period.set(name, value)?,
+                    None => report.total.set(name, value)?,
+                },
+            }
+        }
+        Some(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_report_reads_back_as_it_was_written() {
+        let mut waits = vec![0u64; WaitHistogram::default().counts().len()];
+        waits[0] = 7;
+        waits[3] = 2;
+        let total = Counts {
+            granted: 9,
+            denied: 1,
+            round_trips: 10,
+            pauses: 1,
+            responses_429: 1,
+            waits: WaitHistogram::from_counts(&waits).unwrap(),
+            ..Counts::default()
+        };
+        let report = Report {
+            key: "quota:pix with spaces".to_owned(),
+            process: "00ab-42".to_owned(),
+            at_ms: 1_733_300_000_123,
+            period_ms: 5000,
+            period: total.since(&Counts {
+                granted: 4,
+                ..Counts::default()
+            }),
+            total,
+        };
+        let line = report.encode();
+        assert!(line.starts_with("v1 at=1733300000123 period=5000 process=00ab-42 granted=9 "));
+        assert!(line.ends_with(" key=quota:pix with spaces"), "{line}");
+        assert_eq!(Report::parse(&line), Some(report.clone()));
+        assert_eq!(report.period.granted, 5);
+        assert_eq!(
+            report.total.waits.quantile(0.9),
+            Some(Duration::from_millis(10))
+        );
+    }
+
+    #[test]
+    fn what_is_not_a_report_is_refused_and_later_fields_are_skipped() {
+        for bad in [
+            "",
+            "v2 at=1 key=k",
+            "v1 at=x key=k",
+            "v1 at=1",
+            "v1 granted key=k",
+            "v1 waits=1,2 key=k",
+        ] {
+            assert_eq!(Report::parse(bad), None, "{bad:?}");
+        }
+        let later = Report::parse("v1 at=1 slots=3 granted=2 key=k").unwrap();
+        assert_eq!((later.total.granted, later.key.as_str()), (2, "k"));
+    }
+}
