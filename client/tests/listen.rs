@@ -16,7 +16,7 @@
 use redis_throttle::prelude::*;
 use std::time::Duration;
 
-use redis_throttle::{Announcements, Backend, Limiter, Quota, Rate};
+use redis_throttle::{Announcements, Backend, Limiter, MultiLimiter, Quota, Rate};
 use throttle_e2e::{multiplexed, runtime, serial, server_for};
 use throttle_testkit::Flavor;
 use tokio::time::Instant;
@@ -210,6 +210,65 @@ fn a_killed_subscription_asks_until_it_is_back(flavor: Flavor, backend: Backend)
     });
 }
 
+/// A `MultiLimiter` listens to each of its buckets: a pause on the second one alone, set by
+/// another process, wakes the reserved call; it is granted after the pause, in one MTAKE
+/// before and one after, with no look at either bucket.
+fn a_pause_on_one_of_several_buckets_reaches_a_reserved_call(flavor: Flavor, backend: Backend) {
+    let _serial = serial();
+    let server = server_for(flavor, backend);
+    let url = server.url();
+    runtime().block_on(async {
+        let (mine, theirs) = (subscription(&url), subscription(&url));
+        let tag = format!("{{multi:{}}}", backend.name());
+        let (first, second) = (format!("{tag}:s"), format!("{tag}:m"));
+        let caller = MultiLimiter::builder()
+            .limit(&first, Quota::new(5, 100u64).unwrap(), 1)
+            .limit(&second, quota(), 1)
+            .backend(backend)
+            .listen(&mine)
+            .build(multiplexed(&url).await)
+            .unwrap();
+        let other = Limiter::builder(&second, quota())
+            .backend(backend)
+            .listen(&theirs)
+            .build(multiplexed(&url).await)
+            .unwrap();
+        for subscribed in [&mine, &theirs] {
+            assert!(
+                subscribed.ready(Duration::from_secs(10)).await,
+                "{flavor} subscribed"
+            );
+        }
+        caller.acquire().await.unwrap();
+        let start = Instant::now();
+        let reserved = tokio::spawn({
+            let caller = caller.clone();
+            async move { caller.acquire().await.unwrap() }
+        });
+        tokio::time::sleep(MS * 50).await;
+        let sent = start.elapsed();
+        other.pause(PAUSE).await.unwrap();
+        let grant = reserved.await.unwrap();
+        let metrics = caller.metrics();
+        let at = format!("{flavor} {backend:?}");
+        assert_eq!(metrics.pushback.heard_pauses, 1, "{at}: heard");
+        assert_eq!(metrics.pushback.held_by_pause, 1, "{at}");
+        assert_eq!(
+            metrics.pushback.pause_checks, 0,
+            "{at}: no look while listening"
+        );
+        assert_eq!(
+            grant.round_trips, 2,
+            "{at}: the take, and the take after the pause"
+        );
+        assert!(
+            start.elapsed() >= sent + PAUSE,
+            "{at}: granted {:?} after the start, inside the pause set at {sent:?}",
+            start.elapsed()
+        );
+    });
+}
+
 const TRUST_MODEL: &str = include_str!("../../docs/trust-model.md");
 
 /// The documented ACL line of a listening process's subscription: a user with it listens (no
@@ -289,4 +348,6 @@ backends!(
     a_killed_subscription_asks_until_it_is_back => killed_module(Module),
     a_killed_subscription_asks_until_it_is_back => killed_script(Script),
     the_documented_acl_line_listens => acl_module(Module),
+    a_pause_on_one_of_several_buckets_reaches_a_reserved_call => multi_module(Module),
+    a_pause_on_one_of_several_buckets_reaches_a_reserved_call => multi_library(Library),
 );

@@ -26,6 +26,7 @@ use demo_support::child::{self, say, FromDemo};
 use demo_support::shared_start::micros;
 use redis_throttle::http::{read_supplier_count, RetryPolicy};
 use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis_throttle::report::FleetReport;
 use redis_throttle::{Announcements, Limiter, Quota, Rate};
 use tokio::time::{timeout, Instant};
 
@@ -154,7 +155,12 @@ async fn limiter(args: &ReplicaArgs) -> Result<Limiter<ConnectionManager>, Strin
     .await
     .map_err(|_| format!("no connection to {url} within {:?}", REDIS_TIMEOUT * 2))?
     .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+    // The replica's counters in Redis for the operator's tool (`throttle-ctl status`), every
+    // second: the run is short. Off the call path, on a connection of its own.
+    let fleet =
+        FleetReport::every(conn.clone(), Duration::from_secs(1)).map_err(|e| e.to_string())?;
     let mut builder = Limiter::builder(key.as_str(), quota)
+        .report(&fleet)
         .strategy(args.strategy.to_strategy())
         .backend(args.backend.to_backend())
         .name("pix-status")

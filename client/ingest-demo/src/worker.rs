@@ -16,6 +16,7 @@ use demo_support::child::{self, say, FromDemo};
 use demo_support::shared_start::micros;
 use redis_throttle::backlog::{Backlog, Outcome, Record, Worker, WorkerOptions};
 use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis_throttle::report::FleetReport;
 use redis_throttle::{Limiter, Priority, Quota, Throttle};
 use tokio::sync::Semaphore;
 use tokio::time::{timeout, Instant};
@@ -268,9 +269,14 @@ pub fn doc_id(stream: &str, record_id: &str) -> String {
 async fn backlog_run(args: BacklogWorkerArgs) -> Result<(), String> {
     let db = args.db.trim_end_matches('/').to_owned();
     let quota = Quota::new(args.capacity, args.rate).map_err(|e| e.to_string())?;
+    let conn = connect(&args.redis_url).await?;
+    // The worker's counters in Redis for the operator's tool, off the call path.
+    let fleet =
+        FleetReport::every(conn.clone(), Duration::from_secs(1)).map_err(|e| e.to_string())?;
     let limiter = Limiter::builder(args.key.as_str(), quota)
         .name("ingest")
-        .build(connect(&args.redis_url).await?)
+        .report(&fleet)
+        .build(conn)
         .map_err(|e| e.to_string())?;
     // TOKENS 0 writes nothing: without the module this fails here, not mid-run.
     limiter.peek().await.map_err(|e| e.to_string())?;
