@@ -10,6 +10,7 @@
     rust_2018_idioms
 )]
 
+mod abort_on_drop;
 mod backend;
 pub mod backlog;
 mod bucket_state;

@@ -17,7 +17,7 @@ use redis_throttle::prelude::*;
 use std::time::Duration;
 
 use redis_throttle::{Announcements, Backend, Limiter, MultiLimiter, Quota, Rate};
-use throttle_e2e::{multiplexed, runtime, serial, server_for};
+use throttle_e2e::{multiplexed, pause_a_reserved_call, runtime, serial, server_for, PausedCall};
 use throttle_testkit::Flavor;
 use tokio::time::Instant;
 
@@ -240,15 +240,7 @@ fn a_pause_on_one_of_several_buckets_reaches_a_reserved_call(flavor: Flavor, bac
             );
         }
         caller.acquire().await.unwrap();
-        let start = Instant::now();
-        let reserved = tokio::spawn({
-            let caller = caller.clone();
-            async move { caller.acquire().await.unwrap() }
-        });
-        tokio::time::sleep(MS * 50).await;
-        let sent = start.elapsed();
-        other.pause(PAUSE).await.unwrap();
-        let grant = reserved.await.unwrap();
+        let PausedCall { grant, sent, start } = pause_a_reserved_call(&caller, &other, PAUSE).await;
         let metrics = caller.metrics();
         let at = format!("{flavor} {backend:?}");
         assert_eq!(metrics.pushback.heard_pauses, 1, "{at}: heard");

@@ -78,6 +78,11 @@ async fn each_process_reports_its_counts_and_drops_out_when_it_stops() {
     assert_eq!(report.key, "quota:reported");
     assert_eq!(report.process, fleet_a.process());
     assert_eq!(report.period_ms, 500);
+    assert_eq!(
+        (report.capacity, report.rate.as_str()),
+        (100, "100"),
+        "the limiter's quota"
+    );
     assert_eq!(report.total.round_trips, 5);
     assert_eq!(report.total.waits.count(), 5);
     let other = report_until(&mut con, &key_b, |r| r.total.granted == 1).await;
@@ -163,6 +168,11 @@ async fn a_partitioned_limiter_reports_under_its_quota_name() {
     })
     .await;
     assert_eq!(report.key, "parts");
+    assert_eq!(
+        (report.capacity, report.rate.as_str()),
+        (8, "20"),
+        "the whole quota's"
+    );
     assert!(
         report.total.round_trips >= 1,
         "its lease requests: {report:?}"

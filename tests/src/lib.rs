@@ -32,6 +32,7 @@ mod pair;
 pub mod partitioned;
 mod reply;
 mod report;
+mod reserved;
 mod rng;
 mod runtime;
 mod seed;
@@ -58,6 +59,7 @@ pub use keyspace::{
 pub use pair::{assert_replica_holds, Pair};
 pub use reply::{as_reply, int, ints, num, strings, Reply};
 pub use report::Report;
+pub use reserved::{pause_a_reserved_call, PausedCall};
 pub use rng::Rng;
 pub use runtime::{runtime, serial};
 pub use seed::{check_seed_scenario, seed_expected, SEED_INTERVAL_NS};

@@ -12,11 +12,9 @@ use redis::cluster::ClusterClient;
 use redis_throttle::{Announcements, Limiter, Quota, Rate};
 use throttle_e2e::*;
 use throttle_testkit::ReplicatedCluster;
-use tokio::time::Instant;
 
 throttle_e2e::per_server!(a_pause_on_another_shard_is_heard);
 
-const MS: Duration = Duration::from_millis(1);
 /// One token, one every 300 ms: a second call reserves and sleeps 300 ms.
 const INTERVAL: Duration = Duration::from_millis(300);
 const PAUSE: Duration = Duration::from_millis(1000);
@@ -63,16 +61,8 @@ fn a_pause_on_another_shard_is_heard(flavor: Flavor) {
                 "{flavor} {name}: subscribed to the bucket's channel where it lives, and only there"
             );
             caller.acquire().await.unwrap();
-            let start = Instant::now();
-            let reserved = tokio::spawn({
-                let caller = caller.clone();
-                async move { caller.acquire().await.unwrap() }
-            });
-            // The reservation is made at once (a round trip); the pause comes while it sleeps.
-            tokio::time::sleep(MS * 50).await;
-            let sent = start.elapsed();
-            other.pause(PAUSE).await.unwrap();
-            let grant = reserved.await.unwrap();
+            let PausedCall { grant, sent, start } =
+                pause_a_reserved_call(&caller, &other, PAUSE).await;
             let metrics = caller.metrics();
             let at = format!("{flavor} {name}");
             assert_eq!(metrics.pushback.held_by_pause, 1, "{at}: held back");

@@ -287,7 +287,13 @@ impl<C> Buckets<C> {
             .as_ref()
             .filter(|_| options.check_pause)
             .map(|announcements| announcements.ears(&keys));
-        let report_keys = keys.iter().map(|key| (*key).to_owned()).collect();
+        let report_keys = buckets
+            .iter()
+            .map(|b| {
+                let (capacity, rate) = (b.quota.capacity(), b.quota.rate().as_str());
+                (b.key.clone(), capacity, rate.to_owned())
+            })
+            .collect();
         let shared = Arc::new(Shared {
             ears,
             metrics: Metrics::new(&name),

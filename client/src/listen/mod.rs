@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Duration, Instant};
@@ -19,6 +19,7 @@ mod heard;
 mod link;
 mod subscriber;
 
+use crate::abort_on_drop::AbortOnDrop;
 use heard::Recent;
 
 /// The subscription must have answered (a message or a `PING`) within this for a sleeping
@@ -87,7 +88,7 @@ pub(crate) struct Hub {
     reconnects: AtomicU64,
     /// The channels subscribed on connection `.0`, kept by the task.
     subscribed: Mutex<(u64, HashSet<Vec<u8>>)>,
-    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    task: OnceLock<AbortOnDrop>,
 }
 
 /// The subscription's state: up or not, and its connection's number (each connection counts
@@ -156,18 +157,9 @@ impl Announcements {
                 .to_owned(),
         })?;
         let (wanted, wanted_rx) = mpsc::unbounded_channel();
-        let hub = Arc::new(Hub {
-            channels: Mutex::new(HashMap::new()),
-            link: watch::Sender::new(Link::default()),
-            alive_ms: AtomicU64::new(0),
-            start: Instant::now(),
-            wanted,
-            reconnects: AtomicU64::new(0),
-            subscribed: Mutex::new((0, HashSet::new())),
-            task: Mutex::new(None),
-        });
+        let hub = Arc::new(Hub::new(wanted));
         let task = runtime.spawn(link::run(source, Arc::downgrade(&hub), wanted_rx));
-        *hub.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
+        let _ = hub.task.set(AbortOnDrop::new(&task));
         Ok(Announcements { hub })
     }
 
@@ -244,20 +236,21 @@ impl fmt::Debug for Announcements {
     }
 }
 
-impl Drop for Hub {
-    fn drop(&mut self) {
-        if let Some(task) = self
-            .task
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            task.abort();
+impl Hub {
+    /// A hub with nothing subscribed, whose task takes channels from `wanted`.
+    fn new(wanted: mpsc::UnboundedSender<Vec<u8>>) -> Hub {
+        Hub {
+            channels: Mutex::new(HashMap::new()),
+            link: watch::Sender::new(Link::default()),
+            alive_ms: AtomicU64::new(0),
+            start: Instant::now(),
+            wanted,
+            reconnects: AtomicU64::new(0),
+            subscribed: Mutex::new((0, HashSet::new())),
+            task: OnceLock::new(),
         }
     }
-}
 
-impl Hub {
     fn lock_channels(&self) -> std::sync::MutexGuard<'_, Listeners> {
         self.channels.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -413,16 +406,7 @@ mod tests {
     fn detached() -> Announcements {
         let (wanted, _) = mpsc::unbounded_channel();
         Announcements {
-            hub: Arc::new(Hub {
-                channels: Mutex::new(HashMap::new()),
-                link: watch::Sender::new(Link::default()),
-                alive_ms: AtomicU64::new(0),
-                start: Instant::now(),
-                wanted,
-                reconnects: AtomicU64::new(0),
-                subscribed: Mutex::new((0, HashSet::new())),
-                task: Mutex::new(None),
-            }),
+            hub: Arc::new(Hub::new(wanted)),
         }
     }
 

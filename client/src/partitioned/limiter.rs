@@ -267,7 +267,13 @@ impl PartitionedLimiterBuilder {
         });
         if let Some(fleet) = &self.report {
             let weak = Arc::downgrade(&core);
-            fleet.watch(vec![core.quota.name().to_owned()], weak);
+            let total = core.quota.total();
+            let bucket = (
+                core.quota.name().to_owned(),
+                total.capacity(),
+                total.rate().as_str().to_owned(),
+            );
+            fleet.watch(vec![bucket], weak);
         }
         let (stop, stopped) = watch::channel(false);
         let task = runtime.spawn(keeper::run(Arc::clone(&core), conn.clone(), stopped));

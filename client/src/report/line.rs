@@ -1,11 +1,12 @@
 //! What one process reports of one limiter, as the one line stored under its report key: pure,
 //! read back by the operator's tool with [`Report::parse`].
 //!
-//! `v1 at=<unix ms> period=<ms> process=<id> granted=.. denied=.. gave_up=.. errors=..
+//! `v1 at=<unix ms> period=<ms> process=<id> capacity=<n> rate=<decimal> granted=.. denied=.. gave_up=.. errors=..
 //! round_trips=.. pauses=.. cuts=.. syncs=.. r429=.. r503=.. waits=<17 counts> p.granted=..
 //! ... p.waits=<17 counts> key=<the bucket's key>`: the counters since the limiter was built,
 //! then (`p.`) those of the last period alone, so that one read gives rates and the wait
-//! quantiles of now; the key comes last, so that it may hold spaces.
+//! quantiles of now; the bucket's quota as the limiter has it (the server does not keep it),
+//! so that its tokens can be shown; the key comes last, so that it may hold spaces.
 
 use crate::metrics::WaitHistogram;
 use crate::MetricsSnapshot;
@@ -50,6 +51,10 @@ pub struct Report {
     pub at_ms: u64,
     /// How long `period` covers, ms.
     pub period_ms: u64,
+    /// The bucket's capacity, as the limiter has it.
+    pub capacity: u64,
+    /// The bucket's rate (tokens per second, a decimal), as the limiter sends it.
+    pub rate: String,
     /// Since the limiter was built.
     pub total: Counts,
     /// Over the last period alone.
@@ -145,8 +150,8 @@ impl Report {
     /// The line to store.
     pub fn encode(&self) -> String {
         let mut line = format!(
-            "v1 at={} period={} process={}",
-            self.at_ms, self.period_ms, self.process
+            "v1 at={} period={} process={} capacity={} rate={}",
+            self.at_ms, self.period_ms, self.process, self.capacity, self.rate
         );
         self.total.write("", &mut line);
         self.period.write("p.", &mut line);
@@ -169,6 +174,8 @@ impl Report {
                 "at" => report.at_ms = value.parse().ok()?,
                 "period" => report.period_ms = value.parse().ok()?,
                 "process" => report.process = value.to_owned(),
+                "capacity" => report.capacity = value.parse().ok()?,
+                "rate" => report.rate = value.to_owned(),
                 _ => match name.strip_prefix("p.") {
                     Some(name) => report.period.set(name, value)?,
                     None => report.total.set(name, value)?,
@@ -203,6 +210,8 @@ mod tests {
             process: "00ab-42".to_owned(),
             at_ms: 1_733_300_000_123,
             period_ms: 5000,
+            capacity: 10,
+            rate: "0.5".to_owned(),
             period: total.since(&Counts {
                 granted: 4,
                 ..Counts::default()
@@ -210,7 +219,9 @@ mod tests {
             total,
         };
         let line = report.encode();
-        assert!(line.starts_with("v1 at=1733300000123 period=5000 process=00ab-42 granted=9 "));
+        assert!(line.starts_with(
+            "v1 at=1733300000123 period=5000 process=00ab-42 capacity=10 rate=0.5 granted=9 "
+        ));
         assert!(line.ends_with(" key=quota:pix with spaces"), "{line}");
         assert_eq!(Report::parse(&line), Some(report.clone()));
         assert_eq!(report.period.granted, 5);

@@ -11,11 +11,12 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::ConnectionLike;
 
+use crate::abort_on_drop::AbortOnDrop;
 use crate::{Error, MetricsSnapshot};
 
 mod line;
@@ -90,12 +91,13 @@ struct Inner {
     limiters: Mutex<Vec<Watched>>,
     writes: AtomicU64,
     failures: AtomicU64,
-    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    task: OnceLock<AbortOnDrop>,
 }
 
-/// A limiter reported on: its keys, its counters, and what the last report said.
+/// A limiter reported on: its buckets (key, capacity, rate), its counters, and what the last
+/// report said.
 struct Watched {
-    keys: Vec<String>,
+    keys: Vec<(String, u64, String)>,
     limiter: Weak<dyn Reported>,
     last: Option<Counts>,
 }
@@ -132,10 +134,10 @@ impl FleetReport {
             limiters: Mutex::new(Vec::new()),
             writes: AtomicU64::new(0),
             failures: AtomicU64::new(0),
-            task: Mutex::new(None),
+            task: OnceLock::new(),
         });
         let task = runtime.spawn(run(conn, Arc::downgrade(&inner)));
-        *inner.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
+        let _ = inner.task.set(AbortOnDrop::new(&task));
         Ok(FleetReport { inner })
     }
 
@@ -154,8 +156,9 @@ impl FleetReport {
         self.inner.failures.load(Relaxed)
     }
 
-    /// Reports on `limiter` under each of `keys` from the next period on, while it lives.
-    pub(crate) fn watch(&self, keys: Vec<String>, limiter: Weak<dyn Reported>) {
+    /// Reports on `limiter` under each of its buckets (key, capacity, rate) from the next period
+    /// on, while it lives.
+    pub(crate) fn watch(&self, keys: Vec<(String, u64, String)>, limiter: Weak<dyn Reported>) {
         self.inner.lock().push(Watched {
             keys,
             limiter,
@@ -191,12 +194,14 @@ impl Inner {
             };
             let total = Counts::of(&limiter.snapshot());
             let period = total.since(watched.last.as_ref().unwrap_or(&Counts::default()));
-            for key in &watched.keys {
+            for (key, capacity, rate) in &watched.keys {
                 let report = Report {
                     key: key.clone(),
                     process: self.process.clone(),
                     at_ms,
                     period_ms: u64::try_from(self.period.as_millis()).unwrap_or(u64::MAX),
+                    capacity: *capacity,
+                    rate: rate.clone(),
                     total: total.clone(),
                     period: period.clone(),
                 };
@@ -205,19 +210,6 @@ impl Inner {
             watched.last = Some(total);
         }
         due
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        if let Some(task) = self
-            .task
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            task.abort();
-        }
     }
 }
 
