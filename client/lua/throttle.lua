@@ -47,7 +47,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 6                      -- of this library; a client replaces an older one
+local VERSION = 7                      -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
@@ -113,8 +113,6 @@ local function fail(code, ...)
       floor = 'ERR FLOOR must be a whole number of tokens below the capacity (%d) that '
         .. "leaves room for the call's TOKENS",
       floors = 'ERR FLOOR needs one floor per key, in key order: %d values',
-      floor_reserves = 'ERR FLOOR above 0 cannot be used with MAXWAIT above 0: a floored take '
-        .. 'never reserves; wait the time it replies, then take again',
       factor = 'ERR factor must be a decimal from 0.01 to 1, like 0.7: the rate is multiplied '
         .. 'by it',
       recovery = 'ERR recovery_ms must be a whole number of milliseconds from 1 to '
@@ -1000,9 +998,6 @@ do
       if not floor_tokens then
         return fail('floor', quota.capacity)
       end
-      if max_wait_ms > 0 and floor_tokens > 0 then -- FLOOR 0 is no floor, which may reserve
-        return fail('floor_reserves')
-      end
     end
 
     local key = keys[1]
@@ -1056,16 +1051,18 @@ do
         local granted, wait, taken, after = 1, 0, 0, debt
         if tokens > 0 then
           local cost = tokens * interval
-          local need = cost
+          local need, short_now = cost, false
           if floor_tokens then
             need = need + floor_tokens * interval
+            -- A floor above 0 reserves only tokens that are there now: never a debt.
+            short_now = floor_tokens > 0 and debt + cost > fill
           end
           wait = debt + need - fill
           if wait < 0 then
             wait = 0
           end
           granted = 0
-          if wait <= max_wait_ms * 1e6 then
+          if wait <= max_wait_ms * 1e6 and not short_now then
             local cost_n = cost % E9
             local tat_s, tat_n = base_s + (cost - cost_n) / E9, base_n + cost_n
             if tat_n >= E9 then
@@ -1116,7 +1113,13 @@ do
       wait_s, wait_n = wait_tokens(quota, b, factor, tokens, floor_tokens)
       granted = 0
       local limit_s, limit_n = ms_pair(max_wait_ms)
-      if not lt(limit_s, limit_n, wait_s, wait_n) then
+      -- A floor above 0 reserves only tokens that are there now: never a debt.
+      local there_now = true
+      if floor_tokens and floor_tokens > 0 then
+        local own_s, own_n = wait_tokens(quota, b, factor, tokens, nil)
+        there_now = own_s == 0 and own_n == 0
+      end
+      if there_now and not lt(limit_s, limit_n, wait_s, wait_n) then
         -- Taken as of when the tokens are used: the bucket's own slot, unless a deep cut makes
         -- them wait for the rate to recover, past it.
         local act_s, act_n = add(b.now_s, b.now_n, wait_s, wait_n)
@@ -1228,13 +1231,6 @@ local function mtake(keys, args)
         return fail('floor', quotas[k].capacity)
       end
     end
-    local floored = false -- floors of 0 are none, which may reserve
-    for k = 1, count do
-      floored = floored or floors[k] > 0
-    end
-    if floored and max_wait_ms > 0 then
-      return fail('floor_reserves')
-    end
   end
 
   -- Every bucket is read (and its type checked) before anything is written.
@@ -1250,8 +1246,9 @@ local function mtake(keys, args)
     buckets[k] = b
   end
 
-  -- The wait is the longest of the buckets' own waits (with their floors).
-  local wait_s, wait_n, takes_any = 0, 0, false
+  -- The wait is the longest of the buckets' own waits (with their floors). A bucket with a
+  -- floor above 0 must hold its own tokens now: it never goes into debt.
+  local wait_s, wait_n, takes_any, there_now = 0, 0, false, true
   for k = 1, count do
     local b = buckets[k]
     b.cost_s, b.cost_n = cost(quotas[k], tokens[k], b.factor)
@@ -1260,10 +1257,14 @@ local function mtake(keys, args)
       wait_s, wait_n = max(wait_s, wait_n,
         wait_tokens(quotas[k], b, b.factor, tokens[k], floors and floors[k]))
       takes_any = true
+      if floors and floors[k] > 0 then
+        local own_s, own_n = wait_tokens(quotas[k], b, b.factor, tokens[k], nil)
+        there_now = there_now and own_s == 0 and own_n == 0
+      end
     end
   end
   local limit_s, limit_n = ms_pair(max_wait_ms)
-  local granted = takes_any and not lt(limit_s, limit_n, wait_s, wait_n)
+  local granted = takes_any and there_now and not lt(limit_s, limit_n, wait_s, wait_n)
 
   -- All the tokens are used at one instant, after the longest wait, so each bucket takes
   -- them as of then: max(base, now + wait) + cost. A state more than 20 years ahead (a deep

@@ -18,9 +18,6 @@ pub const DUPLICATE: &str =
     "ERR the keys of THROTTLE.MTAKE must be distinct: name each bucket once";
 pub const TAKE_UNKNOWN: &str = "ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, \
                                 MAXWAIT ms, TICKET and FLOOR f";
-pub const FLOOR_RESERVES: &str = "ERR FLOOR above 0 cannot be used with MAXWAIT above 0: a \
-                                  floored take never reserves; wait the time it replies, then \
-                                  take again";
 pub const FACTOR: &str =
     "ERR factor must be a decimal from 0.01 to 1, like 0.7: the rate is multiplied by it";
 pub const RECOVERY: &str = "ERR recovery_ms must be a whole number of milliseconds from 1 to \

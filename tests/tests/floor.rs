@@ -1,6 +1,6 @@
 //! THROTTLE.TAKE and THROTTLE.MTAKE with FLOOR on every server: a bulk caller takes only while
-//! the bucket keeps its floor for interactive calls, and never reserves; a call without FLOOR
-//! may take the floor. A denial writes nothing and says when to try again; INFO counts the
+//! the bucket keeps its floor for interactive calls, and reserves only tokens that are there
+//! now (never a debt); a call without FLOOR may take the floor. A denial writes nothing and says when to try again; INFO counts the
 //! takes only the floor held back. Every malformed FLOOR gets its exact error.
 
 use throttle_e2e::{
@@ -11,6 +11,8 @@ use throttle_e2e::{
 per_server!(
     the_floor_stays_for_calls_without_one,
     mtake_keeps_each_buckets_floor,
+    a_floored_take_reserves_only_tokens_there_now,
+    a_floored_mtake_reserves_only_tokens_there_now,
     held_by_floor_is_counted,
     bad_input_battery,
 );
@@ -84,6 +86,81 @@ fn mtake_keeps_each_buckets_floor(flavor: Flavor) {
     assert_eq!(replies[1], replies[3], "a denial by a floor wrote");
 }
 
+/// Capacity 10 at 10/s, 5 taken, in one MULTI: 2 above a floor of 5 are there now, the floor
+/// 200 ms from now: denied with MAXWAIT 150 ([0, 5, 200, 500], nothing written), granted with
+/// MAXWAIT 200 for 200 ms from now, the state moved by 2 tokens ([1, 3, 200, 700]); another 2
+/// for 400 ms ([1, 1, 400, 900]); then only 1 is there now, so 2 above a floor of 1 are denied
+/// whatever the MAXWAIT ([0, 1, 200, 900], nothing written); a call without a floor takes the
+/// last token now, never a debt.
+fn a_floored_take_reserves_only_tokens_there_now(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let (replies, slack) = exec(
+        &mut con,
+        flavor,
+        &[
+            line("THROTTLE.TAKE r 10 10 TOKENS 5"),
+            line("GET r"),
+            line("THROTTLE.TAKE r 10 10 TOKENS 2 FLOOR 5 MAXWAIT 150"),
+            line("GET r"),
+            line("THROTTLE.TAKE r 10 10 TOKENS 2 FLOOR 5 MAXWAIT 200"),
+            line("THROTTLE.TAKE r 10 10 MAXWAIT 1000 FLOOR 5 TOKENS 2"),
+            line("GET r"),
+            line("THROTTLE.TAKE r 10 10 TOKENS 2 FLOOR 1 MAXWAIT 60000"),
+            line("GET r"),
+            line("THROTTLE.TAKE r 10 10 TOKENS 1"),
+        ],
+    );
+    let durations = &[2, 3];
+    for (i, want, what) in [
+        (0, [1, 5, 0, 500], "5 taken"),
+        (2, [0, 5, 200, 500], "beyond MAXWAIT"),
+        (4, [1, 3, 200, 700], "reserved above the floor"),
+        (5, [1, 1, 400, 900], "reserved again"),
+        (7, [0, 1, 200, 900], "2 are not there now"),
+        (9, [1, 0, 0, 1000], "the last token, without a floor"),
+    ] {
+        assert_reply(&ints(&replies[i]), &want, durations, slack, what);
+    }
+    assert_eq!(replies[1], replies[3], "a denial beyond MAXWAIT wrote");
+    assert_eq!(
+        replies[6], replies[8],
+        "a denial for too few tokens now wrote"
+    );
+}
+
+/// THROTTLE.MTAKE alike, key by key: a holds 5 of 10 (FLOOR 5), b none of 10 (its token in
+/// 100 ms). 2 from a and 1 from b within 1 s: a's 2 are there now, so granted, the wait the
+/// longest (a's floor, 200 ms). Then FLOOR 5 on b, whose token is not there now: denied with
+/// every wait within MAXWAIT, nothing written. A MAXWAIT below the wait: denied.
+fn a_floored_mtake_reserves_only_tokens_there_now(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let call = "THROTTLE.MTAKE 2 {m}a {m}b 10 10 2 10 10 1";
+    let (replies, slack) = exec(
+        &mut con,
+        flavor,
+        &[
+            line("THROTTLE.TAKE {m}a 10 10 TOKENS 5"),
+            line("THROTTLE.TAKE {m}b 10 10 TOKENS 10"),
+            line(&format!("{call} MAXWAIT 1000 FLOOR 5 0")),
+            line("MGET {m}a {m}b"),
+            line(&format!("{call} MAXWAIT 1000 FLOOR 0 5")),
+            line(&format!("{call} FLOOR 5 0 MAXWAIT 100")),
+            line("MGET {m}a {m}b"),
+        ],
+    );
+    let durations = &[1, 3, 5];
+    for (i, want, what) in [
+        (2, [1, 200, 3, 700, 0, 1100], "reserved, a above its floor"),
+        (4, [0, 700, 3, 700, 0, 1100], "b's token is not there now"),
+        (5, [0, 400, 3, 700, 0, 1100], "beyond MAXWAIT"),
+    ] {
+        assert_reply(&ints(&replies[i]), &want, durations, slack, what);
+    }
+    assert_eq!(replies[3], replies[6], "a denied MTAKE wrote");
+}
+
 /// `INFO throttle`: a take denied only by its floor counts in `held_by_floor` (and `denied`);
 /// one a plain take would also have been denied does not.
 fn held_by_floor_is_counted(flavor: Flavor) {
@@ -135,14 +212,6 @@ fn bad_input_battery(flavor: Flavor) {
         bad(&take(&[b"FLOOR", &megabyte]), errors::floor(8)),
         bad(&take(&[b"TOKENS", b"3", b"FLOOR", b"6"]), errors::floor(8)),
         bad(&take(&[b"TOKENS", b"0", b"FLOOR", b"8"]), errors::floor(8)),
-        bad(
-            &take(&[b"FLOOR", b"1", b"MAXWAIT", b"1"]),
-            errors::FLOOR_RESERVES,
-        ),
-        bad(
-            &take(&[b"MAXWAIT", b"100", b"FLOOR", b"1"]),
-            errors::FLOOR_RESERVES,
-        ),
         bad(&take(&[b"FLOR", b"1"]), errors::TAKE_UNKNOWN),
     ];
     let mut checked = check_battery(&server, "THROTTLE.TAKE", &calls);
@@ -160,14 +229,6 @@ fn bad_input_battery(flavor: Flavor) {
         bad(
             &mtake(&[b"FLOOR", b"1", b"1", b"FLOOR", b"1", b"1"]),
             errors::repeated("FLOOR"),
-        ),
-        bad(
-            &mtake(&[b"FLOOR", b"1", b"1", b"MAXWAIT", b"5"]),
-            errors::FLOOR_RESERVES,
-        ),
-        bad(
-            &mtake(&[b"MAXWAIT", b"5", b"FLOOR", b"0", b"1"]),
-            errors::FLOOR_RESERVES,
         ),
     ];
     checked += check_battery(&server, "THROTTLE.MTAKE", &calls);

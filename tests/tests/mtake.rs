@@ -614,7 +614,7 @@ fn bad_input_battery(flavor: Flavor) {
             &errors::repeated("TICKET"),
         ),
         case("2 a b 8 9 1 8 9 1 TICKET FLOOR 1", &errors::floors(2)),
-        case("1 a 8 9 1 FLOOR 2 TICKET MAXWAIT 5", errors::FLOOR_RESERVES),
+        case("1 a 8 9 1 FLOOR 8 TICKET MAXWAIT 5", &errors::floor(8)),
         case("2 a b 8 9 1 TICKET", &errors::triples(2)),
         case("2 a b 8 9 9 8 9 1 TICKET", &errors::tokens(8)),
         case("1 a 8 9 1 8 9 1", errors::MTAKE_UNKNOWN),

@@ -59,8 +59,6 @@ pub enum ArgError {
         /// The call's numkeys, which the error names.
         keys: usize,
     },
-    /// `FLOOR` with a `MAXWAIT` above 0: a floored take never reserves.
-    FloorReserves,
     /// THROTTLE.CUT's `factor` is not a decimal from 0.01 to 1.
     Factor,
     /// THROTTLE.CUT's `recovery_ms` is not an integer in 1..=MAX_WAIT_MS.
@@ -149,10 +147,6 @@ impl fmt::Display for ArgError {
             ArgError::Floors { keys } => write!(
                 f,
                 "ERR FLOOR needs one floor per key, in key order: {keys} values"
-            ),
-            ArgError::FloorReserves => f.write_str(
-                "ERR FLOOR above 0 cannot be used with MAXWAIT above 0: a floored take never \
-                 reserves; wait the time it replies, then take again",
             ),
             ArgError::Factor => f.write_str(
                 "ERR factor must be a decimal from 0.01 to 1, like 0.7: the rate is \

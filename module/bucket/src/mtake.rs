@@ -128,14 +128,6 @@ impl MTakeArgs {
             for (limit, value) in parsed.iter_mut().flatten().zip(values) {
                 limit.floor = Some(parse_floor(value, limit.tokens, limit.quota.capacity)?);
             }
-            // Floors of 0 are none, which may reserve.
-            let floored = parsed
-                .iter()
-                .flatten()
-                .any(|l| l.floor.is_some_and(|f| f > 0));
-            if floored && max_wait_ms > 0 {
-                return Err(ArgError::FloorReserves);
-            }
         }
         let Some(first) = parsed.first().copied().flatten() else {
             return Err(shape);
@@ -292,21 +284,28 @@ impl MTakeReply {
 }
 
 /// Takes each limit's tokens from its bucket (`stored[i]` is key `i`'s state) if every bucket
-/// can give them within MAXWAIT (and, with FLOOR, leave its floor: see THROTTLE.TAKE). All
-/// the tokens are used at one instant, after the longest wait, so each bucket takes them as of that instant (see `View::taken`): a bucket that
-/// alone could have served sooner is not left with a slot that later calls would also use.
+/// can give them within MAXWAIT (and, with FLOOR, leave its floor: see THROTTLE.TAKE). A
+/// bucket with a floor above 0 must also hold its own tokens now, as a floored THROTTLE.TAKE
+/// must: it never goes into debt. All the tokens are used at one instant, after the longest
+/// wait, so each bucket takes them as of that instant (see `View::taken`): a bucket that alone
+/// could have served sooner is not left with a slot that later calls would also use.
 pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
     let limits = args.limits();
     let len = limits.len().min(stored.len());
     let mut views = [None; MAX_KEYS];
     let mut wait = 0i128;
     let mut wait_unfloored = 0i128;
+    // Every bucket with a floor above 0 holds its own tokens now.
+    let mut there_now = true;
     for ((view, limit), state) in views.iter_mut().zip(limits).zip(stored) {
         let bucket = View::at(&limit.quota, *state, now_ns);
         // A bucket asked for nothing is only inspected: its debt delays no one.
         if limit.tokens > 0 {
-            wait = wait.max(bucket.wait_for(limit.tokens, limit.floor.unwrap_or(0)));
-            wait_unfloored = wait_unfloored.max(bucket.wait_for(limit.tokens, 0));
+            let floor = limit.floor.unwrap_or(0);
+            let own = bucket.wait_for(limit.tokens, 0);
+            wait = wait.max(bucket.wait_for(limit.tokens, floor));
+            wait_unfloored = wait_unfloored.max(own);
+            there_now &= floor == 0 || own == 0;
         }
         *view = Some((bucket, limit.tokens));
     }
@@ -314,7 +313,7 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcom
     let within = wait <= i128::from(args.max_wait_ms) * i128::from(NS_PER_MS);
 
     let mut buckets = [BucketAfter::default(); MAX_KEYS];
-    let mut granted = takes_any && within;
+    let mut granted = takes_any && within && there_now;
     if granted {
         for (after, view) in buckets.iter_mut().zip(&views) {
             let Some((bucket, tokens)) = view else { break };
@@ -459,6 +458,13 @@ mod tests {
             .collect();
         assert_eq!(limits, [(10, 1), (25, 2)]);
         assert_eq!(mtake("1 a 8 9 0").map(|a| a.limits().len()), Ok(1));
+        // A floor above 0 may come with MAXWAIT, before or after it.
+        for text in [
+            "1 a 8 9 1 FLOOR 2 MAXWAIT 5",
+            "2 a b 8 9 1 8 9 1 MAXWAIT 5 FLOOR 0 1",
+        ] {
+            assert_eq!(mtake(text).map(|a| a.max_wait_ms), Ok(5), "{text}");
+        }
         // TICKET anywhere among the options, in any case.
         for text in [
             "1 a 8 9 1 TICKET",
@@ -500,8 +506,6 @@ mod tests {
             ("1 a 8 9 1 FLOOR 2 FLOOR 2", Repeated("FLOOR")),
             ("1 a 8 9 1 FLOOR 8", Floor { capacity: 8 }),
             ("2 a b 8 9 1 4 9 1 FLOOR 2 4", Floor { capacity: 4 }),
-            ("1 a 8 9 1 FLOOR 2 MAXWAIT 5", FloorReserves),
-            ("2 a b 8 9 1 8 9 1 FLOOR 0 1 MAXWAIT 5", FloorReserves),
             ("1 a 8 9 1 MAXWAIT", MissingValue("MAXWAIT")),
             ("1 a 8 9 1 MAXWAIT 1 MAXWAIT", MissingValue("MAXWAIT")),
             ("1 a 8 9 1 MAXWAIT 1 maxwait 2", Repeated("MAXWAIT")),
@@ -518,6 +522,7 @@ mod tests {
             "2 a b 10 10 1 25 5 2 FLOOR 3 0",
             "2 a b 10 10 1 25 5 2 TICKET MAXWAIT 700",
             "2 a b 10 10 1 25 5 2 ticket FLOOR 3 0",
+            "2 a b 10 10 1 25 5 2 FLOOR 3 1 MAXWAIT 700 TICKET",
         ] {
             let args = MTakeArgs::parse(&words(text)).unwrap();
             let mut written = vec!["2".to_owned(), "a".into(), "b".into()];

@@ -23,8 +23,9 @@ pub struct TakeArgs {
     pub max_wait_ms: u64,
     /// Reply a fifth element: the ticket THROTTLE.GIVE takes.
     pub ticket: bool,
-    /// A low-priority take: granted only if at least this many tokens remain after it, so
-    /// that callers without a floor always find them. Never with a reservation.
+    /// A low-priority take: granted only once at least this many tokens would remain after
+    /// it, so that callers without a floor find them. Above 0 it reserves only tokens that are
+    /// in the bucket now (see [`take`]).
     pub floor: Option<u64>,
 }
 
@@ -82,10 +83,6 @@ impl TakeArgs {
             None => None,
             Some(text) => Some(parse_floor(text, tokens, quota.capacity)?),
         };
-        // FLOOR 0 is no floor, which may reserve.
-        if floor.is_some_and(|f| f > 0) && max_wait_ms > 0 {
-            return Err(ArgError::FloorReserves);
-        }
         Ok(TakeArgs {
             quota,
             tokens,
@@ -172,11 +169,14 @@ impl Outcome {
 /// Takes `args.tokens` from a bucket whose stored state is `stored` (`None`: no key, a full
 /// bucket), at the server time `now_ns`.
 ///
-/// With a floor the take is granted only if at least the floor is left after it: callers
-/// without one (interactive, high priority) always find those tokens, while floored ones (a
-/// bulk load) use everything above it. It never reserves: a reservation in the future would
-/// take tokens that callers arriving before it should find. Denied, the wait is until the
-/// tokens and the floor are both there, and the caller takes again then.
+/// With a floor the take is granted only once at least the floor would be left after it:
+/// callers without one (interactive, high priority) find those tokens, while floored ones (a
+/// bulk load) use everything above it. A floored take (floor above 0) may reserve, but only
+/// tokens that are in the bucket now: it is granted iff the tokens and the floor are both there
+/// within MAXWAIT and the tokens alone are there now, so it never puts the bucket into debt and
+/// callers without a floor never find a debt a bulk reservation made (they may find less than
+/// the floor while one is outstanding). Granted with a wait, it is a reservation like any other;
+/// denied, the wait is until the tokens and the floor are both there.
 pub fn take(args: &TakeArgs, stored: Option<State>, now_ns: i64) -> Outcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     if args.tokens == 0 {
@@ -184,10 +184,14 @@ pub fn take(args: &TakeArgs, stored: Option<State>, now_ns: i64) -> Outcome {
     }
     let cost = bucket.cost(args.tokens);
     // A floored take needs its floor there too (and takes only its own tokens).
-    let wait = bucket.wait_for(args.tokens, args.floor.unwrap_or(0));
+    let floor = args.floor.unwrap_or(0);
+    let wait = bucket.wait_for(args.tokens, floor);
+    let within = wait <= i128::from(args.max_wait_ms) * i128::from(NS_PER_MS);
+    // A floored reservation takes only tokens that are there now: never a debt.
+    let there_now = floor == 0 || bucket.wait_for(args.tokens, 0) == 0;
     // Taken as of when the tokens are used: the bucket's own slot, unless a deep cut makes
     // them wait for the rate to recover, past it (see `View::taken`).
-    let write = if wait <= i128::from(args.max_wait_ms) * i128::from(NS_PER_MS) {
+    let write = if within && there_now {
         bucket.write(bucket.taken(cost, bucket.now + wait))
     } else {
         None
@@ -374,6 +378,10 @@ mod tests {
             (Some(0), 5),
             "FLOOR 0 is no floor"
         );
+        for text in ["8 9 FLOOR 2 MAXWAIT 1", "8 9 MAXWAIT 1 FLOOR 2"] {
+            let args = take(text).unwrap();
+            assert_eq!((args.floor, args.max_wait_ms), (Some(2), 1), "{text}");
+        }
         let args = take("8 9 TOKENS 8 MAXWAIT 315360000000").unwrap();
         assert_eq!((args.tokens, args.max_wait_ms), (8, MAX_WAIT_MS));
     }
@@ -386,6 +394,7 @@ mod tests {
             "8 9 TOKENS 3 MAXWAIT 5000 TICKET",
             "0010 007.250 MAXWAIT 1",
             "8 9 TOKENS 3 FLOOR 5 MAXWAIT 0",
+            "8 9 TOKENS 3 FLOOR 5 MAXWAIT 700 TICKET",
         ] {
             let args = take(text).unwrap();
             let written: Vec<String> = args.words().into_iter().map(Word::to_text).collect();
@@ -431,8 +440,6 @@ mod tests {
             ("8 9 FLOOR -1", Floor { capacity: 8 }),
             ("8 9 FLOOR", MissingValue("FLOOR")),
             ("8 9 FLOOR 1 floor 1", Repeated("FLOOR")),
-            ("8 9 FLOOR 2 MAXWAIT 1", FloorReserves),
-            ("8 9 MAXWAIT 1 FLOOR 1", FloorReserves),
             // Values in order: TOKENS before FLOOR.
             ("8 9 FLOOR 9 TOKENS 9", Tokens { capacity: 8 }),
         ];

@@ -177,7 +177,6 @@ fn errors() -> Vec<(String, Vec<String>)> {
         (ArgError::DuplicateKey, vec![]),
         (ArgError::Floor { capacity }, varying(capacity)),
         (ArgError::Floors { keys }, keys_text.clone()),
-        (ArgError::FloorReserves, vec![]),
         (ArgError::Factor, vec![]),
         (ArgError::Recovery, vec![]),
         (ArgError::Remaining, vec![]),
@@ -205,7 +204,6 @@ fn errors() -> Vec<(String, Vec<String>)> {
             | ArgError::DuplicateKey
             | ArgError::Floor { .. }
             | ArgError::Floors { .. }
-            | ArgError::FloorReserves
             | ArgError::Factor
             | ArgError::Recovery
             | ArgError::Remaining

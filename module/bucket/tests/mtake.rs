@@ -200,3 +200,69 @@ fn a_forged_state_past_i64_refuses_the_whole_call() {
     assert_eq!((reply[0], &reply[6..]), (0, &[0, 0][..]));
     assert!(out.buckets().iter().all(|b| b.write.is_none()));
 }
+
+#[test]
+fn a_floored_key_reserves_only_its_tokens_there_now() {
+    // a: capacity 10 at 10/s, 5 left (full at T0 + 500 ms), FLOOR 5; b: capacity 1 at 1/s,
+    // its token 300 ms from now, no floor.
+    let stored = [Some(T0 + 500 * MS), Some(T0 + 300 * MS)];
+    let call = "2 a b 10 10 2 1 1 1 MAXWAIT 1000 FLOOR 5 0 TICKET";
+    let (out, reply) = run(call, &stored, T0);
+    // a's 2 are there now and its floor 200 ms from now; b's token 300 ms from now: granted,
+    // the wait the longest, each bucket taking as of then (a by its 2 intervals from its own
+    // state, which is later).
+    let after = states(&out, &stored);
+    assert_eq!(after, [Some(T0 + 700 * MS), Some(T0 + 1300 * MS)]);
+    assert_eq!(
+        reply,
+        [
+            1,
+            300,
+            3,
+            700,
+            0,
+            1300,
+            (T0 + 700 * MS) / 1000,
+            (T0 + 1300 * MS) / 1000
+        ]
+    );
+    // Beyond MAXWAIT: denied, nothing written, the same wait.
+    let (out, reply) = run("2 a b 10 10 2 1 1 1 MAXWAIT 299 FLOOR 5 0", &stored, T0);
+    assert_eq!(reply, [0, 300, 5, 500, 0, 300]);
+    assert!(out.buckets().iter().all(|b| b.write.is_none()));
+
+    // a with 1 left (full at T0 + 900 ms) and FLOOR 1: its 2 are not there now, so the call is
+    // denied although every wait is within MAXWAIT, and neither bucket is written. With FLOOR
+    // 0 on a the same call reserves.
+    let short = [Some(T0 + 900 * MS), Some(T0 + 300 * MS)];
+    let (out, reply) = run("2 a b 10 10 2 1 1 1 MAXWAIT 1000 FLOOR 1 0", &short, T0);
+    assert_eq!(reply, [0, 300, 1, 900, 0, 300]);
+    assert!(out.buckets().iter().all(|b| b.write.is_none()));
+    assert!(!out.held_by_floor);
+    let (out, reply) = run("2 a b 10 10 2 1 1 1 MAXWAIT 1000 FLOOR 0 0", &short, T0);
+    assert_eq!(reply, [1, 300, 0, 1100, 0, 1300]);
+    assert!(out.granted);
+}
+
+#[test]
+fn a_one_key_floored_multi_take_is_throttle_take() {
+    let mut stored = None;
+    for k in 0..16 {
+        let now = T0 + k * 23 * MS + k * 777;
+        let single = take(
+            &TakeArgs::parse(&words("8 9 TOKENS 2 FLOOR 3 MAXWAIT 300 TICKET")).unwrap(),
+            stored.map(State::plain),
+            now,
+        );
+        let (multi, reply) = run("1 a 8 9 2 MAXWAIT 300 FLOOR 3 TICKET", &[stored], now);
+        let [granted, remaining, wait, reset] = single.reply();
+        assert_eq!(
+            reply,
+            [granted, wait, remaining, reset, single.ticket()],
+            "call {k}"
+        );
+        assert_eq!(multi.buckets()[0].write, single.write, "call {k}");
+        assert_eq!(multi.held_by_floor, single.held_by_floor, "call {k}");
+        stored = single.write.and_then(|w| w.tat()).or(stored);
+    }
+}

@@ -162,7 +162,8 @@ proptest! {
 /// One step of a random interleaving of every command over two buckets.
 #[derive(Clone, Debug)]
 enum Op {
-    /// A take, or a reservation; with a floor, a low-priority take (never a reservation).
+    /// A take, or a reservation; with a floor, a low-priority take (a reservation only of
+    /// tokens that are there now).
     Take {
         bucket: usize,
         tokens: u64,
@@ -220,11 +221,11 @@ fn ops(capacities: [u64; 2]) -> impl Strategy<Value = Vec<(i64, Op)>> {
     let op = prop_oneof![
         4 => (0..2usize, 1..=least, wait.clone())
             .prop_map(|(bucket, tokens, max_wait_ms)| Op::Take { bucket, tokens, max_wait_ms, floor: None }),
-        2 => (0..2usize, 1..=least, 0..least)
-            .prop_map(move |(bucket, tokens, floor)| Op::Take {
+        2 => (0..2usize, 1..=least, 0..least, wait.clone())
+            .prop_map(move |(bucket, tokens, floor, max_wait_ms)| Op::Take {
                 bucket,
                 tokens: tokens.min(least - floor).max(1),
-                max_wait_ms: 0,
+                max_wait_ms,
                 floor: Some(floor.min(least - 1)),
             }),
         3 => (any::<usize>(), 1..=4u8).prop_map(|(grant, fraction)| Op::Give { grant, fraction }),
@@ -235,12 +236,12 @@ fn ops(capacities: [u64; 2]) -> impl Strategy<Value = Vec<(i64, Op)>> {
             .prop_map(|(bucket, remaining, reset_ms)| Op::Sync { bucket, remaining, reset_ms }),
         1 => (0..2usize, 0..=3 * least)
             .prop_map(|(bucket, tokens)| Op::Debit { bucket, tokens }),
-        3 => (0..=capacities[0], 0..=capacities[1], wait, any::<bool>())
+        3 => (0..=capacities[0], 0..=capacities[1], wait.clone(), any::<bool>())
             .prop_map(|(a, b, max_wait_ms, ticket)| Op::MTake { tokens: [a, b], max_wait_ms, floors: None, ticket }),
-        1 => (0..capacities[0], 0..capacities[1], any::<bool>())
-            .prop_map(move |(fa, fb, ticket)| Op::MTake {
+        1 => (0..capacities[0], 0..capacities[1], wait, any::<bool>())
+            .prop_map(move |(fa, fb, max_wait_ms, ticket)| Op::MTake {
                 tokens: [(capacities[0] - fa).min(1), (capacities[1] - fb).min(1)],
-                max_wait_ms: 0,
+                max_wait_ms,
                 floors: Some([fa, fb]),
                 ticket,
             }),
@@ -340,6 +341,9 @@ proptest! {
                     let floor_words = floor.map_or(String::new(), |f| format!(" FLOOR {f}"));
                     let text = format!("{} TOKENS {tokens} MAXWAIT {max_wait_ms} TICKET{floor_words}", quota(*bucket));
                     let f = factor(&state, *bucket, now);
+                    // Whether the tokens are there now: a plain take of them, without waiting.
+                    let plain = format!("{} TOKENS {tokens}", quota(*bucket));
+                    let there_now = take(&TakeArgs::parse(&words(&plain)).unwrap(), state[*bucket], now).granted;
                     let out = take(&TakeArgs::parse(&words(&text)).unwrap(), state[*bucket], now);
                     prop_assert_eq!(out.granted, out.write.is_some());
                     if let Some(w) = out.write {
@@ -347,9 +351,12 @@ proptest! {
                         grants.push(Grant { bucket: *bucket, act: now + out.wait_ns, tokens: *tokens, given: 0, ticket: out.ticket(), factor_bp: f });
                     }
                     if let (Some(floor), true) = (floor, out.granted) {
-                        // The floor is there after the take, at the rate now.
-                        prop_assert_eq!(out.wait_ns, 0);
-                        prop_assert!(out.remaining >= *floor, "{} left below the floor {}", out.remaining, floor);
+                        // A floor above 0 reserves only tokens that are there now.
+                        prop_assert!(*floor == 0 || there_now, "a floored take reserved into debt");
+                        // Without a wait, the floor is there after the take, at the rate now.
+                        if out.wait_ns == 0 {
+                            prop_assert!(out.remaining >= *floor, "{} left below the floor {}", out.remaining, floor);
+                        }
                     }
                 }
                 Op::Give { grant, fraction } => {
@@ -433,6 +440,10 @@ proptest! {
                         quota(0), tokens[0], quota(1), tokens[1]
                     );
                     let factors = [factor(&state, 0, now), factor(&state, 1, now)];
+                    let there_now = [0, 1].map(|b| {
+                        let plain = format!("{} TOKENS {}", quota(b), tokens[b]);
+                        take(&TakeArgs::parse(&words(&plain)).unwrap(), state[b], now).granted
+                    });
                     let out = mtake(&MTakeArgs::parse(&words(&text)).unwrap(), &state, now);
                     let wrote = out.buckets().iter().filter(|b| b.write.is_some()).count();
                     let taking = tokens.iter().filter(|&&t| t > 0).count();
@@ -452,7 +463,12 @@ proptest! {
                             let ticket = tickets.get(b).copied().unwrap_or(0);
                             grants.push(Grant { bucket: b, act: now + out.wait_ns, tokens: tokens[b], given: 0, ticket, factor_bp: factors[b] });
                             if let Some(floors) = floors {
-                                prop_assert!(after.remaining >= floors[b]);
+                                // A floor above 0 reserves only tokens that are there now;
+                                // without a wait, the floor is there after the take.
+                                prop_assert!(floors[b] == 0 || there_now[b], "bucket {} reserved into debt", b);
+                                if out.wait_ns == 0 {
+                                    prop_assert!(after.remaining >= floors[b]);
+                                }
                             }
                         }
                     }

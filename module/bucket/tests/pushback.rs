@@ -78,6 +78,29 @@ fn a_cut_too_deep_to_hold_the_tokens_waits_for_the_recovery() {
         take_at("10 10 TOKENS 4", state, T0 + 2 * MS).reply(),
         [0, 1, 599, 799]
     );
+    // A floored take may reserve what is there now: the one token is (200 ms of the 201 ms
+    // left at the cut rate), the floor only 6.004 s from now. Within MAXWAIT it is granted for
+    // then and taken as of then, a cut token's time after it, as any reservation; a ms short,
+    // denied.
+    let floored = take_at("10 10 FLOOR 5 MAXWAIT 6004", state, T0 + 2 * MS);
+    assert_eq!(floored.reply(), [1, 0, 6004, 6204]);
+    assert_eq!(floored.write.and_then(|w| w.tat()), Some(T0 + 6206 * MS));
+    assert_eq!(
+        take_at("10 10 FLOOR 5 MAXWAIT 6003", state, T0 + 2 * MS).reply(),
+        [0, 1, 6004, 799]
+    );
+    // 5 above a floor of 5 are not there now at the cut rate (1 s of them): denied whatever
+    // the MAXWAIT, told when the recovering rate holds 10.
+    let short = take_at("10 10 TOKENS 5 FLOOR 5 MAXWAIT 60000", state, T0 + 2 * MS);
+    assert_eq!(short.reply(), [0, 1, 29_998, 799]);
+    assert_eq!(short.write, None);
+    // THROTTLE.MTAKE alike.
+    let args = MTakeArgs::parse(&words("1 a 10 10 1 MAXWAIT 6004 FLOOR 5")).expect("valid");
+    let out = mtake(&args, &[state], T0 + 2 * MS);
+    assert_eq!(out.reply().as_slice(), [1, 6004, 0, 6204]);
+    let args = MTakeArgs::parse(&words("1 a 10 10 5 MAXWAIT 60000 FLOOR 5")).expect("valid");
+    let out = mtake(&args, &[state], T0 + 2 * MS);
+    assert_eq!(out.reply().as_slice(), [0, 29_998, 1, 799]);
 
     // Several limits: the wait is the slowest bucket's, recovery included.
     let args = MTakeArgs::parse(&words("2 a b 1 10 1 10 10 1")).expect("valid");

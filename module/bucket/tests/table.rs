@@ -206,3 +206,84 @@ fn fractional_and_high_rates() {
     assert_eq!(out.reply(), [1, 2147418112, 0, 2]);
     assert_eq!(out.write.and_then(|w| w.tat()), Some(T0 + 65536 * 28));
 }
+
+#[test]
+fn a_floored_take_reserves_only_tokens_that_are_there_now() {
+    // Capacity 10 at 10/s: 100 ms a token. 5 taken: 5 left, full at T0 + 500 ms.
+    let five = take(&args("10 10 TOKENS 5"), None, T0);
+    let half = five.write.and_then(|w| w.stored());
+    assert_eq!(half.map(|s| s.tat), Some(T0 + 500 * MS));
+
+    // 2 above a floor of 5: the 2 are there now, the floor 200 ms from now. Within MAXWAIT:
+    // granted with that wait, and the state moves by 2 intervals, as any reservation's.
+    let out = take(&args("10 10 TOKENS 2 FLOOR 5 MAXWAIT 200 TICKET"), half, T0);
+    assert_eq!(out.reply(), [1, 3, 200, 700]);
+    assert_eq!(out.write.and_then(|w| w.tat()), Some(T0 + 700 * MS));
+    assert_eq!(out.ticket(), (T0 + 700 * MS) / 1000);
+    assert!(!out.held_by_floor);
+    // A ms short of the wait: denied as before, the wait until the tokens and the floor are
+    // both there, nothing written, held by the floor alone.
+    let short = take(&args("10 10 TOKENS 2 FLOOR 5 MAXWAIT 199"), half, T0);
+    assert_eq!(short.reply(), [0, 5, 200, 500]);
+    assert_eq!(short.write, None);
+    assert!(short.held_by_floor);
+    // Without MAXWAIT nothing changes: denied, the same wait.
+    let now_only = take(&args("10 10 TOKENS 2 FLOOR 5"), half, T0);
+    assert_eq!(now_only.reply(), [0, 5, 200, 500]);
+
+    // After the reservation, a call without a floor finds the 3 left, never a debt; a second
+    // floored reservation takes 2 of them for 400 ms from now; a third, with only 1 there now,
+    // is denied whatever its MAXWAIT, and told when the tokens and the floor are both there.
+    let calls = run(&[
+        ("10 10 TOKENS 5", T0),
+        ("10 10 TOKENS 2 FLOOR 5 MAXWAIT 1000", T0),
+        ("10 10 TOKENS 2 FLOOR 5 MAXWAIT 1000", T0),
+        ("10 10 TOKENS 2 FLOOR 5 MAXWAIT 60000", T0),
+        ("10 10 TOKENS 1", T0),
+        ("10 10 TOKENS 1", T0),
+    ]);
+    let replies: Vec<[i64; 4]> = calls.iter().map(Outcome::reply).collect();
+    assert_eq!(
+        replies,
+        [
+            [1, 5, 0, 500],
+            [1, 3, 200, 700],
+            [1, 1, 400, 900],
+            [0, 1, 600, 900],
+            [1, 0, 0, 1000],
+            [0, 0, 100, 1000],
+        ]
+    );
+    assert_eq!(calls[3].write, None);
+    assert!(
+        !calls[3].held_by_floor,
+        "a plain take of 2 would be denied too"
+    );
+}
+
+#[test]
+fn a_floored_reservation_never_puts_the_bucket_into_debt() {
+    // 9 of 10 taken: 1 left. 2 above a floor of 1 are there 200 ms from now, well within
+    // MAXWAIT, but only 1 is there now: denied, nothing written. A take without a floor
+    // reserves the same 2 into debt.
+    let one_left = take(&args("10 10 TOKENS 9"), None, T0)
+        .write
+        .and_then(|w| w.stored());
+    let floored = take(&args("10 10 TOKENS 2 FLOOR 1 MAXWAIT 5000"), one_left, T0);
+    assert_eq!(floored.reply(), [0, 1, 200, 900]);
+    assert_eq!(floored.write, None);
+    assert!(!floored.held_by_floor);
+    let plain = take(&args("10 10 TOKENS 2 MAXWAIT 5000"), one_left, T0);
+    assert_eq!(plain.reply(), [1, 0, 100, 1100]);
+    // FLOOR 0 is no floor: it reserves into debt like the plain take.
+    let zero = take(&args("10 10 TOKENS 2 FLOOR 0 MAXWAIT 5000"), one_left, T0);
+    assert_eq!((zero.reply(), zero.write), (plain.reply(), plain.write));
+    // 100 ms later the 2 are there: the floored take reserves them for when the floor is too.
+    let later = take(
+        &args("10 10 TOKENS 2 FLOOR 1 MAXWAIT 5000"),
+        one_left,
+        T0 + 100 * MS,
+    );
+    assert_eq!(later.reply(), [1, 0, 100, 1000]);
+    assert_eq!(later.write.and_then(|w| w.tat()), Some(T0 + 1100 * MS));
+}

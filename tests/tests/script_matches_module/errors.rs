@@ -142,7 +142,6 @@ const PUSHBACK_BAD: &[(&str, &[&[u8]])] = &[
     ("take", &[b"8", b"9", b"FLOOR", b"-1"]),
     ("take", &[b"8", b"9", b"FLOOR", b"x"]),
     ("take", &[b"8", b"9", b"FLOOR", b"1", b"floor", b"1"]),
-    ("take", &[b"8", b"9", b"FLOOR", b"2", b"MAXWAIT", b"1"]),
     ("take", &[b"8", b"9", b"FLOOR", b"9", b"TOKENS", b"9"]),
     ("take", &[b"8", b"9", b"FLOOR", b"1", b"FOO"]),
     // CUT
@@ -237,7 +236,7 @@ const MTAKE_BAD: &[(&[&str], &[&[u8]])] = &[
     (
         &["a"],
         &[
-            b"8", b"9", b"1", b"FLOOR", b"2", b"TICKET", b"MAXWAIT", b"5",
+            b"8", b"9", b"1", b"FLOOR", b"8", b"TICKET", b"MAXWAIT", b"5",
         ],
     ),
     (&["a"], &[b"8", b"9", b"1", b"FLOOR", b"TICKET"]),
@@ -252,7 +251,7 @@ const MTAKE_BAD: &[(&[&str], &[&[u8]])] = &[
     (&["a"], &[b"8", b"9", b"1", b"MAXWAIT", b"x", b"FOO"]),
     (&["a", "b"], &[b"8", b"9", b"1", b"8", b"9", b"1", b"x"]),
     (&["a", "b"], &[b"8", b"9", b"1", b"\xff", b"9", b"1"]),
-    // FLOOR: one per key, each below its capacity with room for the tokens, no MAXWAIT.
+    // FLOOR: one per key, each below its capacity with room for the tokens.
     (
         &["a", "b"],
         &[b"8", b"9", b"1", b"8", b"9", b"1", b"FLOOR", b"2"],
@@ -263,10 +262,6 @@ const MTAKE_BAD: &[(&[&str], &[&[u8]])] = &[
     (
         &["a", "b"],
         &[b"8", b"9", b"1", b"4", b"9", b"1", b"FLOOR", b"2", b"4"],
-    ),
-    (
-        &["a"],
-        &[b"8", b"9", b"1", b"FLOOR", b"2", b"MAXWAIT", b"5"],
     ),
     (&["a"], &[b"8", b"9", b"1", b"FLOOR", b"x"]),
 ];

@@ -60,21 +60,25 @@ fn random_call(rng: &mut Rng, home: &[usize; 2], tickets: &[(usize, i64)]) -> Ca
     let key = rng.below(2) as usize;
     match rng.below(26) {
         20..=21 => {
-            // A low-priority take: a floor, never a reservation.
+            // A low-priority take: a floor, and a reservation of what is there now.
             let (capacity, rate) = quota(rng, key);
             let floor = rng.below(capacity);
             let n = 1 + rng.below((capacity - floor).max(1));
+            let mut args = vec![
+                capacity.to_string(),
+                rate,
+                "TOKENS".into(),
+                n.min(capacity - floor).to_string(),
+                "FLOOR".into(),
+                floor.to_string(),
+            ];
+            if let Some(ms) = max_wait(rng) {
+                args.extend(["MAXWAIT".into(), ms]);
+            }
             Call {
                 name: "take",
                 keys: vec![key],
-                args: vec![
-                    capacity.to_string(),
-                    rate,
-                    "TOKENS".into(),
-                    n.min(capacity - floor).to_string(),
-                    "FLOOR".into(),
-                    floor.to_string(),
-                ],
+                args,
             }
         }
         22 => {
@@ -134,6 +138,9 @@ fn random_call(rng: &mut Rng, home: &[usize; 2], tickets: &[(usize, i64)]) -> Ca
             }
             args.push("FLOOR".into());
             args.extend(floors);
+            if let Some(ms) = max_wait(rng) {
+                args.extend(["MAXWAIT".into(), ms]);
+            }
             if rng.chance(40) {
                 args.push("TICKET".into());
             }

@@ -505,6 +505,54 @@ pub const CASES: &[Case] = &[
         before: &[Missing],
         steps: &[&["cut a 10 10 1 0.01 600000"], &["cut a 10 10 1 1 1", "peek a 10 10"]],
     },
+    // A floored take reserves only tokens that are there now: within MAXWAIT and with the
+    // tokens there now, granted for when the floor is there too; a ms short of the wait,
+    // denied; with too few tokens now, denied whatever the MAXWAIT. The fast path (a bucket
+    // that fills within 2^51 ns), then the general path (one that does not), then MTAKE, key
+    // by key, and a cut bucket whose first token is a pause away.
+    case!(
+        &[Missing],
+        &[
+            "take a 10 10 TOKENS 5",
+            "take a 10 10 TOKENS 2 FLOOR 5 MAXWAIT 199",
+            "take a 10 10 TOKENS 2 FLOOR 5 MAXWAIT 200 TICKET",
+            "take a 10 10 TOKENS 2 FLOOR 5 MAXWAIT 1000",
+            "take a 10 10 TOKENS 2 FLOOR 1 MAXWAIT 60000",
+            "take a 10 10 TOKENS 1",
+        ],
+    ),
+    case!(
+        &[Missing],
+        &[
+            "take a 10 0.000001 TOKENS 5",
+            "take a 10 0.000001 TOKENS 2 FLOOR 5 MAXWAIT 1999999999",
+            "take a 10 0.000001 TOKENS 2 FLOOR 5 MAXWAIT 2000000000 TICKET",
+            "take a 10 0.000001 TOKENS 2 FLOOR 5 MAXWAIT 315360000000",
+            "take a 10 0.000001 TOKENS 2 FLOOR 1 MAXWAIT 315360000000",
+            "mtake a 10 0.000001 1 MAXWAIT 315360000000 FLOOR 8",
+            "take a 10 0.000001 TOKENS 1",
+        ],
+    ),
+    case!(
+        &[Missing, FromNow(S)],
+        &[
+            "take a 10 10 TOKENS 5",
+            "mtake a,b 10 10 2 10 10 1 MAXWAIT 1000 FLOOR 5 0 TICKET",
+            "mtake a,b 10 10 2 10 10 1 MAXWAIT 1000 FLOOR 0 5",
+            "mtake a,b 10 10 2 10 10 1 MAXWAIT 100 FLOOR 5 0",
+            "mtake b,a 10 10 1 10 10 2 FLOOR 0 1 MAXWAIT 5000 TICKET",
+            "peek b 10 10",
+        ],
+    ),
+    case!(
+        &[Missing],
+        &[
+            "cut a 10 10 1 0.5 30000",
+            "take a 10 10 FLOOR 5 MAXWAIT 60000",
+            "mtake a 10 10 1 MAXWAIT 60000 FLOOR 5",
+            "take a 10 10 TOKENS 0",
+        ],
+    ),
     // FLOOR 0 is no floor: it may reserve, alone and in MTAKE.
     case!(
         &[Missing, Missing],
