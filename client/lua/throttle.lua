@@ -1121,8 +1121,12 @@ do
       end
       if there_now and not lt(limit_s, limit_n, wait_s, wait_n) then
         -- Taken as of when the tokens are used: the bucket's own slot, unless a deep cut makes
-        -- them wait for the rate to recover, past it.
-        local act_s, act_n = add(b.now_s, b.now_n, wait_s, wait_n)
+        -- them wait for the rate to recover, past it. A floored take's tokens are there now,
+        -- and it takes them as of now: a deep cut's wait for the floor leaves no debt.
+        local act_s, act_n = b.now_s, b.now_n
+        if not (floor_tokens and floor_tokens > 0) then
+          act_s, act_n = add(b.now_s, b.now_n, wait_s, wait_n)
+        end
         local from_s, from_n = max(b.base_s, b.base_n, act_s, act_n)
         local tat_s, tat_n = add(from_s, from_n, cost_s, cost_n)
         if writable(tat_s, tat_n, b) then
@@ -1267,14 +1271,20 @@ local function mtake(keys, args)
   local granted = takes_any and there_now and not lt(limit_s, limit_n, wait_s, wait_n)
 
   -- All the tokens are used at one instant, after the longest wait, so each bucket takes
-  -- them as of then: max(base, now + wait) + cost. A state more than 20 years ahead (a deep
-  -- cut) or past i64 (a forged one) refuses the whole call.
+  -- them as of then: max(base, now + wait) + cost; a bucket with a floor above 0 as of now,
+  -- since its tokens are there now (max(base, now) + cost: no debt). A state more than 20
+  -- years ahead (a deep cut) or past i64 (a forged one) refuses the whole call.
   if granted then
     local act_s, act_n = add(now_s, now_n, wait_s, wait_n)
     for k = 1, count do
       local b = buckets[k]
       if tokens[k] > 0 then
-        local s, n = max(b.base_s, b.base_n, act_s, act_n)
+        local s, n
+        if floors and floors[k] > 0 then
+          s, n = max(b.base_s, b.base_n, now_s, now_n)
+        else
+          s, n = max(b.base_s, b.base_n, act_s, act_n)
+        end
         b.tat_s, b.tat_n = add(s, n, b.cost_s, b.cost_n)
         granted = granted and writable(b.tat_s, b.tat_n, b)
       end

@@ -307,7 +307,7 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcom
             wait_unfloored = wait_unfloored.max(own);
             there_now &= floor == 0 || own == 0;
         }
-        *view = Some((bucket, limit.tokens));
+        *view = Some((bucket, limit.tokens, limit.floor.is_some_and(|f| f > 0)));
     }
     let takes_any = limits.iter().any(|l| l.tokens > 0);
     let within = wait <= i128::from(args.max_wait_ms) * i128::from(NS_PER_MS);
@@ -316,9 +316,17 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcom
     let mut granted = takes_any && within && there_now;
     if granted {
         for (after, view) in buckets.iter_mut().zip(&views) {
-            let Some((bucket, tokens)) = view else { break };
+            let Some((bucket, tokens, floored)) = view else {
+                break;
+            };
             if *tokens > 0 {
-                after.write = bucket.write(bucket.taken(bucket.cost(*tokens), bucket.now + wait));
+                // A floored bucket's tokens are there now: taken as of now (no debt).
+                let act = if *floored {
+                    bucket.now
+                } else {
+                    bucket.now + wait
+                };
+                after.write = bucket.write(bucket.taken(bucket.cost(*tokens), act));
                 // A state more than 20 years ahead (a deep cut) or past i64 (a forged one)
                 // refuses the whole call, as for one bucket.
                 granted &= after.write.is_some();
@@ -329,7 +337,7 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcom
         }
     }
     for (after, view) in buckets.iter_mut().zip(&views) {
-        let Some((bucket, _)) = view else { break };
+        let Some((bucket, _, _)) = view else { break };
         let debt = after
             .write
             .and_then(|w| w.tat())

@@ -192,7 +192,14 @@ pub fn take(args: &TakeArgs, stored: Option<State>, now_ns: i64) -> Outcome {
     // Taken as of when the tokens are used: the bucket's own slot, unless a deep cut makes
     // them wait for the rate to recover, past it (see `View::taken`).
     let write = if within && there_now {
-        bucket.write(bucket.taken(cost, bucket.now + wait))
+        // A floored take's tokens are there now: taken as of now, so that a deep cut's wait
+        // for its floor leaves no debt for the callers without one.
+        let act = if floor > 0 {
+            bucket.now
+        } else {
+            bucket.now + wait
+        };
+        bucket.write(bucket.taken(cost, act))
     } else {
         None
     };
