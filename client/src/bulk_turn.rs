@@ -1,7 +1,9 @@
-//! Bulk callers of one limiter take turns. A refused floored take sleeps exactly the time the
-//! server names, to the millisecond; several bulk callers woken on the same millisecond would
-//! contend for the same refill and all but one be refused again (about 1.8 round trips per
-//! bulk grant with six workers). One at a time, each wakes to tokens that are its own.
+//! Bulk callers of one limiter take turns, each through its round trips and its sleep. A
+//! floored reservation is granted only from tokens in the bucket now; several bulk callers
+//! asking at once would each find the others' reservations and be refused (about 1.8 round
+//! trips per bulk grant with six workers, when they could not reserve). One at a time, each
+//! reserves tokens that are its own, and a limiter keeps at most one bulk reservation below
+//! the floor.
 
 use std::time::Duration;
 

@@ -90,26 +90,29 @@ const MAX_WAIT: Duration = Duration::from_millis(MAX_WAIT_MS);
 pub(crate) struct Policy {
     strategy: Strategy,
     deadline: Option<Duration>,
+    /// A bulk call's: a refused reservation is asked again.
+    floored: bool,
 }
 
 impl Policy {
     pub(crate) fn new(strategy: Strategy, deadline: Option<Duration>) -> Policy {
-        Policy { strategy, deadline }
+        Policy {
+            strategy,
+            deadline,
+            floored: false,
+        }
     }
 
-    /// A bulk call's policy: it must not reserve into the floor ahead of its time, so it takes
-    /// only what is there and, refused, sleeps the exact time the server names (no jitter:
-    /// the first token over the floor is due then), then takes again; a poll strategy keeps
-    /// its own jitter and attempts.
+    /// A bulk call's policy. The server grants a floored reservation only from tokens in the
+    /// bucket now (it never puts the bucket in debt ahead of the interactive callers), so a
+    /// reservation can be refused even though the tokens and the floor are due within the
+    /// deadline: then the call sleeps the exact time the server names (no jitter: they are
+    /// due then) and asks again. A poll strategy keeps its own jitter and attempts.
     pub(crate) fn floored(self) -> Policy {
-        let strategy = match self.strategy {
-            Strategy::Reserve => Strategy::Poll {
-                max_jitter: Duration::ZERO,
-                max_attempts: u32::MAX,
-            },
-            poll => poll,
-        };
-        Policy { strategy, ..self }
+        Policy {
+            floored: true,
+            ..self
+        }
     }
 
     /// The deadline this policy enforces: the one given, or the server's longest
@@ -153,14 +156,18 @@ impl Policy {
             needed: reply.wait,
             deadline,
         });
+        let left = deadline.saturating_sub(elapsed);
         match self.strategy {
+            // A floored reservation refused for want of tokens now, due within the deadline.
+            Strategy::Reserve if self.floored && reply.wait <= left => {
+                Decision::SleepThenRetry(reply.wait)
+            }
             // The server refused the reservation: the wait is longer than MAXWAIT.
             Strategy::Reserve => out_of_time,
             Strategy::Poll {
                 max_jitter,
                 max_attempts,
             } => {
-                let left = deadline.saturating_sub(elapsed);
                 if reply.wait > left {
                     return out_of_time;
                 }
@@ -262,19 +269,41 @@ mod tests {
     }
 
     #[test]
-    fn a_floored_call_never_reserves_and_sleeps_the_exact_wait() {
+    fn a_floored_call_reserves_and_asks_again_when_refused_within_the_deadline() {
         let policy = Policy::new(Strategy::Reserve, Some(MS * 500)).floored();
-        assert_eq!(policy.max_wait_ms(Duration::ZERO), 0);
+        assert_eq!(policy.max_wait_ms(Duration::ZERO), 500, "it reserves");
+        assert_eq!(policy.max_wait_ms(MS * 120), 380);
         assert_eq!(policy.decide(&granted(0), 1, MS, 0.9), Decision::Done);
+        assert_eq!(
+            policy.decide(&granted(40), 1, MS, 0.9),
+            Decision::SleepThenDone(MS * 40),
+            "one round trip, one sleep"
+        );
         assert_eq!(
             policy.decide(&denied(100), 1_000_000, MS, 0.9),
             Decision::SleepThenRetry(MS * 100),
-            "no jitter, no attempt limit"
+            "no tokens now: no jitter, no attempt limit"
+        );
+        assert_eq!(
+            policy.decide(&denied(100), 1, MS * 450, 0.0),
+            Decision::GiveUp(GiveUp::Deadline {
+                needed: MS * 100,
+                deadline: MS * 500
+            }),
+            "past what is left of the deadline"
         );
         assert_eq!(
             policy.decide(&denied(600), 1, MS, 0.0),
             Decision::GiveUp(GiveUp::Deadline {
                 needed: MS * 600,
+                deadline: MS * 500
+            })
+        );
+        // An interactive reservation refused is out of time, whatever the wait.
+        assert_eq!(
+            Policy::new(Strategy::Reserve, Some(MS * 500)).decide(&denied(100), 1, MS, 0.0),
+            Decision::GiveUp(GiveUp::Deadline {
+                needed: MS * 100,
                 deadline: MS * 500
             })
         );

@@ -50,10 +50,12 @@ pub trait Throttle: Send + Sync {
     /// the server decides (`MAXWAIT`), so a wait beyond the deadline touches no bucket; the
     /// round trip comes on top of it.
     ///
-    /// A [`Priority::Bulk`] call takes only while its floor stays in every bucket (`FLOOR`) and
-    /// never reserves: refused, it sleeps the exact time the server names and takes again; the
-    /// bulk calls of a limiter and its clones take turns, so that they do not wake together to
-    /// the same tokens.
+    /// A [`Priority::Bulk`] call takes only tokens that leave its floor in every bucket by the
+    /// time it goes (`FLOOR`): it reserves only tokens that are in the bucket now, so callers
+    /// without a floor never find a debt it made; refused, it sleeps the exact time the server
+    /// names and asks again. The bulk calls of a limiter and its clones take turns (one
+    /// reservation outstanding per limiter), so that they do not wake together to the same
+    /// tokens.
     fn acquire_with(&self, demand: Demand) -> impl Future<Output = Result<Grant, Error>> + Send;
 
     /// Takes the demand's tokens if they are there now; never waits (the demand's deadline

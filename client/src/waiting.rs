@@ -29,11 +29,21 @@ impl Held for () {
 /// A pause heard that covers a reserved call's send.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Covered {
+    /// When and how the call asks again.
+    pub(crate) resume: Resume,
+    /// The buckets (by number) whose state the pause moved past the call's take.
+    pub(crate) moved: Vec<usize>,
+}
+
+/// How a call that a pause held back asks again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Resume {
     /// Until the pause ends, to be slept out before taking again (may be zero: a cut that
     /// re-spaces every reservation made before it).
     pub(crate) rest: Duration,
-    /// The buckets (by number) whose state the pause moved past the call's take.
-    pub(crate) moved: Vec<usize>,
+    /// The lowest rate factor the pause left on the call's buckets, in basis points (10 000:
+    /// not cut, or not known): a cut bucket holds only that share of its capacity at once.
+    pub(crate) factor_bp: u16,
 }
 
 /// How a reserved call learns of a pause set while it sleeps until its tokens are usable: by
@@ -46,10 +56,10 @@ pub(crate) trait PauseWatch<R> {
     /// that covers its send is heard.
     fn sleep(&mut self, reply: &R, wake: Instant) -> impl Future<Output = Option<Covered>> + Send;
 
-    /// After a whole sleep: how long a pause still runs, asked of the server, and in how many
-    /// round trips; `None` when nothing needs asking (the call would have heard it, or the
-    /// limiter does not check).
-    fn check(&mut self) -> impl Future<Output = Result<Option<(Duration, u32)>, Error>> + Send;
+    /// After a whole sleep: how long a pause still runs (and the rate factor), asked of the
+    /// server, and in how many round trips; `None` when nothing needs asking (the call would
+    /// have heard it, or the limiter does not check).
+    fn check(&mut self) -> impl Future<Output = Result<Option<(Resume, u32)>, Error>> + Send;
 }
 
 /// A granted call: its last reply and what it took.
@@ -60,12 +70,13 @@ pub(crate) struct Outcome<R> {
     pub round_trips: u32,
 }
 
-/// Asks (`ask(max_wait_ms)`) until granted, sleeping as the policy says. A reservation is
-/// held (`hold(reply)`) for the sleep before its tokens are usable, and `watch` makes sure no
-/// pause set meanwhile (by any replica) covers its send: heard while it sleeps, or asked after.
-/// If one does, the reservation is dropped (its `Held` gives its tokens back where it can),
-/// the call sleeps out the pause and asks again, so no call the pause covers reaches the
-/// supplier.
+/// Asks (`ask(max_wait_ms, None)`) until granted, sleeping as the policy says. A reservation
+/// is held (`hold(reply)`) for the sleep before its tokens are usable, and `watch` makes sure
+/// no pause set meanwhile (by any replica) covers its send: heard while it sleeps, or asked
+/// after. If one does, the reservation is dropped (its `Held` gives its tokens back where it
+/// can) and the call asks again once the pause is over (`ask(max_wait_ms, Some(resume))`: the
+/// asker sleeps out the rest of the pause, and may ask together with the other calls it held
+/// back), so no call the pause covers reaches the supplier.
 pub(crate) async fn run<A, F, R, H, W>(
     policy: Policy,
     metrics: &Metrics,
@@ -74,7 +85,7 @@ pub(crate) async fn run<A, F, R, H, W>(
     mut watch: W,
 ) -> Result<Outcome<R>, Error>
 where
-    A: FnMut(u64) -> F,
+    A: FnMut(u64, Option<Resume>) -> F,
     F: Future<Output = Result<R, Error>>,
     R: AsRef<TakeReply>,
     H: Held,
@@ -83,10 +94,20 @@ where
     let start = Instant::now();
     let mut round_trips = 0u32;
     let mut slept = Duration::ZERO;
+    // A pause that held the call back: its rest is slept out before asking again.
+    let mut after_pause: Option<Resume> = None;
     loop {
         watch.arm();
-        let reply = ask(policy.max_wait_ms(start.elapsed())).await?;
-        round_trips = round_trips.saturating_add(reply.as_ref().round_trips.max(1));
+        let resume = after_pause.take();
+        let asked = start.elapsed() + resume.map_or(Duration::ZERO, |r| r.rest);
+        let reply = ask(policy.max_wait_ms(asked), resume).await?;
+        // A call that asked again together with others may have sent nothing of its own.
+        let trips = reply.as_ref().round_trips;
+        round_trips = round_trips.saturating_add(if resume.is_some() {
+            trips
+        } else {
+            trips.max(1)
+        });
         match policy.decide(
             reply.as_ref(),
             round_trips,
@@ -106,30 +127,30 @@ where
                     pause
                 };
                 let covered = match heard {
-                    Some(Covered { rest, moved }) => {
+                    Some(Covered { resume, moved }) => {
                         metrics.event(Event::HeardPause);
                         for bucket in moved {
                             held.moved(bucket);
                         }
-                        Some(rest)
+                        Some(resume)
                     }
                     None => match watch.check().await? {
-                        Some((rest, trips)) => {
+                        Some((resume, trips)) => {
                             round_trips = round_trips.saturating_add(trips);
-                            (!rest.is_zero()).then_some(rest)
+                            (!resume.rest.is_zero()).then_some(resume)
                         }
                         None => None,
                     },
                 };
-                if let Some(rest) = covered {
+                if let Some(resume) = covered {
                     metrics.held_by_pause();
                     tracing::debug!(
-                        ?rest,
+                        rest = ?resume.rest,
                         "a pause covers the reserved call; acquiring again after it"
                     );
                     drop(held);
-                    tokio::time::sleep(rest).await;
-                    slept += rest;
+                    after_pause = Some(resume);
+                    slept += resume.rest;
                     continue;
                 }
                 held.release();

@@ -387,3 +387,65 @@ async fn a_reserved_call_looks_before_it_is_sent_and_waits_out_a_pause() {
     assert_eq!(grant.round_trips, 3);
     assert_eq!(caller.metrics().pushback.held_by_pause, 1);
 }
+
+/// The reserved calls a pause holds back take again together: one THROTTLE.TAKE for all of
+/// them when the pause ends, and each goes at the slot it would have had alone.
+#[tokio::test(start_paused = true)]
+async fn calls_a_pause_held_back_take_again_in_one_round_trip() {
+    let _real = RealTime::start();
+    let fake = FakeServer::new();
+    let build = || {
+        Limiter::builder("bucket", Quota::new(4, "2").unwrap())
+            .backend(Backend::Module)
+            .build(fake.clone())
+            .unwrap()
+    };
+    let (caller, other) = (build(), build());
+    let start = Instant::now();
+    caller.acquire_with(Demand::tokens(4)).await.unwrap();
+    // Three calls reserve the next tokens, at 0.5, 1 and 1.5 s.
+    let reserved: Vec<_> = (0..3)
+        .map(|_| {
+            let caller = caller.clone();
+            tokio::spawn(async move {
+                let grant = caller.acquire().await.unwrap();
+                (start.elapsed(), grant.round_trips)
+            })
+        })
+        .collect();
+    // At 0.2 s another replica pauses the bucket until 2.2 s: its first token then, the next
+    // ones every 0.5 s after it.
+    tokio::time::sleep(MS * 200).await;
+    other.pause(SECOND * 2).await.unwrap();
+    let mut done = Vec::new();
+    for call in reserved {
+        done.push(call.await.unwrap());
+    }
+    done.sort();
+    // Each looked after its sleep (a PEEK), found the pause and joined the others; at 2.2 s one
+    // take of 3 tokens, usable at 3.2 s, sends them at 2.2, 2.7 and 3.2 s: when each would
+    // have gone alone. The two that slept after it looked once more before going.
+    let at: Vec<Duration> = done.iter().map(|(at, _)| *at).collect();
+    assert_eq!(at, [MS * 2200, MS * 2700, MS * 3200]);
+    let takes: Vec<(Duration, u64)> = fake.calls().iter().map(|c| (c.at, c.tokens)).collect();
+    assert_eq!(
+        takes,
+        [
+            (Duration::ZERO, 4),
+            (Duration::ZERO, 1),
+            (Duration::ZERO, 1),
+            (Duration::ZERO, 1),
+            (MS * 2200, 3)
+        ],
+        "one take for the three held calls"
+    );
+    let trips: u32 = done.iter().map(|(_, trips)| trips).sum();
+    let metrics = caller.metrics();
+    assert_eq!(metrics.pushback.held_by_pause, 3);
+    assert_eq!(
+        (trips, metrics.round_trips),
+        (3 + 3 + 1 + 2, 1 + 3 + 3 + 3 + 1 + 2),
+        "the held calls' takes, looks, give-backs (asked: a look does not say whether the pause \
+         moved past a take) and, after the pause, one take between them and two looks"
+    );
+}

@@ -17,7 +17,7 @@ use demo_support::shared_start::micros;
 use redis_throttle::backlog::{Backlog, Outcome, Record, Worker, WorkerOptions};
 use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis_throttle::report::FleetReport;
-use redis_throttle::{Limiter, Priority, Quota, Throttle};
+use redis_throttle::{Announcements, Limiter, Priority, Quota, Throttle};
 use tokio::sync::Semaphore;
 use tokio::time::{timeout, Instant};
 
@@ -273,9 +273,22 @@ async fn backlog_run(args: BacklogWorkerArgs) -> Result<(), String> {
     // The worker's counters in Redis for the operator's tool, off the call path.
     let fleet =
         FleetReport::every(conn.clone(), Duration::from_secs(1)).map_err(|e| e.to_string())?;
+    // The worker's one subscription to the pause announcements: a record whose tokens are
+    // reserved sleeps without looking at the bucket after (one round trip a record).
+    let client = redis_throttle::redis::Client::open(args.redis_url.as_str())
+        .map_err(|e| format!("bad Redis URL {}: {e}", args.redis_url))?;
+    let announcements = Announcements::new(client).map_err(|e| e.to_string())?;
+    if !announcements.ready(REDIS_TIMEOUT * 2).await {
+        return Err(format!(
+            "no subscription to the pause announcements on {} within {:?}",
+            args.redis_url,
+            REDIS_TIMEOUT * 2
+        ));
+    }
     let limiter = Limiter::builder(args.key.as_str(), quota)
         .name("ingest")
         .report(&fleet)
+        .listen(&announcements)
         .build(conn)
         .map_err(|e| e.to_string())?;
     // TOKENS 0 writes nothing: without the module this fails here, not mid-run.

@@ -32,6 +32,7 @@ use crate::{
 };
 
 mod pushback;
+mod rebook;
 mod watch;
 
 use watch::Watch;
@@ -191,6 +192,8 @@ struct Shared {
     dispatch: Dispatch,
     metrics: Metrics,
     bulk_turn: BulkTurn,
+    /// Where the calls a pause held back gather to take again together.
+    desk: rebook::Desk,
     /// What was heard on the buckets' pause channels, when the limiter listens.
     ears: Option<Arc<Ears>>,
 }
@@ -303,6 +306,7 @@ impl<C> Buckets<C> {
             options,
             peek_in_calls,
             bulk_turn: BulkTurn::default(),
+            desk: rebook::Desk::default(),
         });
         if let Some(fleet) = &shared.options.report {
             let weak = Arc::downgrade(&shared);
@@ -388,8 +392,9 @@ where
         let limits = self.counted(self.limits_for(tokens, demand.priority))?;
         let deadline = Some(demand.deadline.unwrap_or(shared.options.max_wait));
         let span = self.span("acquire", tokens, deadline);
-        // A bulk call never reserves, and the bulk calls of a limiter and its clones take turns,
-        // so that they do not wake together to the same tokens.
+        // The bulk calls of a limiter and its clones take turns, each holding it through its
+        // reservation's sleep: they do not wake together to the same tokens, and a limiter has
+        // one bulk reservation under the floor at a time.
         let floored = limits.iter().any(|limit| limit.floor.is_some());
         let (policy, turn) = if floored {
             let turn = shared
@@ -405,10 +410,16 @@ where
             (Policy::new(shared.options.strategy, deadline), None)
         };
         let in_line = turn.as_ref().map_or(Duration::ZERO, |t| t.waited);
+        let limits = limits.as_slice();
         let outcome = waiting::run(
             policy,
             &shared.metrics,
-            |max_wait_ms| self.take(&limits, max_wait_ms),
+            |max_wait_ms, after_pause| async move {
+                match after_pause {
+                    None => self.take(limits, max_wait_ms).await,
+                    Some(resume) => self.take_after_pause(limits, max_wait_ms, resume).await,
+                }
+            },
             |taken: &MTakeTickets| Refund {
                 buckets: self,
                 tokens,

@@ -2,8 +2,6 @@
 //! process's subscription where the limiter listens and the subscription can be counted on,
 //! otherwise asked, one `THROTTLE.PEEK` per bucket after the sleep.
 
-use std::time::Duration;
-
 use redis::aio::ConnectionLike;
 use tokio::time::Instant;
 
@@ -11,7 +9,7 @@ use super::Buckets;
 use crate::listen::Trust;
 use crate::metrics::Event;
 use crate::reply::MTakeTickets;
-use crate::waiting::{Covered, PauseWatch};
+use crate::waiting::{Covered, PauseWatch, Resume};
 use crate::Error;
 
 /// One call's watch over its buckets' pauses.
@@ -54,14 +52,17 @@ where
         tokio::select! {
             biased;
             (end, moved) = ears.covered(&reply.tickets, wake) => Some(Covered {
-                rest: end.saturating_duration_since(Instant::now()),
+                resume: Resume {
+                    rest: end.saturating_duration_since(Instant::now()),
+                    factor_bp: ears.factor_bp(),
+                },
                 moved,
             }),
             () = tokio::time::sleep_until(wake) => None,
         }
     }
 
-    async fn check(&mut self) -> Result<Option<(Duration, u32)>, Error> {
+    async fn check(&mut self) -> Result<Option<(Resume, u32)>, Error> {
         let shared = &self.buckets.shared;
         if !shared.options.check_pause {
             return Ok(None);
@@ -77,7 +78,11 @@ where
         for _ in 0..buckets {
             shared.metrics.event(Event::PauseCheck);
         }
-        let paused_for = self.buckets.peek().await?.paused_for;
-        Ok(Some((paused_for, buckets)))
+        let state = self.buckets.peek().await?;
+        let resume = Resume {
+            rest: state.paused_for,
+            factor_bp: state.factor_bp,
+        };
+        Ok(Some((resume, buckets)))
     }
 }

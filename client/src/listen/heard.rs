@@ -98,6 +98,12 @@ impl Recent {
             .max()
     }
 
+    /// The rate factor the newest announcement that says one left, in basis points: a cut
+    /// only climbs back after it (a newer cut is announced too).
+    pub(crate) fn factor_bp(&self) -> Option<u64> {
+        self.heard.iter().rev().flatten().find_map(|h| h.factor_bp)
+    }
+
     /// When the longest of the pauses heard ends, if one was heard.
     pub(crate) fn end(&self) -> Option<Instant> {
         self.heard.iter().flatten().map(Heard::ends).max()

@@ -353,6 +353,18 @@ impl Ears {
             .max()
     }
 
+    /// The lowest rate factor heard on its channels, in basis points (10 000 where none was
+    /// heard).
+    pub(crate) fn factor_bp(&self) -> u16 {
+        let full = throttle_bucket::FULL_FACTOR_BP;
+        self.lock_recent()
+            .iter()
+            .filter_map(Recent::factor_bp)
+            .map(|f| u16::try_from(f).unwrap_or(full).min(full))
+            .min()
+            .unwrap_or(full)
+    }
+
     /// When the longest pause heard on any of its channels ends, if one was heard.
     pub(crate) fn pause_end(&self) -> Option<Instant> {
         self.lock_recent().iter().filter_map(Recent::end).max()

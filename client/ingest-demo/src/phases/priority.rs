@@ -2,7 +2,8 @@
 //! interactive queries run beside it on the same limiter key, twice. First on one shared
 //! bucket without priority: the bulk load's reservations put the bucket in debt, and the
 //! queries queue behind it. Then with the bulk load at `Priority::Bulk { floor }`: it takes
-//! only while the floor stays in the bucket, so the queries find their tokens at once. Each
+//! only tokens that are there now and uses them once the floor is back behind them (one
+//! reservation per worker at a time), so the queries find their tokens at once. Each
 //! run: fill the queues (phase 2's), start the workers and the queries together, drain
 //! (phase 2's), tally.
 

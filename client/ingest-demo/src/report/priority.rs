@@ -112,8 +112,9 @@ fn legend(out: &mut String, p: &PrioritySummary) {
          less the queries' {} RU/s): (records x RU - (burst - floor)) / {bulk_rate}; without \
          the burst, records x RU / {bulk_rate} = {steady:.3} s. trips/record: the workers' \
          limiter requests per record, the streams' own commands not counted (a floored take \
-         refused below the floor asks again when the server says it is back; a reserved take \
-         that slept looks at the bucket's pause before it is used).",
+         reserves its tokens when they are there now, and is refused and asks again when the \
+         server says otherwise; a reserved take that slept looks at the bucket's pause before \
+         it is used, unless the worker hears the pause announcements).",
         TARGET_OVER_ROUND_TRIP.as_millis(),
         p.queries_per_s * p.ru_per_query,
     );
