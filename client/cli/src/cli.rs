@@ -9,7 +9,8 @@ use crate::args::{Duration, QuotaArg};
 #[derive(Debug, Parser)]
 #[command(name = "throttle", version)]
 pub(crate) struct Cli {
-    /// The Redis server (redis://[user:password@]host:port[/db], rediss://, unix://).
+    /// The Redis server: redis://host:port, redis://user:password@host:port/db or
+    /// unix:///path/to/socket (no TLS in this build).
     #[arg(
         long,
         short = 'u',
@@ -32,7 +33,10 @@ pub(crate) enum Command {
     /// by `FleetReport`), which also carry each quota's capacity and rate. Keys matching PATTERN
     /// are added only with --quota (the server does not store a bucket's quota, and PEEK needs
     /// it): keys without a report are then peeked with that quota, and those that are not
-    /// buckets are skipped. Without PATTERN, only the reported keys are shown.
+    /// buckets are skipped. A full bucket has no key (it expires when full), so PATTERN finds
+    /// only the buckets that are not full. Without PATTERN, only the reported keys are shown.
+    ///
+    /// The cut's recovery time is not shown: THROTTLE.PEEK does not reply it (`cut` does).
     Status {
         /// Also the buckets whose keys match this SCAN pattern (e.g. 'quota:*'); needs --quota
         /// for the keys that no process reports.
@@ -64,7 +68,8 @@ pub(crate) enum Command {
         /// How long the rate takes to climb back: 60s, 5m.
         #[arg(value_name = "FOR")]
         recovery: Duration,
-        /// The pause that comes with the cut (THROTTLE.CUT needs one of at least 1 ms).
+        /// The pause that comes with the cut (THROTTLE.CUT needs one of at least 1 ms); like
+        /// every pause, it leaves the fleet one token to resume from.
         #[arg(long, default_value = "1ms")]
         pause: Duration,
         /// CAPACITY/RATE of the bucket; default: the quota a process reports for KEY.
