@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Cmd, Value};
 
-use crate::failure::{fail, redis_failure, Failure};
+use crate::failure::{fail, redact, redis_failure, Failure};
 
 /// Connecting and each reply may take this long.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -15,6 +15,7 @@ pub(crate) const LIBRARY_NAME: &str = "throttle";
 
 /// A connection to the server at `url`.
 pub(crate) struct Server {
+    /// The URL without its password, for messages.
     pub(crate) url: String,
     pub(crate) con: MultiplexedConnection,
 }
@@ -31,30 +32,25 @@ pub(crate) enum Backend {
 impl Server {
     /// Connects, and checks that the server answers.
     pub(crate) async fn connect(url: &str) -> Result<Server, Failure> {
+        let shown = redact(url);
         let client = Client::open(url).map_err(|err| {
             Failure(format!(
-                "{url:?} is not a Redis URL ({err}): write redis://host:port, like redis://127.0.0.1:6379"
+                "{shown:?} is not a Redis URL ({err}): write redis://host:port, like redis://127.0.0.1:6379"
             ))
         })?;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(TIMEOUT))
             .set_response_timeout(Some(TIMEOUT));
-        let mut con = client
+        // Connecting sends the URL's credentials (AUTH), so a wrong password fails here too.
+        let con = client
             .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(|err| {
                 Failure(format!(
-                    "cannot connect to {url}: {err}; check that the server runs there and that the URL (--url or THROTTLE_URL) is right"
+                    "cannot connect to {shown}: {err}; check that the server runs there and that the URL (--url or THROTTLE_URL) and its credentials are right"
                 ))
             })?;
-        redis::cmd("PING")
-            .query_async::<()>(&mut con)
-            .await
-            .map_err(|err| redis_failure(url, "PING", &err))?;
-        Ok(Server {
-            url: url.to_owned(),
-            con,
-        })
+        Ok(Server { url: shown, con })
     }
 
     /// Sends one command.
@@ -87,7 +83,7 @@ impl Server {
             "{}: the server has neither the THROTTLE module nor the throttle function library; \
              load the module (redis-server --loadmodule /path/to/libredis_throttle_module.so, or \
              MODULE LOAD) or, on a managed Redis, the library (throttle load-library)",
-            self.url
+            redact(&self.url)
         ))
     }
 

@@ -178,7 +178,40 @@ async fn status_shows_a_reported_quota_and_one_found_by_its_pattern_and_a_pause(
         line.contains(" s "),
         "the pause is shown in seconds: {text}"
     );
+
+    // The tool's own user (client/cli/README.md, Permissions): enough for status and the
+    // verbs, not for load-library, and its password never printed.
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("throttle-ops")
+        .arg(OPS_ACL.split(' ').collect::<Vec<_>>())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let ops_url = url.replacen("redis://", "redis://throttle-ops:secret@", 1);
+    let text = ok(&throttle(&ops_url, &["status", "quota:*", "--quota", "100/0.5"]).await);
+    assert!(
+        text.contains("\nquota:reported ") && text.contains("\nquota:found "),
+        "{text}"
+    );
+    ok(&throttle(&ops_url, &["sync", "quota:reported", "0", "0ms"]).await);
+    let stderr = failed(&throttle(&ops_url, &["load-library"]).await, 1);
+    assert!(stderr.contains("+function|load"), "{stderr}");
+    assert!(
+        !stderr.contains("secret") && stderr.contains("throttle-ops:***@"),
+        "{stderr}"
+    );
     drop(limiter);
+}
+
+/// The ACL rules of the tool's user, as client/cli/README.md gives them.
+const OPS_ACL: &str = "on >secret resetkeys ~quota:* ~throttle:report:* resetchannels -@all +scan +mget +command|info +function|list +throttle.peek +throttle.pause +throttle.cut +throttle.sync +fcall_ro +fcall";
+
+#[test]
+fn the_readme_gives_the_tools_acl_line() {
+    let readme = include_str!("../README.md");
+    let line = format!("ACL SETUSER throttle-ops {OPS_ACL}");
+    assert!(readme.lines().any(|l| l == line), "{line}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
