@@ -2,7 +2,7 @@
 
 use redis_throttle::script::{LIBRARY, LIBRARY_VERSION};
 
-use crate::failure::Failure;
+use crate::failure::{redis_failure, Failure};
 use crate::server::{code_version, Server};
 
 /// Loads the library; says the version before and after.
@@ -18,20 +18,22 @@ pub(crate) async fn load(server: &mut Server) -> Result<String, Failure> {
             None => "a library that says no version".to_owned(),
         },
     };
-    let name: String = server
-        .query(
-            redis::cmd("FUNCTION")
-                .arg("LOAD")
-                .arg("REPLACE")
-                .arg(LIBRARY),
-            "FUNCTION LOAD REPLACE",
-        )
-        .await
-        .map_err(|Failure(why)| {
-            Failure(format!(
-                "{why}; the user needs +function|load (docs/trust-model.md: throttle acl library)"
-            ))
-        })?;
+    let load: Result<String, redis::RedisError> = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(LIBRARY)
+        .query_async(&mut server.con)
+        .await;
+    let name = match load {
+        Ok(name) => name,
+        Err(err) if err.code() == Some("NOPERM") => {
+            return Err(Failure(format!(
+                "{}: FUNCTION LOAD refused: {err}; load as a user with +function|load (the administrator of `throttle acl library`)",
+                server.url
+            )))
+        }
+        Err(err) => return Err(redis_failure(&server.url, "FUNCTION LOAD REPLACE", &err)),
+    };
     let after = server.library_code().await?;
     let after_text = match after.as_deref().map(|code| (code == LIBRARY, code_version(code))) {
         Some((true, Some(v))) => format!("version {v}"),
