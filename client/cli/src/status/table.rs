@@ -1,0 +1,230 @@
+//! The gathered rows as the table `status` prints (pure: rows in, text out).
+
+use serde::Serialize;
+
+use crate::args::seconds;
+use crate::status::fleet::{last_wait_bound_ms, Fleet};
+
+/// One quota as `status` shows it (and `--json` prints it).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct Row {
+    /// The bucket's key.
+    pub(crate) key: String,
+    /// How it was found: `report` (a process reports it) or `pattern` (SCAN, with --quota).
+    pub(crate) found: &'static str,
+    pub(crate) capacity: u64,
+    pub(crate) rate: String,
+    /// What the server says (THROTTLE.PEEK); none when it refused (then `problem` says why).
+    pub(crate) state: Option<State>,
+    /// The fleet's counters; none when no process reports the key.
+    pub(crate) fleet: Option<Fleet>,
+    /// What is wrong with this quota (the server refused PEEK).
+    pub(crate) problem: Option<String>,
+    /// What else to know (the processes disagree about the quota).
+    pub(crate) note: Option<String>,
+}
+
+/// A bucket as it stands, from THROTTLE.PEEK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub(crate) struct State {
+    /// Whole tokens now.
+    pub(crate) tokens: u64,
+    /// Until the bucket is full, ms (0: full).
+    pub(crate) until_full_ms: u64,
+    /// Until the pause ends, ms (0: not paused).
+    pub(crate) paused_ms: u64,
+    /// The rate's factor now, basis points (10 000: not cut).
+    pub(crate) factor_bp: u64,
+}
+
+const HEADER: [&str; 12] = [
+    "KEY", "CAPACITY", "RATE/S", "TOKENS", "PAUSED", "CUT", "FULL IN", "PROCS", "GRANTS/S",
+    "WAIT P50", "WAIT P99", "429s",
+];
+
+/// The table, one line per row, columns aligned, then the rows' problems and notes and the
+/// `footer` lines.
+pub(crate) fn table(rows: &[Row], footer: &[String]) -> String {
+    let mut lines: Vec<Vec<String>> = vec![HEADER.iter().map(|h| (*h).to_owned()).collect()];
+    for row in rows {
+        lines.push(cells(row));
+    }
+    let mut widths = [0usize; HEADER.len()];
+    for line in &lines {
+        for (width, cell) in widths.iter_mut().zip(line) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for line in &lines {
+        let mut text = String::new();
+        for (i, (cell, width)) in line.iter().zip(widths).enumerate() {
+            if i > 0 {
+                text.push_str("  ");
+            }
+            // The key left-aligned, the numbers right-aligned.
+            if i == 0 {
+                text.push_str(&format!("{cell:<width$}"));
+            } else {
+                text.push_str(&format!("{cell:>width$}"));
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    }
+    if rows.is_empty() {
+        out.push_str("(no quotas)\n");
+    }
+    for row in rows {
+        for text in row.problem.iter().chain(&row.note) {
+            out.push_str(&format!("{}: {text}\n", row.key));
+        }
+    }
+    for line in footer {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+fn cells(row: &Row) -> Vec<String> {
+    let dash = || "-".to_owned();
+    let mut cells = vec![row.key.clone(), row.capacity.to_string(), row.rate.clone()];
+    match &row.state {
+        Some(state) => {
+            cells.push(state.tokens.to_string());
+            cells.push(if state.paused_ms == 0 {
+                dash()
+            } else {
+                seconds(state.paused_ms)
+            });
+            cells.push(if state.factor_bp >= 10_000 {
+                dash()
+            } else {
+                format!(
+                    "x{}.{:02}",
+                    state.factor_bp / 10_000,
+                    state.factor_bp % 10_000 / 100
+                )
+            });
+            cells.push(if state.until_full_ms == 0 {
+                "full".to_owned()
+            } else {
+                seconds(state.until_full_ms)
+            });
+        }
+        None => cells.extend(std::iter::repeat_n("?".to_owned(), 4)),
+    }
+    match &row.fleet {
+        Some(fleet) => {
+            cells.push(fleet.processes.to_string());
+            cells.push(format!("{:.1}", fleet.grants_per_s));
+            cells.push(wait(fleet, fleet.wait_p50_le_ms));
+            cells.push(wait(fleet, fleet.wait_p99_le_ms));
+            cells.push(fleet.responses_429.to_string());
+        }
+        None => cells.extend(std::iter::repeat_n(dash(), 5)),
+    }
+    cells
+}
+
+/// A wait quantile: `-` with no waits, `<=5ms`, or `>100000ms` above the last bound.
+fn wait(fleet: &Fleet, le_ms: Option<u64>) -> String {
+    match (fleet.waits, le_ms) {
+        (0, _) => "-".to_owned(),
+        (_, Some(ms)) => format!("<={ms}ms"),
+        (_, None) => format!(">{}ms", last_wait_bound_ms()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows() -> Vec<Row> {
+        vec![
+            Row {
+                key: "quota:pix".to_owned(),
+                found: "report",
+                capacity: 8,
+                rate: "9".to_owned(),
+                state: Some(State {
+                    tokens: 0,
+                    until_full_ms: 2273,
+                    paused_ms: 1495,
+                    factor_bp: 5000,
+                }),
+                fleet: Some(Fleet {
+                    processes: 2,
+                    grants_per_s: 8.5,
+                    responses_429: 3,
+                    waits: 40,
+                    wait_p50_le_ms: Some(5),
+                    wait_p99_le_ms: None,
+                }),
+                problem: None,
+                note: None,
+            },
+            Row {
+                key: "quota:other".to_owned(),
+                found: "pattern",
+                capacity: 100,
+                rate: "0.5".to_owned(),
+                state: Some(State {
+                    tokens: 100,
+                    until_full_ms: 0,
+                    paused_ms: 0,
+                    factor_bp: 10_000,
+                }),
+                fleet: None,
+                problem: None,
+                note: None,
+            },
+            Row {
+                key: "quota:broken".to_owned(),
+                found: "report",
+                capacity: 1,
+                rate: "1".to_owned(),
+                state: None,
+                fleet: Some(Fleet {
+                    processes: 1,
+                    grants_per_s: 0.0,
+                    responses_429: 0,
+                    waits: 0,
+                    wait_p50_le_ms: None,
+                    wait_p99_le_ms: None,
+                }),
+                problem: Some("not a bucket".to_owned()),
+                note: None,
+            },
+        ]
+    }
+
+    #[test]
+    fn the_table_aligns_its_columns() {
+        let text = table(&rows(), &["1 more".to_owned()]);
+        let expected = "\
+KEY           CAPACITY  RATE/S  TOKENS   PAUSED    CUT  FULL IN  PROCS  GRANTS/S  WAIT P50   WAIT P99  429s
+quota:pix            8       9       0  1.495 s  x0.50  2.273 s      2       8.5     <=5ms  >100000ms     3
+quota:other        100     0.5     100        -      -     full      -         -         -          -     -
+quota:broken         1       1       ?        ?      ?        ?      1       0.0         -          -     0
+quota:broken: not a bucket
+1 more
+";
+        assert_eq!(text, expected, "\n{text}");
+    }
+
+    #[test]
+    fn no_rows_says_so() {
+        assert_eq!(table(&[], &[]).lines().nth(1), Some("(no quotas)"));
+    }
+
+    #[test]
+    fn json_has_the_servers_numbers() {
+        let json = serde_json::to_value(rows()).unwrap();
+        assert_eq!(json[0]["state"]["paused_ms"], 1495);
+        assert_eq!(json[0]["fleet"]["wait_p99_le_ms"], serde_json::Value::Null);
+        assert_eq!(json[1]["found"], "pattern");
+        assert_eq!(json[1]["fleet"], serde_json::Value::Null);
+    }
+}

@@ -1,0 +1,321 @@
+//! The `throttle` binary against real servers (loopback, started by the test kit): `status`
+//! finds a quota a real `FleetReport` reports and one by its pattern, and reads the server's
+//! state of both; `pause` shows in the next `status`; a server with neither the module nor the
+//! library fails with what to do, `load-library` fixes it, and the verbs then go through the
+//! library; a key that is not a bucket, a wrong URL and a wrong argument exit 1, 1 and 2.
+//!
+//! ```sh
+//! cargo build -p redis-throttle-module
+//! cargo test -p redis-throttle-cli --test cli
+//! ```
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use redis_throttle::prelude::*;
+use redis_throttle::report::{report_key, FleetReport, Report};
+use redis_throttle::{Limiter, Quota};
+use serde_json::Value as Json;
+use throttle_testkit::{Flavor, Server};
+use tokio::time::Instant;
+
+/// Bound on the wait for a report to land.
+const BOUND: Duration = Duration::from_secs(10);
+
+/// Runs `throttle --url URL ARGS...` (off the runtime's threads).
+async fn throttle(url: &str, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_throttle"));
+    cmd.arg("--url").arg(url).args(args);
+    tokio::task::spawn_blocking(move || cmd.output().expect("run throttle"))
+        .await
+        .unwrap()
+}
+
+/// Its stdout, after checking that it exited 0.
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "throttle failed: {:?}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+/// Its stderr, after checking that it exited `code`.
+fn failed(output: &Output, code: i32) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(code), "{stderr}");
+    assert!(output.stdout.is_empty(), "{:?}", output.stdout);
+    stderr
+}
+
+async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// `status --json`'s row of `key`.
+fn row<'a>(rows: &'a Json, key: &str) -> &'a Json {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == key)
+        .unwrap_or_else(|| panic!("no row {key} in {rows:#}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_a_reported_quota_and_one_found_by_its_pattern_and_a_pause() {
+    let server = Server::builder(Flavor::Redis82).start();
+    let url = server.url();
+    let mut con = connect(&url).await;
+
+    // One quota used by a limiter that reports (a real FleetReport) ...
+    let fleet = FleetReport::every(connect(&url).await, Duration::from_millis(100)).unwrap();
+    let limiter = Limiter::builder("quota:reported", Quota::new(10, 5u64).unwrap())
+        .report(&fleet)
+        .build(connect(&url).await)
+        .unwrap();
+    for _ in 0..3 {
+        limiter.acquire().await.unwrap();
+    }
+    let key = report_key("quota:reported", fleet.process());
+    let start = Instant::now();
+    loop {
+        let line: Option<String> = redis::cmd("GET")
+            .arg(&key)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        if line
+            .as_deref()
+            .and_then(Report::parse)
+            .is_some_and(|r| r.total.granted == 3)
+        {
+            break;
+        }
+        assert!(start.elapsed() < BOUND, "no report within {BOUND:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // ... one no process reports, and a string that is no bucket.
+    let _: Vec<i64> = redis::cmd("THROTTLE.TAKE")
+        .arg("quota:found")
+        .arg(100)
+        .arg("0.5")
+        .arg("TOKENS")
+        .arg(40)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("quota:plain")
+        .arg("hello")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+
+    // Without --quota the pattern's unreported keys are only counted.
+    let text = ok(&throttle(&url, &["status", "quota:*"]).await);
+    assert!(text.starts_with("KEY "), "{text}");
+    assert!(text.contains("\nquota:reported "), "{text}");
+    assert!(!text.contains("quota:found"), "{text}");
+    assert!(
+        text.contains("2 key(s) match \"quota:*\" that no process reports: pass --quota"),
+        "{text}"
+    );
+
+    let text = ok(&throttle(&url, &["status", "quota:*", "--quota", "100/0.5"]).await);
+    assert!(text.contains("\nquota:found "), "{text}");
+    assert!(
+        text.contains("1 key(s) matching the pattern are not buckets: skipped"),
+        "{text}"
+    );
+
+    let json = ok(&throttle(&url, &["status", "quota:*", "--quota", "100/0.5", "--json"]).await);
+    let rows: Json = serde_json::from_str(&json).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 2, "{rows:#}");
+    let reported = row(&rows, "quota:reported");
+    assert_eq!(reported["found"], "report");
+    assert_eq!(reported["capacity"], 10);
+    assert_eq!(reported["rate"], "5");
+    assert_eq!(reported["state"]["paused_ms"], 0);
+    assert_eq!(reported["state"]["factor_bp"], 10_000);
+    assert_eq!(reported["fleet"]["processes"], 1);
+    assert_eq!(reported["problem"], Json::Null);
+    let found = row(&rows, "quota:found");
+    assert_eq!(found["found"], "pattern");
+    assert_eq!(found["capacity"], 100);
+    assert_eq!(found["rate"], "0.5");
+    assert_eq!(found["fleet"], Json::Null);
+    assert_eq!(found["state"]["paused_ms"], 0);
+    // 60 left, refilling at 0.5/s: a few seconds at most have passed.
+    let tokens = found["state"]["tokens"].as_u64().unwrap();
+    assert!((60..=65).contains(&tokens), "{tokens}");
+
+    // The quota of the pause is the reported one.
+    let text = ok(&throttle(&url, &["pause", "quota:reported", "5s"]).await);
+    assert!(
+        text.starts_with(
+            "quota:reported paused: no call before 5.000 s from now (server says 5000 ms"
+        ),
+        "{text}"
+    );
+    let rows: Json =
+        serde_json::from_str(&ok(&throttle(&url, &["status", "--json"]).await)).unwrap();
+    let paused = row(&rows, "quota:reported");
+    let paused_ms = paused["state"]["paused_ms"].as_u64().unwrap();
+    assert!((1..=5000).contains(&paused_ms), "{paused:#}");
+    assert_eq!(paused["state"]["tokens"], 0);
+    let text = ok(&throttle(&url, &["status"]).await);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("quota:reported "))
+        .unwrap();
+    assert!(
+        line.contains(" s "),
+        "the pause is shown in seconds: {text}"
+    );
+
+    // The tool's own user (client/cli/README.md, Permissions): enough for status and the
+    // verbs, not for load-library, and its password never printed.
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("throttle-ops")
+        .arg(OPS_ACL.split(' ').collect::<Vec<_>>())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let ops_url = url.replacen("redis://", "redis://throttle-ops:secret@", 1);
+    let text = ok(&throttle(&ops_url, &["status", "quota:*", "--quota", "100/0.5"]).await);
+    assert!(
+        text.contains("\nquota:reported ") && text.contains("\nquota:found "),
+        "{text}"
+    );
+    ok(&throttle(&ops_url, &["sync", "quota:reported", "0", "0ms"]).await);
+    let stderr = failed(&throttle(&ops_url, &["load-library"]).await, 1);
+    assert!(stderr.contains("+function|load"), "{stderr}");
+    assert!(
+        !stderr.contains("secret") && stderr.contains("throttle-ops:***@"),
+        "{stderr}"
+    );
+    drop(limiter);
+}
+
+/// The ACL rules of the tool's user, as client/cli/README.md gives them.
+const OPS_ACL: &str = "on >secret resetkeys ~quota:* ~throttle:report:* resetchannels -@all +scan +mget +command|info +function|list +throttle.peek +throttle.pause +throttle.cut +throttle.sync +fcall_ro +fcall";
+
+#[test]
+fn the_readme_gives_the_tools_acl_line() {
+    let readme = include_str!("../README.md");
+    let line = format!("ACL SETUSER throttle-ops {OPS_ACL}");
+    assert!(readme.lines().any(|l| l == line), "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_module_the_library_serves_once_loaded() {
+    let server = Server::builder(Flavor::Redis82).module(false).start();
+    let url = server.url();
+
+    let stderr = failed(&throttle(&url, &["status"]).await, 1);
+    assert!(
+        stderr.contains("neither the THROTTLE module nor the throttle function library")
+            && stderr.contains("throttle load-library"),
+        "{stderr}"
+    );
+
+    let text = ok(&throttle(&url, &["load-library"]).await);
+    let version = redis_throttle::script::LIBRARY_VERSION;
+    assert!(
+        text.ends_with(&format!("before none; now version {version}\n")),
+        "{text}"
+    );
+    let text = ok(&throttle(&url, &["load-library"]).await);
+    assert!(
+        text.contains(&format!(
+            "before version {version}, this client's, byte for byte"
+        )),
+        "{text}"
+    );
+
+    let text = ok(&throttle(&url, &["pause", "quota:lib", "2s", "--quota", "4/2"]).await);
+    assert!(
+        text.starts_with("quota:lib paused: no call before 2.000 s"),
+        "{text}"
+    );
+    let json = ok(&throttle(&url, &["status", "quota:*", "--quota", "4/2", "--json"]).await);
+    let rows: Json = serde_json::from_str(&json).unwrap();
+    let lib = row(&rows, "quota:lib");
+    assert!(lib["state"]["paused_ms"].as_u64().unwrap() > 0, "{lib:#}");
+    assert_eq!(lib["capacity"], 4);
+
+    let text = ok(&throttle(&url, &["cut", "quota:cut", "0.5", "60s", "--quota", "4/2"]).await);
+    assert!(
+        text.starts_with(
+            "quota:cut cut: the rate is x0.50 now (5000 bp), back to the full rate in 60.000 s"
+        ),
+        "{text}"
+    );
+    let text = ok(&throttle(&url, &["sync", "quota:sync", "1", "0ms", "--quota", "4/2"]).await);
+    assert!(
+        text.starts_with("quota:sync lowered: 1 token(s) now"),
+        "{text}"
+    );
+
+    // A key that is not a bucket.
+    let mut con = connect(&url).await;
+    let _: () = redis::cmd("SET")
+        .arg("quota:plain")
+        .arg("hello")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let stderr = failed(
+        &throttle(&url, &["pause", "quota:plain", "1s", "--quota", "4/2"]).await,
+        1,
+    );
+    assert!(
+        stderr.contains("\"quota:plain\" is not a THROTTLE bucket"),
+        "{stderr}"
+    );
+    // And one whose quota no one reports.
+    let stderr = failed(&throttle(&url, &["pause", "quota:lib", "1s"]).await, 1);
+    assert!(stderr.contains("pass --quota CAPACITY/RATE"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_wrong_url_exits_1_and_names_it_and_a_wrong_argument_exits_2() {
+    // A loopback port that was free a moment ago: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let stderr = failed(&throttle(&url, &["status"]).await, 1);
+    assert!(
+        stderr.starts_with(&format!("throttle: cannot connect to {url}: ")),
+        "{stderr}"
+    );
+    let stderr = failed(&throttle("not a url", &["status"]).await, 1);
+    assert!(stderr.contains("is not a Redis URL"), "{stderr}");
+    let stderr = failed(&throttle(&url, &["status", "--bogus"]).await, 2);
+    assert!(stderr.contains("--bogus"), "{stderr}");
+    let stderr = failed(&throttle(&url, &["pause", "k", "2x"]).await, 2);
+    assert!(stderr.contains("is not a duration"), "{stderr}");
+}
+
+#[test]
+fn acl_prints_the_documented_lines_with_the_keys_given() {
+    let output = Command::new(env!("CARGO_BIN_EXE_throttle"))
+        .args(["acl", "library", "--keys", "quota:payments:*"])
+        .output()
+        .unwrap();
+    let text = ok(&output);
+    assert!(text.contains(
+        "ACL SETUSER throttle-admin on >secret resetkeys resetchannels -@all +function|load +function|list\n"
+    ));
+    assert!(text.contains("ACL SETUSER throttle-ro on >secret resetkeys ~quota:payments:* "));
+}
