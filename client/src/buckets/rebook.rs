@@ -292,11 +292,11 @@ mod tests {
     fn a_slot_is_never_before_the_take() {
         assert_eq!(
             slots(MS * 100, &[&[5], &[5]], &[MS * 50]),
-            [MS * 0, MS * 100]
+            [Duration::ZERO, MS * 100]
         );
         assert_eq!(
             slots(Duration::ZERO, &[&[1], &[1]], &[MS]),
-            [MS * 0, MS * 0]
+            [Duration::ZERO, Duration::ZERO]
         );
     }
 }
