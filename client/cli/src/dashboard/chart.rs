@@ -6,8 +6,8 @@ use serde::Serialize;
 use crate::dashboard::ring::Sample;
 
 /// The view box of every chart.
-pub(crate) const WIDTH: f64 = 240.0;
-pub(crate) const HEIGHT: f64 = 36.0;
+pub(crate) const WIDTH: f64 = 120.0;
+pub(crate) const HEIGHT: f64 = 30.0;
 
 /// The span of time a chart shows: `[to_ms - window_ms, to_ms]`.
 #[derive(Clone, Copy, Debug)]
@@ -204,28 +204,28 @@ pub(crate) fn charts<'a>(
 mod tests {
     use super::*;
 
-    /// A window of 240 s ending at 240 s: one unit of x per second.
+    /// A window of 120 s ending at 120 s: one unit of x per second.
     const FRAME: Frame = Frame {
-        to_ms: 240_000,
-        window_ms: 240_000,
+        to_ms: 120_000,
+        window_ms: 120_000,
     };
 
     #[test]
     fn a_line_spans_the_window_and_breaks_where_a_value_is_missing() {
         let points = [
             (0, Some(10.0)),
-            (120_000, Some(5.0)),
-            (130_000, None),
-            (200_000, Some(0.0)),
-            (240_000, Some(20.0)),
+            (60_000, Some(5.0)),
+            (70_000, None),
+            (100_000, Some(0.0)),
+            (120_000, Some(20.0)),
         ];
         assert_eq!(
             line(FRAME, &points, 10.0),
-            "M0.0 0.0 L120.0 18.0 M200.0 36.0 L240.0 0.0"
+            "M0.0 0.0 L60.0 15.0 M100.0 30.0 L120.0 0.0"
         );
         assert_eq!(line(FRAME, &[], 10.0), "");
         // A zero scale draws at the bottom.
-        assert_eq!(line(FRAME, &[(60_000, Some(3.0))], 0.0), "M60.0 36.0");
+        assert_eq!(line(FRAME, &[(60_000, Some(3.0))], 0.0), "M60.0 30.0");
     }
 
     #[test]
@@ -233,7 +233,7 @@ mod tests {
         let points = [(10_000, 0.0), (20_000, 2.0), (30_000, 4.0)];
         assert_eq!(
             bars(FRAME, &points, 4.0, 1000),
-            "M20.0 36.0V18.0H21.0V36.0Z M30.0 36.0V0.0H31.0V36.0Z"
+            "M20.0 30.0V15.0H21.0V30.0Z M30.0 30.0V0.0H31.0V30.0Z"
         );
     }
 
@@ -244,16 +244,16 @@ mod tests {
             (2_000, true),
             (3_000, true),
             (4_000, false),
-            (239_000, true),
+            (119_000, true),
         ];
         assert_eq!(
             bands(FRAME, &points, 1000),
-            vec![[2.0, 4.0], [239.0, 240.0]]
+            vec![[2.0, 4.0], [119.0, 120.0]]
         );
         // A run that started before the window is cut at its left edge.
         let late = Frame {
-            to_ms: 300_000,
-            window_ms: 240_000,
+            to_ms: 180_000,
+            window_ms: 120_000,
         };
         assert_eq!(
             bands(late, &[(50_000, true), (70_000, false)], 1000),
@@ -273,14 +273,14 @@ mod tests {
             responses_429: Some(r429),
             grants_per_s: Some(1.0),
         };
-        let samples = [sample(238_000, 10, 0, 0), sample(239_000, 0, 900, 2)];
+        let samples = [sample(118_000, 10, 0, 0), sample(119_000, 0, 900, 2)];
         let charts = charts(FRAME, 10, samples.iter(), 1000);
-        assert_eq!(charts.tokens.d, "M238.0 0.0 L239.0 36.0");
+        assert_eq!(charts.tokens.d, "M118.0 0.0 L119.0 30.0");
         assert_eq!((charts.tokens.max, charts.tokens.last), (10.0, Some(0.0)));
-        assert_eq!(charts.wait_p99.d, "M238.0 0.0 L239.0 0.0");
-        assert_eq!(charts.r429.d, "M239.0 36.0V0.0H240.0V36.0Z");
+        assert_eq!(charts.wait_p99.d, "M118.0 0.0 L119.0 0.0");
+        assert_eq!(charts.r429.d, "M119.0 30.0V0.0H120.0V30.0Z");
         assert_eq!(charts.r429.last, Some(2.0));
-        assert_eq!(charts.paused, vec![[239.0, 240.0]]);
+        assert_eq!(charts.paused, vec![[119.0, 120.0]]);
         assert!(charts.cut.is_empty());
     }
 }

@@ -31,6 +31,8 @@ use ring::{History, Sample};
 const EVERY_MS: u64 = 1000;
 /// Samples kept per quota: five minutes.
 const PER_QUOTA: usize = 300;
+/// The charts span at least this long, before there are older samples.
+const MIN_SPAN_MS: u64 = 60_000;
 /// Quotas charted at most (the first by key); `/status.json` has them all.
 const MAX_QUOTAS: usize = 100;
 /// The page.
@@ -183,6 +185,7 @@ struct HistoryJson {
     at_ms: u64,
     now_ms: u64,
     every_ms: u64,
+    /// How long the charts span, ending now.
     window_ms: u64,
     /// The charts' view box.
     width: f64,
@@ -208,7 +211,12 @@ struct QuotaJson {
 async fn history_json(axum::extract::State(state): axum::extract::State<State>) -> Response {
     let shared = lock(&state);
     let now_ms = unix_ms();
-    let window_ms = shared.history.window_ms();
+    // The charts span the samples kept (a minute at least), up to the whole window.
+    let kept_ms = shared
+        .history
+        .oldest_ms()
+        .map_or(0, |oldest| now_ms.saturating_sub(oldest));
+    let window_ms = kept_ms.clamp(MIN_SPAN_MS, shared.history.window_ms());
     let frame = Frame {
         to_ms: now_ms,
         window_ms,

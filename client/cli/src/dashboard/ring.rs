@@ -162,6 +162,14 @@ impl History {
         self.quotas.iter()
     }
 
+    /// The oldest sample kept, if any.
+    pub(crate) fn oldest_ms(&self) -> Option<u64> {
+        self.quotas
+            .values()
+            .filter_map(|charted| charted.samples.iter().next().map(|s| s.at_ms))
+            .min()
+    }
+
     /// Quotas of the last record left out for want of room.
     pub(crate) fn left_out(&self) -> usize {
         self.left_out
@@ -262,6 +270,7 @@ mod tests {
             .map(|s| s.at_ms)
             .collect();
         assert_eq!(times, [2000, 3000, 4000]);
+        assert_eq!(history.oldest_ms(), Some(2000));
         // "a" goes away; within the window it stays, after it "c" takes its place.
         history.record(6000, &[row("b", 0), row("c", 0)]);
         assert_eq!(
