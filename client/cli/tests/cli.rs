@@ -336,7 +336,6 @@ async fn watch_draws_the_table_count_times() {
         .await
         .unwrap();
 
-    let started = std::time::Instant::now();
     let text = ok(&throttle(
         &url,
         &[
@@ -358,8 +357,6 @@ async fn watch_draws_the_table_count_times() {
         assert!(frame.contains(" UTC\n\nKEY "), "{frame}");
         assert!(frame.contains("\nquota:watched "), "{frame}");
     }
-    // The second frame waited for its period.
-    assert!(started.elapsed() >= Duration::from_millis(200));
 
     let stderr = failed(&throttle(&url, &["watch", "--every", "10ms"]).await, 1);
     assert!(stderr.contains("at least 100ms"), "{stderr}");
