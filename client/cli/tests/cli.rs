@@ -361,3 +361,103 @@ async fn watch_draws_the_table_count_times() {
     let stderr = failed(&throttle(&url, &["watch", "--every", "10ms"]).await, 1);
     assert!(stderr.contains("at least 100ms"), "{stderr}");
 }
+
+/// Each incident verb moves a running fleet: `pause` holds back a call another process has
+/// reserved and is asleep for (heard on the announcements, not asked), `cut` slows the next
+/// calls to the cut rate, and `sync` with nothing left stops them until the supplier's reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_verb_moves_a_running_fleet() {
+    use redis_throttle::{Announcements, TryAcquire};
+    let server = Server::builder(Flavor::Redis82).start();
+    let url = server.url();
+    let announcements = Announcements::new(redis::Client::open(url.as_str()).unwrap()).unwrap();
+    // One token every 2 s: a second call reserves and sleeps 2 s.
+    let limiter = Limiter::builder("quota:fleet", Quota::new(1, "0.5").unwrap())
+        .listen(&announcements)
+        .build(connect(&url).await)
+        .unwrap();
+    assert!(
+        announcements.ready(BOUND).await,
+        "subscribed to the bucket's channel"
+    );
+    let quota = ["--quota", "1/0.5"];
+
+    limiter.acquire().await.unwrap();
+    let start = Instant::now();
+    let reserved = tokio::spawn({
+        let limiter = limiter.clone();
+        async move { limiter.acquire().await.unwrap() }
+    });
+    // Sent once the call has reserved (its round trip back), while it sleeps.
+    let deadline = Instant::now() + BOUND;
+    while limiter.metrics().round_trips < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let paused_at = start.elapsed();
+    assert!(
+        paused_at < Duration::from_millis(1500),
+        "reserved {paused_at:?} after the start: no sleep left to pause (a loaded machine?)"
+    );
+    let said = ok(&throttle(
+        &url,
+        &[&["pause", "quota:fleet", "3s"], &quota[..]].concat(),
+    )
+    .await);
+    assert!(
+        said.starts_with("quota:fleet paused: no call before ") && said.contains("asked 3000 ms"),
+        "{said}"
+    );
+    reserved.await.unwrap();
+    let pushback = limiter.metrics().pushback;
+    assert_eq!(
+        (
+            pushback.heard_pauses,
+            pushback.held_by_pause,
+            pushback.pause_checks
+        ),
+        (1, 1, 0),
+        "the reserved call heard the pause and was held back by it"
+    );
+    assert!(
+        start.elapsed() >= paused_at + Duration::from_secs(3),
+        "granted {:?} after the start, inside the pause sent at {paused_at:?}",
+        start.elapsed()
+    );
+
+    // Cut to half the rate, climbing back over 10 s: the limiter sees the factor (at most a
+    // tenth of the way back within the second this may take on a busy machine).
+    let said = ok(&throttle(
+        &url,
+        &[&["cut", "quota:fleet", "0.5", "10s"], &quota[..]].concat(),
+    )
+    .await);
+    assert!(
+        said.starts_with("quota:fleet cut: the rate is x0.50 now"),
+        "{said}"
+    );
+    let state = limiter.peek().await.unwrap();
+    assert!(
+        (5000..6000).contains(&state.factor_bp),
+        "the fleet's rate is cut: {state:?}"
+    );
+
+    // The supplier says nothing is left until its reset in 2 s: no call before then.
+    let said = ok(&throttle(
+        &url,
+        &[&["sync", "quota:fleet", "0", "2s"], &quota[..]].concat(),
+    )
+    .await);
+    assert!(
+        said.starts_with(
+            "quota:fleet emptied and paused until the supplier's reset: no call before 2.000 s"
+        ),
+        "{said}"
+    );
+    match limiter.try_acquire().await.unwrap() {
+        TryAcquire::Denied { retry_after } => assert!(
+            retry_after >= Duration::from_millis(1900),
+            "held until the supplier's reset: {retry_after:?}"
+        ),
+        TryAcquire::Granted(grant) => panic!("granted inside the supplier's reset: {grant:?}"),
+    }
+}

@@ -254,6 +254,7 @@ async fn one_call(
         call: call.call,
         start_us: micros(began.saturating_duration_since(start_at)),
         wait_us: 0,
+        slept_us: 0,
         sent_us: 0,
         status: 0,
         round_trips: 0,
@@ -280,6 +281,7 @@ async fn one_call(
             match got {
                 Ok(Ok(grant)) => {
                     record.round_trips += grant.round_trips;
+                    record.slept_us += micros(grant.slept);
                     left_after_take = grant.remaining;
                 }
                 Ok(Err(err)) => {

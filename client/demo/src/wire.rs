@@ -72,6 +72,10 @@ pub struct CallRecord {
     /// Time spent getting a token from the shared bucket, in µs, over every attempt (0
     /// when direct).
     pub wait_us: u64,
+    /// Of `wait_us`, the sleeps the server asked for (its reservations' waits), in µs: the
+    /// rest is the machine's (round trips, a timer's lateness).
+    #[serde(default)]
+    pub slept_us: u64,
     /// When the last attempt went out, in µs after the start.
     pub sent_us: u64,
     /// The last attempt's HTTP status, or 0 when no answer came.
@@ -135,6 +139,7 @@ mod tests {
             call: 7,
             start_us: 12,
             wait_us: 111_000,
+            slept_us: 110_500,
             sent_us: 111_020,
             status: 200,
             round_trips: 1,

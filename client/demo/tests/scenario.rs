@@ -92,15 +92,18 @@ fn assert_served_on_time(bucket: &Value, how: RoundTrips) {
         total >= ideal,
         "the last call arrived after {total} s, before the ideal {ideal} s"
     );
-    // Late only by the limiter's own doing: the schedule starts at the first grant (how long
-    // that took, and the trip to the upstream, are the machine's), and the last call goes
-    // out at most 3% of the ideal after its token.
+    // Late only by the machine's doing: the schedule starts at the first grant, the server
+    // has the last call sleep until the ideal after it, and what the last call's wait took
+    // beyond its sleep (round trips, a timer's lateness) is the machine's, measured in the
+    // same run (bounded by the run's largest such share, and the server's whole ms).
     let first_token = secs(&bucket["first_token_s"]);
     let last_sent = secs(&bucket["last_sent_s"]);
+    let machine = secs(&bucket["machine_wait_max_ms"]) / 1e3;
     assert!(
-        last_sent <= first_token + ideal * 1.03,
-        "the last call was sent {last_sent} s after the start, more than 3% over the ideal \
-         {ideal} s after the first grant at {first_token} s: {bucket}"
+        last_sent <= first_token + ideal + machine + 0.001,
+        "the last call was sent {last_sent} s after the start, later than the ideal {ideal} s \
+         after the first grant at {first_token} s by more than the machine's largest share of \
+         a wait in this run ({machine} s): {bucket}"
     );
     // The upstream's line 10 + 10·t was never crossed: 2 calls to spare at the burst, and the
     // machine's delays only take arrivals further below it.

@@ -129,6 +129,9 @@ pub struct PhaseReport {
     pub round_trips: u64,
     /// The latest a task began after the shared start: how together the replicas fired.
     pub start_lag_max_ms: f64,
+    /// The most any call's wait for its token exceeded the sleeps the server asked for (its
+    /// round trips and its timer's lateness: the machine's share), in ms.
+    pub machine_wait_max_ms: f64,
     /// The least room the upstream's rule left over the phase (negative: crossed): under
     /// `quota + quota·t` for a bucket, under `quota` in any trailing second for a window.
     pub min_headroom: Option<f64>,
@@ -386,6 +389,12 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
             .records
             .iter()
             .map(|r| r.start_us)
+            .max()
+            .unwrap_or(0) as f64
+            / 1e3,
+        machine_wait_max_ms: answered
+            .iter()
+            .map(|r| r.wait_us.saturating_sub(r.slept_us))
             .max()
             .unwrap_or(0) as f64
             / 1e3,
