@@ -66,6 +66,10 @@ pub struct MetricsSnapshot {
     /// Pauses: [`pause`](crate::Throttle::pause) and [`cut`](crate::Throttle::cut) calls
     /// (a cut pauses too), the supplier pushed back.
     pub pauses: u64,
+    /// Bulk takes ([`Priority::Bulk`](crate::Priority::Bulk)) the server refused, to keep the
+    /// floor or for want of tokens in the bucket now, each asking again after the time it
+    /// named: how often the bulk load yielded to the interactive calls.
+    pub held_by_floor: u64,
     /// What serves the calls: [`Backend::Module`](crate::Backend::Module),
     /// [`Backend::Library`](crate::Backend::Library) or
     /// [`Backend::Script`](crate::Backend::Script) (`Auto` until the first call answered);
@@ -325,6 +329,7 @@ pub(crate) struct Metrics {
     round_trips: AtomicU64,
     given_back: AtomicU64,
     pauses: AtomicU64,
+    held_by_floor: AtomicU64,
     debited: AtomicU64,
     events: [AtomicU64; Event::COUNT],
     total_wait_us: AtomicU64,
@@ -348,6 +353,7 @@ impl Metrics {
             round_trips: AtomicU64::new(0),
             given_back: AtomicU64::new(0),
             pauses: AtomicU64::new(0),
+            held_by_floor: AtomicU64::new(0),
             debited: AtomicU64::new(0),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             total_wait_us: AtomicU64::new(0),
@@ -424,6 +430,10 @@ impl Metrics {
         self.facade.outcome("denied");
     }
 
+    pub(crate) fn held_by_floor(&self) {
+        self.held_by_floor.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn gave_up(&self) {
         self.gave_up.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
@@ -454,6 +464,7 @@ impl Metrics {
             round_trips: load(&self.round_trips),
             tokens_given_back: load(&self.given_back),
             pauses: load(&self.pauses),
+            held_by_floor: load(&self.held_by_floor),
             backend,
             total_wait: Duration::from_micros(load(&self.total_wait_us)),
             max_wait: Duration::from_micros(load(&self.max_wait_us)),

@@ -115,6 +115,11 @@ impl Policy {
         }
     }
 
+    /// Whether this is a bulk call's policy.
+    pub(crate) fn is_floored(&self) -> bool {
+        self.floored
+    }
+
     /// The deadline this policy enforces: the one given, or the server's longest
     /// reservation (10 years).
     fn deadline(&self) -> Duration {

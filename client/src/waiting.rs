@@ -156,6 +156,9 @@ where
                 held.release();
             }
             Decision::SleepThenRetry(pause) => {
+                if policy.is_floored() {
+                    metrics.held_by_floor();
+                }
                 tracing::trace!(?pause, round_trips, "refused; polling again");
                 tokio::time::sleep(pause).await;
                 slept += pause;

@@ -449,3 +449,51 @@ async fn calls_a_pause_held_back_take_again_in_one_round_trip() {
          moved past a take) and, after the pause, one take between them and two looks"
     );
 }
+
+/// A bulk call reserves the tokens that are in the bucket now, to be used once its floor is
+/// there again behind them (one round trip, one sleep); where they are not there now it is
+/// refused, sleeps the time the server names and takes then.
+#[tokio::test(start_paused = true)]
+async fn a_bulk_call_reserves_the_tokens_there_now_and_else_asks_again() {
+    use redis_throttle::Priority;
+    let _real = RealTime::start();
+    let fake = FakeServer::new();
+    let limiter = limiter(&fake, 10, "10", Strategy::Reserve);
+    let bulk = || Demand::tokens(2).priority(Priority::Bulk { floor: 5 });
+    let start = Instant::now();
+    limiter.acquire_with(Demand::tokens(10)).await.unwrap();
+
+    // None there now: refused, told 700 ms (2 tokens and the floor of 5), taken then at once.
+    let grant = limiter.acquire_with(bulk()).await.unwrap();
+    assert_eq!(
+        (start.elapsed(), grant.round_trips, grant.slept),
+        (MS * 700, 2, MS * 700)
+    );
+    assert_eq!(limiter.metrics().held_by_floor, 1);
+    // 5 there now: the 2 are reserved for when 7 are, 200 ms on; one round trip.
+    let grant = limiter.acquire_with(bulk()).await.unwrap();
+    assert_eq!(
+        (start.elapsed(), grant.round_trips, grant.slept),
+        (MS * 900, 1, MS * 200)
+    );
+    assert_eq!(limiter.metrics().held_by_floor, 1, "not refused");
+    // The floor is there for an interactive call, at once.
+    let grant = limiter.acquire_with(Demand::tokens(5)).await.unwrap();
+    assert_eq!((start.elapsed(), grant.round_trips), (MS * 900, 1));
+    let asked: Vec<(Duration, u64, u64)> = fake
+        .calls()
+        .iter()
+        .map(|c| (c.at, c.tokens, c.max_wait_ms))
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            (Duration::ZERO, 10, MAX_WAIT_MS),
+            (Duration::ZERO, 2, MAX_WAIT_MS),
+            (MS * 700, 2, MAX_WAIT_MS - 700),
+            (MS * 700, 2, MAX_WAIT_MS),
+            (MS * 900, 5, MAX_WAIT_MS),
+        ],
+        "bulk calls reserve within what is left of their deadline"
+    );
+}

@@ -2,7 +2,8 @@
 //! read back by the operator's tool with [`Report::parse`].
 //!
 //! `v1 at=<unix ms> period=<ms> process=<id> capacity=<n> rate=<decimal> granted=.. denied=.. gave_up=.. errors=..
-//! round_trips=.. pauses=.. cuts=.. syncs=.. r429=.. r503=.. waits=<17 counts> p.granted=..
+//! round_trips=.. pauses=.. cuts=.. syncs=.. r429=.. r503=.. held_pause=.. held_floor=..
+//! waits=<17 counts> p.granted=..
 //! ... p.waits=<17 counts> key=<the bucket's key>`: the counters since the limiter was built,
 //! then (`p.`) those of the last period alone, so that one read gives rates and the wait
 //! quantiles of now; the bucket's quota as the limiter has it (the server does not keep it),
@@ -35,6 +36,10 @@ pub struct Counts {
     pub responses_429: u64,
     /// 503 responses the HTTP layers saw.
     pub responses_503: u64,
+    /// Reserved calls a pause held back.
+    pub held_by_pause: u64,
+    /// Bulk takes refused to keep the floor (or for want of tokens now).
+    pub held_by_floor: u64,
     /// The granted calls' waits.
     pub waits: WaitHistogram,
 }
@@ -75,6 +80,8 @@ impl Counts {
             syncs: snapshot.pushback.syncs,
             responses_429: snapshot.pushback.responses_429,
             responses_503: snapshot.pushback.responses_503,
+            held_by_pause: snapshot.pushback.held_by_pause,
+            held_by_floor: snapshot.held_by_floor,
             waits: snapshot.wait_histogram.clone(),
         }
     }
@@ -92,11 +99,13 @@ impl Counts {
             syncs: self.syncs.saturating_sub(earlier.syncs),
             responses_429: self.responses_429.saturating_sub(earlier.responses_429),
             responses_503: self.responses_503.saturating_sub(earlier.responses_503),
+            held_by_pause: self.held_by_pause.saturating_sub(earlier.held_by_pause),
+            held_by_floor: self.held_by_floor.saturating_sub(earlier.held_by_floor),
             waits: self.waits.since(&earlier.waits),
         }
     }
 
-    fn fields(&self) -> [(&'static str, u64); 10] {
+    fn fields(&self) -> [(&'static str, u64); 12] {
         [
             ("granted", self.granted),
             ("denied", self.denied),
@@ -108,6 +117,8 @@ impl Counts {
             ("syncs", self.syncs),
             ("r429", self.responses_429),
             ("r503", self.responses_503),
+            ("held_pause", self.held_by_pause),
+            ("held_floor", self.held_by_floor),
         ]
     }
 
@@ -129,6 +140,8 @@ impl Counts {
             "syncs" => &mut self.syncs,
             "r429" => &mut self.responses_429,
             "r503" => &mut self.responses_503,
+            "held_pause" => &mut self.held_by_pause,
+            "held_floor" => &mut self.held_by_floor,
             // A field of a later version: skipped, so that an older tool still reads it.
             _ => return Some(()),
         };

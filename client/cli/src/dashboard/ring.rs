@@ -212,6 +212,8 @@ mod tests {
                 processes: 1,
                 grants_per_s: 2.5,
                 responses_429: 3,
+                held_by_pause: 0,
+                held_by_floor: 0,
                 waits: 7,
                 wait_p50_le_ms: Some(2),
                 wait_p99_le_ms: None,

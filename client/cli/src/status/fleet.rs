@@ -16,6 +16,10 @@ pub(crate) struct Fleet {
     pub(crate) grants_per_s: f64,
     /// 429 responses the processes' HTTP layers saw in the last period.
     pub(crate) responses_429: u64,
+    /// Reserved calls a pause held back in the last period.
+    pub(crate) held_by_pause: u64,
+    /// Bulk takes refused to keep the floor in the last period.
+    pub(crate) held_by_floor: u64,
     /// Granted calls' waits counted in the last period.
     pub(crate) waits: u64,
     /// Upper bound of the median wait, ms (the histogram's bucket); null when no wait was
@@ -51,13 +55,15 @@ pub(crate) fn quota_of(reports: &[Report]) -> Option<((u64, String), Option<Stri
 /// The fleet's counters of one key from its processes' reports.
 pub(crate) fn fleet_of(reports: &[Report]) -> Fleet {
     let mut grants_per_s = 0.0;
-    let mut responses_429 = 0;
+    let (mut responses_429, mut held_by_pause, mut held_by_floor) = (0, 0, 0);
     let mut summed: Vec<(Option<Duration>, u64)> = WaitHistogram::default().buckets().collect();
     for report in reports {
         if report.period_ms > 0 {
             grants_per_s += report.period.granted as f64 * 1000.0 / report.period_ms as f64;
         }
         responses_429 += report.period.responses_429;
+        held_by_pause += report.period.held_by_pause;
+        held_by_floor += report.period.held_by_floor;
         for (slot, (_, count)) in summed.iter_mut().zip(report.period.waits.buckets()) {
             slot.1 += count;
         }
@@ -67,6 +73,8 @@ pub(crate) fn fleet_of(reports: &[Report]) -> Fleet {
         processes: reports.len(),
         grants_per_s,
         responses_429,
+        held_by_pause,
+        held_by_floor,
         waits,
         wait_p50_le_ms: quantile_ms(&summed, waits, 0.5),
         wait_p99_le_ms: quantile_ms(&summed, waits, 0.99),
