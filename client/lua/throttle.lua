@@ -1113,23 +1113,20 @@ do
       wait_s, wait_n = wait_tokens(quota, b, factor, tokens, floor_tokens)
       granted = 0
       local limit_s, limit_n = ms_pair(max_wait_ms)
-      -- A floor above 0 reserves only tokens that are there now: never a debt.
-      local there_now = true
-      if floor_tokens and floor_tokens > 0 then
-        local own_s, own_n = wait_tokens(quota, b, factor, tokens, nil)
-        there_now = own_s == 0 and own_n == 0
-      end
-      if there_now and not lt(limit_s, limit_n, wait_s, wait_n) then
+      if not lt(limit_s, limit_n, wait_s, wait_n) then
         -- Taken as of when the tokens are used: the bucket's own slot, unless a deep cut makes
-        -- them wait for the rate to recover, past it. A floored take's tokens are there now,
-        -- and it takes them as of now: a deep cut's wait for the floor leaves no debt.
-        local act_s, act_n = b.now_s, b.now_n
-        if not (floor_tokens and floor_tokens > 0) then
-          act_s, act_n = add(b.now_s, b.now_n, wait_s, wait_n)
-        end
+        -- them wait for the rate to recover, past it.
+        local act_s, act_n = add(b.now_s, b.now_n, wait_s, wait_n)
         local from_s, from_n = max(b.base_s, b.base_n, act_s, act_n)
         local tat_s, tat_n = add(from_s, from_n, cost_s, cost_n)
-        if writable(tat_s, tat_n, b) then
+        -- A floored take never leaves the bucket in debt: its tokens are there now, and no
+        -- deep cut's wait puts its slot past the bucket's fill.
+        local no_debt = true
+        if floor_tokens and floor_tokens > 0 then
+          local ahead_s, ahead_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
+          no_debt = not lt(quota.fill_s, quota.fill_n, ahead_s, ahead_n)
+        end
+        if no_debt and writable(tat_s, tat_n, b) then
           store(key, tat_s, tat_n, b.pushback, b.now_s, b.now_n)
           granted = 1
           taken = ticket_of(tat_s, tat_n)
@@ -1252,7 +1249,7 @@ local function mtake(keys, args)
 
   -- The wait is the longest of the buckets' own waits (with their floors). A bucket with a
   -- floor above 0 must hold its own tokens now: it never goes into debt.
-  local wait_s, wait_n, takes_any, there_now = 0, 0, false, true
+  local wait_s, wait_n, takes_any = 0, 0, false
   for k = 1, count do
     local b = buckets[k]
     b.cost_s, b.cost_n = cost(quotas[k], tokens[k], b.factor)
@@ -1261,31 +1258,27 @@ local function mtake(keys, args)
       wait_s, wait_n = max(wait_s, wait_n,
         wait_tokens(quotas[k], b, b.factor, tokens[k], floors and floors[k]))
       takes_any = true
-      if floors and floors[k] > 0 then
-        local own_s, own_n = wait_tokens(quotas[k], b, b.factor, tokens[k], nil)
-        there_now = there_now and own_s == 0 and own_n == 0
-      end
     end
   end
   local limit_s, limit_n = ms_pair(max_wait_ms)
-  local granted = takes_any and there_now and not lt(limit_s, limit_n, wait_s, wait_n)
+  local granted = takes_any and not lt(limit_s, limit_n, wait_s, wait_n)
 
   -- All the tokens are used at one instant, after the longest wait, so each bucket takes
-  -- them as of then: max(base, now + wait) + cost; a bucket with a floor above 0 as of now,
-  -- since its tokens are there now (max(base, now) + cost: no debt). A state more than 20
-  -- years ahead (a deep cut) or past i64 (a forged one) refuses the whole call.
+  -- them as of then: max(base, now + wait) + cost. A bucket with a floor above 0 is never left
+  -- in debt (its tokens are there now, and the wait does not put its slot past its fill). A
+  -- state more than 20 years ahead (a deep cut) or past i64 (a forged one) refuses the whole
+  -- call.
   if granted then
     local act_s, act_n = add(now_s, now_n, wait_s, wait_n)
     for k = 1, count do
       local b = buckets[k]
       if tokens[k] > 0 then
-        local s, n
-        if floors and floors[k] > 0 then
-          s, n = max(b.base_s, b.base_n, now_s, now_n)
-        else
-          s, n = max(b.base_s, b.base_n, act_s, act_n)
-        end
+        local s, n = max(b.base_s, b.base_n, act_s, act_n)
         b.tat_s, b.tat_n = add(s, n, b.cost_s, b.cost_n)
+        if floors and floors[k] > 0 then
+          local ahead_s, ahead_n = sub2(b.tat_s, b.tat_n, now_s, now_n)
+          granted = granted and not lt(quotas[k].fill_s, quotas[k].fill_n, ahead_s, ahead_n)
+        end
         granted = granted and writable(b.tat_s, b.tat_n, b)
       end
     end

@@ -178,6 +178,14 @@ impl View {
         self.base.max(act) + cost
     }
 
+    /// Whether a take that leaves the state at `tat` leaves the bucket out of debt (at most
+    /// full `fill` ahead of now): what a floored take must, so that callers without a floor
+    /// never find a debt a bulk reservation made. It holds iff the take's tokens are there now
+    /// and its wait is not a deep cut's (which takes them as of a later instant).
+    pub(crate) fn leaves_no_debt(&self, tat: i128) -> bool {
+        tat - self.now <= self.fill
+    }
+
     /// Whole tokens left with `debt` ahead of `now`, at the rate now: 0 while in debt past
     /// the capacity.
     pub(crate) fn remaining(&self, debt: i128) -> u64 {

@@ -285,8 +285,8 @@ impl MTakeReply {
 
 /// Takes each limit's tokens from its bucket (`stored[i]` is key `i`'s state) if every bucket
 /// can give them within MAXWAIT (and, with FLOOR, leave its floor: see THROTTLE.TAKE). A
-/// bucket with a floor above 0 must also hold its own tokens now, as a floored THROTTLE.TAKE
-/// must: it never goes into debt. All the tokens are used at one instant, after the longest
+/// bucket with a floor above 0 is never left in debt, as with a floored THROTTLE.TAKE: its
+/// tokens are there now, and the call's wait (the longest) does not put its slot past its fill. All the tokens are used at one instant, after the longest
 /// wait, so each bucket takes them as of that instant (see `View::taken`): a bucket that alone
 /// could have served sooner is not left with a slot that later calls would also use.
 pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
@@ -295,17 +295,12 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcom
     let mut views = [None; MAX_KEYS];
     let mut wait = 0i128;
     let mut wait_unfloored = 0i128;
-    // Every bucket with a floor above 0 holds its own tokens now.
-    let mut there_now = true;
     for ((view, limit), state) in views.iter_mut().zip(limits).zip(stored) {
         let bucket = View::at(&limit.quota, *state, now_ns);
         // A bucket asked for nothing is only inspected: its debt delays no one.
         if limit.tokens > 0 {
-            let floor = limit.floor.unwrap_or(0);
-            let own = bucket.wait_for(limit.tokens, 0);
-            wait = wait.max(bucket.wait_for(limit.tokens, floor));
-            wait_unfloored = wait_unfloored.max(own);
-            there_now &= floor == 0 || own == 0;
+            wait = wait.max(bucket.wait_for(limit.tokens, limit.floor.unwrap_or(0)));
+            wait_unfloored = wait_unfloored.max(bucket.wait_for(limit.tokens, 0));
         }
         *view = Some((bucket, limit.tokens, limit.floor.is_some_and(|f| f > 0)));
     }
@@ -313,20 +308,18 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcom
     let within = wait <= i128::from(args.max_wait_ms) * i128::from(NS_PER_MS);
 
     let mut buckets = [BucketAfter::default(); MAX_KEYS];
-    let mut granted = takes_any && within && there_now;
+    let mut granted = takes_any && within;
     if granted {
         for (after, view) in buckets.iter_mut().zip(&views) {
             let Some((bucket, tokens, floored)) = view else {
                 break;
             };
             if *tokens > 0 {
-                // A floored bucket's tokens are there now: taken as of now (no debt).
-                let act = if *floored {
-                    bucket.now
-                } else {
-                    bucket.now + wait
-                };
-                after.write = bucket.write(bucket.taken(bucket.cost(*tokens), act));
+                let tat = bucket.taken(bucket.cost(*tokens), bucket.now + wait);
+                // A floored bucket is never left in debt (see THROTTLE.TAKE): its tokens are
+                // there now, and the call's wait does not put its slot past its fill.
+                granted &= !*floored || bucket.leaves_no_debt(tat);
+                after.write = bucket.write(tat);
                 // A state more than 20 years ahead (a deep cut) or past i64 (a forged one)
                 // refuses the whole call, as for one bucket.
                 granted &= after.write.is_some();

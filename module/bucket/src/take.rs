@@ -187,19 +187,13 @@ pub fn take(args: &TakeArgs, stored: Option<State>, now_ns: i64) -> Outcome {
     let floor = args.floor.unwrap_or(0);
     let wait = bucket.wait_for(args.tokens, floor);
     let within = wait <= i128::from(args.max_wait_ms) * i128::from(NS_PER_MS);
-    // A floored reservation takes only tokens that are there now: never a debt.
-    let there_now = floor == 0 || bucket.wait_for(args.tokens, 0) == 0;
     // Taken as of when the tokens are used: the bucket's own slot, unless a deep cut makes
     // them wait for the rate to recover, past it (see `View::taken`).
-    let write = if within && there_now {
-        // A floored take's tokens are there now: taken as of now, so that a deep cut's wait
-        // for its floor leaves no debt for the callers without one.
-        let act = if floor > 0 {
-            bucket.now
-        } else {
-            bucket.now + wait
-        };
-        bucket.write(bucket.taken(cost, act))
+    let tat = bucket.taken(cost, bucket.now + wait);
+    // A floored take never leaves the bucket in debt: its tokens are there now, and no deep
+    // cut's wait puts its slot past the bucket's fill (see `View::leaves_no_debt`).
+    let write = if within && (floor == 0 || bucket.leaves_no_debt(tat)) {
+        bucket.write(tat)
     } else {
         None
     };

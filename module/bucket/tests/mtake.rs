@@ -242,6 +242,17 @@ fn a_floored_key_reserves_only_its_tokens_there_now() {
     let (out, reply) = run("2 a b 10 10 2 1 1 1 MAXWAIT 1000 FLOOR 0 0", &short, T0);
     assert_eq!(reply, [1, 300, 0, 1100, 0, 1300]);
     assert!(out.granted);
+
+    // a full (10 at 10/s, FLOOR 5) but b's token 950 ms away: a would take its 2 as of then,
+    // its state 1.15 s ahead, past its 1 s fill: a debt its callers without a floor would
+    // find. Denied, nothing written; without the floor the same call reserves.
+    let later = [None, Some(T0 + 950 * MS)];
+    let (out, reply) = run("2 a b 10 10 2 1 1 1 MAXWAIT 1000 FLOOR 5 0", &later, T0);
+    assert_eq!(reply, [0, 950, 10, 0, 0, 950]);
+    assert!(out.buckets().iter().all(|b| b.write.is_none()));
+    let (out, reply) = run("2 a b 10 10 2 1 1 1 MAXWAIT 1000 FLOOR 0 0", &later, T0);
+    assert_eq!(reply, [1, 950, 0, 1150, 0, 1950]);
+    assert!(out.granted);
 }
 
 #[test]

@@ -351,8 +351,15 @@ proptest! {
                         grants.push(Grant { bucket: *bucket, act: now + out.wait_ns, tokens: *tokens, given: 0, ticket: out.ticket(), factor_bp: f });
                     }
                     if let (Some(floor), true) = (floor, out.granted) {
-                        // A floor above 0 reserves only tokens that are there now.
+                        // A floor above 0 reserves only tokens that are there now, and never
+                        // leaves the bucket in debt (a deep cut's slot past the fill).
                         prop_assert!(*floor == 0 || there_now, "a floored take reserved into debt");
+                        let quota = TakeArgs::parse(&words(&text)).unwrap().quota;
+                        let fill = i128::from(quota.capacity) * i128::from(quota.interval.ns());
+                        prop_assert!(
+                            *floor == 0 || i128::from(out.reset_ns) <= fill,
+                            "a floored take left the bucket {} ns in debt past its fill {}", out.reset_ns, fill
+                        );
                         // Without a wait, the floor is there after the take, at the rate now.
                         if out.wait_ns == 0 {
                             prop_assert!(out.remaining >= *floor, "{} left below the floor {}", out.remaining, floor);

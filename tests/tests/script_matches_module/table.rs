@@ -544,6 +544,17 @@ pub const CASES: &[Case] = &[
             "peek b 10 10",
         ],
     ),
+    // A floored bucket of an MTAKE is never left in debt: a long wait on another bucket
+    // would take its tokens as of then, past its fill: denied, and granted without the floor.
+    case!(
+        &[Missing, Missing],
+        &[
+            "take a 10 1 TOKENS 10",
+            "mtake a,b 10 1 1 10 10 2 MAXWAIT 5000 FLOOR 0 5 TICKET",
+            "mtake a,b 10 1 1 10 10 2 MAXWAIT 5000 FLOOR 0 0 TICKET",
+            "peek b 10 10",
+        ],
+    ),
     case!(
         &[Missing],
         &[
