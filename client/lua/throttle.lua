@@ -96,7 +96,7 @@ local function fail(code, ...)
       max_wait = 'ERR MAXWAIT must be a whole number of milliseconds from 0 to 315360000000 '
         .. '(10 years)',
       take_option = 'ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT '
-        .. 'ms, TICKET and FLOOR f',
+        .. 'ms, TICKET, FLOOR f, INFLIGHT n and LEASE ms',
       mtake_option = 'ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms, '
         .. 'FLOOR f [f ...] (one floor per key) and TICKET',
       missing = 'ERR %s needs a value: %s n',
@@ -127,8 +127,16 @@ local function fail(code, ...)
       wrongtype = 'WRONGTYPE the key holds a value that is not a string, so not a THROTTLE '
         .. 'bucket: use another key',
       not_bucket = 'ERR the key holds a string that is not a THROTTLE bucket (expected the 8- '
-        .. 'or 32-byte state THROTTLE.TAKE writes); use another key, or DEL this one to start '
-        .. 'a full bucket',
+        .. 'or 32-byte state THROTTLE.TAKE writes, or one with calls in flight); use another '
+        .. 'key, or DEL this one to start a full bucket',
+      inflight = 'ERR INFLIGHT must be a whole number of calls from 1 to 1024: how many may be '
+        .. 'in flight at once',
+      lease = 'ERR the lease must be a whole number of milliseconds from 1 to 315360000000 '
+        .. '(10 years): longer than a round trip plus the renewal period',
+      inflight_lease = 'ERR INFLIGHT and LEASE go together: INFLIGHT n LEASE ms takes a slot '
+        .. 'for a call in flight, held for ms unless renewed',
+      slot_id = 'ERR slot must be a slot id from a THROTTLE.TAKE ... INFLIGHT reply (a whole '
+        .. 'number from 0 to 9007199254740992)',
       -- The script's and the library's own rules: which command, and one key for the one-key
       -- commands.
       command = 'ERR unknown THROTTLE script command: the first argument must be take, mtake, '
