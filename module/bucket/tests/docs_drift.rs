@@ -120,11 +120,6 @@ fn every_syntax_is_in_the_lua_and_the_script_docs() {
         ("client/src/script.rs", SCRIPT_RS),
     ] {
         for (command, syntax, counted) in syntaxes() {
-            // Calls in flight (issue 28) are the module's only, until the Lua twin has them.
-            if matches!(command, Command::Renew | Command::Release | Command::Slots) {
-                continue;
-            }
-            let syntax = syntax.replace(" [INFLIGHT inflight] [LEASE lease]", "");
             let function = format!(" throttle_{} ", command.short_name());
             let found = entries(text, &function, "->");
             let entry = found
