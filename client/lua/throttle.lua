@@ -7,7 +7,7 @@
 --   function with the module command's arguments after the keys:
 --
 --     FCALL throttle_take 1 key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
---         -> {granted, remaining, wait_ms, reset_ms[, ticket]}
+--         [INFLIGHT n] [LEASE ms] -> {granted, remaining, wait_ms, reset_ms[, ticket][, slot]}
 --     FCALL throttle_mtake N key1 .. keyN capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
 --         [TICKET] -> {granted, wait_ms, remaining_1, reset_ms_1, ...[, ticket_1, ...]}
 --     FCALL throttle_pause 1 key capacity rate ms              -> ms until the next token
@@ -18,20 +18,24 @@
 --         -> {cut, next_ms, factor_bp, recovered_ms}
 --     FCALL throttle_sync 1 key capacity rate remaining reset_ms -> {lowered, remaining, reset_ms}
 --     FCALL throttle_debit 1 key capacity rate n               -> {remaining, reset_ms}
+--     FCALL throttle_renew 1 key capacity rate slot ms         -> 1 if held (renewed), else 0
+--     FCALL throttle_release 1 key capacity rate slot          -> 1 if held (freed), else 0
+--     FCALL_RO throttle_slots 1 key capacity rate              -> {held, first_lease_ms}
 --     FCALL_RO throttle_version 0                              -> the library's version
 --
 -- * A script (`EVALSHA`), as it is, for servers that refuse FUNCTION: the same commands with
---   their name first, `EVALSHA sha 1 key take capacity rate ...` (`EVALSHA_RO` for peek).
+--   their name first, `EVALSHA sha 1 key take capacity rate ...` (`EVALSHA_RO` for peek and
+--   slots).
 --
 -- Each is THROTTLE.<COMMAND>: the same semantics, the same stored state, the same replies and
 -- the same error messages, byte for byte; the arithmetic is the bucket crate's
 -- (`throttle-bucket`), followed step by step below. The state is the instant (ns since the Unix
 -- epoch) at which the bucket is full again, as 8 bytes (the i64, little-endian), or 32 while
--- the supplier's pause or cut is in effect; it is written with `SET key <state> PXAT <ms>` only
--- when something changes, so a key written by the module can be used here and back. The tests
--- hold the two to that, case by case, on every supported server. `peek` and `version` never
--- write: they run under FCALL_RO / EVALSHA_RO, on a read-only replica and during CLIENT PAUSE
--- WRITE.
+-- the supplier's pause or cut is in effect, or 40 + 16 per slot while calls are in flight; it
+-- is written with `SET key <state> PXAT <ms>` only when something changes, so a key written by
+-- the module can be used here and back. The tests hold the two to that, case by case, on every
+-- supported server. `peek`, `slots` and `version` never write: they run under FCALL_RO /
+-- EVALSHA_RO, on a read-only replica and during CLIENT PAUSE WRITE.
 --
 -- The clock is the server's (`TIME`, microseconds), so calls are replicated by their effects,
 -- not by themselves (the default from Redis 7 on): replicas and the AOF get the SET, never the
@@ -47,7 +51,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 7                      -- of this library; a client replaces an older one
+local VERSION = 8                      -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
@@ -62,6 +66,9 @@ local LATEST_AHEAD_S = 662256000       -- 21 years: nor one further after the cl
 local FRACTION_DIGITS = 24             -- rate digits after the point that count
 local FULL = 10000                     -- the factor of a rate not cut, in basis points
 local MIN_FACTOR = 100                 -- a cut never takes the rate below 1 %
+local MAX_INFLIGHT = 1024              -- slots a bucket holds at most (calls in flight)
+local MAX_SLOT_ID = 9007199254740992   -- 2^53: every slot id is an exact double
+local TWO32 = 4294967296
 -- Durations below 2^51 ns (26 days) are exact doubles, and so are sums of a few of them:
 -- buckets that fill within it, and debts below it, take a fast path in plain numbers.
 local SMALL_S = 2251799
@@ -96,7 +103,7 @@ local function fail(code, ...)
       max_wait = 'ERR MAXWAIT must be a whole number of milliseconds from 0 to 315360000000 '
         .. '(10 years)',
       take_option = 'ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT '
-        .. 'ms, TICKET and FLOOR f',
+        .. 'ms, TICKET, FLOOR f, INFLIGHT n and LEASE ms',
       mtake_option = 'ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms, '
         .. 'FLOOR f [f ...] (one floor per key) and TICKET',
       missing = 'ERR %s needs a value: %s n',
@@ -127,12 +134,20 @@ local function fail(code, ...)
       wrongtype = 'WRONGTYPE the key holds a value that is not a string, so not a THROTTLE '
         .. 'bucket: use another key',
       not_bucket = 'ERR the key holds a string that is not a THROTTLE bucket (expected the 8- '
-        .. 'or 32-byte state THROTTLE.TAKE writes); use another key, or DEL this one to start '
-        .. 'a full bucket',
+        .. 'or 32-byte state THROTTLE.TAKE writes, or one with calls in flight); use another '
+        .. 'key, or DEL this one to start a full bucket',
+      inflight = 'ERR INFLIGHT must be a whole number of calls from 1 to 1024: how many may be '
+        .. 'in flight at once',
+      lease = 'ERR the lease must be a whole number of milliseconds from 1 to 315360000000 '
+        .. '(10 years): longer than a round trip plus the renewal period',
+      inflight_lease = 'ERR INFLIGHT and LEASE go together: INFLIGHT n LEASE ms takes a slot '
+        .. 'for a call in flight, held for ms unless renewed',
+      slot_id = 'ERR slot must be a slot id from a THROTTLE.TAKE ... INFLIGHT reply (a whole '
+        .. 'number from 0 to 9007199254740992)',
       -- The script's and the library's own rules: which command, and one key for the one-key
       -- commands.
       command = 'ERR unknown THROTTLE script command: the first argument must be take, mtake, '
-        .. 'pause, give, peek, cut, sync or debit',
+        .. 'pause, give, peek, cut, sync, debit, renew, release or slots',
       one_key = "ERR the THROTTLE script's %s takes exactly one key: EVALSHA sha 1 key %s",
       one_key_function = 'ERR throttle_%s takes exactly one key: FCALL throttle_%s 1 key %s',
     }
@@ -551,24 +566,75 @@ local function plausible(s, n, now_s, now_n)
   return not lt(now_s + LATEST_AHEAD_S, now_n, s, n)
 end
 
+-- The u64 in bytes i+1..i+8 of `s`, for one up to 2^53 (a slot id); nil for a larger one.
+local function le_id(s, i)
+  local b1, b2, b3, b4, b5, b6, b7, b8 = byte(s, i + 1, i + 8)
+  local hi = b5 + b6 * 256 + b7 * 65536
+  local lo = b1 + b2 * 256 + b3 * 65536 + b4 * 16777216
+  if b8 ~= 0 or hi > 2097152 or (hi == 2097152 and lo > 0) then
+    return nil
+  end
+  return hi * TWO32 + lo
+end
+
+-- The 8 bytes, little-endian, of a whole number from 0 to 2^53 (a slot id).
+local function id_le(v)
+  local lo = v % TWO32
+  local hi = (v - lo) / TWO32
+  return char(lo % 256, floor(lo / 256) % 256, floor(lo / 65536) % 256, floor(lo / 16777216),
+    hi % 256, floor(hi / 256) % 256, floor(hi / 65536), 0)
+end
+
+-- The slot table of a state of `len` bytes (40 + 16 k, k from 1 to 1024: the calls in
+-- flight), seen at `now`: {next = id, [i] = {id, s, n}} in id order, or nil if it is not one a
+-- command writes (ids from 1, increasing, below the next id, which is at most 2^53; lease
+-- ends plausible instants).
+local function slots_of(stored, len, now_s, now_n)
+  local next_id = le_id(stored, 32)
+  if not next_id then
+    return nil
+  end
+  local slots, last = { next = next_id }, 0
+  for at = 40, len - 16, 16 do
+    local id = le_id(stored, at)
+    if not id or id <= last or id >= next_id or byte(stored, at + 16) >= 128 then
+      return nil
+    end
+    local es, en = le_pair(stored, at + 8)
+    if not plausible(es, en, now_s, now_n) then
+      return nil
+    end
+    slots[#slots + 1] = { id, es, en }
+    last = id
+  end
+  return slots
+end
+
 -- The state in `stored` (what `redis.pcall('GET', key)` answered), seen at `now`: the instant
 -- the bucket is full again as a pair, and its pushback {until_s, until_n, cut = {s, n, factor,
 -- recovery_ms} or nil} or nil; nothing for a missing key (a full bucket); or nil, nil, nil and
--- the error's code.
+-- the error's code. Fifth, the calls in flight it holds (`slots_of`), or nil for none.
 local function state_of(stored, now_s, now_n)
   if not stored then
     return nil
   end
   -- An error reply is a table, whose length is 0.
   local len, s, n = #stored, nil, nil
-  local pushback
-  if len == 8 or len == 32 then
+  local pushback, slots
+  local table_form = len >= 56 and len <= 40 + 16 * MAX_INFLIGHT and (len - 40) % 16 == 0
+  if len == 8 or len == 32 or table_form then
     local b1, b2, b3, b4, b5, b6, b7, b8 = byte(stored, 1, 8)
     if b8 >= 128 then
       return nil, nil, nil, 'not_bucket'
     end
     s, n = bytes_pair(b1, b2, b3, b4, b5, b6, b7, b8)
-    if len == 32 then
+    if table_form then
+      slots = slots_of(stored, len, now_s, now_n)
+      if not slots then
+        return nil, nil, nil, 'not_bucket'
+      end
+    end
+    if len == 32 or (table_form and not find(sub(stored, 9, 32), '^%z*$')) then
       if byte(stored, 16) >= 128 or byte(stored, 24) >= 128 then
         return nil, nil, nil, 'not_bucket'
       end
@@ -601,7 +667,7 @@ local function state_of(stored, now_s, now_n)
   if not plausible(s, n, now_s, now_n) then
     return nil, nil, nil, 'not_bucket'
   end
-  return s, n, pushback
+  return s, n, pushback, nil, slots
 end
 
 -- The server's clock in µs as a pair, clamped to the year 2200 (it is never below 0). The µs
@@ -645,11 +711,23 @@ local function factor_at(cut, now_s, now_n)
 end
 
 -- SET key <state> PXAT <ms> for the bucket full again at `tat`, with the pushback kept as far
--- as it is in effect at `now` (a pause not over, a cut not recovered: 32 bytes), the key
--- expiring once all of it is over; DEL when the bucket is full and nothing holds it back.
--- (The module writes its state the same way, step by step.)
-local function store(key, tat_s, tat_n, pushback, now_s, now_n)
+-- as it is in effect at `now` (a pause not over, a cut not recovered: 32 bytes) and the calls
+-- in flight `slots` whose lease has not run out (after the 32 bytes: the next id, then 16
+-- bytes a slot), the key expiring once all of it is over; DEL when the bucket is full and
+-- nothing holds it back. (The module writes its state the same way, step by step.)
+local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots)
   local until_s, until_n = tat_s, tat_n
+  local held
+  if slots then
+    for i = 1, #slots do
+      local slot = slots[i]
+      if lt(now_s, now_n, slot[2], slot[3]) then
+        held = held or {}
+        held[#held + 1] = id_le(slot[1]) .. pair_le(slot[2], slot[3])
+        until_s, until_n = max(until_s, until_n, slot[2], slot[3])
+      end
+    end
+  end
   local paused, cut = false, nil
   if pushback then
     paused = lt(now_s, now_n, pushback.until_s, pushback.until_n)
@@ -682,6 +760,12 @@ local function store(key, tat_s, tat_n, pushback, now_s, now_n)
         cut.factor % 256, floor(cut.factor / 256))
     end
     state = state .. pair_le(pushback.until_s, pushback.until_n) .. tail
+  end
+  if held then
+    if not pushback then
+      state = state .. string.rep('\0', 24)
+    end
+    state = state .. id_le(slots.next) .. table.concat(held)
   end
   redis.call('SET', key, state, 'PXAT', ceil_ms(until_s, until_n))
 end
@@ -867,7 +951,8 @@ local function paused(key, quota, b, cut, ms)
       local heard = string.format('%d %.0f %d', ms, ticket_of(tat_s, tat_n), factor_now)
       redis.call('SPUBLISH', pause_channel(key), heard)
     end
-    store(key, tat_s, tat_n, { until_s = keep_s, until_n = keep_n, cut = cut }, b.now_s, b.now_n)
+    store(key, tat_s, tat_n, { until_s = keep_s, until_n = keep_n, cut = cut }, b.now_s, b.now_n,
+      b.slots)
     wrote = true
   else
     tat_s, tat_n = b.base_s, b.base_n
@@ -881,7 +966,7 @@ end
 -- Reads the bucket at `key`: the view's fields in a table, or nil and the error's code.
 local function open(key)
   local now_s, now_n = clock()
-  local state_s, state_n, pushback, err = state_of(redis.pcall('GET', key), now_s, now_n)
+  local state_s, state_n, pushback, err, slots = state_of(redis.pcall('GET', key), now_s, now_n)
   if err then
     return nil, err
   end
@@ -889,6 +974,7 @@ local function open(key)
   return {
     now_s = now_s, now_n = now_n, state_s = state_s, state_n = state_n, pushback = pushback,
     base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n, factor = factor,
+    slots = slots,
   }
 end
 
@@ -896,13 +982,16 @@ end
 -- pause, give, peek, cut, sync, debit) -----------------------------------------------------
 
 local USAGE = {
-  take = 'capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]',
+  take = 'capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f] [INFLIGHT n] [LEASE ms]',
   pause = 'capacity rate ms',
   give = 'capacity rate n ticket',
   peek = 'capacity rate',
   cut = 'capacity rate ms factor recovery_ms',
   sync = 'capacity rate remaining reset_ms',
   debit = 'capacity rate n',
+  renew = 'capacity rate slot ms',
+  release = 'capacity rate slot',
+  slots = 'capacity rate',
 }
 
 -- TAKE's own, for its fast path. redis.call and redis.pcall, captured on the first call: an
@@ -932,6 +1021,7 @@ do
       end
     end
     local tokens_text, wait_text, floor_text, ticket = nil, nil, nil, false
+    local inflight_text, lease_text
     local i = 3
     while i <= count do
       local name = args[i]
@@ -952,7 +1042,8 @@ do
           ticket = true
           i = i + 1
         else
-          if name ~= 'TOKENS' and name ~= 'MAXWAIT' and name ~= 'FLOOR' then
+          if name ~= 'TOKENS' and name ~= 'MAXWAIT' and name ~= 'FLOOR' and name ~= 'INFLIGHT'
+            and name ~= 'LEASE' then
             return fail('take_option')
           end
           local value = args[i + 1]
@@ -960,19 +1051,27 @@ do
             return fail('missing', name, name)
           end
           if (name == 'TOKENS' and tokens_text) or (name == 'MAXWAIT' and wait_text)
-            or (name == 'FLOOR' and floor_text) then
+            or (name == 'FLOOR' and floor_text) or (name == 'INFLIGHT' and inflight_text)
+            or (name == 'LEASE' and lease_text) then
             return fail('repeated', name)
           end
           if name == 'TOKENS' then
             tokens_text = value
           elseif name == 'MAXWAIT' then
             wait_text = value
-          else
+          elseif name == 'FLOOR' then
             floor_text = value
+          elseif name == 'INFLIGHT' then
+            inflight_text = value
+          else
+            lease_text = value
           end
           i = i + 2
         end
       end
+    end
+    if (inflight_text == nil) ~= (lease_text == nil) then
+      return fail('inflight_lease')
     end
     local tokens, max_wait_ms, floor_tokens = 1, 0, nil
     if tokens_text then
@@ -999,6 +1098,17 @@ do
         return fail('floor', quota.capacity)
       end
     end
+    local cap, lease_ms
+    if inflight_text then
+      cap = whole(inflight_text, MAX_INFLIGHT)
+      if not cap or cap < 1 then
+        return fail('inflight')
+      end
+      lease_ms = whole(lease_text, MAX_WAIT_MS)
+      if not lease_ms or lease_ms < 1 then
+        return fail('lease')
+      end
+    end
 
     local key = keys[1]
     if not rcall then
@@ -1016,7 +1126,7 @@ do
     local stored = rpcall('GET', key)
     local state_s, state_n, pushback, read_err
     local fill = quota.fill
-    if fill and (not stored or #stored == 8) then
+    if fill and not cap and (not stored or #stored == 8) then
       -- The fast path: a bucket that fills within 2^51 ns, neither paused nor cut (8 bytes or
       -- none), in debt by less than that: every duration is an exact double.
       local base_s, base_n, debt = now_s, now_n, 0
@@ -1099,7 +1209,8 @@ do
         return reply
       end
     end
-    state_s, state_n, pushback, read_err = state_of(stored, now_s, now_n)
+    local slots
+    state_s, state_n, pushback, read_err, slots = state_of(stored, now_s, now_n)
     if read_err then
       return fail(read_err)
     end
@@ -1107,6 +1218,7 @@ do
     local b = { base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n,
       now_s = now_s, now_n = now_n, pushback = pushback }
     local granted, wait_s, wait_n, taken = 1, 0, 0, 0
+    local tat_s, tat_n
     local after_s, after_n = b.debt_s, b.debt_n
     if tokens > 0 then
       local cost_s, cost_n = cost(quota, tokens, factor)
@@ -1118,7 +1230,7 @@ do
         -- them wait for the rate to recover, past it.
         local act_s, act_n = add(b.now_s, b.now_n, wait_s, wait_n)
         local from_s, from_n = max(b.base_s, b.base_n, act_s, act_n)
-        local tat_s, tat_n = add(from_s, from_n, cost_s, cost_n)
+        tat_s, tat_n = add(from_s, from_n, cost_s, cost_n)
         -- A floored take never leaves the bucket in debt: its tokens are there now, and no
         -- deep cut's wait puts its slot past the bucket's fill.
         local no_debt = true
@@ -1127,12 +1239,59 @@ do
           no_debt = not lt(quota.fill_s, quota.fill_n, ahead_s, ahead_n)
         end
         if no_debt and writable(tat_s, tat_n, b) then
-          store(key, tat_s, tat_n, b.pushback, b.now_s, b.now_n)
           granted = 1
           taken = ticket_of(tat_s, tat_n)
           after_s, after_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
         end
       end
+    end
+    local slot
+    if cap then
+      -- The slot: granted only with the tokens, and only if fewer than `cap` slots are held
+      -- now; the module's take, step by step. The lease runs from now.
+      local held, first_s, first_n = 0, nil, nil
+      for k = 1, slots and #slots or 0 do
+        local one = slots[k]
+        if lt(now_s, now_n, one[2], one[3]) then
+          held = held + 1
+          if not first_s or lt(one[2], one[3], first_s, first_n) then
+            first_s, first_n = one[2], one[3]
+          end
+        end
+      end
+      slot = 0
+      if held >= cap then
+        -- Every slot held: nothing taken, the wait until the first lease ends (or the
+        -- tokens', if longer), the bucket as it stands.
+        wait_s, wait_n = max(wait_s, wait_n, sub2(first_s, first_n, now_s, now_n))
+        granted, taken, after_s, after_n = 0, 0, b.debt_s, b.debt_n
+      elseif granted == 1 then
+        if tokens == 0 then
+          tat_s, tat_n = b.base_s, b.base_n
+        end
+        local id = now_s * 1e6 + floor(now_n / 1000)
+        if slots and slots.next > id then
+          id = slots.next
+        end
+        if id >= MAX_SLOT_ID then
+          -- No id left (a forged table): nothing taken, the bucket as it stands.
+          granted, taken, wait_s, wait_n, after_s, after_n = 0, 0, 0, 0, b.debt_s, b.debt_n
+        else
+          local end_s, end_n = add(now_s, now_n, ms_pair(lease_ms))
+          local table_after = { next = id + 1 }
+          for k = 1, slots and #slots or 0 do
+            table_after[k] = slots[k]
+          end
+          table_after[#table_after + 1] = { id, end_s, end_n }
+          slots, slot = table_after, id
+        end
+      end
+      if tokens == 0 then
+        taken = 0 -- a slot taken with no tokens took nothing a ticket could give back
+      end
+    end
+    if granted == 1 and tat_s then
+      store(key, tat_s, tat_n, b.pushback, b.now_s, b.now_n, slots)
     end
     local reply = {
       granted,
@@ -1141,7 +1300,10 @@ do
       ceil_ms(after_s, after_n),
     }
     if ticket then
-      reply[5] = taken
+      reply[#reply + 1] = taken
+    end
+    if slot then
+      reply[#reply + 1] = slot
     end
     return reply
   end
@@ -1238,11 +1400,11 @@ local function mtake(keys, args)
   local now_s, now_n = clock()
   local buckets = {}
   for k = 1, count do
-    local s, n, pushback, err = state_of(redis.pcall('GET', keys[k]), now_s, now_n)
+    local s, n, pushback, err, slots = state_of(redis.pcall('GET', keys[k]), now_s, now_n)
     if err then
       return fail(err)
     end
-    local b = { pushback = pushback, now_s = now_s, now_n = now_n }
+    local b = { pushback = pushback, now_s = now_s, now_n = now_n, slots = slots }
     b.base_s, b.base_n, b.debt_s, b.debt_n, b.factor = view(s, n, pushback, now_s, now_n)
     buckets[k] = b
   end
@@ -1291,7 +1453,7 @@ local function mtake(keys, args)
     local b = buckets[k]
     local debt_s, debt_n = b.debt_s, b.debt_n
     if granted and b.tat_s then
-      store(keys[k], b.tat_s, b.tat_n, b.pushback, now_s, now_n)
+      store(keys[k], b.tat_s, b.tat_n, b.pushback, now_s, now_n, b.slots)
       debt_s, debt_n = sub2(b.tat_s, b.tat_n, now_s, now_n)
     end
     reply[2 * k + 1] = remaining(quotas[k], debt_s, debt_n, b.factor)
@@ -1398,7 +1560,7 @@ local function give(keys, args)
   if given > n then
     given = n
   end
-  store(keys[1], tat_s, tat_n, pushback, b.now_s, b.now_n)
+  store(keys[1], tat_s, tat_n, pushback, b.now_s, b.now_n, b.slots)
   return given
 end
 
@@ -1536,7 +1698,7 @@ local function sync(keys, args)
     end
   end
   if not wrote and lowered then
-    store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n)
+    store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, b.slots)
     wrote = true
   end
   local debt_s, debt_n = b.debt_s, b.debt_n
@@ -1579,15 +1741,141 @@ local function debit(keys, args)
     return fail('too_deep')
   end
   local tat_s, tat_n = add(b.base_s, b.base_n, cost_s, cost_n)
-  store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n)
+  store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, b.slots)
   return { remaining(quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
+end
+
+-- A slot id: a whole number from 0 to 2^53 (0 is never held); nil otherwise. Compared as text
+-- past 15 digits, where a double could round a larger one down to 2^53.
+local function parse_slot(text)
+  if text == '' or find(text, '%D') then
+    return nil
+  end
+  local first = find(text, '[^0]')
+  if not first then
+    return 0
+  end
+  local digits = sub(text, first)
+  if #digits > 16 or (#digits == 16 and digits > '9007199254740992') then
+    return nil
+  end
+  return tonum(digits)
+end
+
+-- The slots of `b` with the one whose id is `id` changed by `change` (given the slot, it
+-- returns the new one, or nil to drop it), if it is held at `b`'s now; nil if it is not.
+local function with_slot(b, id, change)
+  local slots = b.slots
+  for k = 1, slots and #slots or 0 do
+    local one = slots[k]
+    if one[1] == id and lt(b.now_s, b.now_n, one[2], one[3]) then
+      local changed = { next = slots.next }
+      for j = 1, #slots do
+        if j ~= k then
+          changed[#changed + 1] = slots[j]
+        else
+          changed[#changed + 1] = change(one)
+        end
+      end
+      return changed
+    end
+  end
+  return nil
+end
+
+-- THROTTLE.RENEW key capacity rate slot ms
+local function renew(keys, args)
+  if #args ~= 4 then
+    return fail('arity', 'renew')
+  end
+  local quota, err = parse_quota(args[1], args[2])
+  if not quota then
+    return fail(err)
+  end
+  local id = parse_slot(args[3])
+  if not id then
+    return fail('slot_id')
+  end
+  local ms = whole(args[4], MAX_WAIT_MS)
+  if not ms or ms < 1 then
+    return fail('lease')
+  end
+  local b, read_err = open(keys[1])
+  if not b then
+    return fail(read_err)
+  end
+  local end_s, end_n = add(b.now_s, b.now_n, ms_pair(ms))
+  local slots = with_slot(b, id, function(one)
+    return { one[1], end_s, end_n }
+  end)
+  if not slots then
+    return 0
+  end
+  store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, slots)
+  return 1
+end
+
+-- THROTTLE.RELEASE key capacity rate slot
+local function release(keys, args)
+  if #args ~= 3 then
+    return fail('arity', 'release')
+  end
+  local quota, err = parse_quota(args[1], args[2])
+  if not quota then
+    return fail(err)
+  end
+  local id = parse_slot(args[3])
+  if not id then
+    return fail('slot_id')
+  end
+  local b, read_err = open(keys[1])
+  if not b then
+    return fail(read_err)
+  end
+  local slots = with_slot(b, id, function()
+    return nil
+  end)
+  if not slots then
+    return 0
+  end
+  store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, slots)
+  return 1
+end
+
+-- THROTTLE.SLOTS key capacity rate: read-only.
+local function slots(keys, args)
+  if #args ~= 2 then
+    return fail('arity', 'slots')
+  end
+  local quota, err = parse_quota(args[1], args[2])
+  if not quota then
+    return fail(err)
+  end
+  local b, read_err = open(keys[1])
+  if not b then
+    return fail(read_err)
+  end
+  local held, first_s, first_n = 0, nil, nil
+  for k = 1, b.slots and #b.slots or 0 do
+    local one = b.slots[k]
+    if lt(b.now_s, b.now_n, one[2], one[3]) then
+      held = held + 1
+      if not first_s or lt(one[2], one[3], first_s, first_n) then
+        first_s, first_n = one[2], one[3]
+      end
+    end
+  end
+  if held == 0 then
+    return { 0, 0 }
+  end
+  return { held, ceil_ms(sub2(first_s, first_n, b.now_s, b.now_n)) }
 end
 
 -- Entry points -----------------------------------------------------------------------------
 
 local COMMANDS = {
   take = take, mtake = mtake, pause = pause, give = give, peek = peek, cut = cut, sync = sync,
-  debit = debit,
+  debit = debit, renew = renew, release = release, slots = slots,
 }
 
 if redis.register_function then
@@ -1611,8 +1899,13 @@ if redis.register_function then
   redis.register_function('throttle_cut', entry('cut'))
   redis.register_function('throttle_sync', entry('sync'))
   redis.register_function('throttle_debit', entry('debit'))
+  redis.register_function('throttle_renew', entry('renew'))
+  redis.register_function('throttle_release', entry('release'))
   redis.register_function({
     function_name = 'throttle_peek', callback = entry('peek'), flags = { 'no-writes' },
+  })
+  redis.register_function({
+    function_name = 'throttle_slots', callback = entry('slots'), flags = { 'no-writes' },
   })
   redis.register_function({
     function_name = 'throttle_version',

@@ -13,7 +13,7 @@
 //!
 //! ```text
 //! FCALL throttle_take 1 key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
-//!     -> [granted, remaining, wait_ms, reset_ms(, ticket)]
+//!     [INFLIGHT n] [LEASE ms] -> [granted, remaining, wait_ms, reset_ms(, ticket)(, slot)]
 //! FCALL throttle_mtake N key_1 .. key_N capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
 //!     [TICKET] -> [granted, wait_ms, remaining_1, reset_ms_1, ...(, ticket_1, ...)]
 //!                                                                (N from 1 to 16)
@@ -25,13 +25,16 @@
 //!     -> [cut, next_ms, factor_bp, recovered_ms]
 //! FCALL throttle_sync 1 key capacity rate remaining reset_ms   -> [lowered, remaining, reset_ms]
 //! FCALL throttle_debit 1 key capacity rate n                   -> [remaining, reset_ms]
+//! FCALL throttle_renew 1 key capacity rate slot ms             -> 1 if held (renewed), else 0
+//! FCALL throttle_release 1 key capacity rate slot              -> 1 if held (freed), else 0
+//! FCALL_RO throttle_slots 1 key capacity rate                  -> [held, first_lease_ms]
 //! FCALL_RO throttle_version 0                                  -> LIBRARY_VERSION
 //! ```
 //!
 //! The script is for servers that refuse `FUNCTION`: the same calls with the command's name
-//! first, `EVALSHA sha 1 key take capacity rate ...` (`EVALSHA_RO` for `peek`). Load it with
-//! `SCRIPT LOAD` (its SHA1 is stable); a server that forgot it (restart, failover, `SCRIPT
-//! FLUSH`) answers `NOSCRIPT`, and loading it again is all it takes. Both read the server's
+//! first, `EVALSHA sha 1 key take capacity rate ...` (`EVALSHA_RO` for `peek` and `slots`).
+//! Load it with `SCRIPT LOAD` (its SHA1 is stable); a server that forgot it (restart, failover,
+//! `SCRIPT FLUSH`) answers `NOSCRIPT`, and loading it again is all it takes. Both read the server's
 //! clock (`TIME`) and are replicated by their effects (`SET key <state> PXAT <ms>`), the
 //! default from Redis 7 on.
 //!
@@ -60,7 +63,7 @@ pub const LIBRARY: &str = concat!("#!lua name=throttle\n", include_str!("../lua/
 /// byte for byte (a version proves nothing: the loader writes it); it loads its own (`FUNCTION
 /// LOAD REPLACE`, where its user may) over none or one whose code says an older version, and
 /// refuses any other ([`Error::ForeignLibrary`](crate::Error::ForeignLibrary)).
-pub const LIBRARY_VERSION: u64 = 7;
+pub const LIBRARY_VERSION: u64 = 8;
 
 #[cfg(test)]
 mod tests {

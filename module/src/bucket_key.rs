@@ -25,9 +25,7 @@ use std::os::raw::{c_int, c_longlong};
 use std::{ptr, slice};
 
 use redis_module::raw;
-use throttle_bucket::{
-    encode_state, parse_state, State, Write, PUSHBACK_STATE_LEN, STATE_LEN, WRONG_TYPE,
-};
+use throttle_bucket::{encode_state, is_state_len, parse_state, State, Write, WRONG_TYPE};
 
 const MISSING_API: &str =
     "ERR THROTTLE: this server lacks the module key API (Redis 7.0 or later is needed)";
@@ -93,7 +91,7 @@ impl BucketKey {
 
     /// The stored state: `None` for a missing key (a full bucket).
     ///
-    /// An 8- or 32-byte value is read in place. One of another length (the digits of an
+    /// An 8- or 32-byte value, or one holding calls in flight, is read in place. One of another length (the digits of an
     /// earlier release, or a string that is no bucket) is read with GET, as PEEK does:
     /// StringDMA would turn an int-encoded string into a bigger raw copy even where nothing is
     /// written after (a denial, a refusal). A value of the state's length that is not raw
@@ -113,7 +111,7 @@ impl BucketKey {
             };
             let length = value_length(self.key);
             self.stored_len.set(Some(length));
-            if length != STATE_LEN && length != PUSHBACK_STATE_LEN {
+            if !is_state_len(length) {
                 return peek_state(self.ctx, self.name, now_ns);
             }
             let mut len = 0;
@@ -128,12 +126,12 @@ impl BucketKey {
     }
 
     /// Carries out a command's write: [`BucketKey::store`] or [`BucketKey::delete`].
-    pub(crate) fn write(&mut self, write: Write) -> Result<(), String> {
+    pub(crate) fn write(&mut self, write: &Write) -> Result<(), String> {
         match write {
             Write::Store {
                 state,
                 expire_at_ms,
-            } => self.store(&state, expire_at_ms),
+            } => self.store(state, *expire_at_ms),
             Write::Delete => self.delete(),
         }
     }

@@ -1,7 +1,9 @@
 //! What each command counts in `INFO throttle`: all that the module's handler does
 //! differently per command (`handler` is written once over `ThrottleCommand`).
 
-use throttle_bucket::commands::{Cut, Debit, Give, MTake, Pause, Peek, Take};
+use throttle_bucket::commands::{
+    Cut, Debit, Give, MTake, Pause, Peek, Release, Renew, Slots, Take,
+};
 use throttle_bucket::ThrottleCommand;
 
 use crate::stats;
@@ -21,6 +23,19 @@ impl Counted for Take {
                 stats::granted(outcome.wait_ns > 0);
             } else {
                 stats::denied(outcome.held_by_floor);
+                if outcome.held_by_slots {
+                    stats::held_by_slots();
+                }
+            }
+        } else if args.inflight.is_some() {
+            // A take of 0 with INFLIGHT takes a slot: granted or denied like any take.
+            if outcome.granted {
+                stats::granted(false);
+            } else {
+                stats::denied(false);
+                if outcome.held_by_slots {
+                    stats::held_by_slots();
+                }
             }
         }
     }
@@ -71,4 +86,20 @@ impl Counted for Debit {
     fn count(args: &Self::Args, _outcome: &Self::Outcome) {
         stats::debited(args.tokens);
     }
+}
+
+impl Counted for Renew {
+    fn count(_args: &Self::Args, outcome: &Self::Outcome) {
+        stats::renewed(outcome.held);
+    }
+}
+
+impl Counted for Release {
+    fn count(_args: &Self::Args, outcome: &Self::Outcome) {
+        stats::released(outcome.held);
+    }
+}
+
+impl Counted for Slots {
+    fn count(_args: &Self::Args, _outcome: &Self::Outcome) {}
 }

@@ -11,7 +11,7 @@ use std::os::raw::c_int;
 
 use redis_module::raw;
 use throttle_bucket::commands::MTake;
-use throttle_bucket::{ArgError, ThrottleCommand, MAX_KEYS};
+use throttle_bucket::{ArgError, State, ThrottleCommand, MAX_KEYS};
 
 use crate::bucket_key::{peek_state, BucketKey};
 use crate::call::{self, Reply};
@@ -47,7 +47,7 @@ pub(crate) extern "C" fn one_key<C: Counted>(
         // A call that changes nothing (a denial, a pause a longer one covers) writes and
         // replicates nothing.
         if let Some(write) = C::write(outcome, 0) {
-            bucket.write(*write)?;
+            bucket.write(write)?;
         }
         if let Some(heard) = C::announce(outcome) {
             announce::pause(ctx, *key, &heard);
@@ -77,7 +77,7 @@ pub(crate) extern "C" fn mtake(
         let keys = args.get(1..=count).unwrap_or(&[]);
         let now = clock::now_ns();
         let mut buckets: [Option<BucketKey>; MAX_KEYS] = Default::default();
-        let mut stored = [None; MAX_KEYS];
+        let mut stored: [Option<State>; MAX_KEYS] = Default::default();
         for ((bucket, state), &key) in buckets.iter_mut().zip(&mut stored).zip(keys) {
             let opened = bucket.insert(BucketKey::open(ctx, key)?);
             *state = opened.state(now)?;
@@ -86,7 +86,7 @@ pub(crate) extern "C" fn mtake(
             .map_err(|e| e.to_string())?;
         for (i, bucket) in buckets.iter_mut().enumerate().take(count) {
             if let (Some(write), Some(bucket)) = (MTake::write(&outcome, i), bucket) {
-                bucket.write(*write)?;
+                bucket.write(write)?;
             }
         }
         finish::<MTake>(reply, &parsed, &outcome);

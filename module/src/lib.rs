@@ -64,6 +64,12 @@ static HANDLERS: [(Command, raw::RedisModuleCmdFunc); Command::ALL.len()] = [
     (Command::Cut, Some(handler::one_key::<commands::Cut>)),
     (Command::Sync, Some(handler::one_key::<commands::Sync>)),
     (Command::Debit, Some(handler::one_key::<commands::Debit>)),
+    (Command::Renew, Some(handler::one_key::<commands::Renew>)),
+    (
+        Command::Release,
+        Some(handler::one_key::<commands::Release>),
+    ),
+    (Command::Slots, Some(handler::one_key::<commands::Slots>)),
 ];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {

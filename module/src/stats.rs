@@ -19,6 +19,9 @@ pub(crate) static GRANTED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static RESERVED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static DENIED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static HELD_BY_FLOOR: AtomicU64 = AtomicU64::new(0);
+pub(crate) static HELD_BY_SLOTS: AtomicU64 = AtomicU64::new(0);
+pub(crate) static SLOTS_RENEWED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static SLOTS_RELEASED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static CUTS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static SYNCS_LOWERED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TOKENS_DEBITED: AtomicU64 = AtomicU64::new(0);
@@ -46,6 +49,26 @@ pub(crate) fn denied(floor: bool) {
     DENIED.fetch_add(1, Relaxed);
     if floor {
         HELD_BY_FLOOR.fetch_add(1, Relaxed);
+    }
+}
+
+/// A take with INFLIGHT that only its cap on calls in flight held back (counted as denied
+/// too).
+pub(crate) fn held_by_slots() {
+    HELD_BY_SLOTS.fetch_add(1, Relaxed);
+}
+
+/// A THROTTLE.RENEW call; `held` when its slot was held, and is renewed.
+pub(crate) fn renewed(held: bool) {
+    if held {
+        SLOTS_RENEWED.fetch_add(1, Relaxed);
+    }
+}
+
+/// A THROTTLE.RELEASE call; `held` when it freed a slot.
+pub(crate) fn released(held: bool) {
+    if held {
+        SLOTS_RELEASED.fetch_add(1, Relaxed);
     }
 }
 
@@ -113,11 +136,14 @@ fn write_info(ctx: *mut raw::RedisModuleInfoCtx) {
             };
             add_number(ctx, name.as_ptr(), calls.load(Relaxed));
         }
-        let numbers: [(&CStr, u64); 10] = [
+        let numbers: [(&CStr, u64); 13] = [
             (c"granted", GRANTED.load(Relaxed)),
             (c"reserved", RESERVED.load(Relaxed)),
             (c"denied", DENIED.load(Relaxed)),
             (c"held_by_floor", HELD_BY_FLOOR.load(Relaxed)),
+            (c"held_by_slots", HELD_BY_SLOTS.load(Relaxed)),
+            (c"slots_renewed", SLOTS_RENEWED.load(Relaxed)),
+            (c"slots_released", SLOTS_RELEASED.load(Relaxed)),
             (c"tokens_given_back", GIVEN_BACK.load(Relaxed)),
             (c"pauses", PAUSES.load(Relaxed)),
             (c"cuts", CUTS.load(Relaxed)),

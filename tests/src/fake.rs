@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-use throttle_bucket::commands::{Cut, Debit, Give, MTake, Pause, Peek, Sync, Take};
+use throttle_bucket::commands::{
+    Cut, Debit, Give, MTake, Pause, Peek, Release, Renew, Slots, Sync, Take,
+};
 use throttle_bucket::spec::Keys;
 use throttle_bucket::{Command, State as Bucket, ThrottleCommand, Write};
 use tokio::time::Instant;
@@ -84,7 +86,7 @@ impl FakeServer {
             .unwrap()
             .buckets
             .get(key.as_bytes())
-            .copied()
+            .cloned()
     }
 
     /// Time since the fake was made, on tokio's clock.
@@ -118,6 +120,9 @@ impl FakeServer {
             Some(Command::Cut) => self.run::<Cut>(&words).map(|r| r.3),
             Some(Command::Sync) => self.run::<Sync>(&words).map(|r| r.3),
             Some(Command::Debit) => self.run::<Debit>(&words).map(|r| r.3),
+            Some(Command::Renew) => self.run::<Renew>(&words).map(|r| r.3),
+            Some(Command::Release) => self.run::<Release>(&words).map(|r| r.3),
+            Some(Command::Slots) => self.run::<Slots>(&words).map(|r| r.3),
             None => {
                 let name = String::from_utf8_lossy(name).to_ascii_uppercase();
                 error(format!("ERR unknown command '{name}'"))
@@ -152,13 +157,13 @@ impl FakeServer {
         let now_ns = EPOCH_NS + i64::try_from(at.as_nanos()).unwrap();
         let stored: Vec<Option<Bucket>> = keys
             .iter()
-            .map(|key| state.buckets.get(*key).copied())
+            .map(|key| state.buckets.get(*key).cloned())
             .collect();
         let outcome = C::apply(&parsed, &stored, now_ns).or_else(|e| error(e.to_string()))?;
         for (i, key) in keys.iter().enumerate() {
             match C::write(&outcome, i) {
                 Some(Write::Store { state: bucket, .. }) => {
-                    state.buckets.insert(key.to_vec(), *bucket);
+                    state.buckets.insert(key.to_vec(), bucket.clone());
                 }
                 Some(Write::Delete) => {
                     state.buckets.remove(*key);

@@ -83,10 +83,11 @@ struct Expected {
     wrong_arity: &'static [&'static str],
 }
 
-const COMMANDS: [Expected; 8] = [
+const COMMANDS: [Expected; 11] = [
     Expected {
         name: "throttle.take",
-        syntax: "key capacity rate [TOKENS tokens] [MAXWAIT maxwait] [TICKET] [FLOOR floor]",
+        syntax: "key capacity rate [TOKENS tokens] [MAXWAIT maxwait] [TICKET] [FLOOR floor] \
+            [INFLIGHT inflight] [LEASE lease]",
         arity: -4,
         flags: &["write", "denyoom", "fast"],
         range: [1, 1, 1],
@@ -189,6 +190,39 @@ const COMMANDS: [Expected; 8] = [
         find_keys: "range",
         getkeys: &[("THROTTLE.DEBIT k 8 9 25", &["k"])],
         wrong_arity: &["THROTTLE.DEBIT k 8 9", "THROTTLE.DEBIT k 8 9 1 2"],
+    },
+    Expected {
+        name: "throttle.renew",
+        syntax: "key capacity rate slot ms",
+        arity: 6,
+        flags: &["write", "denyoom", "fast"],
+        range: [1, 1, 1],
+        key_flags: &["RW", "access", "update"],
+        find_keys: "range",
+        getkeys: &[("THROTTLE.RENEW k 8 9 1 1000", &["k"])],
+        wrong_arity: &["THROTTLE.RENEW k 8 9 1", "THROTTLE.RENEW k 8 9 1 2 3"],
+    },
+    Expected {
+        name: "throttle.release",
+        syntax: "key capacity rate slot",
+        arity: 5,
+        flags: &["write", "denyoom", "fast"],
+        range: [1, 1, 1],
+        key_flags: &["RW", "access", "update"],
+        find_keys: "range",
+        getkeys: &[("THROTTLE.RELEASE k 8 9 1", &["k"])],
+        wrong_arity: &["THROTTLE.RELEASE k 8 9", "THROTTLE.RELEASE k 8 9 1 2"],
+    },
+    Expected {
+        name: "throttle.slots",
+        syntax: "key capacity rate",
+        arity: 4,
+        flags: &["readonly", "fast"],
+        range: [1, 1, 1],
+        key_flags: &["RO", "access"],
+        find_keys: "range",
+        getkeys: &[("THROTTLE.SLOTS k 8 9", &["k"])],
+        wrong_arity: &["THROTTLE.SLOTS k 8", "THROTTLE.SLOTS k 8 9 1"],
     },
 ];
 

@@ -21,7 +21,7 @@ fn counter(info: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("INFO throttle has no number {field}:\n{info}"))
 }
 
-const COUNTERS: [&str; 18] = [
+const COUNTERS: [&str; 24] = [
     "calls_take",
     "calls_mtake",
     "calls_pause",
@@ -30,10 +30,16 @@ const COUNTERS: [&str; 18] = [
     "calls_cut",
     "calls_sync",
     "calls_debit",
+    "calls_renew",
+    "calls_release",
+    "calls_slots",
     "granted",
     "reserved",
     "denied",
     "held_by_floor",
+    "held_by_slots",
+    "slots_renewed",
+    "slots_released",
     "tokens_given_back",
     "pauses",
     "cuts",

@@ -638,6 +638,7 @@ where
                     max_wait_ms,
                     ticket: true,
                     floor: limit.floor,
+                    inflight: None,
                 };
                 let (value, trips) = self
                     .send_counted(&[bucket.key.as_str()], Command::Take, args.words())

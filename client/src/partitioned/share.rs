@@ -152,6 +152,7 @@ impl Shares {
             max_wait_ms: 0,
             ticket: false,
             floor,
+            inflight: None,
         };
         let mut soonest: Option<i64> = None;
         for h in &mut self.held {

@@ -21,11 +21,17 @@ pub enum Command {
     Sync,
     /// THROTTLE.DEBIT: a call cost more than it took.
     Debit,
+    /// THROTTLE.RENEW: a call in flight runs on, extend its slot's lease.
+    Renew,
+    /// THROTTLE.RELEASE: a call in flight ended, free its slot.
+    Release,
+    /// THROTTLE.SLOTS: read a bucket's calls in flight.
+    Slots,
 }
 
 impl Command {
     /// Every command, in the order the module registers them and `INFO throttle` counts them.
-    pub const ALL: [Command; 8] = [
+    pub const ALL: [Command; 11] = [
         Command::Take,
         Command::MTake,
         Command::Pause,
@@ -34,6 +40,9 @@ impl Command {
         Command::Cut,
         Command::Sync,
         Command::Debit,
+        Command::Renew,
+        Command::Release,
+        Command::Slots,
     ];
 
     /// The name the server knows it by, lower case as the server writes it in its own arity
@@ -48,6 +57,9 @@ impl Command {
             Command::Cut => "throttle.cut",
             Command::Sync => "throttle.sync",
             Command::Debit => "throttle.debit",
+            Command::Renew => "throttle.renew",
+            Command::Release => "throttle.release",
+            Command::Slots => "throttle.slots",
         }
     }
 

@@ -101,7 +101,7 @@ fn parse_factor(text: &[u8]) -> Option<u16> {
 }
 
 /// What a cut decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CutOutcome {
     /// This call cut the rate (`false`: the same episode as a pause or cut still on).
     pub cut: bool,

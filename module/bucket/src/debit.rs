@@ -44,7 +44,7 @@ impl DebitArgs {
 }
 
 /// What a debit decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DebitOutcome {
     /// Whole tokens left after the call (0 while in debt).
     pub remaining: u64,

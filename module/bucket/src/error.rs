@@ -4,7 +4,10 @@
 use std::fmt;
 
 use crate::command::Command;
-use crate::limits::{MAX_CAPACITY, MAX_FILL_NS, MAX_KEYS, MAX_RATE, MAX_WAIT_MS, MIN_RATE};
+use crate::limits::{
+    MAX_CAPACITY, MAX_FILL_NS, MAX_INFLIGHT, MAX_KEYS, MAX_LEASE_MS, MAX_RATE, MAX_SLOT_ID,
+    MAX_WAIT_MS, MIN_RATE,
+};
 
 /// What is wrong with a call. `Display` gives the error reply, which starts with `ERR`; the Lua
 /// twin of the commands sends the very same text.
@@ -71,6 +74,14 @@ pub enum ArgError {
     DebitTokens,
     /// THROTTLE.DEBIT would leave the bucket deeper in debt than MAX_DEBT_NS.
     DebtTooDeep,
+    /// `INFLIGHT` is not an integer in 1..=MAX_INFLIGHT.
+    Inflight,
+    /// `LEASE` (or THROTTLE.RENEW's `ms`) is not an integer in 1..=MAX_LEASE_MS.
+    Lease,
+    /// `INFLIGHT` without `LEASE`, or `LEASE` without `INFLIGHT`.
+    InflightLease,
+    /// THROTTLE.RENEW's or RELEASE's `slot` is not an integer in 0..=MAX_SLOT_ID.
+    SlotId,
 }
 
 impl fmt::Display for ArgError {
@@ -111,7 +122,7 @@ impl fmt::Display for ArgError {
             ),
             ArgError::UnknownOption(_) => f.write_str(
                 "ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT ms, \
-                 TICKET and FLOOR f",
+                 TICKET, FLOOR f, INFLIGHT n and LEASE ms",
             ),
             ArgError::MissingValue(name) => write!(f, "ERR {name} needs a value: {name} n"),
             ArgError::Repeated(name) => write!(f, "ERR {name} is given more than once"),
@@ -174,6 +185,25 @@ impl fmt::Display for ArgError {
             ArgError::DebtTooDeep => f.write_str(
                 "ERR THROTTLE.DEBIT would put the bucket more than 20 years in debt: debit \
                  fewer tokens, or DEL the key to start a full bucket",
+            ),
+            ArgError::Inflight => write!(
+                f,
+                "ERR INFLIGHT must be a whole number of calls from 1 to {MAX_INFLIGHT}: how \
+                 many may be in flight at once"
+            ),
+            ArgError::Lease => write!(
+                f,
+                "ERR the lease must be a whole number of milliseconds from 1 to \
+                 {MAX_LEASE_MS} (10 years): longer than a round trip plus the renewal period"
+            ),
+            ArgError::InflightLease => f.write_str(
+                "ERR INFLIGHT and LEASE go together: INFLIGHT n LEASE ms takes a slot for a \
+                 call in flight, held for ms unless renewed",
+            ),
+            ArgError::SlotId => write!(
+                f,
+                "ERR slot must be a slot id from a THROTTLE.TAKE ... INFLIGHT reply (a whole \
+                 number from 0 to {MAX_SLOT_ID})"
             ),
         }
     }

@@ -14,18 +14,19 @@
 //! are checked, and one that would not fit is refused (never wrapped).
 
 use crate::limits::{MAX_DEBT_NS, MAX_NOW_NS};
+use crate::slots::Slots;
 use crate::state::{Cut, Pushback, State, FULL_FACTOR_BP};
 use crate::{Quota, NS_PER_MS};
 
 /// What a command writes to the bucket's key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Write {
     /// Store this state, expiring at `expire_at_ms`.
     Store {
         /// The new state.
         state: State,
-        /// When the key may expire: once the bucket is full again and its pause and cut are
-        /// over (rounded up to ms). A missing key is a full bucket, so expiring any earlier
+        /// When the key may expire: once the bucket is full again, its pause and cut are
+        /// over and the last lease of its calls in flight has ended (rounded up to ms). A missing key is a full bucket, so expiring any earlier
         /// would hand out tokens early.
         expire_at_ms: i64,
     },
@@ -46,7 +47,7 @@ impl Write {
     /// What the key holds after the write (`None`: no key, a full bucket).
     pub fn stored(&self) -> Option<State> {
         match self {
-            Write::Store { state, .. } => Some(*state),
+            Write::Store { state, .. } => Some(state.clone()),
             Write::Delete => None,
         }
     }
@@ -67,7 +68,7 @@ impl Write {
 }
 
 /// A bucket as seen at one instant.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct View {
     /// The clock, clamped to `0..=MAX_NOW_NS`.
     pub now: i128,
@@ -80,6 +81,9 @@ pub(crate) struct View {
     pub factor: u16,
     /// The supplier's pushback as stored.
     pub pushback: Option<Pushback>,
+    /// The calls in flight as stored (leases that ran out included): every write carries
+    /// those still held over.
+    pub slots: Slots,
 }
 
 impl View {
@@ -88,14 +92,18 @@ impl View {
     pub(crate) fn at(quota: &Quota, stored: Option<State>, now_ns: i64) -> View {
         let now = i128::from(now_ns.clamp(0, MAX_NOW_NS));
         let interval = i128::from(quota.interval.ns());
-        let pushback = stored.and_then(|s| s.pushback);
+        let (base, pushback, slots) = match stored {
+            Some(s) => (now.max(i128::from(s.tat)), s.pushback, s.slots),
+            None => (now, None, Slots::default()),
+        };
         View {
             now,
-            base: stored.map_or(now, |s| now.max(i128::from(s.tat))),
+            base,
             interval,
             fill: i128::from(quota.capacity) * interval,
             factor: factor_at(pushback, now),
             pushback,
+            slots,
         }
     }
 
@@ -217,6 +225,17 @@ impl View {
     /// is in effect: a pause that is over and a cut that has recovered are dropped, so the key
     /// goes back to 8 bytes. A full bucket with nothing in effect is deleted.
     pub(crate) fn write_with(&self, tat: i128, pushback: Option<Pushback>) -> Option<Write> {
+        self.write_all(tat, pushback, &self.slots)
+    }
+
+    /// [`View::write_with`] with `slots` as the calls in flight: those whose lease ran out are
+    /// dropped, and the key lives until the last lease left ends.
+    pub(crate) fn write_all(
+        &self,
+        tat: i128,
+        pushback: Option<Pushback>,
+        slots: &Slots,
+    ) -> Option<Write> {
         if tat > self.base && tat - self.now > i128::from(MAX_DEBT_NS) {
             return None;
         }
@@ -229,6 +248,10 @@ impl View {
                 until = until.max(cut.recovered_at());
             }
         }
+        let slots = slots.pruned(self.now);
+        if let Some(end) = slots.latest_end() {
+            until = until.max(i128::from(end));
+        }
         if until <= self.now {
             return Some(Write::Delete);
         }
@@ -237,6 +260,7 @@ impl View {
             state: State {
                 tat: tat_ns,
                 pushback,
+                slots,
             },
             expire_at_ms,
         })

@@ -59,7 +59,7 @@ impl GiveArgs {
 }
 
 /// What a give-back decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GiveOutcome {
     /// Tokens given back (0 to `n`): the reply.
     pub given: u64,
@@ -91,11 +91,11 @@ pub fn give(args: &GiveArgs, stored: Option<State>, now_ns: i64) -> GiveOutcome 
         given: 0,
         write: None,
     };
-    let Some(state) = stored else {
+    let Some(stored_tat) = stored.as_ref().map(|s| s.tat) else {
         return NOTHING;
     };
     let bucket = View::at(&args.quota, stored, now_ns);
-    let since_ticket = i128::from(state.tat) - i128::from(args.ticket_us) * 1000;
+    let since_ticket = i128::from(stored_tat) - i128::from(args.ticket_us) * 1000;
     let rounding = if bucket.interval > 999 { 999 } else { 0 };
     if !(0..=rounding).contains(&since_ticket) {
         return NOTHING;

@@ -26,7 +26,11 @@ mod pause;
 mod peek;
 mod quota;
 mod registry;
+mod release;
+mod renew;
 mod reply;
+mod slots;
+mod slots_command;
 pub mod spec;
 mod state;
 mod sync;
@@ -43,21 +47,26 @@ pub use gcra::{ceil_ms, Write};
 pub use give::{give, GiveArgs, GiveOutcome};
 pub use interval::Interval;
 pub use limits::{
-    EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_CAPACITY, MAX_DEBT_NS, MAX_FILL_NS, MAX_KEYS,
-    MAX_NOW_NS, MAX_RATE, MAX_TICKET_US, MAX_WAIT_MS, MIN_FACTOR_BP, MIN_RATE,
+    EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_CAPACITY, MAX_DEBT_NS, MAX_FILL_NS, MAX_INFLIGHT,
+    MAX_KEYS, MAX_LEASE_MS, MAX_NOW_NS, MAX_RATE, MAX_SLOT_ID, MAX_TICKET_US, MAX_WAIT_MS,
+    MIN_FACTOR_BP, MIN_RATE,
 };
 pub use mtake::{mtake, BucketAfter, Limit, MOutcome, MTakeArgs, MTakeReply};
 pub use pause::{pause, PauseArgs, PauseOutcome};
 pub use peek::{peek, PeekArgs, PeekOutcome, PeekReply};
 pub use quota::Quota;
+pub use release::{release, ReleaseArgs, SlotOutcome};
+pub use renew::{renew, RenewArgs};
 pub use reply::Ints;
+pub use slots::{Slot, Slots};
+pub use slots_command::{slots, SlotsArgs, SlotsOutcome, SlotsReply};
 pub use spec::Spec;
 pub use state::{
-    encode_state, parse_state, Cut, Encoded, Pushback, State, StateError, FULL_FACTOR_BP,
-    PUSHBACK_STATE_LEN, STATE_LEN, WRONG_TYPE,
+    encode_state, is_state_len, parse_state, Cut, Encoded, Pushback, State, StateError,
+    FULL_FACTOR_BP, PUSHBACK_STATE_LEN, SLOTS_STATE_HEAD, SLOT_LEN, STATE_LEN, WRONG_TYPE,
 };
 pub use sync::{sync, SyncArgs, SyncOutcome, SyncReply};
-pub use take::{take, Outcome, TakeArgs, TakeReply};
+pub use take::{take, Inflight, Outcome, TakeArgs, TakeReply};
 pub use throttle_command::ThrottleCommand;
 pub use words::Word;
 
@@ -70,6 +79,9 @@ pub mod commands {
     pub use crate::mtake::MTake;
     pub use crate::pause::Pause;
     pub use crate::peek::Peek;
+    pub use crate::release::Release;
+    pub use crate::renew::Renew;
+    pub use crate::slots_command::Slots;
     pub use crate::sync::Sync;
     pub use crate::take::Take;
 }

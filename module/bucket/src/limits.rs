@@ -48,3 +48,17 @@ pub const MIN_FACTOR_BP: u16 = 100;
 /// The deepest debt any command leaves, in ns: 20 years, a full refill plus the longest
 /// reservation. THROTTLE.DEBIT, which takes whatever the bucket holds, is refused past it.
 pub const MAX_DEBT_NS: i64 = MAX_FILL_NS + MAX_WAIT_MS as i64 * 1_000_000;
+
+/// Most calls in flight one bucket may hold (`THROTTLE.TAKE ... INFLIGHT n`). The slot table
+/// lives in the bucket's own value, 16 bytes a slot, and every write that touches it rewrites
+/// it whole: 1024 slots keep a key under 17 KB and a write under a few µs of copying. A fleet
+/// that needs more calls open at once than that needs no cap on them from a rate limiter.
+pub const MAX_INFLIGHT: u64 = 1024;
+
+/// Longest lease (`LEASE ms`, `THROTTLE.RENEW ... ms`), in ms: 10 years, as the longest pause,
+/// so a lease's end obeys the same rule as every instant a state holds.
+pub const MAX_LEASE_MS: u64 = MAX_WAIT_MS;
+
+/// Largest slot id: 2^53, so that the Lua twin's numbers (doubles) hold every id exactly.
+/// Ids start from the server's clock in µs (about 1.8e15 in 2026), far below it.
+pub const MAX_SLOT_ID: u64 = 1 << 53;

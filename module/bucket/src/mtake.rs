@@ -177,7 +177,7 @@ impl MTakeArgs {
 }
 
 /// One bucket after a multi-take.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BucketAfter {
     /// Whole tokens left.
     pub remaining: u64,
@@ -188,7 +188,7 @@ pub struct BucketAfter {
 }
 
 /// What a multi-take decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MOutcome {
     /// Whether every bucket gave its tokens.
     pub granted: bool,
@@ -215,7 +215,7 @@ impl MOutcome {
     pub fn tickets(&self) -> impl Iterator<Item = i64> + '_ {
         self.buckets()
             .iter()
-            .map(|b| b.write.map_or(0, |w| w.ticket_us()))
+            .map(|b| b.write.as_ref().map_or(0, Write::ticket_us))
     }
 
     /// The reply, `granted, wait_ms`, then `remaining, reset_ms` per key, then with TICKET one
@@ -292,11 +292,11 @@ impl MTakeReply {
 pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
     let limits = args.limits();
     let len = limits.len().min(stored.len());
-    let mut views = [None; MAX_KEYS];
+    let mut views: [Option<(View, u64, bool)>; MAX_KEYS] = Default::default();
     let mut wait = 0i128;
     let mut wait_unfloored = 0i128;
     for ((view, limit), state) in views.iter_mut().zip(limits).zip(stored) {
-        let bucket = View::at(&limit.quota, *state, now_ns);
+        let bucket = View::at(&limit.quota, state.clone(), now_ns);
         // A bucket asked for nothing is only inspected: its debt delays no one.
         if limit.tokens > 0 {
             wait = wait.max(bucket.wait_for(limit.tokens, limit.floor.unwrap_or(0)));
@@ -307,7 +307,7 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcom
     let takes_any = limits.iter().any(|l| l.tokens > 0);
     let within = wait <= i128::from(args.max_wait_ms) * i128::from(NS_PER_MS);
 
-    let mut buckets = [BucketAfter::default(); MAX_KEYS];
+    let mut buckets: [BucketAfter; MAX_KEYS] = Default::default();
     let mut granted = takes_any && within;
     if granted {
         for (after, view) in buckets.iter_mut().zip(&views) {
@@ -333,7 +333,8 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcom
         let Some((bucket, _, _)) = view else { break };
         let debt = after
             .write
-            .and_then(|w| w.tat())
+            .as_ref()
+            .and_then(Write::tat)
             .map_or(bucket.debt(), |tat| i128::from(tat) - bucket.now);
         after.remaining = bucket.remaining(debt);
         after.reset_ns = saturate(debt);

@@ -44,7 +44,7 @@ impl PauseArgs {
 }
 
 /// What a pause decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PauseOutcome {
     /// Until the next token is there: at least the pause asked for.
     pub next_token_ns: i64,
@@ -93,18 +93,21 @@ pub(crate) fn paused(bucket: &View, cut: Option<Cut>, pause_ms: u64) -> PauseOut
     } else {
         None
     };
-    let tat = write.and_then(|w| w.tat()).map_or(bucket.base, i128::from);
+    let tat = write
+        .as_ref()
+        .and_then(Write::tat)
+        .map_or(bucket.base, i128::from);
     // The next token, at the rate now (a recovering cut only gets faster, so never early).
     let factor_now = cut.map_or(FULL_FACTOR_BP, |c| c.factor_at(bucket.now));
     let one_short_of_full = bucket.fill - cost(1, bucket.interval, factor_now);
     PauseOutcome {
         next_token_ns: saturate(tat - one_short_of_full - bucket.now),
-        write,
-        announce: write.filter(|_| longer).map(|write| Announcement {
+        announce: write.as_ref().filter(|_| longer).map(|write| Announcement {
             pause_ns: saturate(until - bucket.now),
             ticket_us: write.ticket_us(),
             factor_bp: factor_now,
         }),
+        write,
     }
 }
 

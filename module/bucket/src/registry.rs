@@ -16,6 +16,9 @@ impl Command {
             Command::Cut => &crate::cut::SPEC,
             Command::Sync => &crate::sync::SPEC,
             Command::Debit => &crate::debit::SPEC,
+            Command::Renew => &crate::renew::SPEC,
+            Command::Release => &crate::release::SPEC,
+            Command::Slots => &crate::slots_command::SPEC,
         }
     }
 

@@ -8,14 +8,22 @@
 //!   (0: none), and the cut's recovery time in ms (48 bits) with its factor in basis points (16
 //!   bits), each little-endian. The next write after the pushback is over stores 8 bytes again.
 //!
+//! - 40 + 16 k bytes while k calls are in flight (1 <= k <= [`MAX_INFLIGHT`]): the 32-byte form
+//!   (pause and cut fields zero when neither is in effect), then the next slot id (`u64`), then
+//!   each slot held, in id order: its id (`u64`) and its lease's end (`i64`, ns), little-endian.
+//!   A bucket with no slot held keeps its 8- or 32-byte form: slots cost nothing to a bucket
+//!   that does not use them.
+//!
 //! RDB, AOF, DUMP/RESTORE, COPY and replication carry either unchanged. Earlier releases stored
 //! the instant as decimal digits, which still read, so buckets survive an upgrade.
 
 use std::fmt;
 
 use crate::limits::{
-    EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_NOW_NS, MAX_WAIT_MS, MIN_FACTOR_BP,
+    EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_INFLIGHT, MAX_NOW_NS, MAX_SLOT_ID, MAX_WAIT_MS,
+    MIN_FACTOR_BP,
 };
+use crate::slots::{Slot, Slots};
 
 /// Bytes in the state of a bucket neither paused nor cut.
 pub const STATE_LEN: usize = 8;
@@ -23,16 +31,38 @@ pub const STATE_LEN: usize = 8;
 /// Bytes in the state of a bucket paused or cut.
 pub const PUSHBACK_STATE_LEN: usize = 32;
 
+/// Bytes in the state of a bucket holding slots, before its slots: the 32-byte form and the
+/// next slot id.
+pub const SLOTS_STATE_HEAD: usize = PUSHBACK_STATE_LEN + 8;
+
+/// Bytes per slot held.
+pub const SLOT_LEN: usize = 16;
+
+/// Whether a value of `len` bytes can be a state this release writes (8, 32, or 40 + 16 k for
+/// 1 to [`MAX_INFLIGHT`] slots): the module reads those in place.
+pub fn is_state_len(len: usize) -> bool {
+    len == STATE_LEN || len == PUSHBACK_STATE_LEN || slot_count(len).is_some()
+}
+
+/// How many slots a state of `len` bytes holds, if it is the slot form.
+fn slot_count(len: usize) -> Option<usize> {
+    let body = len.checked_sub(SLOTS_STATE_HEAD)?;
+    let count = body / SLOT_LEN;
+    (body % SLOT_LEN == 0 && count >= 1 && count as u64 <= MAX_INFLIGHT).then_some(count)
+}
+
 /// The factor of a rate that is not cut: 10 000 basis points.
 pub const FULL_FACTOR_BP: u16 = 10_000;
 
 /// A bucket's stored state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct State {
     /// The instant the bucket is full again, ns since the Unix epoch.
     pub tat: i64,
     /// The supplier's pause and cut, while either is in effect.
     pub pushback: Option<Pushback>,
+    /// The calls in flight it holds (empty: none, and no table stored).
+    pub slots: Slots,
 }
 
 impl State {
@@ -41,6 +71,7 @@ impl State {
         State {
             tat,
             pushback: None,
+            slots: Slots::default(),
         }
     }
 }
@@ -124,22 +155,27 @@ impl fmt::Display for StateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(
             "ERR the key holds a string that is not a THROTTLE bucket (expected the 8- or \
-             32-byte state THROTTLE.TAKE writes); use another key, or DEL this one to start a \
+             32-byte state THROTTLE.TAKE writes, or one with calls in flight); use another key, or DEL this one to start a \
              full bucket",
         )
     }
 }
 
-/// A state's bytes: 8 or 32 of them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A state's bytes: 8 or 32 of them inline, or a slot table's on the heap.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Encoded {
     bytes: [u8; PUSHBACK_STATE_LEN],
     len: usize,
+    /// The whole state, when it holds slots.
+    table: Vec<u8>,
 }
 
 impl Encoded {
     /// The bytes to store.
     pub fn as_bytes(&self) -> &[u8] {
+        if !self.table.is_empty() {
+            return &self.table;
+        }
         self.bytes.get(..self.len).unwrap_or(&self.bytes)
     }
 }
@@ -153,21 +189,39 @@ pub fn encode_state(state: &State) -> Encoded {
         }
     };
     put(0, state.tat.to_le_bytes());
-    let Some(pushback) = state.pushback else {
+    if state.pushback.is_none() && state.slots.is_empty() {
         return Encoded {
             bytes,
             len: STATE_LEN,
+            table: Vec::new(),
         };
-    };
-    put(8, pushback.paused_until.to_le_bytes());
-    if let Some(cut) = pushback.cut {
-        put(16, cut.at.to_le_bytes());
-        let packed = (u64::from(cut.factor_bp) << 48) | (cut.recovery_ms & ((1 << 48) - 1));
-        put(24, packed.to_le_bytes());
+    }
+    if let Some(pushback) = state.pushback {
+        put(8, pushback.paused_until.to_le_bytes());
+        if let Some(cut) = pushback.cut {
+            put(16, cut.at.to_le_bytes());
+            let packed = (u64::from(cut.factor_bp) << 48) | (cut.recovery_ms & ((1 << 48) - 1));
+            put(24, packed.to_le_bytes());
+        }
+    }
+    if state.slots.is_empty() {
+        return Encoded {
+            bytes,
+            len: PUSHBACK_STATE_LEN,
+            table: Vec::new(),
+        };
+    }
+    let mut table = Vec::with_capacity(SLOTS_STATE_HEAD + SLOT_LEN * state.slots.held.len());
+    table.extend_from_slice(&bytes);
+    table.extend_from_slice(&state.slots.next_id.to_le_bytes());
+    for slot in &state.slots.held {
+        table.extend_from_slice(&slot.id.to_le_bytes());
+        table.extend_from_slice(&slot.lease_end.to_le_bytes());
     }
     Encoded {
         bytes,
         len: PUSHBACK_STATE_LEN,
+        table,
     }
 }
 
@@ -182,7 +236,9 @@ pub fn encode_state(state: &State) -> Encoded {
 /// more than [`LATEST_STATE_AHEAD_NS`] (21 years) after the clock. The extra year is for a
 /// clock that lags the one that wrote the bucket: it reads the bucket as stricter, never as
 /// foreign. Two comparisons per read. The pause and the cut of a 32-byte state obey the same
-/// rule, and a cut's factor and recovery must be ones a command writes.
+/// rule, and a cut's factor and recovery must be ones a command writes. A slot table's lease
+/// ends obey it too; its ids are increasing, from 1, below the next id, which is at most
+/// [`MAX_SLOT_ID`].
 pub fn parse_state(bytes: &[u8], now_ns: i64) -> Result<State, StateError> {
     let now = now_ns.clamp(0, MAX_NOW_NS);
     let instant = |at: i64| {
@@ -193,7 +249,8 @@ pub fn parse_state(bytes: &[u8], now_ns: i64) -> Result<State, StateError> {
             Ok(at)
         }
     };
-    if bytes.len() != PUSHBACK_STATE_LEN {
+    let slots = slot_count(bytes.len());
+    if bytes.len() != PUSHBACK_STATE_LEN && slots.is_none() {
         return decode(bytes).and_then(instant).map(State::plain);
     }
     let field = |at: usize| -> Result<i64, StateError> {
@@ -202,9 +259,41 @@ pub fn parse_state(bytes: &[u8], now_ns: i64) -> Result<State, StateError> {
         Ok(i64::from_le_bytes(field))
     };
     let tat = instant(field(0)?)?;
-    let paused_until = instant(field(8)?)?;
+    let slots = match slots {
+        None => Slots::default(),
+        Some(count) => {
+            let next_id = u64::from_le_bytes(field(PUSHBACK_STATE_LEN)?.to_le_bytes());
+            if next_id > MAX_SLOT_ID {
+                return Err(StateError);
+            }
+            let mut held = Vec::with_capacity(count);
+            let mut last = 0;
+            for i in 0..count {
+                let at = SLOTS_STATE_HEAD + i * SLOT_LEN;
+                let id = u64::from_le_bytes(field(at)?.to_le_bytes());
+                if id <= last || id >= next_id {
+                    return Err(StateError);
+                }
+                last = id;
+                held.push(Slot {
+                    id,
+                    lease_end: instant(field(at + 8)?)?,
+                });
+            }
+            Slots { next_id, held }
+        }
+    };
+    let paused_at = field(8)?;
     let cut_at = field(16)?;
     let packed = u64::from_le_bytes(field(24)?.to_le_bytes());
+    if !slots.is_empty() && paused_at == 0 && cut_at == 0 && packed == 0 {
+        return Ok(State {
+            tat,
+            pushback: None,
+            slots,
+        });
+    }
+    let paused_until = instant(paused_at)?;
     let cut = if cut_at == 0 && packed == 0 {
         None
     } else {
@@ -223,6 +312,7 @@ pub fn parse_state(bytes: &[u8], now_ns: i64) -> Result<State, StateError> {
     Ok(State {
         tat,
         pushback: Some(Pushback { paused_until, cut }),
+        slots,
     })
 }
 
@@ -272,6 +362,7 @@ mod tests {
         );
         let paused = State {
             tat: NOW + 5000 * MS,
+            slots: Slots::default(),
             pushback: Some(Pushback {
                 paused_until: NOW + 1000 * MS,
                 cut: None,
@@ -279,6 +370,7 @@ mod tests {
         };
         let cut = State {
             tat: NOW,
+            slots: Slots::default(),
             pushback: Some(Pushback {
                 paused_until: NOW - 1000 * MS,
                 cut: Some(Cut {
@@ -288,7 +380,7 @@ mod tests {
                 }),
             }),
         };
-        for state in [paused, cut] {
+        for state in [paused, cut.clone()] {
             let bytes = encode_state(&state);
             assert_eq!(bytes.as_bytes().len(), PUSHBACK_STATE_LEN);
             assert_eq!(parse_state(bytes.as_bytes(), NOW), Ok(state));
@@ -336,6 +428,7 @@ mod tests {
     fn refuses_pushback_no_command_writes() {
         let good = State {
             tat: NOW,
+            slots: Slots::default(),
             pushback: Some(Pushback {
                 paused_until: NOW,
                 cut: Some(Cut {

@@ -62,7 +62,7 @@ impl SyncArgs {
 }
 
 /// What a sync decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyncOutcome {
     /// Whole tokens left after the call.
     pub remaining: u64,
@@ -100,7 +100,7 @@ pub fn sync(args: &SyncArgs, stored: Option<State>, now_ns: i64) -> SyncOutcome 
     }
     let lowered = View {
         base: tat,
-        ..bucket
+        ..bucket.clone()
     };
     let (write, announce) = if args.remaining == 0 && args.reset_ms > 0 {
         let cut = bucket.pushback.and_then(|p| p.cut);
@@ -116,7 +116,8 @@ pub fn sync(args: &SyncArgs, stored: Option<State>, now_ns: i64) -> SyncOutcome 
         (None, None)
     };
     let debt = write
-        .and_then(|w| w.tat())
+        .as_ref()
+        .and_then(Write::tat)
         .map_or(bucket.debt(), |tat| i128::from(tat) - bucket.now);
     SyncOutcome {
         remaining: bucket.remaining(debt),

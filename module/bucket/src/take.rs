@@ -1,10 +1,11 @@
-//! `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]`: one take from a
-//! bucket at an instant. Its arguments (read and written), its arithmetic, its reply and its
+//! `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f] [INFLIGHT n]
+//! [LEASE ms]`: one take from a bucket at an instant, and with INFLIGHT a slot for the call. Its arguments (read and written), its arithmetic, its reply and its
 //! docs.
 
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View, Write};
+use crate::limits::{MAX_INFLIGHT, MAX_LEASE_MS};
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
 use crate::state::State;
@@ -12,7 +13,17 @@ use crate::throttle_command::{one_key, ThrottleCommand};
 use crate::words::{once, parse_max_wait, parse_tokens, parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
 
-/// `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]`.
+/// `INFLIGHT n LEASE ms`: the take also takes a slot for a call in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inflight {
+    /// At most this many slots held at once (1 to [`MAX_INFLIGHT`]).
+    pub cap: u64,
+    /// The slot's lease, in ms from the server's now (1 to [`MAX_LEASE_MS`]).
+    pub lease_ms: u64,
+}
+
+/// `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f] [INFLIGHT n]
+/// [LEASE ms]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TakeArgs {
     /// The bucket's quota.
@@ -27,6 +38,8 @@ pub struct TakeArgs {
     /// it, so that callers without a floor find them. Above 0 it reserves only tokens that are
     /// in the bucket now (see [`take`]).
     pub floor: Option<u64>,
+    /// A slot for the call in flight, taken with the tokens or not at all.
+    pub inflight: Option<Inflight>,
 }
 
 impl TakeArgs {
@@ -43,6 +56,8 @@ impl TakeArgs {
         let mut tokens = None;
         let mut max_wait_ms = None;
         let mut floor = None;
+        let mut inflight = None;
+        let mut lease = None;
         let mut ticket = false;
         let mut rest = options;
         while let [name, tail @ ..] = rest {
@@ -60,6 +75,10 @@ impl TakeArgs {
                 (&mut max_wait_ms, "MAXWAIT")
             } else if name.eq_ignore_ascii_case(b"FLOOR") {
                 (&mut floor, "FLOOR")
+            } else if name.eq_ignore_ascii_case(b"INFLIGHT") {
+                (&mut inflight, "INFLIGHT")
+            } else if name.eq_ignore_ascii_case(b"LEASE") {
+                (&mut lease, "LEASE")
             } else {
                 return Err(ArgError::UnknownOption(Command::Take));
             };
@@ -68,6 +87,9 @@ impl TakeArgs {
             };
             once(slot, value, label)?;
             rest = tail;
+        }
+        if inflight.is_some() != lease.is_some() {
+            return Err(ArgError::InflightLease);
         }
 
         // The default TOKENS 1 never exceeds a capacity, which is at least 1.
@@ -83,12 +105,22 @@ impl TakeArgs {
             None => None,
             Some(text) => Some(parse_floor(text, tokens, quota.capacity)?),
         };
+        let inflight = match (inflight, lease) {
+            (Some(cap), Some(lease)) => Some(Inflight {
+                cap: parse_u64(cap)
+                    .filter(|n| (1..=MAX_INFLIGHT).contains(n))
+                    .ok_or(ArgError::Inflight)?,
+                lease_ms: parse_lease(lease)?,
+            }),
+            _ => None,
+        };
         Ok(TakeArgs {
             quota,
             tokens,
             max_wait_ms,
             ticket,
             floor,
+            inflight,
         })
     }
 
@@ -108,8 +140,23 @@ impl TakeArgs {
         if let Some(floor) = self.floor {
             words.extend([Word::Text("FLOOR"), Word::Number(floor)]);
         }
+        if let Some(inflight) = self.inflight {
+            words.extend([
+                Word::Text("INFLIGHT"),
+                Word::Number(inflight.cap),
+                Word::Text("LEASE"),
+                Word::Number(inflight.lease_ms),
+            ]);
+        }
         words
     }
+}
+
+/// A lease, `LEASE ms` or THROTTLE.RENEW's `ms`: 1..=MAX_LEASE_MS.
+pub(crate) fn parse_lease(text: &[u8]) -> Result<u64, ArgError> {
+    parse_u64(text)
+        .filter(|ms| (1..=MAX_LEASE_MS).contains(ms))
+        .ok_or(ArgError::Lease)
 }
 
 /// `FLOOR f`: fewer tokens than the capacity, and with the call's own at most the capacity.
@@ -120,7 +167,7 @@ pub(crate) fn parse_floor(text: &[u8], tokens: u64, capacity: u64) -> Result<u64
 }
 
 /// What a take decided. Durations are nanoseconds; [`Outcome::reply`] rounds them up to ms.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
     /// Whether the tokens were taken (always, for a take of 0).
     pub granted: bool,
@@ -134,6 +181,11 @@ pub struct Outcome {
     pub write: Option<Write>,
     /// Denied only because the tokens would have left fewer than the call's floor.
     pub held_by_floor: bool,
+    /// With INFLIGHT: the id of the slot taken (`None`: denied, or no INFLIGHT).
+    pub slot: Option<u64>,
+    /// With INFLIGHT: denied only because every slot was held (the tokens alone would have
+    /// been granted).
+    pub held_by_slots: bool,
 }
 
 impl Outcome {
@@ -150,7 +202,7 @@ impl Outcome {
     /// The reply's fifth element with `TICKET`: the state after the take in µs, 0 when
     /// nothing was taken.
     pub fn ticket(&self) -> i64 {
-        self.write.map_or(0, |w| w.ticket_us())
+        self.write.as_ref().map_or(0, Write::ticket_us)
     }
 
     /// The reply to send for a call made with `args`.
@@ -161,7 +213,11 @@ impl Outcome {
             remaining: count(remaining).unwrap_or(0),
             wait_ms: count(wait_ms).unwrap_or(0),
             reset_ms: count(reset_ms).unwrap_or(0),
-            ticket: args.ticket.then(|| count(self.ticket()).unwrap_or(0)),
+            // A slot taken with no tokens took nothing a ticket could give back.
+            ticket: args
+                .ticket
+                .then(|| count(self.ticket()).unwrap_or(0) * u64::from(args.tokens > 0)),
+            slot: args.inflight.map(|_| self.slot.unwrap_or(0)),
         }
     }
 }
@@ -177,10 +233,73 @@ impl Outcome {
 /// callers without a floor never find a debt a bulk reservation made (they may find less than
 /// the floor while one is outstanding). Granted with a wait, it is a reservation like any other;
 /// denied, the wait is until the tokens and the floor are both there.
+///
+/// With `INFLIGHT n LEASE ms` the call also takes a slot for the call in flight, leased until
+/// the server's now plus `ms`: granted only if the tokens are (as above) and fewer than `n`
+/// slots are held now; otherwise nothing at all is taken or written. Denied because every slot
+/// is held, the wait is until the first lease ends (or the tokens' wait, if longer). `TOKENS 0`
+/// with INFLIGHT takes a slot and no tokens.
 pub fn take(args: &TakeArgs, stored: Option<State>, now_ns: i64) -> Outcome {
     let bucket = View::at(&args.quota, stored, now_ns);
+    let Some(inflight) = args.inflight else {
+        return take_tokens(args, &bucket);
+    };
+    let tokens = if args.tokens == 0 {
+        inspect(&bucket)
+    } else {
+        take_tokens(args, &bucket)
+    };
+    let held = bucket.slots.held_at(bucket.now);
+    if held >= inflight.cap {
+        let first_free = bucket
+            .slots
+            .earliest_end(bucket.now)
+            .map_or(0, |end| i128::from(end) - bucket.now);
+        return Outcome {
+            granted: false,
+            remaining: bucket.remaining(bucket.debt()),
+            wait_ns: tokens.wait_ns.max(saturate(first_free)),
+            reset_ns: saturate(bucket.debt()),
+            write: None,
+            held_by_floor: false,
+            slot: None,
+            held_by_slots: tokens.granted,
+        };
+    }
+    if !tokens.granted {
+        return tokens;
+    }
+    let tat = tokens
+        .write
+        .as_ref()
+        .and_then(Write::tat)
+        .map_or(bucket.base, i128::from);
+    let lease_end = bucket.now + i128::from(inflight.lease_ms) * i128::from(NS_PER_MS);
+    let acquired = i64::try_from(lease_end)
+        .ok()
+        .and_then(|end| bucket.slots.acquire(bucket.now, end));
+    let written = acquired.and_then(|(slots, id)| {
+        let write = bucket.write_all(tat, bucket.pushback, &slots)?;
+        Some((write, id))
+    });
+    let Some((write, id)) = written else {
+        return Outcome {
+            granted: false,
+            write: None,
+            ..inspect(&bucket)
+        };
+    };
+    Outcome {
+        write: Some(write),
+        slot: Some(id),
+        ..tokens
+    }
+}
+
+/// The token part of a take: everything but the slot.
+fn take_tokens(args: &TakeArgs, bucket: &View) -> Outcome {
     if args.tokens == 0 {
-        return inspect(&bucket);
+        return inspect(bucket);
     }
     let cost = bucket.cost(args.tokens);
     // A floored take needs its floor there too (and takes only its own tokens).
@@ -198,17 +317,20 @@ pub fn take(args: &TakeArgs, stored: Option<State>, now_ns: i64) -> Outcome {
         None
     };
     let debt_after = write
-        .and_then(|w| w.tat())
+        .as_ref()
+        .and_then(Write::tat)
         .map_or(bucket.debt(), |tat| i128::from(tat) - bucket.now);
     Outcome {
         granted: write.is_some(),
         remaining: bucket.remaining(debt_after),
         wait_ns: saturate(wait),
         reset_ns: saturate(debt_after),
-        write,
         held_by_floor: write.is_none()
             && args.floor.is_some()
             && bucket.wait_for(args.tokens, 0) == 0,
+        write,
+        slot: None,
+        held_by_slots: false,
     }
 }
 
@@ -221,6 +343,8 @@ pub(crate) fn inspect(bucket: &View) -> Outcome {
         reset_ns: saturate(bucket.debt()),
         write: None,
         held_by_floor: false,
+        slot: None,
+        held_by_slots: false,
     }
 }
 
@@ -239,26 +363,41 @@ pub struct TakeReply {
     pub reset_ms: u64,
     /// With `TICKET`: what THROTTLE.GIVE needs to give the tokens back (0: nothing taken).
     pub ticket: Option<u64>,
+    /// With `INFLIGHT`: the slot's id, for THROTTLE.RENEW and RELEASE (0: not granted).
+    pub slot: Option<u64>,
 }
 
 impl TakeReply {
     /// The integers the server sends.
-    pub fn ints(&self) -> Ints<5> {
+    pub fn ints(&self) -> Ints<6> {
         let head = [
             i64::from(self.granted),
             int(self.remaining),
             int(self.wait_ms),
             int(self.reset_ms),
         ];
-        Ints::new(head.into_iter().chain(self.ticket.map(int)))
+        let tail = self.ticket.into_iter().chain(self.slot).map(int);
+        Ints::new(head.into_iter().chain(tail))
     }
 
-    /// Reads a reply back from its integers: four, or five with a ticket. `None` for any
-    /// other shape.
+    /// Reads a reply back from its integers: four, or five with a ticket. `None` for any other
+    /// shape. The reply of a call with INFLIGHT (one more integer, the slot, after the ticket
+    /// with TICKET) reads with [`TakeReply::decode_for`]: five integers alone could be either.
     pub fn decode(ints: &[i64]) -> Option<TakeReply> {
-        let (head, ticket) = match ints {
-            [g, r, w, t] => ([*g, *r, *w, *t], None),
-            [g, r, w, t, ticket] => ([*g, *r, *w, *t], Some(count(*ticket)?)),
+        TakeReply::decode_for(ints, ints.len() == 5, false)
+    }
+
+    /// Reads the reply of a call that asked for a ticket (`ticket`) and a slot (`inflight`).
+    pub fn decode_for(ints: &[i64], ticket: bool, inflight: bool) -> Option<TakeReply> {
+        let (head, tail) = match ints {
+            [g, r, w, t, tail @ ..] => ([*g, *r, *w, *t], tail),
+            _ => return None,
+        };
+        let (ticket, slot) = match (ticket, inflight, tail) {
+            (false, false, []) => (None, None),
+            (true, false, [ticket]) => (Some(count(*ticket)?), None),
+            (false, true, [slot]) => (None, Some(count(*slot)?)),
+            (true, true, [ticket, slot]) => (Some(count(*ticket)?), Some(count(*slot)?)),
             _ => return None,
         };
         let [granted, remaining, wait_ms, reset_ms] = head;
@@ -268,6 +407,7 @@ impl TakeReply {
             wait_ms: count(wait_ms)?,
             reset_ms: count(reset_ms)?,
             ticket,
+            slot,
         })
     }
 }
@@ -278,7 +418,9 @@ pub(crate) static SPEC: Spec = Spec {
     summary: "Takes tokens from a token bucket (capacity, refill rate in tokens per second). \
         Replies [granted, remaining, wait_ms, reset_ms] (and the ticket with TICKET). With \
         MAXWAIT, reserves tokens that will be there within that many ms; with FLOOR, takes \
-        only if that many tokens remain after.",
+        only if that many tokens remain after; with INFLIGHT n LEASE ms, also takes a slot for \
+        a call in flight (fewer than n held), leased for ms, or nothing, and replies its id \
+        last.",
     complexity: "O(1)",
     arity: -4,
     flags: "write deny-oom fast",
@@ -292,6 +434,8 @@ pub(crate) static SPEC: Spec = Spec {
         MAXWAIT,
         Arg::option("ticket", "TICKET", Kind::PureToken),
         Arg::option("floor", "FLOOR", Kind::Integer),
+        Arg::option("inflight", "INFLIGHT", Kind::Integer),
+        Arg::option("lease", "LEASE", Kind::Integer),
     ],
 };
 
@@ -301,10 +445,11 @@ pub struct Take;
 
 impl ThrottleCommand for Take {
     const COMMAND: Command = Command::Take;
+    /// The shape [`TakeReply::decode`] reads (a call without INFLIGHT).
     const REPLY_SHAPE: &'static str = "an array of four or five integers";
     type Args = TakeArgs;
     type Outcome = Outcome;
-    type Ints = Ints<5>;
+    type Ints = Ints<6>;
     type Reply = TakeReply;
 
     #[inline]
@@ -333,7 +478,7 @@ impl ThrottleCommand for Take {
     }
 
     #[inline]
-    fn reply(args: &TakeArgs, outcome: &Outcome) -> Ints<5> {
+    fn reply(args: &TakeArgs, outcome: &Outcome) -> Ints<6> {
         outcome.to_reply(args).ints()
     }
 
@@ -477,6 +622,7 @@ mod tests {
                 wait_ms: 0,
                 reset_ms: 112,
                 ticket: None,
+                slot: None,
             },
             TakeReply {
                 granted: false,
@@ -484,6 +630,7 @@ mod tests {
                 wait_ms: 250,
                 reset_ms: 1000,
                 ticket: Some(0),
+                slot: None,
             },
             TakeReply {
                 granted: true,
@@ -491,9 +638,27 @@ mod tests {
                 wait_ms: 5,
                 reset_ms: 10,
                 ticket: Some(1_764_547_200_000_123),
+                slot: None,
             },
         ] {
             assert_eq!(TakeReply::decode(reply.ints().as_slice()), Some(reply));
+        }
+        for (ticket, slot) in [(None, Some(7)), (Some(5), Some(0))] {
+            let reply = TakeReply {
+                granted: true,
+                remaining: 1,
+                wait_ms: 0,
+                reset_ms: 2,
+                ticket,
+                slot,
+            };
+            let ints = reply.ints();
+            let back = TakeReply::decode_for(ints.as_slice(), ticket.is_some(), true);
+            assert_eq!(back, Some(reply));
+            assert_eq!(
+                TakeReply::decode_for(ints.as_slice(), ticket.is_some(), false),
+                None
+            );
         }
         for bad in [
             &[][..],
@@ -512,7 +677,8 @@ mod tests {
     fn the_docs_read_as_the_syntax() {
         assert_eq!(
             SPEC.syntax(),
-            "key capacity rate [TOKENS tokens] [MAXWAIT maxwait] [TICKET] [FLOOR floor]"
+            "key capacity rate [TOKENS tokens] [MAXWAIT maxwait] [TICKET] [FLOOR floor] \
+             [INFLIGHT inflight] [LEASE lease]"
         );
     }
 }

@@ -95,7 +95,7 @@ pub trait ThrottleCommand {
 /// key, a full bucket).
 #[inline]
 pub(crate) fn one_key(stored: &[Option<State>]) -> Option<State> {
-    stored.first().copied().flatten()
+    stored.first().cloned().flatten()
 }
 
 /// An integer reply's one integer.
@@ -110,7 +110,9 @@ pub(crate) fn only(ints: &[i64]) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::{Cut, Debit, Give, MTake, Pause, Peek, Sync, Take};
+    use crate::commands::{
+        Cut, Debit, Give, MTake, Pause, Peek, Release, Renew, Slots, Sync, Take,
+    };
     use crate::spec::{Access, Keys};
 
     fn agrees_with_its_spec<C: ThrottleCommand>() {
@@ -133,6 +135,9 @@ mod tests {
         agrees_with_its_spec::<Cut>();
         agrees_with_its_spec::<Sync>();
         agrees_with_its_spec::<Debit>();
+        agrees_with_its_spec::<Renew>();
+        agrees_with_its_spec::<Release>();
+        agrees_with_its_spec::<Slots>();
     }
 
     #[test]

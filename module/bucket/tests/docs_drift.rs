@@ -9,7 +9,9 @@
 //! (a capacity, a count, an option's or a command's name: `%d` and `%s` in the Lua, `N` in the
 //! reference) are cut out and its fixed parts looked for.
 
-use throttle_bucket::commands::{Cut, Debit, Give, MTake, Pause, Peek, Sync, Take};
+use throttle_bucket::commands::{
+    Cut, Debit, Give, MTake, Pause, Peek, Release, Renew, Slots, Sync, Take,
+};
 use throttle_bucket::spec::Keys;
 use throttle_bucket::{ArgError, Command, StateError, ThrottleCommand, WRONG_TYPE};
 
@@ -88,6 +90,9 @@ fn syntaxes() -> Vec<(Command, String, bool)> {
         of::<Cut>(),
         of::<Sync>(),
         of::<Debit>(),
+        of::<Renew>(),
+        of::<Release>(),
+        of::<Slots>(),
     ]
 }
 
@@ -183,6 +188,10 @@ fn errors() -> Vec<(String, Vec<String>)> {
         (ArgError::ResetMs, vec![]),
         (ArgError::DebitTokens, vec![]),
         (ArgError::DebtTooDeep, vec![]),
+        (ArgError::Inflight, vec![]),
+        (ArgError::Lease, vec![]),
+        (ArgError::InflightLease, vec![]),
+        (ArgError::SlotId, vec![]),
     ]);
     // Every variant is above: a new one does not compile here until it is added.
     for (error, _) in &all {
@@ -209,7 +218,11 @@ fn errors() -> Vec<(String, Vec<String>)> {
             | ArgError::Remaining
             | ArgError::ResetMs
             | ArgError::DebitTokens
-            | ArgError::DebtTooDeep => {}
+            | ArgError::DebtTooDeep
+            | ArgError::Inflight
+            | ArgError::Lease
+            | ArgError::InflightLease
+            | ArgError::SlotId => {}
         }
     }
     let mut texts: Vec<(String, Vec<String>)> = all

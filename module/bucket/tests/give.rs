@@ -22,7 +22,7 @@ impl Bucket {
 impl Bucket {
     fn take(&mut self, text: &str, now: i64) -> Outcome {
         let out = take(&TakeArgs::parse(&words(text)).unwrap(), self.state(), now);
-        if let Some(w) = out.write {
+        if let Some(w) = &out.write {
             self.0 = w.tat();
         }
         out

@@ -20,7 +20,7 @@ fn states(out: &MOutcome, before: &[Option<i64>]) -> Vec<Option<i64>> {
     out.buckets()
         .iter()
         .zip(before)
-        .map(|(b, s)| b.write.and_then(|w| w.tat()).or(*s))
+        .map(|(b, s)| b.write.as_ref().and_then(|w| w.tat()).or(*s))
         .collect()
 }
 
@@ -106,7 +106,7 @@ fn one_key_is_the_same_as_throttle_take() {
             "call {k}"
         );
         assert_eq!(multi.buckets()[0].write, single.write, "call {k}");
-        stored = single.write.and_then(|w| w.tat()).or(stored);
+        stored = single.write.clone().and_then(|w| w.tat()).or(stored);
     }
 }
 
@@ -274,6 +274,6 @@ fn a_one_key_floored_multi_take_is_throttle_take() {
         );
         assert_eq!(multi.buckets()[0].write, single.write, "call {k}");
         assert_eq!(multi.held_by_floor, single.held_by_floor, "call {k}");
-        stored = single.write.and_then(|w| w.tat()).or(stored);
+        stored = single.write.clone().and_then(|w| w.tat()).or(stored);
     }
 }

@@ -78,8 +78,8 @@ proptest! {
         let mut usable: Vec<(i64, u64)> = Vec::new();
         for call in &calls {
             now += call.step_ns;
-            let out = take(&args(capacity, rate_text, call.tokens, call.max_wait_ms), state, now);
-            if let Some(Write::Store { state: written, expire_at_ms }) = out.write {
+            let out = take(&args(capacity, rate_text, call.tokens, call.max_wait_ms), state.clone(), now);
+            if let Some(Write::Store { state: written, expire_at_ms }) = out.write.clone() {
                 // Time never runs backwards for a bucket.
                 prop_assert!(state.is_none_or(|s| written.tat >= s.tat));
                 prop_assert!(expire_at_ms * NS_PER_MS >= written.tat);
@@ -116,13 +116,13 @@ proptest! {
         let mut state: Option<State> = None;
         for call in &calls {
             now += call.step_ns;
-            let out = take(&args(capacity, rate_text, call.tokens, call.max_wait_ms), state, now);
+            let out = take(&args(capacity, rate_text, call.tokens, call.max_wait_ms), state.clone(), now);
             let [granted, remaining, wait_ms, reset_ms] = out.reply();
             prop_assert!(remaining >= 0 && remaining <= capacity as i64);
             prop_assert!(wait_ms >= 0 && reset_ms >= 0);
-            let denied = take(&args(capacity, rate_text, call.tokens, 0), state, now);
+            let denied = take(&args(capacity, rate_text, call.tokens, 0), state.clone(), now);
             prop_assert_eq!(denied.wait_ns, out.wait_ns);
-            let later = take(&args(capacity, rate_text, call.tokens, 0), state, now + wait_ms * NS_PER_MS);
+            let later = take(&args(capacity, rate_text, call.tokens, 0), state.clone(), now + wait_ms * NS_PER_MS);
             prop_assert!(later.granted, "waiting {} ms was not enough", wait_ms);
             if granted == 1 {
                 if let Some(write) = out.write { state = write.stored(); }
@@ -142,18 +142,18 @@ proptest! {
             now += call.step_ns;
             let single = take(
                 &TakeArgs { ticket: true, ..args(capacity, rate_text, call.tokens, call.max_wait_ms) },
-                state,
+                state.clone(),
                 now,
             );
             let text = format!("1 a {capacity} {rate_text} {} MAXWAIT {} TICKET", call.tokens, call.max_wait_ms);
-            let multi = mtake(&MTakeArgs::parse(&words(&text)).unwrap(), &[state], now);
+            let multi = mtake(&MTakeArgs::parse(&words(&text)).unwrap(), &[state.clone()], now);
             let [granted, remaining, wait_ms, reset_ms] = single.reply();
             let reply = multi.reply();
             prop_assert_eq!(
                 reply.as_slice(),
                 &[granted, wait_ms, remaining, reset_ms, single.ticket()][..]
             );
-            prop_assert_eq!(multi.buckets()[0].write, single.write);
+            prop_assert_eq!(multi.buckets()[0].write.clone(), single.write.clone());
             if let Some(write) = single.write { state = write.stored(); }
         }
     }
@@ -323,14 +323,14 @@ proptest! {
             let after = write.stored();
             let tat = |s: Option<State>| s.map(|s| s.tat);
             prop_assert!(
-                after.is_some() && tat(state[b]).is_none_or(|s| tat(after).is_some_and(|a| a >= s)),
+                after.is_some() && tat(state[b].clone()).is_none_or(|s| tat(after.clone()).is_some_and(|a| a >= s)),
                 "a state moved back: {:?} -> {:?}", state[b], after
             );
             state[b] = after;
             Ok(())
         };
         let factor = |state: &[Option<State>; 2], b: usize, now: i64| {
-            peek(&bucket_quota(b), state[b], now).factor_bp
+            peek(&bucket_quota(b), state[b].clone(), now).factor_bp
         };
         let mut latest = now;
         for (step, op) in &ops {
@@ -343,10 +343,10 @@ proptest! {
                     let f = factor(&state, *bucket, now);
                     // Whether the tokens are there now: a plain take of them, without waiting.
                     let plain = format!("{} TOKENS {tokens}", quota(*bucket));
-                    let there_now = take(&TakeArgs::parse(&words(&plain)).unwrap(), state[*bucket], now).granted;
-                    let out = take(&TakeArgs::parse(&words(&text)).unwrap(), state[*bucket], now);
+                    let there_now = take(&TakeArgs::parse(&words(&plain)).unwrap(), state[*bucket].clone(), now).granted;
+                    let out = take(&TakeArgs::parse(&words(&text)).unwrap(), state[*bucket].clone(), now);
                     prop_assert_eq!(out.granted, out.write.is_some());
-                    if let Some(w) = out.write {
+                    if let Some(w) = out.write.clone() {
                         set(&mut state, *bucket, w)?;
                         grants.push(Grant { bucket: *bucket, act: now + out.wait_ns, tokens: *tokens, given: 0, ticket: out.ticket(), factor_bp: f });
                     }
@@ -372,8 +372,8 @@ proptest! {
                     let g = &mut grants[open[grant % open.len()]];
                     let n = g.tokens * u64::from(*fraction) / 4;
                     let text = format!("{} {n} {}", quota(g.bucket), g.ticket);
-                    let paused_ns = peek(&bucket_quota(g.bucket), state[g.bucket], now).paused_ns;
-                    let out = give(&GiveArgs::parse(&words(&text)).unwrap(), state[g.bucket], now);
+                    let paused_ns = peek(&bucket_quota(g.bucket), state[g.bucket].clone(), now).paused_ns;
+                    let out = give(&GiveArgs::parse(&words(&text)).unwrap(), state[g.bucket].clone(), now);
                     prop_assert!(out.given <= n);
                     if let Some(w) = out.write {
                         if let Some(tat) = w.tat() {
@@ -385,7 +385,7 @@ proptest! {
                     // clock: one that reads earlier may see as on a pause a later one saw end).
                     if paused_ns > 0 && now >= latest {
                         let one = format!("{} TOKENS 1", quota(g.bucket));
-                        let after = take(&TakeArgs::parse(&words(&one)).unwrap(), state[g.bucket], now);
+                        let after = take(&TakeArgs::parse(&words(&one)).unwrap(), state[g.bucket].clone(), now);
                         prop_assert!(!after.granted && after.wait_ns >= paused_ns, "{:?} inside a pause of {} ns", after, paused_ns);
                     }
                     // Used once: a later give of this grant would be a second one.
@@ -394,18 +394,18 @@ proptest! {
                 }
                 Op::Pause { bucket, ms } => {
                     let text = format!("{} {ms}", quota(*bucket));
-                    let out = pause(&PauseArgs::parse(&words(&text)).unwrap(), state[*bucket], now);
+                    let out = pause(&PauseArgs::parse(&words(&text)).unwrap(), state[*bucket].clone(), now);
                     prop_assert!(out.reply() >= *ms as i64);
                     if let Some(w) = out.write {
                         set(&mut state, *bucket, w)?;
                     }
-                    let seen = peek(&bucket_quota(*bucket), state[*bucket], now);
+                    let seen = peek(&bucket_quota(*bucket), state[*bucket].clone(), now);
                     prop_assert!(seen.paused_ns >= *ms as i64 * NS_PER_MS, "paused for {} ns", seen.paused_ns);
                 }
                 Op::Cut { bucket, ms, factor: f, recovery_ms } => {
                     let text = format!("{} {ms} {f} {recovery_ms}", quota(*bucket));
                     let before = factor(&state, *bucket, now);
-                    let out = cut(&CutArgs::parse(&words(&text)).unwrap(), state[*bucket], now);
+                    let out = cut(&CutArgs::parse(&words(&text)).unwrap(), state[*bucket].clone(), now);
                     prop_assert!(out.reply().next_ms >= *ms);
                     if let Some(w) = out.write {
                         set(&mut state, *bucket, w)?;
@@ -420,18 +420,18 @@ proptest! {
                 }
                 Op::Sync { bucket, remaining, reset_ms } => {
                     let text = format!("{} {remaining} {reset_ms}", quota(*bucket));
-                    let out = sync(&SyncArgs::parse(&words(&text)).unwrap(), state[*bucket], now);
+                    let out = sync(&SyncArgs::parse(&words(&text)).unwrap(), state[*bucket].clone(), now);
                     if let Some(w) = out.write {
                         set(&mut state, *bucket, w)?;
                     }
-                    let seen = peek(&bucket_quota(*bucket), state[*bucket], now);
+                    let seen = peek(&bucket_quota(*bucket), state[*bucket].clone(), now);
                     prop_assert!(seen.remaining <= *remaining, "{} left after a sync to {}", seen.remaining, remaining);
                     prop_assert_eq!(out.remaining, seen.remaining);
                 }
                 Op::Debit { bucket, tokens } => {
                     let text = format!("{} {tokens}", quota(*bucket));
-                    let before = peek(&bucket_quota(*bucket), state[*bucket], now);
-                    let out = debit(&DebitArgs::parse(&words(&text)).unwrap(), state[*bucket], now)
+                    let before = peek(&bucket_quota(*bucket), state[*bucket].clone(), now);
+                    let out = debit(&DebitArgs::parse(&words(&text)).unwrap(), state[*bucket].clone(), now)
                         .expect("a debit of a few tokens is never too deep here");
                     if let Some(w) = out.write {
                         set(&mut state, *bucket, w)?;
@@ -449,7 +449,7 @@ proptest! {
                     let factors = [factor(&state, 0, now), factor(&state, 1, now)];
                     let there_now = [0, 1].map(|b| {
                         let plain = format!("{} TOKENS {}", quota(b), tokens[b]);
-                        take(&TakeArgs::parse(&words(&plain)).unwrap(), state[b], now).granted
+                        take(&TakeArgs::parse(&words(&plain)).unwrap(), state[b].clone(), now).granted
                     });
                     let out = mtake(&MTakeArgs::parse(&words(&text)).unwrap(), &state, now);
                     let wrote = out.buckets().iter().filter(|b| b.write.is_some()).count();
@@ -461,11 +461,11 @@ proptest! {
                     let tickets = reply.as_slice().get(6..).unwrap_or(&[]);
                     prop_assert_eq!(tickets.len(), if *ticket { 2 } else { 0 });
                     for (b, after) in out.buckets().iter().enumerate() {
-                        let want = after.write.map_or(0, |w| w.ticket_us());
+                        let want = after.write.clone().map_or(0, |w| w.ticket_us());
                         if let Some(&t) = tickets.get(b) {
                             prop_assert_eq!(t, want, "bucket {}'s ticket", b);
                         }
-                        if let Some(w) = after.write {
+                        if let Some(w) = after.write.clone() {
                             set(&mut state, b, w)?;
                             let ticket = tickets.get(b).copied().unwrap_or(0);
                             grants.push(Grant { bucket: b, act: now + out.wait_ns, tokens: tokens[b], given: 0, ticket, factor_bp: factors[b] });
@@ -481,7 +481,7 @@ proptest! {
                     }
                 }
                 Op::Peek { bucket } => {
-                    let out = peek(&bucket_quota(*bucket), state[*bucket], now);
+                    let out = peek(&bucket_quota(*bucket), state[*bucket].clone(), now);
                     prop_assert!(out.paused_ns >= 0 && out.factor_bp <= FULL_FACTOR_BP);
                 }
             }

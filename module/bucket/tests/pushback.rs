@@ -20,8 +20,8 @@ fn stored(write: Option<Write>) -> Option<State> {
 
 fn cut_at(text: &str, state: Option<State>, now: i64) -> Option<State> {
     let args = CutArgs::parse(&words(text)).expect("valid test arguments");
-    let out = cut(&args, state, now);
-    out.write.map_or(state, |w| w.stored())
+    let out = cut(&args, state.clone(), now);
+    out.write.clone().map_or(state, |w| w.stored())
 }
 
 fn take_at(text: &str, state: Option<State>, now: i64) -> throttle_bucket::Outcome {
@@ -33,25 +33,29 @@ fn a_cut_too_deep_to_hold_the_tokens_waits_for_the_recovery() {
     // Capacity 1 at 10/s cut to half, recovering over 30 s: one token costs 200 ms of a
     // 100 ms fill, so the bucket holds half a token until the rate is full again.
     let state = cut_at("1 10 1 0.5 30000", None, T0);
-    let denied = take_at("1 10", state, T0 + 2 * MS);
+    let denied = take_at("1 10", state.clone(), T0 + 2 * MS);
     assert_eq!(
         denied.reply(),
         [0, 0, 29_998, 0],
         "until the recovery, not 100 ms"
     );
     assert_eq!(
-        take_at("1 10", state, T0 + 29_999 * MS).reply(),
+        take_at("1 10", state.clone(), T0 + 29_999 * MS).reply(),
         [0, 0, 1, 0]
     );
     assert_eq!(
-        take_at("1 10", state, T0 + 30_000 * MS).reply(),
+        take_at("1 10", state.clone(), T0 + 30_000 * MS).reply(),
         [1, 0, 0, 100]
     );
     // A reservation that covers it is granted for then, and taken as of then: the next one
     // is a cut token's time after it, not granted for the same instant.
     let reserved = take_at("1 10 MAXWAIT 30000", state, T0 + 2 * MS);
     assert_eq!(reserved.reply(), [1, 0, 29_998, 30_198]);
-    let next = take_at("1 10 MAXWAIT 60000", stored(reserved.write), T0 + 2 * MS);
+    let next = take_at(
+        "1 10 MAXWAIT 60000",
+        stored(reserved.write.clone()),
+        T0 + 2 * MS,
+    );
     assert_eq!(next.reply(), [1, 0, 30_198, 30_398]);
 
     // Capacity 10, a take of 6: 1.2 s of a 1 s fill at half the rate; held from 60 % of the
@@ -60,14 +64,14 @@ fn a_cut_too_deep_to_hold_the_tokens_waits_for_the_recovery() {
     let state = cut_at("10 10 1 0.5 30000", None, T0);
     for (text, ms) in [("10 10 TOKENS 6", 6000), ("10 10 FLOOR 5", 6006)] {
         assert_eq!(
-            take_at(text, state, T0 + 2 * MS).reply(),
+            take_at(text, state.clone(), T0 + 2 * MS).reply(),
             [0, 1, ms - 2, 799],
             "{text}"
         );
-        let [granted, _, wait, _] = take_at(text, state, T0 + (ms - 1) * MS).reply();
+        let [granted, _, wait, _] = take_at(text, state.clone(), T0 + (ms - 1) * MS).reply();
         assert_eq!((granted, wait), (0, 1), "{text} a ms before");
         assert_eq!(
-            take_at(text, state, T0 + ms * MS).reply()[0],
+            take_at(text, state.clone(), T0 + ms * MS).reply()[0],
             1,
             "{text} then"
         );
@@ -75,7 +79,7 @@ fn a_cut_too_deep_to_hold_the_tokens_waits_for_the_recovery() {
     // What the bucket holds at the cut rate waits as before: for its debt (the pause left
     // the first token at T0 + 1 ms, 799 ms of debt), not for the recovery.
     assert_eq!(
-        take_at("10 10 TOKENS 4", state, T0 + 2 * MS).reply(),
+        take_at("10 10 TOKENS 4", state.clone(), T0 + 2 * MS).reply(),
         [0, 1, 599, 799]
     );
     // A floored take may reserve what is there now: the one token is (200 ms of the 201 ms
@@ -85,23 +89,27 @@ fn a_cut_too_deep_to_hold_the_tokens_waits_for_the_recovery() {
     // denied, whatever the MAXWAIT, told when tokens and floor are there (then taken at once).
     for max_wait in [6004, 6003, 60_000] {
         let text = format!("10 10 FLOOR 5 MAXWAIT {max_wait}");
-        let floored = take_at(&text, state, T0 + 2 * MS);
+        let floored = take_at(&text, state.clone(), T0 + 2 * MS);
         assert_eq!(floored.reply(), [0, 1, 6004, 799], "{text}");
         assert_eq!(floored.write, None, "{text}");
     }
     assert_eq!(
-        take_at("10 10 FLOOR 5", state, T0 + 6006 * MS).reply()[0],
+        take_at("10 10 FLOOR 5", state.clone(), T0 + 6006 * MS).reply()[0],
         1,
         "then"
     );
     // 5 above a floor of 5 are not there now at the cut rate (1 s of them): denied whatever
     // the MAXWAIT, told when the recovering rate holds 10.
-    let short = take_at("10 10 TOKENS 5 FLOOR 5 MAXWAIT 60000", state, T0 + 2 * MS);
+    let short = take_at(
+        "10 10 TOKENS 5 FLOOR 5 MAXWAIT 60000",
+        state.clone(),
+        T0 + 2 * MS,
+    );
     assert_eq!(short.reply(), [0, 1, 29_998, 799]);
     assert_eq!(short.write, None);
     // THROTTLE.MTAKE alike.
     let args = MTakeArgs::parse(&words("1 a 10 10 1 MAXWAIT 6004 FLOOR 5")).expect("valid");
-    let out = mtake(&args, &[state], T0 + 2 * MS);
+    let out = mtake(&args, std::slice::from_ref(&state), T0 + 2 * MS);
     assert_eq!(out.reply().as_slice(), [0, 6004, 1, 799]);
     let args = MTakeArgs::parse(&words("1 a 10 10 5 MAXWAIT 60000 FLOOR 5")).expect("valid");
     let out = mtake(&args, &[state], T0 + 2 * MS);
@@ -128,18 +136,18 @@ fn a_give_back_never_ends_a_pause() {
     // Another replica sees a 429: paused for 1 s. The pause's own state (the first token at
     // T0 + 1 s, T0 + 1.9 s) is before the reservation's, so the state stays on the ticket.
     let pause_args = PauseArgs::parse(&words("10 10 1000")).expect("valid");
-    let paused = stored(pause(&pause_args, stored(reserved.write), T0).write);
-    assert_eq!(paused.map(|s| s.tat), Some(T0 + 2000 * MS));
+    let paused = stored(pause(&pause_args, stored(reserved.write.clone()), T0).write);
+    assert_eq!(paused.clone().map(|s| s.tat), Some(T0 + 2000 * MS));
     // The reserved call fails and gives back, 250 ms into the pause: only what lies after
     // the pause's own state comes back (one token), and the pause holds.
     let give_args =
         GiveArgs::parse(&words(&format!("10 10 10 {ticket}"))).expect("valid give-back");
-    let given = give(&give_args, paused, T0 + 250 * MS);
+    let given = give(&give_args, paused.clone(), T0 + 250 * MS);
     assert_eq!(given.given, 1);
-    let after = stored(given.write);
-    assert_eq!(after.map(|s| s.tat), Some(T0 + 1900 * MS));
+    let after = stored(given.write.clone());
+    assert_eq!(after.clone().map(|s| s.tat), Some(T0 + 1900 * MS));
     assert_eq!(
-        take_at("10 10", after, T0 + 250 * MS).reply(),
+        take_at("10 10", after.clone(), T0 + 250 * MS).reply(),
         [0, 0, 750, 1650],
         "nothing inside the pause"
     );
@@ -159,22 +167,22 @@ fn no_reservation_writes_a_state_past_20_years() {
     let state = cut_at("300 0.000001 1 0.01 315360000000", None, T0);
     let now = T0 + MS;
     let far = "300 0.000001 TOKENS 5 MAXWAIT 315360000000";
-    let refused = take_at(far, state, now);
+    let refused = take_at(far, state.clone(), now);
     assert_eq!(refused.reply()[0], 0, "refused, not granted 22 years ahead");
     assert_eq!(refused.write, None);
     let args = MTakeArgs::parse(&words("1 b 300 0.000001 5 MAXWAIT 315360000000")).expect("ok");
-    let out = mtake(&args, &[state], now);
+    let out = mtake(&args, std::slice::from_ref(&state), now);
     assert!(!out.granted);
     assert_eq!(out.buckets()[0].write, None);
     // Four tokens fit within the 20 years (granted for when the recovering rate holds them),
     // and the state they leave still reads as a bucket.
     let args = MTakeArgs::parse(&words("1 b 300 0.000001 4 MAXWAIT 315360000000")).expect("ok");
-    let four = mtake(&args, &[state], now);
+    let four = mtake(&args, std::slice::from_ref(&state), now);
     assert!(four.granted);
-    let write = four.buckets()[0].write;
-    let tat = write.and_then(|w| w.tat()).expect("written");
+    let write = four.buckets()[0].write.clone();
+    let tat = write.clone().and_then(|w| w.tat()).expect("written");
     assert!(tat - now <= MAX_DEBT_NS, "{} ns ahead", tat - now);
-    let bytes = throttle_bucket::encode_state(&stored(write).expect("stored"));
+    let bytes = throttle_bucket::encode_state(&stored(write.clone()).expect("stored"));
     assert!(parse_state(bytes.as_bytes(), now).is_ok());
     let single = take_at("300 0.000001 TOKENS 4 MAXWAIT 315360000000", state, now);
     assert_eq!(single.write, write, "THROTTLE.TAKE takes the same");
@@ -184,10 +192,18 @@ fn no_reservation_writes_a_state_past_20_years() {
 fn a_later_cut_never_loosens_an_earlier_one() {
     // A deep cut recovering over 10 minutes, then 5 ms later a mild one recovering in 1 ms.
     let deep = cut_at("10 10 1 0.01 600000", None, T0);
-    let both = cut_at("10 10 1 1 1", deep, T0 + 5 * MS);
+    let both = cut_at("10 10 1 1 1", deep.clone(), T0 + 5 * MS);
     let peek_args = PeekArgs::parse(&words("10 10")).expect("valid");
-    let at = |ms: i64| peek(&peek_args.quota, both, T0 + ms * MS).reply().factor_bp;
-    let deep_at = |ms: i64| peek(&peek_args.quota, deep, T0 + ms * MS).reply().factor_bp;
+    let at = |ms: i64| {
+        peek(&peek_args.quota, both.clone(), T0 + ms * MS)
+            .reply()
+            .factor_bp
+    };
+    let deep_at = |ms: i64| {
+        peek(&peek_args.quota, deep.clone(), T0 + ms * MS)
+            .reply()
+            .factor_bp
+    };
     for ms in [7, 1000, 300_000, 599_999] {
         assert!(
             at(ms) <= deep_at(ms),
@@ -214,7 +230,7 @@ fn a_cut_announces_its_pause_the_state_and_the_cut_factor() {
     // Capacity 10 at 10/s, full; cut to half for 2 s, recovering over 30 s.
     let args = CutArgs::parse(&words("10 10 2000 0.5 30000")).expect("valid");
     let out = cut(&args, None, T0);
-    let tat = stored(out.write).expect("a cut writes").tat;
+    let tat = stored(out.write.clone()).expect("a cut writes").tat;
     let heard = out.announce.expect("a cut that pauses is announced");
     assert_eq!(heard.pause_ns, 2000 * MS);
     assert_eq!(heard.ticket_us, tat / 1000);
@@ -222,8 +238,8 @@ fn a_cut_announces_its_pause_the_state_and_the_cut_factor() {
     assert_eq!(heard.message(), format!("2000 {} 5000", tat / 1000));
     // The same 429 seen by another replica at the same instant: no cut, no longer pause, no
     // message; a millisecond later the pause ends a millisecond later, and that is announced.
-    assert_eq!(cut(&args, stored(out.write), T0).announce, None);
-    let later = cut(&args, stored(out.write), T0 + MS).announce;
+    assert_eq!(cut(&args, stored(out.write.clone()), T0).announce, None);
+    let later = cut(&args, stored(out.write.clone()), T0 + MS).announce;
     assert_eq!(
         later.map(|h| (h.pause_ns, h.factor_bp)),
         Some((2000 * MS, 5000))

@@ -17,8 +17,8 @@ fn run(calls: &[(&str, i64)]) -> Vec<Outcome> {
     calls
         .iter()
         .map(|&(text, now)| {
-            let outcome = take(&args(text), state, now);
-            if let Some(write) = outcome.write {
+            let outcome = take(&args(text), state.clone(), now);
+            if let Some(write) = outcome.write.clone() {
                 state = write.stored();
             }
             outcome
@@ -175,7 +175,10 @@ fn a_clock_that_reads_earlier_adds_no_tokens_and_never_moves_the_state_back() {
     assert_eq!(out[2].reply(), [0, 0, 3_601_000, 3_605_000]);
     assert!(!out[3].granted);
     assert_eq!(out[4].reply(), [1, 4, 0, 1000]);
-    assert_eq!(out[4].write.and_then(|w| w.tat()), Some(T0 + 7_000 * MS));
+    assert_eq!(
+        out[4].write.clone().and_then(|w| w.tat()),
+        Some(T0 + 7_000 * MS)
+    );
 }
 
 #[test]
@@ -204,26 +207,37 @@ fn fractional_and_high_rates() {
     // 2 GiB per minute in bytes, 64 KiB per call: interval 28 ns, so 1 835 008 ns per call.
     let out = take(&args("2147483648 35791394.1 TOKENS 65536"), None, T0);
     assert_eq!(out.reply(), [1, 2147418112, 0, 2]);
-    assert_eq!(out.write.and_then(|w| w.tat()), Some(T0 + 65536 * 28));
+    assert_eq!(
+        out.write.clone().and_then(|w| w.tat()),
+        Some(T0 + 65536 * 28)
+    );
 }
 
 #[test]
 fn a_floored_take_reserves_only_tokens_that_are_there_now() {
     // Capacity 10 at 10/s: 100 ms a token. 5 taken: 5 left, full at T0 + 500 ms.
     let five = take(&args("10 10 TOKENS 5"), None, T0);
-    let half = five.write.and_then(|w| w.stored());
-    assert_eq!(half.map(|s| s.tat), Some(T0 + 500 * MS));
+    let half = five.write.clone().and_then(|w| w.stored());
+    assert_eq!(half.clone().map(|s| s.tat), Some(T0 + 500 * MS));
 
     // 2 above a floor of 5: the 2 are there now, the floor 200 ms from now. Within MAXWAIT:
     // granted with that wait, and the state moves by 2 intervals, as any reservation's.
-    let out = take(&args("10 10 TOKENS 2 FLOOR 5 MAXWAIT 200 TICKET"), half, T0);
+    let out = take(
+        &args("10 10 TOKENS 2 FLOOR 5 MAXWAIT 200 TICKET"),
+        half.clone(),
+        T0,
+    );
     assert_eq!(out.reply(), [1, 3, 200, 700]);
-    assert_eq!(out.write.and_then(|w| w.tat()), Some(T0 + 700 * MS));
+    assert_eq!(out.write.clone().and_then(|w| w.tat()), Some(T0 + 700 * MS));
     assert_eq!(out.ticket(), (T0 + 700 * MS) / 1000);
     assert!(!out.held_by_floor);
     // A ms short of the wait: denied as before, the wait until the tokens and the floor are
     // both there, nothing written, held by the floor alone.
-    let short = take(&args("10 10 TOKENS 2 FLOOR 5 MAXWAIT 199"), half, T0);
+    let short = take(
+        &args("10 10 TOKENS 2 FLOOR 5 MAXWAIT 199"),
+        half.clone(),
+        T0,
+    );
     assert_eq!(short.reply(), [0, 5, 200, 500]);
     assert_eq!(short.write, None);
     assert!(short.held_by_floor);
@@ -269,14 +283,22 @@ fn a_floored_reservation_never_puts_the_bucket_into_debt() {
     let one_left = take(&args("10 10 TOKENS 9"), None, T0)
         .write
         .and_then(|w| w.stored());
-    let floored = take(&args("10 10 TOKENS 2 FLOOR 1 MAXWAIT 5000"), one_left, T0);
+    let floored = take(
+        &args("10 10 TOKENS 2 FLOOR 1 MAXWAIT 5000"),
+        one_left.clone(),
+        T0,
+    );
     assert_eq!(floored.reply(), [0, 1, 200, 900]);
     assert_eq!(floored.write, None);
     assert!(!floored.held_by_floor);
-    let plain = take(&args("10 10 TOKENS 2 MAXWAIT 5000"), one_left, T0);
+    let plain = take(&args("10 10 TOKENS 2 MAXWAIT 5000"), one_left.clone(), T0);
     assert_eq!(plain.reply(), [1, 0, 100, 1100]);
     // FLOOR 0 is no floor: it reserves into debt like the plain take.
-    let zero = take(&args("10 10 TOKENS 2 FLOOR 0 MAXWAIT 5000"), one_left, T0);
+    let zero = take(
+        &args("10 10 TOKENS 2 FLOOR 0 MAXWAIT 5000"),
+        one_left.clone(),
+        T0,
+    );
     assert_eq!((zero.reply(), zero.write), (plain.reply(), plain.write));
     // 100 ms later the 2 are there: the floored take reserves them for when the floor is too.
     let later = take(
@@ -285,5 +307,8 @@ fn a_floored_reservation_never_puts_the_bucket_into_debt() {
         T0 + 100 * MS,
     );
     assert_eq!(later.reply(), [1, 0, 100, 1000]);
-    assert_eq!(later.write.and_then(|w| w.tat()), Some(T0 + 1100 * MS));
+    assert_eq!(
+        later.write.clone().and_then(|w| w.tat()),
+        Some(T0 + 1100 * MS)
+    );
 }

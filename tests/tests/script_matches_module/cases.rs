@@ -6,7 +6,8 @@ use redis::{Connection, Value};
 use throttle_testkit::{FakeClock, Flavor, Server};
 
 use super::script::{
-    clamped_now_ns, command, key_ticket_of, load, runner, server_now_ns, ticket_of, S, SIDES,
+    clamped_now_ns, command, key_ticket_of, load, runner, server_now_ns, slot_of, ticket_of, S,
+    SIDES,
 };
 use super::table::Before::{FromNow, Missing, Raw};
 use super::table::CASES;
@@ -82,6 +83,13 @@ fn run_cases(flavor: Flavor, con: &mut Connection) {
                         .map(|l| key(side, l.chars().next().expect("a letter")))
                         .collect();
                     let args: Vec<String> = words
+                        .map(|w| {
+                            if let Some(k) = w.strip_prefix('@') {
+                                return slot_of(&side_replies[k.parse::<usize>().unwrap()])
+                                    .to_string();
+                            }
+                            w.to_owned()
+                        })
                         .map(|w| match w.strip_prefix('$').map(|k| k.split_once('.')) {
                             Some(Some((k, j))) => key_ticket_of(
                                 &side_replies[k.parse::<usize>().unwrap()],
@@ -92,7 +100,7 @@ fn run_cases(flavor: Flavor, con: &mut Connection) {
                                 ticket_of(&side_replies[w[1..].parse::<usize>().unwrap()])
                                     .to_string()
                             }
-                            None => w.to_owned(),
+                            None => w.clone(),
                         })
                         .collect();
                     pipe.add_command(command(runner(side, number + n), &sha, name, &keys, &args));

@@ -176,6 +176,85 @@ const PUSHBACK_BAD: &[(&str, &[&[u8]])] = &[
     // Past 20 years of debt: 315360000 tokens of 1 s is 10 years, twice and one more is too
     // deep.
     ("debit", &[b"315360000", b"1", b"1000000000000000"]),
+    // TAKE ... INFLIGHT n LEASE ms
+    ("take", &[b"8", b"9", b"INFLIGHT", b"0", b"LEASE", b"1"]),
+    ("take", &[b"8", b"9", b"INFLIGHT", b"1025", b"LEASE", b"1"]),
+    ("take", &[b"8", b"9", b"INFLIGHT", b"x", b"LEASE", b"1"]),
+    ("take", &[b"8", b"9", b"INFLIGHT", b"1", b"LEASE", b"0"]),
+    (
+        "take",
+        &[b"8", b"9", b"INFLIGHT", b"1", b"LEASE", b"315360000001"],
+    ),
+    ("take", &[b"8", b"9", b"INFLIGHT", b"1", b"LEASE", b"1.5"]),
+    ("take", &[b"8", b"9", b"INFLIGHT", b"1"]),
+    ("take", &[b"8", b"9", b"LEASE", b"1"]),
+    ("take", &[b"8", b"9", b"INFLIGHT"]),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"inflight",
+            b"1",
+            b"lease",
+            b"1",
+            b"INFLIGHT",
+            b"2",
+        ],
+    ),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"1",
+            b"LEASE",
+            b"2",
+        ],
+    ),
+    // Values in order: TOKENS before INFLIGHT, INFLIGHT before LEASE; pairing before values.
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"INFLIGHT",
+            b"0",
+            b"LEASE",
+            b"0",
+            b"TOKENS",
+            b"9",
+        ],
+    ),
+    ("take", &[b"8", b"9", b"INFLIGHT", b"0", b"LEASE", b"0"]),
+    ("take", &[b"8", b"9", b"INFLIGHT", b"0", b"TOKENS", b"9"]),
+    (
+        "take",
+        &[b"8", b"9", b"INFLIGHT", b"1", b"LEASE", b"1", b"FOO"],
+    ),
+    // RENEW, RELEASE, SLOTS
+    ("renew", &[b"8", b"9", b"1"]),
+    ("renew", &[b"8", b"9", b"1", b"1", b"1"]),
+    ("renew", &[b"0", b"9", b"1", b"1"]),
+    ("renew", &[b"8", b"9", b"x", b"1"]),
+    ("renew", &[b"8", b"9", b"-1", b"1"]),
+    ("renew", &[b"8", b"9", b"9007199254740993", b"1"]),
+    ("renew", &[b"8", b"9", b"00009007199254740993", b"1"]),
+    ("renew", &[b"8", b"9", b"18446744073709551616", b"1"]),
+    ("renew", &[b"8", b"9", b"1", b"0"]),
+    ("renew", &[b"8", b"9", b"1", b"315360000001"]),
+    ("renew", &[b"8", b"9", b"x", b"0"]),
+    ("release", &[b"8", b"9"]),
+    ("release", &[b"8", b"9", b"1", b"2"]),
+    ("release", &[b"8", b"x", b"1"]),
+    ("release", &[b"8", b"9", b"1.5"]),
+    ("release", &[b"8", b"9", b""]),
+    ("slots", &[b"8"]),
+    ("slots", &[b"8", b"9", b"1"]),
+    ("slots", &[b"0", b"9"]),
 ];
 
 /// Bad calls of THROTTLE.MTAKE: the keys (numkeys is their count), then the words after them.
@@ -356,6 +435,13 @@ pub fn same_errors(flavor: Flavor) {
         // whose factor is below the floor.
         "abcdefghabcdefghabcdefghabcdefgh",
         &cut_below_the_floor(server_now_ns(&mut con)),
+        // Of a slot table's length (40 + 16 k): text, ids not increasing, an id at the next
+        // id, a lease in 1970.
+        &"a".repeat(56),
+        &"a".repeat(40 + 16 * 3),
+        &bad_slot_table(server_now_ns(&mut con), [5, 5], 100, false),
+        &bad_slot_table(server_now_ns(&mut con), [5, 100], 100, false),
+        &bad_slot_table(server_now_ns(&mut con), [5, 6], 100, true),
     ]
     .iter()
     .enumerate()
@@ -379,6 +465,10 @@ pub fn same_errors(flavor: Flavor) {
         ("cut", "8 9 1000 0.7 30000"),
         ("sync", "8 9 0 1000"),
         ("debit", "8 9 3"),
+        ("take", "8 9 INFLIGHT 1 LEASE 1000"),
+        ("renew", "8 9 1 1000"),
+        ("release", "8 9 1"),
+        ("slots", "8 9"),
         ("mtake", "8 9 1 8 9 1"),
         ("mtake", "8 9 0 8 9 0"),
         ("mtake", "8 9 1 8 9 1 TICKET"),
@@ -417,7 +507,8 @@ pub fn same_errors(flavor: Flavor) {
     // The script's own rules: which command (case-insensitive), and one key for the one-key
     // commands.
     let unknown = "error Some(\"ERR\") Some(\"unknown THROTTLE script command: the first argument \
-                   must be take, mtake, pause, give, peek, cut, sync or debit\")";
+                   must be take, mtake, pause, give, peek, cut, sync, debit, renew, release or \
+                   slots\")";
     for argv in [
         &[][..],
         &["tak"][..],
@@ -490,5 +581,35 @@ fn cut_below_the_floor(now_ns: i128) -> String {
     let now = instant(now_ns + 60 * S);
     let packed = ((50u64 << 48) | 100).to_le_bytes(); // 50 bp, 100 ms
     let bytes = [now, now, now, packed].concat();
+    String::from_utf8(bytes).expect("ASCII")
+}
+
+/// A slot table (the state of a bucket with calls in flight, 40 + 16 bytes a slot) no command
+/// writes: slots with the ids `ids` under the next id `next`, the lease of the first in 1970 if
+/// `old_lease`, as text the test's SET can send (every byte below 0x80).
+fn bad_slot_table(now_ns: i128, ids: [u64; 2], next: u64, old_lease: bool) -> String {
+    let instant = |at: i128| -> [u8; 8] {
+        let mut bytes = (at as i64).to_le_bytes();
+        for b in &mut bytes {
+            *b &= 0x7f;
+        }
+        bytes
+    };
+    let later = instant(now_ns + 60 * S);
+    let first_end = if old_lease {
+        12345u64.to_le_bytes()
+    } else {
+        later
+    };
+    let bytes = [
+        &later[..],
+        &[0; 24],
+        &next.to_le_bytes(),
+        &ids[0].to_le_bytes(),
+        &first_end,
+        &ids[1].to_le_bytes(),
+        &later,
+    ]
+    .concat();
     String::from_utf8(bytes).expect("ASCII")
 }

@@ -67,7 +67,8 @@ pub fn command<A: redis::ToRedisArgs>(
         }
         Runner::Library => {
             // A peek must never write, so it runs as a read-only function.
-            let fcall = if name == "peek" { "FCALL_RO" } else { "FCALL" };
+            let read_only = name == "peek" || name == "slots";
+            let fcall = if read_only { "FCALL_RO" } else { "FCALL" };
             let mut cmd = redis::cmd(fcall);
             cmd.arg(format!("throttle_{name}"))
                 .arg(keys.len())
@@ -77,7 +78,7 @@ pub fn command<A: redis::ToRedisArgs>(
         }
         Runner::Script => {
             // A peek must never write, so it runs as a read-only script.
-            let eval = if name == "peek" {
+            let eval = if name == "peek" || name == "slots" {
                 "EVALSHA_RO"
             } else {
                 "EVALSHA"
@@ -89,14 +90,25 @@ pub fn command<A: redis::ToRedisArgs>(
     }
 }
 
-/// The fifth element of a THROTTLE.TAKE ... TICKET reply.
+/// The fifth element of a THROTTLE.TAKE ... TICKET reply (the slot follows it with INFLIGHT).
 pub fn ticket_of(reply: &Value) -> i64 {
     match reply {
-        Value::Array(items) if items.len() == 5 => match items[4] {
+        Value::Array(items) if items.len() == 5 || items.len() == 6 => match items[4] {
             Value::Int(ticket) => ticket,
             ref other => panic!("a ticket that is not an integer: {other:?}"),
         },
         other => panic!("not a TICKET reply: {other:?}"),
+    }
+}
+
+/// The last element of a THROTTLE.TAKE ... INFLIGHT reply: the slot's id.
+pub fn slot_of(reply: &Value) -> i64 {
+    match reply {
+        Value::Array(items) if items.len() >= 5 => match items[items.len() - 1] {
+            Value::Int(slot) => slot,
+            ref other => panic!("a slot that is not an integer: {other:?}"),
+        },
+        other => panic!("not an INFLIGHT reply: {other:?}"),
     }
 }
 

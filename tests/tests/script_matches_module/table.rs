@@ -23,7 +23,8 @@ use Before::{FromNow, Missing, Raw};
 /// as one MULTI. A call is `command keys args...`: the keys as letters (`a`, or `a,b` for
 /// THROTTLE.MTAKE), and `$k` in the arguments stands for the ticket replied by the case's call
 /// number `k` (counting from 0 over every step), `$k.j` for the ticket of key `j` (from 0, in
-/// the call's key order) replied by an MTAKE ... TICKET.
+/// the call's key order) replied by an MTAKE ... TICKET, and `@k` for the slot id replied by the
+/// call number `k` (a TAKE ... INFLIGHT: its last integer).
 pub struct Case {
     pub before: &'static [Before],
     pub steps: &'static [&'static [&'static str]],
@@ -574,6 +575,76 @@ pub const CASES: &[Case] = &[
             "mtake a,b 2 1 1 2 1 1 FLOOR 0 0 MAXWAIT 0",
         ],
     ),
+    // ---- Calls in flight: TAKE ... INFLIGHT n LEASE ms, RENEW, RELEASE, SLOTS.
+    case!(
+        &[Missing],
+        &[
+            "take a 100 10 INFLIGHT 2 LEASE 1000",
+            "take a 100 10 INFLIGHT 2 LEASE 2000",
+            "take a 100 10 INFLIGHT 2 LEASE 1000",
+            "slots a 100 10",
+            "take a 100 10 TOKENS 3 TICKET MAXWAIT 100 inflight 3 lease 500",
+            "take a 100 10 TOKENS 0 TICKET INFLIGHT 3 LEASE 500",
+            "slots a 100 10",
+        ],
+    ),
+    // A slot with no tokens on a full bucket; the tokens short (denied, no slot); a reservation
+    // with a slot; a floor holding a take back.
+    case!(&[Missing], &["take a 10 10 TOKENS 0 INFLIGHT 1 LEASE 700", "take a 10 10 TOKENS 0"]),
+    case!(
+        &[FromNow(10 * S)],
+        &[
+            "take a 100 10 INFLIGHT 1 LEASE 1000",
+            "take a 100 10 MAXWAIT 200 INFLIGHT 1 LEASE 1000",
+            "take a 100 10 MAXWAIT 200 INFLIGHT 1 LEASE 1000",
+            "take a 100 10 FLOOR 5 INFLIGHT 2 LEASE 1000",
+            "slots a 100 10",
+        ],
+    ),
+    // Renew and release by the ids replied; a late release and renewal; the last release of a
+    // full bucket deletes it, of one in debt leaves its 8 bytes.
+    Case {
+        before: &[Missing, Missing],
+        steps: &[
+            &[
+                "take a 10 10 TOKENS 0 INFLIGHT 2 LEASE 1000",
+                "take a 10 10 TOKENS 0 INFLIGHT 2 LEASE 1000",
+                "take b 10 10 TOKENS 4 INFLIGHT 1 LEASE 60000",
+            ],
+            &[
+                "renew a 10 10 @0 5000",
+                "release a 10 10 @1",
+                "release a 10 10 @1",
+                "renew a 10 10 @1 5000",
+                "renew a 10 10 0 5000",
+                "slots a 10 10",
+                "release b 10 10 @2",
+            ],
+            &["release a 10 10 @0", "slots a 10 10", "slots b 10 10"],
+        ],
+    },
+    // Every other command keeps the slots (and the key alive while a lease runs); a pause
+    // stored with them.
+    Case {
+        before: &[Missing, Missing],
+        steps: &[
+            &["take a 10 10 TICKET INFLIGHT 4 LEASE 60000", "pause b 10 10 500"],
+            &[
+                "take a 10 10 TOKENS 2",
+                "give a 10 10 1 $0",
+                "pause a 10 10 300",
+                "take a 10 10 TOKENS 0 INFLIGHT 4 LEASE 30000",
+                "cut a 10 10 200 0.5 1000",
+                "sync a 10 10 3 0",
+                "debit a 10 10 2",
+                "mtake a,b 10 10 1 10 10 0",
+                "take b 10 10 TOKENS 0 INFLIGHT 1 LEASE 1000",
+                "peek a 10 10",
+                "slots a 10 10",
+                "slots b 10 10",
+            ],
+        ],
+    },
     // Mixing commands on one bucket.
     Case {
         before: &[Missing, Missing],

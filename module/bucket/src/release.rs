@@ -1,0 +1,151 @@
+//! `THROTTLE.RELEASE key capacity rate slot`: a call in flight ended; its slot is freed at
+//! once. Its arguments, arithmetic, reply and docs.
+
+use crate::command::Command;
+use crate::error::ArgError;
+use crate::gcra::{View, Write};
+use crate::renew::parse_slot;
+use crate::reply::{flag, Ints};
+use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::state::State;
+use crate::throttle_command::{one_key, only, ThrottleCommand};
+use crate::words::Word;
+use crate::Quota;
+
+/// `THROTTLE.RELEASE key capacity rate slot`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReleaseArgs {
+    /// The bucket's quota.
+    pub quota: Quota,
+    /// The slot's id, from THROTTLE.TAKE ... INFLIGHT.
+    pub slot: u64,
+}
+
+impl ReleaseArgs {
+    /// Validates the words after the key: `capacity rate slot`.
+    pub fn parse(args: &[&[u8]]) -> Result<ReleaseArgs, ArgError> {
+        let [capacity, rate, slot] = args else {
+            return Err(ArgError::Arity(Command::Release));
+        };
+        Ok(ReleaseArgs {
+            quota: Quota::parse(capacity, rate)?,
+            slot: parse_slot(slot)?,
+        })
+    }
+
+    /// The words after the key.
+    pub fn words(&self) -> Vec<Word<'_>> {
+        let [capacity, rate] = self.quota.words();
+        vec![capacity, rate, Word::Number(self.slot)]
+    }
+}
+
+/// What THROTTLE.RENEW or RELEASE decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotOutcome {
+    /// The slot was held (the reply: 1), and is renewed or freed.
+    pub held: bool,
+    /// The state to store, or `None` when the slot was not held. A release that leaves no
+    /// slot, a full bucket and nothing in effect deletes the key: [`Write::Delete`].
+    pub write: Option<Write>,
+}
+
+/// Frees the slot `args.slot` if it is held at `now_ns`; nothing otherwise (a release is
+/// idempotent, and since ids are never reused a late one never frees a newer holder's slot).
+pub fn release(args: &ReleaseArgs, stored: Option<State>, now_ns: i64) -> SlotOutcome {
+    let bucket = View::at(&args.quota, stored, now_ns);
+    let write = bucket
+        .slots
+        .released(bucket.now, args.slot)
+        .and_then(|slots| bucket.write_all(bucket.base, bucket.pushback, &slots));
+    SlotOutcome {
+        held: write.is_some(),
+        write,
+    }
+}
+
+/// THROTTLE.RELEASE as the server registers and documents it.
+pub(crate) static SPEC: Spec = Spec {
+    command: Command::Release,
+    summary: "Frees a slot taken with THROTTLE.TAKE ... INFLIGHT at once. Replies 1 if it was \
+        held, 0 if not (released already, or its lease ran out).",
+    complexity: "O(N) where N is the number of slots held",
+    arity: 5,
+    flags: "write deny-oom fast",
+    acl_categories: "write fast",
+    keys: Keys::One(Access::ReadWrite),
+    args: &[KEY, CAPACITY, RATE, Arg::new("slot", Kind::Integer)],
+};
+
+/// THROTTLE.RELEASE in the shape every command has.
+#[derive(Clone, Copy, Debug)]
+pub struct Release;
+
+impl ThrottleCommand for Release {
+    const COMMAND: Command = Command::Release;
+    const INTEGER_REPLY: bool = true;
+    const REPLY_SHAPE: &'static str = "0 or 1";
+    type Args = ReleaseArgs;
+    type Outcome = SlotOutcome;
+    type Ints = Ints<1>;
+    /// The slot was held, and is freed.
+    type Reply = bool;
+
+    #[inline]
+    fn spec() -> &'static Spec {
+        &SPEC
+    }
+
+    #[inline]
+    fn parse(words: &[&[u8]]) -> Result<ReleaseArgs, ArgError> {
+        ReleaseArgs::parse(words)
+    }
+
+    #[inline]
+    fn words(args: &ReleaseArgs) -> Vec<Word<'_>> {
+        args.words()
+    }
+
+    #[inline]
+    fn apply(
+        args: &ReleaseArgs,
+        stored: &[Option<State>],
+        now_ns: i64,
+    ) -> Result<SlotOutcome, ArgError> {
+        Ok(release(args, one_key(stored), now_ns))
+    }
+
+    #[inline]
+    fn write(outcome: &SlotOutcome, key: usize) -> Option<&Write> {
+        outcome.write.as_ref().filter(|_| key == 0)
+    }
+
+    #[inline]
+    fn reply(_args: &ReleaseArgs, outcome: &SlotOutcome) -> Ints<1> {
+        Ints::new([i64::from(outcome.held)])
+    }
+
+    #[inline]
+    fn decode(ints: &[i64], _keys: usize) -> Option<bool> {
+        flag(only(ints)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments() {
+        let parse = |text: &str| {
+            let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
+            ReleaseArgs::parse(&words)
+        };
+        assert_eq!(parse("8 9 42").map(|a| a.slot), Ok(42));
+        assert_eq!(parse("8 9 0").map(|a| a.slot), Ok(0));
+        assert_eq!(parse("8 9"), Err(ArgError::Arity(Command::Release)));
+        assert_eq!(parse("8 9 1 2"), Err(ArgError::Arity(Command::Release)));
+        assert_eq!(parse("8 9 1.5"), Err(ArgError::SlotId));
+        assert_eq!(SPEC.syntax(), "key capacity rate slot");
+    }
+}

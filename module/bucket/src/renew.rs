@@ -1,0 +1,181 @@
+//! `THROTTLE.RENEW key capacity rate slot ms`: a call in flight runs on; its slot's lease is
+//! extended to the server's now plus `ms`, if the slot is still held. Its arguments,
+//! arithmetic, reply and docs.
+
+use crate::command::Command;
+use crate::error::ArgError;
+use crate::gcra::{View, Write};
+use crate::limits::MAX_SLOT_ID;
+use crate::release::SlotOutcome;
+use crate::reply::{flag, Ints};
+use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::state::State;
+use crate::take::parse_lease;
+use crate::throttle_command::{one_key, only, ThrottleCommand};
+use crate::words::{parse_u64, Word};
+use crate::{Quota, NS_PER_MS};
+
+/// `THROTTLE.RENEW key capacity rate slot ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RenewArgs {
+    /// The bucket's quota.
+    pub quota: Quota,
+    /// The slot's id, from THROTTLE.TAKE ... INFLIGHT.
+    pub slot: u64,
+    /// The new lease, ms from the server's now.
+    pub lease_ms: u64,
+}
+
+/// A slot id: 0..=MAX_SLOT_ID (0 is never held).
+pub(crate) fn parse_slot(text: &[u8]) -> Result<u64, ArgError> {
+    parse_u64(text)
+        .filter(|id| *id <= MAX_SLOT_ID)
+        .ok_or(ArgError::SlotId)
+}
+
+impl RenewArgs {
+    /// Validates the words after the key: `capacity rate slot ms`.
+    pub fn parse(args: &[&[u8]]) -> Result<RenewArgs, ArgError> {
+        let [capacity, rate, slot, ms] = args else {
+            return Err(ArgError::Arity(Command::Renew));
+        };
+        Ok(RenewArgs {
+            quota: Quota::parse(capacity, rate)?,
+            slot: parse_slot(slot)?,
+            lease_ms: parse_lease(ms)?,
+        })
+    }
+
+    /// The words after the key.
+    pub fn words(&self) -> Vec<Word<'_>> {
+        let [capacity, rate] = self.quota.words();
+        vec![
+            capacity,
+            rate,
+            Word::Number(self.slot),
+            Word::Number(self.lease_ms),
+        ]
+    }
+}
+
+/// Extends the slot `args.slot` to `now + ms` if it is held at `now_ns` (a slot whose lease ran
+/// out is gone: its late holder learns it lost it). Writes only when it is held.
+pub fn renew(args: &RenewArgs, stored: Option<State>, now_ns: i64) -> SlotOutcome {
+    let bucket = View::at(&args.quota, stored, now_ns);
+    let lease_end = bucket.now + i128::from(args.lease_ms) * i128::from(NS_PER_MS);
+    let write = i64::try_from(lease_end)
+        .ok()
+        .and_then(|end| bucket.slots.renewed(bucket.now, args.slot, end))
+        .and_then(|slots| bucket.write_all(bucket.base, bucket.pushback, &slots));
+    SlotOutcome {
+        held: write.is_some(),
+        write,
+    }
+}
+
+/// THROTTLE.RENEW as the server registers and documents it.
+pub(crate) static SPEC: Spec = Spec {
+    command: Command::Renew,
+    summary: "Extends the lease of a slot taken with THROTTLE.TAKE ... INFLIGHT to ms from now, \
+        if it is still held. Replies 1 if it was, 0 if not (its lease ran out, or it was \
+        released).",
+    complexity: "O(N) where N is the number of slots held",
+    arity: 6,
+    flags: "write deny-oom fast",
+    acl_categories: "write fast",
+    keys: Keys::One(Access::ReadWrite),
+    args: &[
+        KEY,
+        CAPACITY,
+        RATE,
+        Arg::new("slot", Kind::Integer),
+        Arg::new("ms", Kind::Integer),
+    ],
+};
+
+/// THROTTLE.RENEW in the shape every command has.
+#[derive(Clone, Copy, Debug)]
+pub struct Renew;
+
+impl ThrottleCommand for Renew {
+    const COMMAND: Command = Command::Renew;
+    const INTEGER_REPLY: bool = true;
+    const REPLY_SHAPE: &'static str = "0 or 1";
+    type Args = RenewArgs;
+    type Outcome = SlotOutcome;
+    type Ints = Ints<1>;
+    /// The slot was held, and is renewed.
+    type Reply = bool;
+
+    #[inline]
+    fn spec() -> &'static Spec {
+        &SPEC
+    }
+
+    #[inline]
+    fn parse(words: &[&[u8]]) -> Result<RenewArgs, ArgError> {
+        RenewArgs::parse(words)
+    }
+
+    #[inline]
+    fn words(args: &RenewArgs) -> Vec<Word<'_>> {
+        args.words()
+    }
+
+    #[inline]
+    fn apply(
+        args: &RenewArgs,
+        stored: &[Option<State>],
+        now_ns: i64,
+    ) -> Result<SlotOutcome, ArgError> {
+        Ok(renew(args, one_key(stored), now_ns))
+    }
+
+    #[inline]
+    fn write(outcome: &SlotOutcome, key: usize) -> Option<&Write> {
+        outcome.write.as_ref().filter(|_| key == 0)
+    }
+
+    #[inline]
+    fn reply(_args: &RenewArgs, outcome: &SlotOutcome) -> Ints<1> {
+        Ints::new([i64::from(outcome.held)])
+    }
+
+    #[inline]
+    fn decode(ints: &[i64], _keys: usize) -> Option<bool> {
+        flag(only(ints)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn renew(text: &str) -> Result<RenewArgs, ArgError> {
+        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
+        RenewArgs::parse(&words)
+    }
+
+    #[test]
+    fn arguments() {
+        use ArgError::*;
+        let args = renew("8 9 1796083200000000 5000").unwrap();
+        assert_eq!((args.slot, args.lease_ms), (1_796_083_200_000_000, 5000));
+        for (text, expected) in [
+            ("8 9 1", Arity(Command::Renew)),
+            ("8 9 1 2 3", Arity(Command::Renew)),
+            ("8 9 x 1", SlotId),
+            ("8 9 -1 1", SlotId),
+            ("8 9 9007199254740993 1", SlotId),
+            ("8 9 1 0", Lease),
+            ("8 9 1 315360000001", Lease),
+            ("8 9 1 x", Lease),
+            ("0 9 1 1", Capacity),
+        ] {
+            assert_eq!(renew(text), Err(expected), "{text}");
+        }
+        let written: Vec<String> = args.words().into_iter().map(Word::to_text).collect();
+        assert_eq!(written, ["8", "9", "1796083200000000", "5000"]);
+        assert_eq!(SPEC.syntax(), "key capacity rate slot ms");
+    }
+}

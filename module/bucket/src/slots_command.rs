@@ -1,0 +1,155 @@
+//! `THROTTLE.SLOTS key capacity rate`: a bucket's calls in flight, as a read-only command. Its
+//! arguments, arithmetic, reply and docs.
+
+use crate::command::Command;
+use crate::error::ArgError;
+use crate::gcra::{ceil_ms, saturate, View, Write};
+use crate::reply::{count, int, Ints};
+use crate::spec::{Access, Keys, Spec, CAPACITY, KEY, RATE};
+use crate::state::State;
+use crate::throttle_command::{one_key, ThrottleCommand};
+use crate::words::Word;
+use crate::Quota;
+
+/// `THROTTLE.SLOTS key capacity rate`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotsArgs {
+    /// The bucket's quota.
+    pub quota: Quota,
+}
+
+impl SlotsArgs {
+    /// Validates the words after the key: `capacity rate`.
+    pub fn parse(args: &[&[u8]]) -> Result<SlotsArgs, ArgError> {
+        let [capacity, rate] = args else {
+            return Err(ArgError::Arity(Command::Slots));
+        };
+        Ok(SlotsArgs {
+            quota: Quota::parse(capacity, rate)?,
+        })
+    }
+
+    /// The words after the key.
+    pub fn words(&self) -> Vec<Word<'_>> {
+        self.quota.words().to_vec()
+    }
+}
+
+/// The calls in flight a bucket holds now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotsOutcome {
+    /// Slots held (leases not run out).
+    pub held: u64,
+    /// Until the first of them runs out (0: none held).
+    pub first_end_ns: i64,
+}
+
+/// Reads the bucket's slots at `now_ns`. Writes nothing.
+pub fn slots(quota: &Quota, stored: Option<State>, now_ns: i64) -> SlotsOutcome {
+    let bucket = View::at(quota, stored, now_ns);
+    SlotsOutcome {
+        held: bucket.slots.held_at(bucket.now),
+        first_end_ns: bucket
+            .slots
+            .earliest_end(bucket.now)
+            .map_or(0, |end| saturate(i128::from(end) - bucket.now)),
+    }
+}
+
+/// THROTTLE.SLOTS's reply: `[held, first_lease_ms_left]` (0, 0 when none is held).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotsReply {
+    /// Slots held now.
+    pub held: u64,
+    /// Ms until the first lease held runs out, rounded up (0: none held).
+    pub first_lease_ms: u64,
+}
+
+impl SlotsReply {
+    /// The integers the server sends.
+    pub fn ints(&self) -> Ints<2> {
+        Ints::new([int(self.held), int(self.first_lease_ms)])
+    }
+
+    /// Reads a reply back from its integers; `None` for any other shape.
+    pub fn decode(ints: &[i64]) -> Option<SlotsReply> {
+        let [held, first] = ints else {
+            return None;
+        };
+        Some(SlotsReply {
+            held: count(*held)?,
+            first_lease_ms: count(*first)?,
+        })
+    }
+}
+
+/// THROTTLE.SLOTS as the server registers and documents it: read-only, like THROTTLE.PEEK.
+pub(crate) static SPEC: Spec = Spec {
+    command: Command::Slots,
+    summary: "Reads a bucket's calls in flight without writing anything. Replies [held, \
+        first_lease_ms]: the slots held now and the ms until the first of their leases runs \
+        out (0, 0 when none is held).",
+    complexity: "O(N) where N is the number of slots held",
+    arity: 4,
+    flags: "readonly fast",
+    acl_categories: "read fast",
+    keys: Keys::One(Access::ReadOnly),
+    args: &[KEY, CAPACITY, RATE],
+};
+
+/// THROTTLE.SLOTS in the shape every command has: read-only, it writes nothing.
+#[derive(Clone, Copy, Debug)]
+pub struct Slots;
+
+impl ThrottleCommand for Slots {
+    const COMMAND: Command = Command::Slots;
+    const READ_ONLY: bool = true;
+    const REPLY_SHAPE: &'static str = "an array of two integers";
+    type Args = SlotsArgs;
+    type Outcome = SlotsOutcome;
+    type Ints = Ints<2>;
+    type Reply = SlotsReply;
+
+    #[inline]
+    fn spec() -> &'static Spec {
+        &SPEC
+    }
+
+    #[inline]
+    fn parse(words: &[&[u8]]) -> Result<SlotsArgs, ArgError> {
+        SlotsArgs::parse(words)
+    }
+
+    #[inline]
+    fn words(args: &SlotsArgs) -> Vec<Word<'_>> {
+        args.words()
+    }
+
+    #[inline]
+    fn apply(
+        args: &SlotsArgs,
+        stored: &[Option<State>],
+        now_ns: i64,
+    ) -> Result<SlotsOutcome, ArgError> {
+        Ok(slots(&args.quota, one_key(stored), now_ns))
+    }
+
+    #[inline]
+    fn write(_outcome: &SlotsOutcome, _key: usize) -> Option<&Write> {
+        None
+    }
+
+    #[inline]
+    fn reply(_args: &SlotsArgs, outcome: &SlotsOutcome) -> Ints<2> {
+        SlotsReply {
+            held: outcome.held,
+            first_lease_ms: count(ceil_ms(outcome.first_end_ns)).unwrap_or(0),
+        }
+        .ints()
+    }
+
+    #[inline]
+    fn decode(ints: &[i64], _keys: usize) -> Option<SlotsReply> {
+        SlotsReply::decode(ints)
+    }
+}

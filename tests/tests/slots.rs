@@ -1,0 +1,250 @@
+//! Calls in flight on every server: `THROTTLE.TAKE ... INFLIGHT n LEASE ms`, `THROTTLE.RENEW`,
+//! `THROTTLE.RELEASE` and `THROTTLE.SLOTS`. The cap holds, a lease runs out, a renewal keeps a
+//! slot and a late one learns it lost it, a release frees at once (and a last one deletes a full
+//! bucket), bad calls are refused writing nothing, replicas get the resulting state and nothing
+//! for a denial, and the memory a bucket takes stays bounded by its cap however many calls
+//! come and go.
+
+use std::thread::sleep;
+use std::time::Duration;
+
+use throttle_e2e::{
+    exists, get, int, ints, line, per_server, pttl, query, run, send, take_any, Connection, Flavor,
+    Pair, Server,
+};
+
+per_server!(
+    the_cap_holds,
+    a_lease_runs_out,
+    renew_and_release,
+    bad_calls_write_nothing,
+    replicas_get_the_resulting_state,
+    memory_is_bounded_by_the_cap,
+);
+
+/// Burst 100 at 10 per second: tokens are never short here, only slots.
+const QUOTA: &str = "100 10";
+
+fn slots(con: &mut Connection, key: &str) -> Vec<i64> {
+    ints(&run(con, &format!("THROTTLE.SLOTS {key} {QUOTA}")).expect("THROTTLE.SLOTS"))
+}
+
+fn renew(con: &mut Connection, key: &str, slot: i64, ms: u64) -> i64 {
+    int(&run(con, &format!("THROTTLE.RENEW {key} {QUOTA} {slot} {ms}")).expect("RENEW"))
+}
+
+fn release(con: &mut Connection, key: &str, slot: i64) -> i64 {
+    int(&run(con, &format!("THROTTLE.RELEASE {key} {QUOTA} {slot}")).expect("RELEASE"))
+}
+
+#[track_caller]
+fn memory(con: &mut Connection, key: &str) -> i64 {
+    query(con, redis::cmd("MEMORY").arg("USAGE").arg(key))
+}
+
+fn the_cap_holds(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let args = format!("{QUOTA} INFLIGHT 2 LEASE 60000");
+    let a = take_any(&mut con, "s", &args);
+    let b = take_any(&mut con, "s", &args);
+    assert_eq!((a.len(), a[0], b[0]), (5, 1, 1), "{flavor}: {a:?} {b:?}");
+    assert!(a[4] > 0 && b[4] > a[4], "{flavor}: ids grow: {a:?} {b:?}");
+    let before = get(&mut con, "s");
+    assert_eq!(before.as_ref().map(Vec::len), Some(40 + 2 * 16), "{flavor}");
+    let denied = take_any(&mut con, "s", &args);
+    assert_eq!((denied[0], denied[4]), (0, 0), "{flavor}: {denied:?}");
+    assert!(
+        (59_000..=60_000).contains(&denied[2]),
+        "{flavor}: the wait is until the first lease ends: {denied:?}"
+    );
+    assert_eq!(
+        get(&mut con, "s"),
+        before,
+        "{flavor}: a denial writes nothing"
+    );
+    let seen = slots(&mut con, "s");
+    assert_eq!(seen[0], 2, "{flavor}: {seen:?}");
+    assert!((59_000..=60_000).contains(&seen[1]), "{flavor}: {seen:?}");
+    // With TICKET the slot comes after the ticket.
+    let other = take_any(
+        &mut con,
+        "t",
+        &format!("{QUOTA} TICKET INFLIGHT 1 LEASE 1000"),
+    );
+    assert_eq!(other.len(), 6, "{flavor}: {other:?}");
+    assert!(other[4] > 0 && other[5] > 0, "{flavor}: {other:?}");
+    // The key lives until the last lease ends.
+    assert!(pttl(&mut con, "s") > 59_000, "{flavor}");
+}
+
+fn a_lease_runs_out(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let args = format!("{QUOTA} TOKENS 0 INFLIGHT 1 LEASE 500");
+    let first = take_any(&mut con, "l", &args);
+    assert_eq!(first[0], 1, "{flavor}: {first:?}");
+    assert_eq!(take_any(&mut con, "l", &args)[0], 0, "{flavor}: held");
+    sleep(Duration::from_millis(600));
+    assert_eq!(slots(&mut con, "l"), [0, 0], "{flavor}: ran out");
+    // A slot taken with no tokens left a full bucket: the key expired with its lease.
+    assert!(
+        !exists(&mut con, "l"),
+        "{flavor}: the key outlived its last lease"
+    );
+    let second = take_any(&mut con, "l", &args);
+    assert_eq!(second[0], 1, "{flavor}: {second:?}");
+    assert!(
+        second[4] > first[4],
+        "{flavor}: a new id: {first:?} {second:?}"
+    );
+    // The late holder learns it lost its slot.
+    assert_eq!(renew(&mut con, "l", first[4], 1000), 0, "{flavor}");
+    assert_eq!(release(&mut con, "l", first[4]), 0, "{flavor}");
+    assert_eq!(
+        slots(&mut con, "l")[0],
+        1,
+        "{flavor}: the newer slot is still held"
+    );
+}
+
+fn renew_and_release(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let args = format!("{QUOTA} TOKENS 0 INFLIGHT 2 LEASE 1000");
+    let a = take_any(&mut con, "r", &args)[4];
+    let b = take_any(&mut con, "r", &args)[4];
+    sleep(Duration::from_millis(400));
+    assert_eq!(renew(&mut con, "r", a, 60_000), 1, "{flavor}");
+    sleep(Duration::from_millis(800));
+    // `b` ran out, `a` was renewed.
+    let seen = slots(&mut con, "r");
+    assert_eq!(seen[0], 1, "{flavor}: {seen:?}");
+    assert!(seen[1] > 59_000, "{flavor}: {seen:?}");
+    assert_eq!(renew(&mut con, "r", b, 60_000), 0, "{flavor}: lost");
+    assert_eq!(release(&mut con, "r", a), 1, "{flavor}");
+    assert_eq!(release(&mut con, "r", a), 0, "{flavor}: idempotent");
+    // The last slot released from a full bucket: the key is gone, as a give-back deletes it.
+    assert!(!exists(&mut con, "r"), "{flavor}");
+    // With tokens taken, the release leaves the bucket's 8-byte state.
+    let c = take_any(
+        &mut con,
+        "r2",
+        &format!("{QUOTA} TOKENS 50 INFLIGHT 1 LEASE 60000"),
+    )[4];
+    assert_eq!(release(&mut con, "r2", c), 1, "{flavor}");
+    assert_eq!(get(&mut con, "r2").map(|v| v.len()), Some(8), "{flavor}");
+    let ttl = pttl(&mut con, "r2");
+    assert!(
+        (0..=5001).contains(&ttl),
+        "{flavor}: expires when full again: {ttl}"
+    );
+}
+
+fn bad_calls_write_nothing(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let _: () = query(&mut con, redis::cmd("RPUSH").arg("list").arg("x"));
+    let _: () = query(&mut con, redis::cmd("SET").arg("text").arg("hello"));
+    for (words, want) in [
+        (
+            "THROTTLE.TAKE b 100 10 INFLIGHT 0 LEASE 1",
+            "ERR INFLIGHT must be",
+        ),
+        (
+            "THROTTLE.TAKE b 100 10 INFLIGHT 1025 LEASE 1",
+            "ERR INFLIGHT must be",
+        ),
+        (
+            "THROTTLE.TAKE b 100 10 INFLIGHT 1 LEASE 0",
+            "ERR the lease must be",
+        ),
+        (
+            "THROTTLE.TAKE b 100 10 INFLIGHT 1",
+            "ERR INFLIGHT and LEASE go together",
+        ),
+        (
+            "THROTTLE.TAKE b 100 10 LEASE 1",
+            "ERR INFLIGHT and LEASE go together",
+        ),
+        ("THROTTLE.RENEW b 100 10 x 1000", "ERR slot must be"),
+        ("THROTTLE.RENEW b 100 10 1 0", "ERR the lease must be"),
+        ("THROTTLE.RELEASE b 100 10 -1", "ERR slot must be"),
+        ("THROTTLE.RELEASE b 0 10 1", "ERR capacity must be"),
+        ("THROTTLE.RELEASE list 100 10 1", "WRONGTYPE"),
+        (
+            "THROTTLE.RENEW text 100 10 1 1000",
+            "ERR the key holds a string that is not",
+        ),
+        (
+            "THROTTLE.SLOTS text 100 10",
+            "ERR the key holds a string that is not",
+        ),
+        ("THROTTLE.RENEW b 100 10 1", "ERR wrong number of arguments"),
+    ] {
+        let error = run(&mut con, words).expect_err(words);
+        assert!(error.starts_with(want), "{flavor}: {words}: {error}");
+    }
+    assert!(!exists(&mut con, "b"), "{flavor}: an error wrote the key");
+    assert_eq!(get(&mut con, "text"), Some(b"hello".to_vec()), "{flavor}");
+    // A slot id that was never given: 0, nothing written.
+    assert_eq!(release(&mut con, "b", 12345), 0, "{flavor}");
+    assert_eq!(renew(&mut con, "b", 0, 1000), 0, "{flavor}");
+    assert!(!exists(&mut con, "b"), "{flavor}");
+}
+
+fn replicas_get_the_resulting_state(flavor: Flavor) {
+    let pair = Pair::start(flavor);
+    let mut con = pair.primary.conn();
+    let args = format!("{QUOTA} TOKENS 3 INFLIGHT 2 LEASE 60000");
+    let a = take_any(&mut con, "p", &args)[4];
+    let b = take_any(&mut con, "p", &args)[4];
+    pair.assert_replica_same("two slots taken");
+    pair.assert_replicates_nothing("a denial for the slots", |con| {
+        assert_eq!(take_any(con, "p", &args)[0], 0);
+    });
+    pair.assert_replicates_nothing("a late release, a SLOTS", |con| {
+        assert_eq!(release(con, "p", a + b), 0);
+        assert_eq!(slots(con, "p")[0], 2);
+    });
+    assert_eq!(renew(&mut con, "p", a, 120_000), 1);
+    assert_eq!(release(&mut con, "p", b), 1);
+    pair.assert_replica_same("renewed and released");
+    // The read-only command answers on the replica; the writes are refused there.
+    let mut rcon = pair.replica.conn();
+    assert_eq!(slots(&mut rcon, "p")[0], 1, "{flavor}");
+    let error = send(&mut rcon, &line(&format!("THROTTLE.RELEASE p {QUOTA} {a}")))
+        .expect_err("RELEASE on a read-only replica");
+    assert!(error.starts_with("READONLY"), "{flavor}: {error}");
+}
+
+fn memory_is_bounded_by_the_cap(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    // One token per 1000 s, burst 10 000: the key never expires during the test.
+    let args = "10000 0.001 INFLIGHT 8 LEASE 600000";
+    let mut held: Vec<i64> = (0..8).map(|_| take_any(&mut con, "m", args)[4]).collect();
+    assert_eq!(
+        take_any(&mut con, "m", args)[0],
+        0,
+        "{flavor}: the cap is full"
+    );
+    let full = memory(&mut con, "m");
+    let len = get(&mut con, "m").map(|v| v.len());
+    for i in 0..300 {
+        let slot = held.remove(i % held.len());
+        let freed = int(
+            &run(&mut con, &format!("THROTTLE.RELEASE m 10000 0.001 {slot}")).expect("RELEASE"),
+        );
+        assert_eq!(freed, 1, "{flavor}");
+        let taken = take_any(&mut con, "m", args);
+        assert_eq!(taken[0], 1, "{flavor}: {taken:?}");
+        held.push(taken[4]);
+    }
+    assert_eq!(get(&mut con, "m").map(|v| v.len()), len, "{flavor}");
+    assert_eq!(
+        memory(&mut con, "m"),
+        full,
+        "{flavor}: MEMORY USAGE after 300 cycles"
+    );
+}
