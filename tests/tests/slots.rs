@@ -20,6 +20,7 @@ per_server!(
     bad_calls_write_nothing,
     replicas_get_the_resulting_state,
     memory_is_bounded_by_the_cap,
+    the_documented_acl_lines_reach_the_slots,
 );
 
 /// Burst 100 at 10 per second: tokens are never short here, only slots.
@@ -247,4 +248,55 @@ fn memory_is_bounded_by_the_cap(flavor: Flavor) {
         full,
         "{flavor}: MEMORY USAGE after 300 cycles"
     );
+}
+
+/// The documented ACL lines (docs/trust-model.md, the module's users) reach calls in flight:
+/// the fleet's user takes, renews and releases a slot; the read-only user reads the slots and
+/// is refused a renewal.
+fn the_documented_acl_lines_reach_the_slots(flavor: Flavor) {
+    const TRUST_MODEL: &str = include_str!("../../docs/trust-model.md");
+    let documented = |user: &str, with: &str| -> Vec<String> {
+        let line = TRUST_MODEL
+            .lines()
+            .find(|l| l.starts_with(&format!("ACL SETUSER {user} ")) && l.contains(with))
+            .unwrap_or_else(|| panic!("no {user} line with {with} in docs/trust-model.md"));
+        line.split(' ').skip(2).map(str::to_owned).collect()
+    };
+    let server = Server::start(flavor);
+    let mut admin = server.conn();
+    for (user, with) in [
+        ("throttle-rw", "+throttle.take"),
+        ("throttle-ro", "+throttle.peek"),
+    ] {
+        let _: () = query(
+            &mut admin,
+            redis::cmd("ACL").arg("SETUSER").arg(documented(user, with)),
+        );
+    }
+    let as_user = |user: &str| -> Connection {
+        let mut con = server.conn();
+        let _: () = query(&mut con, redis::cmd("AUTH").arg(user).arg("secret"));
+        con
+    };
+    let mut fleet = as_user("throttle-rw");
+    let taken = take_any(
+        &mut fleet,
+        "quota:acl",
+        &format!("{QUOTA} INFLIGHT 1 LEASE 60000"),
+    );
+    assert_eq!(taken[0], 1, "{flavor}: {taken:?}");
+    assert_eq!(
+        renew(&mut fleet, "quota:acl", taken[4], 60_000),
+        1,
+        "{flavor}"
+    );
+    let mut dashboard = as_user("throttle-ro");
+    assert_eq!(slots(&mut dashboard, "quota:acl")[0], 1, "{flavor}");
+    let refused = run(
+        &mut dashboard,
+        &format!("THROTTLE.RENEW quota:acl {QUOTA} {} 60000", taken[4]),
+    )
+    .expect_err("the read-only user renews nothing");
+    assert!(refused.starts_with("NOPERM"), "{flavor}: {refused}");
+    assert_eq!(release(&mut fleet, "quota:acl", taken[4]), 1, "{flavor}");
 }

@@ -8,10 +8,10 @@ pub(crate) const DOC_KEYS: &str = "quota:*";
 
 /// The lines for the module's users.
 const MODULE: &[&str] = &[
-    "# read-only (dashboards, THROTTLE.PEEK only)",
-    "ACL SETUSER throttle-ro on >secret resetkeys ~quota:* resetchannels -@all +throttle.peek",
+    "# read-only (dashboards: THROTTLE.PEEK and THROTTLE.SLOTS only)",
+    "ACL SETUSER throttle-ro on >secret resetkeys ~quota:* resetchannels -@all +throttle.peek +throttle.slots",
     "# the fleet",
-    "ACL SETUSER throttle-rw on >secret resetkeys ~quota:* resetchannels -@all +throttle.take +throttle.mtake +throttle.pause +throttle.give +throttle.peek +throttle.cut +throttle.sync +throttle.debit",
+    "ACL SETUSER throttle-rw on >secret resetkeys ~quota:* resetchannels -@all +throttle.take +throttle.mtake +throttle.pause +throttle.give +throttle.peek +throttle.cut +throttle.sync +throttle.debit +throttle.renew +throttle.release +throttle.slots",
     "# the subscription of a process that listens to pause announcements",
     "ACL SETUSER throttle-listen on >secret resetkeys resetchannels &throttle:pause:* -@all +ssubscribe +subscribe +ping",
 ];
