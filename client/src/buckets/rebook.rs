@@ -9,7 +9,7 @@
 //! tokens' full-rate interval earlier. A cut only makes tokens cost more time, so every slot
 //! is at or after the moment its tokens were there: never early, whatever the server's factor.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
@@ -94,12 +94,7 @@ where
             max_wait_ms,
             share,
         };
-        let mut open = self
-            .shared
-            .desk
-            .open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut open = self.shared.desk.lock();
         if let Some(batch) = open.as_ref() {
             let mut members = batch.lock();
             if !members.closed {
@@ -140,12 +135,7 @@ where
             std::mem::take(&mut members.list)
         };
         {
-            let mut open = self
-                .shared
-                .desk
-                .open
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut open = self.shared.desk.lock();
             if open.as_ref().is_some_and(|b| Arc::ptr_eq(b, &batch)) {
                 *open = None;
             }
@@ -198,8 +188,15 @@ where
     }
 }
 
+impl Desk {
+    /// The open batch, if any.
+    fn lock(&self) -> MutexGuard<'_, Option<Arc<Batch>>> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 impl Batch {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Members> {
+    fn lock(&self) -> MutexGuard<'_, Members> {
         self.members.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
