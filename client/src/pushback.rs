@@ -295,6 +295,7 @@ mod tests {
         assert_eq!(SupplierUnit::Calls.pick(&huge, 3), Some((u64::MAX, reset)));
     }
 
+    #[cfg(any(feature = "tower", feature = "reqwest"))]
     fn left(left: u64, reset: Duration) -> Option<Remaining> {
         Some(Remaining { left, reset })
     }
