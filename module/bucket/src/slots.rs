@@ -27,7 +27,8 @@ pub struct Slot {
 /// no table stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Slots {
-    /// The id the next slot gets (at least; see [`Slots::acquire`]). 0 with no table.
+    /// The id the next slot gets (at least: an id is also never below the clock in µs). 0 with
+    /// no table.
     pub next_id: u64,
     /// The slots stored, in id order (some may have run out since the last write).
     pub held: Vec<Slot>,
