@@ -60,7 +60,7 @@ where
 {
     /// Takes `limits` again after a pause that covered a call's reservation, once it is over:
     /// together with the other held calls of this limiter where it can, alone otherwise (a
-    /// floored call, or one that does not fit the batch).
+    /// floored call, a call that may not wait, or one that does not fit the batch).
     pub(super) async fn take_after_pause(
         &self,
         limits: &[Limit],
@@ -68,7 +68,8 @@ where
         resume: Resume,
     ) -> Result<MTakeTickets, Error> {
         let fire_at = Instant::now() + resume.rest;
-        if limits.iter().all(|l| l.floor.is_none()) {
+        // A call that may not wait (a poll) takes what is there, alone.
+        if max_wait_ms > 0 && limits.iter().all(|l| l.floor.is_none()) {
             if let Some(share) = self.join(limits, max_wait_ms, fire_at, resume.factor_bp) {
                 if let Ok(Some(taken)) = share.await {
                     return Ok(taken);
