@@ -35,8 +35,8 @@ pub const MTAKE_UNKNOWN: &str = "ERR unknown option for THROTTLE.MTAKE: the opti
 pub const WRONGTYPE: &str = "WRONGTYPE the key holds a value that is not a string, so not \
                              a THROTTLE bucket: use another key";
 pub const NOT_BUCKET: &str = "ERR the key holds a string that is not a THROTTLE bucket \
-                              (expected the 8- or 32-byte state THROTTLE.TAKE writes); use \
-                              another key, or DEL this one to start a full bucket";
+                              (expected the 8- or 32-byte state THROTTLE.TAKE writes, or one \
+                              with calls in flight); use another key, or DEL this one to start a full bucket";
 
 /// The server's (and the module's) arity error; `command` in lower case.
 pub fn arity(command: &str) -> String {

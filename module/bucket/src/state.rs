@@ -155,8 +155,8 @@ impl fmt::Display for StateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(
             "ERR the key holds a string that is not a THROTTLE bucket (expected the 8- or \
-             32-byte state THROTTLE.TAKE writes, or one with calls in flight); use another key, or DEL this one to start a \
-             full bucket",
+             32-byte state THROTTLE.TAKE writes, or one with calls in flight); use another \
+             key, or DEL this one to start a full bucket",
         )
     }
 }
