@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::pushback::SyncBounds;
@@ -41,7 +42,28 @@ pub struct Grant {
     /// Which of the supplier's counts could lower the buckets as the call left them, each
     /// unit against its own buckets (`None`: one bucket, [`Grant::remaining`]).
     pub(crate) sync_bounds: Option<SyncBounds>,
+    /// The call's slot, with a cap on calls in flight: held while the grant lives.
+    pub(crate) slot: Option<SlotHold>,
 }
+
+/// A slot for a call in flight, held while its grant lives: a task of the limiter renews its
+/// lease meanwhile and releases it once this is dropped (the grant dropped, given back or
+/// settled; its future cancelled; a panic unwinding through it).
+#[derive(Debug)]
+pub(crate) struct SlotHold {
+    pub(crate) id: u64,
+    /// Dropped with the hold: the keeping task's signal to release the slot.
+    pub(crate) _held: oneshot::Sender<()>,
+}
+
+/// Two holds are the same slot if their ids are: ids are never given out twice.
+impl PartialEq for SlotHold {
+    fn eq(&self, other: &SlotHold) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for SlotHold {}
 
 /// What returning a grant's tokens needs, by the kind of limiter that granted it.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -71,7 +93,16 @@ impl Grant {
             unchecked: false,
             receipt,
             sync_bounds: None,
+            slot: None,
         }
+    }
+
+    /// The id of the slot the call holds, with a cap on calls in flight
+    /// ([`LimiterBuilder::max_in_flight`](crate::LimiterBuilder::max_in_flight)); `None`
+    /// without one. The slot is the grant's until the grant is dropped: hold the grant for
+    /// the call's whole life (reading the response included), and drop it when the call ends.
+    pub fn slot(&self) -> Option<u64> {
+        self.slot.as_ref().map(|slot| slot.id)
     }
 }
 

@@ -26,6 +26,7 @@ mod grant;
 #[cfg(any(feature = "tower", feature = "reqwest"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "tower", feature = "reqwest"))))]
 pub mod http;
+mod in_flight;
 mod limiter;
 mod listen;
 mod metrics;
@@ -48,9 +49,12 @@ pub use demand::{Demand, Priority};
 pub use error::Error;
 pub use failure::{Unreachable, DEFAULT_MAX_WAIT};
 pub use grant::{Grant, TryAcquire};
+pub use in_flight::{DEFAULT_LEASE, MIN_LEASE};
 pub use limiter::{Limiter, LimiterBuilder};
 pub use listen::Announcements;
-pub use metrics::{HttpEvent, LeaseMetrics, MetricsSnapshot, PushbackMetrics, WaitHistogram};
+pub use metrics::{
+    HttpEvent, InFlightMetrics, LeaseMetrics, MetricsSnapshot, PushbackMetrics, WaitHistogram,
+};
 pub use multi::{MultiLimiter, MultiLimiterBuilder};
 pub use policy::Strategy;
 pub use prioritized::Prioritized;

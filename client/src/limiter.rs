@@ -2,8 +2,10 @@
 //! [`Throttle`](crate::Throttle) trait's, carried out by [`crate::buckets`] with one bucket.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::buckets::{option_setters, throttle_through_buckets, Bucket, Buckets, Cost, Options};
+use crate::in_flight::InFlight;
 use crate::{Backend, Error, Quota, Strategy, SupplierUnit};
 
 /// A shared token bucket in Redis: a key and a [`Quota`], over a redis-rs async connection.
@@ -119,6 +121,8 @@ pub struct LimiterBuilder {
     quota: Quota,
     unit: SupplierUnit,
     options: Options,
+    max_in_flight: Option<u64>,
+    slot_lease: Duration,
 }
 
 impl LimiterBuilder {
@@ -156,11 +160,52 @@ impl LimiterBuilder {
         self
     }
 
-    /// Builds the limiter over `conn`. Fails with [`Error::InvalidQuota`] if the cost is 0 or
+    /// Caps the calls in flight across the fleet at `n` (1 to 1024), beside the rate: each
+    /// grant also holds one of the bucket's `n` slots, taken with its tokens in the same
+    /// `THROTTLE.TAKE` (the tokens and a slot, or neither), until the grant is dropped. While
+    /// every slot is held a call waits for one, within its deadline: woken at once by a slot
+    /// released in this process, looking again every 2 to 50 ms for one released elsewhere. A
+    /// grant renews its slot's lease every third of [`slot_lease`](Self::slot_lease) while
+    /// held, and releases it when dropped (given back, settled, its future cancelled, a panic);
+    /// a process that dies frees its slots when their leases run out. Every limiter on the key
+    /// must give the same `n`. Checked in [`build`](Self::build).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redis_throttle::{Limiter, Quota};
+    ///
+    /// // 50 calls a second, at most 8 open at once across the fleet.
+    /// let builder = Limiter::builder("quota:llm", Quota::new(50, 50u64)?)
+    ///     .max_in_flight(8)
+    ///     .slot_lease(Duration::from_secs(5));
+    /// # let _ = builder;
+    /// # Ok::<(), redis_throttle::QuotaError>(())
+    /// ```
+    pub fn max_in_flight(mut self, n: u64) -> Self {
+        self.max_in_flight = Some(n);
+        self
+    }
+
+    /// How long a slot stays held without a renewal (default [`DEFAULT_LEASE`](crate::DEFAULT_LEASE),
+    /// at least [`MIN_LEASE`](crate::MIN_LEASE)): how soon a dead process's slots come back. A
+    /// grant renews it every third of it; a call frozen longer (a stopped process) loses its
+    /// slot, counted in [`InFlightMetrics::leases_lost`](crate::InFlightMetrics::leases_lost).
+    /// Used with [`max_in_flight`](Self::max_in_flight) only.
+    pub fn slot_lease(mut self, lease: Duration) -> Self {
+        self.slot_lease = lease;
+        self
+    }
+
+    /// Builds the limiter over `conn`. Fails with [`Error::InvalidQuota`] if a cap on calls in
+    /// flight or its lease is out of range, or if the cost is 0 or
     /// above the capacity. Makes no round trip: a missing server or module shows up at the
     /// first call.
-    pub fn build<C>(self, conn: C) -> Result<Limiter<C>, Error> {
+    pub fn build<C>(mut self, conn: C) -> Result<Limiter<C>, Error> {
         self.quota.check_cost(self.options.cost)?;
+        self.options.in_flight = self
+            .max_in_flight
+            .map(|cap| InFlight::new(cap, self.slot_lease))
+            .transpose()?;
         let name = self
             .options
             .name
@@ -189,6 +234,8 @@ impl Limiter<()> {
             quota,
             unit: SupplierUnit::default(),
             options: Options::default(),
+            max_in_flight: None,
+            slot_lease: crate::DEFAULT_LEASE,
         }
     }
 }

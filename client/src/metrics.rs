@@ -86,6 +86,24 @@ pub struct MetricsSnapshot {
     pub leases: LeaseMetrics,
     /// The supplier's pushback: what the limiter and the HTTP layers saw and did about it.
     pub pushback: PushbackMetrics,
+    /// Calls in flight, with a cap on them (all 0 without one).
+    pub in_flight: InFlightMetrics,
+}
+
+/// Calls in flight under a cap
+/// ([`LimiterBuilder::max_in_flight`](crate::LimiterBuilder::max_in_flight)), in a
+/// [`MetricsSnapshot`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InFlightMetrics {
+    /// Slots this limiter's grants hold now (this process only; `throttle status` shows the
+    /// fleet's).
+    pub held: u64,
+    /// Calls that found every slot held and waited for one.
+    pub waits: u64,
+    /// Slots whose lease ran out while their grant held them (a renewal found the slot gone):
+    /// a frozen process, or a lease too short for the round trips.
+    pub leases_lost: u64,
 }
 
 /// The supplier's pushback, in a [`MetricsSnapshot`]: the responses the HTTP layers saw, and
@@ -331,6 +349,9 @@ pub(crate) struct Metrics {
     pauses: AtomicU64,
     held_by_floor: AtomicU64,
     debited: AtomicU64,
+    slots_held: AtomicU64,
+    slot_waits: AtomicU64,
+    leases_lost: AtomicU64,
     events: [AtomicU64; Event::COUNT],
     total_wait_us: AtomicU64,
     max_wait_us: AtomicU64,
@@ -355,6 +376,9 @@ impl Metrics {
             pauses: AtomicU64::new(0),
             held_by_floor: AtomicU64::new(0),
             debited: AtomicU64::new(0),
+            slots_held: AtomicU64::new(0),
+            slot_waits: AtomicU64::new(0),
+            leases_lost: AtomicU64::new(0),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             total_wait_us: AtomicU64::new(0),
             max_wait_us: AtomicU64::new(0),
@@ -434,6 +458,25 @@ impl Metrics {
         self.held_by_floor.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn slot_taken(&self) {
+        self.slots_held.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn slot_ended(&self) {
+        // Never below 0, whatever the order of a hold and its end.
+        let _ = self
+            .slots_held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
+    pub(crate) fn waited_for_slot(&self) {
+        self.slot_waits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn lease_lost(&self) {
+        self.leases_lost.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn gave_up(&self) {
         self.gave_up.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
@@ -473,6 +516,11 @@ impl Metrics {
             },
             leases: LeaseMetrics::default(),
             pushback: self.pushback(),
+            in_flight: InFlightMetrics {
+                held: load(&self.slots_held),
+                waits: load(&self.slot_waits),
+                leases_lost: load(&self.leases_lost),
+            },
         }
     }
 

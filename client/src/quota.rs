@@ -4,7 +4,8 @@ use std::fmt;
 use std::time::Duration;
 
 use throttle_bucket::{
-    ArgError, Quota as BucketQuota, MAX_CAPACITY, MAX_FILL_NS, MAX_KEYS, MAX_RATE, MIN_RATE,
+    ArgError, Quota as BucketQuota, MAX_CAPACITY, MAX_FILL_NS, MAX_INFLIGHT, MAX_KEYS, MAX_RATE,
+    MIN_RATE,
 };
 
 /// A refill rate in tokens per second, kept as the exact decimal text sent to the server.
@@ -253,6 +254,26 @@ pub enum QuotaError {
     Limits {
         /// What is wrong with them.
         problem: String,
+    },
+    /// A cap on calls in flight outside 1 to 1024
+    /// ([`LimiterBuilder::max_in_flight`](crate::LimiterBuilder::max_in_flight)).
+    #[error(
+        "a cap of {cap} calls in flight is out of range: it must be from 1 to {MAX_INFLIGHT} \
+         (the slots live in the bucket's key)"
+    )]
+    InFlight {
+        /// The cap asked for.
+        cap: u64,
+    },
+    /// A slot's lease shorter than 300 ms or longer than 10 years
+    /// ([`LimiterBuilder::slot_lease`](crate::LimiterBuilder::slot_lease)).
+    #[error(
+        "a slot lease of {lease:?} is out of range: it must be from 300 ms (it is renewed every \
+         third of it, a round trip included) to 10 years"
+    )]
+    Lease {
+        /// The lease asked for.
+        lease: Duration,
     },
 }
 

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use redis::Value;
-use throttle_bucket::commands::{Cut, Debit, Give, MTake, Pause, Peek, Sync, Take};
+use throttle_bucket::commands::{Cut, Debit, Give, MTake, Pause, Peek, Release, Renew, Sync, Take};
 use throttle_bucket::{Command, CutReply, DebitReply, PeekReply, SyncReply, ThrottleCommand};
 
 /// A `THROTTLE.TAKE` reply (`[granted, remaining, wait_ms, reset_ms(, ticket)]`), or a
@@ -39,6 +39,8 @@ pub(crate) struct MTakeTickets {
     pub tickets: Vec<u64>,
     /// Each bucket's whole tokens left, in key order.
     pub left: Vec<u64>,
+    /// With a cap on calls in flight: the slot's id, for THROTTLE.RENEW and RELEASE.
+    pub slot: Option<u64>,
 }
 
 impl AsRef<TakeReply> for MTakeTickets {
@@ -91,7 +93,29 @@ pub(crate) fn mtake(value: &Value, keys: usize) -> Result<MTakeTickets, String> 
         },
         tickets,
         left: reply.buckets.iter().map(|b| b.0).collect(),
+        slot: None,
     })
+}
+
+/// Decodes a `THROTTLE.TAKE ... TICKET INFLIGHT n LEASE ms` reply: the take, and the slot's id
+/// (0: none taken).
+pub(crate) fn take_with_slot(value: &Value) -> Result<(TakeReply, u64), String> {
+    let unexpected = || {
+        format!("expected an array of six integers (THROTTLE.TAKE ... TICKET INFLIGHT n LEASE ms), got {value:?}")
+    };
+    let ints = integers(value).ok_or_else(unexpected)?;
+    let reply = throttle_bucket::TakeReply::decode_for(&ints, true, true).ok_or_else(unexpected)?;
+    Ok((
+        TakeReply {
+            granted: reply.granted,
+            remaining: reply.remaining,
+            wait: Duration::from_millis(reply.wait_ms),
+            reset: Duration::from_millis(reply.reset_ms),
+            ticket: reply.ticket.unwrap_or(0),
+            round_trips: 1,
+        },
+        reply.slot.unwrap_or(0),
+    ))
 }
 
 /// Decodes a `THROTTLE.CUT` reply (`[cut, next_ms, factor_bp, recovered_ms]`).
@@ -113,6 +137,8 @@ pub(crate) fn debit(value: &Value) -> Result<DebitReply, String> {
 pub(crate) fn integer(value: &Value, command: Command) -> Result<u64, String> {
     match command {
         Command::Pause => expect::<Pause>(value),
+        Command::Renew => expect::<Renew>(value).map(u64::from),
+        Command::Release => expect::<Release>(value).map(u64::from),
         _ => expect::<Give>(value),
     }
 }
@@ -199,6 +225,7 @@ mod tests {
             reply,
             tickets,
             left,
+            slot,
         } = mtake(&ints(&[1, 300, 9, 100, 2, 4000, 17, 0]), 2).unwrap();
         assert_eq!(
             (reply.granted, reply.remaining, reply.wait, reply.reset),
@@ -206,6 +233,7 @@ mod tests {
         );
         assert_eq!(tickets, [17, 0]);
         assert_eq!(left, [9, 2], "each bucket's own, in key order");
+        assert_eq!(slot, None, "MTAKE takes no slot");
         assert!(
             mtake(&ints(&[1, 300, 9, 100, 2, 4000]), 2).is_err(),
             "no tickets"

@@ -11,7 +11,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::Value;
 use throttle_bucket::{
-    Command, GiveArgs, Limit, MTakeArgs, PauseArgs, PeekArgs, TakeArgs, Word, MAX_WAIT_MS,
+    Command, GiveArgs, Inflight, Limit, MTakeArgs, PauseArgs, PeekArgs, TakeArgs, Word, MAX_WAIT_MS,
 };
 use tokio::time::Instant;
 use tracing::field::Empty;
@@ -20,6 +20,7 @@ use tracing::Instrument;
 use crate::backend::{Call, Dispatch};
 use crate::bulk_turn::BulkTurn;
 use crate::grant::Receipt;
+use crate::in_flight::InFlight;
 use crate::listen::{Announcements, Ears};
 use crate::metrics::{Event, Metrics};
 use crate::policy::Policy;
@@ -33,6 +34,7 @@ use crate::{
 
 mod pushback;
 mod rebook;
+mod slots;
 mod watch;
 
 use watch::Watch;
@@ -196,6 +198,8 @@ struct Shared {
     desk: rebook::Desk,
     /// What was heard on the buckets' pause channels, when the limiter listens.
     ears: Option<Arc<Ears>>,
+    /// Where calls wait for a slot, with a cap on calls in flight.
+    gate: slots::Gate,
 }
 
 impl Reported for Shared {
@@ -248,6 +252,8 @@ pub(crate) struct Options {
     pub(crate) unreachable: Unreachable,
     pub(crate) listen: Option<Announcements>,
     pub(crate) report: Option<FleetReport>,
+    /// A cap on calls in flight (one bucket only: `THROTTLE.TAKE ... INFLIGHT`).
+    pub(crate) in_flight: Option<InFlight>,
 }
 
 impl Default for Options {
@@ -262,6 +268,7 @@ impl Default for Options {
             unreachable: Unreachable::default(),
             listen: None,
             report: None,
+            in_flight: None,
         }
     }
 }
@@ -307,6 +314,7 @@ impl<C> Buckets<C> {
             peek_in_calls,
             bulk_turn: BulkTurn::default(),
             desk: rebook::Desk::default(),
+            gate: slots::Gate::default(),
         });
         if let Some(fleet) = &shared.options.report {
             let weak = Arc::downgrade(&shared);
@@ -416,29 +424,39 @@ where
             &shared.metrics,
             |max_wait_ms, after_pause| async move {
                 match after_pause {
-                    None => self.take(limits, max_wait_ms).await,
-                    Some(resume) => self.take_after_pause(limits, max_wait_ms, resume).await,
+                    None => self.take_slotted(limits, max_wait_ms).await,
+                    // A call in flight takes a slot of its own: it asks again alone.
+                    Some(resume) if shared.options.in_flight.is_some() => {
+                        tokio::time::sleep(resume.rest).await;
+                        self.take_slotted(limits, max_wait_ms).await
+                    }
+                    Some(resume) => {
+                        let taken = self.take_after_pause(limits, max_wait_ms, resume).await?;
+                        Ok(slots::Slotted { taken, slot: None })
+                    }
                 }
             },
-            |taken: &MTakeTickets| Refund {
+            |slotted: &slots::Slotted| Refund {
                 buckets: self,
                 tokens,
-                tickets: Some(taken.tickets.clone()),
+                tickets: Some(slotted.taken.tickets.clone()),
             },
             Watch::new(self),
         )
         .instrument(span)
         .await?;
         drop(turn);
+        let slots::Slotted { taken, slot } = outcome.reply;
         Ok(Grant {
-            remaining: outcome.reply.reply.remaining,
+            remaining: taken.reply.remaining,
             round_trips: outcome.round_trips,
-            sync_bounds: Some(self.sync_bounds(&outcome.reply.left)),
+            sync_bounds: Some(self.sync_bounds(&taken.left)),
+            slot,
             ..Grant::new(
                 tokens,
                 outcome.waited + in_line,
                 outcome.slept,
-                Receipt::Tickets(outcome.reply.tickets),
+                Receipt::Tickets(taken.tickets),
             )
         })
     }
@@ -463,11 +481,16 @@ where
         async {
             let metrics = &self.shared.metrics;
             let start = Instant::now();
-            let MTakeTickets {
-                reply,
-                tickets,
-                left,
-            } = self.take(&limits, 0).await?;
+            let slots::Slotted {
+                taken:
+                    MTakeTickets {
+                        reply,
+                        tickets,
+                        left,
+                        ..
+                    },
+                slot,
+            } = self.take_slotted(&limits, 0).await?;
             let waited = start.elapsed();
             if !reply.granted {
                 metrics.denied();
@@ -482,6 +505,7 @@ where
                 remaining: reply.remaining,
                 round_trips: reply.round_trips,
                 sync_bounds: Some(self.sync_bounds(&left)),
+                slot,
                 ..Grant::new(tokens, waited, Duration::ZERO, Receipt::Tickets(tickets))
             }))
         }
@@ -632,24 +656,33 @@ where
         let shared = &self.shared;
         let (result, round_trips) = match (shared.buckets.as_slice(), limits) {
             ([bucket], [limit]) => {
+                let inflight = shared.options.in_flight.map(|cap| Inflight {
+                    cap: cap.cap,
+                    lease_ms: cap.lease_ms(),
+                });
                 let args = TakeArgs {
                     quota: limit.quota,
                     tokens: limit.tokens,
                     max_wait_ms,
                     ticket: true,
                     floor: limit.floor,
-                    inflight: None,
+                    inflight,
                 };
                 let (value, trips) = self
                     .send_counted(&[bucket.key.as_str()], Command::Take, args.words())
                     .await;
                 let taken = value.and_then(|value| {
-                    let reply =
-                        reply::take(&value).map_err(|reply| Error::UnexpectedReply { reply })?;
+                    let (reply, slot) = match inflight {
+                        None => reply::take(&value).map(|reply| (reply, None)),
+                        Some(_) => reply::take_with_slot(&value)
+                            .map(|(reply, slot)| (reply, Some(slot).filter(|id| *id > 0))),
+                    }
+                    .map_err(|reply| Error::UnexpectedReply { reply })?;
                     Ok(MTakeTickets {
                         tickets: vec![reply.ticket],
                         left: vec![reply.remaining],
                         reply,
+                        slot,
                     })
                 });
                 (taken, trips)

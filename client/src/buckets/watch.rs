@@ -5,10 +5,10 @@
 use redis::aio::ConnectionLike;
 use tokio::time::Instant;
 
+use super::slots::Slotted;
 use super::Buckets;
 use crate::listen::Trust;
 use crate::metrics::Event;
-use crate::reply::MTakeTickets;
 use crate::waiting::{Covered, PauseWatch, Resume};
 use crate::Error;
 
@@ -28,7 +28,7 @@ impl<'a, C> Watch<'a, C> {
     }
 }
 
-impl<C> PauseWatch<MTakeTickets> for Watch<'_, C>
+impl<C> PauseWatch<Slotted> for Watch<'_, C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
@@ -41,7 +41,7 @@ where
             .and_then(|ears| ears.trust());
     }
 
-    async fn sleep(&mut self, reply: &MTakeTickets, wake: Instant) -> Option<Covered> {
+    async fn sleep(&mut self, reply: &Slotted, wake: Instant) -> Option<Covered> {
         let ears = match (&self.buckets.shared.ears, self.trust) {
             (Some(ears), Some(_)) => ears,
             _ => {
@@ -51,7 +51,7 @@ where
         };
         tokio::select! {
             biased;
-            (end, moved) = ears.covered(&reply.tickets, wake) => Some(Covered {
+            (end, moved) = ears.covered(&reply.taken.tickets, wake) => Some(Covered {
                 resume: Resume {
                     rest: end.saturating_duration_since(Instant::now()),
                     factor_bp: ears.factor_bp(),

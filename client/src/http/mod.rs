@@ -96,6 +96,7 @@ use std::time::SystemTime;
 use ::http::{Extensions, HeaderMap, Method, StatusCode};
 use redis::aio::ConnectionLike;
 
+use crate::grant::SlotHold;
 use crate::partitioned::PartitionedLimiter;
 use crate::pushback::SyncBounds;
 use crate::{
@@ -440,6 +441,9 @@ trait PendingGrant: Send + Sync {
 struct Pending<L> {
     limiter: L,
     grant: Mutex<Option<Grant>>,
+    /// The call's slot under a cap on calls in flight, once its grant was settled from the
+    /// head: held until the response (its body included) is dropped.
+    _slot: Option<SlotHold>,
 }
 
 impl<L: Throttle> PendingGrant for Pending<L> {
@@ -525,6 +529,8 @@ struct Run<L> {
     settle_from: Option<SettleFrom>,
     /// The last send's grant, until it is settled or handed to the response.
     grant: Option<Grant>,
+    /// The final send's slot once its grant was settled from the head, for the response.
+    slot: Option<SlotHold>,
     /// The tokens the last send took.
     taken: u64,
     policy: RetryPolicy,
@@ -542,6 +548,7 @@ impl<L: Throttle + 'static> Run<L> {
             demand: pick.demand,
             settle_from: pick.settle_from,
             grant: None,
+            slot: None,
             taken: 0,
             policy,
             method,
@@ -663,9 +670,12 @@ impl<L: Throttle + 'static> Run<L> {
         else {
             return Ok(());
         };
-        let Some(grant) = self.grant.take() else {
+        let Some(mut grant) = self.grant.take() else {
             return Ok(());
         };
+        // The call in flight is not over before its body is read: its slot goes with the
+        // response.
+        self.slot = grant.slot.take();
         let settled = self.limiter.settle(grant, actual).await;
         let Some(settled) = self.tolerate(SETTLING, settled)? else {
             return Ok(());
@@ -688,6 +698,7 @@ impl<L: Throttle + 'static> Run<L> {
             pending: Arc::new(Pending {
                 limiter: self.limiter,
                 grant: Mutex::new(self.grant),
+                _slot: self.slot,
             }),
         }
     }

@@ -1,0 +1,445 @@
+//! A fleet-wide cap on calls in flight, end to end on the four servers (each with one of the
+//! three backends): 4 OS processes of 50 callers never have more than the cap open at a
+//! supplier that counts its open calls itself; a SIGKILLed holder's slots come back when their
+//! leases run out, not before; a frozen (SIGSTOP) holder loses its slot to a newer holder and
+//! its late renewal or release never touches the newer one's; a cancelled waiting call holds
+//! nothing.
+//!
+//! Timing on a shared machine: what the server decides (the cap, a slot not free before its
+//! lease ends) is checked exactly; how soon after a slot is free a waiter gets it, loosely.
+
+use redis_throttle::prelude::*;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis_throttle::{Backend, Limiter, Quota, TryAcquire};
+use throttle_e2e::{multiplexed, poll, runtime, within_async, Flavor, Server};
+use throttle_testkit::ChildTest;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
+
+const CAP: u64 = 8;
+const PROCESSES: usize = 4;
+const CALLERS: usize = 50;
+const CALLS_EACH: usize = 2;
+const TOTAL: usize = PROCESSES * CALLERS * CALLS_EACH;
+/// How long a worker process may run; the run needs about 8 s on an idle machine.
+const WORKER_DEADLINE: Duration = Duration::from_secs(180);
+/// A waiter looks again at least every 50 ms for a slot freed in another process; beyond
+/// that, how late it may be on a loaded machine.
+const LOOSE: Duration = Duration::from_secs(2);
+
+const URL: &str = "THROTTLE_IF_URL";
+const ROLE: &str = "THROTTLE_IF_ROLE";
+const SUPPLIER: &str = "THROTTLE_IF_SUPPLIER";
+const BACKEND: &str = "THROTTLE_IF_BACKEND";
+const SEED: &str = "THROTTLE_IF_SEED";
+
+/// Each server with one of the backends, so that all three are run.
+fn backend_on(flavor: Flavor) -> Backend {
+    match flavor {
+        Flavor::Redis70 => Backend::Script,
+        Flavor::Valkey81 => Backend::Library,
+        _ => Backend::Module,
+    }
+}
+
+fn backend_named(name: &str) -> Backend {
+    match name {
+        "script" => Backend::Script,
+        "library" => Backend::Library,
+        _ => Backend::Module,
+    }
+}
+
+fn limiter<C>(conn: C, key: &str, cap: u64, lease: Duration, backend: Backend) -> Limiter<C> {
+    Limiter::builder(key, Quota::new(1_000, 1_000u64).unwrap())
+        .backend(backend)
+        .max_in_flight(cap)
+        .slot_lease(lease)
+        .build(conn)
+        .unwrap()
+}
+
+/// `THROTTLE.SLOTS key 1000 1000`: slots held, ms until the first lease ends.
+fn slots(server: &Server, key: &str) -> (u64, u64) {
+    redis::cmd("THROTTLE.SLOTS")
+        .arg(key)
+        .arg(1_000)
+        .arg(1_000)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is set for a worker"))
+}
+
+/// A supplier that counts its open calls itself: each connection is a call, which it holds
+/// open for the milliseconds the caller names, then answers and closes. It counts a call as
+/// open from the moment it reads the request until just before it answers.
+struct Supplier {
+    addr: String,
+    /// (open now, most ever open, calls served)
+    counts: Arc<Mutex<(u64, u64, u64)>>,
+}
+
+impl Supplier {
+    fn start(calls: usize) -> Supplier {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let counts = Arc::new(Mutex::new((0, 0, 0)));
+        let shared = Arc::clone(&counts);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(calls) {
+                let Ok(stream) = stream else { continue };
+                let counts = Arc::clone(&shared);
+                std::thread::spawn(move || serve(stream, &counts));
+            }
+        });
+        Supplier { addr, counts }
+    }
+
+    fn counts(&self) -> (u64, u64, u64) {
+        *self.counts.lock().unwrap()
+    }
+}
+
+fn serve(stream: TcpStream, counts: &Mutex<(u64, u64, u64)>) {
+    let mut line = String::new();
+    if BufReader::new(&stream).read_line(&mut line).is_err() {
+        return;
+    }
+    let ms: u64 = line.trim().parse().unwrap_or(0).min(5_000);
+    {
+        let mut c = counts.lock().unwrap();
+        c.0 += 1;
+        c.1 = c.1.max(c.0);
+    }
+    std::thread::sleep(Duration::from_millis(ms));
+    {
+        let mut c = counts.lock().unwrap();
+        c.0 -= 1;
+        c.2 += 1;
+    }
+    let _ = (&stream).write_all(b"ok\n");
+}
+
+/// One call to the supplier, lasting `ms`: connect, ask, read the answer to its end.
+async fn call_supplier(addr: &str, ms: u64) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("{ms}\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    assert_eq!(answer, b"ok\n");
+}
+
+/// Run as a worker process by the tests below (the role in `THROTTLE_IF_ROLE`); without it, as a
+/// normal test, it does nothing.
+#[test]
+fn worker_process() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let url = env(URL);
+    let backend = backend_named(&env(BACKEND));
+    runtime().block_on(async move {
+        match role.as_str() {
+            "fleet" => fleet_worker(&url, backend).await,
+            "hold" => hold_worker(&url, backend).await,
+            "freeze" => freeze_worker(&url, backend).await,
+            other => panic!("no role {other}"),
+        }
+    });
+}
+
+/// 50 callers, each making two calls of 1 to 120 ms (one in 25 of 2 s) to the supplier,
+/// holding a slot of `fleet` for each.
+async fn fleet_worker(url: &str, backend: Backend) {
+    let supplier = env(SUPPLIER);
+    let seed: u64 = env(SEED).parse().unwrap();
+    let limiter = limiter(
+        multiplexed(url).await,
+        "fleet",
+        CAP,
+        Duration::from_secs(2),
+        backend,
+    );
+    let callers: Vec<_> = (0..CALLERS)
+        .map(|caller| {
+            let limiter = limiter.clone();
+            let supplier = supplier.clone();
+            let mut rng = fastrand::Rng::with_seed(seed * 1_000 + caller as u64);
+            tokio::spawn(async move {
+                for _ in 0..CALLS_EACH {
+                    let ms = if rng.u32(0..25) == 0 {
+                        2_000
+                    } else {
+                        rng.u64(1..=120)
+                    };
+                    let grant = limiter.acquire().await.unwrap();
+                    assert!(grant.slot().is_some());
+                    call_supplier(&supplier, ms).await;
+                    drop(grant);
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.await.unwrap();
+    }
+    // The last releases are tasks of their own: a process that ends before they are sent
+    // leaves those slots to their leases.
+    within_async("the last releases", Duration::from_secs(30), || {
+        (limiter.metrics().in_flight.held == 0).then_some(())
+    })
+    .await;
+    let m = limiter.metrics();
+    println!(
+        "\nDONE {} waits {} lost {}",
+        m.granted, m.in_flight.waits, m.in_flight.leases_lost
+    );
+}
+
+/// Holds 3 slots of `killed` until killed.
+async fn hold_worker(url: &str, backend: Backend) {
+    let limiter = limiter(
+        multiplexed(url).await,
+        "killed",
+        3,
+        Duration::from_secs(2),
+        backend,
+    );
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(limiter.acquire().await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    drop(held);
+}
+
+/// Holds the one slot of `frozen` (its id in `frozen:slot`) until `frozen:thawed` is set and a
+/// renewal has found the slot gone, then drops the grant and says how many leases it lost.
+async fn freeze_worker(url: &str, backend: Backend) {
+    let mut conn = multiplexed(url).await;
+    let limiter = limiter(
+        conn.clone(),
+        "frozen",
+        1,
+        Duration::from_millis(600),
+        backend,
+    );
+    let grant = limiter.acquire().await.unwrap();
+    let id = grant.slot().unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("frozen:slot")
+        .arg(id)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < give_up && limiter.metrics().in_flight.leases_lost == 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(grant);
+    // Let the keeping task see the grant go (it sends nothing: the slot is gone).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let m = limiter.metrics();
+    println!(
+        "\nLOST {} held {} trips {}",
+        m.in_flight.leases_lost, m.in_flight.held, m.round_trips
+    );
+}
+
+fn spawn_worker(
+    role: &str,
+    server: &Server,
+    backend: Backend,
+    extra: &[(&str, String)],
+) -> ChildTest {
+    let name = match backend {
+        Backend::Script => "script",
+        Backend::Library => "library",
+        _ => "module",
+    };
+    let mut env = vec![
+        (ROLE, role.to_owned()),
+        (URL, server.url()),
+        (BACKEND, name.to_owned()),
+    ];
+    env.extend(extra.iter().cloned());
+    ChildTest::spawn("worker_process", &env)
+}
+
+fn never_more_than_the_cap_in_flight(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let backend = backend_on(flavor);
+    let supplier = Supplier::start(TOTAL);
+    let deadline = std::time::Instant::now() + WORKER_DEADLINE;
+    let mut workers: Vec<_> = (0..PROCESSES)
+        .map(|p| {
+            spawn_worker(
+                "fleet",
+                &server,
+                backend,
+                &[(SUPPLIER, supplier.addr.clone()), (SEED, p.to_string())],
+            )
+        })
+        .collect();
+    let mut waits = 0;
+    for worker in &mut workers {
+        let out = worker.finish_ok(deadline);
+        let line = out.lines().find(|l| l.starts_with("DONE")).unwrap();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(words[1], (CALLERS * CALLS_EACH).to_string(), "{line}");
+        assert_eq!(words[5], "0", "no lease ran out: {line}");
+        waits += words[3].parse::<u64>().unwrap();
+    }
+    let (open, most, served) = supplier.counts();
+    println!(
+        "{flavor} {backend:?}: {served} calls, at most {most} open at once (cap {CAP}), \
+         {waits} waits for a slot"
+    );
+    assert_eq!(served, TOTAL as u64, "every call reached the supplier");
+    assert_eq!(open, 0);
+    assert!(
+        most <= CAP,
+        "{most} calls open at once, above the cap of {CAP}"
+    );
+    assert_eq!(most, CAP, "200 callers fill the cap");
+    assert!(waits > 0, "callers waited for a slot");
+    // Every slot released: none left for its lease to free.
+    assert_eq!(slots(&server, "fleet"), (0, 0));
+}
+
+fn a_killed_holders_slots_free_when_their_leases_end(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let backend = backend_on(flavor);
+    let mut holder = spawn_worker("hold", &server, backend, &[]);
+    let held = poll(Duration::from_secs(60), || {
+        (slots(&server, "killed").0 == 3).then_some(())
+    });
+    assert!(held.is_some(), "the holder took its 3 slots");
+    runtime().block_on(async {
+        let limiter = limiter(
+            multiplexed(&server.url()).await,
+            "killed",
+            3,
+            Duration::from_secs(2),
+            backend,
+        );
+        assert!(matches!(
+            limiter.try_acquire().await.unwrap(),
+            TryAcquire::Denied { .. }
+        ));
+        let start = Instant::now();
+        holder.kill();
+        let (held, first_ms) = slots(&server, "killed");
+        assert_eq!(held, 3, "a dead holder frees nothing");
+        let grant = limiter.acquire().await.unwrap();
+        let waited = start.elapsed();
+        println!("{flavor}: the first lease ended in {first_ms} ms; granted after {waited:?}");
+        assert!(
+            waited + Duration::from_millis(1) >= Duration::from_millis(first_ms),
+            "granted after {waited:?}, before the first lease ended ({first_ms} ms)"
+        );
+        assert!(
+            waited <= Duration::from_millis(first_ms) + LOOSE,
+            "granted {waited:?} after the kill, the lease ended in {first_ms} ms"
+        );
+        assert!(grant.slot().is_some());
+    });
+}
+
+fn a_frozen_holders_late_calls_never_touch_a_newer_slot(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let backend = backend_on(flavor);
+    let mut holder = spawn_worker("freeze", &server, backend, &[]);
+    let child_slot: u64 = poll(Duration::from_secs(60), || {
+        redis::cmd("GET")
+            .arg("frozen:slot")
+            .query::<Option<u64>>(&mut server.conn())
+            .unwrap()
+    })
+    .expect("the holder took its slot");
+    holder.freeze();
+    runtime().block_on(async {
+        let limiter = limiter(
+            multiplexed(&server.url()).await,
+            "frozen",
+            1,
+            Duration::from_millis(600),
+            backend,
+        );
+        let grant = limiter.acquire().await.unwrap();
+        let ours = grant.slot().unwrap();
+        assert_ne!(ours, child_slot, "ids are never given twice");
+        // The frozen holder's release, late: it frees nothing of ours.
+        let released: u64 = redis::cmd("THROTTLE.RELEASE")
+            .arg("frozen")
+            .arg(1_000)
+            .arg(1_000)
+            .arg(child_slot)
+            .query(&mut server.conn())
+            .unwrap();
+        assert_eq!(released, 0);
+        holder.thaw();
+        let out = holder.finish_ok(std::time::Instant::now() + WORKER_DEADLINE);
+        let line = out.lines().find(|l| l.starts_with("LOST")).unwrap();
+        assert!(line.starts_with("LOST 1 held 0"), "{line}");
+        // Ours is still held, and renewed: held for three of its leases more.
+        tokio::time::sleep(Duration::from_millis(1_800)).await;
+        assert_eq!(slots(&server, "frozen").0, 1, "our slot is still held");
+        assert_eq!(limiter.metrics().in_flight.leases_lost, 0);
+        drop(grant);
+        within_async("our release", Duration::from_secs(10), || {
+            (slots(&server, "frozen") == (0, 0)).then_some(())
+        })
+        .await;
+    });
+}
+
+fn a_cancelled_wait_holds_nothing(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let backend = backend_on(flavor);
+    runtime().block_on(async {
+        let limiter = limiter(
+            multiplexed(&server.url()).await,
+            "cancelled",
+            1,
+            Duration::from_secs(5),
+            backend,
+        );
+        let held = limiter.acquire().await.unwrap();
+        let waiting = {
+            let limiter = limiter.clone();
+            tokio::spawn(async move { limiter.acquire().await })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished(), "the one slot is held");
+        waiting.abort();
+        assert!(waiting.await.unwrap_err().is_cancelled());
+        assert_eq!(limiter.metrics().in_flight.waits, 1);
+        drop(held);
+        within_async(
+            "nothing held once the grant went",
+            Duration::from_secs(10),
+            || (slots(&server, "cancelled") == (0, 0)).then_some(()),
+        )
+        .await;
+        let grant = limiter.acquire().await.unwrap();
+        assert_eq!(grant.round_trips, 1, "the slot is free at once");
+    });
+}
+
+throttle_e2e::per_server!(
+    never_more_than_the_cap_in_flight,
+    a_killed_holders_slots_free_when_their_leases_end,
+    a_frozen_holders_late_calls_never_touch_a_newer_slot,
+    a_cancelled_wait_holds_nothing,
+);
