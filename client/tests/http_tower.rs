@@ -1006,3 +1006,57 @@ async fn the_head_settles_before_the_suppliers_count_so_the_cost_counts_once() {
         (0, 1)
     );
 }
+
+/// `THROTTLE.SLOTS key 5 20`: the slots held now.
+fn slots_held(server: &Server, key: &str) -> u64 {
+    let (held, _): (u64, u64) = redis::cmd("THROTTLE.SLOTS")
+        .arg(key)
+        .arg(5)
+        .arg(20)
+        .query(&mut server.conn())
+        .unwrap();
+    held
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capped_call_holds_its_slot_until_its_response_is_dropped() {
+    bounded(async {
+        let server = Server::start(Flavor::Redis82);
+        let supplier = Supplier::start(Script {
+            first: 0,
+            ..Script::once()
+        })
+        .await;
+        let key = "http:tower:in-flight";
+        let limiter = Limiter::builder(key, Quota::new(5, 20u64).unwrap())
+            .max_in_flight(2)
+            .build(multiplexed(&server.url()).await)
+            .unwrap();
+        // Settled from the head, and not: either way the slot goes with the response.
+        let plain = ThrottleLayer::new(limiter.clone()).layer(hyper());
+        let settled = {
+            let limiter = limiter.clone();
+            ThrottleLayer::per_request(move |_: &RequestHead<'_>| {
+                redis_throttle::http::Pick::new(limiter.clone()).settle_from(|_| Some(1))
+            })
+            .layer(hyper())
+        };
+        let url = supplier.url("/status");
+        let first = send(&plain, request(Method::GET, &url, "a")).await.unwrap();
+        assert_eq!(first.status(), StatusCode::OK);
+        let second = send(&settled, request(Method::GET, &url, "a"))
+            .await
+            .unwrap();
+        assert_eq!(second.status(), StatusCode::OK);
+        assert_eq!(slots_held(&server, key), 2, "each response holds its slot");
+        assert_eq!(limiter.metrics().in_flight.held, 2);
+        drop(first);
+        drop(second);
+        throttle_e2e::within_async("the releases", LIMIT, || {
+            (slots_held(&server, key) == 0).then_some(())
+        })
+        .await;
+        assert_eq!(limiter.metrics().in_flight.held, 0);
+    })
+    .await;
+}
