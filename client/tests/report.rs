@@ -178,3 +178,33 @@ async fn a_partitioned_limiter_reports_under_its_quota_name() {
         "its lease requests: {report:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capped_limiter_reports_its_calls_in_flight() {
+    let server = Server::builder(Flavor::Redis82).start();
+    let url = server.url();
+    let mut con = multiplexed(&url).await;
+    let fleet = FleetReport::every(multiplexed(&url).await, PERIOD).unwrap();
+    let limiter = Limiter::builder("quota:capped", Quota::new(100, 100u64).unwrap())
+        .max_in_flight(2)
+        .report(&fleet)
+        .build(multiplexed(&url).await)
+        .unwrap();
+    let held = [
+        limiter.acquire().await.unwrap(),
+        limiter.acquire().await.unwrap(),
+    ];
+    let waiting = {
+        let limiter = limiter.clone();
+        tokio::spawn(async move { limiter.acquire().await })
+    };
+    let key = report_key("quota:capped", fleet.process());
+    let report = report_until(&mut con, &key, |r| r.total.slot_waits == 1).await;
+    assert_eq!(report.in_flight, 2, "{report:?}");
+    drop(held);
+    let third = waiting.await.unwrap().unwrap();
+    let report = report_until(&mut con, &key, |r| r.in_flight == 1).await;
+    assert_eq!(report.total.granted, 3);
+    assert_eq!(report.total.leases_lost, 0);
+    drop(third);
+}

@@ -2,8 +2,8 @@
 //! read back by the operator's tool with [`Report::parse`].
 //!
 //! `v1 at=<unix ms> period=<ms> process=<id> capacity=<n> rate=<decimal> granted=.. denied=.. gave_up=.. errors=..
-//! round_trips=.. pauses=.. cuts=.. syncs=.. r429=.. r503=.. held_pause=.. held_floor=..
-//! waits=<17 counts> p.granted=..
+//! in_flight=<slots held now> round_trips=.. pauses=.. cuts=.. syncs=.. r429=.. r503=..
+//! held_pause=.. held_floor=.. slot_waits=.. leases_lost=.. waits=<17 counts> p.granted=..
 //! ... p.waits=<17 counts> key=<the bucket's key>`: the counters since the limiter was built,
 //! then (`p.`) those of the last period alone, so that one read gives rates and the wait
 //! quantiles of now; the bucket's quota as the limiter has it (the server does not keep it),
@@ -40,6 +40,10 @@ pub struct Counts {
     pub held_by_pause: u64,
     /// Bulk takes refused to keep the floor (or for want of tokens now).
     pub held_by_floor: u64,
+    /// Calls that found every slot held (a cap on calls in flight) and waited for one.
+    pub slot_waits: u64,
+    /// Slots whose lease ran out while their grant held them.
+    pub leases_lost: u64,
     /// The granted calls' waits.
     pub waits: WaitHistogram,
 }
@@ -60,6 +64,9 @@ pub struct Report {
     pub capacity: u64,
     /// The bucket's rate (tokens per second, a decimal), as the limiter sends it.
     pub rate: String,
+    /// Slots for calls in flight the process's grants held when it reported (0 without a
+    /// cap).
+    pub in_flight: u64,
     /// Since the limiter was built.
     pub total: Counts,
     /// Over the last period alone.
@@ -82,6 +89,8 @@ impl Counts {
             responses_503: snapshot.pushback.responses_503,
             held_by_pause: snapshot.pushback.held_by_pause,
             held_by_floor: snapshot.held_by_floor,
+            slot_waits: snapshot.in_flight.waits,
+            leases_lost: snapshot.in_flight.leases_lost,
             waits: snapshot.wait_histogram.clone(),
         }
     }
@@ -101,11 +110,13 @@ impl Counts {
             responses_503: self.responses_503.saturating_sub(earlier.responses_503),
             held_by_pause: self.held_by_pause.saturating_sub(earlier.held_by_pause),
             held_by_floor: self.held_by_floor.saturating_sub(earlier.held_by_floor),
+            slot_waits: self.slot_waits.saturating_sub(earlier.slot_waits),
+            leases_lost: self.leases_lost.saturating_sub(earlier.leases_lost),
             waits: self.waits.since(&earlier.waits),
         }
     }
 
-    fn fields(&self) -> [(&'static str, u64); 12] {
+    fn fields(&self) -> [(&'static str, u64); 14] {
         [
             ("granted", self.granted),
             ("denied", self.denied),
@@ -119,6 +130,8 @@ impl Counts {
             ("r503", self.responses_503),
             ("held_pause", self.held_by_pause),
             ("held_floor", self.held_by_floor),
+            ("slot_waits", self.slot_waits),
+            ("leases_lost", self.leases_lost),
         ]
     }
 
@@ -142,6 +155,8 @@ impl Counts {
             "r503" => &mut self.responses_503,
             "held_pause" => &mut self.held_by_pause,
             "held_floor" => &mut self.held_by_floor,
+            "slot_waits" => &mut self.slot_waits,
+            "leases_lost" => &mut self.leases_lost,
             // A field of a later version: skipped, so that an older tool still reads it.
             _ => return Some(()),
         };
@@ -163,8 +178,8 @@ impl Report {
     /// The line to store.
     pub fn encode(&self) -> String {
         let mut line = format!(
-            "v1 at={} period={} process={} capacity={} rate={}",
-            self.at_ms, self.period_ms, self.process, self.capacity, self.rate
+            "v1 at={} period={} process={} capacity={} rate={} in_flight={}",
+            self.at_ms, self.period_ms, self.process, self.capacity, self.rate, self.in_flight
         );
         self.total.write("", &mut line);
         self.period.write("p.", &mut line);
@@ -189,6 +204,7 @@ impl Report {
                 "process" => report.process = value.to_owned(),
                 "capacity" => report.capacity = value.parse().ok()?,
                 "rate" => report.rate = value.to_owned(),
+                "in_flight" => report.in_flight = value.parse().ok()?,
                 _ => match name.strip_prefix("p.") {
                     Some(name) => report.period.set(name, value)?,
                     None => report.total.set(name, value)?,
@@ -215,6 +231,7 @@ mod tests {
             round_trips: 10,
             pauses: 1,
             responses_429: 1,
+            slot_waits: 2,
             waits: WaitHistogram::from_counts(&waits).unwrap(),
             ..Counts::default()
         };
@@ -225,6 +242,7 @@ mod tests {
             period_ms: 5000,
             capacity: 10,
             rate: "0.5".to_owned(),
+            in_flight: 3,
             period: total.since(&Counts {
                 granted: 4,
                 ..Counts::default()
@@ -233,8 +251,10 @@ mod tests {
         };
         let line = report.encode();
         assert!(line.starts_with(
-            "v1 at=1733300000123 period=5000 process=00ab-42 capacity=10 rate=0.5 granted=9 "
+            "v1 at=1733300000123 period=5000 process=00ab-42 capacity=10 rate=0.5 in_flight=3 \
+             granted=9 "
         ));
+        assert!(line.contains(" slot_waits=2 leases_lost=0 "), "{line}");
         assert!(line.ends_with(" key=quota:pix with spaces"), "{line}");
         assert_eq!(Report::parse(&line), Some(report.clone()));
         assert_eq!(report.period.granted, 5);

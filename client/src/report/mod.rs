@@ -192,7 +192,8 @@ impl Inner {
             let Some(limiter) = watched.limiter.upgrade() else {
                 continue;
             };
-            let total = Counts::of(&limiter.snapshot());
+            let snapshot = limiter.snapshot();
+            let total = Counts::of(&snapshot);
             let period = total.since(watched.last.as_ref().unwrap_or(&Counts::default()));
             for (key, capacity, rate) in &watched.keys {
                 let report = Report {
@@ -202,6 +203,7 @@ impl Inner {
                     period_ms: u64::try_from(self.period.as_millis()).unwrap_or(u64::MAX),
                     capacity: *capacity,
                     rate: rate.clone(),
+                    in_flight: snapshot.in_flight.held,
                     total: total.clone(),
                     period: period.clone(),
                 };

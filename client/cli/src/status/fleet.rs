@@ -20,6 +20,13 @@ pub(crate) struct Fleet {
     pub(crate) held_by_pause: u64,
     /// Bulk takes refused to keep the floor in the last period.
     pub(crate) held_by_floor: u64,
+    /// Calls in flight (slots held) when the processes last reported, summed; null when no
+    /// process has a cap on calls in flight or has seen one used.
+    pub(crate) in_flight: Option<u64>,
+    /// Calls that waited for a slot in the last period.
+    pub(crate) slot_waits: u64,
+    /// Slots whose lease ran out while held, since the processes' limiters were built.
+    pub(crate) leases_lost: u64,
     /// Granted calls' waits counted in the last period.
     pub(crate) waits: u64,
     /// Upper bound of the median wait, ms (the histogram's bucket); null when no wait was
@@ -56,6 +63,7 @@ pub(crate) fn quota_of(reports: &[Report]) -> Option<((u64, String), Option<Stri
 pub(crate) fn fleet_of(reports: &[Report]) -> Fleet {
     let mut grants_per_s = 0.0;
     let (mut responses_429, mut held_by_pause, mut held_by_floor) = (0, 0, 0);
+    let (mut in_flight, mut slot_waits, mut leases_lost) = (None::<u64>, 0, 0);
     let mut summed: Vec<(Option<Duration>, u64)> = WaitHistogram::default().buckets().collect();
     for report in reports {
         if report.period_ms > 0 {
@@ -64,6 +72,12 @@ pub(crate) fn fleet_of(reports: &[Report]) -> Fleet {
         responses_429 += report.period.responses_429;
         held_by_pause += report.period.held_by_pause;
         held_by_floor += report.period.held_by_floor;
+        slot_waits += report.period.slot_waits;
+        leases_lost += report.total.leases_lost;
+        // A process that holds slots or ever waited for one has a cap.
+        if report.in_flight > 0 || report.total.slot_waits > 0 {
+            in_flight = Some(in_flight.unwrap_or(0) + report.in_flight);
+        }
         for (slot, (_, count)) in summed.iter_mut().zip(report.period.waits.buckets()) {
             slot.1 += count;
         }
@@ -75,6 +89,9 @@ pub(crate) fn fleet_of(reports: &[Report]) -> Fleet {
         responses_429,
         held_by_pause,
         held_by_floor,
+        in_flight,
+        slot_waits,
+        leases_lost,
         waits,
         wait_p50_le_ms: quantile_ms(&summed, waits, 0.5),
         wait_p99_le_ms: quantile_ms(&summed, waits, 0.99),

@@ -37,9 +37,20 @@ pub(crate) struct State {
     pub(crate) factor_bp: u64,
 }
 
-const HEADER: [&str; 12] = [
-    "KEY", "CAPACITY", "RATE/S", "TOKENS", "PAUSED", "CUT", "FULL IN", "PROCS", "GRANTS/S",
-    "WAIT P50", "WAIT P99", "429s",
+const HEADER: [&str; 13] = [
+    "KEY",
+    "CAPACITY",
+    "RATE/S",
+    "TOKENS",
+    "PAUSED",
+    "CUT",
+    "FULL IN",
+    "PROCS",
+    "GRANTS/S",
+    "WAIT P50",
+    "WAIT P99",
+    "429s",
+    "IN FLIGHT",
 ];
 
 /// The table, one line per row, columns aligned, then the rows' problems and notes and the
@@ -122,8 +133,9 @@ fn cells(row: &Row) -> Vec<String> {
             cells.push(wait(fleet, fleet.wait_p50_le_ms));
             cells.push(wait(fleet, fleet.wait_p99_le_ms));
             cells.push(fleet.responses_429.to_string());
+            cells.push(fleet.in_flight.map_or_else(dash, |n| n.to_string()));
         }
-        None => cells.extend(std::iter::repeat_n(dash(), 5)),
+        None => cells.extend(std::iter::repeat_n(dash(), 6)),
     }
     cells
 }
@@ -160,6 +172,9 @@ mod tests {
                     responses_429: 3,
                     held_by_pause: 0,
                     held_by_floor: 0,
+                    in_flight: Some(5),
+                    slot_waits: 0,
+                    leases_lost: 0,
                     waits: 40,
                     wait_p50_le_ms: Some(5),
                     wait_p99_le_ms: None,
@@ -194,6 +209,9 @@ mod tests {
                     responses_429: 0,
                     held_by_pause: 0,
                     held_by_floor: 0,
+                    in_flight: None,
+                    slot_waits: 0,
+                    leases_lost: 0,
                     waits: 0,
                     wait_p50_le_ms: None,
                     wait_p99_le_ms: None,
@@ -208,10 +226,10 @@ mod tests {
     fn the_table_aligns_its_columns() {
         let text = table(&rows(), &["1 more".to_owned()]);
         let expected = "\
-KEY           CAPACITY  RATE/S  TOKENS   PAUSED    CUT  FULL IN  PROCS  GRANTS/S  WAIT P50   WAIT P99  429s
-quota:pix            8       9       0  1.495 s  x0.50  2.273 s      2       8.5     <=5ms  >100000ms     3
-quota:other        100     0.5     100        -      -     full      -         -         -          -     -
-quota:broken         1       1       ?        ?      ?        ?      1       0.0         -          -     0
+KEY           CAPACITY  RATE/S  TOKENS   PAUSED    CUT  FULL IN  PROCS  GRANTS/S  WAIT P50   WAIT P99  429s  IN FLIGHT
+quota:pix            8       9       0  1.495 s  x0.50  2.273 s      2       8.5     <=5ms  >100000ms     3          5
+quota:other        100     0.5     100        -      -     full      -         -         -          -     -          -
+quota:broken         1       1       ?        ?      ?        ?      1       0.0         -          -     0          -
 quota:broken: not a bucket
 1 more
 ";
