@@ -246,6 +246,7 @@ fn main() {
     for (name, values) in rows {
         println!("| {name} | {:.3} |", median(values));
     }
+    println!();
     println!("| ratio (same repetition) | median |");
     println!("|---|---|");
     for (name, values) in ratios {
