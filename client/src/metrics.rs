@@ -460,21 +460,33 @@ impl Metrics {
 
     pub(crate) fn slot_taken(&self) {
         self.slots_held.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.facade.in_flight(1.0);
     }
 
     pub(crate) fn slot_ended(&self) {
         // Never below 0, whatever the order of a hold and its end.
-        let _ = self
+        let ended = self
             .slots_held
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        #[cfg(feature = "metrics")]
+        if ended.is_ok() {
+            self.facade.in_flight(-1.0);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = ended;
     }
 
     pub(crate) fn waited_for_slot(&self) {
         self.slot_waits.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.facade.slot_event("wait");
     }
 
     pub(crate) fn lease_lost(&self) {
         self.leases_lost.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.facade.slot_event("lease_lost");
     }
 
     pub(crate) fn gave_up(&self) {
@@ -557,6 +569,8 @@ mod facade {
     pub(super) const ROUND_TRIPS: &str = "throttle_round_trips_total";
     pub(super) const WAIT: &str = "throttle_wait_seconds";
     pub(super) const PUSHBACK: &str = "throttle_pushback_total";
+    pub(super) const SLOTS: &str = "throttle_slots_total";
+    pub(super) const IN_FLIGHT: &str = "throttle_in_flight";
 
     /// Looks the metrics up on every event rather than caching handles, so a recorder
     /// installed after the limiter was built still receives everything.
@@ -578,9 +592,23 @@ mod facade {
                 PUSHBACK,
                 "The supplier's pushback, by event: responses seen, pauses, cuts, syncs."
             );
+            ::metrics::describe_counter!(
+                SLOTS,
+                "Calls in flight under a cap, by event: waits for a slot, leases lost."
+            );
+            ::metrics::describe_gauge!(IN_FLIGHT, "Slots the limiter's grants hold now.");
             Facade {
                 name: name.to_owned(),
             }
+        }
+
+        pub(super) fn in_flight(&self, change: f64) {
+            ::metrics::gauge!(IN_FLIGHT, "limiter" => self.name.clone()).increment(change);
+        }
+
+        pub(super) fn slot_event(&self, event: &'static str) {
+            ::metrics::counter!(SLOTS, "limiter" => self.name.clone(), "event" => event)
+                .increment(1);
         }
 
         pub(super) fn round_trips(&self, backend: crate::Backend, trips: u32) {

@@ -181,3 +181,36 @@ async fn the_counters_go_to_the_metrics_facade() {
     assert_eq!(snapshot.pushback.cuts_same_episode, 1);
     assert_eq!(snapshot.total_wait, Duration::from_secs(1));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_for_a_slot_goes_to_the_metrics_facade() {
+    let recorder = TestRecorder::default();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    let limiter = Limiter::builder("llm:bucket", Quota::new(10, 10u64).unwrap())
+        .name("llm")
+        .max_in_flight(1)
+        .build(FakeServer::new())
+        .unwrap();
+    let held = limiter.acquire().await.unwrap();
+    assert!(matches!(
+        limiter
+            .acquire_with(Demand::call().within(Duration::from_millis(100)))
+            .await,
+        Err(Error::DeadlineExceeded { .. })
+    ));
+    drop(held);
+    assert_eq!(
+        recorder.counter("throttle_slots_total{event=wait,limiter=llm}"),
+        1
+    );
+    assert_eq!(
+        recorder.counter("throttle_slots_total{event=lease_lost,limiter=llm}"),
+        0
+    );
+    assert!(recorder
+        .described
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|d| d == "throttle_slots_total"));
+}
