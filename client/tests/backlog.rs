@@ -798,3 +798,72 @@ async fn the_drain_time_of_a_multi_limiter_is_its_slowest_limit() {
         (30, 90, Duration::from_secs(2))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_on_a_capped_limiter_hold_a_slot_while_their_handler_runs() {
+    let server = Server::start(FLAVOR);
+    let url = server.url();
+    let backlog = Backlog::new(manager(&url).await, "cap:orders", "writers");
+    for n in 0..12 {
+        backlog
+            .push_with_id(format!("r{n}").as_str(), b"x".to_vec(), 1)
+            .await
+            .unwrap();
+    }
+    // A rate that never binds; at most 2 calls in flight across the three workers.
+    let limiter = Limiter::builder("cap:bucket", Quota::new(100, 100u64).unwrap())
+        .max_in_flight(2)
+        .build(manager(&url).await)
+        .unwrap();
+    let open = Arc::new(Mutex::new((0u32, 0u32, 0u32))); // (open now, most open, done)
+    let mut handles = Vec::new();
+    let mut stops = Vec::new();
+    for name in ["w1", "w2", "w3"] {
+        // One record at a time each, so that the three workers share them.
+        let worker =
+            Worker::new(backlog.clone(), name, limiter.clone()).options(options().batch(1));
+        stops.push(worker.stop_handle());
+        let open = Arc::clone(&open);
+        handles.push(spawn(worker, move |_record| {
+            let open = Arc::clone(&open);
+            async move {
+                {
+                    let mut o = open.lock().unwrap();
+                    o.0 += 1;
+                    o.1 = o.1.max(o.0);
+                }
+                // Open until another handler is (bounded: the last record may be alone), so
+                // that the cap is reached and the third worker must wait for a slot.
+                let alone_until = Instant::now() + Duration::from_secs(2);
+                while open.lock().unwrap().0 < 2 && Instant::now() < alone_until {
+                    tokio::time::sleep(MS * 5).await;
+                }
+                tokio::time::sleep(MS * 30).await;
+                let mut o = open.lock().unwrap();
+                o.0 -= 1;
+                o.2 += 1;
+                Outcome::Done
+            }
+        }));
+    }
+    within_async("the 12 records", WAIT, || {
+        (open.lock().unwrap().2 == 12).then_some(())
+    })
+    .await;
+    for stop in &stops {
+        stop.stop();
+    }
+    for handle in handles {
+        stopped(handle).await;
+    }
+    let (_, most, done) = *open.lock().unwrap();
+    assert_eq!(done, 12);
+    assert_eq!(
+        most, 2,
+        "never more handlers at once than the cap, and the cap used"
+    );
+    assert!(
+        limiter.metrics().in_flight.waits > 0,
+        "a worker waited for a slot"
+    );
+}
