@@ -10,6 +10,7 @@ mod chart;
 mod cli;
 mod fleet;
 mod limit;
+mod open_calls;
 mod redis_target;
 mod replica;
 mod report;
@@ -50,6 +51,10 @@ fn demo(args: &RunArgs) -> ExitCode {
             args.calls,
             cli::MAX_CALLS
         );
+        return ExitCode::from(2);
+    }
+    if let Some(Err(err)) = args.slow_spell().map(|spell| spell.check()) {
+        eprintln!("{PROGRAM}: {err}");
         return ExitCode::from(2);
     }
     // Checked by the server's own rules before anything starts.
