@@ -25,6 +25,9 @@ pub struct OpenCallsReport {
     pub slow_spell: Option<SlowSpell>,
     /// The most the supplier had open at once (its own count, at every change: exact).
     pub most_open: u32,
+    /// Still open when the phase ended, as the supplier counts them: 0 once every answer is
+    /// out (each call it counted in, it counted out).
+    pub open_at_end: u32,
     /// The fleet's 429s for concurrency, and for the rate.
     pub refused_for_concurrency: u64,
     pub refused_for_rate: u64,
@@ -116,6 +119,7 @@ pub fn open_calls(args: &RunArgs, outcome: &PhaseOutcome) -> Option<OpenCallsRep
             .filter(|_| outcome.phase == Phase::Bucket),
         slow_spell: spell,
         most_open: most_open(&outcome.open_log),
+        open_at_end: outcome.open_log.last().map_or(0, |c| c.open),
         refused_for_concurrency: for_concurrency,
         refused_for_rate: for_rate,
         slot_waits: capped.then(|| sum(|s| s.slot_waits)),
