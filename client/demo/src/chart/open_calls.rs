@@ -67,23 +67,34 @@ pub fn panel(
             );
         }
     }
+    // Labelled inside the plot, at its right end, so that they never meet the legends.
+    let right = axes.x(t_max) - 4.0;
     if let Some(limit) = spec.supplier_max_open {
-        axes.hline(
+        axes.hline(out, f64::from(limit), REFUSED, "");
+        let y = axes.y(f64::from(limit)) - 4.0;
+        text(
             out,
-            f64::from(limit),
+            right,
+            y,
+            11.0,
+            "end",
             REFUSED,
             &format!("supplier's limit: {limit}"),
         );
     }
     if let Some(cap) = spec.max_in_flight {
-        // Beside the limit when equal: the label goes under it.
-        let label = format!("fleet's cap: {cap}");
-        if spec.supplier_max_open.is_some_and(|l| u64::from(l) == cap) {
-            let y = axes.y(cap as f64) + 16.0;
-            text(out, axes.x(t_max) + 6.0, y, 11.0, "start", SERVED, &label);
-        } else {
-            axes.hline(out, cap as f64, SERVED, &label);
-        }
+        axes.hline(out, cap as f64, SERVED, "");
+        // Under its line, so that a cap equal to the limit keeps both labels apart.
+        let y = axes.y(cap as f64) + 14.0;
+        text(
+            out,
+            right,
+            y,
+            11.0,
+            "end",
+            SERVED,
+            &format!("fleet's cap: {cap}"),
+        );
     }
     for (phase, color) in phases.iter().zip(PHASE_COLORS) {
         let mut d = format!("M{:.1},{:.1}", axes.x(0.0), axes.y(0.0));
