@@ -100,7 +100,7 @@ pub struct RunArgs {
     /// A cap on the fleet's calls in flight: every replica's limiter gets
     /// `max_in_flight(N)`, so each call holds one of N slots of the shared bucket, taken with
     /// its token, until its answer is read; a call that finds them all held waits for one.
-    /// 0: no cap.
+    /// The bucket phase only (direct calls have no limiter). 0: no cap.
     #[arg(long, value_name = "N", default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=1024))]
     pub max_in_flight: u64,
