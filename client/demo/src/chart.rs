@@ -14,6 +14,10 @@ use crate::limit::UpstreamMode;
 use crate::report::pushback::PushbackReport;
 use crate::theory;
 
+mod open_calls;
+
+pub use open_calls::OpenCallsSpec;
+
 /// One phase as the upstream saw it.
 pub struct PhaseSeries {
     pub title: String,
@@ -23,6 +27,11 @@ pub struct PhaseSeries {
     pub arrivals: Vec<(f64, bool)>,
     /// When the fleet was paused after a 429: from the pause to the end of its Retry-After.
     pub pauses: Vec<(f64, f64)>,
+    /// The supplier's count of calls open, at every change: seconds after the shared start,
+    /// and the count then (empty when the run is not about them).
+    pub open: Vec<(f64, u32)>,
+    /// When the supplier refused a call for concurrency, seconds after the shared start.
+    pub too_many_open: Vec<f64>,
 }
 
 /// What the chart is about.
@@ -37,6 +46,8 @@ pub struct ChartSpec {
     /// The bucket phase second by second (fleet sends and 429s, the other application, the
     /// rate factor), shown under the rest when there is pushback to see.
     pub per_second: Option<PushbackReport>,
+    /// The panel of calls open at once, when the run is about them.
+    pub open_calls: Option<OpenCallsSpec>,
 }
 
 const WIDTH: f64 = 1040.0;
@@ -58,6 +69,7 @@ pub fn render(spec: &ChartSpec, phases: &[PhaseSeries]) -> String {
         .iter()
         .flat_map(|p| p.arrivals.last().map(|a| a.0))
         .chain(phases.iter().flat_map(|p| p.pauses.iter().map(|w| w.1)))
+        .chain(phases.iter().flat_map(|p| p.open.last().map(|o| o.0)))
         .fold(0.0_f64, f64::max);
     let t_max = time_axis_end(last);
 
@@ -74,6 +86,11 @@ pub fn render(spec: &ChartSpec, phases: &[PhaseSeries]) -> String {
         UpstreamMode::Window => trailing(&mut body, spec, phases, y, cumulative_height, t_max),
     }
     y += cumulative_height + 60.0;
+    if let Some(open) = &spec.open_calls {
+        let height = 220.0;
+        open_calls::panel(&mut body, open, phases, y, height, t_max);
+        y += height + 70.0;
+    }
     if let Some(report) = &spec.per_second {
         let height = 260.0;
         per_second(&mut body, spec, report, y, height);
@@ -723,6 +740,7 @@ mod tests {
             rate: 9.0,
             notes: vec!["a note".to_owned()],
             per_second: None,
+            open_calls: None,
         }
     }
 
@@ -733,6 +751,8 @@ mod tests {
                 subtitle: "10 served, 30 refused".to_owned(),
                 arrivals: (0..40).map(|i| (0.0001 * f64::from(i), i < 10)).collect(),
                 pauses: Vec::new(),
+                open: Vec::new(),
+                too_many_open: Vec::new(),
             },
             PhaseSeries {
                 title: "phase 2: shared bucket".to_owned(),
@@ -741,6 +761,8 @@ mod tests {
                     .map(|i| (f64::from(i.max(7) - 7) / 9.0, true))
                     .collect(),
                 pauses: vec![(0.334, 1.334)],
+                open: Vec::new(),
+                too_many_open: Vec::new(),
             },
         ]
     }
@@ -768,6 +790,29 @@ mod tests {
         assert!(
             window.contains("window: 10 in any 1 s") && window.contains("bucket: 8 + 9 in 1 s")
         );
+    }
+
+    #[test]
+    fn the_calls_open_at_once_against_the_limit_and_the_cap() {
+        let mut spec = spec(UpstreamMode::Bucket);
+        spec.open_calls = Some(OpenCallsSpec {
+            supplier_max_open: Some(4),
+            max_in_flight: Some(4),
+            slow: Some((0.0, 2.0)),
+        });
+        let mut phases = phases();
+        phases[0].open = vec![(0.001, 1), (0.002, 4), (0.6, 0)];
+        phases[0].too_many_open = vec![0.003, 0.004];
+        phases[1].open = vec![(0.001, 3), (0.5, 2), (1.9, 0)];
+        let svg = render(&spec, &phases);
+        assert!(svg.contains("calls open at the supplier at once"));
+        assert!(svg.contains("supplier's limit: 4"));
+        assert!(svg.contains("fleet's cap: 4") && svg.contains("slow spell"));
+        assert!(svg.contains("refused for concurrency"));
+        assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
+        assert!(!svg.contains("NaN") && !svg.contains("inf"));
+        // Without the panel, none of it.
+        assert!(!render(&self::spec(UpstreamMode::Bucket), &phases).contains("slow spell"));
     }
 
     #[test]

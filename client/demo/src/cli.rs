@@ -6,6 +6,7 @@ use demo_support::output::OutputArgs;
 use serde::Serialize;
 
 use crate::limit::UpstreamMode;
+use crate::open_calls::SlowSpell;
 
 /// The PIX-status scenario: replicas of a bank's service query a central-bank style API that
 /// allows 10 status queries per second per integrator, first directly, then through one
@@ -96,6 +97,32 @@ pub struct RunArgs {
     /// every call at once without the look before sending each reservation makes].
     #[arg(long, value_enum)]
     pub strategy: Option<StrategyArg>,
+    /// A cap on the fleet's calls in flight: every replica's limiter gets
+    /// `max_in_flight(N)`, so each call holds one of N slots of the shared bucket, taken with
+    /// its token, until its answer is read; a call that finds them all held waits for one.
+    /// The bucket phase only (direct calls have no limiter). 0: no cap.
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=1024))]
+    pub max_in_flight: u64,
+    /// The supplier allows at most N calls open at once per integrator and answers one more
+    /// with a 429 (refused for concurrency, counted apart from the rate's). 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub supplier_max_open: u32,
+    /// The supplier's slow spell starts this many seconds after each phase's start: until
+    /// `--slow-until` every call it serves takes `--slow-min-ms` to `--slow-max-ms`.
+    #[arg(long, value_name = "SECS", requires = "slow_until")]
+    pub slow_from: Option<f64>,
+    /// The supplier's slow spell ends this many seconds after each phase's start.
+    #[arg(long, value_name = "SECS", requires = "slow_from")]
+    pub slow_until: Option<f64>,
+    /// The shortest a call takes in the slow spell, in ms.
+    #[arg(long, value_name = "MS", default_value_t = 400)]
+    pub slow_min_ms: u64,
+    /// The longest a call takes in the slow spell, in ms (at most 5000: a replica gives up on
+    /// an answer after 10 s).
+    #[arg(long, value_name = "MS", default_value_t = 800,
+          value_parser = clap::value_parser!(u64).range(1..=5_000))]
+    pub slow_max_ms: u64,
     /// Where the bucket's commands run: the module, the Lua script (EVALSHA; the private
     /// Redis is then started without the module, as on a managed Redis that refuses MODULE
     /// LOAD), or auto (the module if the server has it, else the script).
@@ -123,6 +150,33 @@ impl RunArgs {
         } else {
             &[Phase::Direct, Phase::Bucket]
         }
+    }
+
+    /// The cap on the fleet's calls in flight, if there is one.
+    pub fn max_in_flight(&self) -> Option<u64> {
+        (self.max_in_flight > 0).then_some(self.max_in_flight)
+    }
+
+    /// The supplier's limit on calls open at once, if it has one.
+    pub fn supplier_max_open(&self) -> Option<u32> {
+        (self.supplier_max_open > 0).then_some(self.supplier_max_open)
+    }
+
+    /// The supplier's slow spell, if there is one (`SlowSpell::check` says whether it can be).
+    pub fn slow_spell(&self) -> Option<SlowSpell> {
+        Some(SlowSpell {
+            from_s: self.slow_from?,
+            until_s: self.slow_until?,
+            min_ms: self.slow_min_ms,
+            max_ms: self.slow_max_ms,
+        })
+    }
+
+    /// Whether the run is about calls open at once: the report then shows them.
+    pub fn watches_open_calls(&self) -> bool {
+        self.max_in_flight().is_some()
+            || self.supplier_max_open().is_some()
+            || self.slow_spell().is_some()
     }
 
     /// The strategy the replicas use: the one given, else reserve, except against a strict
@@ -260,4 +314,7 @@ pub struct ReplicaArgs {
     /// Sustained: keep `calls` calls going for this long, one after another each.
     #[arg(long)]
     pub duration_ms: Option<u64>,
+    /// A cap on the fleet's calls in flight (`max_in_flight`), the same on every replica.
+    #[arg(long)]
+    pub max_in_flight: Option<u64>,
 }

@@ -39,6 +39,8 @@ pub struct Plan {
     pub no_listen: bool,
     /// Sustained: `calls` workers per replica, for this long.
     pub duration: Option<Duration>,
+    /// A cap on the fleet's calls in flight.
+    pub max_in_flight: Option<u64>,
 }
 
 /// A phase as the replicas saw it.
@@ -119,6 +121,9 @@ fn args(plan: &Plan, index: u32) -> Vec<String> {
         }
         if plan.no_listen {
             args.push("--no-listen".to_owned());
+        }
+        if let Some(cap) = plan.max_in_flight {
+            args.push(format!("--max-in-flight={cap}"));
         }
     }
     if let Some(duration) = plan.duration {

@@ -10,6 +10,7 @@ mod chart;
 mod cli;
 mod fleet;
 mod limit;
+mod open_calls;
 mod redis_target;
 mod replica;
 mod report;
@@ -24,7 +25,7 @@ use clap::Parser;
 use demo_support::until_stopped::run_until_stopped;
 use redis_throttle::{Quota, Rate};
 
-use crate::chart::ChartSpec;
+use crate::chart::{ChartSpec, OpenCallsSpec};
 use crate::cli::{Cli, Command, RunArgs};
 use crate::redis_target::RedisTarget;
 use crate::report::chart_series::chart_series;
@@ -50,6 +51,10 @@ fn demo(args: &RunArgs) -> ExitCode {
             args.calls,
             cli::MAX_CALLS
         );
+        return ExitCode::from(2);
+    }
+    if let Some(Err(err)) = args.slow_spell().map(|spell| spell.check()) {
+        eprintln!("{PROGRAM}: {err}");
         return ExitCode::from(2);
     }
     // Checked by the server's own rules before anything starts.
@@ -101,6 +106,11 @@ fn demo(args: &RunArgs) -> ExitCode {
             explanations(&summary)
         },
         per_second: summary.pushback.clone().filter(|_| summary.show_pushback),
+        open_calls: args.watches_open_calls().then(|| OpenCallsSpec {
+            supplier_max_open: args.supplier_max_open(),
+            max_in_flight: args.max_in_flight(),
+            slow: args.slow_spell().map(|s| (s.from_s, s.until_s)),
+        }),
     };
     let svg = chart::render(&spec, &chart_series(&outcome, &summary));
     summary.chart = args.output.save_chart(PROGRAM, "timeline.svg", &svg);

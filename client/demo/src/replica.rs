@@ -131,6 +131,8 @@ async fn run(args: &ReplicaArgs) -> Result<(), String> {
         stats.syncs_unchanged = pushback.syncs_unchanged;
         stats.held_by_pause = pushback.held_by_pause;
         stats.pauses_unchanged = pushback.pauses_unchanged;
+        stats.slot_waits = metrics.in_flight.waits;
+        stats.leases_lost = metrics.in_flight.leases_lost;
     }
     say(&ReplicaMessage::Done(stats))
 }
@@ -165,6 +167,9 @@ async fn limiter(args: &ReplicaArgs) -> Result<Limiter<ConnectionManager>, Strin
         .backend(args.backend.to_backend())
         .name("pix-status")
         .pause_check(!args.no_pause_check);
+    if let Some(cap) = args.max_in_flight {
+        builder = builder.max_in_flight(cap);
+    }
     if !args.no_listen {
         // The replica's one subscription; until it is up its calls ask, so waiting for it
         // only makes the run's round trips the ones of a process that has been up a while.
@@ -268,6 +273,9 @@ async fn one_call(
         // Tokens left in the bucket after this take: a supplier's count at or above it
         // cannot lower the bucket, so it costs no round trip (as the HTTP layers do).
         let mut left_after_take = u64::MAX;
+        // The grant lives until the answer is read: with a cap on calls in flight it holds
+        // the call's slot, and the next call may have it only once this one is done.
+        let mut grant = None;
         if let Some(limiter) = &limiter {
             // The limiter's own deadline refuses a longer wait without taking a token; the
             // outer timeout also bounds the round trips.
@@ -279,10 +287,11 @@ async fn one_call(
             .await;
             record.wait_us += micros(asked.elapsed());
             match got {
-                Ok(Ok(grant)) => {
-                    record.round_trips += grant.round_trips;
-                    record.slept_us += micros(grant.slept);
-                    left_after_take = grant.remaining;
+                Ok(Ok(granted)) => {
+                    record.round_trips += granted.round_trips;
+                    record.slept_us += micros(granted.slept);
+                    left_after_take = granted.remaining;
+                    grant = Some(granted);
                 }
                 Ok(Err(err)) => {
                     record.error = Some(format!("no token: {err}"));
@@ -326,6 +335,8 @@ async fn one_call(
             }
             Err(err) => record.error = Some(format!("HTTP: {err}")),
         }
+        // The call is over: its slot, if it holds one, goes back.
+        drop(grant);
         record.status = this.status;
         let refused = this.status == 429;
         if let (true, Some(limiter)) = (refused, &limiter) {

@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 
 use crate::cli::{Phase, RunArgs};
 use crate::fleet::{self, Plan};
+use crate::open_calls::OpenChange;
 use crate::theory;
 use crate::upstream::{Arrival, Upstream, UpstreamConfig, INTEGRATOR_HEADER};
 use crate::wire::{CallRecord, ReplicaStats};
@@ -50,6 +51,9 @@ pub struct PhaseOutcome {
     pub other_arrivals: Vec<Arrival>,
     /// The bucket's rate and pause, every [`SAMPLE_EVERY`] (bucket phase only).
     pub samples: Vec<Sample>,
+    /// The supplier's count of the integrator's calls open, at every change (empty when it
+    /// neither limits them nor has a slow spell).
+    pub open_log: Vec<OpenChange>,
 }
 
 pub struct Outcome {
@@ -66,6 +70,8 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
         quota: args.quota,
         retry_after: !args.no_retry_after,
         headers: args.supplier_headers,
+        max_open: args.supplier_max_open(),
+        slow: args.slow_spell(),
     })
     .await
     .map_err(|e| format!("cannot start the mock upstream: {e}"))?;
@@ -84,6 +90,9 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
             ""
         }
     );
+    if let Some(line) = open_calls_line(args) {
+        eprintln!("pix-demo: {line}");
+    }
     // A key of its own per run: a bucket left by an earlier run (or on a shared server)
     // cannot skew this one, and it expires by itself once full again.
     let run_id = SystemTime::now()
@@ -134,17 +143,21 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
             rate: args.rate,
             strategy: args.strategy(),
             backend: args.backend,
-            // Twice the ideal, plus slack: enough for polling on a busy machine, and a bound.
+            // Twice the ideal, plus slack: enough for polling on a busy machine, and a bound;
+            // plus the slow spell, which calls may wait out behind slow ones.
             max_wait: if duration.is_some() {
                 Duration::from_secs(30)
             } else {
                 ideal * 2 + Duration::from_secs(10)
-            },
+            } + args.slow_spell().map_or(Duration::ZERO, |spell| {
+                Duration::from_secs_f64(spell.until_s)
+            }),
             no_cut: args.no_cut,
             cut_recovery: Duration::from_secs_f64(args.cut_recovery),
             no_pause_check: args.no_pause_check,
             no_listen: args.no_listen,
             duration,
+            max_in_flight: args.max_in_flight(),
         };
         let watcher = match phase {
             Phase::Bucket => Some(watcher(args, redis_url, &key).await?),
@@ -154,6 +167,7 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
         let mut beside: Vec<JoinHandle<Vec<Sample>>> = Vec::new();
         let run = fleet::run(&plan, |start| {
             let start = start.into_std();
+            upstream.begin_phase(start);
             if let Some(rate) = args.other_app {
                 let until = args.other_app_stop_after.map(Duration::from_secs_f64);
                 let url = upstream.url();
@@ -178,6 +192,7 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
             .take_log()
             .into_iter()
             .partition(|a| a.id.starts_with(OTHER_APP_PREFIX));
+        let open_log = upstream.take_open_log(INTEGRATOR);
         phases.push(PhaseOutcome {
             phase,
             start: run.start.into_std(),
@@ -186,6 +201,7 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
             arrivals,
             other_arrivals,
             samples,
+            open_log,
         });
     }
     let upstream_url = upstream.url();
@@ -195,6 +211,36 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
         key,
         phases,
     })
+}
+
+/// The supplier's limit on calls open at once, its slow spell and the fleet's cap, in a line
+/// for the log (`None` when the run has none of them).
+fn open_calls_line(args: &RunArgs) -> Option<String> {
+    if !args.watches_open_calls() {
+        return None;
+    }
+    let supplier = args
+        .supplier_max_open()
+        .map_or("no limit on calls open at once".to_owned(), |n| {
+            format!("at most {n} calls open at once (429 above)")
+        });
+    let spell = args.slow_spell().map_or(String::new(), |s| {
+        format!(
+            ", slow from {} s to {} s ({}-{} ms a call)",
+            crate::theory::num(s.from_s),
+            crate::theory::num(s.until_s),
+            s.min_ms,
+            s.max_ms
+        )
+    });
+    let cap = args
+        .max_in_flight()
+        .map_or("no cap on calls in flight".to_owned(), |n| {
+            format!("a cap of {n} calls in flight across the fleet")
+        });
+    Some(format!(
+        "the supplier: {supplier}{spell}; the bucket phase: {cap}"
+    ))
 }
 
 /// A limiter on the fleet's bucket for the demo itself: it only looks (`peek`).

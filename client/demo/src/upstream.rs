@@ -5,6 +5,11 @@
 //! when asked, tells every caller what is left of its allowance in `X-RateLimit-*` headers
 //! computed from that same limit. It records every call's arrival for the report and the
 //! chart.
+//!
+//! Optionally it also limits the calls open at once per integrator (above the limit a 429,
+//! refused for concurrency, counted apart from the rate's), and has a slow spell during which
+//! every call it serves takes hundreds of ms (`crate::open_calls`); it then logs its count of
+//! open calls at every change.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,6 +23,7 @@ use axum::Router;
 use demo_support::mock_server::{lock, LoopbackServer};
 
 use crate::limit::{retry_after_seconds, Allowance, UpstreamMode, Verdict};
+use crate::open_calls::{OpenChange, SlowSpell};
 
 /// The header that names the caller's integrator: the unit the quota is counted in.
 pub const INTEGRATOR_HEADER: &str = "x-integrator";
@@ -32,6 +38,11 @@ pub struct UpstreamConfig {
     /// Every answer carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` (calls it would
     /// serve at once now) and `X-RateLimit-Reset` (seconds, to the ms, until one more is back).
     pub headers: bool,
+    /// At most this many calls open at once per integrator; one more is refused (429, with
+    /// `Retry-After: 1` when `retry_after`) without counting against the rate.
+    pub max_open: Option<u32>,
+    /// When served calls take long, from each phase's start ([`Upstream::begin_phase`]).
+    pub slow: Option<SlowSpell>,
 }
 
 /// One call as the upstream saw it.
@@ -43,6 +54,9 @@ pub struct Arrival {
     pub id: String,
     /// The `Retry-After` it was answered with, in whole seconds (429 only).
     pub retry_after_s: Option<u64>,
+    /// Refused because the integrator had `max_open` calls open already (a 429 that is not
+    /// the rate's).
+    pub too_many_open: bool,
 }
 
 struct Shared {
@@ -51,6 +65,13 @@ struct Shared {
     epoch: Instant,
     limits: HashMap<String, Allowance>,
     log: Vec<Arrival>,
+    /// The slow spell counts from here: the current phase's start.
+    phase_start: Instant,
+    /// Calls open now, per integrator, and every change of that count.
+    open: HashMap<String, u32>,
+    open_log: HashMap<String, Vec<OpenChange>>,
+    /// Calls served so far: the slow spell spreads their times by it.
+    served: u64,
 }
 
 type SharedState = Arc<Mutex<Shared>>;
@@ -70,17 +91,24 @@ impl Upstream {
             quota,
             retry_after: true,
             headers: false,
+            max_open: None,
+            slow: None,
         })
         .await
     }
 
     /// Starts the server on 127.0.0.1 with a free port.
     pub async fn start_with(config: UpstreamConfig) -> std::io::Result<Upstream> {
+        let epoch = Instant::now();
         let shared = Arc::new(Mutex::new(Shared {
             config,
-            epoch: Instant::now(),
+            epoch,
             limits: HashMap::new(),
             log: Vec::new(),
+            phase_start: epoch,
+            open: HashMap::new(),
+            open_log: HashMap::new(),
+            served: 0,
         }));
         let app = Router::new()
             .route("/pix/{id}/status", get(pix_status))
@@ -98,6 +126,20 @@ impl Upstream {
     /// The calls recorded since the last time, in arrival order; the log starts empty again.
     pub fn take_log(&self) -> Vec<Arrival> {
         std::mem::take(&mut lock(&self.shared).log)
+    }
+
+    /// A phase starts at `start`: the slow spell counts from it.
+    pub fn begin_phase(&self, start: Instant) {
+        lock(&self.shared).phase_start = start;
+    }
+
+    /// `integrator`'s count of open calls at every change since the last time, in order; the
+    /// log starts empty again (for every integrator).
+    pub fn take_open_log(&self, integrator: &str) -> Vec<OpenChange> {
+        let mut shared = lock(&self.shared);
+        let log = shared.open_log.remove(integrator).unwrap_or_default();
+        shared.open_log.clear();
+        log
     }
 
     /// How long until `integrator` has its whole allowance again.
@@ -132,7 +174,7 @@ async fn pix_status(
         )
             .into_response();
     };
-    let (verdict, retry_after_s, config, (left, back_in)) = {
+    let (answer, retry_after_s, config, (left, back_in), open) = {
         let mut guard = lock(&shared);
         let state = &mut *guard;
         // The clock is read under the lock, so the limiter sees instants in order.
@@ -143,33 +185,64 @@ async fn pix_status(
             .limits
             .entry(integrator.to_owned())
             .or_insert_with(|| Allowance::new(config.mode, config.quota));
-        let verdict = allowance.check(now);
+        let open = state.open.get(integrator).copied().unwrap_or(0);
+        // Concurrency first: a call refused for it costs the integrator no rate.
+        let answer = if config.max_open.is_some_and(|max| open >= max) {
+            Answer::TooManyOpen
+        } else {
+            match allowance.check(now) {
+                Verdict::Served => Answer::Served,
+                Verdict::Refused { retry_after } => Answer::Refused { retry_after },
+            }
+        };
         let left = allowance.remaining(now);
-        let (status, retry_after_s) = match verdict {
-            Verdict::Served => (200, None),
-            Verdict::Refused { retry_after } => (
+        let (status, retry_after_s) = match answer {
+            Answer::Served => (200, None),
+            Answer::Refused { retry_after } => (
                 429,
                 config.retry_after.then(|| retry_after_seconds(retry_after)),
             ),
+            // No time the supplier could name: one second, as a bare 429 is read.
+            Answer::TooManyOpen => (429, config.retry_after.then_some(1)),
         };
         state.log.push(Arrival {
             at,
             status,
             id: id.clone(),
             retry_after_s,
+            too_many_open: answer == Answer::TooManyOpen,
         });
-        (verdict, retry_after_s, config, left)
+        // Counted in under the same lock as the check, so no two calls both take the last
+        // place.
+        let open = (answer == Answer::Served
+            && (config.max_open.is_some() || config.slow.is_some()))
+        .then(|| OpenCall::enter(state, Arc::clone(&shared), integrator, at));
+        (answer, retry_after_s, config, left, open)
     };
-    let mut response = match verdict {
-        Verdict::Served => (
+    // A served call is open until its answer is ready (a slow one sleeps first); the guard
+    // counts it out also when the caller hangs up and the handler is dropped mid-sleep.
+    if let Some((open, latency)) = open {
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        drop(open);
+    }
+    let mut response = match answer {
+        Answer::Served => (
             [(header::CONTENT_TYPE, "application/json")],
             format!("{{\"endToEndId\":{id:?},\"status\":\"SETTLED\"}}\n"),
         )
             .into_response(),
-        Verdict::Refused { .. } => (
+        Answer::Refused { .. } => (
             StatusCode::TOO_MANY_REQUESTS,
             [(header::CONTENT_TYPE, "application/json")],
             "{\"error\":\"rate limit exceeded for this integrator\"}\n",
+        )
+            .into_response(),
+        Answer::TooManyOpen => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::CONTENT_TYPE, "application/json")],
+            "{\"error\":\"too many concurrent requests for this integrator\"}\n",
         )
             .into_response(),
     };
@@ -186,6 +259,70 @@ async fn pix_status(
         }
     }
     response
+}
+
+/// The mock's answer to one call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Answer {
+    Served,
+    /// Above the rate: come back after this long.
+    Refused {
+        retry_after: Duration,
+    },
+    /// Above the calls open at once.
+    TooManyOpen,
+}
+
+/// One served call, counted open from [`OpenCall::enter`] until dropped.
+struct OpenCall {
+    shared: SharedState,
+    integrator: String,
+}
+
+impl OpenCall {
+    /// Counts the call in at `at` (logging the new count) and says how long the slow spell
+    /// makes it.
+    fn enter(
+        state: &mut Shared,
+        shared: SharedState,
+        integrator: &str,
+        at: Instant,
+    ) -> (OpenCall, Duration) {
+        let open = state.open.entry(integrator.to_owned()).or_insert(0);
+        *open += 1;
+        let open = *open;
+        state
+            .open_log
+            .entry(integrator.to_owned())
+            .or_default()
+            .push(OpenChange { at, open });
+        let n = state.served;
+        state.served += 1;
+        let latency = state.config.slow.map_or(Duration::ZERO, |spell| {
+            spell.latency(at.saturating_duration_since(state.phase_start), n)
+        });
+        let call = OpenCall {
+            shared,
+            integrator: integrator.to_owned(),
+        };
+        (call, latency)
+    }
+}
+
+impl Drop for OpenCall {
+    fn drop(&mut self) {
+        let mut guard = lock(&self.shared);
+        let state = &mut *guard;
+        let at = Instant::now();
+        let open = state.open.entry(self.integrator.clone()).or_insert(0);
+        *open = open.saturating_sub(1);
+        let open = *open;
+        state
+            .open_log
+            .entry(self.integrator.clone())
+            .or_default()
+            .push(OpenChange { at, open });
+    }
 }
 
 #[cfg(test)]
@@ -236,12 +373,60 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn above_its_calls_open_at_once_it_refuses_for_concurrency_not_the_rate() {
+        let upstream = Upstream::start_with(UpstreamConfig {
+            mode: UpstreamMode::Bucket,
+            quota: 10,
+            retry_after: true,
+            headers: false,
+            max_open: Some(1),
+            slow: Some(SlowSpell {
+                from_s: 0.0,
+                until_s: 60.0,
+                min_ms: 300,
+                max_ms: 300,
+            }),
+        })
+        .await
+        .unwrap();
+        upstream.begin_phase(Instant::now());
+        let url = format!("{}/pix/E123/status", upstream.url());
+        let began = Instant::now();
+        let slow = tokio::spawn({
+            let url = url.clone();
+            async move { get(&url, Some("a")).await.status() }
+        });
+        // The first is open for 300 ms: the second, 50 ms in, finds no room.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let refused = get(&url, Some("a")).await;
+        assert_eq!(refused.status(), 429);
+        assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
+        assert!(refused.text().await.unwrap().contains("concurrent"));
+        // Another integrator has room of its own.
+        assert_eq!(get(&url, Some("b")).await.status(), 200);
+        assert_eq!(slow.await.unwrap(), 200);
+        assert!(began.elapsed() >= Duration::from_millis(300));
+
+        let log = upstream.take_log();
+        let refusals: Vec<(u16, bool)> = log.iter().map(|a| (a.status, a.too_many_open)).collect();
+        assert_eq!(refusals, [(200, false), (429, true), (200, false)]);
+        let opens: Vec<u32> = upstream.take_open_log("a").iter().map(|c| c.open).collect();
+        assert_eq!(opens, [1, 0]);
+        assert!(upstream.take_open_log("b").is_empty(), "cleared with a's");
+        // The refusal cost no rate: 9 of the 10 are left to "a" (one served).
+        assert!(upstream.full_in("a") <= Duration::from_millis(100));
+        upstream.stop().await;
+    }
+
+    #[tokio::test]
     async fn like_nginx_it_refuses_without_retry_after_and_can_send_its_count() {
         let upstream = Upstream::start_with(UpstreamConfig {
             mode: UpstreamMode::Bucket,
             quota: 3,
             retry_after: false,
             headers: true,
+            max_open: None,
+            slow: None,
         })
         .await
         .unwrap();

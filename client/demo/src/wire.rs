@@ -49,6 +49,12 @@ pub struct ReplicaStats {
     pub held_by_pause: u64,
     #[serde(default)]
     pub pauses_unchanged: u64,
+    /// `MetricsSnapshot::in_flight`, with a cap on calls in flight: calls that found every
+    /// slot held and waited for one, and slots whose lease ran out while held.
+    #[serde(default)]
+    pub slot_waits: u64,
+    #[serde(default)]
+    pub leases_lost: u64,
 }
 
 /// The id a call carries in its URL (`/pix/{id}/status`), so the upstream's log says whose

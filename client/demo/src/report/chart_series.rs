@@ -1,5 +1,5 @@
-//! The chart's data, from the run and its numbers: each phase's arrivals and pauses, titled
-//! with what it came to.
+//! The chart's data, from the run and its numbers: each phase's arrivals, pauses and calls
+//! open at the supplier, titled with what it came to.
 
 use std::fmt::Write;
 
@@ -15,6 +15,9 @@ pub fn chart_series(outcome: &Outcome, summary: &Summary) -> Vec<PhaseSeries> {
         .zip(&summary.phases)
         .map(|(p, r)| {
             let mut subtitle = format!("{} served, {} refused", r.served, r.refused);
+            if r.refused_for_concurrency > 0 {
+                let _ = write!(subtitle, " ({} for concurrency)", r.refused_for_concurrency);
+            }
             if let Some(total) = r.total_s {
                 let _ = write!(subtitle, ", last call at {total:.3} s");
             }
@@ -30,11 +33,20 @@ pub fn chart_series(outcome: &Outcome, summary: &Summary) -> Vec<PhaseSeries> {
                     if r.retries == 1 { "y" } else { "ies" }
                 );
             }
+            let since =
+                |at: std::time::Instant| at.saturating_duration_since(p.start).as_secs_f64();
             PhaseSeries {
                 title: p.phase.title().to_owned(),
                 subtitle,
                 arrivals: arrival_offsets(p),
                 pauses: r.pause_windows.clone(),
+                open: p.open_log.iter().map(|c| (since(c.at), c.open)).collect(),
+                too_many_open: p
+                    .arrivals
+                    .iter()
+                    .filter(|a| a.too_many_open)
+                    .map(|a| since(a.at))
+                    .collect(),
             }
         })
         .collect()

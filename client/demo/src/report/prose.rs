@@ -56,6 +56,48 @@ pub fn explanations(summary: &Summary) -> Vec<String> {
         ));
     }
     lines.extend(pause_story(summary));
+    lines.extend(open_story(summary));
+    lines
+}
+
+/// What the supplier's limit on calls open at once did to the bucket phase, and the cap.
+fn open_story(summary: &Summary) -> Vec<String> {
+    let Some((shared, open)) = summary
+        .phases
+        .iter()
+        .find(|p| p.phase == Phase::Bucket)
+        .and_then(|p| p.open_calls.as_ref().map(|o| (p, o)))
+    else {
+        return Vec::new();
+    };
+    let spell = open.slow_spell.map_or(String::new(), |s| {
+        format!(
+            " (from {} s to {} s every call took {} to {} ms, so calls stayed open longer)",
+            num(s.from_s),
+            num(s.until_s),
+            s.min_ms,
+            s.max_ms
+        )
+    });
+    let mut lines = Vec::new();
+    match (open.max_in_flight, open.slot_waits) {
+        (Some(cap), Some(waits)) => lines.push(format!(
+            "With --max-in-flight {cap} every call held one of {cap} slots of the shared bucket \
+             from its token to its answer: the supplier counted at most {} open at once{spell}; \
+             {waits} calls waited for a slot, {} refused for concurrency.",
+            open.most_open, shared.refused_for_concurrency
+        )),
+        _ => lines.push(format!(
+            "Without a cap on calls in flight the bucket spaced the calls out but not their \
+             answers: the supplier counted up to {} open at once{spell}, and refused {} for \
+             concurrency{}.",
+            open.most_open,
+            shared.refused_for_concurrency,
+            open.supplier_max_open.map_or(String::new(), |n| format!(
+                " (its limit: {n}; --max-in-flight {n} keeps the fleet under it)"
+            ))
+        )),
+    }
     lines
 }
 
@@ -139,7 +181,14 @@ fn pause_story(summary: &Summary) -> Vec<String> {
         }
     }
     let rate_over = summary.rate > f64::from(summary.quota);
-    if after == 0 {
+    if shared.refused_for_concurrency > 0 {
+        // Not the rate's doing: the story is the calls open at once (`open_story`).
+        lines.push(format!(
+            "{} of the {} 429s were for concurrency, not the rate: a pause and a cut slow the \
+             rate, and calls already open stay open.",
+            shared.refused_for_concurrency, shared.refused
+        ));
+    } else if after == 0 {
         lines.push(format!(
             "No 429 after the pause: {}/s with no burst fits the API's {}.",
             num(summary.rate),

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::cli::{BackendArg, Phase, RunArgs, StrategyArg, MAX_ATTEMPTS};
 use crate::limit::UpstreamMode;
+use crate::report::open_calls::{open_calls, OpenCallsReport};
 use crate::report::pushback::{pushback, PushbackReport};
 use crate::scenario::{Outcome, PhaseOutcome};
 use crate::theory;
@@ -61,6 +62,11 @@ pub struct PhaseReport {
     /// As the upstream counted them.
     pub served: u64,
     pub refused: u64,
+    /// Of `refused`, those for concurrency: the supplier had its most calls open already.
+    pub refused_for_concurrency: u64,
+    /// Calls open at once, with a limit on them, a slow spell or a cap (`--supplier-max-open`,
+    /// `--slow-from`, `--max-in-flight`).
+    pub open_calls: Option<OpenCallsReport>,
     /// Any other HTTP status.
     pub other_status: u64,
     /// Calls that got no HTTP status (no token in time, connection trouble).
@@ -161,10 +167,17 @@ pub fn summarize(
         None => args.total_calls(),
     };
     let pushback = bucket.and_then(|p| pushback(args, p));
+    // Refusals for concurrency have a report of their own: only the rate's call for this one.
+    let refused_for_rate = bucket.map_or(0, |p| {
+        p.arrivals
+            .iter()
+            .filter(|a| a.status == 429 && !a.too_many_open)
+            .count()
+    });
     let show_pushback = args.duration.is_some()
         || args.other_app.is_some()
         || args.supplier_headers
-        || pushback.as_ref().is_some_and(|p| p.fleet_refused > 0);
+        || refused_for_rate > 0;
     let fit = theory::fit(args.upstream_mode, args.quota, args.capacity, args.rate);
     Summary {
         replicas: args.replicas,
@@ -333,6 +346,8 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
         calls,
         served: count(200) as u64,
         refused: count(429) as u64,
+        refused_for_concurrency: outcome.arrivals.iter().filter(|a| a.too_many_open).count() as u64,
+        open_calls: open_calls(args, outcome),
         other_status: outcome
             .arrivals
             .iter()

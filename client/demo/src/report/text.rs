@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use crate::cli::{Phase, RunArgs, StrategyArg};
 use crate::report::summary::Summary;
-use crate::report::{prose, pushback, table};
+use crate::report::{open_calls, prose, pushback, table};
 use crate::theory::num;
 
 pub fn text(summary: &Summary, args: &RunArgs) -> String {
@@ -33,6 +33,14 @@ pub fn text(summary: &Summary, args: &RunArgs) -> String {
             total_s: phase.total_s,
         };
         pushback::render(&mut out, report, served, args);
+    }
+    let open: Vec<_> = summary
+        .phases
+        .iter()
+        .filter_map(|p| p.open_calls.as_ref().map(|o| (p.phase, o)))
+        .collect();
+    if !open.is_empty() {
+        open_calls::render(&mut out, args, &open);
     }
     for phase in &summary.phases {
         for sample in &phase.error_samples {

@@ -1,0 +1,192 @@
+//! Calls open at once over a phase, as the supplier counted them, against its limit and the
+//! fleet's cap: its most open at once, its 429s for concurrency apart from the rate's, the
+//! calls that waited for a slot, and the count second by second beside the slow spell.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::cli::{Phase, RunArgs};
+use crate::open_calls::{most_open, open_per_bin, SlowSpell};
+use crate::scenario::{PhaseOutcome, OTHER_APP_PREFIX};
+use crate::theory::num;
+
+/// The width of the bins of [`OpenCallsReport::open_per_bin`].
+pub const BIN: Duration = Duration::from_millis(100);
+
+/// One phase's calls open at once.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpenCallsReport {
+    /// The supplier's limit on calls open at once (`None`: it has none).
+    pub supplier_max_open: Option<u32>,
+    /// The fleet's cap on calls in flight (`None`: none, always when direct).
+    pub max_in_flight: Option<u64>,
+    pub slow_spell: Option<SlowSpell>,
+    /// The most the supplier had open at once (its own count, at every change: exact).
+    pub most_open: u32,
+    /// Still open when the phase ended, as the supplier counts them: 0 once every answer is
+    /// out (each call it counted in, it counted out).
+    pub open_at_end: u32,
+    /// The fleet's 429s for concurrency, and for the rate.
+    pub refused_for_concurrency: u64,
+    pub refused_for_rate: u64,
+    /// The replicas' limiters, summed (`MetricsSnapshot::in_flight`; `None` without a cap):
+    /// calls that found every slot held and waited for one, and slots whose lease ran out
+    /// while held.
+    pub slot_waits: Option<u64>,
+    pub leases_lost: Option<u64>,
+    /// The most open in each [`BIN`] from the shared start.
+    pub bin_s: f64,
+    pub open_per_bin: Vec<u32>,
+    pub seconds: Vec<OpenSecond>,
+}
+
+/// One second of the phase, `[t, t + 1)` from the shared start.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpenSecond {
+    pub t: u32,
+    /// The fleet's calls the supplier served, and refused for concurrency and for the rate.
+    pub served: u32,
+    pub refused_for_concurrency: u32,
+    pub refused_for_rate: u32,
+    /// The most open at once in the second.
+    pub most_open: u32,
+    /// Some of the second is inside the slow spell.
+    pub slow: bool,
+}
+
+/// The phase's calls open at once, when the run is about them.
+pub fn open_calls(args: &RunArgs, outcome: &PhaseOutcome) -> Option<OpenCallsReport> {
+    if !args.watches_open_calls() {
+        return None;
+    }
+    let since = |at: std::time::Instant| at.saturating_duration_since(outcome.start);
+    let fleet = outcome
+        .arrivals
+        .iter()
+        .filter(|a| !a.id.starts_with(OTHER_APP_PREFIX));
+    let last = outcome
+        .arrivals
+        .iter()
+        .map(|a| a.at)
+        .chain(outcome.open_log.iter().map(|c| c.at))
+        .map(|at| since(at).as_secs_f64())
+        .fold(0.0_f64, f64::max);
+    let bins = (last / BIN.as_secs_f64()).floor() as usize + 1;
+    let per_bin = open_per_bin(&outcome.open_log, outcome.start, BIN, bins);
+    let n = last.floor() as usize + 1;
+    let spell = args.slow_spell();
+    let mut seconds: Vec<OpenSecond> = (0..n)
+        .map(|t| OpenSecond {
+            t: t as u32,
+            served: 0,
+            refused_for_concurrency: 0,
+            refused_for_rate: 0,
+            // Ten bins a second.
+            most_open: per_bin
+                .iter()
+                .skip(t * 10)
+                .take(10)
+                .copied()
+                .max()
+                .unwrap_or(0),
+            slow: spell.is_some_and(|s| s.from_s < (t + 1) as f64 && s.until_s > t as f64),
+        })
+        .collect();
+    let (mut for_concurrency, mut for_rate) = (0, 0);
+    for a in fleet {
+        let second = &mut seconds[(since(a.at).as_secs_f64().floor() as usize).min(n - 1)];
+        match (a.status, a.too_many_open) {
+            (200, _) => second.served += 1,
+            (429, true) => {
+                second.refused_for_concurrency += 1;
+                for_concurrency += 1;
+            }
+            (429, false) => {
+                second.refused_for_rate += 1;
+                for_rate += 1;
+            }
+            _ => {}
+        }
+    }
+    let capped = outcome.phase == Phase::Bucket && args.max_in_flight().is_some();
+    let sum = |f: fn(&crate::wire::ReplicaStats) -> u64| outcome.stats.iter().map(f).sum::<u64>();
+    Some(OpenCallsReport {
+        supplier_max_open: args.supplier_max_open(),
+        max_in_flight: args
+            .max_in_flight()
+            .filter(|_| outcome.phase == Phase::Bucket),
+        slow_spell: spell,
+        most_open: most_open(&outcome.open_log),
+        open_at_end: outcome.open_log.last().map_or(0, |c| c.open),
+        refused_for_concurrency: for_concurrency,
+        refused_for_rate: for_rate,
+        slot_waits: capped.then(|| sum(|s| s.slot_waits)),
+        leases_lost: capped.then(|| sum(|s| s.leases_lost)),
+        bin_s: BIN.as_secs_f64(),
+        open_per_bin: per_bin,
+        seconds,
+    })
+}
+
+/// The supplier's rules, then per phase its figures and its seconds.
+pub fn render(out: &mut String, args: &RunArgs, phases: &[(Phase, &OpenCallsReport)]) {
+    let _ = writeln!(
+        out,
+        "\ncalls open at once, as the supplier counts them ({}; {}); the bucket phase: {}",
+        args.supplier_max_open()
+            .map_or("no limit on them".to_owned(), |n| format!(
+                "at most {n}, a 429 for concurrency above"
+            )),
+        args.slow_spell()
+            .map_or("no slow spell".to_owned(), |s| format!(
+                "slow from {} s to {} s, {} to {} ms a call",
+                num(s.from_s),
+                num(s.until_s),
+                s.min_ms,
+                s.max_ms
+            )),
+        args.max_in_flight()
+            .map_or("no cap on calls in flight".to_owned(), |n| format!(
+                "a cap of {n} calls in flight (max_in_flight)"
+            )),
+    );
+    for (phase, report) in phases {
+        let _ = writeln!(
+            out,
+            "{}: most open at once {}{}; refused for concurrency {}, for the rate {}{}",
+            phase.title(),
+            report.most_open,
+            report
+                .supplier_max_open
+                .map_or(String::new(), |n| format!(" (limit {n})")),
+            report.refused_for_concurrency,
+            report.refused_for_rate,
+            match (report.slot_waits, report.leases_lost) {
+                (Some(waits), Some(lost)) => format!(
+                    "; waits for a slot {waits}, leases lost {lost} (cap {})",
+                    report.max_in_flight.unwrap_or_default()
+                ),
+                _ => String::new(),
+            }
+        );
+        let _ = writeln!(
+            out,
+            "{:>7}  {:>6}  {:>16}  {:>11}  {:>9}  slow",
+            "s", "served", "429 concurrency", "429 rate", "most open"
+        );
+        for s in &report.seconds {
+            let _ = writeln!(
+                out,
+                "{:>7}  {:>6}  {:>16}  {:>11}  {:>9}  {}",
+                format!("{}-{}", s.t, s.t + 1),
+                s.served,
+                s.refused_for_concurrency,
+                s.refused_for_rate,
+                s.most_open,
+                if s.slow { "yes" } else { "" }
+            );
+        }
+    }
+}
