@@ -78,12 +78,21 @@ where
             }
             if in_line.is_none() {
                 shared.metrics.waited_for_slot();
-                match tokio::time::timeout_at(deadline, shared.gate.line.lock()).await {
-                    // At the head of the line: look again at once.
-                    Ok(turn) => in_line = Some(turn),
-                    Err(_) => return Ok(Slotted { taken, slot: None }),
-                }
-                continue;
+                let turn = match shared.gate.line.try_lock() {
+                    Ok(turn) => turn,
+                    // Behind another waiter: at the head, a slot may have come free meanwhile,
+                    // so look again at once.
+                    Err(_) => {
+                        match tokio::time::timeout_at(deadline, shared.gate.line.lock()).await {
+                            Ok(turn) => {
+                                in_line = Some(turn);
+                                continue;
+                            }
+                            Err(_) => return Ok(Slotted { taken, slot: None }),
+                        }
+                    }
+                };
+                in_line = Some(turn);
             }
             let look = next_look(last_look, taken.reply.wait);
             last_look = Some(look);
