@@ -241,18 +241,32 @@ pub fn encode_state(state: &State) -> Encoded {
 /// [`MAX_SLOT_ID`].
 pub fn parse_state(bytes: &[u8], now_ns: i64) -> Result<State, StateError> {
     let now = now_ns.clamp(0, MAX_NOW_NS);
-    let instant = |at: i64| {
-        let too_early = at < EARLIEST_STATE_NS && now >= EARLIEST_STATE_NS;
-        if too_early || at - now > LATEST_STATE_AHEAD_NS {
-            Err(StateError)
-        } else {
-            Ok(at)
-        }
-    };
-    let slots = slot_count(bytes.len());
-    if bytes.len() != PUSHBACK_STATE_LEN && slots.is_none() {
-        return decode(bytes).and_then(instant).map(State::plain);
+    let len = bytes.len();
+    if len == PUSHBACK_STATE_LEN || (len != STATE_LEN && slot_count(len).is_some()) {
+        return parse_wide(bytes, now);
     }
+    decode(bytes)
+        .and_then(|at| in_range(at, now))
+        .map(State::plain)
+}
+
+/// An instant a command could have written, seen from the clamped clock `now` (see
+/// [`parse_state`]).
+fn in_range(at: i64, now: i64) -> Result<i64, StateError> {
+    let too_early = at < EARLIEST_STATE_NS && now >= EARLIEST_STATE_NS;
+    if too_early || at - now > LATEST_STATE_AHEAD_NS {
+        Err(StateError)
+    } else {
+        Ok(at)
+    }
+}
+
+/// [`parse_state`] of the 32-byte form or one with slots, at the clamped clock `now`. Out of
+/// line, so that reading the 8 bytes of a plain bucket, the hot path, stays small.
+#[inline(never)]
+fn parse_wide(bytes: &[u8], now: i64) -> Result<State, StateError> {
+    let instant = |at: i64| in_range(at, now);
+    let slots = slot_count(bytes.len());
     let field = |at: usize| -> Result<i64, StateError> {
         let field = bytes.get(at..at + 8).ok_or(StateError)?;
         let field = <[u8; 8]>::try_from(field).map_err(|_| StateError)?;
