@@ -373,8 +373,14 @@ impl TakeReply {
             int(self.wait_ms),
             int(self.reset_ms),
         ];
-        let tail = self.ticket.into_iter().chain(self.slot).map(int);
-        Ints::new(head.into_iter().chain(tail))
+        let mut ints = Ints::new(head);
+        if let Some(ticket) = self.ticket {
+            ints.push(int(ticket));
+        }
+        if let Some(slot) = self.slot {
+            ints.push(int(slot));
+        }
+        ints
     }
 
     /// Reads a reply back from its integers: four, or five with a ticket. `None` for any other
