@@ -46,14 +46,14 @@ fn takes(c: &mut Criterion) {
         ("reserved", reserve, Some(State::plain(NOW + fill))),
     ];
     for (name, args, stored) in cases {
-        let outcome = take(&args, stored.clone(), NOW);
+        let outcome = take(&args, stored.as_ref(), NOW);
         assert_eq!(
             (outcome.granted, outcome.write.is_some()),
             (name != "denied", name != "denied"),
             "{name}: {outcome:?}"
         );
         group.bench_function(name, |b| {
-            b.iter(|| take(black_box(&args), black_box(stored.clone()), black_box(NOW)))
+            b.iter(|| take(black_box(&args), black_box(stored.as_ref()), black_box(NOW)))
         });
     }
     group.finish();
@@ -66,7 +66,7 @@ fn whole_call(c: &mut Criterion) {
     c.bench_function("parse_take_reply", |b| {
         b.iter(|| {
             let args = TakeArgs::parse(black_box(&words)).expect("valid");
-            take(&args, black_box(stored.clone()), black_box(NOW)).reply()
+            take(&args, black_box(stored.as_ref()), black_box(NOW)).reply()
         })
     });
 }

@@ -8,6 +8,7 @@
 //! bucket is opened and read before anything is written.
 
 use std::os::raw::c_int;
+use std::slice;
 
 use redis_module::raw;
 use throttle_bucket::commands::MTake;
@@ -34,7 +35,8 @@ pub(crate) extern "C" fn one_key<C: Counted>(
             // With GET, not the key API (see `peek_state`); a read-only command writes nothing.
             let now = clock::now_ns();
             let stored = peek_state(ctx, *key, now)?;
-            let outcome = C::apply(&parsed, &[stored], now).map_err(|e| e.to_string())?;
+            let outcome =
+                C::apply(&parsed, slice::from_ref(&stored), now).map_err(|e| e.to_string())?;
             finish::<C>(reply, &parsed, &outcome);
             return Ok(());
         }
@@ -42,7 +44,7 @@ pub(crate) extern "C" fn one_key<C: Counted>(
         let now = clock::now_ns();
         let stored = bucket.state(now)?;
         // Borrowed where it lies, not moved out of the result (a copy on the hot path).
-        let applied = C::apply(&parsed, &[stored], now);
+        let applied = C::apply(&parsed, slice::from_ref(&stored), now);
         let outcome = applied.as_ref().map_err(ToString::to_string)?;
         // A call that changes nothing (a denial, a pause a longer one covers) writes and
         // replicates nothing.

@@ -161,7 +161,7 @@ impl Shares {
             if now_ns >= h.valid_until_ns {
                 continue;
             }
-            let outcome = take(&args, Some(State::plain(h.tat_ns)), now_ns);
+            let outcome = take(&args, Some(&State::plain(h.tat_ns)), now_ns);
             match outcome.write.and_then(|w| w.tat()) {
                 Some(tat) if outcome.granted => {
                     h.tat_ns = tat;
@@ -202,7 +202,7 @@ impl Shares {
             tokens,
             ticket_us: u64::try_from(tat_ns.div_euclid(1000)).unwrap_or(0),
         };
-        let outcome = give(&args, Some(State::plain(h.tat_ns)), now_ns);
+        let outcome = give(&args, Some(&State::plain(h.tat_ns)), now_ns);
         if let Some(write) = outcome.write {
             // A delete is a full bucket: its state is now.
             h.tat_ns = write.tat().unwrap_or(now_ns);
@@ -224,7 +224,7 @@ impl Shares {
             tokens,
         };
         // Refused only past 20 years of debt: then nothing more is taken.
-        let write = debit(&args, Some(State::plain(h.tat_ns)), now_ns)
+        let write = debit(&args, Some(&State::plain(h.tat_ns)), now_ns)
             .ok()
             .and_then(|outcome| outcome.write);
         match write.and_then(|w| w.tat()) {
@@ -242,7 +242,7 @@ impl Shares {
         self.held
             .iter()
             .filter(|h| now_ns < h.valid_until_ns)
-            .map(|h| peek(quota, Some(State::plain(h.tat_ns)), now_ns))
+            .map(|h| peek(quota, Some(&State::plain(h.tat_ns)), now_ns))
             .fold((0, 0), |(remaining, full), seen| {
                 (
                     remaining.saturating_add(seen.remaining),

@@ -138,7 +138,7 @@ impl CutOutcome {
 /// the configured rate, and it climbs back to the configured rate over `recovery_ms`, or over
 /// what is left of an earlier cut's recovery if that is longer (a later cut never loosens an
 /// earlier one). The configured rate stays the ceiling: a cut only ever makes tokens cost more.
-pub fn cut(args: &CutArgs, stored: Option<State>, now_ns: i64) -> CutOutcome {
+pub fn cut(args: &CutArgs, stored: Option<&State>, now_ns: i64) -> CutOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     let stored_cut = bucket.pushback.and_then(|p| p.cut);
     let same_episode = bucket.paused_for() > 0;

@@ -69,7 +69,7 @@ impl DebitOutcome {
 /// the state would no longer read as a bucket.
 pub fn debit(
     args: &DebitArgs,
-    stored: Option<State>,
+    stored: Option<&State>,
     now_ns: i64,
 ) -> Result<DebitOutcome, ArgError> {
     let bucket = View::at(&args.quota, stored, now_ns);

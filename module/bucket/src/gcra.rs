@@ -67,9 +67,9 @@ impl Write {
     }
 }
 
-/// A bucket as seen at one instant.
-#[derive(Clone, Debug)]
-pub(crate) struct View {
+/// A bucket as seen at one instant, borrowing its stored slot table.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct View<'a> {
     /// The clock, clamped to `0..=MAX_NOW_NS`.
     pub now: i128,
     /// When the bucket is full, never before `now`: time never runs backwards for a bucket,
@@ -83,18 +83,24 @@ pub(crate) struct View {
     pub pushback: Option<Pushback>,
     /// The calls in flight as stored (leases that ran out included): every write carries
     /// those still held over.
-    pub slots: Slots,
+    pub slots: &'a Slots,
 }
 
-impl View {
+/// The slot table of a bucket that holds none: no allocation.
+static NO_SLOTS: Slots = Slots {
+    next_id: 0,
+    held: Vec::new(),
+};
+
+impl<'a> View<'a> {
     /// `stored` is the key's state (`None`: no key, a full bucket). A clock reading outside
     /// `0..=MAX_NOW_NS` is clamped, which can only make the bucket stricter.
-    pub(crate) fn at(quota: &Quota, stored: Option<State>, now_ns: i64) -> View {
+    pub(crate) fn at(quota: &Quota, stored: Option<&'a State>, now_ns: i64) -> View<'a> {
         let now = i128::from(now_ns.clamp(0, MAX_NOW_NS));
         let interval = i128::from(quota.interval.ns());
         let (base, pushback, slots) = match stored {
-            Some(s) => (now.max(i128::from(s.tat)), s.pushback, s.slots),
-            None => (now, None, Slots::default()),
+            Some(s) => (now.max(i128::from(s.tat)), s.pushback, &s.slots),
+            None => (now, None, &NO_SLOTS),
         };
         View {
             now,
@@ -225,7 +231,7 @@ impl View {
     /// is in effect: a pause that is over and a cut that has recovered are dropped, so the key
     /// goes back to 8 bytes. A full bucket with nothing in effect is deleted.
     pub(crate) fn write_with(&self, tat: i128, pushback: Option<Pushback>) -> Option<Write> {
-        self.write_all(tat, pushback, &self.slots)
+        self.write_all(tat, pushback, self.slots)
     }
 
     /// [`View::write_with`] with `slots` as the calls in flight: those whose lease ran out are
@@ -255,7 +261,9 @@ impl View {
         if until <= self.now {
             return Some(Write::Delete);
         }
-        let expire_at_ms = i64::try_from(ceil_ms_wide(until)).ok()?;
+        // Past the clock, so positive: whole ms rounded up, in unsigned arithmetic.
+        let until = u128::try_from(until).ok()?;
+        let expire_at_ms = i64::try_from(until.div_ceil(NS_PER_MS.unsigned_abs().into())).ok()?;
         Some(Write::Store {
             state: State {
                 tat: tat_ns,

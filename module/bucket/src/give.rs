@@ -86,12 +86,12 @@ pub struct GiveOutcome {
 /// shorter one the state must sit exactly on the ticket. A state before the ticket means the
 /// bucket was reset since (deleted, or this ticket given back already): nothing to give. A
 /// ticket is good for one give-back (the client's grant is consumed by it).
-pub fn give(args: &GiveArgs, stored: Option<State>, now_ns: i64) -> GiveOutcome {
+pub fn give(args: &GiveArgs, stored: Option<&State>, now_ns: i64) -> GiveOutcome {
     const NOTHING: GiveOutcome = GiveOutcome {
         given: 0,
         write: None,
     };
-    let Some(stored_tat) = stored.as_ref().map(|s| s.tat) else {
+    let Some(stored_tat) = stored.map(|s| s.tat) else {
         return NOTHING;
     };
     let bucket = View::at(&args.quota, stored, now_ns);

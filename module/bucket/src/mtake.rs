@@ -292,11 +292,11 @@ impl MTakeReply {
 pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
     let limits = args.limits();
     let len = limits.len().min(stored.len());
-    let mut views: [Option<(View, u64, bool)>; MAX_KEYS] = Default::default();
+    let mut views: [Option<(View<'_>, u64, bool)>; MAX_KEYS] = Default::default();
     let mut wait = 0i128;
     let mut wait_unfloored = 0i128;
     for ((view, limit), state) in views.iter_mut().zip(limits).zip(stored) {
-        let bucket = View::at(&limit.quota, state.clone(), now_ns);
+        let bucket = View::at(&limit.quota, state.as_ref(), now_ns);
         // A bucket asked for nothing is only inspected: its debt delays no one.
         if limit.tokens > 0 {
             wait = wait.max(bucket.wait_for(limit.tokens, limit.floor.unwrap_or(0)));

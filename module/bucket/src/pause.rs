@@ -69,7 +69,7 @@ impl PauseOutcome {
 /// pause or an existing debt, and the reservations granted before it keep their times; but it
 /// marks the bucket paused until `now + pause`, so that none of them is sent before then (the
 /// client checks the mark before a reserved send, or hears the announcement).
-pub fn pause(args: &PauseArgs, stored: Option<State>, now_ns: i64) -> PauseOutcome {
+pub fn pause(args: &PauseArgs, stored: Option<&State>, now_ns: i64) -> PauseOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     let cut = bucket.pushback.and_then(|p| p.cut);
     paused(&bucket, cut, args.pause_ms)
@@ -77,7 +77,7 @@ pub fn pause(args: &PauseArgs, stored: Option<State>, now_ns: i64) -> PauseOutco
 
 /// The bucket paused for `pause_ms` from now, with `cut` as its cut: what THROTTLE.PAUSE,
 /// THROTTLE.CUT and THROTTLE.SYNC (when nothing remains) write.
-pub(crate) fn paused(bucket: &View, cut: Option<Cut>, pause_ms: u64) -> PauseOutcome {
+pub(crate) fn paused(bucket: &View<'_>, cut: Option<Cut>, pause_ms: u64) -> PauseOutcome {
     let until = bucket.now + i128::from(pause_ms) * i128::from(NS_PER_MS);
     let stored_until = bucket.pushback.map(|p| i128::from(p.paused_until));
     let cut_changed = cut != bucket.pushback.and_then(|p| p.cut);

@@ -63,7 +63,7 @@ impl PeekOutcome {
 }
 
 /// Reads the bucket at `now_ns`. Writes nothing.
-pub fn peek(quota: &Quota, stored: Option<State>, now_ns: i64) -> PeekOutcome {
+pub fn peek(quota: &Quota, stored: Option<&State>, now_ns: i64) -> PeekOutcome {
     let bucket = View::at(quota, stored, now_ns);
     let seen = inspect(&bucket);
     PeekOutcome {

@@ -52,7 +52,7 @@ pub struct SlotOutcome {
 
 /// Frees the slot `args.slot` if it is held at `now_ns`; nothing otherwise (a release is
 /// idempotent, and since ids are never reused a late one never frees a newer holder's slot).
-pub fn release(args: &ReleaseArgs, stored: Option<State>, now_ns: i64) -> SlotOutcome {
+pub fn release(args: &ReleaseArgs, stored: Option<&State>, now_ns: i64) -> SlotOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     let write = bucket
         .slots

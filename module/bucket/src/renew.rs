@@ -60,7 +60,7 @@ impl RenewArgs {
 
 /// Extends the slot `args.slot` to `now + ms` if it is held at `now_ns` (a slot whose lease ran
 /// out is gone: its late holder learns it lost it). Writes only when it is held.
-pub fn renew(args: &RenewArgs, stored: Option<State>, now_ns: i64) -> SlotOutcome {
+pub fn renew(args: &RenewArgs, stored: Option<&State>, now_ns: i64) -> SlotOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     let lease_end = bucket.now + i128::from(args.lease_ms) * i128::from(NS_PER_MS);
     let write = i64::try_from(lease_end)

@@ -23,6 +23,14 @@ impl<const N: usize> Ints<N> {
         ints
     }
 
+    /// `value` after the integers, if it fits.
+    pub(crate) fn push(&mut self, value: i64) {
+        if let Some(slot) = self.values.get_mut(self.len) {
+            *slot = value;
+            self.len += 1;
+        }
+    }
+
     /// The integers, in order.
     pub fn as_slice(&self) -> &[i64] {
         self.values.get(..self.len).unwrap_or(&self.values)

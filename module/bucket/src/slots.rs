@@ -65,6 +65,10 @@ impl Slots {
     /// The table as written at `now`: the slots whose lease ran out dropped, and no table at
     /// all when none is left.
     pub(crate) fn pruned(&self, now: i128) -> Slots {
+        // No table (a bucket that never used INFLIGHT): nothing to look at or collect.
+        if self.held.is_empty() {
+            return Slots::default();
+        }
         let held: Vec<Slot> = self.live(now).copied().collect();
         if held.is_empty() {
             return Slots::default();

@@ -45,7 +45,7 @@ pub struct SlotsOutcome {
 }
 
 /// Reads the bucket's slots at `now_ns`. Writes nothing.
-pub fn slots(quota: &Quota, stored: Option<State>, now_ns: i64) -> SlotsOutcome {
+pub fn slots(quota: &Quota, stored: Option<&State>, now_ns: i64) -> SlotsOutcome {
     let bucket = View::at(quota, stored, now_ns);
     SlotsOutcome {
         held: bucket.slots.held_at(bucket.now),

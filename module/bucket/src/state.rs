@@ -163,20 +163,23 @@ impl fmt::Display for StateError {
 
 /// A state's bytes: 8 or 32 of them inline, or a slot table's on the heap.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Encoded {
-    bytes: [u8; PUSHBACK_STATE_LEN],
-    len: usize,
-    /// The whole state, when it holds slots.
-    table: Vec<u8>,
+pub struct Encoded(Bytes);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Bytes {
+    /// The 8- or 32-byte form: the first `len` bytes.
+    Inline([u8; PUSHBACK_STATE_LEN], usize),
+    /// A state holding slots.
+    Table(Vec<u8>),
 }
 
 impl Encoded {
     /// The bytes to store.
     pub fn as_bytes(&self) -> &[u8] {
-        if !self.table.is_empty() {
-            return &self.table;
+        match &self.0 {
+            Bytes::Inline(bytes, len) => bytes.get(..*len).unwrap_or(bytes),
+            Bytes::Table(table) => table,
         }
-        self.bytes.get(..self.len).unwrap_or(&self.bytes)
     }
 }
 
@@ -190,11 +193,7 @@ pub fn encode_state(state: &State) -> Encoded {
     };
     put(0, state.tat.to_le_bytes());
     if state.pushback.is_none() && state.slots.is_empty() {
-        return Encoded {
-            bytes,
-            len: STATE_LEN,
-            table: Vec::new(),
-        };
+        return Encoded(Bytes::Inline(bytes, STATE_LEN));
     }
     if let Some(pushback) = state.pushback {
         put(8, pushback.paused_until.to_le_bytes());
@@ -205,24 +204,23 @@ pub fn encode_state(state: &State) -> Encoded {
         }
     }
     if state.slots.is_empty() {
-        return Encoded {
-            bytes,
-            len: PUSHBACK_STATE_LEN,
-            table: Vec::new(),
-        };
+        return Encoded(Bytes::Inline(bytes, PUSHBACK_STATE_LEN));
     }
-    let mut table = Vec::with_capacity(SLOTS_STATE_HEAD + SLOT_LEN * state.slots.held.len());
-    table.extend_from_slice(&bytes);
-    table.extend_from_slice(&state.slots.next_id.to_le_bytes());
-    for slot in &state.slots.held {
+    Encoded(Bytes::Table(encode_table(&bytes, &state.slots)))
+}
+
+/// The bytes of a state holding `slots`, after its 32-byte form `head`. Out of line, so that
+/// encoding a plain bucket, the hot path, stays small.
+#[inline(never)]
+fn encode_table(head: &[u8], slots: &Slots) -> Vec<u8> {
+    let mut table = Vec::with_capacity(SLOTS_STATE_HEAD + SLOT_LEN * slots.held.len());
+    table.extend_from_slice(head);
+    table.extend_from_slice(&slots.next_id.to_le_bytes());
+    for slot in &slots.held {
         table.extend_from_slice(&slot.id.to_le_bytes());
         table.extend_from_slice(&slot.lease_end.to_le_bytes());
     }
-    Encoded {
-        bytes,
-        len: PUSHBACK_STATE_LEN,
-        table,
-    }
+    table
 }
 
 /// Reads a stored state, seen from the server's clock `now_ns`.
@@ -241,18 +239,32 @@ pub fn encode_state(state: &State) -> Encoded {
 /// [`MAX_SLOT_ID`].
 pub fn parse_state(bytes: &[u8], now_ns: i64) -> Result<State, StateError> {
     let now = now_ns.clamp(0, MAX_NOW_NS);
-    let instant = |at: i64| {
-        let too_early = at < EARLIEST_STATE_NS && now >= EARLIEST_STATE_NS;
-        if too_early || at - now > LATEST_STATE_AHEAD_NS {
-            Err(StateError)
-        } else {
-            Ok(at)
-        }
-    };
-    let slots = slot_count(bytes.len());
-    if bytes.len() != PUSHBACK_STATE_LEN && slots.is_none() {
-        return decode(bytes).and_then(instant).map(State::plain);
+    let len = bytes.len();
+    if len == PUSHBACK_STATE_LEN || (len != STATE_LEN && slot_count(len).is_some()) {
+        return parse_wide(bytes, now);
     }
+    decode(bytes)
+        .and_then(|at| in_range(at, now))
+        .map(State::plain)
+}
+
+/// An instant a command could have written, seen from the clamped clock `now` (see
+/// [`parse_state`]).
+fn in_range(at: i64, now: i64) -> Result<i64, StateError> {
+    let too_early = at < EARLIEST_STATE_NS && now >= EARLIEST_STATE_NS;
+    if too_early || at - now > LATEST_STATE_AHEAD_NS {
+        Err(StateError)
+    } else {
+        Ok(at)
+    }
+}
+
+/// [`parse_state`] of the 32-byte form or one with slots, at the clamped clock `now`. Out of
+/// line, so that reading the 8 bytes of a plain bucket, the hot path, stays small.
+#[inline(never)]
+fn parse_wide(bytes: &[u8], now: i64) -> Result<State, StateError> {
+    let instant = |at: i64| in_range(at, now);
+    let slots = slot_count(bytes.len());
     let field = |at: usize| -> Result<i64, StateError> {
         let field = bytes.get(at..at + 8).ok_or(StateError)?;
         let field = <[u8; 8]>::try_from(field).map_err(|_| StateError)?;

@@ -90,7 +90,7 @@ impl SyncOutcome {
 
 /// Lowers the bucket to hold at most `args.remaining` tokens now, at the rate now; with 0
 /// remaining and a reset, pauses it until then, as THROTTLE.PAUSE would.
-pub fn sync(args: &SyncArgs, stored: Option<State>, now_ns: i64) -> SyncOutcome {
+pub fn sync(args: &SyncArgs, stored: Option<&State>, now_ns: i64) -> SyncOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     let mut tat = bucket.base;
     if bucket.remaining(bucket.debt()) > args.remaining {
@@ -100,7 +100,7 @@ pub fn sync(args: &SyncArgs, stored: Option<State>, now_ns: i64) -> SyncOutcome 
     }
     let lowered = View {
         base: tat,
-        ..bucket.clone()
+        ..bucket
     };
     let (write, announce) = if args.remaining == 0 && args.reset_ms > 0 {
         let cut = bucket.pushback.and_then(|p| p.cut);

@@ -239,15 +239,12 @@ impl Outcome {
 /// slots are held now; otherwise nothing at all is taken or written. Denied because every slot
 /// is held, the wait is until the first lease ends (or the tokens' wait, if longer). `TOKENS 0`
 /// with INFLIGHT takes a slot and no tokens.
-pub fn take(args: &TakeArgs, stored: Option<State>, now_ns: i64) -> Outcome {
+pub fn take(args: &TakeArgs, stored: Option<&State>, now_ns: i64) -> Outcome {
     let bucket = View::at(&args.quota, stored, now_ns);
+    let tokens = take_tokens(args, &bucket);
+    // Without INFLIGHT that is the call (a write carries the stored slots over, if any).
     let Some(inflight) = args.inflight else {
-        return take_tokens(args, &bucket);
-    };
-    let tokens = if args.tokens == 0 {
-        inspect(&bucket)
-    } else {
-        take_tokens(args, &bucket)
+        return tokens;
     };
     let held = bucket.slots.held_at(bucket.now);
     if held >= inflight.cap {
@@ -297,7 +294,7 @@ pub fn take(args: &TakeArgs, stored: Option<State>, now_ns: i64) -> Outcome {
 }
 
 /// The token part of a take: everything but the slot.
-fn take_tokens(args: &TakeArgs, bucket: &View) -> Outcome {
+fn take_tokens(args: &TakeArgs, bucket: &View<'_>) -> Outcome {
     if args.tokens == 0 {
         return inspect(bucket);
     }
@@ -335,7 +332,7 @@ fn take_tokens(args: &TakeArgs, bucket: &View) -> Outcome {
 }
 
 /// The bucket as it stands: what `TOKENS 0` and THROTTLE.PEEK reply. Writes nothing.
-pub(crate) fn inspect(bucket: &View) -> Outcome {
+pub(crate) fn inspect(bucket: &View<'_>) -> Outcome {
     Outcome {
         granted: true,
         remaining: bucket.remaining(bucket.debt()),
@@ -376,8 +373,14 @@ impl TakeReply {
             int(self.wait_ms),
             int(self.reset_ms),
         ];
-        let tail = self.ticket.into_iter().chain(self.slot).map(int);
-        Ints::new(head.into_iter().chain(tail))
+        let mut ints = Ints::new(head);
+        if let Some(ticket) = self.ticket {
+            ints.push(int(ticket));
+        }
+        if let Some(slot) = self.slot {
+            ints.push(int(slot));
+        }
+        ints
     }
 
     /// Reads a reply back from its integers: four, or five with a ticket. `None` for any other

@@ -94,8 +94,8 @@ pub trait ThrottleCommand {
 /// A one-key command's stored state: the first of `stored` (a missing one reads as a missing
 /// key, a full bucket).
 #[inline]
-pub(crate) fn one_key(stored: &[Option<State>]) -> Option<State> {
-    stored.first().cloned().flatten()
+pub(crate) fn one_key(stored: &[Option<State>]) -> Option<&State> {
+    stored.first().and_then(Option::as_ref)
 }
 
 /// An integer reply's one integer.

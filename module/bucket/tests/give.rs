@@ -21,7 +21,11 @@ impl Bucket {
 
 impl Bucket {
     fn take(&mut self, text: &str, now: i64) -> Outcome {
-        let out = take(&TakeArgs::parse(&words(text)).unwrap(), self.state(), now);
+        let out = take(
+            &TakeArgs::parse(&words(text)).unwrap(),
+            self.state().as_ref(),
+            now,
+        );
         if let Some(w) = &out.write {
             self.0 = w.tat();
         }
@@ -30,7 +34,11 @@ impl Bucket {
 
     fn give(&mut self, quota: &str, n: u64, ticket: i64, now: i64) -> u64 {
         let text = format!("{quota} {n} {ticket}");
-        let out = give(&GiveArgs::parse(&words(&text)).unwrap(), self.state(), now);
+        let out = give(
+            &GiveArgs::parse(&words(&text)).unwrap(),
+            self.state().as_ref(),
+            now,
+        );
         match out.write {
             Some(Write::Store { state, .. }) => {
                 assert!(

@@ -64,7 +64,7 @@ fn the_wait_is_the_longest_and_every_bucket_takes_as_of_then() {
     assert_eq!(after[0], Some(T0 + 2000 * MS + 1000 * MS));
     let single = take(
         &TakeArgs::parse(&words("5 1 TOKENS 0")).unwrap(),
-        after[0].map(State::plain),
+        after[0].map(State::plain).as_ref(),
         T0 + 2000 * MS,
     );
     assert_eq!(single.reply(), [1, 4, 0, 1000]);
@@ -95,7 +95,7 @@ fn one_key_is_the_same_as_throttle_take() {
         let now = T0 + k * 37 * MS + k * 333;
         let single = take(
             &TakeArgs::parse(&words("8 9 TOKENS 2 MAXWAIT 300 TICKET")).unwrap(),
-            stored.map(State::plain),
+            stored.map(State::plain).as_ref(),
             now,
         );
         let (multi, reply) = run("1 a 8 9 2 MAXWAIT 300 TICKET", &[stored], now);
@@ -118,7 +118,7 @@ fn give_back(
     now: i64,
 ) -> (u64, Option<Write>) {
     let args = GiveArgs::parse(&words(&format!("{quota} {n} {ticket}"))).unwrap();
-    let out = give(&args, stored.map(State::plain), now);
+    let out = give(&args, stored.map(State::plain).as_ref(), now);
     (out.given, out.write)
 }
 
@@ -262,7 +262,7 @@ fn a_one_key_floored_multi_take_is_throttle_take() {
         let now = T0 + k * 23 * MS + k * 777;
         let single = take(
             &TakeArgs::parse(&words("8 9 TOKENS 2 FLOOR 3 MAXWAIT 300 TICKET")).unwrap(),
-            stored.map(State::plain),
+            stored.map(State::plain).as_ref(),
             now,
         );
         let (multi, reply) = run("1 a 8 9 2 MAXWAIT 300 FLOOR 3 TICKET", &[stored], now);

@@ -50,7 +50,7 @@ fn the_first_token_is_there_exactly_after_the_pause_then_no_burst() {
         Some(tat / MS)
     );
 
-    let at = |now: i64, text: &str| take(&take_args(text), Some(state.clone()), now);
+    let at = |now: i64, text: &str| take(&take_args(text), Some(&state), now);
     // Nothing until the pause is over, and the reply says exactly when.
     assert_eq!(at(T0, "10 10").reply(), [0, 0, 1500, 2400]);
     assert_eq!(at(T0 + 1499 * MS, "10 10").reply(), [0, 0, 1, 901]);
@@ -60,7 +60,7 @@ fn the_first_token_is_there_exactly_after_the_pause_then_no_burst() {
     // The pause is over: the take writes the 8-byte state again.
     let after = stored(first.write.clone()).unwrap();
     assert_eq!(after.pushback, None);
-    let second = take(&take_args("10 10"), Some(after), T0 + 1500 * MS);
+    let second = take(&take_args("10 10"), Some(&after), T0 + 1500 * MS);
     assert_eq!(second.reply(), [0, 0, 100, 1000]);
 }
 
@@ -68,16 +68,16 @@ fn the_first_token_is_there_exactly_after_the_pause_then_no_burst() {
 fn a_pause_never_shortens_a_longer_pause_or_a_debt() {
     let long = stored(pause(&pause_args("10 10 60000"), None, T0).write);
     // A shorter pause later changes nothing and says how long the longer one still runs.
-    let short = pause(&pause_args("10 10 1000"), long.clone(), T0 + 10_000 * MS);
+    let short = pause(&pause_args("10 10 1000"), long.as_ref(), T0 + 10_000 * MS);
     assert_eq!((short.write.clone(), short.announce), (None, None));
     assert_eq!(short.reply(), 50_000);
     // The same pause again (a second replica saw the same 429): a no-op.
-    let again = pause(&pause_args("10 10 60000"), long, T0);
+    let again = pause(&pause_args("10 10 60000"), long.as_ref(), T0);
     assert_eq!((again.write.clone(), again.reply()), (None, 60_000));
     // A debt of 30 reservations (3 s past full) outlasts a 1 s pause: the state stays, but the
     // bucket is marked paused, so that no reserved call inside the pause is sent.
     let debt = Some(State::plain(T0 + 3_000 * MS + 1_000 * MS));
-    let out = pause(&pause_args("10 10 1000"), debt.clone(), T0);
+    let out = pause(&pause_args("10 10 1000"), debt.as_ref(), T0);
     assert_eq!(out.reply(), 3_100);
     let marked = stored(out.write.clone()).unwrap();
     assert_eq!(marked.tat, T0 + 4_000 * MS, "the debt is kept");
@@ -86,16 +86,16 @@ fn a_pause_never_shortens_a_longer_pause_or_a_debt() {
         Some(T0 + 1_000 * MS)
     );
     assert_eq!(
-        peek(&pause_args("10 10 1").quota, Some(marked.clone()), T0).paused_ns,
+        peek(&pause_args("10 10 1").quota, Some(&marked), T0).paused_ns,
         1_000 * MS
     );
     // The same pause again changes nothing now.
     assert_eq!(
-        pause(&pause_args("10 10 1000"), Some(marked), T0).write,
+        pause(&pause_args("10 10 1000"), Some(&marked), T0).write,
         None
     );
     // A longer pause extends it.
-    let out = pause(&pause_args("10 10 5000"), debt, T0);
+    let out = pause(&pause_args("10 10 5000"), debt.as_ref(), T0);
     assert_eq!(
         out.write.clone().and_then(|w| w.tat()),
         Some(T0 + 5_900 * MS)
@@ -107,7 +107,7 @@ fn a_pause_never_shortens_a_longer_pause_or_a_debt() {
 fn a_pause_on_a_clock_that_reads_earlier_still_only_moves_forward() {
     let state = State::plain(T0 + 500 * MS);
     // The clock reads an hour back: the pause counts from that reading, below the state.
-    let out = pause(&pause_args("1 1 1000"), Some(state), T0 - 3_600_000 * MS);
+    let out = pause(&pause_args("1 1 1000"), Some(&state), T0 - 3_600_000 * MS);
     // The state stays; the mark is written from that reading (and over by the true clock).
     assert_eq!(out.write.clone().and_then(|w| w.tat()), Some(T0 + 500 * MS));
     // Capacity 1: the next token is at the state itself, 1 h 0.5 s after that reading.
@@ -118,7 +118,7 @@ fn a_pause_on_a_clock_that_reads_earlier_still_only_moves_forward() {
 fn the_longest_pause_on_the_slowest_bucket_fits() {
     let out = pause(
         &pause_args("315360000 1 315360000000"),
-        Some(State::plain(i64::MAX - 1)),
+        Some(&State::plain(i64::MAX - 1)),
         T0,
     );
     assert_eq!(

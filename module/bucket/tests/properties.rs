@@ -78,7 +78,7 @@ proptest! {
         let mut usable: Vec<(i64, u64)> = Vec::new();
         for call in &calls {
             now += call.step_ns;
-            let out = take(&args(capacity, rate_text, call.tokens, call.max_wait_ms), state.clone(), now);
+            let out = take(&args(capacity, rate_text, call.tokens, call.max_wait_ms), state.as_ref(), now);
             if let Some(Write::Store { state: written, expire_at_ms }) = out.write.clone() {
                 // Time never runs backwards for a bucket.
                 prop_assert!(state.is_none_or(|s| written.tat >= s.tat));
@@ -116,13 +116,13 @@ proptest! {
         let mut state: Option<State> = None;
         for call in &calls {
             now += call.step_ns;
-            let out = take(&args(capacity, rate_text, call.tokens, call.max_wait_ms), state.clone(), now);
+            let out = take(&args(capacity, rate_text, call.tokens, call.max_wait_ms), state.as_ref(), now);
             let [granted, remaining, wait_ms, reset_ms] = out.reply();
             prop_assert!(remaining >= 0 && remaining <= capacity as i64);
             prop_assert!(wait_ms >= 0 && reset_ms >= 0);
-            let denied = take(&args(capacity, rate_text, call.tokens, 0), state.clone(), now);
+            let denied = take(&args(capacity, rate_text, call.tokens, 0), state.as_ref(), now);
             prop_assert_eq!(denied.wait_ns, out.wait_ns);
-            let later = take(&args(capacity, rate_text, call.tokens, 0), state.clone(), now + wait_ms * NS_PER_MS);
+            let later = take(&args(capacity, rate_text, call.tokens, 0), state.as_ref(), now + wait_ms * NS_PER_MS);
             prop_assert!(later.granted, "waiting {} ms was not enough", wait_ms);
             if granted == 1 {
                 if let Some(write) = out.write { state = write.stored(); }
@@ -142,7 +142,7 @@ proptest! {
             now += call.step_ns;
             let single = take(
                 &TakeArgs { ticket: true, ..args(capacity, rate_text, call.tokens, call.max_wait_ms) },
-                state.clone(),
+                state.as_ref(),
                 now,
             );
             let text = format!("1 a {capacity} {rate_text} {} MAXWAIT {} TICKET", call.tokens, call.max_wait_ms);
@@ -330,7 +330,7 @@ proptest! {
             Ok(())
         };
         let factor = |state: &[Option<State>; 2], b: usize, now: i64| {
-            peek(&bucket_quota(b), state[b].clone(), now).factor_bp
+            peek(&bucket_quota(b), state[b].as_ref(), now).factor_bp
         };
         let mut latest = now;
         for (step, op) in &ops {
@@ -343,8 +343,8 @@ proptest! {
                     let f = factor(&state, *bucket, now);
                     // Whether the tokens are there now: a plain take of them, without waiting.
                     let plain = format!("{} TOKENS {tokens}", quota(*bucket));
-                    let there_now = take(&TakeArgs::parse(&words(&plain)).unwrap(), state[*bucket].clone(), now).granted;
-                    let out = take(&TakeArgs::parse(&words(&text)).unwrap(), state[*bucket].clone(), now);
+                    let there_now = take(&TakeArgs::parse(&words(&plain)).unwrap(), state[*bucket].as_ref(), now).granted;
+                    let out = take(&TakeArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now);
                     prop_assert_eq!(out.granted, out.write.is_some());
                     if let Some(w) = out.write.clone() {
                         set(&mut state, *bucket, w)?;
@@ -372,8 +372,8 @@ proptest! {
                     let g = &mut grants[open[grant % open.len()]];
                     let n = g.tokens * u64::from(*fraction) / 4;
                     let text = format!("{} {n} {}", quota(g.bucket), g.ticket);
-                    let paused_ns = peek(&bucket_quota(g.bucket), state[g.bucket].clone(), now).paused_ns;
-                    let out = give(&GiveArgs::parse(&words(&text)).unwrap(), state[g.bucket].clone(), now);
+                    let paused_ns = peek(&bucket_quota(g.bucket), state[g.bucket].as_ref(), now).paused_ns;
+                    let out = give(&GiveArgs::parse(&words(&text)).unwrap(), state[g.bucket].as_ref(), now);
                     prop_assert!(out.given <= n);
                     if let Some(w) = out.write {
                         if let Some(tat) = w.tat() {
@@ -385,7 +385,7 @@ proptest! {
                     // clock: one that reads earlier may see as on a pause a later one saw end).
                     if paused_ns > 0 && now >= latest {
                         let one = format!("{} TOKENS 1", quota(g.bucket));
-                        let after = take(&TakeArgs::parse(&words(&one)).unwrap(), state[g.bucket].clone(), now);
+                        let after = take(&TakeArgs::parse(&words(&one)).unwrap(), state[g.bucket].as_ref(), now);
                         prop_assert!(!after.granted && after.wait_ns >= paused_ns, "{:?} inside a pause of {} ns", after, paused_ns);
                     }
                     // Used once: a later give of this grant would be a second one.
@@ -394,18 +394,18 @@ proptest! {
                 }
                 Op::Pause { bucket, ms } => {
                     let text = format!("{} {ms}", quota(*bucket));
-                    let out = pause(&PauseArgs::parse(&words(&text)).unwrap(), state[*bucket].clone(), now);
+                    let out = pause(&PauseArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now);
                     prop_assert!(out.reply() >= *ms as i64);
                     if let Some(w) = out.write {
                         set(&mut state, *bucket, w)?;
                     }
-                    let seen = peek(&bucket_quota(*bucket), state[*bucket].clone(), now);
+                    let seen = peek(&bucket_quota(*bucket), state[*bucket].as_ref(), now);
                     prop_assert!(seen.paused_ns >= *ms as i64 * NS_PER_MS, "paused for {} ns", seen.paused_ns);
                 }
                 Op::Cut { bucket, ms, factor: f, recovery_ms } => {
                     let text = format!("{} {ms} {f} {recovery_ms}", quota(*bucket));
                     let before = factor(&state, *bucket, now);
-                    let out = cut(&CutArgs::parse(&words(&text)).unwrap(), state[*bucket].clone(), now);
+                    let out = cut(&CutArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now);
                     prop_assert!(out.reply().next_ms >= *ms);
                     if let Some(w) = out.write {
                         set(&mut state, *bucket, w)?;
@@ -420,18 +420,18 @@ proptest! {
                 }
                 Op::Sync { bucket, remaining, reset_ms } => {
                     let text = format!("{} {remaining} {reset_ms}", quota(*bucket));
-                    let out = sync(&SyncArgs::parse(&words(&text)).unwrap(), state[*bucket].clone(), now);
+                    let out = sync(&SyncArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now);
                     if let Some(w) = out.write {
                         set(&mut state, *bucket, w)?;
                     }
-                    let seen = peek(&bucket_quota(*bucket), state[*bucket].clone(), now);
+                    let seen = peek(&bucket_quota(*bucket), state[*bucket].as_ref(), now);
                     prop_assert!(seen.remaining <= *remaining, "{} left after a sync to {}", seen.remaining, remaining);
                     prop_assert_eq!(out.remaining, seen.remaining);
                 }
                 Op::Debit { bucket, tokens } => {
                     let text = format!("{} {tokens}", quota(*bucket));
-                    let before = peek(&bucket_quota(*bucket), state[*bucket].clone(), now);
-                    let out = debit(&DebitArgs::parse(&words(&text)).unwrap(), state[*bucket].clone(), now)
+                    let before = peek(&bucket_quota(*bucket), state[*bucket].as_ref(), now);
+                    let out = debit(&DebitArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now)
                         .expect("a debit of a few tokens is never too deep here");
                     if let Some(w) = out.write {
                         set(&mut state, *bucket, w)?;
@@ -449,7 +449,7 @@ proptest! {
                     let factors = [factor(&state, 0, now), factor(&state, 1, now)];
                     let there_now = [0, 1].map(|b| {
                         let plain = format!("{} TOKENS {}", quota(b), tokens[b]);
-                        take(&TakeArgs::parse(&words(&plain)).unwrap(), state[b].clone(), now).granted
+                        take(&TakeArgs::parse(&words(&plain)).unwrap(), state[b].as_ref(), now).granted
                     });
                     let out = mtake(&MTakeArgs::parse(&words(&text)).unwrap(), &state, now);
                     let wrote = out.buckets().iter().filter(|b| b.write.is_some()).count();
@@ -481,7 +481,7 @@ proptest! {
                     }
                 }
                 Op::Peek { bucket } => {
-                    let out = peek(&bucket_quota(*bucket), state[*bucket].clone(), now);
+                    let out = peek(&bucket_quota(*bucket), state[*bucket].as_ref(), now);
                     prop_assert!(out.paused_ns >= 0 && out.factor_bp <= FULL_FACTOR_BP);
                 }
             }

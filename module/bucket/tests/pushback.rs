@@ -20,12 +20,16 @@ fn stored(write: Option<Write>) -> Option<State> {
 
 fn cut_at(text: &str, state: Option<State>, now: i64) -> Option<State> {
     let args = CutArgs::parse(&words(text)).expect("valid test arguments");
-    let out = cut(&args, state.clone(), now);
+    let out = cut(&args, state.as_ref(), now);
     out.write.clone().map_or(state, |w| w.stored())
 }
 
 fn take_at(text: &str, state: Option<State>, now: i64) -> throttle_bucket::Outcome {
-    take(&TakeArgs::parse(&words(text)).expect("valid"), state, now)
+    take(
+        &TakeArgs::parse(&words(text)).expect("valid"),
+        state.as_ref(),
+        now,
+    )
 }
 
 #[test]
@@ -136,13 +140,13 @@ fn a_give_back_never_ends_a_pause() {
     // Another replica sees a 429: paused for 1 s. The pause's own state (the first token at
     // T0 + 1 s, T0 + 1.9 s) is before the reservation's, so the state stays on the ticket.
     let pause_args = PauseArgs::parse(&words("10 10 1000")).expect("valid");
-    let paused = stored(pause(&pause_args, stored(reserved.write.clone()), T0).write);
+    let paused = stored(pause(&pause_args, stored(reserved.write.clone()).as_ref(), T0).write);
     assert_eq!(paused.clone().map(|s| s.tat), Some(T0 + 2000 * MS));
     // The reserved call fails and gives back, 250 ms into the pause: only what lies after
     // the pause's own state comes back (one token), and the pause holds.
     let give_args =
         GiveArgs::parse(&words(&format!("10 10 10 {ticket}"))).expect("valid give-back");
-    let given = give(&give_args, paused.clone(), T0 + 250 * MS);
+    let given = give(&give_args, paused.as_ref(), T0 + 250 * MS);
     assert_eq!(given.given, 1);
     let after = stored(given.write.clone());
     assert_eq!(after.clone().map(|s| s.tat), Some(T0 + 1900 * MS));
@@ -152,10 +156,10 @@ fn a_give_back_never_ends_a_pause() {
         "nothing inside the pause"
     );
     let peek_args = PeekArgs::parse(&words("10 10")).expect("valid");
-    let peeked = peek(&peek_args.quota, after, T0 + 250 * MS).reply();
+    let peeked = peek(&peek_args.quota, after.as_ref(), T0 + 250 * MS).reply();
     assert_eq!(peeked.paused_ms, 750);
     // Once the pause is over, a give-back frees its whole slot as before.
-    let late = give(&give_args, paused, T0 + 1000 * MS);
+    let late = give(&give_args, paused.as_ref(), T0 + 1000 * MS);
     assert_eq!(late.given, 10);
     assert_eq!(late.write, Some(Write::Delete), "full again: the key goes");
 }
@@ -195,12 +199,12 @@ fn a_later_cut_never_loosens_an_earlier_one() {
     let both = cut_at("10 10 1 1 1", deep.clone(), T0 + 5 * MS);
     let peek_args = PeekArgs::parse(&words("10 10")).expect("valid");
     let at = |ms: i64| {
-        peek(&peek_args.quota, both.clone(), T0 + ms * MS)
+        peek(&peek_args.quota, both.as_ref(), T0 + ms * MS)
             .reply()
             .factor_bp
     };
     let deep_at = |ms: i64| {
-        peek(&peek_args.quota, deep.clone(), T0 + ms * MS)
+        peek(&peek_args.quota, deep.as_ref(), T0 + ms * MS)
             .reply()
             .factor_bp
     };
@@ -238,8 +242,11 @@ fn a_cut_announces_its_pause_the_state_and_the_cut_factor() {
     assert_eq!(heard.message(), format!("2000 {} 5000", tat / 1000));
     // The same 429 seen by another replica at the same instant: no cut, no longer pause, no
     // message; a millisecond later the pause ends a millisecond later, and that is announced.
-    assert_eq!(cut(&args, stored(out.write.clone()), T0).announce, None);
-    let later = cut(&args, stored(out.write.clone()), T0 + MS).announce;
+    assert_eq!(
+        cut(&args, stored(out.write.clone()).as_ref(), T0).announce,
+        None
+    );
+    let later = cut(&args, stored(out.write.clone()).as_ref(), T0 + MS).announce;
     assert_eq!(
         later.map(|h| (h.pause_ns, h.factor_bp)),
         Some((2000 * MS, 5000))

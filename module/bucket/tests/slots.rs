@@ -47,14 +47,14 @@ impl Bucket {
     }
 
     fn take(&mut self, text: &str) -> Outcome {
-        let out = take(&take_args(text), self.state.clone(), self.now);
+        let out = take(&take_args(text), self.state.as_ref(), self.now);
         self.state = after(&out.write, self.state.clone());
         out
     }
 
     fn renew(&mut self, slot: u64, ms: u64) -> bool {
         let args = RenewArgs::parse(&words(&format!("100 100 {slot} {ms}"))).unwrap();
-        let out = renew(&args, self.state.clone(), self.now);
+        let out = renew(&args, self.state.as_ref(), self.now);
         assert_eq!(out.held, out.write.is_some());
         self.state = after(&out.write, self.state.clone());
         out.held
@@ -62,7 +62,7 @@ impl Bucket {
 
     fn release(&mut self, slot: u64) -> bool {
         let args = ReleaseArgs::parse(&words(&format!("100 100 {slot}"))).unwrap();
-        let out = release(&args, self.state.clone(), self.now);
+        let out = release(&args, self.state.as_ref(), self.now);
         assert_eq!(out.held, out.write.is_some());
         self.state = after(&out.write, self.state.clone());
         out.held
@@ -70,7 +70,7 @@ impl Bucket {
 
     fn slots(&self) -> (u64, i64) {
         let quota = take_args("100 100").quota;
-        let out = slots(&quota, self.state.clone(), self.now);
+        let out = slots(&quota, self.state.as_ref(), self.now);
         (out.held, out.first_end_ns)
     }
 
@@ -220,7 +220,7 @@ fn a_release_that_leaves_nothing_deletes_the_key() {
     let text = "10 10 TOKENS 0 INFLIGHT 1 LEASE 1000";
     let id = b.take(text).slot.unwrap();
     let args = ReleaseArgs::parse(&words(&format!("10 10 {id}"))).unwrap();
-    let out = release(&args, b.state.clone(), T0 + MS);
+    let out = release(&args, b.state.as_ref(), T0 + MS);
     assert_eq!(out.write, Some(Write::Delete));
     // Not while the bucket is in debt: then the 8-byte form, expiring when it is full.
     let mut b = Bucket::new();
@@ -230,7 +230,7 @@ fn a_release_that_leaves_nothing_deletes_the_key() {
         .unwrap();
     let out = release(
         &ReleaseArgs::parse(&words(&format!("10 10 {id}"))).unwrap(),
-        b.state.clone(),
+        b.state.as_ref(),
         T0,
     );
     let Some(Write::Store {
@@ -388,8 +388,8 @@ proptest! {
                 Op::Take { tokens } => {
                     let args = take_args(&text(tokens));
                     let plain = TakeArgs { inflight: None, ..args };
-                    let tokens_alone = take(&plain, state.clone(), now);
-                    let out = take(&args, state.clone(), now);
+                    let tokens_alone = take(&plain, state.as_ref(), now);
+                    let out = take(&args, state.as_ref(), now);
                     prop_assert_eq!(out.granted, out.slot.is_some());
                     prop_assert_eq!(out.granted, out.write.is_some());
                     if out.granted {
@@ -411,12 +411,12 @@ proptest! {
                 Op::Renew { pick, ms } => {
                     let id = given.get(pick % given.len().max(1)).copied().unwrap_or(0);
                     let args = RenewArgs::parse(&words(&format!("3 20 {id} {ms}"))).unwrap();
-                    renew(&args, state.clone(), now).write
+                    renew(&args, state.as_ref(), now).write
                 }
                 Op::Release { pick } => {
                     let id = given.get(pick % given.len().max(1)).copied().unwrap_or(0);
                     let args = ReleaseArgs::parse(&words(&format!("3 20 {id}"))).unwrap();
-                    release(&args, state.clone(), now).write
+                    release(&args, state.as_ref(), now).write
                 }
             };
             if let Some(write) = write {

@@ -17,7 +17,7 @@ fn run(calls: &[(&str, i64)]) -> Vec<Outcome> {
     calls
         .iter()
         .map(|&(text, now)| {
-            let outcome = take(&args(text), state.clone(), now);
+            let outcome = take(&args(text), state.as_ref(), now);
             if let Some(write) = outcome.write.clone() {
                 state = write.stored();
             }
@@ -184,12 +184,12 @@ fn a_clock_that_reads_earlier_adds_no_tokens_and_never_moves_the_state_back() {
 #[test]
 fn a_state_far_ahead_of_the_clock_is_debt_not_an_overflow() {
     let args = args("8 9 MAXWAIT 315360000000");
-    let out = take(&args, Some(State::plain(i64::MAX)), T0);
+    let out = take(&args, Some(&State::plain(i64::MAX)), T0);
     assert!(!out.granted);
     assert_eq!(out.write, None);
     assert!(out.reply()[2] > 0 && out.reply()[3] > 0);
     // A clock beyond the supported range is clamped rather than overflowing.
-    let out = take(&args, Some(State::plain(0)), i64::MAX);
+    let out = take(&args, Some(&State::plain(0)), i64::MAX);
     assert!(out.granted);
 }
 
@@ -224,7 +224,7 @@ fn a_floored_take_reserves_only_tokens_that_are_there_now() {
     // granted with that wait, and the state moves by 2 intervals, as any reservation's.
     let out = take(
         &args("10 10 TOKENS 2 FLOOR 5 MAXWAIT 200 TICKET"),
-        half.clone(),
+        half.as_ref(),
         T0,
     );
     assert_eq!(out.reply(), [1, 3, 200, 700]);
@@ -235,14 +235,14 @@ fn a_floored_take_reserves_only_tokens_that_are_there_now() {
     // both there, nothing written, held by the floor alone.
     let short = take(
         &args("10 10 TOKENS 2 FLOOR 5 MAXWAIT 199"),
-        half.clone(),
+        half.as_ref(),
         T0,
     );
     assert_eq!(short.reply(), [0, 5, 200, 500]);
     assert_eq!(short.write, None);
     assert!(short.held_by_floor);
     // Without MAXWAIT nothing changes: denied, the same wait.
-    let now_only = take(&args("10 10 TOKENS 2 FLOOR 5"), half, T0);
+    let now_only = take(&args("10 10 TOKENS 2 FLOOR 5"), half.as_ref(), T0);
     assert_eq!(now_only.reply(), [0, 5, 200, 500]);
 
     // After the reservation, a call without a floor finds the 3 left, never a debt; a second
@@ -285,25 +285,25 @@ fn a_floored_reservation_never_puts_the_bucket_into_debt() {
         .and_then(|w| w.stored());
     let floored = take(
         &args("10 10 TOKENS 2 FLOOR 1 MAXWAIT 5000"),
-        one_left.clone(),
+        one_left.as_ref(),
         T0,
     );
     assert_eq!(floored.reply(), [0, 1, 200, 900]);
     assert_eq!(floored.write, None);
     assert!(!floored.held_by_floor);
-    let plain = take(&args("10 10 TOKENS 2 MAXWAIT 5000"), one_left.clone(), T0);
+    let plain = take(&args("10 10 TOKENS 2 MAXWAIT 5000"), one_left.as_ref(), T0);
     assert_eq!(plain.reply(), [1, 0, 100, 1100]);
     // FLOOR 0 is no floor: it reserves into debt like the plain take.
     let zero = take(
         &args("10 10 TOKENS 2 FLOOR 0 MAXWAIT 5000"),
-        one_left.clone(),
+        one_left.as_ref(),
         T0,
     );
     assert_eq!((zero.reply(), zero.write), (plain.reply(), plain.write));
     // 100 ms later the 2 are there: the floored take reserves them for when the floor is too.
     let later = take(
         &args("10 10 TOKENS 2 FLOOR 1 MAXWAIT 5000"),
-        one_left,
+        one_left.as_ref(),
         T0 + 100 * MS,
     );
     assert_eq!(later.reply(), [1, 0, 100, 1000]);
