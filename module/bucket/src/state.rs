@@ -252,7 +252,7 @@ pub fn parse_state(bytes: &[u8], now_ns: i64) -> Result<State, StateError> {
 /// [`parse_state`]).
 fn in_range(at: i64, now: i64) -> Result<i64, StateError> {
     let too_early = at < EARLIEST_STATE_NS && now >= EARLIEST_STATE_NS;
-    if too_early || at - now > LATEST_STATE_AHEAD_NS {
+    if too_early || at.saturating_sub(now) > LATEST_STATE_AHEAD_NS {
         Err(StateError)
     } else {
         Ok(at)
