@@ -4,12 +4,11 @@
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{View, Write};
-use crate::renew::parse_slot;
 use crate::reply::{flag, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::throttle_command::{one_key, only, ThrottleCommand};
-use crate::words::Word;
+use crate::words::{parse_slot, Word};
 use crate::Quota;
 
 /// `THROTTLE.RELEASE key capacity rate slot`.

@@ -5,14 +5,13 @@
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{View, Write};
-use crate::limits::MAX_SLOT_ID;
 use crate::release::SlotOutcome;
 use crate::reply::{flag, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::take::parse_lease;
 use crate::throttle_command::{one_key, only, ThrottleCommand};
-use crate::words::{parse_u64, Word};
+use crate::words::{parse_slot, Word};
 use crate::{Quota, NS_PER_MS};
 
 /// `THROTTLE.RENEW key capacity rate slot ms`.
@@ -24,13 +23,6 @@ pub struct RenewArgs {
     pub slot: u64,
     /// The new lease, ms from the server's now.
     pub lease_ms: u64,
-}
-
-/// A slot id: 0..=MAX_SLOT_ID (0 is never held).
-pub(crate) fn parse_slot(text: &[u8]) -> Result<u64, ArgError> {
-    parse_u64(text)
-        .filter(|id| *id <= MAX_SLOT_ID)
-        .ok_or(ArgError::SlotId)
 }
 
 impl RenewArgs {

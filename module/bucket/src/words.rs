@@ -2,7 +2,7 @@
 //! written to them (the client), so both sides follow one definition.
 
 use crate::error::ArgError;
-use crate::limits::MAX_WAIT_MS;
+use crate::limits::{MAX_SLOT_ID, MAX_WAIT_MS};
 
 /// One word of a command after its keys, as a client writes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +50,13 @@ pub(crate) fn parse_tokens(text: &[u8], capacity: u64) -> Result<u64, ArgError> 
     parse_u64(text)
         .filter(|n| *n <= capacity)
         .ok_or(ArgError::Tokens { capacity })
+}
+
+/// A slot id, as THROTTLE.RENEW and RELEASE take it: 0..=MAX_SLOT_ID (0 is never held).
+pub(crate) fn parse_slot(text: &[u8]) -> Result<u64, ArgError> {
+    parse_u64(text)
+        .filter(|id| *id <= MAX_SLOT_ID)
+        .ok_or(ArgError::SlotId)
 }
 
 /// `MAXWAIT ms`: 0..=MAX_WAIT_MS.
