@@ -9,7 +9,8 @@
 --     FCALL throttle_take 1 key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
 --         [INFLIGHT n] [LEASE ms] -> {granted, remaining, wait_ms, reset_ms[, ticket][, slot]}
 --     FCALL throttle_mtake N key1 .. keyN capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
---         [TICKET] -> {granted, wait_ms, remaining_1, reset_ms_1, ...[, ticket_1, ...]}
+--         [TICKET] [INFLIGHT n] [LEASE ms]
+--         -> {granted, wait_ms, remaining_1, reset_ms_1, ...[, ticket_1, ...][, slot]}
 --     FCALL throttle_pause 1 key capacity rate ms              -> ms until the next token
 --     FCALL throttle_give 1 key capacity rate n ticket         -> tokens given back
 --     FCALL_RO throttle_peek 1 key capacity rate
@@ -51,7 +52,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 8                      -- of this library; a client replaces an older one
+local VERSION = 9                      -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
@@ -105,7 +106,7 @@ local function fail(code, ...)
       take_option = 'ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT '
         .. 'ms, TICKET, FLOOR f, INFLIGHT n and LEASE ms',
       mtake_option = 'ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms, '
-        .. 'FLOOR f [f ...] (one floor per key) and TICKET',
+        .. 'FLOOR f [f ...] (one floor per key), TICKET, INFLIGHT n and LEASE ms',
       missing = 'ERR %s needs a value: %s n',
       repeated = 'ERR %s is given more than once',
       pause_ms = 'ERR ms must be a whole number of milliseconds from 1 to 315360000000 '
@@ -115,7 +116,8 @@ local function fail(code, ...)
         .. 'this key (a whole number of microseconds)',
       numkeys = 'ERR numkeys must be a whole number from 1 to 16',
       triples = 'ERR THROTTLE.MTAKE needs capacity, rate and tokens for each of its %d keys, '
-        .. 'in key order, then the options (MAXWAIT ms, FLOOR f [f ...], TICKET)',
+        .. 'in key order, then the options (MAXWAIT ms, FLOOR f [f ...], TICKET, INFLIGHT n, '
+        .. 'LEASE ms)',
       duplicate = 'ERR the keys of THROTTLE.MTAKE must be distinct: name each bucket once',
       floor = 'ERR FLOOR must be a whole number of tokens below the capacity (%d) that '
         .. "leaves room for the call's TOKENS",
@@ -1310,7 +1312,7 @@ do
 end
 
 -- THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
--- [TICKET]
+-- [TICKET] [INFLIGHT n LEASE ms]
 local function mtake(keys, args)
   local count, nargs = #keys, #args
   -- The server's arity check first: the module's call has numkeys, the keys and what follows.
@@ -1345,6 +1347,7 @@ local function mtake(keys, args)
     quotas[i], tokens[i] = quota, n
   end
   local wait_text, floors_at, ticket = nil, nil, false
+  local inflight_text, lease_text
   local i = 3 * count + 1
   while i <= nargs do
     local name = string.upper(args[i])
@@ -1373,9 +1376,26 @@ local function mtake(keys, args)
       end
       floors_at = i + 1
       i = i + 1 + count
+    elseif name == 'INFLIGHT' or name == 'LEASE' then
+      local value = args[i + 1]
+      if not value then
+        return fail('missing', name, name)
+      end
+      if (name == 'INFLIGHT' and inflight_text) or (name == 'LEASE' and lease_text) then
+        return fail('repeated', name)
+      end
+      if name == 'INFLIGHT' then
+        inflight_text = value
+      else
+        lease_text = value
+      end
+      i = i + 2
     else
       return fail('mtake_option')
     end
+  end
+  if (inflight_text == nil) ~= (lease_text == nil) then
+    return fail('inflight_lease')
   end
   local max_wait_ms = 0
   if wait_text then
@@ -1393,6 +1413,17 @@ local function mtake(keys, args)
       if not floors[k] then
         return fail('floor', quotas[k].capacity)
       end
+    end
+  end
+  local cap, lease_ms
+  if inflight_text then
+    cap = whole(inflight_text, MAX_INFLIGHT)
+    if not cap or cap < 1 then
+      return fail('inflight')
+    end
+    lease_ms = whole(lease_text, MAX_WAIT_MS)
+    if not lease_ms or lease_ms < 1 then
+      return fail('lease')
     end
   end
 
@@ -1445,10 +1476,59 @@ local function mtake(keys, args)
       end
     end
   end
-  local reply = { (granted or not takes_any) and 1 or 0, 0 }
-  if takes_any then
-    reply[2] = ceil_ms(wait_s, wait_n)
+  -- A call of 0 tokens is granted (it only inspects, or takes a slot), with no wait.
+  local tokens_granted = granted or not takes_any
+  if not takes_any then
+    wait_s, wait_n = 0, 0
   end
+  granted = tokens_granted
+  local slot
+  if cap then
+    -- The slot, in the first key's bucket: granted only with every bucket's tokens, and only
+    -- if fewer than `cap` slots are held there now; the module's mtake, step by step (as
+    -- take's). The lease runs from now.
+    local b = buckets[1]
+    local slots = b.slots
+    local held, first_s, first_n = 0, nil, nil
+    for k = 1, slots and #slots or 0 do
+      local one = slots[k]
+      if lt(now_s, now_n, one[2], one[3]) then
+        held = held + 1
+        if not first_s or lt(one[2], one[3], first_s, first_n) then
+          first_s, first_n = one[2], one[3]
+        end
+      end
+    end
+    slot = 0
+    if held >= cap then
+      -- Every slot held: nothing taken, the wait until the first lease ends (or the tokens',
+      -- if longer), every bucket as it stands.
+      wait_s, wait_n = max(wait_s, wait_n, sub2(first_s, first_n, now_s, now_n))
+      granted = false
+    elseif tokens_granted then
+      local id = now_s * 1e6 + floor(now_n / 1000)
+      if slots and slots.next > id then
+        id = slots.next
+      end
+      if id >= MAX_SLOT_ID then
+        -- No id left (a forged table): nothing taken, no wait to give.
+        granted, wait_s, wait_n = false, 0, 0
+      else
+        local end_s, end_n = add(now_s, now_n, ms_pair(lease_ms))
+        local table_after = { next = id + 1 }
+        for k = 1, slots and #slots or 0 do
+          table_after[k] = slots[k]
+        end
+        table_after[#table_after + 1] = { id, end_s, end_n }
+        b.slots, slot = table_after, id
+        if not b.tat_s then
+          -- No tokens from the first bucket: its state stays, now holding the slot.
+          b.tat_s, b.tat_n = b.base_s, b.base_n
+        end
+      end
+    end
+  end
+  local reply = { granted and 1 or 0, ceil_ms(wait_s, wait_n) }
   for k = 1, count do
     local b = buckets[k]
     local debt_s, debt_n = b.debt_s, b.debt_n
@@ -1460,12 +1540,17 @@ local function mtake(keys, args)
     reply[2 * k + 2] = ceil_ms(debt_s, debt_n)
   end
   -- One ticket per key after the pairs: the state it was left at in µs, as THROTTLE.TAKE's;
-  -- 0 where nothing was taken (a denial, a key asked for 0 tokens).
+  -- 0 where nothing was taken (a denial, a key asked for 0 tokens, even one holding the slot).
   if ticket then
     for k = 1, count do
       local b = buckets[k]
-      reply[2 * count + 2 + k] = (granted and b.tat_s) and ticket_of(b.tat_s, b.tat_n) or 0
+      reply[2 * count + 2 + k] = (granted and tokens[k] > 0) and ticket_of(b.tat_s, b.tat_n)
+        or 0
     end
+  end
+  -- With INFLIGHT, last: the slot's id (0: not granted).
+  if slot then
+    reply[#reply + 1] = slot
   end
   return reply
 end

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use redis::Value;
-use throttle_bucket::commands::{Cut, Debit, Give, MTake, Pause, Peek, Release, Renew, Sync, Take};
+use throttle_bucket::commands::{Cut, Debit, Give, Pause, Peek, Release, Renew, Sync, Take};
 use throttle_bucket::{Command, CutReply, DebitReply, PeekReply, SyncReply, ThrottleCommand};
 
 /// A `THROTTLE.TAKE` reply (`[granted, remaining, wait_ms, reset_ms(, ticket)]`), or a
@@ -69,17 +69,22 @@ pub(crate) fn peek(value: &Value) -> Result<PeekReply, String> {
 }
 
 /// Decodes a `THROTTLE.MTAKE ... TICKET` reply for `keys` buckets: `[granted, wait_ms,
-/// (remaining, reset_ms) per key, ticket per key]`, read as one bucket (the fewest tokens
-/// left, the longest reset) and the tickets.
-pub(crate) fn mtake(value: &Value, keys: usize) -> Result<MTakeTickets, String> {
+/// (remaining, reset_ms) per key, ticket per key]`, and with `inflight` (a call with `INFLIGHT
+/// n LEASE ms`) the slot's id last, read as one bucket (the fewest tokens left, the longest
+/// reset), the tickets and the slot (`None`: none taken).
+pub(crate) fn mtake(value: &Value, keys: usize, inflight: bool) -> Result<MTakeTickets, String> {
+    let with = if inflight { " INFLIGHT n LEASE ms" } else { "" };
     let unexpected = || {
         format!(
-            "expected an array of {} integers (THROTTLE.MTAKE ... TICKET of {keys} keys), got \
-             {value:?}",
-            2 + 3 * keys
+            "expected an array of {} integers (THROTTLE.MTAKE ... TICKET{with} of {keys} \
+             keys), got {value:?}",
+            2 + 3 * keys + usize::from(inflight)
         )
     };
-    let reply = decode::<MTake>(value, keys).ok_or_else(unexpected)?;
+    // Decoded for the call made: one key's slot and ticket make replies of one length.
+    let ints = integers(value).ok_or_else(unexpected)?;
+    let reply = throttle_bucket::MTakeReply::decode_for(&ints, keys, true, inflight)
+        .ok_or_else(unexpected)?;
     let tickets = reply.tickets.clone().ok_or_else(unexpected)?;
     let buckets = reply.buckets.iter();
     Ok(MTakeTickets {
@@ -93,7 +98,7 @@ pub(crate) fn mtake(value: &Value, keys: usize) -> Result<MTakeTickets, String> 
         },
         tickets,
         left: reply.buckets.iter().map(|b| b.0).collect(),
-        slot: None,
+        slot: reply.slot.filter(|id| *id > 0),
     })
 }
 
@@ -226,20 +231,31 @@ mod tests {
             tickets,
             left,
             slot,
-        } = mtake(&ints(&[1, 300, 9, 100, 2, 4000, 17, 0]), 2).unwrap();
+        } = mtake(&ints(&[1, 300, 9, 100, 2, 4000, 17, 0]), 2, false).unwrap();
         assert_eq!(
             (reply.granted, reply.remaining, reply.wait, reply.reset),
             (true, 2, Duration::from_millis(300), Duration::from_secs(4))
         );
         assert_eq!(tickets, [17, 0]);
         assert_eq!(left, [9, 2], "each bucket's own, in key order");
-        assert_eq!(slot, None, "MTAKE takes no slot");
+        assert_eq!(slot, None, "no INFLIGHT, no slot");
         assert!(
-            mtake(&ints(&[1, 300, 9, 100, 2, 4000]), 2).is_err(),
+            mtake(&ints(&[1, 300, 9, 100, 2, 4000]), 2, false).is_err(),
             "no tickets"
         );
-        assert!(mtake(&ints(&[1, 300, 9, 100]), 2).is_err());
-        assert!(mtake(&ints(&[2, 0, 9, 100, 0]), 1).is_err());
+        assert!(mtake(&ints(&[1, 300, 9, 100]), 2, false).is_err());
+        assert!(mtake(&ints(&[2, 0, 9, 100, 0]), 1, false).is_err());
+        // With INFLIGHT the slot comes last; 0 is none taken. One key's reply with a slot is
+        // as long as one with a ticket: read as the call made.
+        let with_slot = mtake(&ints(&[1, 0, 9, 100, 2, 4000, 17, 5, 42]), 2, true).unwrap();
+        assert_eq!((with_slot.tickets, with_slot.slot), (vec![17, 5], Some(42)));
+        let denied = mtake(&ints(&[0, 70, 9, 100, 0, 0]), 1, true).unwrap();
+        assert_eq!((denied.reply.granted, denied.slot), (false, None));
+        assert!(mtake(&ints(&[1, 0, 9, 100, 2, 4000, 17, 5]), 2, true).is_err());
+        assert!(
+            mtake(&ints(&[1, 0, 9, 100, 42]), 1, true).is_err(),
+            "no ticket"
+        );
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! FCALL throttle_take 1 key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
 //!     [INFLIGHT n] [LEASE ms] -> [granted, remaining, wait_ms, reset_ms(, ticket)(, slot)]
 //! FCALL throttle_mtake N key_1 .. key_N capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
-//!     [TICKET] -> [granted, wait_ms, remaining_1, reset_ms_1, ...(, ticket_1, ...)]
+//!     [TICKET] [INFLIGHT n] [LEASE ms]
+//!     -> [granted, wait_ms, remaining_1, reset_ms_1, ...(, ticket_1, ...)(, slot)]
 //!                                                                (N from 1 to 16)
 //! FCALL throttle_pause 1 key capacity rate ms                  -> ms until the next token
 //! FCALL throttle_give 1 key capacity rate n ticket             -> tokens given back
@@ -63,7 +64,7 @@ pub const LIBRARY: &str = concat!("#!lua name=throttle\n", include_str!("../lua/
 /// byte for byte (a version proves nothing: the loader writes it); it loads its own (`FUNCTION
 /// LOAD REPLACE`, where its user may) over none or one whose code says an older version, and
 /// refuses any other ([`Error::ForeignLibrary`](crate::Error::ForeignLibrary)).
-pub const LIBRARY_VERSION: u64 = 8;
+pub const LIBRARY_VERSION: u64 = 9;
 
 #[cfg(test)]
 mod tests {

@@ -3,7 +3,7 @@
 //! supplier that counts its open calls itself; a SIGKILLed holder's slots come back when their
 //! leases run out, not before; a frozen (SIGSTOP) holder loses its slot to a newer holder and
 //! its late renewal or release never touches the newer one's; a cancelled waiting call holds
-//! nothing.
+//! nothing; a `MultiLimiter`'s slot is held in its first limit's bucket.
 //!
 //! Timing on a shared machine: what the server decides (the cap, a slot not free before its
 //! lease ends) is checked exactly; how soon after a slot is free a waiter gets it, loosely.
@@ -14,7 +14,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis_throttle::{Backend, Limiter, Quota, TryAcquire};
+use redis_throttle::{Backend, Limiter, MultiLimiter, Quota, TryAcquire};
 use throttle_e2e::{multiplexed, poll, runtime, within_async, Flavor, Server};
 use throttle_testkit::ChildTest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -437,7 +437,43 @@ fn a_cancelled_wait_holds_nothing(flavor: Flavor) {
     });
 }
 
+/// A `MultiLimiter`'s slot lives in its first limit's bucket, taken with every limit's tokens
+/// (the same from the module, the library and the script), and is released there.
+fn a_multi_limiters_slot_is_its_first_keys(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let backend = backend_on(flavor);
+    runtime().block_on(async {
+        let limiter = MultiLimiter::builder()
+            .limit("{m}:first", Quota::new(1_000, 1_000u64).unwrap(), 1)
+            .limit("{m}:second", Quota::new(1_000, 1_000u64).unwrap(), 1)
+            .backend(backend)
+            .max_in_flight(1)
+            .slot_lease(Duration::from_secs(5))
+            .build(multiplexed(&server.url()).await)
+            .unwrap();
+        let held = limiter.acquire().await.unwrap();
+        assert!(held.slot().is_some(), "{flavor}: a slot");
+        assert_eq!(slots(&server, "{m}:first").0, 1, "{flavor}");
+        assert_eq!(slots(&server, "{m}:second"), (0, 0), "{flavor}");
+        let refused = limiter.try_acquire().await.unwrap();
+        assert!(
+            matches!(refused, TryAcquire::Denied { .. }),
+            "{flavor}: the one slot is held: {refused:?}"
+        );
+        drop(held);
+        within_async(
+            "the slot released in the first key",
+            Duration::from_secs(10),
+            || (slots(&server, "{m}:first") == (0, 0)).then_some(()),
+        )
+        .await;
+        let grant = limiter.acquire().await.unwrap();
+        assert_eq!(grant.round_trips, 1, "{flavor}: the slot is free at once");
+    });
+}
+
 throttle_e2e::per_server!(
+    a_multi_limiters_slot_is_its_first_keys,
     never_more_than_the_cap_in_flight,
     a_killed_holders_slots_free_when_their_leases_end,
     a_frozen_holders_late_calls_never_touch_a_newer_slot,

@@ -43,11 +43,16 @@ impl Counted for Take {
 
 impl Counted for MTake {
     fn count(args: &Self::Args, outcome: &Self::Outcome) {
-        if args.limits().iter().any(|l| l.tokens > 0) {
+        // A call of 0 tokens only inspects, unless it takes a slot (INFLIGHT): then it is
+        // granted or denied like any take, as THROTTLE.TAKE's.
+        if args.limits().iter().any(|l| l.tokens > 0) || args.inflight.is_some() {
             if outcome.granted {
                 stats::granted(outcome.wait_ns > 0);
             } else {
                 stats::denied(outcome.held_by_floor);
+                if outcome.held_by_slots {
+                    stats::held_by_slots();
+                }
             }
         }
     }

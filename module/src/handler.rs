@@ -60,8 +60,8 @@ pub(crate) extern "C" fn one_key<C: Counted>(
 }
 
 /// Most words a valid THROTTLE.MTAKE has: numkeys, 16 keys, 16 triples, MAXWAIT ms, FLOOR and
-/// 16 floors, TICKET.
-const MTAKE_WORDS: usize = 1 + 4 * MAX_KEYS + 2 + 1 + MAX_KEYS + 1;
+/// 16 floors, TICKET, INFLIGHT n, LEASE ms.
+const MTAKE_WORDS: usize = 1 + 4 * MAX_KEYS + 2 + 1 + MAX_KEYS + 1 + 4;
 
 /// The handler for THROTTLE.MTAKE (`keys::mtake_entry` sends it every call that is not a
 /// key-position request): the words from numkeys on, every bucket opened and read (its type

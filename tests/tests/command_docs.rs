@@ -102,7 +102,8 @@ const COMMANDS: [Expected; 11] = [
     Expected {
         name: "throttle.mtake",
         syntax: "numkeys key [key ...] capacity rate tokens [capacity rate tokens ...] \
-                 [MAXWAIT maxwait] [FLOOR floor [floor ...]] [TICKET]",
+                 [MAXWAIT maxwait] [FLOOR floor [floor ...]] [TICKET] [INFLIGHT inflight] \
+                 [LEASE lease]",
         arity: -6,
         flags: &["write", "denyoom", "fast", "movablekeys"],
         range: [0, 0, 0],
@@ -117,6 +118,10 @@ const COMMANDS: [Expected; 11] = [
             ),
             (
                 "THROTTLE.MTAKE 2 {a}x {a}y 8 9 1 8 9 1 TICKET MAXWAIT 5",
+                &["{a}x", "{a}y"],
+            ),
+            (
+                "THROTTLE.MTAKE 2 {a}x {a}y 8 9 1 8 9 1 INFLIGHT 2 LEASE 1000",
                 &["{a}x", "{a}y"],
             ),
         ],

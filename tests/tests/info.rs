@@ -153,17 +153,23 @@ fn other_counters(flavor: Flavor) {
     let _ = ok(&mut con, "THROTTLE.MTAKE 2 {m}a {m}b 5 1 1 5 1 1");
     let error = run(&mut con, "THROTTLE.MTAKE 2 {m}a {m}b 5 1 1 5 1 9").expect_err("9 > 5");
     assert!(error.starts_with("ERR"), "{error}");
+    // A slot in the first key, then that one slot held: denied, held by slots.
+    let slotted = "THROTTLE.MTAKE 2 {s}a {s}b 5 1 1 5 1 1 INFLIGHT 1 LEASE 60000";
+    let _ = ok(&mut con, slotted);
+    let _ = ok(&mut con, slotted);
 
     assert_counters(
         &mut con,
         &[
             ("calls_take", 1),
-            ("calls_mtake", 2),
+            ("calls_mtake", 4),
             ("calls_pause", 1),
             ("calls_give", 1),
             ("calls_peek", 2),
-            // The take with TICKET and the first MTAKE.
-            ("granted", 2),
+            // The take with TICKET, the first MTAKE and the first with INFLIGHT.
+            ("granted", 3),
+            ("denied", 1),
+            ("held_by_slots", 1),
             ("tokens_given_back", 2),
             ("pauses", 1),
             ("errors", 2),

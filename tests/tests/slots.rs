@@ -15,6 +15,7 @@ use throttle_e2e::{
 
 per_server!(
     the_cap_holds,
+    mtake_takes_its_slot_in_the_first_key,
     a_lease_runs_out,
     renew_and_release,
     bad_calls_write_nothing,
@@ -77,6 +78,50 @@ fn the_cap_holds(flavor: Flavor) {
     assert!(other[4] > 0 && other[5] > 0, "{flavor}: {other:?}");
     // The key lives until the last lease ends.
     assert!(pttl(&mut con, "s") > 59_000, "{flavor}");
+}
+
+fn mtake_takes_its_slot_in_the_first_key(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let mtake = |con: &mut Connection, options: &str| {
+        ints(
+            &run(
+                con,
+                &format!("THROTTLE.MTAKE 2 {{m}}a {{m}}b {QUOTA} 1 10 1 1 {options}"),
+            )
+            .expect("THROTTLE.MTAKE"),
+        )
+    };
+    let granted = mtake(&mut con, "TICKET INFLIGHT 1 LEASE 60000");
+    // granted, wait, two pairs, two tickets, then the slot.
+    assert_eq!((granted.len(), granted[0]), (9, 1), "{flavor}: {granted:?}");
+    assert!(granted[8] > 0, "{flavor}: a slot: {granted:?}");
+    assert_eq!(slots(&mut con, "{m}a")[0], 1, "{flavor}: in the first key");
+    let second = ints(&run(&mut con, "THROTTLE.SLOTS {m}b 10 1").expect("SLOTS"));
+    assert_eq!(second, [0, 0], "{flavor}: none in the second");
+    let before = (get(&mut con, "{m}a"), get(&mut con, "{m}b"));
+    // The slot held: denied, nothing written to either key, the wait until the lease ends.
+    let denied = mtake(&mut con, "INFLIGHT 1 LEASE 60000");
+    assert_eq!(
+        (denied.len(), denied[0], denied[6]),
+        (7, 0, 0),
+        "{flavor}: {denied:?}"
+    );
+    assert!(
+        (59_000..=60_000).contains(&denied[1]),
+        "{flavor}: {denied:?}"
+    );
+    assert_eq!(
+        (get(&mut con, "{m}a"), get(&mut con, "{m}b")),
+        before,
+        "{flavor}"
+    );
+    // RENEW and RELEASE by the id, on the first key; then a slot again.
+    assert_eq!(renew(&mut con, "{m}a", granted[8], 5000), 1, "{flavor}");
+    assert_eq!(release(&mut con, "{m}a", granted[8]), 1, "{flavor}");
+    let again = mtake(&mut con, "INFLIGHT 1 LEASE 1000");
+    assert_eq!(again[0], 1, "{flavor}: {again:?}");
+    assert!(again[6] > granted[8], "{flavor}: a new id: {again:?}");
 }
 
 fn a_lease_runs_out(flavor: Flavor) {

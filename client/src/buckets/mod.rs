@@ -654,12 +654,12 @@ where
     /// several; failures counted.
     async fn take(&self, limits: &[Limit], max_wait_ms: u64) -> Result<MTakeTickets, Error> {
         let shared = &self.shared;
+        let inflight = shared.options.in_flight.map(|cap| Inflight {
+            cap: cap.cap,
+            lease_ms: cap.lease_ms(),
+        });
         let (result, round_trips) = match (shared.buckets.as_slice(), limits) {
             ([bucket], [limit]) => {
-                let inflight = shared.options.in_flight.map(|cap| Inflight {
-                    cap: cap.cap,
-                    lease_ms: cap.lease_ms(),
-                });
                 let args = TakeArgs {
                     quota: limit.quota,
                     tokens: limit.tokens,
@@ -694,10 +694,13 @@ where
                     })
                 })?;
                 args.ticket = true;
+                // The slot is the first bucket's (THROTTLE.MTAKE takes it there), where RENEW
+                // and RELEASE go too.
+                args.inflight = inflight;
                 let keys: Vec<&str> = shared.buckets.iter().map(|b| b.key.as_str()).collect();
                 let (value, trips) = self.send_counted(&keys, Command::MTake, args.words()).await;
                 let taken = value.and_then(|value| {
-                    reply::mtake(&value, keys.len())
+                    reply::mtake(&value, keys.len(), inflight.is_some())
                         .map_err(|reply| Error::UnexpectedReply { reply })
                 });
                 (taken, trips)

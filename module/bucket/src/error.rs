@@ -118,7 +118,7 @@ impl fmt::Display for ArgError {
             ),
             ArgError::UnknownOption(Command::MTake) => f.write_str(
                 "ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms, FLOOR f \
-                 [f ...] (one floor per key) and TICKET",
+                 [f ...] (one floor per key), TICKET, INFLIGHT n and LEASE ms",
             ),
             ArgError::UnknownOption(_) => f.write_str(
                 "ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT ms, \
@@ -145,7 +145,7 @@ impl fmt::Display for ArgError {
             ArgError::Triples { keys } => write!(
                 f,
                 "ERR THROTTLE.MTAKE needs capacity, rate and tokens for each of its {keys} \
-                 keys, in key order, then the options (MAXWAIT ms, FLOOR f [f ...], TICKET)"
+                 keys, in key order, then the options (MAXWAIT ms, FLOOR f [f ...], TICKET, INFLIGHT n, LEASE ms)"
             ),
             ArgError::DuplicateKey => f.write_str(
                 "ERR the keys of THROTTLE.MTAKE must be distinct: name each bucket once",

@@ -1,5 +1,6 @@
 //! `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
-//! [TICKET]`: take from several buckets at once, from every one or from none. Its arguments,
+//! [TICKET] [INFLIGHT n LEASE ms]`: take from several buckets at once, from every one or from
+//! none, and with INFLIGHT a slot for the call in the first key's bucket. Its arguments,
 //! arithmetic, reply and docs.
 
 use crate::command::Command;
@@ -9,7 +10,7 @@ use crate::limits::MAX_KEYS;
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
 use crate::state::State;
-use crate::take::parse_floor;
+use crate::take::{parse_floor, parse_inflight, Inflight};
 use crate::throttle_command::ThrottleCommand;
 use crate::words::{once, parse_max_wait, parse_tokens, parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
@@ -26,7 +27,7 @@ pub struct Limit {
 }
 
 /// `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
-/// [TICKET]`.
+/// [TICKET] [INFLIGHT n LEASE ms]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MTakeArgs {
     len: usize,
@@ -35,11 +36,15 @@ pub struct MTakeArgs {
     pub max_wait_ms: u64,
     /// Reply one ticket per key after the pairs: what THROTTLE.GIVE takes for that key.
     pub ticket: bool,
+    /// A slot for the call in flight, in the first key's bucket, taken with every bucket's
+    /// tokens or not at all.
+    pub inflight: Option<Inflight>,
 }
 
 impl MTakeArgs {
     /// The call for `limits` (1 to [`MAX_KEYS`], in key order), as a client makes it, without
-    /// TICKET (set [`MTakeArgs::ticket`] for it); `None` for none or too many.
+    /// TICKET or INFLIGHT (set [`MTakeArgs::ticket`] and [`MTakeArgs::inflight`] for them);
+    /// `None` for none or too many.
     pub fn new(limits: &[Limit], max_wait_ms: u64) -> Option<MTakeArgs> {
         let first = *limits.first()?;
         if limits.len() > MAX_KEYS {
@@ -52,12 +57,14 @@ impl MTakeArgs {
             limits: all,
             max_wait_ms,
             ticket: false,
+            inflight: None,
         })
     }
 
     /// Validates the words after the command name, keys included (they must be distinct):
     /// numkeys, the number of words, the keys, each triple in key order, then the options'
-    /// structure (MAXWAIT, FLOOR, TICKET), then their values.
+    /// structure (MAXWAIT, FLOOR, TICKET, INFLIGHT, LEASE; INFLIGHT and LEASE together), then
+    /// their values, in that order.
     pub fn parse(args: &[&[u8]]) -> Result<MTakeArgs, ArgError> {
         let [numkeys, rest @ ..] = args else {
             return Err(ArgError::Arity(Command::MTake));
@@ -90,8 +97,10 @@ impl MTakeArgs {
         }
 
         // The same rules as THROTTLE.TAKE's options: MAXWAIT ms, FLOOR with one value per
-        // key, and TICKET alone.
+        // key, TICKET alone, INFLIGHT n and LEASE ms.
         let mut max_wait = None;
+        let mut inflight = None;
+        let mut lease = None;
         let mut floors: Option<&[&[u8]]> = None;
         let mut ticket = false;
         let mut rest = options;
@@ -108,6 +117,18 @@ impl MTakeArgs {
                 };
                 once(&mut max_wait, value, "MAXWAIT")?;
                 rest = tail;
+            } else if name.eq_ignore_ascii_case(b"INFLIGHT") {
+                let [value, tail @ ..] = tail else {
+                    return Err(ArgError::MissingValue("INFLIGHT"));
+                };
+                once(&mut inflight, value, "INFLIGHT")?;
+                rest = tail;
+            } else if name.eq_ignore_ascii_case(b"LEASE") {
+                let [value, tail @ ..] = tail else {
+                    return Err(ArgError::MissingValue("LEASE"));
+                };
+                once(&mut lease, value, "LEASE")?;
+                rest = tail;
             } else if name.eq_ignore_ascii_case(b"FLOOR") {
                 let (values, tail) = tail
                     .split_at_checked(len)
@@ -120,6 +141,9 @@ impl MTakeArgs {
                 return Err(ArgError::UnknownOption(Command::MTake));
             }
         }
+        if inflight.is_some() != lease.is_some() {
+            return Err(ArgError::InflightLease);
+        }
         let max_wait_ms = match max_wait {
             None => 0,
             Some(text) => parse_max_wait(text)?,
@@ -129,6 +153,10 @@ impl MTakeArgs {
                 limit.floor = Some(parse_floor(value, limit.tokens, limit.quota.capacity)?);
             }
         }
+        let inflight = match (inflight, lease) {
+            (Some(cap), Some(lease)) => Some(parse_inflight(cap, lease)?),
+            _ => None,
+        };
         let Some(first) = parsed.first().copied().flatten() else {
             return Err(shape);
         };
@@ -141,6 +169,7 @@ impl MTakeArgs {
             limits: all,
             max_wait_ms,
             ticket,
+            inflight,
         })
     }
 
@@ -150,10 +179,10 @@ impl MTakeArgs {
     }
 
     /// The words after the keys: one `capacity rate tokens` triple per key, then MAXWAIT if
-    /// it is not 0, FLOOR if any key has one, and TICKET. (The module's call has `numkeys` and
-    /// the keys before them.)
+    /// it is not 0, FLOOR if any key has one, TICKET, and INFLIGHT n LEASE ms. (The module's
+    /// call has `numkeys` and the keys before them.)
     pub fn words(&self) -> Vec<Word<'_>> {
-        let mut words = Vec::with_capacity(4 * self.len + 4);
+        let mut words = Vec::with_capacity(4 * self.len + 8);
         for limit in self.limits() {
             words.extend(limit.quota.words());
             words.push(Word::Number(limit.tokens));
@@ -171,6 +200,14 @@ impl MTakeArgs {
         }
         if self.ticket {
             words.push(Word::Text("TICKET"));
+        }
+        if let Some(inflight) = self.inflight {
+            words.extend([
+                Word::Text("INFLIGHT"),
+                Word::Number(inflight.cap),
+                Word::Text("LEASE"),
+                Word::Number(inflight.lease_ms),
+            ]);
         }
         words
     }
@@ -197,10 +234,21 @@ pub struct MOutcome {
     pub wait_ns: i64,
     /// Denied only because some bucket would have been left below its floor.
     pub held_by_floor: bool,
+    /// With INFLIGHT: the id of the slot taken in the first key's bucket (`None`: denied, or
+    /// no INFLIGHT).
+    pub slot: Option<u64>,
+    /// With INFLIGHT: denied only because every slot was held (the tokens alone would have
+    /// been granted).
+    pub held_by_slots: bool,
     len: usize,
     buckets: [BucketAfter; MAX_KEYS],
+    /// Which buckets gave tokens: only those have a ticket (the first key's write may hold a
+    /// slot and no tokens).
+    took: [bool; MAX_KEYS],
     /// The call asked for TICKET: the reply carries the tickets.
     ticket: bool,
+    /// The call asked for INFLIGHT: the reply ends with the slot's id.
+    inflight: bool,
 }
 
 impl MOutcome {
@@ -215,14 +263,18 @@ impl MOutcome {
     pub fn tickets(&self) -> impl Iterator<Item = i64> + '_ {
         self.buckets()
             .iter()
-            .map(|b| b.write.as_ref().map_or(0, Write::ticket_us))
+            .zip(self.took)
+            .map(|(b, took)| match &b.write {
+                Some(write) if took => write.ticket_us(),
+                _ => 0,
+            })
     }
 
     /// The reply, `granted, wait_ms`, then `remaining, reset_ms` per key, then with TICKET one
-    /// ticket per key.
-    pub fn reply(&self) -> Ints<{ 2 + 3 * MAX_KEYS }> {
+    /// ticket per key, then with INFLIGHT the slot's id (0: not granted).
+    pub fn reply(&self) -> Ints<{ 3 + 3 * MAX_KEYS }> {
         let tickets = self.tickets().take(if self.ticket { self.len } else { 0 });
-        Ints::new(
+        let mut ints = Ints::new(
             [i64::from(self.granted), ceil_ms(self.wait_ns)]
                 .into_iter()
                 .chain(
@@ -231,12 +283,16 @@ impl MOutcome {
                         .flat_map(|b| [int(b.remaining), ceil_ms(b.reset_ns)]),
                 )
                 .chain(tickets),
-        )
+        );
+        if self.inflight {
+            ints.push(int(self.slot.unwrap_or(0)));
+        }
+        ints
     }
 }
 
 /// THROTTLE.MTAKE's reply read back: whether granted, the wait, each bucket's `remaining`
-/// and `reset_ms`, in key order, and with TICKET each bucket's ticket.
+/// and `reset_ms`, in key order, with TICKET each bucket's ticket, and with INFLIGHT the slot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MTakeReply {
     /// Every bucket gave its tokens.
@@ -249,23 +305,56 @@ pub struct MTakeReply {
     /// With TICKET: per bucket, in key order, what THROTTLE.GIVE needs to give its tokens back
     /// (0: nothing taken from it).
     pub tickets: Option<Vec<u64>>,
+    /// With INFLIGHT: the slot's id in the first key's bucket, for THROTTLE.RENEW and RELEASE
+    /// (0: not granted).
+    pub slot: Option<u64>,
 }
 
 impl MTakeReply {
-    /// Reads the reply of a call on `keys` keys, with or without TICKET (two or three integers
-    /// per key after the first two); `None` for any other shape.
+    /// Reads the reply of a call on `keys` keys without INFLIGHT, with or without TICKET (two
+    /// or three integers per key after the first two); `None` for any other shape. The reply
+    /// of a call with INFLIGHT (one more integer, the slot, last) reads with
+    /// [`MTakeReply::decode_for`]: its length alone could be either (one key: 2 + 2 + 1 is
+    /// 2 + 3).
     pub fn decode(ints: &[i64], keys: usize) -> Option<MTakeReply> {
+        let ticket = ints.len() == 2 + 3 * keys;
+        MTakeReply::decode_for(ints, keys, ticket, false)
+    }
+
+    /// Reads the reply of a call on `keys` keys that asked for tickets (`ticket`) and a slot
+    /// (`inflight`); `None` for any other shape.
+    pub fn decode_for(
+        ints: &[i64],
+        keys: usize,
+        ticket: bool,
+        inflight: bool,
+    ) -> Option<MTakeReply> {
         let [granted, wait_ms, rest @ ..] = ints else {
             return None;
         };
-        let pairs = 2 * keys;
-        if keys == 0 || (rest.len() != pairs && rest.len() != pairs + keys) {
+        let pairs = keys.checked_mul(2)?;
+        let expected = pairs
+            .checked_add(if ticket { keys } else { 0 })?
+            .checked_add(usize::from(inflight))?;
+        if keys == 0 || rest.len() != expected {
             return None;
         }
-        let (buckets, tickets) = rest.split_at_checked(pairs)?;
-        let tickets = match tickets {
+        let (buckets, rest) = rest.split_at_checked(pairs)?;
+        let (tickets, slot) = rest.split_at_checked(if ticket { keys } else { 0 })?;
+        let tickets = if ticket {
+            Some(
+                tickets
+                    .iter()
+                    .map(|t| count(*t))
+                    .collect::<Option<Vec<_>>>()?,
+            )
+        } else {
+            None
+        };
+        let slot = match slot {
             [] => None,
-            some => Some(some.iter().map(|t| count(*t)).collect::<Option<Vec<_>>>()?),
+            [id] => Some(count(*id)?),
+            _ => return None,
         };
         let buckets = buckets
             .chunks_exact(2)
@@ -279,6 +368,7 @@ impl MTakeReply {
             wait_ms: count(*wait_ms)?,
             buckets,
             tickets,
+            slot,
         })
     }
 }
@@ -286,9 +376,17 @@ impl MTakeReply {
 /// Takes each limit's tokens from its bucket (`stored[i]` is key `i`'s state) if every bucket
 /// can give them within MAXWAIT (and, with FLOOR, leave its floor: see THROTTLE.TAKE). A
 /// bucket with a floor above 0 is never left in debt, as with a floored THROTTLE.TAKE: its
-/// tokens are there now, and the call's wait (the longest) does not put its slot past its fill. All the tokens are used at one instant, after the longest
-/// wait, so each bucket takes them as of that instant (see `View::taken`): a bucket that alone
-/// could have served sooner is not left with a slot that later calls would also use.
+/// tokens are there now, and the call's wait (the longest) does not put its slot past its
+/// fill. All the tokens are used at one instant, after the longest wait, so each bucket takes
+/// them as of that instant (see `View::taken`): a bucket that alone could have served sooner is
+/// not left with a slot that later calls would also use.
+///
+/// With `INFLIGHT n LEASE ms` the call also takes a slot for the call in flight in the first
+/// key's bucket (one place every caller of the same limits looks: the first key is the call's
+/// own, so the cap is per first key), leased until the server's now plus `ms`, as
+/// THROTTLE.TAKE does: granted only if every bucket's tokens are and fewer than `n` slots are
+/// held in the first key now; otherwise nothing at all is taken or written. Denied because
+/// every slot is held, the wait is until the first lease ends (or the tokens' wait, if longer).
 pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
     let limits = args.limits();
     let len = limits.len().min(stored.len());
@@ -329,6 +427,52 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcom
             buckets.iter_mut().for_each(|b| b.write = None);
         }
     }
+    let tokens_granted = granted || !takes_any;
+    let mut wait_ns = if takes_any { saturate(wait) } else { 0 };
+    let mut granted = tokens_granted;
+    let mut slot = None;
+    let mut held_by_slots = false;
+    if let (Some(inflight), Some(Some((first, _, _))), Some(after)) =
+        (args.inflight, views.first(), buckets.first_mut())
+    {
+        if first.slots.held_at(first.now) >= inflight.cap {
+            // Every slot held: nothing taken, the wait until the first lease ends (or the
+            // tokens', if longer), every bucket as it stands.
+            let first_free = first
+                .slots
+                .earliest_end(first.now)
+                .map_or(0, |end| i128::from(end) - first.now);
+            wait_ns = wait_ns.max(saturate(first_free));
+            held_by_slots = tokens_granted;
+            granted = false;
+        } else if tokens_granted {
+            // The first bucket's write, with its tokens if it gave any, now holds the slot too.
+            let tat = after
+                .write
+                .as_ref()
+                .and_then(Write::tat)
+                .map_or(first.base, i128::from);
+            let lease_end = first.now + i128::from(inflight.lease_ms) * i128::from(NS_PER_MS);
+            let written = i64::try_from(lease_end)
+                .ok()
+                .and_then(|end| first.slots.acquire(first.now, end))
+                .and_then(|(slots, id)| Some((first.write_all(tat, first.pushback, &slots)?, id)));
+            match written {
+                Some((write, id)) => {
+                    after.write = Some(write);
+                    slot = Some(id);
+                }
+                None => {
+                    // No id or no room left (a forged table): nothing taken, no wait to give.
+                    wait_ns = 0;
+                    granted = false;
+                }
+            }
+        }
+        if !granted {
+            buckets.iter_mut().for_each(|b| b.write = None);
+        }
+    }
     for (after, view) in buckets.iter_mut().zip(&views) {
         let Some((bucket, _, _)) = view else { break };
         let debt = after
@@ -340,13 +484,21 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcom
         after.reset_ns = saturate(debt);
     }
     let floored = limits.iter().any(|l| l.floor.is_some());
+    let mut took = [false; MAX_KEYS];
+    for (took, limit) in took.iter_mut().zip(limits) {
+        *took = granted && limit.tokens > 0;
+    }
     MOutcome {
-        granted: granted || !takes_any,
-        wait_ns: if takes_any { saturate(wait) } else { 0 },
-        held_by_floor: takes_any && !granted && floored && wait_unfloored == 0,
+        granted,
+        wait_ns,
+        held_by_floor: !tokens_granted && floored && wait_unfloored == 0,
+        slot,
+        held_by_slots,
         len,
         buckets,
+        took,
         ticket: args.ticket,
+        inflight: args.inflight.is_some(),
     }
 }
 
@@ -357,8 +509,10 @@ pub(crate) static SPEC: Spec = Spec {
     command: Command::MTake,
     summary: "Takes tokens from several buckets at once, from all or from none (one capacity, \
         rate and tokens triple per key, in key order); with FLOOR, only if each bucket keeps \
-        its floor. Replies [granted, wait_ms, then remaining and reset_ms per bucket] (and \
-        then one ticket per bucket with TICKET).",
+        its floor; with INFLIGHT n LEASE ms, also takes a slot for a call in flight in the \
+        first key's bucket (fewer than n held), leased for ms, or nothing. Replies [granted, \
+        wait_ms, then remaining and reset_ms per bucket] (then one ticket per bucket with \
+        TICKET, then the slot's id with INFLIGHT).",
     complexity: "O(N) where N is the number of keys",
     arity: -6,
     flags: "write deny-oom fast getkeys-api",
@@ -379,6 +533,8 @@ pub(crate) static SPEC: Spec = Spec {
             Kind::Block(&[Arg::new("floor", Kind::Integer).multiple()]),
         ),
         Arg::option("ticket", "TICKET", Kind::PureToken),
+        Arg::option("inflight", "INFLIGHT", Kind::Integer),
+        Arg::option("lease", "LEASE", Kind::Integer),
     ],
 };
 
@@ -388,10 +544,11 @@ pub struct MTake;
 
 impl ThrottleCommand for MTake {
     const COMMAND: Command = Command::MTake;
+    /// The shape [`MTakeReply::decode`] reads (a call without INFLIGHT).
     const REPLY_SHAPE: &'static str = "an array of integers, two and two or three per key";
     type Args = MTakeArgs;
     type Outcome = MOutcome;
-    type Ints = Ints<{ 2 + 3 * MAX_KEYS }>;
+    type Ints = Ints<{ 3 + 3 * MAX_KEYS }>;
     type Reply = MTakeReply;
 
     #[inline]
@@ -550,6 +707,7 @@ mod tests {
                 wait_ms: 300,
                 buckets: vec![(9, 100), (2, 4000)],
                 tickets: None,
+                slot: None,
             }
         );
         let with_tickets = MTakeReply::decode(&[1, 300, 9, 100, 2, 4000, 17, 0], 2).unwrap();
@@ -566,7 +724,8 @@ mod tests {
         assert_eq!(
             SPEC.syntax(),
             "numkeys key [key ...] capacity rate tokens [capacity rate tokens ...] \
-             [MAXWAIT maxwait] [FLOOR floor [floor ...]] [TICKET]"
+             [MAXWAIT maxwait] [FLOOR floor [floor ...]] [TICKET] [INFLIGHT inflight] \
+             [LEASE lease]"
         );
     }
 }

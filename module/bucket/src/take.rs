@@ -106,12 +106,7 @@ impl TakeArgs {
             Some(text) => Some(parse_floor(text, tokens, quota.capacity)?),
         };
         let inflight = match (inflight, lease) {
-            (Some(cap), Some(lease)) => Some(Inflight {
-                cap: parse_u64(cap)
-                    .filter(|n| (1..=MAX_INFLIGHT).contains(n))
-                    .ok_or(ArgError::Inflight)?,
-                lease_ms: parse_lease(lease)?,
-            }),
+            (Some(cap), Some(lease)) => Some(parse_inflight(cap, lease)?),
             _ => None,
         };
         Ok(TakeArgs {
@@ -150,6 +145,16 @@ impl TakeArgs {
         }
         words
     }
+}
+
+/// `INFLIGHT n LEASE ms`'s values, INFLIGHT first (THROTTLE.TAKE's and MTAKE's).
+pub(crate) fn parse_inflight(cap: &[u8], lease: &[u8]) -> Result<Inflight, ArgError> {
+    Ok(Inflight {
+        cap: parse_u64(cap)
+            .filter(|n| (1..=MAX_INFLIGHT).contains(n))
+            .ok_or(ArgError::Inflight)?,
+        lease_ms: parse_lease(lease)?,
+    })
 }
 
 /// A lease, `LEASE ms` or THROTTLE.RENEW's `ms`: 1..=MAX_LEASE_MS.

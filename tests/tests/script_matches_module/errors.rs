@@ -259,6 +259,104 @@ const PUSHBACK_BAD: &[(&str, &[&[u8]])] = &[
 
 /// Bad calls of THROTTLE.MTAKE: the keys (numkeys is their count), then the words after them.
 const MTAKE_BAD: &[(&[&str], &[&[u8]])] = &[
+    // INFLIGHT n LEASE ms: together, each once with its value, structure before values, values
+    // in order (MAXWAIT, FLOOR, INFLIGHT, LEASE).
+    (&["a"], &[b"8", b"9", b"1", b"INFLIGHT", b"1"]),
+    (&["a"], &[b"8", b"9", b"1", b"LEASE", b"1"]),
+    (&["a"], &[b"8", b"9", b"1", b"INFLIGHT"]),
+    (&["a"], &[b"8", b"9", b"1", b"INFLIGHT", b"1", b"LEASE"]),
+    (
+        &["a"],
+        &[b"8", b"9", b"1", b"INFLIGHT", b"0", b"LEASE", b"1"],
+    ),
+    (
+        &["a"],
+        &[b"8", b"9", b"1", b"inflight", b"1025", b"lease", b"1"],
+    ),
+    (
+        &["a"],
+        &[b"8", b"9", b"1", b"INFLIGHT", b"1", b"LEASE", b"0"],
+    ),
+    (
+        &["a"],
+        &[b"8", b"9", b"1", b"LEASE", b"0", b"INFLIGHT", b"0"],
+    ),
+    (
+        &["a"],
+        &[
+            b"8",
+            b"9",
+            b"1",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"315360000001",
+        ],
+    ),
+    (
+        &["a"],
+        &[
+            b"8",
+            b"9",
+            b"1",
+            b"INFLIGHT",
+            b"1",
+            b"INFLIGHT",
+            b"2",
+            b"LEASE",
+            b"1",
+        ],
+    ),
+    (
+        &["a"],
+        &[
+            b"8",
+            b"9",
+            b"1",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"1",
+            b"lease",
+            b"2",
+        ],
+    ),
+    (
+        &["a"],
+        &[b"8", b"9", b"1", b"INFLIGHT", b"0", b"LEASE", b"0", b"FOO"],
+    ),
+    (
+        &["a"],
+        &[
+            b"8",
+            b"9",
+            b"1",
+            b"INFLIGHT",
+            b"0",
+            b"LEASE",
+            b"1",
+            b"MAXWAIT",
+            b"x",
+        ],
+    ),
+    (
+        &["a", "b"],
+        &[
+            b"8",
+            b"9",
+            b"1",
+            b"8",
+            b"9",
+            b"1",
+            b"INFLIGHT",
+            b"0",
+            b"LEASE",
+            b"1",
+            b"FLOOR",
+            b"8",
+            b"0",
+        ],
+    ),
     (&[], &[b"8", b"9", b"1"]),
     (&[], &[b"8", b"9", b"1", b"x"]),
     (&[], &[b"8", b"9", b"1", b"MAXWAIT", b"1"]),

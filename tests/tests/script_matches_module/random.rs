@@ -197,6 +197,15 @@ fn random_call(rng: &mut Rng, home: &[usize; 2], tickets: &[(usize, i64)]) -> Ca
             if options.len() > 1 && rng.chance(50) {
                 options.swap(0, 1);
             }
+            // A slot in the first key: few, so that some calls find them all held.
+            if rng.chance(30) {
+                options.push(vec![
+                    "INFLIGHT".into(),
+                    (1 + rng.below(2)).to_string(),
+                    "LEASE".into(),
+                    (1 + rng.below(2000)).to_string(),
+                ]);
+            }
             args.extend(options.into_iter().flatten());
             Call {
                 name: "mtake",
@@ -271,8 +280,9 @@ pub fn random_cross_check(flavor: Flavor) {
     // The tickets multi-takes replied, to count the give-backs made with them.
     let mut mtake_tickets: HashSet<i64> = HashSet::new();
     // (granted takes, denied takes, tokens given back, granted multi-takes, denied ones,
-    // multi-take tickets, tokens given back with them)
-    let mut seen = [0u64; 7];
+    // multi-take tickets, tokens given back with them, multi-takes with INFLIGHT granted a
+    // slot, denied one)
+    let mut seen = [0u64; 9];
 
     for step in 0..STEPS {
         match rng.below(25) {
@@ -366,9 +376,14 @@ pub fn random_cross_check(flavor: Flavor) {
                 }
                 "mtake" => {
                     seen[if ints[0] == 1 { 3 } else { 4 }] += 1;
-                    // With TICKET, one ticket per key after the pairs, in the call's key order.
+                    // With TICKET, one ticket per key after the pairs, in the call's key order
+                    // (then the slot, with INFLIGHT: the length alone cannot tell).
                     let keys = call.keys.len();
-                    if ints.len() == 2 + 3 * keys {
+                    let ticket = call.args.iter().any(|a| a.eq_ignore_ascii_case("TICKET"));
+                    if call.args.iter().any(|a| a == "INFLIGHT") {
+                        seen[if ints.last() > Some(&0) { 7 } else { 8 }] += 1;
+                    }
+                    if ticket {
                         for (&k, &ticket) in call.keys.iter().zip(&ints[2 + 2 * keys..]) {
                             if ticket != 0 {
                                 tickets.push((k, ticket));
@@ -395,5 +410,5 @@ pub fn random_cross_check(flavor: Flavor) {
         }
     }
     // The run reached every outcome it is meant to compare.
-    assert!(seen.iter().all(|&n| n > 0), "{flavor} seed {seed}: (granted takes, denied, given back, granted multi-takes, denied, multi-take tickets, given back with them) = {seen:?}");
+    assert!(seen.iter().all(|&n| n > 0), "{flavor} seed {seed}: (granted takes, denied, given back, granted multi-takes, denied, multi-take tickets, given back with them, slots taken by multi-takes, denied) = {seen:?}");
 }

@@ -601,6 +601,55 @@ pub const CASES: &[Case] = &[
             "slots a 100 10",
         ],
     ),
+    // ---- MTAKE ... INFLIGHT n LEASE ms: the slot in the first key, with every bucket's tokens
+    // or nothing; denied for slots (the wait until the first lease ends); a first key of 0
+    // tokens holding the slot (its ticket 0); all tokens 0.
+    case!(
+        &[Missing, Missing],
+        &[
+            "mtake a,b 100 10 1 10 10 1 INFLIGHT 2 LEASE 1000",
+            "mtake a,b 100 10 1 10 10 1 TICKET INFLIGHT 2 LEASE 2000",
+            "mtake a,b 100 10 1 10 10 1 INFLIGHT 2 LEASE 1000",
+            "slots a 100 10",
+            "slots b 10 10",
+            "mtake b,a 10 10 0 100 10 1 ticket inflight 1 lease 500",
+            "mtake b,a 10 10 0 100 10 0 TICKET INFLIGHT 1 LEASE 500",
+            "mtake a,b 100 10 0 10 10 0 INFLIGHT 3 LEASE 700",
+            "slots a 100 10",
+            "slots b 10 10",
+        ],
+    ),
+    // The tokens short (denied, no slot); a reservation with a slot; a floor holding it back;
+    // one key (its reply as long as one with a ticket).
+    case!(
+        &[FromNow(10 * S), Missing],
+        &[
+            "mtake a,b 100 10 1 10 10 1 INFLIGHT 1 LEASE 1000",
+            "mtake a,b 100 10 1 10 10 1 MAXWAIT 200 INFLIGHT 1 LEASE 1000",
+            "mtake a,b 100 10 1 10 10 1 MAXWAIT 200 INFLIGHT 1 LEASE 1000",
+            "mtake b,a 10 10 5 100 10 1 FLOOR 5 0 INFLIGHT 2 LEASE 1000",
+            "mtake b 10 10 1 INFLIGHT 2 LEASE 1000",
+            "mtake b 10 10 1 TICKET INFLIGHT 2 LEASE 1000",
+            "slots a 100 10",
+            "slots b 10 10",
+        ],
+    ),
+    // RENEW and RELEASE on the first key by the id an MTAKE replied; not on the second.
+    Case {
+        before: &[Missing, Missing],
+        steps: &[
+            &["mtake a,b 10 10 1 10 10 1 INFLIGHT 1 LEASE 1000"],
+            &[
+                "renew a 10 10 @0 5000",
+                "release b 10 10 @0",
+                "slots a 10 10",
+                "mtake a,b 10 10 1 10 10 1 INFLIGHT 1 LEASE 1000",
+                "release a 10 10 @0",
+                "mtake a,b 10 10 1 10 10 1 INFLIGHT 1 LEASE 1000",
+                "slots a 10 10",
+            ],
+        ],
+    },
     // Renew and release by the ids replied; a late release and renewal; the last release of a
     // full bucket deletes it, of one in debt leaves its 8 bytes.
     Case {
