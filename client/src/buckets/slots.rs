@@ -154,12 +154,14 @@ where
                 }
             }
         }
+        // The call has ended: counted before the release is sent, so that whoever sees the
+        // slot free on the server also sees it gone from this process's metrics.
+        shared.metrics.slot_ended();
         if held {
             if let Err(err) = self.slot_call(Command::Release, id, 0).await {
                 tracing::debug!(error = %err, slot = id, "could not release a slot: its lease frees it");
             }
         }
-        shared.metrics.slot_ended();
         shared.gate.freed.notify_waiters();
     }
 
