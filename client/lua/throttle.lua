@@ -20,7 +20,7 @@
 --     FCALL throttle_sync 1 key capacity rate remaining reset_ms -> {lowered, remaining, reset_ms}
 --     FCALL throttle_debit 1 key capacity rate n               -> {remaining, reset_ms}
 --     FCALL throttle_renew 1 key capacity rate slot ms         -> 1 if held (renewed), else 0
---     FCALL throttle_release 1 key capacity rate slot          -> 1 if held (freed), else 0
+--     FCALL throttle_release 1 key capacity rate slot [INFLIGHT n] -> 1 if held (freed), else 0
 --     FCALL_RO throttle_slots 1 key capacity rate              -> {held, first_lease_ms}
 --     FCALL_RO throttle_version 0                              -> the library's version
 --
@@ -52,7 +52,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 9                      -- of this library; a client replaces an older one
+local VERSION = 10                     -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
@@ -107,6 +107,8 @@ local function fail(code, ...)
         .. 'ms, TICKET, FLOOR f, INFLIGHT n and LEASE ms',
       mtake_option = 'ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms, '
         .. 'FLOOR f [f ...] (one floor per key), TICKET, INFLIGHT n and LEASE ms',
+      release_option = 'ERR unknown option for THROTTLE.RELEASE: the option is INFLIGHT n, the '
+        .. 'cap the slot was taken under',
       missing = 'ERR %s needs a value: %s n',
       repeated = 'ERR %s is given more than once',
       pause_ms = 'ERR ms must be a whole number of milliseconds from 1 to 315360000000 '
@@ -1900,9 +1902,10 @@ local function renew(keys, args)
   return 1
 end
 
--- THROTTLE.RELEASE key capacity rate slot
+-- THROTTLE.RELEASE key capacity rate slot [INFLIGHT n]: with INFLIGHT, a slot freed from a
+-- table that held n is announced, so that a caller waiting for one looks again at once.
 local function release(keys, args)
-  if #args ~= 3 then
+  if #args < 3 then
     return fail('arity', 'release')
   end
   local quota, err = parse_quota(args[1], args[2])
@@ -1913,9 +1916,37 @@ local function release(keys, args)
   if not id then
     return fail('slot_id')
   end
+  local cap_text
+  local i = 4
+  while i <= #args do
+    if string.upper(args[i]) ~= 'INFLIGHT' then
+      return fail('release_option')
+    end
+    if i == #args then
+      return fail('missing', 'INFLIGHT', 'INFLIGHT')
+    end
+    if cap_text then
+      return fail('repeated', 'INFLIGHT')
+    end
+    cap_text = args[i + 1]
+    i = i + 2
+  end
+  local cap
+  if cap_text then
+    cap = whole(cap_text, MAX_INFLIGHT)
+    if not cap or cap < 1 then
+      return fail('inflight')
+    end
+  end
   local b, read_err = open(keys[1])
   if not b then
     return fail(read_err)
+  end
+  local held = 0
+  for k = 1, b.slots and #b.slots or 0 do
+    if lt(b.now_s, b.now_n, b.slots[k][2], b.slots[k][3]) then
+      held = held + 1
+    end
   end
   local slots = with_slot(b, id, function()
     return nil
@@ -1924,6 +1955,11 @@ local function release(keys, args)
     return 0
   end
   store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, slots)
+  -- After the write, and protected: a server that refuses the announcement (an ACL without
+  -- the channel) still frees the slot; the waiters find it when they look again.
+  if cap and held >= cap then
+    redis.pcall('SPUBLISH', pause_channel(keys[1]), 'freed')
+  end
   return 1
 end
 

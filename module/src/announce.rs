@@ -1,24 +1,26 @@
-//! Tells the fleet a bucket was paused: a message on the bucket's pause channel (a shard
-//! channel in its own hash slot, see `throttle_bucket::pause_channel`): the pause's length in
-//! whole ms, the bucket's state as a ticket and its rate factor. A client that hears it holds back the reserved calls the pause covers; one that is
-//! not listening checks the bucket before a reserved send instead (THROTTLE.PEEK's pause).
+//! Tells the fleet what a call did to a bucket, on the bucket's pause channel (a shard channel
+//! in its own hash slot, see `throttle_bucket::pause_channel`): a pause (its length in whole
+//! ms, the bucket's state as a ticket and its rate factor), which a client that hears it holds
+//! its reserved calls back for (one that is not listening checks THROTTLE.PEEK's pause before a
+//! reserved send instead); or a slot freed in a full table, which wakes a caller waiting for
+//! one (one that is not listening looks again on its own).
 
 use std::os::raw::c_char;
 
 use redis_module::raw;
-use throttle_bucket::{pause_channel, Announcement};
+use throttle_bucket::{pause_channel, Message};
 
 use crate::call::bytes;
 
-/// Announces that the bucket `key` is paused, as `heard` says. Best effort: a server without
-/// the publish API announces nothing (its clients check before reserved sends).
-pub(crate) fn pause(
+/// Announces `heard` on the channel of the bucket `key`. Best effort: a server without the
+/// publish API announces nothing (its clients check and look on their own).
+pub(crate) fn publish(
     ctx: *mut raw::RedisModuleCtx,
     key: *mut raw::RedisModuleString,
-    heard: &Announcement,
+    heard: &Message,
 ) {
     let channel = pause_channel(bytes(key));
-    let message = heard.message();
+    let message = heard.text();
     // SAFETY: the pointers are written once by RedisModule_Init before OnLoad; the strings
     // are created from buffers that live through the calls, and freed once published (the
     // server copies what it sends).

@@ -52,7 +52,7 @@ pub(crate) extern "C" fn one_key<C: Counted>(
             bucket.write(write)?;
         }
         if let Some(heard) = C::announce(outcome) {
-            announce::pause(ctx, *key, &heard);
+            announce::publish(ctx, *key, &heard);
         }
         finish::<C>(reply, &parsed, outcome);
         Ok(())

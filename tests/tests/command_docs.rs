@@ -209,14 +209,17 @@ const COMMANDS: [Expected; 11] = [
     },
     Expected {
         name: "throttle.release",
-        syntax: "key capacity rate slot",
-        arity: 5,
+        syntax: "key capacity rate slot [INFLIGHT inflight]",
+        arity: -5,
         flags: &["write", "denyoom", "fast"],
         range: [1, 1, 1],
         key_flags: &["RW", "access", "update"],
         find_keys: "range",
-        getkeys: &[("THROTTLE.RELEASE k 8 9 1", &["k"])],
-        wrong_arity: &["THROTTLE.RELEASE k 8 9", "THROTTLE.RELEASE k 8 9 1 2"],
+        getkeys: &[
+            ("THROTTLE.RELEASE k 8 9 1", &["k"]),
+            ("THROTTLE.RELEASE k 8 9 1 INFLIGHT 4", &["k"]),
+        ],
+        wrong_arity: &["THROTTLE.RELEASE k 8 9"],
     },
     Expected {
         name: "throttle.slots",

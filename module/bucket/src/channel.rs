@@ -1,6 +1,6 @@
-//! Where a pause is announced: a shard channel in the bucket's own hash slot, so that in Redis
-//! Cluster the announcement (`SPUBLISH`) stays on the shard that holds the bucket and a client
-//! subscribes where it already sends its calls.
+//! Where a pause (and a slot freed) is announced: a shard channel in the bucket's own hash
+//! slot, so that in Redis Cluster the announcement (`SPUBLISH`) stays on the shard that holds
+//! the bucket and a client subscribes where it already sends its calls.
 
 use crate::gcra::ceil_ms;
 
@@ -26,6 +26,30 @@ impl Announcement {
             self.ticket_us,
             self.factor_bp
         )
+    }
+}
+
+/// What a call announces on its bucket's channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// THROTTLE.PAUSE, CUT or SYNC made the bucket's pause last longer.
+    Pause(Announcement),
+    /// THROTTLE.RELEASE ... INFLIGHT n freed a slot of a table that held `n`: a caller refused
+    /// for want of a slot may look again.
+    SlotFreed,
+}
+
+/// The message of [`Message::SlotFreed`]: one word, which a reader of pause announcements
+/// (whose first word is a number) ignores.
+pub const SLOT_FREED: &str = "freed";
+
+impl Message {
+    /// The message published.
+    pub fn text(&self) -> String {
+        match self {
+            Message::Pause(heard) => heard.message(),
+            Message::SlotFreed => SLOT_FREED.to_owned(),
+        }
     }
 }
 

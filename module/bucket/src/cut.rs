@@ -3,7 +3,7 @@
 //! speeds up again as time passes without another cut. Its arguments, arithmetic, reply and
 //! docs.
 
-use crate::channel::Announcement;
+use crate::channel::{Announcement, Message};
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, ceil_ms_wide, View, Write};
@@ -284,8 +284,8 @@ impl ThrottleCommand for Cut {
     }
 
     #[inline]
-    fn announce(outcome: &CutOutcome) -> Option<Announcement> {
-        outcome.announce
+    fn announce(outcome: &CutOutcome) -> Option<Message> {
+        outcome.announce.map(Message::Pause)
     }
 
     #[inline]

@@ -120,6 +120,10 @@ impl fmt::Display for ArgError {
                 "ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms, FLOOR f \
                  [f ...] (one floor per key), TICKET, INFLIGHT n and LEASE ms",
             ),
+            ArgError::UnknownOption(Command::Release) => f.write_str(
+                "ERR unknown option for THROTTLE.RELEASE: the option is INFLIGHT n, the cap the \
+                 slot was taken under",
+            ),
             ArgError::UnknownOption(_) => f.write_str(
                 "ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT ms, \
                  TICKET, FLOOR f, INFLIGHT n and LEASE ms",

@@ -1,7 +1,7 @@
 //! `THROTTLE.PAUSE key capacity rate ms`: the supplier answered 429 with Retry-After, so the
 //! whole fleet stops. Its arguments, arithmetic, reply and docs.
 
-use crate::channel::Announcement;
+use crate::channel::{Announcement, Message};
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, cost, saturate, View, Write};
@@ -168,8 +168,8 @@ impl ThrottleCommand for Pause {
     }
 
     #[inline]
-    fn announce(outcome: &PauseOutcome) -> Option<Announcement> {
-        outcome.announce
+    fn announce(outcome: &PauseOutcome) -> Option<Message> {
+        outcome.announce.map(Message::Pause)
     }
 
     #[inline]

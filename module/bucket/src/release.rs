@@ -1,41 +1,68 @@
-//! `THROTTLE.RELEASE key capacity rate slot`: a call in flight ended; its slot is freed at
-//! once. Its arguments, arithmetic, reply and docs.
+//! `THROTTLE.RELEASE key capacity rate slot [INFLIGHT n]`: a call in flight ended; its slot is
+//! freed at once, and announced where callers may be waiting for one. Its arguments,
+//! arithmetic, reply and docs.
 
+use crate::channel::Message;
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{View, Write};
 use crate::reply::{flag, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
+use crate::take::parse_cap;
 use crate::throttle_command::{one_key, only, ThrottleCommand};
-use crate::words::{parse_slot, Word};
+use crate::words::{once, parse_slot, Word};
 use crate::Quota;
 
-/// `THROTTLE.RELEASE key capacity rate slot`.
+/// `THROTTLE.RELEASE key capacity rate slot [INFLIGHT n]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReleaseArgs {
     /// The bucket's quota.
     pub quota: Quota,
     /// The slot's id, from THROTTLE.TAKE ... INFLIGHT.
     pub slot: u64,
+    /// `INFLIGHT n`: the cap the slot was taken under. A release that frees a slot of a table
+    /// that held `n` (callers may be waiting for one) announces it on the pause channel.
+    pub inflight: Option<u64>,
 }
 
 impl ReleaseArgs {
-    /// Validates the words after the key: `capacity rate slot`.
+    /// Validates the words after the key: `capacity rate slot [INFLIGHT n]`; the quota and the
+    /// slot first, then the option's structure, then its value (the order the Lua twin
+    /// follows).
     pub fn parse(args: &[&[u8]]) -> Result<ReleaseArgs, ArgError> {
-        let [capacity, rate, slot] = args else {
+        let [capacity, rate, slot, options @ ..] = args else {
             return Err(ArgError::Arity(Command::Release));
         };
+        let quota = Quota::parse(capacity, rate)?;
+        let slot = parse_slot(slot)?;
+        let mut inflight = None;
+        let mut rest = options;
+        while let [name, tail @ ..] = rest {
+            if !name.eq_ignore_ascii_case(b"INFLIGHT") {
+                return Err(ArgError::UnknownOption(Command::Release));
+            }
+            let [value, tail @ ..] = tail else {
+                return Err(ArgError::MissingValue("INFLIGHT"));
+            };
+            once(&mut inflight, value, "INFLIGHT")?;
+            rest = tail;
+        }
         Ok(ReleaseArgs {
-            quota: Quota::parse(capacity, rate)?,
-            slot: parse_slot(slot)?,
+            quota,
+            slot,
+            inflight: inflight.map(parse_cap).transpose()?,
         })
     }
 
     /// The words after the key.
     pub fn words(&self) -> Vec<Word<'_>> {
         let [capacity, rate] = self.quota.words();
-        vec![capacity, rate, Word::Number(self.slot)]
+        let mut words = vec![capacity, rate, Word::Number(self.slot)];
+        if let Some(cap) = self.inflight {
+            words.extend([Word::Text("INFLIGHT"), Word::Number(cap)]);
+        }
+        words
     }
 }
 
@@ -47,6 +74,10 @@ pub struct SlotOutcome {
     /// The state to store, or `None` when the slot was not held. A release that leaves no
     /// slot, a full bucket and nothing in effect deletes the key: [`Write::Delete`].
     pub write: Option<Write>,
+    /// A release freed a slot of a table that was full (`INFLIGHT n` slots held): announced,
+    /// so that a caller refused for want of a slot looks again at once. A fleet whose table
+    /// never fills announces nothing.
+    pub freed_full: bool,
 }
 
 /// Frees the slot `args.slot` if it is held at `now_ns`; nothing otherwise (a release is
@@ -57,8 +88,12 @@ pub fn release(args: &ReleaseArgs, stored: Option<&State>, now_ns: i64) -> SlotO
         .slots
         .released(bucket.now, args.slot)
         .and_then(|slots| bucket.write_all(bucket.base, bucket.pushback, &slots));
+    let full = args
+        .inflight
+        .is_some_and(|cap| bucket.slots.held_at(bucket.now) >= cap);
     SlotOutcome {
         held: write.is_some(),
+        freed_full: full && write.is_some(),
         write,
     }
 }
@@ -66,14 +101,21 @@ pub fn release(args: &ReleaseArgs, stored: Option<&State>, now_ns: i64) -> SlotO
 /// THROTTLE.RELEASE as the server registers and documents it.
 pub(crate) static SPEC: Spec = Spec {
     command: Command::Release,
-    summary: "Frees a slot taken with THROTTLE.TAKE ... INFLIGHT at once. Replies 1 if it was \
-        held, 0 if not (released already, or its lease ran out).",
+    summary: "Frees a slot taken with THROTTLE.TAKE ... INFLIGHT at once, announcing it when \
+        INFLIGHT n says the slots were all held. Replies 1 if it was held, 0 if not (released \
+        already, or its lease ran out).",
     complexity: "O(N) where N is the number of slots held",
-    arity: 5,
+    arity: -5,
     flags: "write deny-oom fast",
     acl_categories: "write fast",
     keys: Keys::One(Access::ReadWrite),
-    args: &[KEY, CAPACITY, RATE, Arg::new("slot", Kind::Integer)],
+    args: &[
+        KEY,
+        CAPACITY,
+        RATE,
+        Arg::new("slot", Kind::Integer),
+        Arg::option("inflight", "INFLIGHT", Kind::Integer),
+    ],
 };
 
 /// THROTTLE.RELEASE in the shape every command has.
@@ -120,6 +162,11 @@ impl ThrottleCommand for Release {
     }
 
     #[inline]
+    fn announce(outcome: &SlotOutcome) -> Option<Message> {
+        outcome.freed_full.then_some(Message::SlotFreed)
+    }
+
+    #[inline]
     fn reply(_args: &ReleaseArgs, outcome: &SlotOutcome) -> Ints<1> {
         Ints::new([i64::from(outcome.held)])
     }
@@ -142,9 +189,23 @@ mod tests {
         };
         assert_eq!(parse("8 9 42").map(|a| a.slot), Ok(42));
         assert_eq!(parse("8 9 0").map(|a| a.slot), Ok(0));
+        assert_eq!(parse("8 9 42 inflight 4").map(|a| a.inflight), Ok(Some(4)));
         assert_eq!(parse("8 9"), Err(ArgError::Arity(Command::Release)));
-        assert_eq!(parse("8 9 1 2"), Err(ArgError::Arity(Command::Release)));
-        assert_eq!(parse("8 9 1.5"), Err(ArgError::SlotId));
-        assert_eq!(SPEC.syntax(), "key capacity rate slot");
+        assert_eq!(
+            parse("8 9 1 2"),
+            Err(ArgError::UnknownOption(Command::Release))
+        );
+        assert_eq!(
+            parse("8 9 1 INFLIGHT"),
+            Err(ArgError::MissingValue("INFLIGHT"))
+        );
+        assert_eq!(
+            parse("8 9 1 INFLIGHT 2 INFLIGHT 2"),
+            Err(ArgError::Repeated("INFLIGHT"))
+        );
+        assert_eq!(parse("8 9 1 INFLIGHT 0"), Err(ArgError::Inflight));
+        assert_eq!(parse("8 9 1 INFLIGHT 1025"), Err(ArgError::Inflight));
+        assert_eq!(parse("8 9 1.5 INFLIGHT 0"), Err(ArgError::SlotId));
+        assert_eq!(SPEC.syntax(), "key capacity rate slot [INFLIGHT inflight]");
     }
 }

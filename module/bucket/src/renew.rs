@@ -62,6 +62,7 @@ pub fn renew(args: &RenewArgs, stored: Option<&State>, now_ns: i64) -> SlotOutco
     SlotOutcome {
         held: write.is_some(),
         write,
+        freed_full: false,
     }
 }
 

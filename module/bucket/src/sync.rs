@@ -3,7 +3,7 @@
 //! most that, never raised, and paused until the supplier's reset when nothing remains. Its
 //! arguments, arithmetic, reply and docs.
 
-use crate::channel::Announcement;
+use crate::channel::{Announcement, Message};
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, View, Write};
@@ -224,8 +224,8 @@ impl ThrottleCommand for Sync {
     }
 
     #[inline]
-    fn announce(outcome: &SyncOutcome) -> Option<Announcement> {
-        outcome.announce
+    fn announce(outcome: &SyncOutcome) -> Option<Message> {
+        outcome.announce.map(Message::Pause)
     }
 
     #[inline]

@@ -150,11 +150,16 @@ impl TakeArgs {
 /// `INFLIGHT n LEASE ms`'s values, INFLIGHT first (THROTTLE.TAKE's and MTAKE's).
 pub(crate) fn parse_inflight(cap: &[u8], lease: &[u8]) -> Result<Inflight, ArgError> {
     Ok(Inflight {
-        cap: parse_u64(cap)
-            .filter(|n| (1..=MAX_INFLIGHT).contains(n))
-            .ok_or(ArgError::Inflight)?,
+        cap: parse_cap(cap)?,
         lease_ms: parse_lease(lease)?,
     })
+}
+
+/// `INFLIGHT n`'s cap: 1..=MAX_INFLIGHT (TAKE's, MTAKE's and RELEASE's).
+pub(crate) fn parse_cap(text: &[u8]) -> Result<u64, ArgError> {
+    parse_u64(text)
+        .filter(|n| (1..=MAX_INFLIGHT).contains(n))
+        .ok_or(ArgError::Inflight)
 }
 
 /// A lease, `LEASE ms` or THROTTLE.RENEW's `ms`: 1..=MAX_LEASE_MS.

@@ -8,7 +8,7 @@
 //! [`Command`] names the commands (for the registry, the counters and the Lua twin's dispatch);
 //! this trait is what they are.
 
-use crate::channel::Announcement;
+use crate::channel::Message;
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::Write;
@@ -77,9 +77,10 @@ pub trait ThrottleCommand {
     /// one-key command), or `None`: nothing changes there, so nothing is written or replicated.
     fn write(outcome: &Self::Outcome, key: usize) -> Option<&Write>;
 
-    /// What to announce on the key's pause channel, when this call made its pause last longer
-    /// (THROTTLE.PAUSE, CUT and SYNC).
-    fn announce(_outcome: &Self::Outcome) -> Option<Announcement> {
+    /// What to announce on the key's pause channel: a pause this call made last longer
+    /// (THROTTLE.PAUSE, CUT and SYNC), a slot it freed where callers may wait for one
+    /// (THROTTLE.RELEASE ... INFLIGHT).
+    fn announce(_outcome: &Self::Outcome) -> Option<Message> {
         None
     }
 

@@ -169,6 +169,7 @@ fn errors() -> Vec<(String, Vec<String>)> {
         (ArgError::MaxWait, vec![]),
         (ArgError::UnknownOption(Command::Take), vec![]),
         (ArgError::UnknownOption(Command::MTake), vec![]),
+        (ArgError::UnknownOption(Command::Release), vec![]),
         (
             ArgError::MissingValue("MAXWAIT"),
             vec!["MAXWAIT".to_owned()],

@@ -1,5 +1,6 @@
 //! The library and the script announce a pause as the module does: the same message on the
-//! same shard channel for every key shape, and nothing for a call that changes no pause.
+//! same shard channel for every key shape, and nothing for a call that changes no pause; and a
+//! slot freed from a full table (`RELEASE ... INFLIGHT n`) the same way, and only then.
 
 use throttle_e2e::{Announced, Server, Subscriber};
 use throttle_testkit::Flavor;
@@ -110,5 +111,57 @@ pub fn a_refused_announcement_writes_nothing(flavor: Flavor) {
             .query(&mut fleet)
             .expect("a tagged key announces under throttle:pause:");
         assert_eq!(next, 1500, "{runner:?}");
+    }
+}
+
+/// `RELEASE ... INFLIGHT n` announces `freed` only when the slot it frees was one of `n` held:
+/// not for a table below its cap, a slot not held, or a release without INFLIGHT. A probe
+/// pause after the releases marks the end, so that a message that should not be there is seen.
+pub fn announces_a_freed_slot_the_same(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let sha = load(&mut con);
+    for runner in [Runner::Module, Runner::Library, Runner::Script] {
+        let key = format!("{{slots}}:{runner:?}");
+        let channel = String::from_utf8(throttle_bucket::pause_channel(key.as_bytes()))
+            .expect("a text channel");
+        let mut subscriber = Subscriber::new(server.conn(), &channel);
+        let keys = [key.clone()];
+        let mut call = |name: &str, args: &str| -> i64 {
+            let args: Vec<&str> = args.split_whitespace().collect();
+            let value: redis::Value = command(runner, &sha, name, &keys, &args)
+                .query(&mut con)
+                .unwrap_or_else(|e| panic!("{runner:?} {name} {args:?}: {e}"));
+            match value {
+                redis::Value::Int(n) => n,
+                redis::Value::Array(items) => match items.last() {
+                    Some(redis::Value::Int(n)) => *n,
+                    other => panic!("{runner:?} {name}: {other:?}"),
+                },
+                other => panic!("{runner:?} {name}: {other:?}"),
+            }
+        };
+        let take = "10 10 TOKENS 0 INFLIGHT 2 LEASE 60000";
+        let (a, b) = (call("take", take), call("take", take));
+        // Full (2 of 2): freed and announced; then 1 of 2: freed, not announced.
+        assert_eq!(call("release", &format!("10 10 {a} INFLIGHT 2")), 1);
+        assert_eq!(call("release", &format!("10 10 {b} INFLIGHT 2")), 1);
+        // Full again, released without INFLIGHT, and a release of a slot not held: silent.
+        let (c, d) = (call("take", take), call("take", take));
+        assert_eq!(call("release", &format!("10 10 {c}")), 1);
+        assert_eq!(call("release", &format!("10 10 {c} INFLIGHT 2")), 0);
+        // A cap larger than what is held: not full, silent; the same slot at its true cap.
+        let e = call("take", take);
+        assert_eq!(call("release", &format!("10 10 {d} INFLIGHT 3")), 1);
+        assert!(call("take", take) > 0, "a slot again");
+        assert_eq!(call("release", &format!("10 10 {e} inflight 2")), 1);
+        call("pause", "10 10 1000");
+        let heard: Vec<String> = (0..3).map(|_| subscriber.message()[1].clone()).collect();
+        let freed = throttle_bucket::SLOT_FREED;
+        assert_eq!(heard[..2], [freed, freed], "{flavor} {runner:?}: {heard:?}");
+        assert!(
+            heard[2].starts_with("1000 "),
+            "{flavor} {runner:?}: {heard:?}"
+        );
     }
 }

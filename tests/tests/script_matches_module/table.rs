@@ -672,6 +672,23 @@ pub const CASES: &[Case] = &[
             &["release a 10 10 @0", "slots a 10 10", "slots b 10 10"],
         ],
     },
+    // RELEASE ... INFLIGHT n: the same reply and state as without (what it announces is
+    // announcements.rs's); a slot not held, at its cap or not.
+    Case {
+        before: &[Missing, Missing],
+        steps: &[
+            &[
+                "take a 10 10 TOKENS 2 INFLIGHT 2 LEASE 1000",
+                "take a 10 10 TOKENS 0 INFLIGHT 2 LEASE 1000",
+            ],
+            &[
+                "release a 10 10 @0 INFLIGHT 2",
+                "release a 10 10 @0 INFLIGHT 2",
+                "release a 10 10 @1 inflight 1",
+                "slots a 10 10",
+            ],
+        ],
+    },
     // Every other command keeps the slots (and the key alive while a lease runs); a pause
     // stored with them.
     Case {
