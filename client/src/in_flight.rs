@@ -25,6 +25,11 @@ const FIRST_LOOK: Duration = Duration::from_millis(2);
 /// The longest wait between two looks: a slot another process frees is found within this.
 const LONGEST_LOOK: Duration = Duration::from_millis(50);
 
+/// The longest a call that hears slots freed waits without looking: the releases are announced,
+/// but a lease that runs out is not, and a subscription that died without a word is found only
+/// by its pings.
+const HEARD_LOOK: Duration = Duration::from_secs(1);
+
 /// A limiter's cap on calls in flight: at most `cap` slots held across the fleet, each under
 /// a lease of `lease`, renewed while held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +79,13 @@ impl InFlight {
 pub(crate) fn next_look(last: Option<Duration>, wait: Duration) -> Duration {
     let look = last.map_or(FIRST_LOOK, |last| (last * 2).min(LONGEST_LOOK));
     look.min(wait.max(Duration::from_millis(1)))
+}
+
+/// After a refusal for want of a slot, while the limiter hears the fleet's releases: the next
+/// look when the first lease held runs out (`wait`, as the server names it), at most
+/// [`HEARD_LOOK`] away.
+pub(crate) fn listening_look(wait: Duration) -> Duration {
+    wait.clamp(Duration::from_millis(1), HEARD_LOOK)
 }
 
 #[cfg(test)]
@@ -154,5 +166,13 @@ mod tests {
             Duration::from_millis(7)
         );
         assert_eq!(next_look(None, Duration::ZERO), Duration::from_millis(1));
+    }
+
+    #[test]
+    fn a_listening_call_looks_when_the_first_lease_ends_or_within_a_second() {
+        let ms = Duration::from_millis;
+        assert_eq!(listening_look(ms(300)), ms(300));
+        assert_eq!(listening_look(ms(10_000)), ms(1000));
+        assert_eq!(listening_look(Duration::ZERO), ms(1));
     }
 }

@@ -3,7 +3,8 @@
 //! supplier that counts its open calls itself; a SIGKILLed holder's slots come back when their
 //! leases run out, not before; a frozen (SIGSTOP) holder loses its slot to a newer holder and
 //! its late renewal or release never touches the newer one's; a cancelled waiting call holds
-//! nothing; a `MultiLimiter`'s slot is held in its first limit's bucket.
+//! nothing; a `MultiLimiter`'s slot is held in its first limit's bucket; a waiter that
+//! listens takes again when another process's release is announced, not on a timer.
 //!
 //! Timing on a shared machine: what the server decides (the cap, a slot not free before its
 //! lease ends) is checked exactly; how soon after a slot is free a waiter gets it, loosely.
@@ -14,7 +15,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis_throttle::{Backend, Limiter, MultiLimiter, Quota, TryAcquire};
+use redis_throttle::{Announcements, Backend, Limiter, MultiLimiter, Quota, TryAcquire};
 use throttle_e2e::{multiplexed, poll, runtime, within_async, Flavor, Server};
 use throttle_testkit::ChildTest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -163,13 +164,15 @@ fn worker_process() {
 async fn fleet_worker(url: &str, backend: Backend) {
     let supplier = env(SUPPLIER);
     let seed: u64 = env(SEED).parse().unwrap();
-    let limiter = limiter(
-        multiplexed(url).await,
-        "fleet",
-        CAP,
-        Duration::from_secs(2),
-        backend,
-    );
+    // Listening, as a fleet would: a waiter takes again when a release is announced.
+    let announcements = Announcements::new(redis::Client::open(url).unwrap()).unwrap();
+    let limiter = Limiter::builder("fleet", Quota::new(1_000, 1_000u64).unwrap())
+        .backend(backend)
+        .max_in_flight(CAP)
+        .slot_lease(Duration::from_secs(2))
+        .listen(&announcements)
+        .build(multiplexed(url).await)
+        .unwrap();
     let callers: Vec<_> = (0..CALLERS)
         .map(|caller| {
             let limiter = limiter.clone();
@@ -201,8 +204,8 @@ async fn fleet_worker(url: &str, backend: Backend) {
     .await;
     let m = limiter.metrics();
     println!(
-        "\nDONE {} waits {} lost {}",
-        m.granted, m.in_flight.waits, m.in_flight.leases_lost
+        "\nDONE {} waits {} lost {} round trips {}",
+        m.granted, m.in_flight.waits, m.in_flight.leases_lost, m.round_trips
     );
 }
 
@@ -291,7 +294,7 @@ fn never_more_than_the_cap_in_flight(flavor: Flavor) {
             )
         })
         .collect();
-    let mut waits = 0;
+    let (mut waits, mut round_trips) = (0, 0);
     for worker in &mut workers {
         let out = worker.finish_ok(deadline);
         let line = out.lines().find(|l| l.starts_with("DONE")).unwrap();
@@ -299,11 +302,13 @@ fn never_more_than_the_cap_in_flight(flavor: Flavor) {
         assert_eq!(words[1], (CALLERS * CALLS_EACH).to_string(), "{line}");
         assert_eq!(words[5], "0", "no lease ran out: {line}");
         waits += words[3].parse::<u64>().unwrap();
+        round_trips += words[8].parse::<u64>().unwrap();
     }
     let (open, most, served) = supplier.counts();
     println!(
         "{flavor} {backend:?}: {served} calls, at most {most} open at once (cap {CAP}), \
-         {waits} waits for a slot"
+         {waits} waits for a slot, {:.2} round trips per call (renewals and releases included)",
+        round_trips as f64 / served as f64
     );
     assert_eq!(served, TOTAL as u64, "every call reached the supplier");
     assert_eq!(open, 0);
@@ -472,7 +477,58 @@ fn a_multi_limiters_slot_is_its_first_keys(flavor: Flavor) {
     });
 }
 
+/// Two processes (each its connection; the waiter its subscription): the waiter, refused for
+/// the one slot, hears the holder's release announced and takes again at once: two takes in
+/// all, where a waiter that does not listen looks again every 2 to 50 ms. The first lease ends
+/// in 10 s and a listening waiter looks on its own within 1 s, so a third take would mean the
+/// announcement never came.
+fn a_release_in_another_process_wakes_a_listening_waiter(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let backend = backend_on(flavor);
+    let url = server.url();
+    runtime().block_on(async {
+        let lease = Duration::from_secs(10);
+        let holder = limiter(multiplexed(&url).await, "heard", 1, lease, backend);
+        let announcements = Announcements::new(redis::Client::open(url.as_str()).unwrap()).unwrap();
+        let waiter = Limiter::builder("heard", Quota::new(1_000, 1_000u64).unwrap())
+            .backend(backend)
+            .max_in_flight(1)
+            .slot_lease(lease)
+            .listen(&announcements)
+            .build(multiplexed(&url).await)
+            .unwrap();
+        within_async("the subscription", Duration::from_secs(10), || {
+            announcements.is_listening().then_some(())
+        })
+        .await;
+        // The waiter's backend settled first (the library's is checked once, a round trip).
+        waiter.peek().await.unwrap();
+        let held = holder.acquire().await.unwrap();
+        let waiting = {
+            let waiter = waiter.clone();
+            tokio::spawn(async move {
+                let grant = waiter.acquire().await;
+                (grant, Instant::now())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished(), "{flavor}: the one slot is held");
+        let released = Instant::now();
+        drop(held);
+        let (grant, granted) = waiting.await.unwrap();
+        let grant = grant.unwrap();
+        println!(
+            "{flavor}: granted {:?} after the release was sent, in {} takes",
+            granted - released,
+            grant.round_trips
+        );
+        assert_eq!(grant.round_trips, 2, "{flavor}: refused, then heard");
+        assert_eq!(waiter.metrics().in_flight.waits, 1, "{flavor}");
+    });
+}
+
 throttle_e2e::per_server!(
+    a_release_in_another_process_wakes_a_listening_waiter,
     a_multi_limiters_slot_is_its_first_keys,
     never_more_than_the_cap_in_flight,
     a_killed_holders_slots_free_when_their_leases_end,

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::Buckets;
 use crate::grant::SlotHold;
-use crate::in_flight::next_look;
+use crate::in_flight::{listening_look, next_look};
 use crate::reply::{self, MTakeTickets};
 use crate::Error;
 
@@ -42,7 +42,8 @@ where
 {
     /// One take of `limits` within `max_wait_ms`, holding its slot when the limiter caps calls
     /// in flight; refused for want of a slot, the call waits for one (in line behind this
-    /// process's other waiters, woken by a slot released here or looking again) and takes
+    /// process's other waiters, woken by a slot released here, by a slot freed elsewhere that
+    /// the limiter hears announced, or looking again on a timer where it does not) and takes
     /// again, until its `max_wait_ms` is spent. A floored call does not wait here: its refusals
     /// are the floor's as much as the slots', and it sleeps the wait the server names.
     pub(super) async fn take_slotted(
@@ -60,13 +61,18 @@ where
         let mut round_trips = 0u32;
         let mut in_line = None;
         let mut last_look = None;
+        let ears = shared.ears.as_deref();
         loop {
             let left = ms_until(deadline);
-            // Listening before the take: a slot freed while it is under way still wakes us.
+            // Listening before the take: a slot freed while it is under way still wakes us,
+            // whether this process freed it or the fleet's announcement of it comes in before
+            // the take's reply does.
             let freed = shared.gate.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
+            let hearing = ears.and_then(|ears| Some((ears, ears.trust()?, ears.freed_seen())));
             let mut taken = self.take(limits, left).await?;
+            let replied = Instant::now();
             round_trips = round_trips.saturating_add(taken.reply.round_trips);
             taken.reply.round_trips = round_trips;
             if taken.reply.granted {
@@ -78,27 +84,46 @@ where
             }
             if in_line.is_none() {
                 shared.metrics.waited_for_slot();
+                // Behind another waiter: when its turn comes, the wait below ends at once if a
+                // slot was freed since this take (or a look is due), and not otherwise.
                 let turn = match shared.gate.line.try_lock() {
                     Ok(turn) => turn,
-                    // Behind another waiter: at the head, a slot may have come free meanwhile,
-                    // so look again at once.
                     Err(_) => {
                         match tokio::time::timeout_at(deadline, shared.gate.line.lock()).await {
-                            Ok(turn) => {
-                                in_line = Some(turn);
-                                continue;
-                            }
+                            Ok(turn) => turn,
                             Err(_) => return Ok(Slotted { taken, slot: None }),
                         }
                     }
                 };
                 in_line = Some(turn);
             }
-            let look = next_look(last_look, taken.reply.wait);
-            last_look = Some(look);
-            let wake = (Instant::now() + look).min(deadline);
+            // Heard from since before the take: a release anywhere wakes the call, and it looks
+            // again on its own only when a lease may have run out. Otherwise it polls.
+            let heard = hearing.filter(|(ears, trust, _)| ears.kept(*trust));
+            let look = match heard {
+                Some(_) => {
+                    last_look = None;
+                    listening_look(taken.reply.wait)
+                }
+                None => {
+                    let look = next_look(last_look, taken.reply.wait);
+                    last_look = Some(look);
+                    look
+                }
+            };
+            let wake = (replied + look).min(deadline);
+            let hear = async {
+                match heard {
+                    Some((ears, trust, seen)) => tokio::select! {
+                        () = ears.freed_since(seen) => {}
+                        () = ears.lost(trust) => {}
+                    },
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = &mut freed => {}
+                () = hear => {}
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
@@ -177,7 +202,12 @@ where
             slot: id,
             lease_ms,
         };
-        let release = ReleaseArgs { quota, slot: id };
+        // With the cap, so that a release from a full table wakes the fleet's waiters.
+        let release = ReleaseArgs {
+            quota,
+            slot: id,
+            inflight: self.shared.options.in_flight.map(|f| f.cap),
+        };
         let words = match command {
             Command::Renew => renew.words(),
             _ => release.words(),

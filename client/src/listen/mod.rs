@@ -107,6 +107,9 @@ pub(crate) struct Ears {
     recent: Mutex<Vec<Recent>>,
     /// Bumped at each announcement, so a sleeping call wakes to look.
     changed: watch::Sender<u64>,
+    /// Bumped at each slot freed on its first bucket (where a cap's slots are), so a call
+    /// waiting for one takes again.
+    freed: watch::Sender<u64>,
     /// The connection on which all of its channels were subscribed (0: none yet).
     subscribed_epoch: AtomicU64,
 }
@@ -206,6 +209,7 @@ impl Announcements {
             hub: Arc::clone(&self.hub),
             recent: Mutex::new(vec![Recent::default(); channels.len()]),
             changed: watch::Sender::new(0),
+            freed: watch::Sender::new(0),
             subscribed_epoch: AtomicU64::new(0),
             channels: channels.clone(),
         });
@@ -293,10 +297,6 @@ impl Hub {
 
     /// An announcement on `channel`: every limiter listening to it hears it.
     fn heard(&self, channel: &[u8], message: &[u8]) {
-        let Some(heard) = heard::Heard::parse(message, Instant::now()) else {
-            tracing::debug!(?message, "not a pause announcement; ignored");
-            return;
-        };
         let listeners: Vec<(Arc<Ears>, usize)> = self
             .lock_channels()
             .get(channel)
@@ -304,6 +304,16 @@ impl Hub {
             .flatten()
             .filter_map(|(ears, index)| Some((ears.upgrade()?, *index)))
             .collect();
+        if message == throttle_bucket::SLOT_FREED.as_bytes() {
+            for (ears, _) in listeners.iter().filter(|(_, index)| *index == 0) {
+                ears.freed.send_modify(|n| *n = n.wrapping_add(1));
+            }
+            return;
+        }
+        let Some(heard) = heard::Heard::parse(message, Instant::now()) else {
+            tracing::debug!(?message, "not a pause announcement; ignored");
+            return;
+        };
         for (ears, index) in listeners {
             if let Some(recent) = ears.lock_recent().get_mut(index) {
                 recent.push(heard);
@@ -368,6 +378,31 @@ impl Ears {
     /// When the longest pause heard on any of its channels ends, if one was heard.
     pub(crate) fn pause_end(&self) -> Option<Instant> {
         self.lock_recent().iter().filter_map(Recent::end).max()
+    }
+
+    /// How many slots freed were heard so far: a call notes it before its take, and waits for
+    /// it to move ([`Ears::freed_since`]).
+    pub(crate) fn freed_seen(&self) -> u64 {
+        *self.freed.borrow()
+    }
+
+    /// Resolves once a slot freed was heard after `seen` (at once if one already was).
+    pub(crate) async fn freed_since(&self, seen: u64) {
+        let mut freed = self.freed.subscribe();
+        if freed.wait_for(|n| *n != seen).await.is_err() {
+            // The ears own the sender: it cannot close while `self` lives.
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Resolves once the subscription `trust` counted on is down or replaced: what was
+    /// announced meanwhile may be lost, so a call waiting to hear stops trusting it.
+    pub(crate) async fn lost(&self, trust: Trust) {
+        let mut link = self.hub.link.subscribe();
+        let gone = |l: &Link| !l.up || l.epoch != trust.epoch;
+        if link.wait_for(gone).await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 
     /// Tells of each announcement heard from now on: `changed()` resolves at the next.
@@ -489,6 +524,47 @@ mod tests {
         assert_eq!(ears.trust(), None);
         hub.alive();
         assert!(ears.kept(again), "answering again, on the same connection");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slot_freed_on_the_first_bucket_wakes_a_waiter_and_a_lost_link_too() {
+        let announcements = detached();
+        let ears = announcements.ears(&["a", "b"]);
+        let hub = Arc::clone(&announcements.hub);
+        hub.up(&[channel("a"), channel("b")].into_iter().collect());
+        let trust = ears.trust().expect("up");
+        let seen = ears.freed_seen();
+        let start = Instant::now();
+        let waiter = {
+            let ears = Arc::clone(&ears);
+            tokio::spawn(async move {
+                ears.freed_since(seen).await;
+                Instant::now()
+            })
+        };
+        tokio::time::sleep(100 * MS).await;
+        // On the second bucket (a MultiLimiter's slots are in its first): not its slots.
+        hub.heard(&channel("b"), b"freed");
+        tokio::time::sleep(100 * MS).await;
+        assert!(!waiter.is_finished(), "a slot freed on another bucket");
+        assert_eq!(ears.factor_bp(), 10_000, "not read as a pause");
+        hub.heard(&channel("a"), b"freed");
+        assert_eq!(waiter.await.unwrap() - start, 200 * MS, "woken when heard");
+        assert_eq!(ears.freed_seen(), seen + 1);
+        // Heard before the wait began (between the take and its reply): at once.
+        ears.freed_since(seen).await;
+
+        let watcher = {
+            let ears = Arc::clone(&ears);
+            tokio::spawn(async move {
+                ears.lost(trust).await;
+                Instant::now()
+            })
+        };
+        tokio::time::sleep(100 * MS).await;
+        assert!(!watcher.is_finished(), "still up");
+        hub.down();
+        assert_eq!(watcher.await.unwrap() - start, 300 * MS, "woken when lost");
     }
 
     #[tokio::test(start_paused = true)]
