@@ -1,0 +1,124 @@
+//! Calls in flight on Redis Cluster: 3 masters, and a capped bucket on a master other than the
+//! one the subscription was seeded with. The slot travels with the token to the bucket's
+//! master, a release there is announced on its shard channel, and a waiter in another
+//! limiter (another process, as far as the server can tell) hears it through
+//! `Announcements::cluster`: refused once, then granted, two takes in all. Then 40 calls of
+//! two limiters on the cap never hold more than its slots at once.
+
+use redis_throttle::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::cluster::ClusterClient;
+use redis_throttle::{Announcements, Limiter, LimiterBuilder, Quota};
+use throttle_e2e::*;
+use throttle_testkit::ReplicatedCluster;
+use tokio::time::Instant;
+
+throttle_e2e::per_server!(a_slot_freed_on_another_shard_is_heard);
+
+const CAP: u64 = 2;
+const LEASE: Duration = Duration::from_secs(10);
+
+/// A thousand tokens a second: the slots, not the tokens, hold calls back here.
+fn capped(key: &str) -> LimiterBuilder {
+    Limiter::builder(key, Quota::new(1_000, 1_000u64).unwrap())
+        .max_in_flight(CAP)
+        .slot_lease(LEASE)
+}
+
+fn a_slot_freed_on_another_shard_is_heard(flavor: Flavor) {
+    let nodes = ReplicatedCluster::start(flavor, 3, 0).into_masters();
+    let mut first = nodes[0].server.conn();
+    let tag = (0..1000)
+        .map(|i| format!("cl:slots:{i}"))
+        .find(|tag| !nodes[0].node.owns(keyslot(&mut first, tag)))
+        .expect("a slot on another master");
+    let key = format!("{{{tag}}}:quota");
+    runtime().block_on(async {
+        let client = ClusterClient::builder(nodes.iter().map(|n| n.server.url()))
+            .connection_timeout(TIMEOUT)
+            .response_timeout(TIMEOUT)
+            .build()
+            .expect("a cluster client");
+        let conn = client
+            .get_async_connection()
+            .await
+            .expect("a cluster connection");
+        // Seeded with the first master alone: the subscription finds the bucket's master.
+        let announcements = Announcements::cluster([nodes[0].server.url()]).unwrap();
+        let holder = capped(&key).build(conn.clone()).unwrap();
+        let waiter = capped(&key)
+            .listen(&announcements)
+            .build(conn.clone())
+            .unwrap();
+        assert!(
+            announcements.ready(Duration::from_secs(10)).await,
+            "{flavor}: subscribed to the bucket's channel on its master"
+        );
+        // The waiter's backend settled first (a library is checked once, a round trip).
+        waiter.peek().await.unwrap();
+
+        let held: Vec<_> = [holder.acquire().await, holder.acquire().await]
+            .into_iter()
+            .map(|grant| grant.unwrap())
+            .collect();
+        assert!(
+            held.iter().all(|grant| grant.slot().is_some()),
+            "{flavor}: each grant holds a slot"
+        );
+        let waiting = {
+            let waiter = waiter.clone();
+            tokio::spawn(async move {
+                let grant = waiter.acquire().await;
+                (grant, Instant::now())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished(), "{flavor}: both slots are held");
+        let released = Instant::now();
+        drop(held);
+        let (grant, granted) = waiting.await.unwrap();
+        let grant = grant.unwrap();
+        println!(
+            "{flavor}: granted {:?} after the release was sent, in {} takes",
+            granted - released,
+            grant.round_trips
+        );
+        assert_eq!(grant.round_trips, 2, "{flavor}: refused, then heard");
+        assert_eq!(waiter.metrics().in_flight.waits, 1, "{flavor}");
+        drop(grant);
+
+        // 40 calls of 5 ms from both limiters: the grants held at once, counted while held.
+        let open = Arc::new(AtomicU64::new(0));
+        let most = Arc::new(AtomicU64::new(0));
+        let mut calls = tokio::task::JoinSet::new();
+        for i in 0..40 {
+            let limiter = if i % 2 == 0 { &holder } else { &waiter }.clone();
+            let (open, most) = (open.clone(), most.clone());
+            calls.spawn(async move {
+                let grant = limiter.acquire().await?;
+                let now = open.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                open.fetch_sub(1, Ordering::SeqCst);
+                drop(grant);
+                Ok::<_, redis_throttle::Error>(())
+            });
+        }
+        let mut served = 0;
+        while let Some(call) = calls.join_next().await {
+            call.unwrap().unwrap();
+            served += 1;
+        }
+        assert_eq!(served, 40, "{flavor}");
+        let most = most.load(Ordering::SeqCst);
+        assert!(
+            (1..=CAP).contains(&most),
+            "{flavor}: {most} grants held at once, above the cap of {CAP}"
+        );
+        let waits = holder.metrics().in_flight.waits + waiter.metrics().in_flight.waits;
+        println!("{flavor}: 40 calls, at most {most} held at once, {waits} waits for a slot");
+    });
+}
