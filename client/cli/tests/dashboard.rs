@@ -2,8 +2,8 @@
 //! `FleetReport` and two limiters (one acquires and is paused, one acquires), the dashboard on
 //! a free loopback port, then Debian's headless Chromium loads the page and the test reads the
 //! DOM its script built: each quota's row with its capacity and rate, a tokens chart with a
-//! path, and the pause band on the paused quota's charts alone. Also: a non-loopback address
-//! is refused.
+//! path, the pause band on the paused quota's charts alone, and the calls in flight of the
+//! capped quota against its cap. Also: a non-loopback address is refused.
 //!
 //! ```sh
 //! tests/install-servers.sh --apt-only   # Debian's chromium among the packages
@@ -191,14 +191,16 @@ async fn the_page_shows_each_quota_its_charts_and_the_pause() {
         .report(&fleet)
         .build(connect(&url).await)
         .unwrap();
+    // The calm one caps its calls in flight at 3 and holds one call open throughout.
     let calm = Limiter::builder(CALM, Quota::new(20, 2u64).unwrap())
+        .max_in_flight(3)
         .report(&fleet)
         .build(connect(&url).await)
         .unwrap();
     for _ in 0..4 {
         paused.acquire().await.unwrap();
     }
-    calm.acquire().await.unwrap();
+    let _open_call = calm.acquire().await.unwrap();
     paused.count(HttpEvent::Response429);
     paused.count(HttpEvent::Response429);
     paused.pause(Duration::from_secs(60)).await.unwrap();
@@ -309,6 +311,11 @@ async fn the_page_shows_each_quota_its_charts_and_the_pause() {
     );
     assert!(row.contains("<svg class=\"chart wait\""), "{row}");
     assert!(row.contains("<svg class=\"chart r429\""), "{row}");
+    assert!(
+        row.contains("<td class=\"in_flight\">-</td>"),
+        "no cap: {row}"
+    );
+    assert!(!row.contains("chart in_flight"), "no cap, no chart: {row}");
 
     let row = row_of(&dom, CALM);
     assert!(
@@ -319,6 +326,20 @@ async fn the_page_shows_each_quota_its_charts_and_the_pause() {
     assert!(row.contains("<td class=\"rate\">2</td>"), "{row}");
     assert!(row.contains("<path class=\"line\" d=\"M"), "{row}");
     assert!(!row.contains("band paused"), "not paused: {row}");
+    assert!(
+        row.contains("<td class=\"in_flight\">1/3</td>"),
+        "one call open of a cap of 3: {row}"
+    );
+    let in_flight_chart = &row[row
+        .find("<svg class=\"chart in_flight\"")
+        .unwrap_or_else(|| panic!("a chart of calls in flight: {row}"))..];
+    let in_flight_chart = &in_flight_chart[..in_flight_chart.find("</svg>").unwrap()];
+    // One of three held: the line at two thirds of the chart's height down (y 20 of 30).
+    assert!(
+        in_flight_chart.contains(" 20.0 L")
+            && in_flight_chart.contains("<text x=\"2\" y=\"8\">3</text>"),
+        "a line at 1 on a scale of 0 to the cap, 3: {in_flight_chart}"
+    );
     assert!(dom.contains("2 quota(s), sampled "), "the header: {dom}");
 
     if let Some(path) = std::env::var_os("THROTTLE_SCREENSHOT") {

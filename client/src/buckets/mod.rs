@@ -25,7 +25,7 @@ use crate::listen::{Announcements, Ears};
 use crate::metrics::{Event, Metrics};
 use crate::policy::Policy;
 use crate::reply::{self, MTakeTickets};
-use crate::report::{FleetReport, Reported};
+use crate::report::{FleetReport, Reported, ReportedKey};
 use crate::waiting::{self, record, Held};
 use crate::{
     Backend, BucketState, Demand, Error, Grant, MetricsSnapshot, Priority, Quota, QuotaError,
@@ -297,11 +297,16 @@ impl<C> Buckets<C> {
             .as_ref()
             .filter(|_| options.check_pause)
             .map(|announcements| announcements.ears(&keys));
+        // The slots live in the first bucket.
+        let cap = options.in_flight.map(|f| f.cap);
         let report_keys = buckets
             .iter()
-            .map(|b| {
-                let (capacity, rate) = (b.quota.capacity(), b.quota.rate().as_str());
-                (b.key.clone(), capacity, rate.to_owned())
+            .enumerate()
+            .map(|(i, b)| ReportedKey {
+                key: b.key.clone(),
+                capacity: b.quota.capacity(),
+                rate: b.quota.rate().as_str().to_owned(),
+                max_in_flight: cap.filter(|_| i == 0),
             })
             .collect();
         let shared = Arc::new(Shared {

@@ -21,6 +21,7 @@ use super::quota::PartitionedQuota;
 use super::share::Take;
 use crate::grant::Receipt;
 use crate::metrics::Metrics;
+use crate::report::ReportedKey;
 use crate::{Error, Grant, Priority, QuotaError};
 
 mod throttle;
@@ -268,11 +269,12 @@ impl PartitionedLimiterBuilder {
         if let Some(fleet) = &self.report {
             let weak = Arc::downgrade(&core);
             let total = core.quota.total();
-            let bucket = (
-                core.quota.name().to_owned(),
-                total.capacity(),
-                total.rate().as_str().to_owned(),
-            );
+            let bucket = ReportedKey {
+                key: core.quota.name().to_owned(),
+                capacity: total.capacity(),
+                rate: total.rate().as_str().to_owned(),
+                max_in_flight: None,
+            };
             fleet.watch(vec![bucket], weak);
         }
         let (stop, stopped) = watch::channel(false);

@@ -1,10 +1,11 @@
 //! What one process reports of one limiter, as the one line stored under its report key: pure,
 //! read back by the operator's tool with [`Report::parse`].
 //!
-//! `v1 at=<unix ms> period=<ms> process=<id> capacity=<n> rate=<decimal> granted=.. denied=.. gave_up=.. errors=..
-//! in_flight=<slots held now> round_trips=.. pauses=.. cuts=.. syncs=.. r429=.. r503=..
-//! held_pause=.. held_floor=.. slot_waits=.. leases_lost=.. waits=<17 counts> p.granted=..
-//! ... p.waits=<17 counts> key=<the bucket's key>`: the counters since the limiter was built,
+//! `v1 at=<unix ms> period=<ms> process=<id> capacity=<n> rate=<decimal> in_flight=<slots held
+//! now> max_in_flight=<the cap, 0 without> granted=.. denied=.. gave_up=.. errors=..
+//! round_trips=.. pauses=.. cuts=.. syncs=.. r429=.. r503=.. held_pause=.. held_floor=..
+//! slot_waits=.. leases_lost=.. waits=<17 counts> p.granted=.. ... p.waits=<17 counts>
+//! key=<the bucket's key>`: the counters since the limiter was built,
 //! then (`p.`) those of the last period alone, so that one read gives rates and the wait
 //! quantiles of now; the bucket's quota as the limiter has it (the server does not keep it),
 //! so that its tokens can be shown; the key comes last, so that it may hold spaces.
@@ -67,6 +68,8 @@ pub struct Report {
     /// Slots for calls in flight the process's grants held when it reported (0 without a
     /// cap).
     pub in_flight: u64,
+    /// The cap on calls in flight the process's limiter has on this bucket (0 without one).
+    pub max_in_flight: u64,
     /// Since the limiter was built.
     pub total: Counts,
     /// Over the last period alone.
@@ -178,8 +181,14 @@ impl Report {
     /// The line to store.
     pub fn encode(&self) -> String {
         let mut line = format!(
-            "v1 at={} period={} process={} capacity={} rate={} in_flight={}",
-            self.at_ms, self.period_ms, self.process, self.capacity, self.rate, self.in_flight
+            "v1 at={} period={} process={} capacity={} rate={} in_flight={} max_in_flight={}",
+            self.at_ms,
+            self.period_ms,
+            self.process,
+            self.capacity,
+            self.rate,
+            self.in_flight,
+            self.max_in_flight
         );
         self.total.write("", &mut line);
         self.period.write("p.", &mut line);
@@ -205,6 +214,7 @@ impl Report {
                 "capacity" => report.capacity = value.parse().ok()?,
                 "rate" => report.rate = value.to_owned(),
                 "in_flight" => report.in_flight = value.parse().ok()?,
+                "max_in_flight" => report.max_in_flight = value.parse().ok()?,
                 _ => match name.strip_prefix("p.") {
                     Some(name) => report.period.set(name, value)?,
                     None => report.total.set(name, value)?,
@@ -243,6 +253,7 @@ mod tests {
             capacity: 10,
             rate: "0.5".to_owned(),
             in_flight: 3,
+            max_in_flight: 4,
             period: total.since(&Counts {
                 granted: 4,
                 ..Counts::default()
@@ -252,7 +263,7 @@ mod tests {
         let line = report.encode();
         assert!(line.starts_with(
             "v1 at=1733300000123 period=5000 process=00ab-42 capacity=10 rate=0.5 in_flight=3 \
-             granted=9 "
+             max_in_flight=4 granted=9 "
         ));
         assert!(line.contains(" slot_waits=2 leases_lost=0 "), "{line}");
         assert!(line.ends_with(" key=quota:pix with spaces"), "{line}");

@@ -94,10 +94,21 @@ struct Inner {
     task: OnceLock<AbortOnDrop>,
 }
 
-/// A limiter reported on: its buckets (key, capacity, rate), its counters, and what the last
-/// report said.
+/// One bucket of a limiter reported on, as the limiter has it.
+#[derive(Clone, Debug)]
+pub(crate) struct ReportedKey {
+    pub(crate) key: String,
+    pub(crate) capacity: u64,
+    /// Tokens per second, as the limiter sends it.
+    pub(crate) rate: String,
+    /// The cap on calls in flight whose slots live in this bucket (a `MultiLimiter` holds its
+    /// slots in its first bucket alone).
+    pub(crate) max_in_flight: Option<u64>,
+}
+
+/// A limiter reported on: its buckets, its counters, and what the last report said.
 struct Watched {
-    keys: Vec<(String, u64, String)>,
+    keys: Vec<ReportedKey>,
     limiter: Weak<dyn Reported>,
     last: Option<Counts>,
 }
@@ -156,9 +167,8 @@ impl FleetReport {
         self.inner.failures.load(Relaxed)
     }
 
-    /// Reports on `limiter` under each of its buckets (key, capacity, rate) from the next period
-    /// on, while it lives.
-    pub(crate) fn watch(&self, keys: Vec<(String, u64, String)>, limiter: Weak<dyn Reported>) {
+    /// Reports on `limiter` under each of its buckets from the next period on, while it lives.
+    pub(crate) fn watch(&self, keys: Vec<ReportedKey>, limiter: Weak<dyn Reported>) {
         self.inner.lock().push(Watched {
             keys,
             limiter,
@@ -195,19 +205,20 @@ impl Inner {
             let snapshot = limiter.snapshot();
             let total = Counts::of(&snapshot);
             let period = total.since(watched.last.as_ref().unwrap_or(&Counts::default()));
-            for (key, capacity, rate) in &watched.keys {
+            for bucket in &watched.keys {
                 let report = Report {
-                    key: key.clone(),
+                    key: bucket.key.clone(),
                     process: self.process.clone(),
                     at_ms,
                     period_ms: u64::try_from(self.period.as_millis()).unwrap_or(u64::MAX),
-                    capacity: *capacity,
-                    rate: rate.clone(),
-                    in_flight: snapshot.in_flight.held,
+                    capacity: bucket.capacity,
+                    rate: bucket.rate.clone(),
+                    in_flight: bucket.max_in_flight.map_or(0, |_| snapshot.in_flight.held),
+                    max_in_flight: bucket.max_in_flight.unwrap_or(0),
                     total: total.clone(),
                     period: period.clone(),
                 };
-                due.push((report_key(key, &self.process), report.encode()));
+                due.push((report_key(&bucket.key, &self.process), report.encode()));
             }
             watched.last = Some(total);
         }

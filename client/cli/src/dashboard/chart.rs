@@ -128,13 +128,16 @@ pub(crate) struct Chart {
     pub(crate) last: Option<f64>,
 }
 
-/// A quota's charts: tokens (0 to the capacity), wait p99 (ms) and 429s (per the fleet's
-/// period) over the window, and the spans where it was paused or cut.
+/// A quota's charts: tokens (0 to the capacity), wait p99 (ms), 429s (per the fleet's period)
+/// and, under a cap, calls in flight (0 to the cap) over the window, and the spans where it
+/// was paused or cut.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct Charts {
     pub(crate) tokens: Chart,
     pub(crate) wait_p99: Chart,
     pub(crate) r429: Chart,
+    /// None when no sample had a cap on calls in flight.
+    pub(crate) in_flight: Option<Chart>,
     pub(crate) paused: Vec<[f64; 2]>,
     pub(crate) cut: Vec<[f64; 2]>,
 }
@@ -158,7 +161,17 @@ pub(crate) fn charts<'a>(
         .clone()
         .filter_map(|s| Some((s.at_ms, s.responses_429? as f64)))
         .collect();
+    let in_flight: Vec<(u64, Option<f64>)> = samples
+        .clone()
+        .map(|s| (s.at_ms, s.in_flight.map(|n| n as f64)))
+        .collect();
     let top = |values: &mut dyn Iterator<Item = f64>| values.fold(1.0f64, f64::max);
+    // The cap is the top of the scale; more held than the cap (a cap lowered, processes that
+    // disagree) still shows, above the cap's line.
+    let in_flight_max = top(&mut samples
+        .clone()
+        .filter_map(|s| s.max_in_flight.map(|cap| cap as f64))
+        .chain(in_flight.iter().filter_map(|p| p.1)));
     let wait_max = top(&mut waits.iter().filter_map(|p| p.1));
     let r429_max = top(&mut r429.iter().map(|p| p.1));
     let capacity = capacity as f64;
@@ -182,6 +195,11 @@ pub(crate) fn charts<'a>(
                 .and_then(|s| s.responses_429)
                 .map(|r| r as f64),
         },
+        in_flight: in_flight.iter().any(|p| p.1.is_some()).then(|| Chart {
+            d: line(frame, &in_flight, in_flight_max),
+            max: in_flight_max,
+            last: in_flight.last().and_then(|p| p.1),
+        }),
         paused: bands(
             frame,
             &samples
@@ -272,6 +290,8 @@ mod tests {
             wait_p99_ms: Some(5),
             responses_429: Some(r429),
             grants_per_s: Some(1.0),
+            in_flight: None,
+            max_in_flight: None,
         };
         let samples = [sample(118_000, 10, 0, 0), sample(119_000, 0, 900, 2)];
         let charts = charts(FRAME, 10, samples.iter(), 1000);
@@ -282,5 +302,35 @@ mod tests {
         assert_eq!(charts.r429.last, Some(2.0));
         assert_eq!(charts.paused, vec![[119.0, 120.0]]);
         assert!(charts.cut.is_empty());
+        assert_eq!(charts.in_flight, None, "no cap, no chart");
+    }
+
+    #[test]
+    fn calls_in_flight_are_charted_against_the_cap() {
+        let sample = |at_ms, in_flight| Sample {
+            at_ms,
+            tokens: Some(1),
+            paused_ms: 0,
+            factor_bp: 10_000,
+            wait_p99_ms: None,
+            responses_429: None,
+            grants_per_s: None,
+            in_flight,
+            max_in_flight: Some(4),
+        };
+        let samples = [
+            sample(117_000, Some(4)),
+            sample(118_000, Some(1)),
+            sample(119_000, None),
+        ];
+        let chart = charts(FRAME, 10, samples.iter(), 1000).in_flight.unwrap();
+        assert_eq!(chart.d, "M117.0 0.0 L118.0 22.5");
+        assert_eq!((chart.max, chart.last), (4.0, None));
+        // Above the cap, the scale grows to what was held.
+        let over = [sample(118_000, Some(6))];
+        assert_eq!(
+            charts(FRAME, 10, over.iter(), 1000).in_flight.unwrap().max,
+            6.0
+        );
     }
 }

@@ -65,6 +65,10 @@ pub(crate) struct Sample {
     pub(crate) responses_429: Option<u64>,
     /// The fleet's grants per second over its last period; none without a report.
     pub(crate) grants_per_s: Option<f64>,
+    /// Calls in flight across the fleet (slots held); none without a cap or a report.
+    pub(crate) in_flight: Option<u64>,
+    /// The cap on calls in flight the fleet reports; none without one.
+    pub(crate) max_in_flight: Option<u64>,
 }
 
 impl Sample {
@@ -84,6 +88,8 @@ impl Sample {
             }),
             responses_429: fleet.map(|f| f.responses_429),
             grants_per_s: fleet.map(|f| f.grants_per_s),
+            in_flight: fleet.and_then(|f| f.in_flight),
+            max_in_flight: fleet.and_then(|f| f.max_in_flight),
         }
     }
 }
@@ -214,7 +220,8 @@ mod tests {
                 responses_429: 3,
                 held_by_pause: 0,
                 held_by_floor: 0,
-                in_flight: None,
+                in_flight: Some(2),
+                max_in_flight: Some(4),
                 slot_waits: 0,
                 leases_lost: 0,
                 waits: 7,
@@ -239,6 +246,8 @@ mod tests {
                 wait_p99_ms: Some(100_000),
                 responses_429: Some(3),
                 grants_per_s: Some(2.5),
+                in_flight: Some(2),
+                max_in_flight: Some(4),
             }
         );
         let mut bare = row("b", 0);
@@ -249,6 +258,7 @@ mod tests {
             (sample.tokens, sample.factor_bp, sample.wait_p99_ms),
             (None, 10_000, None)
         );
+        assert_eq!((sample.in_flight, sample.max_in_flight), (None, None));
     }
 
     #[test]

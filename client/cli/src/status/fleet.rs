@@ -23,6 +23,9 @@ pub(crate) struct Fleet {
     /// Calls in flight (slots held) when the processes last reported, summed; null when no
     /// process has a cap on calls in flight or has seen one used.
     pub(crate) in_flight: Option<u64>,
+    /// The cap on calls in flight the processes report (the largest, should they disagree);
+    /// null when none has one.
+    pub(crate) max_in_flight: Option<u64>,
     /// Calls that waited for a slot in the last period.
     pub(crate) slot_waits: u64,
     /// Slots whose lease ran out while held, since the processes' limiters were built.
@@ -64,6 +67,7 @@ pub(crate) fn fleet_of(reports: &[Report]) -> Fleet {
     let mut grants_per_s = 0.0;
     let (mut responses_429, mut held_by_pause, mut held_by_floor) = (0, 0, 0);
     let (mut in_flight, mut slot_waits, mut leases_lost) = (None::<u64>, 0, 0);
+    let mut max_in_flight = None::<u64>;
     let mut summed: Vec<(Option<Duration>, u64)> = WaitHistogram::default().buckets().collect();
     for report in reports {
         if report.period_ms > 0 {
@@ -74,9 +78,12 @@ pub(crate) fn fleet_of(reports: &[Report]) -> Fleet {
         held_by_floor += report.period.held_by_floor;
         slot_waits += report.period.slot_waits;
         leases_lost += report.total.leases_lost;
-        // A process that holds slots or ever waited for one has a cap.
-        if report.in_flight > 0 || report.total.slot_waits > 0 {
+        // A process that names a cap, holds slots or ever waited for one has a cap.
+        if report.max_in_flight > 0 || report.in_flight > 0 || report.total.slot_waits > 0 {
             in_flight = Some(in_flight.unwrap_or(0) + report.in_flight);
+        }
+        if report.max_in_flight > 0 {
+            max_in_flight = max_in_flight.max(Some(report.max_in_flight));
         }
         for (slot, (_, count)) in summed.iter_mut().zip(report.period.waits.buckets()) {
             slot.1 += count;
@@ -90,6 +97,7 @@ pub(crate) fn fleet_of(reports: &[Report]) -> Fleet {
         held_by_pause,
         held_by_floor,
         in_flight,
+        max_in_flight,
         slot_waits,
         leases_lost,
         waits,
@@ -170,6 +178,22 @@ mod tests {
         let fleet = fleet_of(&[report("a", 1000, 1, &[(last, 1)])]);
         assert_eq!((fleet.waits, fleet.wait_p99_le_ms), (1, None));
         assert_eq!(last_wait_bound_ms(), 100_000);
+    }
+
+    #[test]
+    fn the_calls_in_flight_are_summed_under_the_cap() {
+        let fleet = fleet_of(&[report("a", 1000, 0, &[])]);
+        assert_eq!((fleet.in_flight, fleet.max_in_flight), (None, None));
+        let (mut a, mut b, c) = (
+            report("a", 1000, 0, &[]),
+            report("b", 1000, 0, &[]),
+            report("c", 1000, 0, &[]),
+        );
+        (a.in_flight, a.max_in_flight) = (3, 4);
+        // Holding none now, but capped: it counts as 0 held, not as no cap.
+        (b.in_flight, b.max_in_flight) = (0, 4);
+        let fleet = fleet_of(&[a, b, c]);
+        assert_eq!((fleet.in_flight, fleet.max_in_flight), (Some(3), Some(4)));
     }
 
     #[test]

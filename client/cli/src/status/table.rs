@@ -133,7 +133,11 @@ fn cells(row: &Row) -> Vec<String> {
             cells.push(wait(fleet, fleet.wait_p50_le_ms));
             cells.push(wait(fleet, fleet.wait_p99_le_ms));
             cells.push(fleet.responses_429.to_string());
-            cells.push(fleet.in_flight.map_or_else(dash, |n| n.to_string()));
+            cells.push(match (fleet.in_flight, fleet.max_in_flight) {
+                (Some(n), Some(cap)) => format!("{n}/{cap}"),
+                (Some(n), None) => n.to_string(),
+                (None, _) => dash(),
+            });
         }
         None => cells.extend(std::iter::repeat_n(dash(), 6)),
     }
@@ -173,6 +177,7 @@ mod tests {
                     held_by_pause: 0,
                     held_by_floor: 0,
                     in_flight: Some(5),
+                    max_in_flight: Some(8),
                     slot_waits: 0,
                     leases_lost: 0,
                     waits: 40,
@@ -210,6 +215,7 @@ mod tests {
                     held_by_pause: 0,
                     held_by_floor: 0,
                     in_flight: None,
+                    max_in_flight: None,
                     slot_waits: 0,
                     leases_lost: 0,
                     waits: 0,
@@ -227,7 +233,7 @@ mod tests {
         let text = table(&rows(), &["1 more".to_owned()]);
         let expected = "\
 KEY           CAPACITY  RATE/S  TOKENS   PAUSED    CUT  FULL IN  PROCS  GRANTS/S  WAIT P50   WAIT P99  429s  IN FLIGHT
-quota:pix            8       9       0  1.495 s  x0.50  2.273 s      2       8.5     <=5ms  >100000ms     3          5
+quota:pix            8       9       0  1.495 s  x0.50  2.273 s      2       8.5     <=5ms  >100000ms     3        5/8
 quota:other        100     0.5     100        -      -     full      -         -         -          -     -          -
 quota:broken         1       1       ?        ?      ?        ?      1       0.0         -          -     0          -
 quota:broken: not a bucket
