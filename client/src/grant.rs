@@ -28,7 +28,8 @@ pub struct Grant {
     /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter)); 0 while the bucket
     /// is in debt to reservations.
     pub remaining: u64,
-    /// Requests to Redis the call made (0 for a partitioned limiter, which spends in process).
+    /// Requests to Redis the call made (0 for a partitioned limiter, which spends in process,
+    /// unless it caps its calls in flight: its slot's takes).
     pub round_trips: u32,
     /// The instant the tokens were usable: when the call returned, or, for a partitioned
     /// limiter, when they were taken from a lease still usable.

@@ -164,7 +164,8 @@ impl LimiterBuilder {
     /// grant also holds one of the bucket's `n` slots, taken with its tokens in the same
     /// `THROTTLE.TAKE` (the tokens and a slot, or neither), until the grant is dropped. While
     /// every slot is held a call waits for one, within its deadline: woken at once by a slot
-    /// released in this process, looking again every 2 to 50 ms for one released elsewhere. A
+    /// released in this process, and by one released elsewhere when the limiter
+    /// [listens](Self::listen) (else looking again every 2 to 50 ms). A
     /// grant renews its slot's lease every third of [`slot_lease`](Self::slot_lease) while
     /// held, and releases it when dropped (given back, settled, its future cancelled, a panic);
     /// a process that dies frees its slots when their leases run out. Every limiter on the key
@@ -247,6 +248,11 @@ impl<C> Limiter<C> {
         Limiter::builder(key, quota)
             .build(conn)
             .expect("a cost of 1 fits every valid quota")
+    }
+
+    /// Its counters, shared with the limiter.
+    pub(crate) fn reported(&self) -> std::sync::Arc<dyn crate::report::Reported> {
+        self.buckets.reported()
     }
 
     /// The one bucket (the builder gives it one).

@@ -104,6 +104,11 @@ pub struct InFlightMetrics {
     /// Slots whose lease ran out while their grant held them (a renewal found the slot gone):
     /// a frozen process, or a lease too short for the round trips.
     pub leases_lost: u64,
+    /// Slots whose `THROTTLE.RELEASE` the server answered. [`held`](Self::held) drops when a
+    /// call ends, this once its release is done: a process about to exit waits until
+    /// `released + leases_lost` reaches its capped grants, so that it leaves no slot to run
+    /// out its lease (a release that failed is not counted: its lease frees it).
+    pub released: u64,
 }
 
 /// The supplier's pushback, in a [`MetricsSnapshot`]: the responses the HTTP layers saw, and
@@ -352,6 +357,7 @@ pub(crate) struct Metrics {
     slots_held: AtomicU64,
     slot_waits: AtomicU64,
     leases_lost: AtomicU64,
+    slots_released: AtomicU64,
     events: [AtomicU64; Event::COUNT],
     total_wait_us: AtomicU64,
     max_wait_us: AtomicU64,
@@ -379,6 +385,7 @@ impl Metrics {
             slots_held: AtomicU64::new(0),
             slot_waits: AtomicU64::new(0),
             leases_lost: AtomicU64::new(0),
+            slots_released: AtomicU64::new(0),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             total_wait_us: AtomicU64::new(0),
             max_wait_us: AtomicU64::new(0),
@@ -483,6 +490,10 @@ impl Metrics {
         self.facade.slot_event("wait");
     }
 
+    pub(crate) fn slot_released(&self) {
+        self.slots_released.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn lease_lost(&self) {
         self.leases_lost.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
@@ -532,6 +543,7 @@ impl Metrics {
                 held: load(&self.slots_held),
                 waits: load(&self.slot_waits),
                 leases_lost: load(&self.leases_lost),
+                released: load(&self.slots_released),
             },
         }
     }

@@ -12,9 +12,11 @@
 use redis_throttle::prelude::*;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
 use redis_throttle::{Announcements, Backend, Limiter, MultiLimiter, Quota, TryAcquire};
 use throttle_e2e::{multiplexed, poll, runtime, within_async, Flavor, Server};
 use throttle_testkit::ChildTest;
@@ -196,10 +198,11 @@ async fn fleet_worker(url: &str, backend: Backend) {
     for caller in callers {
         caller.await.unwrap();
     }
-    // The last releases are tasks of their own: a process that ends before they are sent
+    // The last releases are tasks of their own: a process that ends before they are answered
     // leaves those slots to their leases.
     within_async("the last releases", Duration::from_secs(30), || {
-        (limiter.metrics().in_flight.held == 0).then_some(())
+        let m = limiter.metrics().in_flight;
+        (m.released + m.leases_lost == (CALLERS * CALLS_EACH) as u64).then_some(())
     })
     .await;
     let m = limiter.metrics();
@@ -527,7 +530,79 @@ fn a_release_in_another_process_wakes_a_listening_waiter(flavor: Flavor) {
     });
 }
 
+/// Two partitioned limiters (two processes, as far as the server can tell) under one cap of 3:
+/// 40 calls of 1 to 20 ms at once never hold more than 3 grants at a time, every one served;
+/// the slots live in the quota's own bucket, `{name}:inflight`, and are all released after.
+fn a_partitioned_limiters_cap_holds_across_processes(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let backend = backend_on(flavor);
+    let url = server.url();
+    runtime().block_on(async {
+        let quota = PartitionedQuota::builder("pq", Quota::new(40, 400u64).unwrap())
+            .partitions(4)
+            .lease(Duration::from_secs(2))
+            .build()
+            .unwrap();
+        let mut limiters = Vec::new();
+        for _ in 0..2 {
+            limiters.push(
+                PartitionedLimiter::builder(quota.clone())
+                    .backend(backend)
+                    .max_in_flight(3)
+                    .slot_lease(Duration::from_secs(5))
+                    .build(multiplexed(&url).await)
+                    .unwrap(),
+            );
+        }
+        let open = Arc::new(AtomicU64::new(0));
+        let most = Arc::new(AtomicU64::new(0));
+        let mut calls = tokio::task::JoinSet::new();
+        for i in 0..40u64 {
+            let limiter = limiters[(i % 2) as usize].clone();
+            let (open, most) = (open.clone(), most.clone());
+            calls.spawn(async move {
+                let grant = limiter.acquire().await?;
+                assert!(grant.slot().is_some());
+                let now = open.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(1 + i % 20)).await;
+                open.fetch_sub(1, Ordering::SeqCst);
+                drop(grant);
+                Ok::<_, redis_throttle::Error>(())
+            });
+        }
+        let mut served = 0;
+        while let Some(call) = calls.join_next().await {
+            call.unwrap().unwrap();
+            served += 1;
+        }
+        let most = most.load(Ordering::SeqCst);
+        let waits: u64 = limiters.iter().map(|l| l.metrics().in_flight.waits).sum();
+        println!("{flavor}: partitioned, 40 calls, at most {most} held at once, {waits} waits");
+        assert_eq!(served, 40, "{flavor}");
+        assert!(
+            (1..=3).contains(&most),
+            "{flavor}: {most} held at once over a cap of 3"
+        );
+        assert!(waits > 0, "{flavor}: 40 calls at once on 3 slots wait");
+        within_async("every slot released", Duration::from_secs(10), || {
+            let held: (u64, u64) = redis::cmd("THROTTLE.SLOTS")
+                .arg("{pq}:inflight")
+                .arg(40)
+                .arg(400)
+                .query(&mut server.conn())
+                .unwrap();
+            (held == (0, 0)).then_some(())
+        })
+        .await;
+        for limiter in &limiters {
+            limiter.shutdown().await.unwrap();
+        }
+    });
+}
+
 throttle_e2e::per_server!(
+    a_partitioned_limiters_cap_holds_across_processes,
     a_release_in_another_process_wakes_a_listening_waiter,
     a_multi_limiters_slot_is_its_first_keys,
     never_more_than_the_cap_in_flight,

@@ -70,6 +70,7 @@ async fn a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile() {
     assert_eq!(metrics.round_trips, 12, "one RELEASE");
     assert_eq!(metrics.in_flight.held, 0);
     assert_eq!(metrics.in_flight.leases_lost, 0);
+    assert_eq!(metrics.in_flight.released, 1, "its RELEASE answered");
 }
 
 #[tokio::test(start_paused = true)]

@@ -24,6 +24,7 @@ mod connect;
 mod env;
 pub mod errors;
 pub mod fake;
+pub mod fake_leases;
 mod grants;
 #[cfg(feature = "http-supplier")]
 pub mod http_supplier;

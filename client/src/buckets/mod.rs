@@ -283,6 +283,12 @@ impl<C: Clone> Clone for Buckets<C> {
 }
 
 impl<C> Buckets<C> {
+    /// Its counters, for a limiter that keeps its slots in this one (a partitioned limiter's
+    /// cap on calls in flight).
+    pub(crate) fn reported(&self) -> Arc<dyn Reported> {
+        Arc::clone(&self.shared) as Arc<dyn Reported>
+    }
+
     /// The limiter over `conn`: `buckets` (checked by the builder) named `name`.
     pub(crate) fn new(
         conn: C,

@@ -183,8 +183,11 @@ where
         // slot free on the server also sees it gone from this process's metrics.
         shared.metrics.slot_ended();
         if held {
-            if let Err(err) = self.slot_call(Command::Release, id, 0).await {
-                tracing::debug!(error = %err, slot = id, "could not release a slot: its lease frees it");
+            match self.slot_call(Command::Release, id, 0).await {
+                Ok(_) => shared.metrics.slot_released(),
+                Err(err) => {
+                    tracing::debug!(error = %err, slot = id, "could not release a slot: its lease frees it");
+                }
             }
         }
         shared.gate.freed.notify_waiters();

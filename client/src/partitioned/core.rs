@@ -89,6 +89,8 @@ pub(crate) struct Core {
     pub observer: Option<Observer>,
     /// The fleet pause channel, where the limiter listens.
     pub ears: Option<Arc<Ears>>,
+    /// With a cap on calls in flight: the counters of the limiter that keeps the slots.
+    pub slots: Option<Arc<dyn crate::report::Reported>>,
 }
 
 #[derive(Default)]
@@ -97,13 +99,19 @@ pub(crate) struct State {
 }
 
 impl crate::report::Reported for Core {
-    /// Its calls' counters, and its leases' ([`crate::MetricsSnapshot::leases`]).
+    /// Its calls' counters, its leases' ([`crate::MetricsSnapshot::leases`]) and, with a cap,
+    /// its slots' ([`crate::MetricsSnapshot::in_flight`]; their round trips counted in).
     fn snapshot(&self) -> crate::MetricsSnapshot {
         let mut snapshot = self.metrics.snapshot(None);
         snapshot.round_trips = snapshot
             .round_trips
             .saturating_add(self.counters.round_trips());
         snapshot.leases = self.counters.leases(self.state().shares.len());
+        if let Some(slots) = &self.slots {
+            let slots = slots.snapshot();
+            snapshot.round_trips = snapshot.round_trips.saturating_add(slots.round_trips);
+            snapshot.in_flight = slots.in_flight;
+        }
         snapshot
     }
 }

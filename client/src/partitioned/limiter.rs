@@ -22,13 +22,17 @@ use super::share::Take;
 use crate::grant::Receipt;
 use crate::metrics::Metrics;
 use crate::report::ReportedKey;
-use crate::{Error, Grant, Priority, QuotaError};
+use crate::{Demand, Error, Grant, Limiter, Priority, QuotaError, Throttle as _, TryAcquire};
 
 mod throttle;
 
 /// How long a caller with nothing to wait for (no partition held) sleeps before looking again,
 /// unless a lease arrives first.
 const NO_LEASE_PAUSE: Duration = Duration::from_millis(100);
+
+/// What a `try_acquire` that found every slot held says to wait: a slot's release is not
+/// known in advance (the first lease's end is only the latest it comes).
+const NO_SLOT_PAUSE: Duration = Duration::from_millis(10);
 
 /// Spends a [`PartitionedQuota`] locally: the partitions this process leases, each a GCRA in
 /// process. See the [module](super) for the guarantees.
@@ -39,6 +43,9 @@ const NO_LEASE_PAUSE: Duration = Duration::from_millis(100);
 pub struct PartitionedLimiter<C> {
     inner: Arc<Handle>,
     conn: C,
+    /// With a cap on calls in flight: the limiter that keeps the fleet's slots, in one
+    /// bucket of their own (it takes no tokens there).
+    slots: Option<Limiter<C>>,
 }
 
 impl<C: Clone> Clone for PartitionedLimiter<C> {
@@ -46,6 +53,7 @@ impl<C: Clone> Clone for PartitionedLimiter<C> {
         PartitionedLimiter {
             inner: Arc::clone(&self.inner),
             conn: self.conn.clone(),
+            slots: self.slots.clone(),
         }
     }
 }
@@ -92,6 +100,9 @@ pub struct PartitionedLimiterBuilder {
     max_wait: Duration,
     announcements: Option<crate::Announcements>,
     report: Option<crate::report::FleetReport>,
+    max_in_flight: Option<u64>,
+    slot_lease: Duration,
+    backend: crate::Backend,
 }
 
 impl fmt::Debug for PartitionedLimiterBuilder {
@@ -188,6 +199,54 @@ impl PartitionedLimiterBuilder {
         self
     }
 
+    /// Caps the calls in flight across the fleet at `n` (1 to 1024), beside the rate, as
+    /// [`LimiterBuilder::max_in_flight`](crate::LimiterBuilder::max_in_flight) does for one
+    /// bucket: each grant also holds one of `n` slots until it is dropped (renewed every third
+    /// of [`slot_lease`](Self::slot_lease), released when dropped, freed by its lease when its
+    /// process dies). The slots live in one bucket of their own, `{name}:inflight` (no tokens
+    /// are taken there), so a capped call costs one `THROTTLE.TAKE ... TOKENS 0 INFLIGHT n` (and
+    /// a release after it) where an uncapped one makes no round trip: the call takes its slot
+    /// first, waiting for one as a capped `Limiter` does (hearing releases where the limiter
+    /// [listens](Self::listen)), then its tokens in process, holding the slot meanwhile; so the
+    /// calls start no faster than the quota and never more than `n` at once. Every process on
+    /// the quota must give the same `n`. Checked in [`build`](Self::build).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
+    /// use redis_throttle::Quota;
+    ///
+    /// // 2 000 calls a second over 20 partitions, at most 64 open at once across the fleet.
+    /// let quota = PartitionedQuota::builder("quota:llm", Quota::new(200, 2_000u64)?).partitions(20).build()?;
+    /// let builder = PartitionedLimiter::builder(quota)
+    ///     .max_in_flight(64)
+    ///     .slot_lease(Duration::from_secs(5));
+    /// # let _ = builder;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn max_in_flight(mut self, n: u64) -> Self {
+        self.max_in_flight = Some(n);
+        self
+    }
+
+    /// How long a slot stays held without a renewal (default
+    /// [`DEFAULT_LEASE`](crate::DEFAULT_LEASE), at least [`MIN_LEASE`](crate::MIN_LEASE)), as
+    /// [`LimiterBuilder::slot_lease`](crate::LimiterBuilder::slot_lease) says. Used with
+    /// [`max_in_flight`](Self::max_in_flight) only.
+    pub fn slot_lease(mut self, lease: Duration) -> Self {
+        self.slot_lease = lease;
+        self
+    }
+
+    /// How the cap's slots are taken (default [`Backend::Auto`](crate::Backend::Auto): the
+    /// module where it is loaded, else the function library, else the script), as
+    /// [`LimiterBuilder::backend`](crate::LimiterBuilder::backend) says. The leases need none
+    /// of them. Used with [`max_in_flight`](Self::max_in_flight) only.
+    pub fn backend(mut self, backend: crate::Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+
     /// Reports the limiter's counters to Redis through `fleet`, under the quota's name, for the
     /// operator's view; off the call path.
     pub fn report(mut self, fleet: &crate::report::FleetReport) -> Self {
@@ -197,7 +256,8 @@ impl PartitionedLimiterBuilder {
 
     /// Builds the limiter over `conn` and starts the task that keeps its leases (inside the
     /// current tokio runtime). The reserved partitions are leased at once, in the
-    /// background; calls wait for them.
+    /// background; calls wait for them. Fails with [`Error::InvalidQuota`] if a cap on calls
+    /// in flight or its lease is out of range.
     pub fn build<C>(self, conn: C) -> Result<PartitionedLimiter<C>, Error>
     where
         C: ConnectionLike + Clone + Send + Sync + 'static,
@@ -243,6 +303,23 @@ impl PartitionedLimiterBuilder {
         let ears = self.announcements.as_ref().map(|announcements| {
             announcements.ears_on(vec![super::wire::pause_channel(quota.name()).into_bytes()])
         });
+        let slots = match self.max_in_flight {
+            None => None,
+            Some(cap) => {
+                let builder =
+                    Limiter::builder(super::wire::slots_key(quota.name()), quota.total().clone())
+                        .name(format!("{name} (calls in flight)"))
+                        .max_wait(self.max_wait)
+                        .backend(self.backend)
+                        .max_in_flight(cap)
+                        .slot_lease(self.slot_lease);
+                let builder = match &self.announcements {
+                    Some(announcements) => builder.listen(announcements),
+                    None => builder,
+                };
+                Some(builder.build(conn.clone())?)
+            }
+        };
         let core = Arc::new(Core {
             share: quota.share(),
             metrics: Metrics::new(&name),
@@ -265,6 +342,7 @@ impl PartitionedLimiterBuilder {
             observer: self.observer,
             max_wait: self.max_wait,
             ears,
+            slots: slots.as_ref().map(Limiter::reported),
         });
         if let Some(fleet) = &self.report {
             let weak = Arc::downgrade(&core);
@@ -273,7 +351,7 @@ impl PartitionedLimiterBuilder {
                 key: core.quota.name().to_owned(),
                 capacity: total.capacity(),
                 rate: total.rate().as_str().to_owned(),
-                max_in_flight: None,
+                max_in_flight: self.max_in_flight,
             };
             fleet.watch(vec![bucket], weak);
         }
@@ -286,6 +364,7 @@ impl PartitionedLimiterBuilder {
                 task: Mutex::new(Some(task)),
             }),
             conn,
+            slots,
         })
     }
 }
@@ -309,6 +388,9 @@ impl PartitionedLimiter<()> {
             max_wait: crate::DEFAULT_MAX_WAIT,
             announcements: None,
             report: None,
+            max_in_flight: None,
+            slot_lease: crate::DEFAULT_LEASE,
+            backend: crate::Backend::Auto,
         }
     }
 }
@@ -421,15 +503,17 @@ impl<C> PartitionedLimiter<C> {
         }
     }
 
+    /// The call's tokens, waiting within `deadline` from `start` (when the call began: a wait
+    /// for a slot counts in).
     async fn wait_for(
         &self,
         tokens: u64,
         floor: Option<u64>,
         deadline: Option<Duration>,
+        start: Instant,
     ) -> Result<Grant, Error> {
         self.check(tokens)?;
         let core = &self.inner.core;
-        let start = Instant::now();
         // `Duration::MAX` (no deadline to speak of) must not overflow the instant.
         let give_up_at = deadline.and_then(|d| start.checked_add(d));
         let _waiting = Waiting::new(core);
@@ -489,6 +573,55 @@ impl<C> PartitionedLimiter<C> {
             }
         }
     }
+}
+
+impl<C> PartitionedLimiter<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// With a cap on calls in flight, a slot for the call (a grant of no tokens that holds
+    /// it), waiting for one within `deadline`; `None` without a cap.
+    async fn take_slot(&self, deadline: Duration) -> Result<Option<Grant>, Error> {
+        let Some(slots) = &self.slots else {
+            return Ok(None);
+        };
+        match slots.acquire_with(Demand::tokens(0).within(deadline)).await {
+            Ok(grant) => Ok(Some(grant)),
+            Err(err) => {
+                let metrics = &self.inner.core.metrics;
+                match err {
+                    Error::DeadlineExceeded { .. } => metrics.gave_up(),
+                    _ => metrics.error(),
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// With a cap, a slot if one is free now (`Ok(None)` if not); `Ok(Some(None))` without a
+    /// cap.
+    async fn try_slot(&self) -> Result<Option<Option<Grant>>, Error> {
+        let Some(slots) = &self.slots else {
+            return Ok(Some(None));
+        };
+        match slots.try_acquire_with(Demand::tokens(0)).await {
+            Ok(TryAcquire::Granted(grant)) => Ok(Some(Some(grant))),
+            Ok(TryAcquire::Denied { .. }) => Ok(None),
+            Err(err) => {
+                self.inner.core.metrics.error();
+                Err(err)
+            }
+        }
+    }
+}
+
+/// `grant` holding the slot `slot` granted (and the round trips it took).
+pub(super) fn with_slot(mut grant: Grant, slot: Option<Grant>) -> Grant {
+    if let Some(mut slot) = slot {
+        grant.round_trips = grant.round_trips.saturating_add(slot.round_trips);
+        grant.slot = slot.slot.take();
+    }
+    grant
 }
 
 /// Nanoseconds (never negative in practice) as a duration.

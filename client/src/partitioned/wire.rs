@@ -30,6 +30,13 @@ pub(crate) fn pause_channel(name: &str) -> String {
     format!("throttle:pause:{{{name}}}:fleet")
 }
 
+/// The bucket whose slot table holds the fleet's calls in flight, with a cap: in the same slot
+/// as the pause, its own channel (`throttle:pause:{name}:inflight`) where releases are
+/// announced. Its tokens are never taken (its calls ask for none).
+pub(crate) fn slots_key(name: &str) -> String {
+    format!("{{{name}}}:inflight")
+}
+
 /// The key where a process that found every free partition taken asks for one.
 pub(crate) fn want_key(name: &str) -> String {
     format!("{{{name}}}:want")

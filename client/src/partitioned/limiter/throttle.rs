@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use tokio::time::Instant;
 
-use super::{nanos, PartitionedLimiter, NO_LEASE_PAUSE};
+use super::{nanos, with_slot, PartitionedLimiter, NO_LEASE_PAUSE, NO_SLOT_PAUSE};
 use crate::grant::{Grant, Receipt};
 use crate::partitioned::metrics::Counters;
 use crate::partitioned::share::Take;
@@ -33,31 +33,48 @@ where
 
     /// Takes what `demand` asks for (one token unless it says) from one partition, within its
     /// deadline. A [`Priority::Bulk`](crate::Priority::Bulk) call keeps the floor's share of the
-    /// partition (its floor times the partition's part of the burst, rounded up).
+    /// partition (its floor times the partition's part of the burst, rounded up). With a cap
+    /// on calls in flight, the call first takes a slot (a round trip; waiting for one if every
+    /// slot is held), then its tokens, holding the slot meanwhile.
     async fn acquire_with(&self, demand: Demand) -> Result<Grant, Error> {
         let tokens = demand.tokens.unwrap_or(1);
         let floor = self.floor(tokens, demand.priority);
         let deadline = demand.deadline.unwrap_or(self.inner.core.max_wait);
-        self.wait_for(tokens, floor, Some(deadline)).await
+        let start = Instant::now();
+        self.check(tokens)?;
+        // The slot first: a call that had its tokens and then waited for a slot would start
+        // later than its tokens allow, bunched with others (faster than the quota).
+        let slot = self.take_slot(deadline).await?;
+        let grant = self.wait_for(tokens, floor, Some(deadline), start).await?;
+        Ok(with_slot(grant, slot))
     }
 
     /// Takes what `demand` asks for if a leased partition has it now; never waits, whatever
     /// its deadline. `Denied`: until a held partition will have it (or, holding none, the
-    /// time a waiting caller looks again).
+    /// time a waiting caller looks again). With a cap on calls in flight, a slot too (a round
+    /// trip): denied without one, for the time a waiting call would look again.
     async fn try_acquire_with(&self, demand: Demand) -> Result<TryAcquire, Error> {
         let tokens = demand.tokens.unwrap_or(1);
         let floor = self.floor(tokens, demand.priority);
         let core = &self.inner.core;
         self.check(tokens)?;
         let start = Instant::now();
+        let Some(slot) = self.try_slot().await? else {
+            core.metrics.denied();
+            return Ok(TryAcquire::Denied {
+                retry_after: NO_SLOT_PAUSE,
+            });
+        };
+        // Denied for the tokens, the slot (if any) is released as it is dropped here.
         match self.take(tokens, floor) {
             Take::Granted {
                 index,
                 tat_ns,
                 remaining,
-            } => Ok(TryAcquire::Granted(
+            } => Ok(TryAcquire::Granted(with_slot(
                 self.granted(tokens, index, tat_ns, remaining, start),
-            )),
+                slot,
+            ))),
             Take::Wait { ns } => {
                 core.metrics.denied();
                 Ok(TryAcquire::Denied {
