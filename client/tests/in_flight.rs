@@ -601,7 +601,68 @@ fn a_partitioned_limiters_cap_holds_across_processes(flavor: Flavor) {
     });
 }
 
+/// A failover: two slots taken on the primary and acknowledged by its replica (`WAIT 1`), the
+/// primary SIGKILLed and the replica promoted (`REPLICAOF NO ONE`). The promoted replica has
+/// both slots: a call there is refused while their leases run (no slot granted twice), and
+/// granted once they have run out, since their holder's renewals went to the dead primary.
+fn a_promoted_replica_keeps_the_acknowledged_slots(flavor: Flavor) {
+    let mut primary = Server::start(flavor);
+    let replica = Server::builder(flavor).replica_of(&primary).start();
+    replica.wait_replica_synced(&primary);
+    let backend = backend_on(flavor);
+    let lease = Duration::from_secs(3);
+    runtime().block_on(async {
+        let holder = limiter(multiplexed(&primary.url()).await, "failover", 2, lease, backend);
+        let sent = Instant::now();
+        let held = [holder.acquire().await.unwrap(), holder.acquire().await.unwrap()];
+        let acked: i64 = redis::cmd("WAIT")
+            .arg(1)
+            .arg(1000)
+            .query(&mut primary.conn())
+            .unwrap();
+        assert_eq!(acked, 1, "{flavor}: the replica acknowledged the slots");
+        primary.kill();
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query(&mut replica.conn())
+            .unwrap();
+        let promoted = Instant::now();
+
+        let caller = limiter(multiplexed(&replica.url()).await, "failover", 2, lease, backend);
+        let refused = caller.try_acquire().await.unwrap();
+        let asked = Instant::now();
+        // The leases end at `sent + lease` at the earliest (later if a renewal reached the
+        // primary before the kill): a refusal is asserted only where they cannot have ended.
+        if asked < sent + lease {
+            assert!(
+                matches!(refused, TryAcquire::Denied { .. }),
+                "{flavor}: both slots are held on the promoted replica: {refused:?}"
+            );
+        }
+        let grant = caller
+            .acquire_with(Demand::call().within(Duration::from_secs(30)))
+            .await
+            .unwrap();
+        let granted = Instant::now();
+        println!(
+            "{flavor}: promoted {:?} after the takes, granted there {:?} after them (lease {lease:?})",
+            promoted - sent,
+            granted - sent
+        );
+        // The server's ms clock: its lease end is rounded to the ms.
+        assert!(
+            granted + Duration::from_millis(2) >= sent + lease,
+            "{flavor}: granted {:?} after the takes, before their lease of {lease:?} ended",
+            granted - sent
+        );
+        assert!(grant.slot().is_some());
+        drop(held);
+    });
+}
+
 throttle_e2e::per_server!(
+    a_promoted_replica_keeps_the_acknowledged_slots,
     a_partitioned_limiters_cap_holds_across_processes,
     a_release_in_another_process_wakes_a_listening_waiter,
     a_multi_limiters_slot_is_its_first_keys,
