@@ -12,12 +12,12 @@
 use redis_throttle::prelude::*;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
 use redis_throttle::{Announcements, Backend, Limiter, MultiLimiter, Quota, TryAcquire};
+use throttle_e2e::at_once::most_held_at_once;
 use throttle_e2e::{multiplexed, poll, runtime, within_async, Flavor, Server};
 use throttle_testkit::ChildTest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -554,32 +554,9 @@ fn a_partitioned_limiters_cap_holds_across_processes(flavor: Flavor) {
                     .unwrap(),
             );
         }
-        let open = Arc::new(AtomicU64::new(0));
-        let most = Arc::new(AtomicU64::new(0));
-        let mut calls = tokio::task::JoinSet::new();
-        for i in 0..40u64 {
-            let limiter = limiters[(i % 2) as usize].clone();
-            let (open, most) = (open.clone(), most.clone());
-            calls.spawn(async move {
-                let grant = limiter.acquire().await?;
-                assert!(grant.slot().is_some());
-                let now = open.fetch_add(1, Ordering::SeqCst) + 1;
-                most.fetch_max(now, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(1 + i % 20)).await;
-                open.fetch_sub(1, Ordering::SeqCst);
-                drop(grant);
-                Ok::<_, redis_throttle::Error>(())
-            });
-        }
-        let mut served = 0;
-        while let Some(call) = calls.join_next().await {
-            call.unwrap().unwrap();
-            served += 1;
-        }
-        let most = most.load(Ordering::SeqCst);
+        let most = most_held_at_once(&limiters, 40, |i| Duration::from_millis(1 + i % 20)).await;
         let waits: u64 = limiters.iter().map(|l| l.metrics().in_flight.waits).sum();
         println!("{flavor}: partitioned, 40 calls, at most {most} held at once, {waits} waits");
-        assert_eq!(served, 40, "{flavor}");
         assert!(
             (1..=3).contains(&most),
             "{flavor}: {most} held at once over a cap of 3"

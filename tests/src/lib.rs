@@ -17,6 +17,7 @@
 //! tolerance can only make a check stricter than the contract, never looser.
 
 mod aof;
+pub mod at_once;
 mod backend;
 mod battery;
 mod command;

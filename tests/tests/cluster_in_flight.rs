@@ -6,12 +6,11 @@
 //! two limiters on the cap never hold more than its slots at once.
 
 use redis_throttle::prelude::*;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::cluster::ClusterClient;
 use redis_throttle::{Announcements, Limiter, LimiterBuilder, Quota};
+use throttle_e2e::at_once::most_held_at_once;
 use throttle_e2e::*;
 use throttle_testkit::ReplicatedCluster;
 use tokio::time::Instant;
@@ -91,29 +90,8 @@ fn a_slot_freed_on_another_shard_is_heard(flavor: Flavor) {
         drop(grant);
 
         // 40 calls of 5 ms from both limiters: the grants held at once, counted while held.
-        let open = Arc::new(AtomicU64::new(0));
-        let most = Arc::new(AtomicU64::new(0));
-        let mut calls = tokio::task::JoinSet::new();
-        for i in 0..40 {
-            let limiter = if i % 2 == 0 { &holder } else { &waiter }.clone();
-            let (open, most) = (open.clone(), most.clone());
-            calls.spawn(async move {
-                let grant = limiter.acquire().await?;
-                let now = open.fetch_add(1, Ordering::SeqCst) + 1;
-                most.fetch_max(now, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                open.fetch_sub(1, Ordering::SeqCst);
-                drop(grant);
-                Ok::<_, redis_throttle::Error>(())
-            });
-        }
-        let mut served = 0;
-        while let Some(call) = calls.join_next().await {
-            call.unwrap().unwrap();
-            served += 1;
-        }
-        assert_eq!(served, 40, "{flavor}");
-        let most = most.load(Ordering::SeqCst);
+        let limiters = [holder.clone(), waiter.clone()];
+        let most = most_held_at_once(&limiters, 40, |_| Duration::from_millis(5)).await;
         assert!(
             (1..=CAP).contains(&most),
             "{flavor}: {most} grants held at once, above the cap of {CAP}"
