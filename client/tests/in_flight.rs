@@ -589,13 +589,17 @@ fn a_promoted_replica_keeps_the_acknowledged_slots(flavor: Flavor) {
     let backend = backend_on(flavor);
     let lease = Duration::from_secs(3);
     runtime().block_on(async {
-        let holder = limiter(multiplexed(&primary.url()).await, "failover", 2, lease, backend);
+        let mut conn = multiplexed(&primary.url()).await;
+        let holder = limiter(conn.clone(), "failover", 2, lease, backend);
         let sent = Instant::now();
         let held = [holder.acquire().await.unwrap(), holder.acquire().await.unwrap()];
+        // On the connection that sent the takes: WAIT counts the replicas that have this
+        // client's writes (on a fresh connection, with none, it answers at once).
         let acked: i64 = redis::cmd("WAIT")
             .arg(1)
             .arg(1000)
-            .query(&mut primary.conn())
+            .query_async(&mut conn)
+            .await
             .unwrap();
         assert_eq!(acked, 1, "{flavor}: the replica acknowledged the slots");
         primary.kill();
