@@ -38,6 +38,7 @@ impl BulkTurn {
                 .map_err(|_| Error::DeadlineExceeded {
                     needed: None,
                     deadline: limit,
+                    paused: false,
                 })?,
         };
         let waited = start.elapsed();

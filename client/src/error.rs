@@ -29,6 +29,7 @@ use crate::QuotaError;
 /// let err = Error::DeadlineExceeded {
 ///     needed: Some(Duration::from_millis(300)),
 ///     deadline: Duration::from_millis(100),
+///     paused: false,
 /// };
 /// assert_eq!(describe(&err), "busy, retry in 300ms");
 /// ```
@@ -148,7 +149,7 @@ pub enum Error {
     },
 
     /// The tokens will not be there within the deadline. Nothing was taken from the bucket.
-    #[error("{}", deadline_text(*needed, *deadline))]
+    #[error("{}", deadline_text(*needed, *deadline, *paused))]
     DeadlineExceeded {
         /// How long the call would have had to wait, counted from the server's answer;
         /// `None` when no one can tell (a partitioned limiter waited for a lease until the
@@ -156,6 +157,11 @@ pub enum Error {
         needed: Option<Duration>,
         /// The deadline the call was given.
         deadline: Duration,
+        /// Whether what holds the call back is a pause the supplier asked for
+        /// ([`Throttle::pause`](crate::Throttle::pause), a cut, a sync, or an operator's
+        /// `throttle pause`), confirmed by the server, that runs `needed` more: the call gave
+        /// up at once instead of sleeping past its deadline.
+        paused: bool,
     },
 
     /// The [`Poll`](crate::Strategy::Poll) strategy used up its attempts without being
@@ -210,8 +216,14 @@ fn foreign_version_text(server_version: Option<u64>) -> String {
     }
 }
 
-fn deadline_text(needed: Option<Duration>, deadline: Duration) -> String {
+fn deadline_text(needed: Option<Duration>, deadline: Duration, paused: bool) -> String {
     match needed {
+        Some(needed) if paused => format!(
+            "the supplier's pause runs {needed:?} more, past this call's deadline of \
+             {deadline:?}: the call gave up at once; nothing was taken (retry after the pause, \
+             or allow a longer wait with `Demand::within` or the builder's `max_wait`, 60 s by \
+             default)"
+        ),
         Some(needed) => format!(
             "the tokens would be available only in {needed:?}, later than the deadline of \
              {deadline:?}; nothing was taken (demand has outgrown the quota: retry later, or \
@@ -233,15 +245,18 @@ impl std::fmt::Debug for Error {
 }
 
 impl Error {
-    /// Redis could not be reached: the connection refused, dropped or timed out (not a reply
-    /// the server sent).
+    /// Redis could not be reached: the connection was refused, reset or dropped, or there is
+    /// no route to it (not a reply the server sent). A timeout is not: a server that answers
+    /// slowly (a long script of another user's, a `CLIENT PAUSE`, a busy machine) can be
+    /// reached, and [`Unreachable::FailOpen`](crate::Unreachable::FailOpen) must not let calls
+    /// through unthrottled because of it.
     pub fn is_unreachable(&self) -> bool {
         match self {
             Error::Connection(err) => {
-                err.is_io_error()
-                    || err.is_timeout()
-                    || err.is_connection_dropped()
-                    || err.is_connection_refusal()
+                !err.is_timeout()
+                    && (err.is_io_error()
+                        || err.is_connection_dropped()
+                        || err.is_connection_refusal())
             }
             _ => false,
         }

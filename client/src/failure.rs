@@ -16,7 +16,9 @@ use crate::Error;
 pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(60);
 
 /// What a limiter does with a call while Redis cannot be reached (the connection refused,
-/// dropped or timed out): fail the call (the default), or let it through unthrottled.
+/// reset or dropped, no route to it): fail the call (the default), or let it through
+/// unthrottled. A server that is slow to answer (a timeout) is reachable: its calls fail,
+/// whatever the choice, so that another user's long script cannot open the limiter.
 ///
 /// Failing closed keeps the supplier's quota whatever happens, at the price of the calls
 /// while Redis is down. Failing open keeps the calls going, at the risk of going over the

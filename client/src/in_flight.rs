@@ -75,17 +75,36 @@ impl InFlight {
 }
 
 /// After a look at `last` found no slot: the next one, doubling up to [`LONGEST_LOOK`], never
-/// after the first lease ends (`wait`, when the server says a slot is free at the latest).
+/// after the first lease ends (`wait`, when the server says a slot is free at the latest). A
+/// refusal that names no time (a wait of 0: a slot table that can issue no id, which only a
+/// forged state holds) bounds nothing, so the looks double all the same: never a spin.
 pub(crate) fn next_look(last: Option<Duration>, wait: Duration) -> Duration {
     let look = last.map_or(FIRST_LOOK, |last| (last * 2).min(LONGEST_LOOK));
-    look.min(wait.max(Duration::from_millis(1)))
+    if wait.is_zero() {
+        look
+    } else {
+        look.min(wait)
+    }
 }
 
 /// After a refusal for want of a slot, while the limiter hears the fleet's releases: the next
 /// look when the first lease held runs out (`wait`, as the server names it), at most
-/// [`HEARD_LOOK`] away.
+/// [`HEARD_LOOK`] away; a refusal that names no time is looked at again as a poll would
+/// ([`LONGEST_LOOK`]), not at once.
 pub(crate) fn listening_look(wait: Duration) -> Duration {
-    wait.clamp(Duration::from_millis(1), HEARD_LOOK)
+    if wait.is_zero() {
+        LONGEST_LOOK
+    } else {
+        wait.min(HEARD_LOOK)
+    }
+}
+
+/// After a wake by a slot freed that found none (another process won it, or the message was
+/// forged: anyone with publish rights on the channel can send one): the least time before the
+/// next such wake counts, doubling from [`FIRST_LOOK`] up to [`LONGEST_LOOK`] after `last`, so
+/// that a flood of them costs a waiter a few takes, not one each.
+pub(crate) fn after_futile_wake(last: Option<Duration>) -> Duration {
+    last.map_or(FIRST_LOOK, |last| (last * 2).min(LONGEST_LOOK))
 }
 
 #[cfg(test)]
@@ -165,7 +184,15 @@ mod tests {
             next_look(Some(Duration::from_millis(32)), Duration::from_millis(7)),
             Duration::from_millis(7)
         );
-        assert_eq!(next_look(None, Duration::ZERO), Duration::from_millis(1));
+        // A refusal that names no time (a forged table): the looks double all the same.
+        let forged: Vec<u64> =
+            std::iter::successors(Some(next_look(None, Duration::ZERO)), |last| {
+                Some(next_look(Some(*last), Duration::ZERO))
+            })
+            .take(7)
+            .map(|d| d.as_millis() as u64)
+            .collect();
+        assert_eq!(forged, [2, 4, 8, 16, 32, 50, 50]);
     }
 
     #[test]
@@ -173,6 +200,22 @@ mod tests {
         let ms = Duration::from_millis;
         assert_eq!(listening_look(ms(300)), ms(300));
         assert_eq!(listening_look(ms(10_000)), ms(1000));
-        assert_eq!(listening_look(Duration::ZERO), ms(1));
+        assert_eq!(listening_look(ms(1)), ms(1));
+        assert_eq!(
+            listening_look(Duration::ZERO),
+            ms(50),
+            "names no time: not at once"
+        );
+    }
+
+    #[test]
+    fn futile_wakes_back_off() {
+        let gaps: Vec<u64> = std::iter::successors(Some(after_futile_wake(None)), |last| {
+            Some(after_futile_wake(Some(*last)))
+        })
+        .take(7)
+        .map(|d| d.as_millis() as u64)
+        .collect();
+        assert_eq!(gaps, [2, 4, 8, 16, 32, 50, 50]);
     }
 }

@@ -153,6 +153,14 @@ pub struct PushbackMetrics {
     /// [`Announcements`](crate::Announcements), or its subscription was down or lost meanwhile).
     /// Each is a round trip of its own, in [`MetricsSnapshot::round_trips`].
     pub pause_checks: u64,
+    /// `THROTTLE.PEEK`s sent to confirm an announcement heard before a reserved call obeys
+    /// it: what is heard is a hint (anyone with publish rights on the channel can send it),
+    /// so the server says whether the bucket is paused or cut. One per bucket per
+    /// announcement, whichever of the calls it covers asks first; a round trip of its own.
+    pub pause_confirms: u64,
+    /// Announcements heard that the server did not confirm (no pause covering the call, no
+    /// cut): the calls they named slept on as reserved.
+    pub unconfirmed: u64,
 }
 
 /// What an HTTP layer saw, counted in its limiter's [`PushbackMetrics`] with
@@ -189,10 +197,12 @@ pub(crate) enum Event {
     HeldByPause,
     HeardPause,
     PauseCheck,
+    PauseConfirm,
+    Unconfirmed,
 }
 
 impl Event {
-    const COUNT: usize = 13;
+    const COUNT: usize = 15;
 
     /// The label in the `metrics` facade's `throttle_pushback_total{event}`.
     #[cfg(feature = "metrics")]
@@ -211,6 +221,8 @@ impl Event {
             Event::HeldByPause => "held_by_pause",
             Event::HeardPause => "heard_pause",
             Event::PauseCheck => "pause_check",
+            Event::PauseConfirm => "pause_confirm",
+            Event::Unconfirmed => "unconfirmed",
         }
     }
 }
@@ -565,6 +577,8 @@ impl Metrics {
             held_by_pause: load(Event::HeldByPause),
             heard_pauses: load(Event::HeardPause),
             pause_checks: load(Event::PauseCheck),
+            pause_confirms: load(Event::PauseConfirm),
+            unconfirmed: load(Event::Unconfirmed),
         }
     }
 }

@@ -80,6 +80,13 @@ pub(crate) enum GiveUp {
     },
     /// The poll strategy's attempts are used up.
     Attempts(u32),
+    /// A pause the server confirmed runs past the deadline.
+    Paused {
+        /// How long the pause still runs.
+        rest: Duration,
+        /// The deadline.
+        deadline: Duration,
+    },
 }
 
 /// The longest reservation the server accepts.
@@ -138,6 +145,14 @@ impl Policy {
             }
             Strategy::Poll { .. } => 0,
         }
+    }
+
+    /// A pause covers the call's reservation and still runs `rest`, `elapsed` after the call
+    /// began: the call gives up at once if the pause alone outlasts its deadline (it would
+    /// wait past it for nothing), and sleeps it out otherwise.
+    pub(crate) fn after_pause(&self, rest: Duration, elapsed: Duration) -> Option<GiveUp> {
+        let deadline = self.deadline();
+        (elapsed.saturating_add(rest) > deadline).then_some(GiveUp::Paused { rest, deadline })
     }
 
     /// What to do after `reply`, the answer to round trip number `attempt` (from 1),

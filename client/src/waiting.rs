@@ -26,13 +26,23 @@ impl Held for () {
     fn release(self) {}
 }
 
-/// A pause heard that covers a reserved call's send.
+/// A pause heard, and confirmed by the server, that covers a reserved call's send.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Covered {
     /// When and how the call asks again.
     pub(crate) resume: Resume,
     /// The buckets (by number) whose state the pause moved past the call's take.
     pub(crate) moved: Vec<usize>,
+}
+
+/// How a reserved call's sleep ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Slept {
+    /// A pause covers its send, if one does.
+    pub(crate) covered: Option<Covered>,
+    /// The round trips it spent asking the server about what it heard (0 when another call
+    /// of the limiter already had).
+    pub(crate) trips: u32,
 }
 
 /// How a call that a pause held back asks again.
@@ -53,8 +63,12 @@ pub(crate) trait PauseWatch<R> {
     fn arm(&mut self);
 
     /// Sleeps until `wake`, when the reservation in `reply` is usable, or less: until a pause
-    /// that covers its send is heard.
-    fn sleep(&mut self, reply: &R, wake: Instant) -> impl Future<Output = Option<Covered>> + Send;
+    /// that covers its send is heard and the server confirms it.
+    fn sleep(
+        &mut self,
+        reply: &R,
+        wake: Instant,
+    ) -> impl Future<Output = Result<Slept, Error>> + Send;
 
     /// After a whole sleep: how long a pause still runs (and the rate factor), asked of the
     /// server, and in how many round trips; `None` when nothing needs asking (the call would
@@ -118,7 +132,11 @@ where
             Decision::SleepThenDone(pause) => {
                 let mut held = hold(&reply);
                 let asleep = Instant::now();
-                let heard = watch.sleep(&reply, asleep + pause).await;
+                let Slept {
+                    covered: heard,
+                    trips,
+                } = watch.sleep(&reply, asleep + pause).await?;
+                round_trips = round_trips.saturating_add(trips);
                 // What the call asked to sleep (the timer's lateness is the machine's), or what
                 // it slept until a pause woke it.
                 slept += if heard.is_some() {
@@ -144,6 +162,12 @@ where
                 };
                 if let Some(resume) = covered {
                     metrics.held_by_pause();
+                    // The pause is the server's word: one that outlasts the deadline fails
+                    // the call now (its tokens go back as it is dropped), not at its end.
+                    if let Some(reason) = policy.after_pause(resume.rest, start.elapsed()) {
+                        drop(held);
+                        return Err(give_up(metrics, reason, start, round_trips));
+                    }
                     tracing::debug!(
                         rest = ?resume.rest,
                         "a pause covers the reserved call; acquiring again after it"
@@ -165,16 +189,7 @@ where
                 continue;
             }
             Decision::GiveUp(reason) => {
-                metrics.gave_up();
-                let waited = start.elapsed();
-                record(waited, round_trips, "gave_up");
-                return Err(match reason {
-                    GiveUp::Deadline { needed, deadline } => Error::DeadlineExceeded {
-                        needed: Some(needed),
-                        deadline,
-                    },
-                    GiveUp::Attempts(attempts) => Error::GaveUp { attempts, waited },
-                });
+                return Err(give_up(metrics, reason, start, round_trips));
             }
         }
         let waited = start.elapsed();
@@ -186,6 +201,26 @@ where
             slept,
             round_trips,
         });
+    }
+}
+
+/// A call that stops without its tokens: counted, recorded, and the error that says why.
+fn give_up(metrics: &Metrics, reason: GiveUp, start: Instant, round_trips: u32) -> Error {
+    metrics.gave_up();
+    let waited = start.elapsed();
+    record(waited, round_trips, "gave_up");
+    match reason {
+        GiveUp::Deadline { needed, deadline } => Error::DeadlineExceeded {
+            needed: Some(needed),
+            deadline,
+            paused: false,
+        },
+        GiveUp::Paused { rest, deadline } => Error::DeadlineExceeded {
+            needed: Some(rest),
+            deadline,
+            paused: true,
+        },
+        GiveUp::Attempts(attempts) => Error::GaveUp { attempts, waited },
     }
 }
 

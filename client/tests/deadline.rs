@@ -54,6 +54,7 @@ async fn a_deadline_too_short_fails_at_once_and_takes_nothing() {
             Err(Error::DeadlineExceeded {
                 needed: Some(needed),
                 deadline,
+                paused: false,
             }) => {
                 assert_eq!(deadline, Duration::from_secs(1));
                 assert!(

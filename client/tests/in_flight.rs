@@ -530,6 +530,107 @@ fn a_release_in_another_process_wakes_a_listening_waiter(flavor: Flavor) {
     });
 }
 
+/// Anyone with publish rights on a quota's channel can send `freed`: 200 of them, 5 ms apart,
+/// to a waiter whose slot is held for 10 s cost it a few takes (each wake that finds no slot
+/// makes the next one count only after a longer gap, up to 50 ms), not one take each.
+fn forged_releases_cost_a_waiter_a_few_takes(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let backend = backend_on(flavor);
+    let url = server.url();
+    runtime().block_on(async {
+        let lease = Duration::from_secs(10);
+        let holder = limiter(multiplexed(&url).await, "flood", 1, lease, backend);
+        let announcements = Announcements::new(redis::Client::open(url.as_str()).unwrap()).unwrap();
+        let waiter = Limiter::builder("flood", Quota::new(1_000, 1_000u64).unwrap())
+            .backend(backend)
+            .max_in_flight(1)
+            .slot_lease(lease)
+            .max_wait(Duration::from_secs(2))
+            .listen(&announcements)
+            .build(multiplexed(&url).await)
+            .unwrap();
+        assert!(
+            announcements.ready(Duration::from_secs(10)).await,
+            "{flavor}: subscribed"
+        );
+        waiter.peek().await.unwrap();
+        let _held = holder.acquire().await.unwrap();
+        let before = waiter.metrics().round_trips;
+        let waiting = {
+            let waiter = waiter.clone();
+            tokio::spawn(async move { waiter.acquire().await })
+        };
+        let mut admin = multiplexed(&url).await;
+        for _ in 0..200 {
+            let _: i64 = redis::cmd("SPUBLISH")
+                .arg("throttle:pause:{flood}")
+                .arg("freed")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let result = waiting.await.unwrap();
+        assert!(
+            matches!(result, Err(redis_throttle::Error::DeadlineExceeded { .. })),
+            "{flavor}: the slot stays held: {result:?}"
+        );
+        let takes = waiter.metrics().round_trips - before;
+        println!("{flavor}: 200 forged releases cost the waiter {takes} takes");
+        // 1 s of messages and 2 s of wait: at most about 40 wakes at 50 ms apart, and a look
+        // a second; 200 before.
+        assert!(takes <= 60, "{flavor}: {takes} takes");
+    });
+}
+
+/// A slot table that can issue no id (its next id at the largest, 2^53: a forged state) refuses
+/// every take with a wait of 0: a waiter looks again as a poll does, doubling to 50 ms, and
+/// does not spin.
+fn a_table_that_names_no_wait_is_not_spun_on(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let backend = backend_on(flavor);
+    let url = server.url();
+    runtime().block_on(async {
+        let now_ns = i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos(),
+        )
+        .unwrap();
+        let last_id: u64 = 1 << 53;
+        // The 32-byte form (full now, no pause, no cut), the next id, one slot for 10 minutes.
+        let mut state = Vec::new();
+        state.extend_from_slice(&now_ns.to_le_bytes());
+        state.extend_from_slice(&[0; 24]);
+        state.extend_from_slice(&last_id.to_le_bytes());
+        state.extend_from_slice(&(last_id - 1).to_le_bytes());
+        state.extend_from_slice(&(now_ns + 600_000_000_000).to_le_bytes());
+        let _: () = redis::cmd("SET")
+            .arg("forged-table")
+            .arg(&state)
+            .query(&mut server.conn())
+            .unwrap();
+        let waiter = Limiter::builder("forged-table", Quota::new(1_000, 1_000u64).unwrap())
+            .backend(backend)
+            .max_in_flight(2)
+            .max_wait(Duration::from_secs(1))
+            .build(multiplexed(&url).await)
+            .unwrap();
+        waiter.peek().await.unwrap();
+        let before = waiter.metrics().round_trips;
+        let result = waiter.acquire().await;
+        assert!(
+            matches!(result, Err(redis_throttle::Error::DeadlineExceeded { .. })),
+            "{flavor}: no id to issue: {result:?}"
+        );
+        let takes = waiter.metrics().round_trips - before;
+        println!("{flavor}: a table with no id left cost a 1 s wait {takes} takes");
+        // 2, 4, 8, 16, 32 ms, then every 50 ms: about 25 in a second.
+        assert!(takes <= 40, "{flavor}: {takes} takes");
+    });
+}
+
 /// Two partitioned limiters (two processes, as far as the server can tell) under one cap of 3:
 /// 40 calls of 1 to 20 ms at once never hold more than 3 grants at a time, every one served;
 /// the slots live in the quota's own bucket, `{name}:inflight`, and are all released after.
@@ -643,6 +744,8 @@ fn a_promoted_replica_keeps_the_acknowledged_slots(flavor: Flavor) {
 }
 
 throttle_e2e::per_server!(
+    forged_releases_cost_a_waiter_a_few_takes,
+    a_table_that_names_no_wait_is_not_spun_on,
     a_promoted_replica_keeps_the_acknowledged_slots,
     a_partitioned_limiters_cap_holds_across_processes,
     a_release_in_another_process_wakes_a_listening_waiter,

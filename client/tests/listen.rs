@@ -99,11 +99,15 @@ fn a_pause_from_another_process_reaches_a_reserved_call(flavor: Flavor, backend:
         assert_eq!(metrics.pushback.held_by_pause, 1, "{at}");
         assert_eq!(
             metrics.pushback.pause_checks, 0,
-            "{at}: no look while listening"
+            "{at}: no look after the sleep while listening"
         );
         assert_eq!(
-            grant.round_trips, 2,
-            "{at}: the take, and the take after the pause"
+            metrics.pushback.pause_confirms, 1,
+            "{at}: what was heard confirmed with the server, on the paused bucket"
+        );
+        assert_eq!(
+            grant.round_trips, 3,
+            "{at}: the take, the confirmation, and the take after the pause"
         );
         assert!(
             start.elapsed() >= sent + PAUSE,
@@ -247,17 +251,131 @@ fn a_pause_on_one_of_several_buckets_reaches_a_reserved_call(flavor: Flavor, bac
         assert_eq!(metrics.pushback.held_by_pause, 1, "{at}");
         assert_eq!(
             metrics.pushback.pause_checks, 0,
-            "{at}: no look while listening"
+            "{at}: no look after the sleep while listening"
         );
         assert_eq!(
-            grant.round_trips, 2,
-            "{at}: the take, and the take after the pause"
+            metrics.pushback.pause_confirms, 1,
+            "{at}: what was heard confirmed with the server, on the paused bucket"
+        );
+        assert_eq!(
+            grant.round_trips, 3,
+            "{at}: the take, the confirmation, and the take after the pause"
         );
         assert!(
             start.elapsed() >= sent + PAUSE,
             "{at}: granted {:?} after the start, inside the pause set at {sent:?}",
             start.elapsed()
         );
+    });
+}
+
+/// What is heard is a hint. Messages on the quota's channel from anyone who may publish there:
+/// those no server could send (the hostile trial's freeze, `86400000 <u64::MAX> 10000`, and
+/// its forged cut) are dropped unread; one in range (a day's pause, a cut) is put to the server,
+/// which does not confirm it, and the reserved call goes at its time. An honest pause longer
+/// than what is left of the call's `max_wait` fails it at once, naming the pause, instead of
+/// holding it past its deadline.
+fn what_is_heard_is_a_hint_and_no_pause_outlives_a_deadline(flavor: Flavor, backend: Backend) {
+    let _serial = serial();
+    let server = server_for(flavor, backend);
+    let url = server.url();
+    runtime().block_on(async {
+        let mine = subscription(&url);
+        let key = format!("forged:{}", backend.name());
+        let max_wait = Duration::from_secs(3);
+        let caller = Limiter::builder(&key, quota())
+            .backend(backend)
+            .listen(&mine)
+            .max_wait(max_wait)
+            .build(multiplexed(&url).await)
+            .unwrap();
+        let other = Limiter::builder(&key, quota())
+            .backend(backend)
+            .build(multiplexed(&url).await)
+            .unwrap();
+        assert!(
+            mine.ready(Duration::from_secs(10)).await,
+            "{flavor} subscribed"
+        );
+        let at = format!("{flavor} {backend:?}");
+        let mut admin = server.conn();
+        let channel = format!("throttle:pause:{{{key}}}");
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros();
+        let in_a_minute = now_us + 60_000_000;
+        let forgeries = [
+            "86400000 18446744073709551615 10000".to_owned(),
+            "1 18446744073709551615 5000".to_owned(),
+            format!("86400000 {in_a_minute} 10000"),
+            format!("1 {in_a_minute} 5000"),
+        ];
+        caller.acquire().await.unwrap();
+        for (round, forged) in forgeries.iter().enumerate() {
+            let start = Instant::now();
+            let reserved = tokio::spawn({
+                let caller = caller.clone();
+                async move { caller.acquire().await }
+            });
+            tokio::time::sleep(MS * 50).await;
+            let heard: i64 = redis::cmd("SPUBLISH")
+                .arg(&channel)
+                .arg(forged)
+                .query(&mut admin)
+                .unwrap();
+            assert_eq!(heard, 1, "{at}: the one subscription");
+            let grant = reserved.await.unwrap().unwrap_or_else(|err| {
+                panic!("{at}: {forged:?} made the reserved call fail: {err}")
+            });
+            let took = start.elapsed();
+            // The server decides the grant: one reservation, slept to its time.
+            assert!(!grant.slept.is_zero(), "{at}: {forged:?}: reserved");
+            assert!(
+                took < INTERVAL * 4,
+                "{at}: {forged:?}: granted only after {took:?}"
+            );
+            let metrics = caller.metrics();
+            assert_eq!(metrics.pushback.held_by_pause, 0, "{at}: {forged:?}");
+            // The first two are dropped unread; each later one is put to the server once.
+            let put = u64::try_from(round.saturating_sub(1)).unwrap();
+            assert_eq!(metrics.pushback.unconfirmed, put, "{at}: {forged:?}");
+            assert_eq!(metrics.pushback.pause_confirms, put, "{at}: {forged:?}");
+            assert_eq!(
+                grant.round_trips,
+                if round < 2 { 1 } else { 2 },
+                "{at}: {forged:?}: the take (and the confirmation)"
+            );
+        }
+        assert_eq!(mine.dropped(), 2, "{at}: the two out of range");
+
+        // An honest pause of 8 s against a call that may wait 3 s: it fails when it hears it.
+        let start = Instant::now();
+        let reserved = tokio::spawn({
+            let caller = caller.clone();
+            async move { caller.acquire().await }
+        });
+        tokio::time::sleep(MS * 50).await;
+        other.pause(Duration::from_secs(8)).await.unwrap();
+        let failed = reserved.await.unwrap();
+        let took = start.elapsed();
+        match failed {
+            Err(redis_throttle::Error::DeadlineExceeded {
+                needed: Some(needed),
+                deadline,
+                paused: true,
+            }) => {
+                assert_eq!(deadline, max_wait, "{at}");
+                assert!(
+                    needed > Duration::from_secs(7) && needed <= Duration::from_secs(8),
+                    "{at}: the pause's rest, the server's: {needed:?}"
+                );
+            }
+            other => panic!("{at}: {other:?}"),
+        }
+        // At once: before the reservation's own send, not at the pause's end.
+        assert!(took < INTERVAL, "{at}: failed after {took:?}");
+        println!("{at}: the honest pause failed the call after {took:?}");
     });
 }
 
@@ -342,4 +460,7 @@ backends!(
     the_documented_acl_line_listens => acl_module(Module),
     a_pause_on_one_of_several_buckets_reaches_a_reserved_call => multi_module(Module),
     a_pause_on_one_of_several_buckets_reaches_a_reserved_call => multi_library(Library),
+    what_is_heard_is_a_hint_and_no_pause_outlives_a_deadline => hint_module(Module),
+    what_is_heard_is_a_hint_and_no_pause_outlives_a_deadline => hint_library(Library),
+    what_is_heard_is_a_hint_and_no_pause_outlives_a_deadline => hint_script(Script),
 );

@@ -240,7 +240,11 @@ async fn deadline_fails_at_once_and_takes_nothing() {
 
         let start = Instant::now();
         match limiter.acquire_with(Demand::call().within(MS * 500)).await {
-            Err(Error::DeadlineExceeded { needed, deadline }) => {
+            Err(Error::DeadlineExceeded {
+                needed,
+                deadline,
+                paused: false,
+            }) => {
                 assert_eq!((needed, deadline), (Some(SECOND), MS * 500), "{strategy:?}");
             }
             other => panic!("{strategy:?}: {other:?}"),
@@ -386,6 +390,61 @@ async fn a_reserved_call_looks_before_it_is_sent_and_waits_out_a_pause() {
     assert_eq!(start.elapsed(), SECOND * 4 + MS * 500);
     assert_eq!(grant.round_trips, 3);
     assert_eq!(caller.metrics().pushback.held_by_pause, 1);
+}
+
+/// A pause never holds a call past its deadline: reserved for 2 s with a deadline of 3 s, the
+/// call finds at its look (2 s) a pause that runs 6.5 s more, and fails there at once, naming
+/// the pause (its tokens go back), instead of sleeping to 8.5 s. A pause that ends within the
+/// deadline is slept out as before.
+#[tokio::test(start_paused = true)]
+async fn a_pause_past_the_deadline_fails_the_call_at_once() {
+    let _real = RealTime::start();
+    let fake = FakeServer::new();
+    let build = || {
+        Limiter::builder("bucket", Quota::new(1, "1").unwrap())
+            .backend(Backend::Module)
+            .max_wait(SECOND * 3)
+            .build(fake.clone())
+            .unwrap()
+    };
+    let (caller, other) = (build(), build());
+    let start = Instant::now();
+    caller.acquire().await.unwrap();
+    caller.acquire().await.unwrap();
+    // Reserved at 1 s for 2 s; at 1.5 s a pause of 7 s (to 8.5 s).
+    let reserved = tokio::spawn({
+        let caller = caller.clone();
+        async move { caller.acquire().await }
+    });
+    tokio::time::sleep(MS * 500).await;
+    other.pause(SECOND * 7).await.unwrap();
+    let err = reserved
+        .await
+        .unwrap()
+        .expect_err("the pause outlasts the deadline");
+    assert_eq!(
+        start.elapsed(),
+        SECOND * 2,
+        "at its look, not at the pause's end"
+    );
+    match err {
+        Error::DeadlineExceeded {
+            needed,
+            deadline,
+            paused,
+        } => assert_eq!(
+            (needed, deadline, paused),
+            (Some(MS * 6500), SECOND * 3, true)
+        ),
+        ref other => panic!("{other:?}"),
+    }
+    assert!(
+        err.to_string()
+            .starts_with("the supplier's pause runs 6.5s more, past this call's deadline of 3s"),
+        "{err}"
+    );
+    let metrics = caller.metrics();
+    assert_eq!((metrics.gave_up, metrics.pushback.held_by_pause), (1, 1));
 }
 
 /// The reserved calls a pause holds back take again together: one THROTTLE.TAKE for all of

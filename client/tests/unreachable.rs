@@ -118,6 +118,53 @@ async fn stopped_mid_run(flavor: Flavor) {
     assert!(!closed.acquire().await.expect("up again").unchecked);
 }
 
+/// A server that answers slowly is not an unreachable one: with every client paused for longer
+/// than the response timeout (as another user's long script would hold the server), a
+/// fail-open limiter's call fails with a timeout, and lets nothing through unchecked.
+#[test]
+fn a_slow_server_does_not_open_a_fail_open_limiter() {
+    per_server(|flavor| {
+        tokio::runtime::Runtime::new()
+            .expect("a runtime")
+            .block_on(slow_server(flavor));
+    });
+}
+
+async fn slow_server(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let conn = redis_throttle::connect(&server.url())
+        .await
+        .expect("connect");
+    let open = Limiter::builder("slow:open", Quota::new(1, 1).unwrap())
+        .backend(Backend::Module)
+        .on_unreachable(Unreachable::FailOpen)
+        .build(conn)
+        .unwrap();
+    assert!(!open.acquire().await.expect("up").unchecked);
+    let mut admin = server.conn();
+    // Longer than `connect`'s response timeout, shorter than the test's patience.
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1500)
+        .arg("ALL")
+        .query(&mut admin)
+        .expect("CLIENT PAUSE");
+    let err = open
+        .acquire()
+        .await
+        .expect_err("a timeout fails the call, fail-open or not");
+    assert!(
+        matches!(err, Error::Connection(ref e) if e.is_timeout()),
+        "{flavor}: {err}"
+    );
+    assert!(!err.is_unreachable(), "{flavor}: {err}");
+    assert_eq!(
+        open.metrics().failed_open,
+        0,
+        "{flavor}: nothing let through"
+    );
+}
+
 /// An empty bucket whose next token is 100 s away: `acquire()` refuses at once under the
 /// default longest wait (a minute), taking nothing, and waits it out where the builder allows
 /// longer. Paused time, the fake server: exact.
@@ -140,6 +187,7 @@ async fn a_wait_past_the_default_max_wait_fails_at_once() {
         Err(Error::DeadlineExceeded {
             needed: Some(needed),
             deadline,
+            paused: false,
         }) => {
             assert_eq!(deadline, DEFAULT_MAX_WAIT);
             assert_eq!(needed, Duration::from_secs(100));

@@ -200,6 +200,8 @@ struct Shared {
     ears: Option<Arc<Ears>>,
     /// Where calls wait for a slot, with a cap on calls in flight.
     gate: slots::Gate,
+    /// The server's word on the last announcement heard that covered a call.
+    confirms: tokio::sync::Mutex<watch::Confirms>,
 }
 
 impl Reported for Shared {
@@ -326,6 +328,7 @@ impl<C> Buckets<C> {
             bulk_turn: BulkTurn::default(),
             desk: rebook::Desk::default(),
             gate: slots::Gate::default(),
+            confirms: tokio::sync::Mutex::default(),
         });
         if let Some(fleet) = &shared.options.report {
             let weak = Arc::downgrade(&shared);

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::Buckets;
 use crate::grant::SlotHold;
-use crate::in_flight::{listening_look, next_look};
+use crate::in_flight::{after_futile_wake, listening_look, next_look};
 use crate::reply::{self, MTakeTickets};
 use crate::Error;
 
@@ -61,6 +61,10 @@ where
         let mut round_trips = 0u32;
         let mut in_line = None;
         let mut last_look = None;
+        // The least time after a reply before a slot freed heard wakes the call: grows with
+        // each such wake that found no slot.
+        let mut futile_gap: Option<std::time::Duration> = None;
+        let mut woken_by_freed = false;
         let ears = shared.ears.as_deref();
         loop {
             let left = ms_until(deadline);
@@ -81,6 +85,9 @@ where
             }
             if floored || !in_flight.refused_for_slot(&taken.reply, left) {
                 return Ok(Slotted { taken, slot: None });
+            }
+            if woken_by_freed {
+                futile_gap = Some(after_futile_wake(futile_gap));
             }
             if in_line.is_none() {
                 shared.metrics.waited_for_slot();
@@ -112,20 +119,24 @@ where
                 }
             };
             let wake = (replied + look).min(deadline);
+            let not_before = replied + futile_gap.unwrap_or_default();
             let hear = async {
                 match heard {
                     Some((ears, trust, seen)) => tokio::select! {
-                        () = ears.freed_since(seen) => {}
-                        () = ears.lost(trust) => {}
+                        () = async {
+                            tokio::time::sleep_until(not_before).await;
+                            ears.freed_since(seen).await;
+                        } => true,
+                        () = ears.lost(trust) => false,
                     },
                     None => std::future::pending().await,
                 }
             };
-            tokio::select! {
-                () = &mut freed => {}
-                () = hear => {}
-                () = tokio::time::sleep_until(wake) => {}
-            }
+            woken_by_freed = tokio::select! {
+                () = &mut freed => false,
+                by_freed = hear => by_freed,
+                () = tokio::time::sleep_until(wake) => false,
+            };
         }
     }
 

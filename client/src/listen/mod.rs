@@ -86,6 +86,8 @@ pub(crate) struct Hub {
     wanted: mpsc::UnboundedSender<Vec<u8>>,
     /// Times the subscription came back after it was lost.
     reconnects: AtomicU64,
+    /// Messages heard that no server could have sent, dropped.
+    dropped: AtomicU64,
     /// The channels subscribed on connection `.0`, kept by the task.
     subscribed: Mutex<(u64, HashSet<Vec<u8>>)>,
     task: OnceLock<AbortOnDrop>,
@@ -176,6 +178,15 @@ impl Announcements {
         self.hub.reconnects.load(Relaxed)
     }
 
+    /// Messages heard on the channels that no server could have sent (not an announcement, or
+    /// one whose pause, state or factor is out of range), dropped unread. Anyone with publish
+    /// rights on a channel can send one; the fleet's ACL lines (see the trust model) keep
+    /// another fleet from it. A message in range that is not true is caught by the server's
+    /// confirmation instead, in [`PushbackMetrics::unconfirmed`](crate::PushbackMetrics::unconfirmed).
+    pub fn dropped(&self) -> u64 {
+        self.hub.dropped.load(Relaxed)
+    }
+
     /// Waits until the subscription is up and has subscribed to every channel asked for so
     /// far, or `timeout` passes; returns whether it is. For tests and start-up checks: a limiter
     /// never needs it (it asks until then).
@@ -250,6 +261,7 @@ impl Hub {
             start: Instant::now(),
             wanted,
             reconnects: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
             subscribed: Mutex::new((0, HashSet::new())),
             task: OnceLock::new(),
         }
@@ -310,8 +322,16 @@ impl Hub {
             }
             return;
         }
-        let Some(heard) = heard::Heard::parse(message, Instant::now()) else {
-            tracing::debug!(?message, "not a pause announcement; ignored");
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let Some(heard) = heard::Heard::parse(message, Instant::now(), now_us) else {
+            self.dropped.fetch_add(1, Relaxed);
+            tracing::debug!(
+                channel = %String::from_utf8_lossy(channel).escape_debug(),
+                message = %String::from_utf8_lossy(message).escape_debug(),
+                "not an announcement a server could have sent; dropped"
+            );
             return;
         };
         for (ears, index) in listeners {
@@ -353,33 +373,6 @@ impl Ears {
         link.up && link.epoch == trust.epoch && self.hub.alive_within(ALIVE_WITHIN)
     }
 
-    /// When the last pause heard that covers a reservation with `tickets` (one per bucket, in
-    /// order) sent at `send` ends, if any does.
-    pub(crate) fn covers(&self, tickets: &[u64], send: Instant) -> Option<Instant> {
-        self.lock_recent()
-            .iter()
-            .zip(tickets)
-            .filter_map(|(recent, ticket)| recent.covers(*ticket, send))
-            .max()
-    }
-
-    /// The lowest rate factor heard on its channels, in basis points (10 000 where none was
-    /// heard).
-    pub(crate) fn factor_bp(&self) -> u16 {
-        let full = throttle_bucket::FULL_FACTOR_BP;
-        self.lock_recent()
-            .iter()
-            .filter_map(Recent::factor_bp)
-            .map(|f| u16::try_from(f).unwrap_or(full).min(full))
-            .min()
-            .unwrap_or(full)
-    }
-
-    /// When the longest pause heard on any of its channels ends, if one was heard.
-    pub(crate) fn pause_end(&self) -> Option<Instant> {
-        self.lock_recent().iter().filter_map(Recent::end).max()
-    }
-
     /// How many slots freed were heard so far: a call notes it before its take, and waits for
     /// it to move ([`Ears::freed_since`]).
     pub(crate) fn freed_seen(&self) -> u64 {
@@ -410,29 +403,71 @@ impl Ears {
         self.changed.subscribe()
     }
 
-    /// Resolves when something heard covers the reservation (at once if something already
-    /// does), with the end of the pause and the buckets whose state a pause heard moved past
-    /// the reservation's ticket; never otherwise.
-    pub(crate) async fn covered(&self, tickets: &[u64], send: Instant) -> (Instant, Vec<usize>) {
+    /// Resolves when something heard covers the reservation with `tickets` (one per bucket,
+    /// in order) sent at `send`, with what covers it on each bucket; at once if something
+    /// already does, unless `after` says which announcement the caller has already had
+    /// confirmed or refuted (the count its last [`Cover`] carried): then only once another is
+    /// heard. Never otherwise.
+    pub(crate) async fn covered(
+        &self,
+        tickets: &[u64],
+        send: Instant,
+        after: Option<u64>,
+    ) -> Cover {
         let mut changed = self.changed.subscribe();
-        loop {
-            if let Some(end) = self.covers(tickets, send) {
-                let moved = self
-                    .lock_recent()
-                    .iter()
-                    .zip(tickets)
-                    .enumerate()
-                    .filter(|(_, (recent, ticket))| recent.moved_past(**ticket))
-                    .map(|(bucket, _)| bucket)
-                    .collect();
-                return (end, moved);
-            }
-            if changed.changed().await.is_err() {
+        if let Some(after) = after {
+            if changed.wait_for(|n| *n != after).await.is_err() {
                 // The ears own the sender: it cannot close while `self` lives.
                 std::future::pending::<()>().await;
             }
         }
+        loop {
+            let count = *changed.borrow_and_update();
+            let buckets: Vec<BucketCover> = self
+                .lock_recent()
+                .iter()
+                .zip(tickets)
+                .enumerate()
+                .filter_map(|(bucket, (recent, ticket))| {
+                    let (end, cut) = recent.covers(*ticket, send)?;
+                    Some(BucketCover {
+                        bucket,
+                        end,
+                        cut,
+                        moved: recent.moved_past(*ticket),
+                    })
+                })
+                .collect();
+            if !buckets.is_empty() {
+                return Cover { count, buckets };
+            }
+            if changed.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
     }
+}
+
+/// What was heard to cover a reserved call: a hint, which the server confirms or refutes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Cover {
+    /// The announcements heard so far, when it was read: one confirmation per count.
+    pub(crate) count: u64,
+    /// The buckets something heard covers, in order.
+    pub(crate) buckets: Vec<BucketCover>,
+}
+
+/// What was heard to cover a reserved call on one bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BucketCover {
+    /// The bucket's number, in the limiter's order.
+    pub(crate) bucket: usize,
+    /// When the pause heard ends, at the latest.
+    pub(crate) end: Instant,
+    /// Whether what was heard cut the rate (which covers every reservation made before it).
+    pub(crate) cut: bool,
+    /// Whether it says the bucket's state moved past the call's take (nothing to give back).
+    pub(crate) moved: bool,
 }
 
 impl fmt::Debug for Ears {
@@ -474,7 +509,7 @@ mod tests {
         let sleeper = {
             let ears = Arc::clone(&ears);
             tokio::spawn(async move {
-                let end = ears.covered(&[4000, 7000], start + 500 * MS).await;
+                let end = ears.covered(&[4000, 7000], start + 500 * MS, None).await;
                 (Instant::now(), end)
             })
         };
@@ -488,14 +523,33 @@ mod tests {
         );
         // A pause on a, 1000 ms from 200 ms, made after the reservation was: covered.
         hub.heard(&channel("a"), b"1000 5000 10000");
-        let (woke, (end, moved)) = sleeper.await.unwrap();
+        let (woke, cover) = sleeper.await.unwrap();
         assert_eq!(woke - start, 200 * MS, "woken the instant it was heard");
-        assert_eq!(end - start, 1200 * MS, "to sleep out the pause to its end");
         assert_eq!(
-            moved,
-            [0],
-            "a's state moved past the take: nothing to give back there"
+            cover,
+            Cover {
+                count: 2,
+                buckets: vec![BucketCover {
+                    bucket: 0,
+                    end: start + 1200 * MS,
+                    cut: false,
+                    moved: true,
+                }],
+            },
+            "a alone, to its end; its state moved past the take: nothing to give back there"
         );
+        // Refuted by the server (the watch's part), the same announcement does not wake the
+        // call again; the next one does.
+        let again = {
+            let ears = Arc::clone(&ears);
+            tokio::spawn(
+                async move { ears.covered(&[4000, 7000], start + 500 * MS, Some(2)).await },
+            )
+        };
+        tokio::time::sleep(100 * MS).await;
+        assert!(!again.is_finished(), "the refuted one is not heard twice");
+        hub.heard(&channel("a"), b"1000 5000 10000");
+        assert_eq!(again.await.unwrap().count, 3);
         assert!(ears.kept(trust), "nothing was lost: no check needed");
     }
 
@@ -547,7 +601,7 @@ mod tests {
         hub.heard(&channel("b"), b"freed");
         tokio::time::sleep(100 * MS).await;
         assert!(!waiter.is_finished(), "a slot freed on another bucket");
-        assert_eq!(ears.factor_bp(), 10_000, "not read as a pause");
+        assert_eq!(*ears.changes().borrow(), 0, "not read as a pause");
         hub.heard(&channel("a"), b"freed");
         assert_eq!(waiter.await.unwrap() - start, 200 * MS, "woken when heard");
         assert_eq!(ears.freed_seen(), seen + 1);

@@ -141,33 +141,6 @@ impl Core {
         }
     }
 
-    /// Obeys the longest fleet pause heard, as one read at a renewal round is; returns whether
-    /// it made this process's pause last longer (counted in `pauses_heard`). Its end is when it
-    /// was heard plus its length, no earlier than it ends: the process's own pause, heard back
-    /// a round trip later, only lasts that much longer. Called by the keeper when one is heard
-    /// and by each take, so that no token is spent in a pause already heard.
-    pub(super) fn obey_heard(&self) -> bool {
-        let Some(end) = self.ears.as_ref().and_then(|ears| ears.pause_end()) else {
-            return false;
-        };
-        let ahead = end.saturating_duration_since(Instant::now());
-        if ahead.is_zero() {
-            return false;
-        }
-        let until = self
-            .now_ns()
-            .saturating_add(i64::try_from(ahead.as_nanos()).unwrap_or(i64::MAX));
-        let mut state = self.state();
-        if until <= state.shares.paused_until_ns() {
-            return false;
-        }
-        state.shares.pause(&self.share, until);
-        drop(state);
-        Counters::add(&self.counters.pauses_heard, 1);
-        tracing::debug!(limiter = %self.name, ?ahead, "the fleet is paused (heard)");
-        true
-    }
-
     pub(super) fn observe(&self, partition: u32, kind: LeaseEventKind, at_ns: i64) {
         if let Some(observer) = &self.observer {
             observer(&LeaseEvent {

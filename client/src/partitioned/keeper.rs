@@ -69,7 +69,7 @@ where
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
             _ = keeper.core.demand.notified() => {}
-            () = next_heard(&mut announced) => keeper.obey_heard(),
+            () = next_heard(&mut announced) => keeper.obey_heard().await,
             changed = stop.changed() => if changed.is_err() { break },
         }
     }
@@ -94,9 +94,12 @@ impl<C> Keeper<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// A fleet pause was heard: the caller asleep for its next token looks again, behind it.
-    fn obey_heard(&self) {
-        if self.core.obey_heard() {
+    /// A fleet pause was heard: a hint (anyone with publish rights on the channel can send
+    /// one), so the keeper reads the pause the fleet's key holds, one `MGET` per announcement,
+    /// and the caller asleep for its next token looks again behind what that says.
+    async fn obey_heard(&mut self) {
+        if self.read_signals().await {
+            Counters::add(&self.core.counters.pauses_heard, 1);
             self.core.changed.notify_waiters();
         }
     }
@@ -247,8 +250,9 @@ where
     }
 
     /// Reads the fleet's signals: another process's request for partitions (heeded while
-    /// holding more than one) and the supplier's pause, one `MGET` (one slot).
-    async fn read_signals(&mut self) {
+    /// holding more than one) and the supplier's pause, one `MGET` (one slot). Returns whether
+    /// the pause it read made this process's last longer.
+    async fn read_signals(&mut self) -> bool {
         let core = Arc::clone(&self.core);
         self.signals_read_ns = Some(core.now_ns());
         let mut conn = self.conn.clone();
@@ -257,7 +261,7 @@ where
         Counters::add(&core.counters.round_trips, 1);
         let Ok((want, pause)) = value else {
             self.other_wants = None;
-            return;
+            return false;
         };
         let held = core.state().shares.len();
         self.other_wants = want
@@ -274,8 +278,10 @@ where
             if until > state.shares.paused_until_ns() {
                 state.shares.pause(&core.share, until);
                 tracing::debug!(limiter = %core.name, ahead_ns, "the fleet is paused");
+                return true;
             }
         }
+        false
     }
 
     async fn follow_plan(&mut self) {

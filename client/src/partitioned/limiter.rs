@@ -479,9 +479,6 @@ impl<C> PartitionedLimiter<C> {
                 remaining: 0,
             };
         }
-        // A pause heard and not yet obeyed by the keeper (busy with a round trip) holds this
-        // take back all the same.
-        core.obey_heard();
         let now = core.now_ns();
         core.state().shares.take(&core.share, tokens, floor, now)
     }
@@ -522,6 +519,7 @@ impl<C> PartitionedLimiter<C> {
             Error::DeadlineExceeded {
                 needed: None,
                 deadline: deadline.unwrap_or_default(),
+                paused: false,
             }
         };
         // First come, first served: only the caller holding the turn looks for tokens.

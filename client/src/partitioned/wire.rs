@@ -68,7 +68,10 @@ pub(crate) fn pause_ahead_ns(value: &str, now: SystemTime) -> Option<i64> {
     let now_ns = now
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i128);
-    let ahead = until_ms.saturating_mul(1_000_000) - now_ns;
+    // The key is anyone's with write access to it: a pause past the longest a caller can
+    // set is read as that (never centuries).
+    let longest = i128::from(throttle_bucket::MAX_WAIT_MS) * 1_000_000;
+    let ahead = (until_ms.saturating_mul(1_000_000) - now_ns).min(longest);
     (ahead > 0).then(|| i64::try_from(ahead).unwrap_or(i64::MAX))
 }
 
@@ -197,7 +200,12 @@ mod tests {
         assert_eq!(pause_ahead_ns("1699999999999", now), None, "past");
         assert_eq!(pause_ahead_ns("soon", now), None, "unreadable");
         let far = i128::MAX.to_string();
-        assert_eq!(pause_ahead_ns(&far, now), Some(i64::MAX), "saturates");
+        let longest = i64::try_from(throttle_bucket::MAX_WAIT_MS).unwrap() * 1_000_000;
+        assert_eq!(
+            pause_ahead_ns(&far, now),
+            Some(longest),
+            "no longer than the longest pause a caller can set"
+        );
     }
 
     #[test]
