@@ -80,7 +80,15 @@ fn a_pause_on_another_shard_is_heard(flavor: Flavor) {
                 "{at}: granted {:?} after the start, inside the pause set at {sent:?}",
                 start.elapsed()
             );
-            assert_eq!(grant.round_trips, 2 + checks as u32, "{at}");
+            assert_eq!(
+                metrics.pushback.pause_confirms,
+                1 - checks,
+                "{at}: what was heard confirmed with the server"
+            );
+            assert_eq!(
+                grant.round_trips, 3,
+                "{at}: the take, the confirmation or the look, and the take after"
+            );
         }
     });
 }
