@@ -4,17 +4,17 @@
 #      module's build runs bindgen), with sudo when not root, without leaving Debian's Redis
 #      service running (tests/install-servers.sh --apt-only);
 #   2. builds the module and the demo in release;
-#   3. runs the demo with the arguments after its package and binary names.
-# Usage: client/demo-support/run-demo.sh PACKAGE BINARY [ARGUMENTS FOR THE DEMO...]
+#   3. runs the demo with the arguments after its name (the package's and its binary's).
+# Usage: client/demo-support/run-demo.sh DEMO [ARGUMENTS FOR THE DEMO...]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 log() { printf 'run.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-[ "$#" -ge 2 ] || die "usage: $0 PACKAGE BINARY [ARGUMENTS FOR THE DEMO...]"
-package="$1" binary="$2"
-shift 2
+[ "$#" -ge 1 ] || die "usage: $0 DEMO [ARGUMENTS FOR THE DEMO...]"
+demo="$1"
+shift
 
 command -v cargo >/dev/null || die "cargo is not installed: install Rust first (rustup.rs)"
 
@@ -27,7 +27,7 @@ module="$(cd "$target/release" && pwd)/libredis_throttle_module.so"
 [ -f "$module" ] || die "the build did not produce $module"
 
 log "building the demo (release)"
-cargo build --release -p "$package" --bin "$binary"
+cargo build --release -p "$demo" --bin "$demo"
 export THROTTLE_MODULE="$module"
 # exec: cargo in turn execs the demo, so Ctrl-C reaches it directly and it stops what it started.
-exec cargo run --release -q -p "$package" --bin "$binary" -- "$@"
+exec cargo run --release -q -p "$demo" --bin "$demo" -- "$@"

@@ -8,4 +8,4 @@
 # Arguments go to the demo, e.g. `client/demo/run.sh --upstream-mode window` (a 429 pauses the
 # fleet) or `client/demo/run.sh --backend script` (no module); `--help` lists them.
 set -euo pipefail
-exec "$(dirname "${BASH_SOURCE[0]}")/../demo-support/run-demo.sh" throttle-demo pix-demo "$@"
+exec "$(dirname "${BASH_SOURCE[0]}")/../demo-support/run-demo.sh" pix-demo "$@"

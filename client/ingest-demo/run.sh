@@ -7,4 +7,4 @@
 # also on Ctrl-C or failure (and the Redis even if the demo is killed outright).
 # Arguments go to the demo, e.g. `client/ingest-demo/run.sh --json`; `--help` lists them.
 set -euo pipefail
-exec "$(dirname "${BASH_SOURCE[0]}")/../demo-support/run-demo.sh" ingest-demo ingest-demo "$@"
+exec "$(dirname "${BASH_SOURCE[0]}")/../demo-support/run-demo.sh" ingest-demo "$@"

@@ -5,7 +5,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use throttle_testkit::{info_field, Flavor, Server};
+use throttle_testkit::{info_field, Server};
+
+/// The servers a demo can start (the kit's), named here so that the demos reach the kit only
+/// through this module.
+pub use throttle_testkit::Flavor;
 
 pub struct PrivateRedis {
     url: String,

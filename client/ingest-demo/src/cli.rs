@@ -3,8 +3,8 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use demo_support::output::OutputArgs;
+use demo_support::redis_server::Flavor;
 use serde::Serialize;
-use throttle_testkit::Flavor;
 
 /// The Rate Limiting pattern's ingestion example: 10 000 records of 10 RU each into a
 /// database provisioned for 20 000 RU/s, by 3 worker processes. Phase 1 sends them all and

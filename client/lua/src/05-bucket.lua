@@ -1,0 +1,309 @@
+-- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
+-- The server's clock in µs as a pair, clamped to the year 2200 (it is never below 0). The µs
+-- are converted by the multiplication itself: one strtod, where tonumber makes two.
+local function clock()
+  local time = redis.call('TIME')
+  local s = tonum(time[1])
+  if s >= MAX_NOW_S then
+    return MAX_NOW_S, 0
+  end
+  return s, time[2] * 1000
+end
+
+-- Whether a state fits an i64: one past it is refused, never wrapped (only a forged state
+-- gets there; the limits keep every real one decades inside).
+local function fits(s, n)
+  return not lt(I64_S, I64_N, s, n)
+end
+
+-- The instant a cut's rate is full again.
+local function recovered_at(cut)
+  return add(cut.s, cut.n, ms_pair(cut.recovery))
+end
+
+-- A cut's factor at `now`, in basis points: its own before the cut (a clock that reads
+-- earlier: the strictest), the full rate once recovered, a straight line between, rounded
+-- down.
+local function factor_at(cut, now_s, now_n)
+  local ds, dn = sub2(now_s, now_n, cut.s, cut.n)
+  if ds < 0 then
+    return cut.factor
+  end
+  local elapsed = ds * 1000 + floor(dn / 1e6)
+  if elapsed <= 0 then
+    return cut.factor
+  end
+  if elapsed >= cut.recovery then
+    return FULL
+  end
+  return cut.factor + floor((FULL - cut.factor) * elapsed / cut.recovery)
+end
+
+-- SET key <state> PXAT <ms> for the bucket full again at `tat`, with the pushback kept as far
+-- as it is in effect at `now` (a pause not over, a cut not recovered: 32 bytes) and the calls
+-- in flight `slots` whose lease has not run out (after the 32 bytes: the next id, then 16
+-- bytes a slot), the key expiring once all of it is over; DEL when the bucket is full and
+-- nothing holds it back. (The module writes its state the same way, step by step.)
+local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots)
+  local until_s, until_n = tat_s, tat_n
+  local held
+  if slots then
+    for i = 1, #slots do
+      local slot = slots[i]
+      if lt(now_s, now_n, slot[2], slot[3]) then
+        held = held or {}
+        held[#held + 1] = id_le(slot[1]) .. pair_le(slot[2], slot[3])
+        until_s, until_n = max(until_s, until_n, slot[2], slot[3])
+      end
+    end
+  end
+  local paused, cut = false, nil
+  if pushback then
+    paused = lt(now_s, now_n, pushback.until_s, pushback.until_n)
+    cut = pushback.cut
+    if cut and not lt(now_s, now_n, recovered_at(cut)) then
+      cut = nil
+    end
+    if paused or cut then
+      until_s, until_n = max(until_s, until_n, pushback.until_s, pushback.until_n)
+      if cut then
+        until_s, until_n = max(until_s, until_n, recovered_at(cut))
+      end
+    else
+      pushback = nil
+    end
+  end
+  if not lt(now_s, now_n, until_s, until_n) then
+    redis.call('DEL', key) -- full again: a missing key is a full bucket
+    return
+  end
+  local state = pair_le(tat_s, tat_n)
+  if pushback then
+    local tail = '\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0'
+    if cut then
+      local r = cut.recovery
+      local hi = floor(r / 4294967296)
+      local lo = r % 4294967296
+      tail = pair_le(cut.s, cut.n) .. char(lo % 256, floor(lo / 256) % 256,
+        floor(lo / 65536) % 256, floor(lo / 16777216), hi % 256, floor(hi / 256),
+        cut.factor % 256, floor(cut.factor / 256))
+    end
+    state = state .. pair_le(pushback.until_s, pushback.until_n) .. tail
+  end
+  if held then
+    if not pushback then
+      state = state .. string.rep('\0', 24)
+    end
+    state = state .. id_le(slots.next) .. table.concat(held)
+  end
+  redis.call('SET', key, state, 'PXAT', ceil_ms(until_s, until_n))
+end
+
+-- The bucket seen at `now`: `base`, when it is full, never before now (time never runs
+-- backwards for a bucket), `debt`, how far ahead of now that is, and its rate's factor.
+local function view(state_s, state_n, pushback, now_s, now_n)
+  local base_s, base_n = now_s, now_n
+  if state_s then
+    base_s, base_n = max(now_s, now_n, state_s, state_n)
+  end
+  local debt_s, debt_n = sub2(base_s, base_n, now_s, now_n)
+  local factor = FULL
+  if pushback and pushback.cut then
+    factor = factor_at(pushback.cut, now_s, now_n)
+  end
+  return base_s, base_n, debt_s, debt_n, factor
+end
+
+-- The cost of `tokens` at `factor`, ns: tokens * interval, or while cut that over the factor,
+-- rounded up. nil for one past 1e18 ns (only a debit of a huge count gets there: too deep).
+local function cost(quota, tokens, factor)
+  if factor >= FULL then
+    return mul(tokens, quota.interval)
+  end
+  if tokens * quota.interval > 1e18 then
+    return nil
+  end
+  local s, n = mul(tokens, quota.interval)
+  s, n = scale(s, n, FULL) -- (a call in the middle of an argument list gives one value)
+  local qs, qn, rest = div_small(s, n, factor)
+  if rest then
+    return add(qs, qn, 0, 1)
+  end
+  return qs, qn
+end
+
+-- How long until `cost` is there: once the bucket has refilled to `cost` below full.
+local function wait_for(quota, debt_s, debt_n, cost_s, cost_n)
+  local s, n = add(debt_s, debt_n, cost_s, cost_n)
+  s, n = sub2(s, n, quota.fill_s, quota.fill_n)
+  if s < 0 then
+    return 0, 0
+  end
+  return s, n
+end
+
+-- The first instant at which a cut's factor is at least `f` (the module's Cut::reaches): the
+-- cut's own for a factor it starts at, the recovered instant for the full rate, and between
+-- them the first whole ms the straight line reaches it.
+local function reaches(cut, f)
+  if f <= cut.factor then
+    return cut.s, cut.n
+  end
+  local ms = cut.recovery
+  if f < FULL then
+    -- ceil((f - factor) * recovery / gap), exactly: the product is below 2^53.
+    local climb, gap = (f - cut.factor) * cut.recovery, FULL - cut.factor
+    local q = floor(climb / gap)
+    if q * gap > climb then
+      q = q - 1
+    elseif (q + 1) * gap <= climb then
+      q = q + 1
+    end
+    if q * gap < climb then
+      q = q + 1
+    end
+    if q < ms then
+      ms = q
+    end
+  end
+  return add(cut.s, cut.n, ms_pair(ms))
+end
+
+-- How long until a take of `tokens` that leaves `floor_tokens` more behind it can be granted
+-- (the module's View::wait_for): the wait for their cost now, unless a deep cut leaves a
+-- bucket that cannot hold them at all; then until the recovering rate holds them (the least
+-- factor that does, and when the cut reaches it), and at least until the debt allows them.
+local function wait_tokens(quota, b, factor, tokens, floor_tokens)
+  local function need(f)
+    local s, n = cost(quota, tokens, f)
+    if floor_tokens then
+      s, n = add(s, n, cost(quota, floor_tokens, f))
+    end
+    return s, n
+  end
+  local need_s, need_n = need(factor)
+  local cut = b.pushback and b.pushback.cut
+  if not cut or not lt(quota.fill_s, quota.fill_n, need_s, need_n) then
+    return wait_for(quota, b.debt_s, b.debt_n, need_s, need_n)
+  end
+  local short, holds = factor, FULL
+  while holds - short > 1 do
+    local mid = short + floor((holds - short) / 2)
+    if lt(quota.fill_s, quota.fill_n, need(mid)) then
+      short = mid
+    else
+      holds = mid
+    end
+  end
+  local then_s, then_n = max(b.now_s, b.now_n, reaches(cut, holds))
+  local wait_s, wait_n = wait_for(quota, b.debt_s, b.debt_n, need(factor_at(cut, then_s, then_n)))
+  return max(wait_s, wait_n, sub2(then_s, then_n, b.now_s, b.now_n))
+end
+
+-- Whether a take may leave the state at `tat` (the module's View::write_with): one that moves
+-- it more than 20 years after the clock is refused (only a reservation under a deep cut gets
+-- there, and such a state would read as no bucket), and so is one past an i64.
+local function writable(tat_s, tat_n, b)
+  if lt(b.base_s, b.base_n, tat_s, tat_n) and lt(b.now_s + MAX_DEBT_S, b.now_n, tat_s, tat_n) then
+    return false
+  end
+  return fits(tat_s, tat_n)
+end
+
+-- Whole tokens left with `debt` ahead of now, at `factor`: 0 while in debt past the capacity.
+local function remaining(quota, debt_s, debt_n, factor)
+  local s, n = sub2(quota.fill_s, quota.fill_n, debt_s, debt_n)
+  if s < 0 then
+    return 0
+  end
+  if factor < FULL then
+    s, n = scale(s, n, factor)
+    s, n = div_small(s, n, FULL)
+  end
+  return (divmod(s, n, quota.interval))
+end
+
+-- The ticket of a state: µs, rounded down. Exact: a state is at most 21 years after the clock,
+-- itself clamped to the year 2200, so its µs stay below 2^53 (the year 2255).
+local function ticket_of(s, n)
+  return s * 1e6 + floor(n / 1000)
+end
+
+-- The shard channel a pause of `key` is announced on, in the key's own hash slot
+-- (the module's channel name, byte for byte).
+local function pause_channel(key)
+  local open = find(key, '{', 1, true)
+  if open then
+    local close = find(key, '}', open + 1, true)
+    if close and close > open + 1 then
+      return 'throttle:pause:' .. key
+    end
+  end
+  if key ~= '' and not find(key, '}', 1, true) then
+    return 'throttle:pause:{' .. key .. '}'
+  end
+  return key
+end
+
+-- Where a pause until `until` puts the state, with `cut` as the bucket's cut: the first token
+-- exactly then, no burst after (the module's View::paused_state).
+local function paused_state(quota, until_s, until_n, cut)
+  local factor_then = cut and factor_at(cut, until_s, until_n) or FULL
+  local one_s, one_n = cost(quota, 1, factor_then)
+  return add(until_s, until_n, sub2(quota.fill_s, quota.fill_n, one_s, one_n))
+end
+
+-- The bucket paused for `ms` from now, with `cut` as its cut, the module's pause step by step:
+-- the first token exactly then, no burst after, never shorter than a pause or a
+-- debt already there, and the bucket marked paused until then. Writes, announces, and returns
+-- the ms until the next token, whether it wrote, and the state it leaves.
+local function paused(key, quota, b, cut, ms)
+  local pushback = b.pushback
+  local until_s, until_n = add(b.now_s, b.now_n, ms_pair(ms))
+  local stored_cut = pushback and pushback.cut
+  local cut_changed = cut ~= stored_cut
+  local target_s, target_n = paused_state(quota, until_s, until_n, cut)
+  local longer = not pushback or lt(pushback.until_s, pushback.until_n, until_s, until_n)
+  local tat_s, tat_n = max(b.base_s, b.base_n, target_s, target_n)
+  local wrote = false
+  -- The rate now (a recovering cut only gets faster, so the next token is never early).
+  local factor_now = cut and factor_at(cut, b.now_s, b.now_n) or FULL
+  if (lt(b.base_s, b.base_n, tat_s, tat_n) or longer or cut_changed) and fits(tat_s, tat_n) then
+    local keep_s, keep_n = until_s, until_n
+    if pushback then
+      keep_s, keep_n = max(pushback.until_s, pushback.until_n, until_s, until_n)
+    end
+    -- Announced before the write: a server that refuses the announcement (an ACL without the
+    -- channel) fails the call with nothing written. The pause, the state after it as a ticket
+    -- and the factor, as the module's message.
+    if longer then
+      local heard = string.format('%d %.0f %d', ms, ticket_of(tat_s, tat_n), factor_now)
+      redis.call('SPUBLISH', pause_channel(key), heard)
+    end
+    store(key, tat_s, tat_n, { until_s = keep_s, until_n = keep_n, cut = cut }, b.now_s, b.now_n,
+      b.slots)
+    wrote = true
+  else
+    tat_s, tat_n = b.base_s, b.base_n
+  end
+  local now_one_s, now_one_n = cost(quota, 1, factor_now)
+  local short_s, short_n = sub2(quota.fill_s, quota.fill_n, now_one_s, now_one_n)
+  local next_s, next_n = sub2(tat_s, tat_n, short_s, short_n)
+  return ceil_ms(sub2(next_s, next_n, b.now_s, b.now_n)), wrote, tat_s, tat_n
+end
+
+-- Reads the bucket at `key`: the view's fields in a table, or nil and the error's code.
+local function open(key)
+  local now_s, now_n = clock()
+  local state_s, state_n, pushback, err, slots = state_of(redis.pcall('GET', key), now_s, now_n)
+  if err then
+    return nil, err
+  end
+  local base_s, base_n, debt_s, debt_n, factor = view(state_s, state_n, pushback, now_s, now_n)
+  return {
+    now_s = now_s, now_n = now_n, state_s = state_s, state_n = state_n, pushback = pushback,
+    base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n, factor = factor,
+    slots = slots,
+  }
+end
+

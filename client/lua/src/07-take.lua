@@ -1,0 +1,316 @@
+-- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
+-- TAKE's own, for its fast path. redis.call and redis.pcall, captured on the first call: an
+-- upvalue is one VM step, `redis.call` a global and a field lookup. TIME's seconds, the last
+-- text read and its number: they change once a second, so most calls compare the text (equal
+-- strings are one object in Lua: a pointer compare) instead of converting it. And the reply,
+-- one table reused (below). In a block of their own, closed at its end: the script builds
+-- every function on each call, and Lua 5.1 finds each function's upvalues by walking the open
+-- ones, so four more left open would make every later function slower to build.
+local take
+do
+  local rcall, rpcall, SECONDS_TEXT, SECONDS = nil, nil, nil, 0
+  local REPLY = { 0, 0, 0, 0, 0 } -- five slots, the fifth for TICKET
+
+  -- THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
+  function take(keys, args) -- the local above
+    local count = #args
+    if count < 2 then
+      return fail('arity', 'take')
+    end
+    local by_capacity = QUOTAS[args[2]]
+    local quota, err = by_capacity and by_capacity[args[1]], nil
+    if not quota then
+      quota, err = parse_quota(args[1], args[2])
+      if not quota then
+        return fail(err)
+      end
+    end
+    local tokens_text, wait_text, floor_text, ticket = nil, nil, nil, false
+    local inflight_text, lease_text
+    local i = 3
+    while i <= count do
+      local name = args[i]
+      -- What the client sends comes first (upper case, each once, with its value); anything
+      -- else is compared upper-cased, and errors are told there.
+      if name == 'MAXWAIT' and not wait_text and i < count then
+        wait_text, i = args[i + 1], i + 2
+      elseif name == 'TICKET' and not ticket then
+        ticket, i = true, i + 1
+      elseif name == 'TOKENS' and not tokens_text and i < count then
+        tokens_text, i = args[i + 1], i + 2
+      else
+        name = string.upper(name)
+        if name == 'TICKET' then
+          if ticket then
+            return fail('repeated', 'TICKET')
+          end
+          ticket = true
+          i = i + 1
+        else
+          if name ~= 'TOKENS' and name ~= 'MAXWAIT' and name ~= 'FLOOR' and name ~= 'INFLIGHT'
+            and name ~= 'LEASE' then
+            return fail('take_option')
+          end
+          local value = args[i + 1]
+          if not value then
+            return fail('missing', name, name)
+          end
+          if (name == 'TOKENS' and tokens_text) or (name == 'MAXWAIT' and wait_text)
+            or (name == 'FLOOR' and floor_text) or (name == 'INFLIGHT' and inflight_text)
+            or (name == 'LEASE' and lease_text) then
+            return fail('repeated', name)
+          end
+          if name == 'TOKENS' then
+            tokens_text = value
+          elseif name == 'MAXWAIT' then
+            wait_text = value
+          elseif name == 'FLOOR' then
+            floor_text = value
+          elseif name == 'INFLIGHT' then
+            inflight_text = value
+          else
+            lease_text = value
+          end
+          i = i + 2
+        end
+      end
+    end
+    if (inflight_text == nil) ~= (lease_text == nil) then
+      return fail('inflight_lease')
+    end
+    local tokens, max_wait_ms, floor_tokens = 1, 0, nil
+    if tokens_text then
+      tokens = WHOLES[tokens_text] -- read before: no function call
+      if not tokens or tokens > quota.capacity then
+        tokens, err = parse_tokens(tokens_text, quota.capacity)
+        if not tokens then
+          return fail(err, quota.capacity)
+        end
+      end
+    end
+    if wait_text then
+      max_wait_ms = WHOLES[wait_text]
+      if not max_wait_ms or max_wait_ms > MAX_WAIT_MS then
+        max_wait_ms, err = parse_max_wait(wait_text)
+        if not max_wait_ms then
+          return fail(err)
+        end
+      end
+    end
+    if floor_text then
+      floor_tokens = parse_floor(floor_text, tokens, quota.capacity)
+      if not floor_tokens then
+        return fail('floor', quota.capacity)
+      end
+    end
+    local cap, lease_ms
+    if inflight_text then
+      cap = whole(inflight_text, MAX_INFLIGHT)
+      if not cap or cap < 1 then
+        return fail('inflight')
+      end
+      lease_ms = whole(lease_text, MAX_WAIT_MS)
+      if not lease_ms or lease_ms < 1 then
+        return fail('lease')
+      end
+    end
+
+    local key = keys[1]
+    if not rcall then
+      rcall, rpcall = redis.call, redis.pcall
+    end
+    local time = rcall('TIME') -- clock(), inlined, with its seconds cached
+    local now_text = time[1]
+    if now_text ~= SECONDS_TEXT then
+      SECONDS_TEXT, SECONDS = now_text, tonum(now_text)
+    end
+    local now_s, now_n = SECONDS, time[2] * 1000
+    if now_s >= MAX_NOW_S then
+      now_s, now_n = MAX_NOW_S, 0
+    end
+    local stored = rpcall('GET', key)
+    local state_s, state_n, pushback, read_err
+    local fill = quota.fill
+    if fill and not cap and (not stored or #stored == 8) then
+      -- The fast path: a bucket that fills within 2^51 ns, neither paused nor cut (8 bytes or
+      -- none), in debt by less than that: every duration is an exact double.
+      local base_s, base_n, debt = now_s, now_n, 0
+      if stored then
+        local b1, b2, b3, b4, b5, b6, b7, b8 = byte(stored, 1, 8)
+        if b8 < 128 then
+          -- bytes_pair and plausible, inlined: two Lua calls fewer on the hot path.
+          local lo = b1 + b2 * 256 + b3 * 65536 + b4 * 16777216
+          local h0, h1 = b5 + b6 * 256, b7 + b8 * 256
+          local n = h1 * 976710656 + h0 * 294967296 + lo
+          state_n = n % E9
+          state_s = h1 * 281474 + h0 * 4 + (n - state_n) / E9
+          local latest_s = now_s + LATEST_AHEAD_S
+          if (state_s < EARLIEST_S and now_s >= EARLIEST_S) or latest_s < state_s
+            or (latest_s == state_s and now_n < state_n) then
+            return fail('not_bucket')
+          end
+          if state_s > now_s or (state_s == now_s and state_n > now_n) then
+            local ds = state_s - now_s
+            if ds < SMALL_S then
+              base_s, base_n, debt = state_s, state_n, ds * E9 + (state_n - now_n)
+            else
+              debt = nil
+            end
+          end
+        else
+          debt = nil -- not a bucket: the general path says so
+        end
+      end
+      if debt then
+        local interval = quota.interval
+        local granted, wait, taken, after = 1, 0, 0, debt
+        if tokens > 0 then
+          local cost = tokens * interval
+          local need, short_now = cost, false
+          if floor_tokens then
+            need = need + floor_tokens * interval
+            -- A floor above 0 reserves only tokens that are there now: never a debt.
+            short_now = floor_tokens > 0 and debt + cost > fill
+          end
+          wait = debt + need - fill
+          if wait < 0 then
+            wait = 0
+          end
+          granted = 0
+          if wait <= max_wait_ms * 1e6 and not short_now then
+            local cost_n = cost % E9
+            local tat_s, tat_n = base_s + (cost - cost_n) / E9, base_n + cost_n
+            if tat_n >= E9 then
+              tat_s, tat_n = tat_s + 1, tat_n - E9
+            end
+            local sub_ms = tat_n % 1e6
+            local expire = tat_s * 1000 + (tat_n - sub_ms) / 1e6
+            if sub_ms > 0 then
+              expire = expire + 1
+            end
+            rcall('SET', key, pair_le(tat_s, tat_n), 'PXAT', expire)
+            local sub_us = tat_n % 1000
+            granted, taken, after = 1, tat_s * 1e6 + (tat_n - sub_us) / 1000, debt + cost
+          end
+        end
+        local left = 0
+        if after < fill then
+          local room = fill - after
+          left = (room - room % interval) / interval
+        end
+        -- Both in whole ms, rounded up.
+        local wait_ms, reset_ms = wait % 1e6, after % 1e6
+        wait_ms = (wait - wait_ms) / 1e6 + (wait_ms > 0 and 1 or 0)
+        reset_ms = (after - reset_ms) / 1e6 + (reset_ms > 0 and 1 or 0)
+        -- One table for every reply of the fast path: the server converts it as soon as the
+        -- function returns, so no call ever sees another's (a table fewer to build and collect).
+        local reply = REPLY
+        reply[1], reply[2], reply[3], reply[4] = granted, left, wait_ms, reset_ms
+        if ticket then
+          reply[5] = taken
+        else
+          reply[5] = nil -- the reply ends at the first nil
+        end
+        return reply
+      end
+    end
+    local slots
+    state_s, state_n, pushback, read_err, slots = state_of(stored, now_s, now_n)
+    if read_err then
+      return fail(read_err)
+    end
+    local base_s, base_n, debt_s, debt_n, factor = view(state_s, state_n, pushback, now_s, now_n)
+    local b = { base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n,
+      now_s = now_s, now_n = now_n, pushback = pushback }
+    local granted, wait_s, wait_n, taken = 1, 0, 0, 0
+    local tat_s, tat_n
+    local after_s, after_n = b.debt_s, b.debt_n
+    if tokens > 0 then
+      local cost_s, cost_n = cost(quota, tokens, factor)
+      wait_s, wait_n = wait_tokens(quota, b, factor, tokens, floor_tokens)
+      granted = 0
+      local limit_s, limit_n = ms_pair(max_wait_ms)
+      if not lt(limit_s, limit_n, wait_s, wait_n) then
+        -- Taken as of when the tokens are used: the bucket's own slot, unless a deep cut makes
+        -- them wait for the rate to recover, past it.
+        local act_s, act_n = add(b.now_s, b.now_n, wait_s, wait_n)
+        local from_s, from_n = max(b.base_s, b.base_n, act_s, act_n)
+        tat_s, tat_n = add(from_s, from_n, cost_s, cost_n)
+        -- A floored take never leaves the bucket in debt: its tokens are there now, and no
+        -- deep cut's wait puts its slot past the bucket's fill.
+        local no_debt = true
+        if floor_tokens and floor_tokens > 0 then
+          local ahead_s, ahead_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
+          no_debt = not lt(quota.fill_s, quota.fill_n, ahead_s, ahead_n)
+        end
+        if no_debt and writable(tat_s, tat_n, b) then
+          granted = 1
+          taken = ticket_of(tat_s, tat_n)
+          after_s, after_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
+        end
+      end
+    end
+    local slot
+    if cap then
+      -- The slot: granted only with the tokens, and only if fewer than `cap` slots are held
+      -- now; the module's take, step by step. The lease runs from now.
+      local held, first_s, first_n = 0, nil, nil
+      for k = 1, slots and #slots or 0 do
+        local one = slots[k]
+        if lt(now_s, now_n, one[2], one[3]) then
+          held = held + 1
+          if not first_s or lt(one[2], one[3], first_s, first_n) then
+            first_s, first_n = one[2], one[3]
+          end
+        end
+      end
+      slot = 0
+      if held >= cap then
+        -- Every slot held: nothing taken, the wait until the first lease ends (or the
+        -- tokens', if longer), the bucket as it stands.
+        wait_s, wait_n = max(wait_s, wait_n, sub2(first_s, first_n, now_s, now_n))
+        granted, taken, after_s, after_n = 0, 0, b.debt_s, b.debt_n
+      elseif granted == 1 then
+        if tokens == 0 then
+          tat_s, tat_n = b.base_s, b.base_n
+        end
+        local id = now_s * 1e6 + floor(now_n / 1000)
+        if slots and slots.next > id then
+          id = slots.next
+        end
+        if id >= MAX_SLOT_ID then
+          -- No id left (a forged table): nothing taken, the bucket as it stands.
+          granted, taken, wait_s, wait_n, after_s, after_n = 0, 0, 0, 0, b.debt_s, b.debt_n
+        else
+          local end_s, end_n = add(now_s, now_n, ms_pair(lease_ms))
+          local table_after = { next = id + 1 }
+          for k = 1, slots and #slots or 0 do
+            table_after[k] = slots[k]
+          end
+          table_after[#table_after + 1] = { id, end_s, end_n }
+          slots, slot = table_after, id
+        end
+      end
+      if tokens == 0 then
+        taken = 0 -- a slot taken with no tokens took nothing a ticket could give back
+      end
+    end
+    if granted == 1 and tat_s then
+      store(key, tat_s, tat_n, b.pushback, b.now_s, b.now_n, slots)
+    end
+    local reply = {
+      granted,
+      remaining(quota, after_s, after_n, factor),
+      ceil_ms(wait_s, wait_n),
+      ceil_ms(after_s, after_n),
+    }
+    if ticket then
+      reply[#reply + 1] = taken
+    end
+    if slot then
+      reply[#reply + 1] = slot
+    end
+    return reply
+  end
+end
+

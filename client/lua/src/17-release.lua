@@ -1,0 +1,62 @@
+-- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
+-- THROTTLE.RELEASE key capacity rate slot [INFLIGHT n]: with INFLIGHT, a slot freed from a
+-- table that held n is announced, so that a caller waiting for one looks again at once.
+local function release(keys, args)
+  if #args < 3 then
+    return fail('arity', 'release')
+  end
+  local quota, err = parse_quota(args[1], args[2])
+  if not quota then
+    return fail(err)
+  end
+  local id = parse_slot(args[3])
+  if not id then
+    return fail('slot_id')
+  end
+  local cap_text
+  local i = 4
+  while i <= #args do
+    if string.upper(args[i]) ~= 'INFLIGHT' then
+      return fail('release_option')
+    end
+    if i == #args then
+      return fail('missing', 'INFLIGHT', 'INFLIGHT')
+    end
+    if cap_text then
+      return fail('repeated', 'INFLIGHT')
+    end
+    cap_text = args[i + 1]
+    i = i + 2
+  end
+  local cap
+  if cap_text then
+    cap = whole(cap_text, MAX_INFLIGHT)
+    if not cap or cap < 1 then
+      return fail('inflight')
+    end
+  end
+  local b, read_err = open(keys[1])
+  if not b then
+    return fail(read_err)
+  end
+  local held = 0
+  for k = 1, b.slots and #b.slots or 0 do
+    if lt(b.now_s, b.now_n, b.slots[k][2], b.slots[k][3]) then
+      held = held + 1
+    end
+  end
+  local slots = with_slot(b, id, function()
+    return nil
+  end)
+  if not slots then
+    return 0
+  end
+  store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, slots)
+  -- After the write, and protected: a server that refuses the announcement (an ACL without
+  -- the channel) still frees the slot; the waiters find it when they look again.
+  if cap and held >= cap then
+    redis.pcall('SPUBLISH', pause_channel(keys[1]), 'freed')
+  end
+  return 1
+end
+
