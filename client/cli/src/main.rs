@@ -8,6 +8,7 @@ mod failure;
 mod library;
 mod server;
 mod status;
+mod text;
 mod verbs;
 mod watch;
 
