@@ -319,6 +319,22 @@ fn acl_prints_the_documented_lines_with_the_keys_given() {
         "ACL SETUSER throttle-admin on >secret resetkeys resetchannels -@all +function|load +function|list\n"
     ));
     assert!(text.contains("ACL SETUSER throttle-ro on >secret resetkeys ~quota:payments:* "));
+    // The fleet's channels are its keys' alone, not every fleet's (throttle:pause:*).
+    assert!(text.contains(
+        "ACL SETUSER throttle-rw on >secret resetkeys ~quota:payments:* resetchannels \
+         &throttle:pause:{quota:payments:*} &throttle:pause:quota:payments:* -@all +fcall "
+    ));
+    assert!(!text.contains("throttle:pause:*"), "{text}");
+    let output = Command::new(env!("CARGO_BIN_EXE_throttle"))
+        .args(["acl", "module", "--keys", "quota:a:* ~*"])
+        .output()
+        .unwrap();
+    let stderr = failed(&output, 1);
+    assert_eq!(
+        stderr,
+        "throttle: --keys \"quota:a:* ~*\" is not one ACL key pattern: give one pattern \
+         without spaces, like quota:payments:*\n"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
