@@ -427,7 +427,8 @@ fn the_documented_acl_line_listens(flavor: Flavor, backend: Backend) {
     runtime().block_on(async {
         for (user, listens) in [("throttle-listen", true), ("throttle-deaf", false)] {
             let announcements = Announcements::new(as_user(user)).unwrap();
-            let key = format!("acl:{user}");
+            // A key of the documented pattern (quota:*): the line's channels are its keys'.
+            let key = format!("quota:acl:{user}");
             let limiter = Limiter::builder(&key, quota())
                 .backend(backend)
                 .listen(&announcements)

@@ -2,8 +2,9 @@
 //! that each is in that file verbatim).
 
 use crate::cli::AclBackend;
+use crate::failure::{fail, Failure};
 
-/// The documented key pattern, which `--keys` replaces.
+/// The documented key pattern, which `--keys` replaces (and the channel patterns made from it).
 pub(crate) const DOC_KEYS: &str = "quota:*";
 
 /// The lines for the module's users.
@@ -13,7 +14,7 @@ const MODULE: &[&str] = &[
     "# the fleet",
     "ACL SETUSER throttle-rw on >secret resetkeys ~quota:* resetchannels -@all +throttle.take +throttle.mtake +throttle.pause +throttle.give +throttle.peek +throttle.cut +throttle.sync +throttle.debit +throttle.renew +throttle.release +throttle.slots",
     "# the subscription of a process that listens to pause announcements",
-    "ACL SETUSER throttle-listen on >secret resetkeys resetchannels &throttle:pause:* -@all +ssubscribe +subscribe +ping",
+    "ACL SETUSER throttle-listen on >secret resetkeys resetchannels &throttle:pause:{quota:*} &throttle:pause:quota:* -@all +ssubscribe +subscribe +ping",
 ];
 
 /// The lines for the function library's users, its loader first.
@@ -23,7 +24,7 @@ const LIBRARY: &[&str] = &[
     "# function library (FCALL), read-only: peek (the library loaded by the admin)",
     "ACL SETUSER throttle-ro on >secret resetkeys ~quota:* resetchannels -@all +fcall_ro +function|list +get +time",
     "# function library (FCALL), the fleet (the library loaded by the admin)",
-    "ACL SETUSER throttle-rw on >secret resetkeys ~quota:* resetchannels &throttle:pause:* -@all +fcall +fcall_ro +function|list +get +set +del +time +spublish",
+    "ACL SETUSER throttle-rw on >secret resetkeys ~quota:* resetchannels &throttle:pause:{quota:*} &throttle:pause:quota:* -@all +fcall +fcall_ro +function|list +get +set +del +time +spublish",
 ];
 
 /// The lines for the script's users.
@@ -31,23 +32,43 @@ const SCRIPT: &[&str] = &[
     "# script (EVALSHA), read-only: peek",
     "ACL SETUSER throttle-ro on >secret resetkeys ~quota:* resetchannels -@all +evalsha_ro +script|load +get +time",
     "# script (EVALSHA), the fleet",
-    "ACL SETUSER throttle-rw on >secret resetkeys ~quota:* resetchannels &throttle:pause:* -@all +evalsha +evalsha_ro +script|load +get +set +del +time +spublish",
+    "ACL SETUSER throttle-rw on >secret resetkeys ~quota:* resetchannels &throttle:pause:{quota:*} &throttle:pause:quota:* -@all +evalsha +evalsha_ro +script|load +get +set +del +time +spublish",
 ];
 
-/// The lines for `backend`'s users, their keys `~keys`.
-pub(crate) fn lines(backend: AclBackend, keys: &str) -> String {
+/// The channel rules (`&...`) of the users whose keys are `~keys`: their keys' pause
+/// channels alone ([`throttle_bucket::pause_channel_patterns`]).
+pub(crate) fn channels(keys: &str) -> String {
+    throttle_bucket::pause_channel_patterns(keys.as_bytes())
+        .iter()
+        .map(|p| format!("&{}", String::from_utf8_lossy(p)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The lines for `backend`'s users, their keys `~keys` and their channels those keys'.
+pub(crate) fn lines(backend: AclBackend, keys: &str) -> Result<String, Failure> {
+    if keys.is_empty() || keys.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return fail(format!(
+            "--keys {keys:?} is not one ACL key pattern: give one pattern without spaces, like \
+             quota:payments:*"
+        ));
+    }
     let lines = match backend {
         AclBackend::Module => MODULE,
         AclBackend::Library => LIBRARY,
         AclBackend::Script => SCRIPT,
     };
+    let (doc_channels, channels) = (channels(DOC_KEYS), channels(keys));
     let mut out = String::new();
     for line in lines {
-        out.push_str(&line.replace(&format!(" ~{DOC_KEYS} "), &format!(" ~{keys} ")));
+        let line = line
+            .replace(&format!(" ~{DOC_KEYS} "), &format!(" ~{keys} "))
+            .replace(&format!(" {doc_channels} "), &format!(" {channels} "));
+        out.push_str(&line);
         out.push('\n');
     }
     out.push_str("# (replace >secret with each user's password)\n");
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -59,7 +80,7 @@ mod tests {
     #[test]
     fn every_printed_line_is_the_documented_one() {
         for backend in [AclBackend::Module, AclBackend::Library, AclBackend::Script] {
-            let text = lines(backend, DOC_KEYS);
+            let text = lines(backend, DOC_KEYS).unwrap();
             let mut printed = text.lines().collect::<Vec<_>>();
             // The last line is the tool's own reminder.
             assert_eq!(
@@ -76,9 +97,38 @@ mod tests {
     }
 
     #[test]
-    fn keys_replace_the_documented_pattern() {
-        let text = lines(AclBackend::Script, "quota:payments:*");
-        assert!(text.contains(" ~quota:payments:* "));
-        assert!(!text.contains("~quota:* "));
+    fn keys_replace_the_documented_pattern_and_its_channels() {
+        assert_eq!(
+            channels(DOC_KEYS),
+            "&throttle:pause:{quota:*} &throttle:pause:quota:*"
+        );
+        let text = lines(AclBackend::Script, "quota:payments:*").unwrap();
+        assert!(text.contains(
+            "ACL SETUSER throttle-rw on >secret resetkeys ~quota:payments:* resetchannels \
+             &throttle:pause:{quota:payments:*} &throttle:pause:quota:payments:* -@all +evalsha "
+        ));
+        assert!(!text.contains("quota:* "), "{text}");
+        let text = lines(AclBackend::Module, "{tenant:a}:*").unwrap();
+        assert!(text.contains(
+            "ACL SETUSER throttle-listen on >secret resetkeys resetchannels \
+             &throttle:pause:{tenant:a}:* -@all +ssubscribe"
+        ));
+        for bad in ["", "quota:a:* ~*", "quota:\n"] {
+            let refused = lines(AclBackend::Module, bad).unwrap_err();
+            assert!(
+                refused.0.contains("is not one ACL key pattern"),
+                "{refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_documented_channel_rule_is_made_from_the_key_pattern() {
+        for line in MODULE.iter().chain(LIBRARY).chain(SCRIPT) {
+            let channels: Vec<&str> = line.split(' ').filter(|w| w.starts_with('&')).collect();
+            if !channels.is_empty() {
+                assert_eq!(channels.join(" "), super::channels(DOC_KEYS), "{line}");
+            }
+        }
     }
 }

@@ -133,7 +133,8 @@ pub(crate) enum Command {
     Acl {
         /// Which backend the users call.
         backend: AclBackend,
-        /// The users' key pattern, in place of the documented quota:*.
+        /// The users' key pattern, in place of the documented quota:*; their channel patterns
+        /// are made from it (their keys' pause channels alone).
         #[arg(long, default_value = "quota:*")]
         keys: String,
     },

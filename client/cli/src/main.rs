@@ -8,6 +8,7 @@ mod failure;
 mod library;
 mod server;
 mod status;
+mod text;
 mod verbs;
 mod watch;
 
@@ -52,7 +53,7 @@ fn report(outcome: Result<String, Failure>) -> ExitCode {
 
 async fn run(cli: Cli) -> Result<String, Failure> {
     if let Command::Acl { backend, keys } = &cli.command {
-        return Ok(acl::lines(*backend, keys));
+        return acl::lines(*backend, keys);
     }
     if let Command::Dashboard { listen, public, .. } = &cli.command {
         // Before connecting: a refused address needs no server to say so.

@@ -319,6 +319,22 @@ fn acl_prints_the_documented_lines_with_the_keys_given() {
         "ACL SETUSER throttle-admin on >secret resetkeys resetchannels -@all +function|load +function|list\n"
     ));
     assert!(text.contains("ACL SETUSER throttle-ro on >secret resetkeys ~quota:payments:* "));
+    // The fleet's channels are its keys' alone, not every fleet's (throttle:pause:*).
+    assert!(text.contains(
+        "ACL SETUSER throttle-rw on >secret resetkeys ~quota:payments:* resetchannels \
+         &throttle:pause:{quota:payments:*} &throttle:pause:quota:payments:* -@all +fcall "
+    ));
+    assert!(!text.contains("throttle:pause:*"), "{text}");
+    let output = Command::new(env!("CARGO_BIN_EXE_throttle"))
+        .args(["acl", "module", "--keys", "quota:a:* ~*"])
+        .output()
+        .unwrap();
+    let stderr = failed(&output, 1);
+    assert_eq!(
+        stderr,
+        "throttle: --keys \"quota:a:* ~*\" is not one ACL key pattern: give one pattern \
+         without spaces, like quota:payments:*\n"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -460,4 +476,212 @@ async fn each_verb_moves_a_running_fleet() {
         ),
         TryAcquire::Granted(grant) => panic!("granted inside the supplier's reset: {grant:?}"),
     }
+}
+
+/// Writes `value` under `key`, bytes as they are (what any report writer may do).
+async fn set_raw(con: &mut redis::aio::MultiplexedConnection, key: &[u8], value: &[u8]) {
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .query_async(con)
+        .await
+        .unwrap();
+}
+
+/// A report line of `key` with the given fields (`rate=5` unless they name one).
+fn report_line(key: &str, fields: &str) -> String {
+    let mut line = "v1 at=1 period=1000 process=p capacity=10".to_owned();
+    if !fields.contains("rate=") {
+        line.push_str(" rate=5");
+    }
+    if !fields.is_empty() {
+        line.push(' ');
+        line.push_str(fields);
+    }
+    format!("{line} key={key}")
+}
+
+/// M3: a report whose bytes are not UTF-8 (in its key, or all of it) is read lossy or named on
+/// a line of its own; `status`, `watch` and `status --json` still show every other quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_that_is_not_utf8_stops_no_other_quota() {
+    let server = Server::builder(Flavor::Redis70).start();
+    let url = server.url();
+    let mut con = connect(&url).await;
+    let good = report_line("quota:good", "");
+    set_raw(&mut con, b"throttle:report:{quota:good}:p", good.as_bytes()).await;
+    let mut bad = report_line("quota:bad", "").into_bytes();
+    bad.extend_from_slice(b"\xff\xfe");
+    set_raw(&mut con, b"throttle:report:{quota:bad\xff\xfe}:p", &bad).await;
+    set_raw(&mut con, b"throttle:report:{junk}:p", b"\xff\xfe\x00 junk").await;
+
+    let text = ok(&throttle(&url, &["status"]).await);
+    let expected = "\
+KEY          CAPACITY  RATE/S  TOKENS  PAUSED  CUT  FULL IN  PROCS  GRANTS/S  WAIT P50  WAIT P99  429s  IN FLIGHT
+quota:bad\u{fffd}\u{fffd}        10       5       ?       ?    ?        ?      1       0.0         -         -     0          -
+quota:good         10       5      10       -    -     full      1       0.0         -         -     0          -
+quota:bad\u{fffd}\u{fffd}: the reported key is not UTF-8 (shown with U+FFFD in place of its bad bytes): its bucket is not read
+throttle:report:{junk}:p: not a report line (8 bytes): skipped
+";
+    assert_eq!(text, expected, "\n{text}");
+
+    let text = ok(&throttle(&url, &["watch", "--count", "1"]).await);
+    assert!(text.contains("\nquota:good "), "{text}");
+    assert!(
+        text.contains("\nthrottle:report:{junk}:p: not a report line"),
+        "{text}"
+    );
+
+    let output = throttle(&url, &["status", "--json"]).await;
+    let rows: Json = serde_json::from_str(&ok(&output)).unwrap();
+    assert_eq!(row(&rows, "quota:good")["state"]["tokens"], 10);
+    assert_eq!(row(&rows, "quota:bad\u{fffd}\u{fffd}")["state"], Json::Null);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "throttle: throttle:report:{junk}:p: not a report line (8 bytes): skipped\n"
+    );
+}
+
+/// M4 and L6: a report key of 70 000 characters neither panics `status` nor `watch` nor widens
+/// every row: the table cuts it at 60 characters with an ellipsis; `--json` has it whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_of_70000_characters_is_cut_in_the_table_and_whole_in_json() {
+    let server = Server::builder(Flavor::Redis70).start();
+    let url = server.url();
+    let mut con = connect(&url).await;
+    let long = format!("quota:{}", "k".repeat(70_000));
+    let line = report_line(&long, "");
+    set_raw(&mut con, report_key(&long, "p").as_bytes(), line.as_bytes()).await;
+    for i in 0..100 {
+        let key = format!("quota:short:{i:03}");
+        let line = report_line(&key, "");
+        set_raw(&mut con, report_key(&key, "p").as_bytes(), line.as_bytes()).await;
+    }
+
+    let text = ok(&throttle(&url, &["status"]).await);
+    let shown = format!("quota:{}…", "k".repeat(53));
+    assert_eq!(shown.chars().count(), 60);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 102, "{text}");
+    assert_eq!(
+        lines[1],
+        format!("{shown}        10       5      10       -    -     full      1       0.0         -         -     0          -")
+    );
+    assert_eq!(
+        lines[2],
+        "quota:short:000                                                     10       5      10       -    -     full      1       0.0         -         -     0          -"
+    );
+    // Every line as wide as the header, whatever the key.
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.chars().count() <= lines[0].chars().count()),
+        "{text}"
+    );
+
+    let text = ok(&throttle(&url, &["watch", "--count", "1"]).await);
+    assert!(text.contains(&format!("\n{shown}  ")), "{text}");
+    assert!(text.len() < 20_000, "{} bytes", text.len());
+
+    let rows: Json =
+        serde_json::from_str(&ok(&throttle(&url, &["status", "--json"]).await)).unwrap();
+    assert_eq!(row(&rows, &long)["key"].as_str().unwrap().len(), long.len());
+}
+
+/// M5: report keys and rates are shown escaped: an escape sequence (clear the screen, set the
+/// title) is printed as text, a newline in a key cannot forge a row; `--json` has them whole,
+/// as JSON escapes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escape_sequences_and_newlines_in_reports_are_printed_as_text() {
+    let server = Server::builder(Flavor::Redis70).start();
+    let url = server.url();
+    let mut con = connect(&url).await;
+    let title = "quota:\x1b]0;owned\x07\x1b[2J";
+    let forged = "quota:a\nquota:forged        10       5      10";
+    let rate = "5\x1b[31m";
+    for (key, fields) in [
+        (title, String::new()),
+        (forged, String::new()),
+        ("quota:red", format!("rate={rate}")),
+    ] {
+        let line = report_line(key, &fields);
+        set_raw(&mut con, report_key(key, "p").as_bytes(), line.as_bytes()).await;
+    }
+
+    let text = ok(&throttle(&url, &["status"]).await);
+    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    let expected = "\
+KEY                                              CAPACITY     RATE/S  TOKENS  PAUSED  CUT  FULL IN  PROCS  GRANTS/S  WAIT P50  WAIT P99  429s  IN FLIGHT
+quota:\\x1b]0;owned\\x07\\x1b[2J                          10          5      10       -    -     full      1       0.0         -         -     0          -
+quota:a\\nquota:forged        10       5      10        10          5      10       -    -     full      1       0.0         -         -     0          -
+quota:red                                              10  5\\x1b[31m       ?       ?    ?        ?      1       0.0         -         -     0          -
+quota:red: ResponseError: rate must be a decimal number of tokens per second from 0.000001 to 1000000000, like 10 or 0.5
+";
+    assert_eq!(text, expected, "\n{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        !lines.iter().any(|l| l.starts_with("quota:forged")),
+        "{text}"
+    );
+
+    // `watch` clears the screen itself, once per frame, and prints no other escape.
+    let text = ok(&throttle(&url, &["watch", "--count", "1"]).await);
+    assert_eq!(text.matches('\x1b').count(), 2, "{text:?}");
+    assert!(text.starts_with("\x1b[H\x1b[2J"), "{text:?}");
+
+    let json = ok(&throttle(&url, &["status", "--json"]).await);
+    assert!(!json.contains('\x1b'), "{json:?}");
+    assert!(
+        json.contains("\"key\": \"quota:\\u001b]0;owned\\u0007\\u001b[2J\""),
+        "{json}"
+    );
+    let rows: Json = serde_json::from_str(&json).unwrap();
+    assert_eq!(row(&rows, title)["key"], title);
+    assert_eq!(row(&rows, forged)["key"], forged);
+    assert_eq!(row(&rows, "quota:red")["rate"], rate);
+}
+
+/// L5: the fleet's counters saturate: two reports of u64::MAX sum to u64::MAX, not to
+/// u64::MAX - 1 (nor a panic).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleets_sums_saturate() {
+    let server = Server::builder(Flavor::Redis70).start();
+    let url = server.url();
+    let mut con = connect(&url).await;
+    let max = u64::MAX;
+    let fields = format!(
+        "in_flight={max} max_in_flight=4 leases_lost={max} p.r429={max} p.held_pause={max} \
+         p.slot_waits={max}"
+    );
+    for process in ["p1", "p2"] {
+        let line =
+            report_line("quota:sum", &fields).replace("process=p ", &format!("process={process} "));
+        set_raw(
+            &mut con,
+            report_key("quota:sum", process).as_bytes(),
+            line.as_bytes(),
+        )
+        .await;
+    }
+    let rows: Json =
+        serde_json::from_str(&ok(&throttle(&url, &["status", "--json"]).await)).unwrap();
+    let fleet = &row(&rows, "quota:sum")["fleet"];
+    assert_eq!(fleet["processes"], 2);
+    for field in [
+        "responses_429",
+        "held_by_pause",
+        "slot_waits",
+        "leases_lost",
+        "in_flight",
+    ] {
+        assert_eq!(fleet[field], max, "{field}: {fleet:#}");
+    }
+    let text = ok(&throttle(&url, &["status"]).await);
+    assert!(
+        text.lines()
+            .nth(1)
+            .unwrap()
+            .ends_with(&format!("  {max}  {max}/4")),
+        "{text}"
+    );
 }

@@ -389,3 +389,156 @@ fn a_non_loopback_address_is_refused_without_public() {
         "{stderr}"
     );
 }
+
+/// One request with `Host: host` on a connection of its own: the status line and the body.
+fn request(base: &str, host: &str, path: &str) -> (String, String) {
+    let addr = base.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(BOUND)).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let status = head.lines().next().unwrap().to_owned();
+    (status, body.to_owned())
+}
+
+/// M3: a report that is not UTF-8 neither stops the dashboard from starting nor hides the
+/// other quotas from `/status.json`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_that_is_not_utf8_does_not_stop_the_dashboard() {
+    let server = Server::builder(Flavor::Redis70).start();
+    let url = server.url();
+    let mut con = connect(&url).await;
+    let good = "v1 at=1 period=1000 process=p capacity=10 rate=5 key=quota:good";
+    for (key, value) in [
+        (report_key("quota:good", "p").into_bytes(), good.as_bytes()),
+        (
+            b"throttle:report:{junk}:p".to_vec(),
+            b"\xff\xfe junk".as_slice(),
+        ),
+    ] {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    }
+    let dashboard = start_dashboard(&url);
+    let base = dashboard.base.clone();
+    let (status, history) = tokio::task::spawn_blocking(move || {
+        (get(&base, "/status.json"), get(&base, "/history.json"))
+    })
+    .await
+    .unwrap();
+    let rows: Json = serde_json::from_str(&status).unwrap();
+    let keys: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["quota:good"]);
+    assert_eq!(rows[0]["state"]["tokens"], 10);
+    let history: Json = serde_json::from_str(&history).unwrap();
+    assert_eq!(
+        history["footer"],
+        serde_json::json!(["throttle:report:{junk}:p: not a report line (7 bytes): skipped"])
+    );
+}
+
+/// L4: the dashboard answers only requests for its own address (`Host`), so that a DNS
+/// rebinding of another site cannot read it; another host is refused with 421 and what to
+/// open instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_for_another_host_is_refused() {
+    let server = Server::builder(Flavor::Redis70).start();
+    let dashboard = start_dashboard(&server.url());
+    let base = dashboard.base.clone();
+    tokio::task::spawn_blocking(move || {
+        let addr = base.trim_start_matches("http://").trim_end_matches('/');
+        let port = addr.rsplit_once(':').unwrap().1;
+        for host in [addr.to_owned(), format!("localhost:{port}")] {
+            let (status, body) = request(&base, &host, "/status.json");
+            assert_eq!(status, "HTTP/1.0 200 OK", "{host}: {body}");
+            assert_eq!(body, "[]");
+        }
+        for host in [
+            format!("rebound.example:{port}"),
+            format!("127.0.0.1:{}", port.parse::<u16>().unwrap().wrapping_add(1)),
+        ] {
+            for path in ["/status.json", "/history.json", "/"] {
+                let (status, body) = request(&base, &host, path);
+                assert_eq!(status, "HTTP/1.0 421 Misdirected Request", "{host}{path}");
+                assert_eq!(
+                    body,
+                    format!(
+                        "throttle dashboard: refused the Host {host:?}: this dashboard answers \
+                         only requests for its own address (another name could be a DNS \
+                         rebinding of another site); open http://{addr}/\n"
+                    )
+                );
+            }
+        }
+    })
+    .await
+    .unwrap();
+}
+
+/// L4: a client that sends half a request is closed after the read timeout (5 s), and the
+/// dashboard holds at most 64 connections at once: the 65th is told so (503) and closed; once
+/// the slow ones are gone, a request is answered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_time_out_and_connections_are_bounded() {
+    const HELD: usize = 64;
+    let server = Server::builder(Flavor::Redis70).start();
+    let dashboard = start_dashboard(&server.url());
+    let base = dashboard.base.clone();
+    tokio::task::spawn_blocking(move || {
+        let addr = base.trim_start_matches("http://").trim_end_matches('/');
+        let start = Instant::now();
+        let mut slow: Vec<TcpStream> = (0..HELD)
+            .map(|_| {
+                let mut stream = TcpStream::connect(addr).unwrap();
+                write!(stream, "GET /status.json HTTP/1.1\r\nHost: {addr}\r\n").unwrap();
+                stream
+            })
+            .collect();
+        // One more: refused at once, with why.
+        let mut extra = TcpStream::connect(addr).unwrap();
+        extra.set_read_timeout(Some(BOUND)).unwrap();
+        let mut refused = String::new();
+        extra.read_to_string(&mut refused).unwrap();
+        assert!(
+            refused.starts_with("HTTP/1.1 503 Service Unavailable\r\n")
+                && refused.ends_with(
+                    "\r\n\r\nthrottle dashboard: too many connections at once (64); close some, \
+                     or try again in a moment\n"
+                ),
+            "{refused:?}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            start.elapsed()
+        );
+        // Each slow one is closed by the server, unanswered, after the read timeout.
+        for stream in &mut slow {
+            stream.set_read_timeout(Some(BOUND)).unwrap();
+            let mut rest = Vec::new();
+            // Closed: the end of the stream (or a reset), and nothing was answered.
+            let _ = stream.read_to_end(&mut rest);
+            assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+        }
+        let closed = start.elapsed();
+        assert!(
+            closed >= Duration::from_millis(4900) && closed < Duration::from_secs(12),
+            "the slow clients were closed after {closed:?}"
+        );
+        let (status, _) = request(&base, addr, "/status.json");
+        assert_eq!(status, "HTTP/1.0 200 OK");
+    })
+    .await
+    .unwrap();
+}

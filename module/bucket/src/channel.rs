@@ -72,6 +72,27 @@ pub fn pause_channel(key: &[u8]) -> Vec<u8> {
     key.to_vec()
 }
 
+/// The ACL channel patterns (each for an `&` rule) that give a user whose keys are
+/// `~key_pattern` the pause channels of those keys, and not every fleet's (`&throttle:pause:*`
+/// would let one fleet announce forged pauses on another's quotas). ACL patterns are globs in
+/// which `{` and `}` are literal, and the prefix holds no glob character, so each pattern
+/// below matches a channel exactly when `key_pattern` matches the key it was made from:
+/// - `throttle:pause:{PATTERN}`, [`pause_channel`] of the pattern, for the keys without a hash
+///   tag (left out when the pattern has a tag of its own: every key it matches then has one);
+/// - `throttle:pause:PATTERN`, for the keys it matches that have a hash tag.
+///
+/// Not covered: a key that has no hash tag and holds a `}` (or is empty), whose channel is the
+/// key itself. Also matched: the channels of the same keys in braces (`{quota:a:x}` has the
+/// channel of `quota:a:x`), which no other fleet should be given.
+pub fn pause_channel_patterns(key_pattern: &[u8]) -> Vec<Vec<u8>> {
+    let mut patterns = Vec::with_capacity(2);
+    if !has_hash_tag(key_pattern) {
+        patterns.push([CHANNEL_PREFIX, b"{", key_pattern, b"}"].concat());
+    }
+    patterns.push([CHANNEL_PREFIX, key_pattern].concat());
+    patterns
+}
+
 /// Whether Redis hashes `key` by a tag: a `{`, then a `}` after it with something between.
 fn has_hash_tag(key: &[u8]) -> bool {
     let Some(open) = key.iter().position(|&b| b == b'{') else {
@@ -139,6 +160,64 @@ mod tests {
         assert_eq!(slot(b"123456789"), 12739);
         assert_eq!(slot(b"foo"), 12182);
         assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+    }
+
+    /// Redis's glob (`stringmatchlen`), enough of it for the patterns here: `*`, `?`, `\`.
+    fn glob(pattern: &[u8], text: &[u8]) -> bool {
+        match (pattern.first(), text.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => {
+                glob(&pattern[1..], text) || (!text.is_empty() && glob(pattern, &text[1..]))
+            }
+            (Some(b'?'), Some(_)) => glob(&pattern[1..], &text[1..]),
+            (Some(b'\\'), Some(t)) if pattern.get(1) == Some(t) => glob(&pattern[2..], &text[1..]),
+            (Some(p), Some(t)) if p == t => glob(&pattern[1..], &text[1..]),
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn a_fleets_channel_patterns_match_its_keys_channels_and_no_other_fleets() {
+        assert_eq!(
+            pause_channel_patterns(b"quota:a:*"),
+            [
+                b"throttle:pause:{quota:a:*}".to_vec(),
+                b"throttle:pause:quota:a:*".to_vec()
+            ]
+        );
+        assert_eq!(
+            pause_channel_patterns(b"{tenant:a}:*"),
+            [b"throttle:pause:{tenant:a}:*".to_vec()]
+        );
+        let cases: [(&[u8], &[u8], bool); 12] = [
+            (b"quota:a:*", b"quota:a:x", true),
+            (b"quota:a:*", b"quota:a:{t}:x", true),
+            (b"quota:a:*", b"quota:a:x y", true),
+            (b"quota:a:*", b"quota:b:x", false),
+            (b"quota:a:*", b"quota:b:{t}:x", false),
+            (b"quota:a:*", b"{quota:b:x}", false),
+            (b"quota:a:*", b"quota:ab:x", false),
+            (b"quota:a:?", b"quota:a:x", true),
+            (b"{tenant:a}:*", b"{tenant:a}:x", true),
+            (b"{tenant:a}:*", b"{tenant:b}:x", false),
+            (b"{tenant:a}:*", b"tenant:a:x", false),
+            (b"q:{tenant:a}:*", b"q:{tenant:a}:x", true),
+        ];
+        for (pattern, key, mine) in cases {
+            let channel = pause_channel(key);
+            let matched = pause_channel_patterns(pattern)
+                .iter()
+                .any(|p| glob(p, &channel));
+            assert_eq!(
+                matched,
+                mine,
+                "{} -> {}",
+                String::from_utf8_lossy(pattern),
+                String::from_utf8_lossy(&channel)
+            );
+            // The channel is the key's exactly when the key pattern matches the key.
+            assert_eq!(glob(pattern, key), mine);
+        }
     }
 
     #[test]

@@ -38,7 +38,7 @@ mod take;
 mod throttle_command;
 mod words;
 
-pub use channel::{pause_channel, Announcement, Message, SLOT_FREED};
+pub use channel::{pause_channel, pause_channel_patterns, Announcement, Message, SLOT_FREED};
 pub use command::Command;
 pub use cut::{cut, CutArgs, CutOutcome, CutReply};
 pub use debit::{debit, DebitArgs, DebitOutcome, DebitReply};

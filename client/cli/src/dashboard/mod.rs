@@ -1,9 +1,11 @@
 //! `dashboard`: one page on loopback with the quotas' rows and small charts of their last
 //! minutes. A background task takes a `status` every second and keeps the samples
 //! ([`ring::History`]); the page (`page.html`, inline script and SVG) polls `/status.json`
-//! and `/history.json` and draws what the server computed ([`chart`]).
+//! and `/history.json` and draws what the server computed ([`chart`]). It answers only
+//! requests for its own address, and closes slow clients ([`guard`]).
 
 mod chart;
+mod guard;
 mod ring;
 
 use std::io::Write as _;
@@ -110,8 +112,12 @@ pub(crate) async fn run(
         .route("/", get(page))
         .route("/status.json", get(status_json))
         .route("/history.json", get(history_json))
-        .with_state(state);
-    axum::serve(listener, app)
+        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(
+            bound,
+            guard::check_host,
+        ));
+    axum::serve(guard::Guarded::new(listener), app)
         .await
         .map_err(|err| Failure(format!("the dashboard's server stopped: {err}")))?;
     Ok(String::new())

@@ -73,23 +73,26 @@ pub(crate) fn fleet_of(reports: &[Report]) -> Fleet {
         if report.period_ms > 0 {
             grants_per_s += report.period.granted as f64 * 1000.0 / report.period_ms as f64;
         }
-        responses_429 += report.period.responses_429;
-        held_by_pause += report.period.held_by_pause;
-        held_by_floor += report.period.held_by_floor;
-        slot_waits += report.period.slot_waits;
-        leases_lost += report.total.leases_lost;
+        // The counters are whatever the reports say: the sums saturate, never wrap.
+        responses_429 = u64::saturating_add(responses_429, report.period.responses_429);
+        held_by_pause = u64::saturating_add(held_by_pause, report.period.held_by_pause);
+        held_by_floor = u64::saturating_add(held_by_floor, report.period.held_by_floor);
+        slot_waits = u64::saturating_add(slot_waits, report.period.slot_waits);
+        leases_lost = u64::saturating_add(leases_lost, report.total.leases_lost);
         // A process that names a cap, holds slots or ever waited for one has a cap.
         if report.max_in_flight > 0 || report.in_flight > 0 || report.total.slot_waits > 0 {
-            in_flight = Some(in_flight.unwrap_or(0) + report.in_flight);
+            in_flight = Some(in_flight.unwrap_or(0).saturating_add(report.in_flight));
         }
         if report.max_in_flight > 0 {
             max_in_flight = max_in_flight.max(Some(report.max_in_flight));
         }
         for (slot, (_, count)) in summed.iter_mut().zip(report.period.waits.buckets()) {
-            slot.1 += count;
+            slot.1 = slot.1.saturating_add(count);
         }
     }
-    let waits = summed.iter().map(|(_, n)| n).sum();
+    let waits = summed
+        .iter()
+        .fold(0u64, |sum, (_, n)| sum.saturating_add(*n));
     Fleet {
         processes: reports.len(),
         grants_per_s,
@@ -114,7 +117,7 @@ fn quantile_ms(buckets: &[(Option<Duration>, u64)], total: u64, q: f64) -> Optio
     let rank = ((q * total as f64).ceil() as u64).max(1);
     let mut seen = 0;
     for (bound, count) in buckets {
-        seen += count;
+        seen = u64::saturating_add(seen, *count);
         if seen >= rank {
             return bound.map(|b| u64::try_from(b.as_millis()).unwrap_or(u64::MAX));
         }
@@ -194,6 +197,29 @@ mod tests {
         (b.in_flight, b.max_in_flight) = (0, 4);
         let fleet = fleet_of(&[a, b, c]);
         assert_eq!((fleet.in_flight, fleet.max_in_flight), (Some(3), Some(4)));
+    }
+
+    #[test]
+    fn the_sums_saturate() {
+        let buckets = WaitHistogram::default().buckets().count();
+        let max = u64::MAX.to_string();
+        let waits = vec![max.as_str(); buckets].join(",");
+        let line = format!(
+            "v1 at=1 period=1000 process=p capacity=10 rate=5 in_flight={max} max_in_flight=1 \
+             leases_lost={max} p.granted={max} p.r429={max} p.held_pause={max} \
+             p.held_floor={max} p.slot_waits={max} p.waits={waits} key=k"
+        );
+        let report = Report::parse(&line).unwrap();
+        let fleet = fleet_of(&[report.clone(), report]);
+        assert_eq!(fleet.responses_429, u64::MAX);
+        assert_eq!(fleet.held_by_pause, u64::MAX);
+        assert_eq!(fleet.held_by_floor, u64::MAX);
+        assert_eq!(fleet.slot_waits, u64::MAX);
+        assert_eq!(fleet.leases_lost, u64::MAX);
+        assert_eq!(fleet.in_flight, Some(u64::MAX));
+        assert_eq!(fleet.waits, u64::MAX);
+        assert_eq!(fleet.wait_p50_le_ms, Some(1));
+        assert_eq!(fleet.grants_per_s, 2.0 * u64::MAX as f64);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 mod fleet;
 mod table;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use redis::Value;
 use redis_throttle::report::{report_key, Report, REPORT_PATTERN};
@@ -12,6 +12,7 @@ use redis_throttle::report::{report_key, Report, REPORT_PATTERN};
 use crate::args::QuotaArg;
 use crate::failure::Failure;
 use crate::server::{not_a_bucket, Backend, Server};
+use crate::text::{cell, json_for_terminal, MAX_MESSAGE};
 
 use fleet::fleet_of;
 #[cfg(test)]
@@ -32,16 +33,21 @@ pub(crate) async fn run(
     let backend = server.backend().await?;
     let gathered = gather(server, backend, pattern, quota).await?;
     if json {
+        // The lines below the table go to stderr: stdout stays the JSON alone.
+        for line in &gathered.footer {
+            eprintln!("throttle: {}", cell(line, MAX_MESSAGE));
+        }
         to_json(&gathered.rows)
     } else {
         Ok(table(&gathered.rows, &gathered.footer))
     }
 }
 
-/// The rows as `status --json` prints them.
+/// The rows as `status --json` prints them: every key whole, its control characters escaped
+/// as JSON escapes them (and DEL, C1 and bidirectional controls too).
 pub(crate) fn to_json(rows: &[Row]) -> Result<String, Failure> {
     serde_json::to_string_pretty(rows)
-        .map(|text| text + "\n")
+        .map(|text| json_for_terminal(&text) + "\n")
         .map_err(|err| Failure(format!("cannot write the JSON: {err}")))
 }
 
@@ -59,9 +65,9 @@ pub(crate) async fn gather(
     pattern: Option<&str>,
     quota: Option<&QuotaArg>,
 ) -> Result<Gathered, Failure> {
-    let reports = read_reports(server, REPORT_PATTERN).await?;
+    let read = read_reports(server, REPORT_PATTERN).await?;
     let mut by_key: BTreeMap<String, Vec<Report>> = BTreeMap::new();
-    for report in reports {
+    for report in read.reports {
         by_key.entry(report.key.clone()).or_default().push(report);
     }
     let mut wanted: Vec<Row> = Vec::new();
@@ -80,7 +86,7 @@ pub(crate) async fn gather(
             note,
         });
     }
-    let mut footer = Vec::new();
+    let mut footer = read.problems;
     let mut from_pattern = Vec::new();
     if let Some(pattern) = pattern {
         let keys = scan(server, pattern, Some("string")).await?;
@@ -116,6 +122,16 @@ pub(crate) async fn gather(
     let mut rows = Vec::with_capacity(wanted.len());
     let mut skipped = 0;
     for (index, (mut row, state)) in wanted.into_iter().zip(states).enumerate() {
+        if index < reported && read.lossy_keys.contains(&row.key) {
+            // The key shown is not the key written: its state would be another bucket's.
+            row.problem = Some(
+                "the reported key is not UTF-8 (shown with U+FFFD in place of its bad bytes): \
+                 its bucket is not read"
+                    .to_owned(),
+            );
+            rows.push(row);
+            continue;
+        }
         match state {
             Ok(state) => row.state = Some(state),
             // A key found by its pattern alone that is not a bucket is not a quota.
@@ -136,12 +152,26 @@ pub(crate) async fn gather(
     Ok(Gathered { rows, footer })
 }
 
-/// Every key matching `pattern` (of `kind`, if given), by SCAN.
+/// Every key matching `pattern` (of `kind`, if given), by SCAN, as UTF-8 (a key that is not
+/// cannot be a bucket's the tool could name: skipped).
 async fn scan(
     server: &mut Server,
     pattern: &str,
     kind: Option<&str>,
 ) -> Result<Vec<String>, Failure> {
+    let keys = scan_bytes(server, pattern, kind).await?;
+    Ok(keys
+        .into_iter()
+        .filter_map(|k| String::from_utf8(k).ok())
+        .collect())
+}
+
+/// Every key matching `pattern` (of `kind`, if given), by SCAN, as the server has it.
+async fn scan_bytes(
+    server: &mut Server,
+    pattern: &str,
+    kind: Option<&str>,
+) -> Result<Vec<Vec<u8>>, Failure> {
     let mut cursor: u64 = 0;
     let mut keys = Vec::new();
     loop {
@@ -155,8 +185,7 @@ async fn scan(
             cmd.arg("TYPE").arg(kind);
         }
         let (next, batch): (u64, Vec<Vec<u8>>) = server.query(&cmd, "SCAN").await?;
-        // A key that is not UTF-8 cannot be a report's, nor printed: skipped.
-        keys.extend(batch.into_iter().filter_map(|k| String::from_utf8(k).ok()));
+        keys.extend(batch);
         if next == 0 {
             return Ok(keys);
         }
@@ -164,24 +193,86 @@ async fn scan(
     }
 }
 
-/// The reports stored under the keys matching `pattern`.
-async fn read_reports(server: &mut Server, pattern: &str) -> Result<Vec<Report>, Failure> {
-    let keys = scan(server, pattern, None).await?;
-    let mut reports = Vec::with_capacity(keys.len());
+/// The reports found, and what was wrong with the others.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Read {
+    pub(crate) reports: Vec<Report>,
+    /// The keys (as read, lossy) of reports whose key is not UTF-8.
+    pub(crate) lossy_keys: BTreeSet<String>,
+    /// One line per report that could not be read (at most [`MAX_PROBLEMS`], then a count).
+    pub(crate) problems: Vec<String>,
+}
+
+/// Bad reports named one by one; the rest are counted.
+const MAX_PROBLEMS: usize = 10;
+
+impl Read {
+    /// Reads the value of the report key `key` (`None`: gone since the SCAN).
+    fn add(&mut self, key: &[u8], value: Value, bad: &mut usize) {
+        let bytes = match value {
+            Value::Nil => return,
+            Value::BulkString(bytes) => bytes,
+            Value::SimpleString(text) => text.into_bytes(),
+            // MGET gives nil for a key of another type; anything else is not a report either.
+            _ => Vec::new(),
+        };
+        let line = String::from_utf8_lossy(&bytes);
+        match Report::parse(&line) {
+            Some(report) => {
+                if key_of_line(&bytes).is_some_and(|k| std::str::from_utf8(k).is_err()) {
+                    self.lossy_keys.insert(report.key.clone());
+                }
+                self.reports.push(report);
+            }
+            None => {
+                *bad = bad.saturating_add(1);
+                if self.problems.len() < MAX_PROBLEMS {
+                    self.problems.push(format!(
+                        "{}: not a report line ({} bytes): skipped",
+                        String::from_utf8_lossy(key),
+                        bytes.len()
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// The bytes after the first ` key=` of a report line: its key, as written.
+fn key_of_line(line: &[u8]) -> Option<&[u8]> {
+    const KEY: &[u8] = b" key=";
+    let at = line.windows(KEY.len()).position(|w| w == KEY)?;
+    line.get(at.saturating_add(KEY.len())..)
+}
+
+/// The reports stored under the keys matching `pattern`. A report that is not UTF-8 is read
+/// lossy; one that is not a report is a problem line; neither stops the others.
+async fn read_reports(server: &mut Server, pattern: &str) -> Result<Read, Failure> {
+    let keys = scan_bytes(server, pattern, None).await?;
+    let mut read = Read::default();
+    let mut bad = 0usize;
     for chunk in keys.chunks(BATCH) {
-        let lines: Vec<Option<String>> = server
+        let values: Vec<Value> = server
             .query(redis::cmd("MGET").arg(chunk), "MGET of the reports")
             .await?;
-        reports.extend(lines.iter().flatten().filter_map(|l| Report::parse(l)));
+        for (key, value) in chunk.iter().zip(values) {
+            read.add(key, value, &mut bad);
+        }
     }
-    Ok(reports)
+    if bad > read.problems.len() {
+        read.problems.push(format!(
+            "{} more report key(s) hold no report line: skipped",
+            bad.saturating_sub(read.problems.len())
+        ));
+    }
+    Ok(read)
 }
 
 /// The reports of `key` alone.
 pub(crate) async fn reports_of(server: &mut Server, key: &str) -> Result<Vec<Report>, Failure> {
     let pattern = report_key(&escape_glob(key), "*");
-    let reports = read_reports(server, &pattern).await?;
-    Ok(reports.into_iter().filter(|r| r.key == key).collect())
+    let read = read_reports(server, &pattern).await?;
+    Ok(read.reports.into_iter().filter(|r| r.key == key).collect())
 }
 
 /// `text` as a SCAN pattern that matches only itself.

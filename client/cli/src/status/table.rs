@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use crate::args::seconds;
 use crate::status::fleet::{last_wait_bound_ms, Fleet};
+use crate::text::{cell, pad_left, pad_right, MAX_CELL, MAX_MESSAGE};
 
 /// One quota as `status` shows it (and `--json` prints it).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -54,7 +55,9 @@ const HEADER: [&str; 13] = [
 ];
 
 /// The table, one line per row, columns aligned, then the rows' problems and notes and the
-/// `footer` lines.
+/// `footer` lines. Text read from Redis (keys, rates, messages) is shown escaped
+/// ([`crate::text::printable`]) and cut at [`MAX_CELL`] characters (messages at
+/// [`MAX_MESSAGE`]), so that no report can forge a row, move the cursor or widen every row.
 pub(crate) fn table(rows: &[Row], footer: &[String]) -> String {
     let mut lines: Vec<Vec<String>> = vec![HEADER.iter().map(|h| (*h).to_owned()).collect()];
     for row in rows {
@@ -62,22 +65,22 @@ pub(crate) fn table(rows: &[Row], footer: &[String]) -> String {
     }
     let mut widths = [0usize; HEADER.len()];
     for line in &lines {
-        for (width, cell) in widths.iter_mut().zip(line) {
-            *width = (*width).max(cell.chars().count());
+        for (width, shown) in widths.iter_mut().zip(line) {
+            *width = (*width).max(shown.chars().count());
         }
     }
     let mut out = String::new();
     for line in &lines {
         let mut text = String::new();
-        for (i, (cell, width)) in line.iter().zip(widths).enumerate() {
+        for (i, (shown, width)) in line.iter().zip(widths).enumerate() {
             if i > 0 {
                 text.push_str("  ");
             }
             // The key left-aligned, the numbers right-aligned.
             if i == 0 {
-                text.push_str(&format!("{cell:<width$}"));
+                text.push_str(&pad_right(shown, width));
             } else {
-                text.push_str(&format!("{cell:>width$}"));
+                text.push_str(&pad_left(shown, width));
             }
         }
         out.push_str(text.trim_end());
@@ -88,11 +91,15 @@ pub(crate) fn table(rows: &[Row], footer: &[String]) -> String {
     }
     for row in rows {
         for text in row.problem.iter().chain(&row.note) {
-            out.push_str(&format!("{}: {text}\n", row.key));
+            out.push_str(&format!(
+                "{}: {}\n",
+                cell(&row.key, MAX_CELL),
+                cell(text, MAX_MESSAGE)
+            ));
         }
     }
     for line in footer {
-        out.push_str(line);
+        out.push_str(&cell(line, MAX_MESSAGE));
         out.push('\n');
     }
     out
@@ -100,7 +107,11 @@ pub(crate) fn table(rows: &[Row], footer: &[String]) -> String {
 
 fn cells(row: &Row) -> Vec<String> {
     let dash = || "-".to_owned();
-    let mut cells = vec![row.key.clone(), row.capacity.to_string(), row.rate.clone()];
+    let mut cells = vec![
+        cell(&row.key, MAX_CELL),
+        row.capacity.to_string(),
+        cell(&row.rate, MAX_CELL),
+    ];
     match &row.state {
         Some(state) => {
             cells.push(state.tokens.to_string());
