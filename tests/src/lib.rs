@@ -16,6 +16,7 @@
 //! taken from the server's own `TIME` or from how long the client saw the call take, so a
 //! tolerance can only make a check stricter than the contract, never looser.
 
+pub mod acl;
 mod aof;
 pub mod at_once;
 mod backend;

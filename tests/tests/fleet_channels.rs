@@ -10,65 +10,16 @@
 //!   refused B's.
 
 use redis_throttle::script::LIBRARY;
-use throttle_bucket::{pause_channel, pause_channel_patterns};
+use throttle_bucket::pause_channel;
+use throttle_e2e::acl::{documented, login};
 use throttle_e2e::{line, query, send, server_for, Connection, Value};
-use throttle_testkit::{Flavor, Server};
+use throttle_testkit::Flavor;
 
 const TRUST_MODEL: &str = include_str!("../../docs/trust-model.md");
-const PASSWORD: &str = "secret";
 
 const SCRIPT_FLEET: &str = "script (EVALSHA), the fleet";
 const LIBRARY_FLEET: &str = "function library (FCALL), the fleet (the library loaded by the admin)";
 const LISTEN: &str = "the subscription of a process that listens to pause announcements";
-
-/// The rules of the `ACL SETUSER` line under `# {comment}` in docs/trust-model.md, for user
-/// `name` whose keys are `keys`: `~quota:*` narrowed to `~keys`, and the doc's channel
-/// patterns (those of `quota:*`) to those of `keys`.
-#[track_caller]
-fn documented(comment: &str, name: &str, keys: &str) -> Vec<String> {
-    let heading = format!("# {comment}");
-    let mut lines = TRUST_MODEL.lines();
-    lines
-        .find(|l| *l == heading)
-        .unwrap_or_else(|| panic!("docs/trust-model.md has no line {heading:?}"));
-    let acl = lines.next().expect("a line after the comment");
-    let doc_channels = channel_rules("quota:*");
-    let words: Vec<&str> = acl.split_whitespace().collect();
-    assert_eq!(words[..2], ["ACL", "SETUSER"], "{acl}");
-    let channels: Vec<String> = words
-        .iter()
-        .filter(|w| w.starts_with('&'))
-        .map(|w| (*w).to_owned())
-        .collect();
-    assert_eq!(channels, doc_channels, "the doc's channels: {acl}");
-    let mut rules = vec![name.to_owned()];
-    for word in &words[3..] {
-        match *word {
-            "~quota:*" => rules.push(format!("~{keys}")),
-            w if w.starts_with('&') => {}
-            "resetchannels" => {
-                rules.push("resetchannels".to_owned());
-                rules.extend(channel_rules(keys));
-            }
-            other => rules.push(other.to_owned()),
-        }
-    }
-    rules
-}
-
-/// `&` and each channel pattern of the keys `keys`.
-fn channel_rules(keys: &str) -> Vec<String> {
-    pause_channel_patterns(keys.as_bytes())
-        .into_iter()
-        .map(|p| format!("&{}", String::from_utf8(p).unwrap()))
-        .collect()
-}
-
-fn login(server: &Server, user: &str) -> Connection {
-    let mut con = server.conn();
-    let _: () = query(&mut con, redis::cmd("AUTH").arg(user).arg(PASSWORD));
-    con
-}
 
 fn channel(key: &str) -> Vec<u8> {
     pause_channel(key.as_bytes())
@@ -90,7 +41,7 @@ fn a_fleet_publishes_on_its_own_channels_alone(flavor: Flavor, comment: &str) {
     let server = server_for(flavor, redis_throttle::Backend::Library);
     let mut admin = server.conn();
     for (user, keys) in [("fleet-a", "quota:a:*"), ("fleet-b", "quota:b:*")] {
-        let rules = documented(comment, user, keys);
+        let rules = documented(TRUST_MODEL, comment, user, keys);
         let _: () = query(&mut admin, redis::cmd("ACL").arg("SETUSER").arg(&rules));
     }
     let mut a = login(&server, "fleet-a");
@@ -158,7 +109,7 @@ fn the_librarys_pause_announces_on_the_fleets_channel(flavor: Flavor) {
         ("fleet-a", LIBRARY_FLEET, "quota:a:*"),
         ("listen-a", LISTEN, "quota:a:*"),
     ] {
-        let rules = documented(comment, user, keys);
+        let rules = documented(TRUST_MODEL, comment, user, keys);
         let _: () = query(&mut admin, redis::cmd("ACL").arg("SETUSER").arg(&rules));
     }
     let mut listener = login(&server, "listen-a");
@@ -200,7 +151,7 @@ fn the_librarys_pause_announces_on_the_fleets_channel(flavor: Flavor) {
 fn the_subscription_line_hears_its_fleet_alone(flavor: Flavor) {
     let server = server_for(flavor, redis_throttle::Backend::Library);
     let mut admin = server.conn();
-    let rules = documented(LISTEN, "listen-a", "quota:a:*");
+    let rules = documented(TRUST_MODEL, LISTEN, "listen-a", "quota:a:*");
     let _: () = query(&mut admin, redis::cmd("ACL").arg("SETUSER").arg(&rules));
     for other in ["quota:b:x", "quota:b:{tenant}:x"] {
         let mut con = login(&server, "listen-a");

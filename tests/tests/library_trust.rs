@@ -18,13 +18,13 @@
 use redis_throttle::prelude::*;
 use redis_throttle::script::{LIBRARY, LIBRARY_VERSION};
 use redis_throttle::{Backend, Error, Limiter, Quota, TryAcquire};
+use throttle_e2e::acl::{documented, login, PASSWORD};
 use throttle_e2e::{
     as_reply, calls, exists, line, multiplexed, query, runtime, send, server_for, Connection, Value,
 };
 use throttle_testkit::{Flavor, Server};
 
 const TRUST_MODEL: &str = include_str!("../../docs/trust-model.md");
-const PASSWORD: &str = "secret";
 
 const ADMIN_LINE: &str = "the administrator who loads the function library";
 const LIBRARY_FLEET: &str = "function library (FCALL), the fleet (the library loaded by the admin)";
@@ -32,43 +32,8 @@ const LIBRARY_RO: &str =
     "function library (FCALL), read-only: peek (the library loaded by the admin)";
 const SCRIPT_FLEET: &str = "script (EVALSHA), the fleet";
 
-/// The rules of the `ACL SETUSER` line under `# {comment}` in docs/trust-model.md, for user
-/// `name` with the doc's `~quota:*` narrowed to `keys`.
-#[track_caller]
-fn documented(comment: &str, name: &str, keys: &str) -> Vec<String> {
-    let heading = format!("# {comment}");
-    let mut lines = TRUST_MODEL.lines();
-    lines
-        .find(|l| *l == heading)
-        .unwrap_or_else(|| panic!("docs/trust-model.md has no line {heading:?}"));
-    let acl = lines.next().expect("a line after the comment");
-    let words: Vec<&str> = acl.split_whitespace().collect();
-    assert_eq!(words[..2], ["ACL", "SETUSER"], "{acl}");
-    let mut rules = vec![name.to_owned()];
-    rules.extend(words[3..].iter().map(|w| match *w {
-        "~quota:*" => keys.to_owned(),
-        other => other.to_owned(),
-    }));
-    assert_eq!(
-        rules.iter().filter(|r| r.as_str() == keys).count(),
-        usize::from(words.contains(&"~quota:*")),
-        "{acl}"
-    );
-    assert!(
-        rules.contains(&format!(">{PASSWORD}")),
-        "the line's password: {acl}"
-    );
-    rules
-}
-
 fn set_user(admin: &mut Connection, rules: &[String]) {
     let _: () = query(admin, redis::cmd("ACL").arg("SETUSER").arg(rules));
-}
-
-fn login(server: &Server, user: &str) -> Connection {
-    let mut con = server.conn();
-    let _: () = query(&mut con, redis::cmd("AUTH").arg(user).arg(PASSWORD));
-    con
 }
 
 fn url_as(server: &Server, user: &str) -> String {
@@ -81,14 +46,17 @@ fn url_as(server: &Server, user: &str) -> String {
 /// the admin with the documented admin line.
 fn fleets(server: &Server) -> Connection {
     let mut admin = server.conn();
-    set_user(&mut admin, &documented(ADMIN_LINE, "throttle-admin", ""));
     set_user(
         &mut admin,
-        &documented(LIBRARY_FLEET, "fleet-a", "~quota:a:*"),
+        &documented(TRUST_MODEL, ADMIN_LINE, "throttle-admin", ""),
     );
     set_user(
         &mut admin,
-        &documented(LIBRARY_FLEET, "fleet-b", "~quota:b:*"),
+        &documented(TRUST_MODEL, LIBRARY_FLEET, "fleet-a", "quota:a:*"),
+    );
+    set_user(
+        &mut admin,
+        &documented(TRUST_MODEL, LIBRARY_FLEET, "fleet-b", "quota:b:*"),
     );
     admin
 }
@@ -337,14 +305,14 @@ fn no_library_and_no_right_to_load_it(flavor: Flavor) {
     let server = server_for(flavor, Backend::Library);
     let mut admin = fleets(&server);
     // The library user given the script's commands as well.
-    let mut both = documented(LIBRARY_FLEET, "fleet-both", "~quota:b:*");
+    let mut both = documented(TRUST_MODEL, LIBRARY_FLEET, "fleet-both", "quota:b:*");
     // (the script line's commands only: its `-@all` would reset the library's)
-    let script = documented(SCRIPT_FLEET, "fleet-both", "~quota:b:*");
+    let script = documented(TRUST_MODEL, SCRIPT_FLEET, "fleet-both", "quota:b:*");
     both.extend(script.into_iter().filter(|r| r.starts_with('+')));
     set_user(&mut admin, &both);
     set_user(
         &mut admin,
-        &documented(SCRIPT_FLEET, "fleet-script", "~quota:b:*"),
+        &documented(TRUST_MODEL, SCRIPT_FLEET, "fleet-script", "quota:b:*"),
     );
 
     for backend in [Backend::Library, Backend::Auto] {
@@ -412,7 +380,7 @@ fn the_documented_library_users_work(flavor: Flavor) {
     let mut admin = fleets(&server);
     set_user(
         &mut admin,
-        &documented(LIBRARY_RO, "fleet-ro", "~quota:b:*"),
+        &documented(TRUST_MODEL, LIBRARY_RO, "fleet-ro", "quota:b:*"),
     );
     let mut loader = login(&server, "throttle-admin");
     assert_eq!(
