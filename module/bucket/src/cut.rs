@@ -122,7 +122,7 @@ fn cut(args: &CutArgs, stored: Option<&State>, now_ns: i64) -> CutOutcome {
             .unwrap_or(0)
             .max(args.recovery_ms)
             .min(MAX_WAIT_MS);
-        i64::try_from(bucket.now).ok().map(|at| state::Cut {
+        i64::try_from(bucket.now).ok().map(|at| state::RateCut {
             at,
             factor_bp,
             recovery_ms,

@@ -62,7 +62,7 @@ pub use slots::{Slot, Slots};
 pub use slots_command::{SlotsArgs, SlotsOutcome, SlotsReply};
 pub use spec::Spec;
 pub use state::{
-    encode_state, is_state_len, parse_state, Cut, Encoded, Pushback, State, StateError,
+    encode_state, is_state_len, parse_state, Encoded, Pushback, RateCut, State, StateError,
     FULL_FACTOR_BP, PUSHBACK_STATE_LEN, SLOTS_STATE_HEAD, SLOT_LEN, STATE_LEN, WRONG_TYPE,
 };
 pub use sync::{SyncArgs, SyncOutcome, SyncReply};

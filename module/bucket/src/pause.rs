@@ -9,7 +9,7 @@ use crate::limits::MAX_WAIT_MS;
 use crate::reply::count;
 use crate::reply::Ints;
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
-use crate::state::{Cut, Pushback, State, FULL_FACTOR_BP};
+use crate::state::{Pushback, RateCut, State, FULL_FACTOR_BP};
 use crate::throttle_command::{one_key, only, ThrottleCommand};
 use crate::words::{parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
@@ -57,7 +57,7 @@ fn pause(args: &PauseArgs, stored: Option<&State>, now_ns: i64) -> PauseOutcome 
 
 /// The bucket paused for `pause_ms` from now, with `cut` as its cut: what THROTTLE.PAUSE,
 /// THROTTLE.CUT and THROTTLE.SYNC (when nothing remains) write.
-pub(crate) fn paused(bucket: &View<'_>, cut: Option<Cut>, pause_ms: u64) -> PauseOutcome {
+pub(crate) fn paused(bucket: &View<'_>, cut: Option<RateCut>, pause_ms: u64) -> PauseOutcome {
     let until = bucket.now + i128::from(pause_ms) * i128::from(NS_PER_MS);
     let stored_until = bucket.pushback.map(|p| i128::from(p.paused_until));
     let cut_changed = cut != bucket.pushback.and_then(|p| p.cut);
