@@ -17,14 +17,15 @@ use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::Instrument;
 
-use crate::backend::{Call, Dispatch};
+use crate::backend::Dispatch;
 use crate::bulk_turn::BulkTurn;
+use crate::commands;
 use crate::grant::Receipt;
 use crate::in_flight::InFlight;
 use crate::listen::{Announcements, Ears};
 use crate::metrics::{Event, Metrics};
 use crate::policy::Policy;
-use crate::reply::{self, MTakeTickets};
+use crate::reply::MTakeTickets;
 use crate::report::{FleetReport, Reported, ReportedKey};
 use crate::waiting::{self, record, Held};
 use crate::{
@@ -719,17 +720,12 @@ where
         args: &A,
     ) -> (Result<A::Reply, Error>, u32) {
         let shared = &self.shared;
-        let call = Call {
-            command: A::COMMAND,
-            keys,
-            args: args.words(),
-        };
         let mut conn = self.conn.clone();
-        let (value, trips) = shared.dispatch.send(&mut conn, &call).await;
+        let (reply, trips) = commands::call(&shared.dispatch, &mut conn, keys, args).await;
         shared
             .metrics
             .round_trips_of(shared.dispatch.serving(), trips);
-        (value.and_then(|value| reply::decode(args, &value)), trips)
+        (reply, trips)
     }
 
     fn span(
