@@ -293,7 +293,7 @@ impl ThrottleCommand for TakeArgs {
     }
 
     /// Validates everything after the key: `capacity rate [TOKENS n] [MAXWAIT ms] [TICKET]
-    /// [FLOOR f]`.
+    /// [FLOOR f] [INFLIGHT n LEASE ms]`.
     /// The structure first (every option known, each with its value, none twice), then the
     /// values, in a fixed order the Lua twin follows.
     fn parse(args: &[&[u8]]) -> Result<TakeArgs, ArgError> {
