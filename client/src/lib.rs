@@ -16,6 +16,7 @@ pub mod backlog;
 mod bucket_state;
 mod buckets;
 mod bulk_turn;
+mod commands;
 mod connect;
 mod demand;
 #[cfg(doctest)]
@@ -44,6 +45,7 @@ mod waiting;
 
 pub use backend::Backend;
 pub use bucket_state::BucketState;
+pub use commands::Commands;
 pub use connect::{connect, connection_config, FAIL_FAST};
 pub use demand::{Demand, Priority};
 pub use error::Error;
@@ -70,3 +72,6 @@ pub mod prelude {
 
 /// The redis-rs crate this client is built on, for its connection types.
 pub use redis;
+/// The commands' definitions (their arguments, which are the commands, and their replies), for
+/// [`Commands`].
+pub use throttle_bucket;

@@ -1,10 +1,13 @@
-//! The replies of the THROTTLE commands (module and script alike), decoded.
+//! The replies of the THROTTLE commands (module and script alike), decoded: each by the call
+//! that asked for it ([`decode`]), which knows the shape its options make; and a take's reply
+//! as the waiting loop reads it ([`TakeReply`], [`MTakeTickets`]).
 
 use std::time::Duration;
 
 use redis::Value;
-use throttle_bucket::commands::{Cut, Debit, Give, Pause, Peek, Release, Renew, Sync, Take};
-use throttle_bucket::{Command, CutReply, DebitReply, PeekReply, SyncReply, ThrottleCommand};
+use throttle_bucket::{MTakeReply, ThrottleCommand};
+
+use crate::error::Error;
 
 /// A `THROTTLE.TAKE` reply (`[granted, remaining, wait_ms, reset_ms(, ticket)]`), or a
 /// `THROTTLE.MTAKE` reply read as one bucket: the fewest tokens left, the longest reset.
@@ -49,68 +52,9 @@ impl AsRef<TakeReply> for MTakeTickets {
     }
 }
 
-/// Decodes a `THROTTLE.TAKE` reply; `Err` describes what came back instead.
-pub(crate) fn take(value: &Value) -> Result<TakeReply, String> {
-    let unexpected = || format!("expected {}, got {value:?}", Take::REPLY_SHAPE);
-    let reply = decode::<Take>(value, 1).ok_or_else(unexpected)?;
-    Ok(TakeReply {
-        granted: reply.granted,
-        remaining: reply.remaining,
-        wait: Duration::from_millis(reply.wait_ms),
-        reset: Duration::from_millis(reply.reset_ms),
-        ticket: reply.ticket.unwrap_or(0),
-        round_trips: 1,
-    })
-}
-
-/// Decodes a `THROTTLE.PEEK` reply.
-pub(crate) fn peek(value: &Value) -> Result<PeekReply, String> {
-    expect::<Peek>(value)
-}
-
-/// Decodes a `THROTTLE.MTAKE ... TICKET` reply for `keys` buckets: `[granted, wait_ms,
-/// (remaining, reset_ms) per key, ticket per key]`, and with `inflight` (a call with `INFLIGHT
-/// n LEASE ms`) the slot's id last, read as one bucket (the fewest tokens left, the longest
-/// reset), the tickets and the slot (`None`: none taken).
-pub(crate) fn mtake(value: &Value, keys: usize, inflight: bool) -> Result<MTakeTickets, String> {
-    let with = if inflight { " INFLIGHT n LEASE ms" } else { "" };
-    let unexpected = || {
-        format!(
-            "expected an array of {} integers (THROTTLE.MTAKE ... TICKET{with} of {keys} \
-             keys), got {value:?}",
-            2 + 3 * keys + usize::from(inflight)
-        )
-    };
-    // Decoded for the call made: one key's slot and ticket make replies of one length.
-    let ints = integers(value).ok_or_else(unexpected)?;
-    let reply = throttle_bucket::MTakeReply::decode_for(&ints, keys, true, inflight)
-        .ok_or_else(unexpected)?;
-    let tickets = reply.tickets.clone().ok_or_else(unexpected)?;
-    let buckets = reply.buckets.iter();
-    Ok(MTakeTickets {
-        reply: TakeReply {
-            granted: reply.granted,
-            remaining: buckets.clone().map(|b| b.0).min().unwrap_or(0),
-            wait: Duration::from_millis(reply.wait_ms),
-            reset: Duration::from_millis(buckets.map(|b| b.1).max().unwrap_or(0)),
-            ticket: 0,
-            round_trips: 1,
-        },
-        tickets,
-        left: reply.buckets.iter().map(|b| b.0).collect(),
-        slot: reply.slot.filter(|id| *id > 0),
-    })
-}
-
-/// Decodes a `THROTTLE.TAKE ... TICKET INFLIGHT n LEASE ms` reply: the take, and the slot's id
-/// (0: none taken).
-pub(crate) fn take_with_slot(value: &Value) -> Result<(TakeReply, u64), String> {
-    let unexpected = || {
-        format!("expected an array of six integers (THROTTLE.TAKE ... TICKET INFLIGHT n LEASE ms), got {value:?}")
-    };
-    let ints = integers(value).ok_or_else(unexpected)?;
-    let reply = throttle_bucket::TakeReply::decode_for(&ints, true, true).ok_or_else(unexpected)?;
-    Ok((
+impl From<throttle_bucket::TakeReply> for TakeReply {
+    /// A `THROTTLE.TAKE` reply, in one round trip.
+    fn from(reply: throttle_bucket::TakeReply) -> TakeReply {
         TakeReply {
             granted: reply.granted,
             remaining: reply.remaining,
@@ -118,58 +62,63 @@ pub(crate) fn take_with_slot(value: &Value) -> Result<(TakeReply, u64), String> 
             reset: Duration::from_millis(reply.reset_ms),
             ticket: reply.ticket.unwrap_or(0),
             round_trips: 1,
-        },
-        reply.slot.unwrap_or(0),
-    ))
-}
-
-/// Decodes a `THROTTLE.CUT` reply (`[cut, next_ms, factor_bp, recovered_ms]`).
-pub(crate) fn cut(value: &Value) -> Result<CutReply, String> {
-    expect::<Cut>(value)
-}
-
-/// Decodes a `THROTTLE.SYNC` reply (`[lowered, remaining, reset_ms]`).
-pub(crate) fn sync(value: &Value) -> Result<SyncReply, String> {
-    expect::<Sync>(value)
-}
-
-/// Decodes a `THROTTLE.DEBIT` reply (`[remaining, reset_ms]`).
-pub(crate) fn debit(value: &Value) -> Result<DebitReply, String> {
-    expect::<Debit>(value)
-}
-
-/// Decodes an integer reply (`THROTTLE.PAUSE`, `THROTTLE.GIVE`).
-pub(crate) fn integer(value: &Value, command: Command) -> Result<u64, String> {
-    match command {
-        Command::Pause => expect::<Pause>(value),
-        Command::Renew => expect::<Renew>(value).map(u64::from),
-        Command::Release => expect::<Release>(value).map(u64::from),
-        _ => expect::<Give>(value),
+        }
     }
 }
 
-/// A reply of `C` read back, for a call on `keys` keys (1 for all but `THROTTLE.MTAKE`): an
-/// integer or an array of integers, as `C` replies, then `C`'s own decoding. `None` for any
-/// other shape.
-pub(crate) fn decode<C: ThrottleCommand>(value: &Value, keys: usize) -> Option<C::Reply> {
-    let ints = match value {
-        Value::Int(n) if C::INTEGER_REPLY => vec![*n],
-        Value::Array(_) if !C::INTEGER_REPLY => integers(value)?,
-        _ => return None,
-    };
-    C::decode(&ints, keys)
+impl From<throttle_bucket::TakeReply> for MTakeTickets {
+    /// A `THROTTLE.TAKE` reply as a take of one bucket.
+    fn from(reply: throttle_bucket::TakeReply) -> MTakeTickets {
+        // 0 is no slot taken.
+        let slot = reply.slot.filter(|id| *id > 0);
+        let reply = TakeReply::from(reply);
+        MTakeTickets {
+            tickets: vec![reply.ticket],
+            left: vec![reply.remaining],
+            reply,
+            slot,
+        }
+    }
 }
 
-/// [`decode`] for a one-key command; `Err` describes what came back instead: `expected an
-/// array of six integers from THROTTLE.PEEK, got ...`.
-fn expect<C: ThrottleCommand>(value: &Value) -> Result<C::Reply, String> {
-    decode::<C>(value, 1).ok_or_else(|| {
-        format!(
-            "expected {} from {}, got {value:?}",
-            C::REPLY_SHAPE,
-            C::COMMAND.name().to_uppercase()
-        )
-    })
+impl From<MTakeReply> for MTakeTickets {
+    /// A `THROTTLE.MTAKE` reply read as one bucket (the fewest tokens left, the longest
+    /// reset), each bucket's ticket and tokens left, and the slot.
+    fn from(reply: MTakeReply) -> MTakeTickets {
+        let left: Vec<u64> = reply.buckets.iter().map(|b| b.0).collect();
+        MTakeTickets {
+            reply: TakeReply {
+                granted: reply.granted,
+                remaining: left.iter().copied().min().unwrap_or(0),
+                wait: Duration::from_millis(reply.wait_ms),
+                reset: Duration::from_millis(reply.buckets.iter().map(|b| b.1).max().unwrap_or(0)),
+                ticket: 0,
+                round_trips: 1,
+            },
+            tickets: reply.tickets.unwrap_or_default(),
+            left,
+            slot: reply.slot.filter(|id| *id > 0),
+        }
+    }
+}
+
+/// The reply to `call` read back by `call` itself: an integer or an array of integers, as the
+/// command replies, in the shape the call's options make. Anything else is
+/// [`Error::UnexpectedReply`]: `expected an array of six integers from THROTTLE.PEEK, got ...`.
+pub(crate) fn decode<A: ThrottleCommand>(call: &A, value: &Value) -> Result<A::Reply, Error> {
+    let ints = match value {
+        Value::Int(n) if A::INTEGER_REPLY => Some(vec![*n]),
+        Value::Array(_) if !A::INTEGER_REPLY => integers(value),
+        _ => None,
+    };
+    ints.and_then(|ints| call.decode(&ints))
+        .ok_or_else(|| Error::UnexpectedReply {
+            reply: format!(
+                "expected {} from {}, got {value:?}",
+                A::REPLY_SHAPE,
+                A::COMMAND.name().to_uppercase()
+            ),
+        })
 }
 
 /// An array of integers.
@@ -188,40 +137,65 @@ fn integers(value: &Value) -> Option<Vec<i64>> {
 
 #[cfg(test)]
 mod tests {
+    use throttle_bucket::{GiveArgs, MTakeArgs, TakeArgs};
+
     use super::*;
 
     fn ints(values: &[i64]) -> Value {
         Value::Array(values.iter().copied().map(Value::Int).collect())
     }
 
+    fn call<A: ThrottleCommand>(text: &str) -> A {
+        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
+        A::parse(&words).unwrap()
+    }
+
+    fn take(text: &str, value: &Value) -> Result<TakeReply, Error> {
+        decode(&call::<TakeArgs>(text), value).map(TakeReply::from)
+    }
+
+    fn mtake(text: &str, value: &Value) -> Result<MTakeTickets, Error> {
+        decode(&call::<MTakeArgs>(text), value).map(MTakeTickets::from)
+    }
+
     #[test]
     fn decodes_take_with_and_without_ticket() {
         assert_eq!(
-            take(&ints(&[1, 7, 0, 112])),
-            Ok(TakeReply {
+            take("8 9", &ints(&[1, 7, 0, 112])).unwrap(),
+            TakeReply {
                 granted: true,
                 remaining: 7,
                 wait: Duration::ZERO,
                 reset: Duration::from_millis(112),
                 ticket: 0,
                 round_trips: 1,
-            })
+            }
         );
         assert_eq!(
-            take(&ints(&[0, 0, 250, 1000, 0])),
-            Ok(TakeReply {
+            take("8 9 TICKET", &ints(&[0, 0, 250, 1000, 0])).unwrap(),
+            TakeReply {
                 granted: false,
                 remaining: 0,
                 wait: Duration::from_millis(250),
                 reset: Duration::from_millis(1000),
                 ticket: 0,
                 round_trips: 1,
-            })
+            }
         );
         assert_eq!(
-            take(&ints(&[1, 0, 5, 10, 1_764_547_200_000_123])).map(|r| r.ticket),
-            Ok(1_764_547_200_000_123)
+            take("8 9 TICKET", &ints(&[1, 0, 5, 10, 1_764_547_200_000_123]))
+                .unwrap()
+                .ticket,
+            1_764_547_200_000_123
         );
+        // With INFLIGHT the slot comes last (0: none taken), read as the call made.
+        let inflight = "8 9 TICKET INFLIGHT 2 LEASE 100";
+        let slotted = call::<TakeArgs>(inflight);
+        let taken = MTakeTickets::from(decode(&slotted, &ints(&[1, 0, 5, 10, 17, 42])).unwrap());
+        assert_eq!((taken.tickets, taken.slot), (vec![17], Some(42)));
+        let denied = MTakeTickets::from(decode(&slotted, &ints(&[0, 0, 5, 10, 0, 0])).unwrap());
+        assert_eq!(denied.slot, None);
+        assert!(take(inflight, &ints(&[1, 0, 5, 10, 17])).is_err());
     }
 
     #[test]
@@ -231,7 +205,11 @@ mod tests {
             tickets,
             left,
             slot,
-        } = mtake(&ints(&[1, 300, 9, 100, 2, 4000, 17, 0]), 2, false).unwrap();
+        } = mtake(
+            "2 a b 10 10 1 25 5 2 TICKET",
+            &ints(&[1, 300, 9, 100, 2, 4000, 17, 0]),
+        )
+        .unwrap();
         assert_eq!(
             (reply.granted, reply.remaining, reply.wait, reply.reset),
             (true, 2, Duration::from_millis(300), Duration::from_secs(4))
@@ -239,23 +217,26 @@ mod tests {
         assert_eq!(tickets, [17, 0]);
         assert_eq!(left, [9, 2], "each bucket's own, in key order");
         assert_eq!(slot, None, "no INFLIGHT, no slot");
+        let two = "2 a b 10 10 1 25 5 2 TICKET";
         assert!(
-            mtake(&ints(&[1, 300, 9, 100, 2, 4000]), 2, false).is_err(),
+            mtake(two, &ints(&[1, 300, 9, 100, 2, 4000])).is_err(),
             "no tickets"
         );
-        assert!(mtake(&ints(&[1, 300, 9, 100]), 2, false).is_err());
-        assert!(mtake(&ints(&[2, 0, 9, 100, 0]), 1, false).is_err());
+        assert!(mtake(two, &ints(&[1, 300, 9, 100])).is_err());
+        assert!(mtake("1 a 10 10 1 TICKET", &ints(&[2, 0, 9, 100, 0])).is_err());
         // With INFLIGHT the slot comes last; 0 is none taken. One key's reply with a slot is
         // as long as one with a ticket: read as the call made.
-        let with_slot = mtake(&ints(&[1, 0, 9, 100, 2, 4000, 17, 5, 42]), 2, true).unwrap();
+        let slotted = "2 a b 10 10 1 25 5 2 TICKET INFLIGHT 2 LEASE 100";
+        let with_slot = mtake(slotted, &ints(&[1, 0, 9, 100, 2, 4000, 17, 5, 42])).unwrap();
         assert_eq!((with_slot.tickets, with_slot.slot), (vec![17, 5], Some(42)));
-        let denied = mtake(&ints(&[0, 70, 9, 100, 0, 0]), 1, true).unwrap();
+        let one = "1 a 10 10 1 TICKET INFLIGHT 2 LEASE 100";
+        let denied = mtake(one, &ints(&[0, 70, 9, 100, 0, 0])).unwrap();
         assert_eq!((denied.reply.granted, denied.slot), (false, None));
-        assert!(mtake(&ints(&[1, 0, 9, 100, 2, 4000, 17, 5]), 2, true).is_err());
-        assert!(
-            mtake(&ints(&[1, 0, 9, 100, 42]), 1, true).is_err(),
-            "no ticket"
-        );
+        assert!(mtake(slotted, &ints(&[1, 0, 9, 100, 2, 4000, 17, 5])).is_err());
+        let no_ticket = "1 a 10 10 1 INFLIGHT 2 LEASE 100";
+        let slot_only = mtake(no_ticket, &ints(&[1, 0, 9, 100, 42])).unwrap();
+        assert_eq!((slot_only.tickets, slot_only.slot), (vec![], Some(42)));
+        assert!(mtake(one, &ints(&[1, 0, 9, 100, 42])).is_err(), "no ticket");
     }
 
     #[test]
@@ -280,10 +261,20 @@ mod tests {
             ]),
         ];
         for value in bad {
-            let err = take(&value).unwrap_err();
-            assert!(err.contains("four or five integers"), "{err}");
+            let Err(Error::UnexpectedReply { reply }) = take("8 9", &value) else {
+                panic!("{value:?} read as a reply");
+            };
+            assert!(
+                reply.contains("four to six integers from THROTTLE.TAKE"),
+                "{reply}"
+            );
         }
-        assert!(integer(&Value::Int(-1), Command::Give).is_err());
-        assert_eq!(integer(&Value::Int(3), Command::Give), Ok(3));
+        let give = call::<GiveArgs>("8 9 1 1764547200000000");
+        assert!(decode(&give, &Value::Int(-1)).is_err());
+        assert!(
+            decode(&give, &ints(&[3])).is_err(),
+            "an integer, not an array"
+        );
+        assert_eq!(decode(&give, &Value::Int(3)).unwrap(), 3);
     }
 }

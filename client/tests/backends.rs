@@ -804,3 +804,71 @@ fn peek_answers_while_writes_are_paused() {
         });
     }
 }
+
+/// `Commands` sends a command by its arguments on every backend, and reads each reply back as
+/// the call made it: a TAKE with TICKET and INFLIGHT (six integers), an MTAKE of one key with
+/// INFLIGHT (five, as long as one with TICKET), a PAUSE (an integer), a PEEK.
+#[test]
+fn commands_read_their_own_replies_on_every_backend() {
+    use redis_throttle::throttle_bucket::{
+        Inflight, Limit, MTakeArgs, PauseArgs, PeekArgs, Quota as BucketQuota, TakeArgs,
+    };
+    use redis_throttle::Commands;
+
+    let _serial = serial();
+    for backend in [Backend::Module, Backend::Library, Backend::Script] {
+        let server = server_for(Flavor::Redis82, backend);
+        runtime().block_on(async {
+            let commands = Commands::new(multiplexed(&server.url()).await, backend);
+            let quota = BucketQuota::parse(b"5", b"0.001").unwrap();
+            let inflight = Some(Inflight {
+                cap: 2,
+                lease_ms: 60_000,
+            });
+            let take = TakeArgs {
+                quota,
+                tokens: 2,
+                max_wait_ms: 0,
+                ticket: true,
+                floor: None,
+                inflight,
+            };
+            let taken = commands.call("backends:commands", &take).await.unwrap();
+            assert!(taken.granted, "{backend:?}: {taken:?}");
+            assert_eq!(taken.remaining, 3, "{backend:?}");
+            assert!(taken.ticket.is_some_and(|t| t > 0), "{backend:?}");
+            assert!(taken.slot.is_some_and(|id| id > 0), "{backend:?}");
+
+            let mut mtake = MTakeArgs::new(
+                &[Limit {
+                    quota,
+                    tokens: 1,
+                    floor: None,
+                }],
+                0,
+            )
+            .unwrap();
+            mtake.inflight = inflight;
+            let multi = commands
+                .call_keys(&["backends:commands"], &mtake)
+                .await
+                .unwrap();
+            assert!(multi.granted, "{backend:?}: {multi:?}");
+            assert_eq!((multi.buckets[0].0, multi.tickets), (2, None));
+            assert!(multi.slot.is_some_and(|id| id > 0), "{backend:?}");
+
+            let pause = PauseArgs {
+                quota,
+                pause_ms: 30_000,
+            };
+            let next_ms = commands.call("backends:commands", &pause).await.unwrap();
+            assert!(next_ms >= 30_000, "{backend:?}: {next_ms}");
+            let seen = commands
+                .call("backends:commands", &PeekArgs { quota })
+                .await
+                .unwrap();
+            assert!(seen.paused_ms > 29_000, "{backend:?}: {seen:?}");
+            assert_eq!(commands.backend(), backend);
+        });
+    }
+}

@@ -11,8 +11,7 @@ use std::os::raw::c_int;
 use std::slice;
 
 use redis_module::raw;
-use throttle_bucket::commands::MTake;
-use throttle_bucket::{ArgError, State, ThrottleCommand, MAX_KEYS};
+use throttle_bucket::{ArgError, MTakeArgs, State, ThrottleCommand, MAX_KEYS};
 
 use crate::bucket_key::{peek_state, BucketKey};
 use crate::call::{self, Reply};
@@ -35,8 +34,9 @@ pub(crate) extern "C" fn one_key<C: Counted>(
             // With GET, not the key API (see `peek_state`); a read-only command writes nothing.
             let now = clock::now_ns();
             let stored = peek_state(ctx, *key, now)?;
-            let outcome =
-                C::apply(&parsed, slice::from_ref(&stored), now).map_err(|e| e.to_string())?;
+            let outcome = parsed
+                .apply(slice::from_ref(&stored), now)
+                .map_err(|e| e.to_string())?;
             finish::<C>(reply, &parsed, &outcome);
             return Ok(());
         }
@@ -44,7 +44,7 @@ pub(crate) extern "C" fn one_key<C: Counted>(
         let now = clock::now_ns();
         let stored = bucket.state(now)?;
         // Borrowed where it lies, not moved out of the result (a copy on the hot path).
-        let applied = C::apply(&parsed, slice::from_ref(&stored), now);
+        let applied = parsed.apply(slice::from_ref(&stored), now);
         let outcome = applied.as_ref().map_err(ToString::to_string)?;
         // A call that changes nothing (a denial, a pause a longer one covers) writes and
         // replicates nothing.
@@ -71,10 +71,10 @@ pub(crate) extern "C" fn mtake(
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
 ) -> c_int {
-    call::run(ctx, argv, argc, MTake::COMMAND, |args, reply| {
-        let parsed =
-            call::with_words::<MTAKE_WORDS, _>(args, MTake::parse).map_err(|e| e.to_string())?;
-        let count = MTake::keys(&parsed);
+    call::run(ctx, argv, argc, MTakeArgs::COMMAND, |args, reply| {
+        let parsed = call::with_words::<MTAKE_WORDS, _>(args, MTakeArgs::parse)
+            .map_err(|e| e.to_string())?;
+        let count = parsed.keys();
         // The keys follow numkeys; `parse` checked there are `count` of them.
         let keys = args.get(1..=count).unwrap_or(&[]);
         let now = clock::now_ns();
@@ -84,14 +84,15 @@ pub(crate) extern "C" fn mtake(
             let opened = bucket.insert(BucketKey::open(ctx, key)?);
             *state = opened.state(now)?;
         }
-        let outcome = MTake::apply(&parsed, stored.get(..count).unwrap_or(&[]), now)
+        let outcome = parsed
+            .apply(stored.get(..count).unwrap_or(&[]), now)
             .map_err(|e| e.to_string())?;
         for (i, bucket) in buckets.iter_mut().enumerate().take(count) {
-            if let (Some(write), Some(bucket)) = (MTake::write(&outcome, i), bucket) {
+            if let (Some(write), Some(bucket)) = (MTakeArgs::write(&outcome, i), bucket) {
                 bucket.write(write)?;
             }
         }
-        finish::<MTake>(reply, &parsed, &outcome);
+        finish::<MTakeArgs>(reply, &parsed, &outcome);
         Ok(())
     })
 }
@@ -100,9 +101,9 @@ pub(crate) extern "C" fn mtake(
 /// array). Inlined, so that each handler keeps the reply closure a direct call, as when every
 /// command had a handler of its own.
 #[inline(always)]
-fn finish<C: Counted>(reply: &mut dyn FnMut(Reply<'_>), args: &C::Args, outcome: &C::Outcome) {
-    C::count(args, outcome);
-    let ints = C::reply(args, outcome);
+fn finish<C: Counted>(reply: &mut dyn FnMut(Reply<'_>), call: &C, outcome: &C::Outcome) {
+    call.count(outcome);
+    let ints = call.reply(outcome);
     let ints = ints.as_ref();
     match (C::INTEGER_REPLY, ints) {
         (true, [value]) => reply(Reply::Integer(*value)),

@@ -42,9 +42,11 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use redis_module::alloc::RedisAlloc;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
-use throttle_bucket::commands;
 use throttle_bucket::spec::{Keys, Spec};
-use throttle_bucket::Command;
+use throttle_bucket::{
+    Command, CutArgs, DebitArgs, GiveArgs, PauseArgs, PeekArgs, ReleaseArgs, RenewArgs, SlotsArgs,
+    SyncArgs, TakeArgs,
+};
 
 redis_module! {
     name: "throttle",
@@ -58,21 +60,18 @@ redis_module! {
 /// Each command's handler; its name, flags, keys, ACL categories and docs are its
 /// [`Spec`](throttle_bucket::Spec), from the bucket crate.
 static HANDLERS: [(Command, raw::RedisModuleCmdFunc); Command::ALL.len()] = [
-    (Command::Take, Some(handler::one_key::<commands::Take>)),
+    (Command::Take, Some(handler::one_key::<TakeArgs>)),
     // The entry point also answers the cluster's key-position requests (`getkeys-api`).
     (Command::MTake, Some(keys::mtake_entry)),
-    (Command::Pause, Some(handler::one_key::<commands::Pause>)),
-    (Command::Give, Some(handler::one_key::<commands::Give>)),
-    (Command::Peek, Some(handler::one_key::<commands::Peek>)),
-    (Command::Cut, Some(handler::one_key::<commands::Cut>)),
-    (Command::Sync, Some(handler::one_key::<commands::Sync>)),
-    (Command::Debit, Some(handler::one_key::<commands::Debit>)),
-    (Command::Renew, Some(handler::one_key::<commands::Renew>)),
-    (
-        Command::Release,
-        Some(handler::one_key::<commands::Release>),
-    ),
-    (Command::Slots, Some(handler::one_key::<commands::Slots>)),
+    (Command::Pause, Some(handler::one_key::<PauseArgs>)),
+    (Command::Give, Some(handler::one_key::<GiveArgs>)),
+    (Command::Peek, Some(handler::one_key::<PeekArgs>)),
+    (Command::Cut, Some(handler::one_key::<CutArgs>)),
+    (Command::Sync, Some(handler::one_key::<SyncArgs>)),
+    (Command::Debit, Some(handler::one_key::<DebitArgs>)),
+    (Command::Renew, Some(handler::one_key::<RenewArgs>)),
+    (Command::Release, Some(handler::one_key::<ReleaseArgs>)),
+    (Command::Slots, Some(handler::one_key::<SlotsArgs>)),
 ];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-use throttle_bucket::commands::{
-    Cut, Debit, Give, MTake, Pause, Peek, Release, Renew, Slots, Sync, Take,
-};
 use throttle_bucket::spec::Keys;
-use throttle_bucket::{Command, State as Bucket, ThrottleCommand, Write};
+use throttle_bucket::{
+    Command, CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, ReleaseArgs, RenewArgs,
+    SlotsArgs, State as Bucket, SyncArgs, TakeArgs, ThrottleCommand, Write,
+};
 use tokio::time::Instant;
 
 /// The fake server's clock starts at this Unix time (ns), plus tokio's elapsed time.
@@ -104,7 +104,7 @@ impl FakeServer {
             .find(|c| name.eq_ignore_ascii_case(c.name().as_bytes()));
         match command {
             Some(Command::Take) => {
-                let (at, parsed, outcome, reply) = self.run::<Take>(&words)?;
+                let (at, parsed, outcome, reply) = self.run::<TakeArgs>(&words)?;
                 self.state.lock().unwrap().calls.push(Call {
                     at,
                     tokens: parsed.tokens,
@@ -113,16 +113,16 @@ impl FakeServer {
                 });
                 Ok(reply)
             }
-            Some(Command::MTake) => self.run::<MTake>(&words).map(|r| r.3),
-            Some(Command::Pause) => self.run::<Pause>(&words).map(|r| r.3),
-            Some(Command::Give) => self.run::<Give>(&words).map(|r| r.3),
-            Some(Command::Peek) => self.run::<Peek>(&words).map(|r| r.3),
-            Some(Command::Cut) => self.run::<Cut>(&words).map(|r| r.3),
-            Some(Command::Sync) => self.run::<Sync>(&words).map(|r| r.3),
-            Some(Command::Debit) => self.run::<Debit>(&words).map(|r| r.3),
-            Some(Command::Renew) => self.run::<Renew>(&words).map(|r| r.3),
-            Some(Command::Release) => self.run::<Release>(&words).map(|r| r.3),
-            Some(Command::Slots) => self.run::<Slots>(&words).map(|r| r.3),
+            Some(Command::MTake) => self.run::<MTakeArgs>(&words).map(|r| r.3),
+            Some(Command::Pause) => self.run::<PauseArgs>(&words).map(|r| r.3),
+            Some(Command::Give) => self.run::<GiveArgs>(&words).map(|r| r.3),
+            Some(Command::Peek) => self.run::<PeekArgs>(&words).map(|r| r.3),
+            Some(Command::Cut) => self.run::<CutArgs>(&words).map(|r| r.3),
+            Some(Command::Sync) => self.run::<SyncArgs>(&words).map(|r| r.3),
+            Some(Command::Debit) => self.run::<DebitArgs>(&words).map(|r| r.3),
+            Some(Command::Renew) => self.run::<RenewArgs>(&words).map(|r| r.3),
+            Some(Command::Release) => self.run::<ReleaseArgs>(&words).map(|r| r.3),
+            Some(Command::Slots) => self.run::<SlotsArgs>(&words).map(|r| r.3),
             None => {
                 let name = String::from_utf8_lossy(name).to_ascii_uppercase();
                 error(format!("ERR unknown command '{name}'"))
@@ -136,7 +136,7 @@ impl FakeServer {
     fn run<C: ThrottleCommand>(
         &self,
         words: &[&[u8]],
-    ) -> Result<(Duration, C::Args, C::Outcome, Value), RedisError> {
+    ) -> Result<(Duration, C, C::Outcome, Value), RedisError> {
         let (keys, parsed) = match C::spec().keys {
             Keys::One(_) => {
                 let [key, rest @ ..] = words else {
@@ -159,7 +159,9 @@ impl FakeServer {
             .iter()
             .map(|key| state.buckets.get(*key).cloned())
             .collect();
-        let outcome = C::apply(&parsed, &stored, now_ns).or_else(|e| error(e.to_string()))?;
+        let outcome = parsed
+            .apply(&stored, now_ns)
+            .or_else(|e| error(e.to_string()))?;
         for (i, key) in keys.iter().enumerate() {
             match C::write(&outcome, i) {
                 Some(Write::Store { state: bucket, .. }) => {
@@ -171,7 +173,7 @@ impl FakeServer {
                 None => {}
             }
         }
-        let ints = C::reply(&parsed, &outcome);
+        let ints = parsed.reply(&outcome);
         let reply = match (C::INTEGER_REPLY, ints.as_ref()) {
             (true, [value]) => Value::Int(*value),
             (_, values) => Value::Array(values.iter().copied().map(Value::Int).collect()),

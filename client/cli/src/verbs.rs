@@ -1,11 +1,12 @@
 //! The incident verbs, `pause`, `cut` and `sync`: one command on one bucket, and what the fleet
 //! will do now, from the server's reply.
 
-use redis::Value;
+use redis_throttle::throttle_bucket::{CutArgs, PauseArgs, Quota, SyncArgs, ThrottleCommand};
+use redis_throttle::{Commands, Error};
 
 use crate::args::{seconds, Duration, QuotaArg};
 use crate::failure::{fail, redis_failure, Failure};
-use crate::server::{not_a_bucket, Server};
+use crate::server::{not_a_bucket, Backend, Server};
 use crate::status::{quota_of, reports_of};
 
 /// `throttle pause KEY DURATION`.
@@ -15,9 +16,12 @@ pub(crate) async fn pause(
     duration: Duration,
     quota: Option<QuotaArg>,
 ) -> Result<String, Failure> {
-    let mut cmd = command(server, "pause", key, quota).await?;
-    cmd.arg(duration.ms);
-    let next_ms: u64 = send(server, key, &cmd).await?;
+    let (commands, quota) = commands(server, key, quota).await?;
+    let args = PauseArgs {
+        quota,
+        pause_ms: duration.ms,
+    };
+    let next_ms = call(server, &commands, key, &args).await?;
     Ok(format!(
         "{key} paused: no call before {} from now (server says {next_ms} ms until the next token; asked {} ms)\n",
         seconds(next_ms),
@@ -34,14 +38,17 @@ pub(crate) async fn cut(
     pause: Duration,
     quota: Option<QuotaArg>,
 ) -> Result<String, Failure> {
-    let mut cmd = command(server, "cut", key, quota).await?;
-    cmd.arg(pause.ms).arg(factor).arg(recovery.ms);
-    let reply: Vec<u64> = send(server, key, &cmd).await?;
-    let &[cut, next_ms, factor_bp, recovered_ms] = reply.as_slice() else {
-        return fail(format!("an unexpected CUT reply: {reply:?}"));
-    };
+    let (commands, quota) = commands(server, key, quota).await?;
+    // The factor as the user wrote it, checked as the server checks it.
+    let args: CutArgs = parsed(
+        server,
+        &quota,
+        &[&pause.ms.to_string(), factor, &recovery.ms.to_string()],
+    )?;
+    let reply = call(server, &commands, key, &args).await?;
+    let (next_ms, factor_bp, recovered_ms) = (reply.next_ms, reply.factor_bp, reply.recovered_ms);
     let factor_now = format!("x{}.{:02}", factor_bp / 10_000, factor_bp % 10_000 / 100);
-    let what = if cut == 1 {
+    let what = if reply.cut {
         format!("{key} cut: the rate is {factor_now} now ({factor_bp} bp)")
     } else {
         format!(
@@ -67,18 +74,20 @@ pub(crate) async fn sync(
     reset: Duration,
     quota: Option<QuotaArg>,
 ) -> Result<String, Failure> {
-    let mut cmd = command(server, "sync", key, quota).await?;
-    cmd.arg(remaining).arg(reset.ms);
-    let reply: Vec<u64> = send(server, key, &cmd).await?;
-    let &[lowered, left, reset_ms] = reply.as_slice() else {
-        return fail(format!("an unexpected SYNC reply: {reply:?}"));
+    let (commands, quota) = commands(server, key, quota).await?;
+    let args = SyncArgs {
+        quota,
+        remaining,
+        reset_ms: reset.ms,
     };
+    let reply = call(server, &commands, key, &args).await?;
+    let (lowered, left, reset_ms) = (reply.lowered, reply.remaining, reply.reset_ms);
     let full = if reset_ms == 0 {
         "full".to_owned()
     } else {
         format!("full in {}", seconds(reset_ms))
     };
-    Ok(if lowered == 0 {
+    Ok(if !lowered {
         format!(
             "{key} unchanged: it holds {left} token(s), no more than the supplier's {remaining} (a sync never raises a bucket); {full}\n"
         )
@@ -92,14 +101,16 @@ pub(crate) async fn sync(
     })
 }
 
-/// The command on `key`, with the quota given or reported.
-async fn command(
+/// The commands on the backend the server has, and `key`'s quota, given or reported.
+async fn commands(
     server: &mut Server,
-    name: &str,
     key: &str,
     quota: Option<QuotaArg>,
-) -> Result<redis::Cmd, Failure> {
-    let backend = server.backend().await?;
+) -> Result<(Commands<redis::aio::MultiplexedConnection>, Quota), Failure> {
+    let backend = match server.backend().await? {
+        Backend::Module => redis_throttle::Backend::Module,
+        Backend::Library => redis_throttle::Backend::Library,
+    };
     let (capacity, rate) = match quota {
         Some(quota) => (quota.capacity, quota.rate),
         None => match quota_of(&reports_of(server, key).await?) {
@@ -111,28 +122,42 @@ async fn command(
             }
         },
     };
-    Ok(backend.command(name, key, capacity, &rate))
+    let quota = Quota::parse(capacity.to_string().as_bytes(), rate.as_bytes())
+        .map_err(|err| refused(server, key, &err.to_string()))?;
+    Ok((Commands::new(server.con.clone(), backend), quota))
 }
 
-/// Sends `cmd`; a key that is not a bucket, or any refusal, is a failure that says so.
-async fn send<T: redis::FromRedisValue>(
-    server: &mut Server,
+/// The command whose words after the key are `quota` then `words`, checked as the server
+/// checks them (a refusal reads as the server's).
+fn parsed<A: ThrottleCommand>(
+    server: &Server,
+    quota: &Quota,
+    words: &[&str],
+) -> Result<A, Failure> {
+    let mut all: Vec<String> = quota.words().iter().map(|w| w.to_text()).collect();
+    all.extend(words.iter().map(|w| (*w).to_owned()));
+    let bytes: Vec<&[u8]> = all.iter().map(String::as_bytes).collect();
+    A::parse(&bytes).map_err(|err| refused(server, "", &err.to_string()))
+}
+
+/// The command `args` on `key`, and its reply; a key that is not a bucket, or any refusal, is a
+/// failure that says so.
+async fn call<A: ThrottleCommand>(
+    server: &Server,
+    commands: &Commands<redis::aio::MultiplexedConnection>,
     key: &str,
-    cmd: &redis::Cmd,
-) -> Result<T, Failure> {
-    let reply: Result<Value, redis::RedisError> = cmd.query_async(&mut server.con).await;
-    let refusal = match reply {
-        Ok(Value::ServerError(err)) => err.to_string(),
-        Ok(reply) => {
-            return redis::from_redis_value(reply)
-                .map_err(|err| Failure(format!("an unexpected reply from {}: {err}", server.url)))
-        }
-        Err(err) if err.is_io_error() || err.is_timeout() || err.is_connection_dropped() => {
-            return Err(redis_failure(&server.url, "the command", &err))
-        }
-        Err(err) => err.to_string(),
-    };
-    fail(if not_a_bucket(&refusal) {
+    args: &A,
+) -> Result<A::Reply, Failure> {
+    commands.call(key, args).await.map_err(|err| match err {
+        Error::Connection(err) => redis_failure(&server.url, "the command", &err),
+        Error::Rejected { message } => refused(server, key, &message),
+        other => Failure(format!("{}: {other}", server.url)),
+    })
+}
+
+/// The server's refusal of a command on `key`.
+fn refused(server: &Server, key: &str, refusal: &str) -> Failure {
+    Failure(if not_a_bucket(refusal) {
         format!("{key:?} is not a THROTTLE bucket ({refusal}); check the key")
     } else {
         format!("{}: the server refused the command: {refusal}", server.url)

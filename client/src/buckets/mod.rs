@@ -9,22 +9,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use redis::Value;
 use throttle_bucket::{
-    Command, GiveArgs, Inflight, Limit, MTakeArgs, PauseArgs, PeekArgs, TakeArgs, Word, MAX_WAIT_MS,
+    GiveArgs, Inflight, Limit, MTakeArgs, PauseArgs, PeekArgs, TakeArgs, ThrottleCommand,
+    MAX_WAIT_MS,
 };
 use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::Instrument;
 
-use crate::backend::{Call, Dispatch};
+use crate::backend::Dispatch;
 use crate::bulk_turn::BulkTurn;
+use crate::commands;
 use crate::grant::Receipt;
 use crate::in_flight::InFlight;
 use crate::listen::{Announcements, Ears};
 use crate::metrics::{Event, Metrics};
 use crate::policy::Policy;
-use crate::reply::{self, MTakeTickets};
+use crate::reply::MTakeTickets;
 use crate::report::{FleetReport, Reported, ReportedKey};
 use crate::waiting::{self, record, Held};
 use crate::{
@@ -540,9 +541,7 @@ where
                 quota: *bucket.quota.bucket(),
                 pause_ms: ms,
             };
-            let value = self.send(&bucket.key, Command::Pause, args.words()).await?;
-            let next = reply::integer(&value, Command::Pause)
-                .map_err(|reply| Error::UnexpectedReply { reply })?;
+            let next = self.call(&bucket.key, &args).await?;
             if next > ms {
                 shared.metrics.event(Event::PauseUnchanged);
             }
@@ -575,9 +574,7 @@ where
                 tokens: taken,
                 ticket_us: *ticket,
             };
-            let value = self.send(&bucket.key, Command::Give, args.words()).await?;
-            let given = reply::integer(&value, Command::Give)
-                .map_err(|reply| Error::UnexpectedReply { reply })?;
+            let given = self.call(&bucket.key, &args).await?;
             gave_any = true;
             if given < taken {
                 fewest = match bucket.cost {
@@ -642,8 +639,7 @@ where
         let args = PeekArgs {
             quota: *bucket.quota.bucket(),
         };
-        let value = self.send(&bucket.key, Command::Peek, args.words()).await?;
-        let reply = reply::peek(&value).map_err(|reply| Error::UnexpectedReply { reply })?;
+        let reply = self.call(&bucket.key, &args).await?;
         Ok(BucketState {
             paused_for: Duration::from_millis(reply.paused_ms),
             factor_bp: reply.factor_bp,
@@ -682,24 +678,8 @@ where
                     floor: limit.floor,
                     inflight,
                 };
-                let (value, trips) = self
-                    .send_counted(&[bucket.key.as_str()], Command::Take, args.words())
-                    .await;
-                let taken = value.and_then(|value| {
-                    let (reply, slot) = match inflight {
-                        None => reply::take(&value).map(|reply| (reply, None)),
-                        Some(_) => reply::take_with_slot(&value)
-                            .map(|(reply, slot)| (reply, Some(slot).filter(|id| *id > 0))),
-                    }
-                    .map_err(|reply| Error::UnexpectedReply { reply })?;
-                    Ok(MTakeTickets {
-                        tickets: vec![reply.ticket],
-                        left: vec![reply.remaining],
-                        reply,
-                        slot,
-                    })
-                });
-                (taken, trips)
+                let (reply, trips) = self.call_counted(&[bucket.key.as_str()], &args).await;
+                (reply.map(MTakeTickets::from), trips)
             }
             _ => {
                 let mut args = MTakeArgs::new(limits, max_wait_ms).ok_or_else(|| {
@@ -712,12 +692,8 @@ where
                 // and RELEASE go too.
                 args.inflight = inflight;
                 let keys: Vec<&str> = shared.buckets.iter().map(|b| b.key.as_str()).collect();
-                let (value, trips) = self.send_counted(&keys, Command::MTake, args.words()).await;
-                let taken = value.and_then(|value| {
-                    reply::mtake(&value, keys.len(), inflight.is_some())
-                        .map_err(|reply| Error::UnexpectedReply { reply })
-                });
-                (taken, trips)
+                let (reply, trips) = self.call_counted(&keys, &args).await;
+                (reply.map(MTakeTickets::from), trips)
             }
         };
         let mut taken = result.inspect_err(|err| {
@@ -730,31 +706,26 @@ where
         Ok(taken)
     }
 
-    /// `command key <args>` to the backend: one round trip (more for the first call under
-    /// `Auto`, or one that loads the library or script again).
-    async fn send(&self, key: &str, command: Command, args: Vec<Word<'_>>) -> Result<Value, Error> {
-        self.send_counted(&[key], command, args).await.0
+    /// The command `args` on `key` through the backend, its reply read back by `args`: one
+    /// round trip (more for the first call under `Auto`, or one that loads the library or
+    /// script again). Every operation of a limiter goes through here.
+    async fn call<A: ThrottleCommand>(&self, key: &str, args: &A) -> Result<A::Reply, Error> {
+        self.call_counted(&[key], args).await.0
     }
 
-    /// [`Buckets::send`] on any keys, and the round trips it took.
-    async fn send_counted(
+    /// [`Buckets::call`] on any keys (THROTTLE.MTAKE's), and the round trips it took.
+    async fn call_counted<A: ThrottleCommand>(
         &self,
         keys: &[&str],
-        command: Command,
-        args: Vec<Word<'_>>,
-    ) -> (Result<Value, Error>, u32) {
+        args: &A,
+    ) -> (Result<A::Reply, Error>, u32) {
         let shared = &self.shared;
-        let call = Call {
-            command,
-            keys,
-            args,
-        };
         let mut conn = self.conn.clone();
-        let (result, trips) = shared.dispatch.send(&mut conn, &call).await;
+        let (reply, trips) = commands::call(&shared.dispatch, &mut conn, keys, args).await;
         shared
             .metrics
             .round_trips_of(shared.dispatch.serving(), trips);
-        (result, trips)
+        (reply, trips)
     }
 
     fn span(

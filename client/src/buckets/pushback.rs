@@ -6,12 +6,11 @@ use std::cmp::Ordering;
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use throttle_bucket::{Command, CutArgs, DebitArgs, SyncArgs, MAX_CAPACITY, MAX_WAIT_MS};
+use throttle_bucket::{CutArgs, DebitArgs, SyncArgs, MAX_CAPACITY, MAX_WAIT_MS};
 
 use super::{pause_ms, Buckets, Cost};
 use crate::grant::{Grant, Receipt};
 use crate::pushback::SyncBounds;
-use crate::reply;
 use crate::{Cut, CutReport, Error, Settled, SupplierCount};
 
 impl<C> Buckets<C>
@@ -33,8 +32,7 @@ where
                 factor_bp: cut.factor_bp(),
                 recovery_ms: pause_ms(cut.recovery()),
             };
-            let value = self.send(&bucket.key, Command::Cut, args.words()).await?;
-            let reply = reply::cut(&value).map_err(|reply| Error::UnexpectedReply { reply })?;
+            let reply = self.call(&bucket.key, &args).await?;
             report.cut |= reply.cut;
             report.next = report.next.max(Duration::from_millis(reply.next_ms));
             report.factor_bp = report.factor_bp.min(reply.factor_bp);
@@ -69,8 +67,7 @@ where
                     .unwrap_or(MAX_WAIT_MS)
                     .min(MAX_WAIT_MS),
             };
-            let value = self.send(&bucket.key, Command::Sync, args.words()).await?;
-            let reply = reply::sync(&value).map_err(|reply| Error::UnexpectedReply { reply })?;
+            let reply = self.call(&bucket.key, &args).await?;
             shared.metrics.synced(reply.lowered);
             changed |= reply.lowered;
         }
@@ -112,8 +109,7 @@ where
                         quota: *bucket.quota.bucket(),
                         tokens: extra,
                     };
-                    let value = self.send(&bucket.key, Command::Debit, args.words()).await?;
-                    reply::debit(&value).map_err(|reply| Error::UnexpectedReply { reply })?;
+                    self.call(&bucket.key, &args).await?;
                     settled.debited = extra;
                 }
                 shared.metrics.debited(settled.debited);
@@ -130,9 +126,7 @@ where
                             tokens: unused,
                             ticket_us: *ticket,
                         };
-                        let value = self.send(&bucket.key, Command::Give, args.words()).await?;
-                        reply::integer(&value, Command::Give)
-                            .map_err(|reply| Error::UnexpectedReply { reply })?
+                        self.call(&bucket.key, &args).await?
                     };
                     fewest = Some(fewest.map_or(given, |f| f.min(given)));
                 }

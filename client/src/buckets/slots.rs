@@ -5,14 +5,14 @@
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use throttle_bucket::{Command, Limit, ReleaseArgs, RenewArgs};
+use throttle_bucket::{Limit, ReleaseArgs, RenewArgs};
 use tokio::sync::{oneshot, Mutex, Notify};
 use tokio::time::Instant;
 
 use super::Buckets;
 use crate::grant::SlotHold;
 use crate::in_flight::{after_futile_wake, listening_look, next_look};
-use crate::reply::{self, MTakeTickets};
+use crate::reply::MTakeTickets;
 use crate::Error;
 
 /// Where a limiter's calls wait for a slot: one in line at a time looks again (the others wait
@@ -172,7 +172,7 @@ where
                 _ = &mut ended => break,
                 () = tokio::time::sleep_until(renew_at), if held => {
                     renew_at += in_flight.renew_every();
-                    match self.slot_call(Command::Renew, id, in_flight.lease_ms()).await {
+                    match self.renew(id, in_flight.lease_ms()).await {
                         Ok(true) => {}
                         Ok(false) => {
                             held = false;
@@ -194,7 +194,7 @@ where
         // slot free on the server also sees it gone from this process's metrics.
         shared.metrics.slot_ended();
         if held {
-            match self.slot_call(Command::Release, id, 0).await {
+            match self.release(id).await {
                 Ok(_) => shared.metrics.slot_released(),
                 Err(err) => {
                     tracing::debug!(error = %err, slot = id, "could not release a slot: its lease frees it");
@@ -204,32 +204,31 @@ where
         shared.gate.freed.notify_waiters();
     }
 
-    /// `THROTTLE.RENEW` (for `lease_ms`) or `THROTTLE.RELEASE` of slot `id`: whether it was
-    /// held.
-    async fn slot_call(&self, command: Command, id: u64, lease_ms: u64) -> Result<bool, Error> {
+    /// `THROTTLE.RENEW` of slot `id` for `lease_ms`: whether it was held.
+    async fn renew(&self, id: u64, lease_ms: u64) -> Result<bool, Error> {
         let Some(bucket) = self.shared.buckets.first() else {
             return Ok(false);
         };
-        let quota = *bucket.quota.bucket();
-        let renew = RenewArgs {
-            quota,
+        let args = RenewArgs {
+            quota: *bucket.quota.bucket(),
             slot: id,
             lease_ms,
         };
+        self.call(&bucket.key, &args).await
+    }
+
+    /// `THROTTLE.RELEASE` of slot `id`: whether it was held.
+    async fn release(&self, id: u64) -> Result<bool, Error> {
+        let Some(bucket) = self.shared.buckets.first() else {
+            return Ok(false);
+        };
         // With the cap, so that a release from a full table wakes the fleet's waiters.
-        let release = ReleaseArgs {
-            quota,
+        let args = ReleaseArgs {
+            quota: *bucket.quota.bucket(),
             slot: id,
             inflight: self.shared.options.in_flight.map(|f| f.cap),
         };
-        let words = match command {
-            Command::Renew => renew.words(),
-            _ => release.words(),
-        };
-        let value = self.send(&bucket.key, command, words).await?;
-        let held =
-            reply::integer(&value, command).map_err(|reply| Error::UnexpectedReply { reply })?;
-        Ok(held == 1)
+        self.call(&bucket.key, &args).await
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use throttle_bucket::{Quota as BucketQuota, TakeArgs};
+use throttle_bucket::{Quota as BucketQuota, TakeArgs, ThrottleCommand};
 
 use crate::{Error, Quota, Rate};
 

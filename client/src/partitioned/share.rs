@@ -2,7 +2,7 @@
 //! arithmetic, time as an argument) and the instant its lease stops being usable. Pure: the
 //! caller passes the monotonic clock in, in ns since an origin of its choice.
 
-use throttle_bucket::{debit, give, peek, take, DebitArgs, GiveArgs, Quota, State, TakeArgs};
+use throttle_bucket::{DebitArgs, GiveArgs, PeekArgs, Quota, State, TakeArgs, ThrottleCommand};
 
 /// When a held partition may be spent, and how much of it is left.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,7 +161,9 @@ impl Shares {
             if now_ns >= h.valid_until_ns {
                 continue;
             }
-            let outcome = take(&args, Some(&State::plain(h.tat_ns)), now_ns);
+            let Some(outcome) = on_partition(&args, h.tat_ns, now_ns) else {
+                continue;
+            };
             match outcome.write.and_then(|w| w.tat()) {
                 Some(tat) if outcome.granted => {
                     h.tat_ns = tat;
@@ -202,7 +204,9 @@ impl Shares {
             tokens,
             ticket_us: u64::try_from(tat_ns.div_euclid(1000)).unwrap_or(0),
         };
-        let outcome = give(&args, Some(&State::plain(h.tat_ns)), now_ns);
+        let Some(outcome) = on_partition(&args, h.tat_ns, now_ns) else {
+            return 0;
+        };
         if let Some(write) = outcome.write {
             // A delete is a full bucket: its state is now.
             h.tat_ns = write.tat().unwrap_or(now_ns);
@@ -224,9 +228,7 @@ impl Shares {
             tokens,
         };
         // Refused only past 20 years of debt: then nothing more is taken.
-        let write = debit(&args, Some(&State::plain(h.tat_ns)), now_ns)
-            .ok()
-            .and_then(|outcome| outcome.write);
+        let write = on_partition(&args, h.tat_ns, now_ns).and_then(|outcome| outcome.write);
         match write.and_then(|w| w.tat()) {
             Some(tat) => {
                 h.tat_ns = tat;
@@ -242,7 +244,7 @@ impl Shares {
         self.held
             .iter()
             .filter(|h| now_ns < h.valid_until_ns)
-            .map(|h| peek(quota, Some(&State::plain(h.tat_ns)), now_ns))
+            .filter_map(|h| on_partition(&PeekArgs { quota: *quota }, h.tat_ns, now_ns))
             .fold((0, 0), |(remaining, full), seen| {
                 (
                     remaining.saturating_add(seen.remaining),
@@ -250,6 +252,13 @@ impl Shares {
                 )
             })
     }
+}
+
+/// The command `call` on a partition whose state is `tat_ns` (a partition is a plain bucket),
+/// by the module's own arithmetic; `None` where the command refuses (THROTTLE.DEBIT past its
+/// debt limit).
+fn on_partition<A: ThrottleCommand>(call: &A, tat_ns: i64, now_ns: i64) -> Option<A::Outcome> {
+    call.apply(&[Some(State::plain(tat_ns))], now_ns).ok()
 }
 
 #[cfg(test)]

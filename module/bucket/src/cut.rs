@@ -30,41 +30,6 @@ pub struct CutArgs {
     pub recovery_ms: u64,
 }
 
-impl CutArgs {
-    /// Validates the words after the key: `capacity rate ms factor recovery_ms`.
-    pub fn parse(args: &[&[u8]]) -> Result<CutArgs, ArgError> {
-        let [capacity, rate, ms, factor, recovery] = args else {
-            return Err(ArgError::Arity(Command::Cut));
-        };
-        let quota = Quota::parse(capacity, rate)?;
-        let pause_ms = parse_u64(ms)
-            .filter(|ms| (1..=MAX_WAIT_MS).contains(ms))
-            .ok_or(ArgError::PauseMs)?;
-        let factor_bp = parse_factor(factor).ok_or(ArgError::Factor)?;
-        let recovery_ms = parse_u64(recovery)
-            .filter(|ms| (1..=MAX_WAIT_MS).contains(ms))
-            .ok_or(ArgError::Recovery)?;
-        Ok(CutArgs {
-            quota,
-            pause_ms,
-            factor_bp,
-            recovery_ms,
-        })
-    }
-
-    /// The words after the key.
-    pub fn words(&self) -> Vec<Word<'_>> {
-        let [capacity, rate] = self.quota.words();
-        vec![
-            capacity,
-            rate,
-            Word::Number(self.pause_ms),
-            Word::BasisPoints(self.factor_bp),
-            Word::Number(self.recovery_ms),
-        ]
-    }
-}
-
 /// `0.7`, `1`, `0.05`: a decimal from 0.01 to 1, with at most 4 digits after the point that
 /// count (later ones are dropped: a smaller factor, a stricter cut). In basis points.
 fn parse_factor(text: &[u8]) -> Option<u16> {
@@ -138,7 +103,7 @@ impl CutOutcome {
 /// the configured rate, and it climbs back to the configured rate over `recovery_ms`, or over
 /// what is left of an earlier cut's recovery if that is longer (a later cut never loosens an
 /// earlier one). The configured rate stays the ceiling: a cut only ever makes tokens cost more.
-pub fn cut(args: &CutArgs, stored: Option<&State>, now_ns: i64) -> CutOutcome {
+fn cut(args: &CutArgs, stored: Option<&State>, now_ns: i64) -> CutOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     let stored_cut = bucket.pushback.and_then(|p| p.cut);
     let same_episode = bucket.paused_for() > 0;
@@ -157,7 +122,7 @@ pub fn cut(args: &CutArgs, stored: Option<&State>, now_ns: i64) -> CutOutcome {
             .unwrap_or(0)
             .max(args.recovery_ms)
             .min(MAX_WAIT_MS);
-        i64::try_from(bucket.now).ok().map(|at| state::Cut {
+        i64::try_from(bucket.now).ok().map(|at| state::RateCut {
             at,
             factor_bp,
             recovery_ms,
@@ -193,33 +158,6 @@ pub struct CutReply {
     pub recovered_ms: u64,
 }
 
-impl CutReply {
-    /// The integers the server sends.
-    pub fn ints(&self) -> Ints<4> {
-        Ints::new([
-            i64::from(self.cut),
-            int(self.next_ms),
-            i64::from(self.factor_bp),
-            int(self.recovered_ms),
-        ])
-    }
-
-    /// Reads a reply back from its integers; `None` for any other shape.
-    pub fn decode(ints: &[i64]) -> Option<CutReply> {
-        let [cut, next_ms, factor_bp, recovered_ms] = ints else {
-            return None;
-        };
-        Some(CutReply {
-            cut: flag(*cut)?,
-            next_ms: count(*next_ms)?,
-            factor_bp: u16::try_from(*factor_bp)
-                .ok()
-                .filter(|f| *f <= FULL_FACTOR_BP)?,
-            recovered_ms: count(*recovered_ms)?,
-        })
-    }
-}
-
 /// THROTTLE.CUT as the server registers and documents it.
 pub(crate) static SPEC: Spec = Spec {
     command: Command::Cut,
@@ -242,14 +180,9 @@ pub(crate) static SPEC: Spec = Spec {
     ],
 };
 
-/// THROTTLE.CUT in the shape every command has.
-#[derive(Clone, Copy, Debug)]
-pub struct Cut;
-
-impl ThrottleCommand for Cut {
+impl ThrottleCommand for CutArgs {
     const COMMAND: Command = Command::Cut;
     const REPLY_SHAPE: &'static str = "an array of four integers";
-    type Args = CutArgs;
     type Outcome = CutOutcome;
     type Ints = Ints<4>;
     type Reply = CutReply;
@@ -259,23 +192,42 @@ impl ThrottleCommand for Cut {
         &SPEC
     }
 
-    #[inline]
-    fn parse(words: &[&[u8]]) -> Result<CutArgs, ArgError> {
-        CutArgs::parse(words)
+    /// Validates the words after the key: `capacity rate ms factor recovery_ms`.
+    fn parse(args: &[&[u8]]) -> Result<CutArgs, ArgError> {
+        let [capacity, rate, ms, factor, recovery] = args else {
+            return Err(ArgError::Arity(Command::Cut));
+        };
+        let quota = Quota::parse(capacity, rate)?;
+        let pause_ms = parse_u64(ms)
+            .filter(|ms| (1..=MAX_WAIT_MS).contains(ms))
+            .ok_or(ArgError::PauseMs)?;
+        let factor_bp = parse_factor(factor).ok_or(ArgError::Factor)?;
+        let recovery_ms = parse_u64(recovery)
+            .filter(|ms| (1..=MAX_WAIT_MS).contains(ms))
+            .ok_or(ArgError::Recovery)?;
+        Ok(CutArgs {
+            quota,
+            pause_ms,
+            factor_bp,
+            recovery_ms,
+        })
+    }
+
+    /// The words after the key.
+    fn words(&self) -> Vec<Word<'_>> {
+        let [capacity, rate] = self.quota.words();
+        vec![
+            capacity,
+            rate,
+            Word::Number(self.pause_ms),
+            Word::BasisPoints(self.factor_bp),
+            Word::Number(self.recovery_ms),
+        ]
     }
 
     #[inline]
-    fn words(args: &CutArgs) -> Vec<Word<'_>> {
-        args.words()
-    }
-
-    #[inline]
-    fn apply(
-        args: &CutArgs,
-        stored: &[Option<State>],
-        now_ns: i64,
-    ) -> Result<CutOutcome, ArgError> {
-        Ok(cut(args, one_key(stored), now_ns))
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<CutOutcome, ArgError> {
+        Ok(cut(self, one_key(stored), now_ns))
     }
 
     #[inline]
@@ -289,13 +241,29 @@ impl ThrottleCommand for Cut {
     }
 
     #[inline]
-    fn reply(_args: &CutArgs, outcome: &CutOutcome) -> Ints<4> {
-        outcome.reply().ints()
+    fn reply(&self, outcome: &CutOutcome) -> Ints<4> {
+        let reply = outcome.reply();
+        Ints::new([
+            i64::from(reply.cut),
+            int(reply.next_ms),
+            i64::from(reply.factor_bp),
+            int(reply.recovered_ms),
+        ])
     }
 
     #[inline]
-    fn decode(ints: &[i64], _keys: usize) -> Option<CutReply> {
-        CutReply::decode(ints)
+    fn decode(&self, ints: &[i64]) -> Option<CutReply> {
+        let [cut, next_ms, factor_bp, recovered_ms] = ints else {
+            return None;
+        };
+        Some(CutReply {
+            cut: flag(*cut)?,
+            next_ms: count(*next_ms)?,
+            factor_bp: u16::try_from(*factor_bp)
+                .ok()
+                .filter(|f| *f <= FULL_FACTOR_BP)?,
+            recovered_ms: count(*recovered_ms)?,
+        })
     }
 }
 
@@ -373,8 +341,13 @@ mod tests {
             factor_bp: 7000,
             recovered_ms: 30_000,
         };
-        assert_eq!(CutReply::decode(reply.ints().as_slice()), Some(reply));
-        assert_eq!(CutReply::decode(&[1, 0, 10_001, 0]), None);
-        assert_eq!(CutReply::decode(&[2, 0, 0, 0]), None);
+        let args = cut_args("10 10 1000 0.7 30000").unwrap();
+        assert_eq!(args.decode(&[1, 1000, 7000, 30_000]), Some(reply));
+        assert_eq!(args.decode(&[1, 0, 10_001, 0]), None);
+        assert_eq!(args.decode(&[2, 0, 0, 0]), None);
+        // What the server sends reads back as what the arithmetic decided.
+        let outcome = args.apply(&[None], 1_764_547_200_000_000_000).unwrap();
+        let ints = args.reply(&outcome);
+        assert_eq!(args.decode(ints.as_slice()), Some(outcome.reply()));
     }
 }

@@ -23,26 +23,6 @@ pub struct DebitArgs {
     pub tokens: u64,
 }
 
-impl DebitArgs {
-    /// Validates the words after the key: `capacity rate n`.
-    pub fn parse(args: &[&[u8]]) -> Result<DebitArgs, ArgError> {
-        let [capacity, rate, n] = args else {
-            return Err(ArgError::Arity(Command::Debit));
-        };
-        let quota = Quota::parse(capacity, rate)?;
-        let tokens = parse_u64(n)
-            .filter(|n| *n <= MAX_CAPACITY)
-            .ok_or(ArgError::DebitTokens)?;
-        Ok(DebitArgs { quota, tokens })
-    }
-
-    /// The words after the key.
-    pub fn words(&self) -> Vec<Word<'_>> {
-        let [capacity, rate] = self.quota.words();
-        vec![capacity, rate, Word::Number(self.tokens)]
-    }
-}
-
 /// What a debit decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DebitOutcome {
@@ -67,11 +47,7 @@ impl DebitOutcome {
 /// Takes `args.tokens` now, into debt if need be. Refused (the bucket untouched) when the debt
 /// would be deeper than any other command leaves one, [`MAX_DEBT_NS`] (20 years): past that
 /// the state would no longer read as a bucket.
-pub fn debit(
-    args: &DebitArgs,
-    stored: Option<&State>,
-    now_ns: i64,
-) -> Result<DebitOutcome, ArgError> {
+fn debit(args: &DebitArgs, stored: Option<&State>, now_ns: i64) -> Result<DebitOutcome, ArgError> {
     let bucket = View::at(&args.quota, stored, now_ns);
     if args.tokens == 0 {
         return Ok(DebitOutcome {
@@ -101,24 +77,6 @@ pub struct DebitReply {
     pub reset_ms: u64,
 }
 
-impl DebitReply {
-    /// The integers the server sends.
-    pub fn ints(&self) -> Ints<2> {
-        Ints::new([int(self.remaining), int(self.reset_ms)])
-    }
-
-    /// Reads a reply back from its integers; `None` for any other shape.
-    pub fn decode(ints: &[i64]) -> Option<DebitReply> {
-        let [remaining, reset_ms] = ints else {
-            return None;
-        };
-        Some(DebitReply {
-            remaining: count(*remaining)?,
-            reset_ms: count(*reset_ms)?,
-        })
-    }
-}
-
 /// THROTTLE.DEBIT as the server registers and documents it.
 pub(crate) static SPEC: Spec = Spec {
     command: Command::Debit,
@@ -133,14 +91,9 @@ pub(crate) static SPEC: Spec = Spec {
     args: &[KEY, CAPACITY, RATE, Arg::new("n", Kind::Integer)],
 };
 
-/// THROTTLE.DEBIT in the shape every command has.
-#[derive(Clone, Copy, Debug)]
-pub struct Debit;
-
-impl ThrottleCommand for Debit {
+impl ThrottleCommand for DebitArgs {
     const COMMAND: Command = Command::Debit;
     const REPLY_SHAPE: &'static str = "an array of two integers";
-    type Args = DebitArgs;
     type Outcome = DebitOutcome;
     type Ints = Ints<2>;
     type Reply = DebitReply;
@@ -150,23 +103,27 @@ impl ThrottleCommand for Debit {
         &SPEC
     }
 
-    #[inline]
-    fn parse(words: &[&[u8]]) -> Result<DebitArgs, ArgError> {
-        DebitArgs::parse(words)
+    /// Validates the words after the key: `capacity rate n`.
+    fn parse(args: &[&[u8]]) -> Result<DebitArgs, ArgError> {
+        let [capacity, rate, n] = args else {
+            return Err(ArgError::Arity(Command::Debit));
+        };
+        let quota = Quota::parse(capacity, rate)?;
+        let tokens = parse_u64(n)
+            .filter(|n| *n <= MAX_CAPACITY)
+            .ok_or(ArgError::DebitTokens)?;
+        Ok(DebitArgs { quota, tokens })
+    }
+
+    /// The words after the key.
+    fn words(&self) -> Vec<Word<'_>> {
+        let [capacity, rate] = self.quota.words();
+        vec![capacity, rate, Word::Number(self.tokens)]
     }
 
     #[inline]
-    fn words(args: &DebitArgs) -> Vec<Word<'_>> {
-        args.words()
-    }
-
-    #[inline]
-    fn apply(
-        args: &DebitArgs,
-        stored: &[Option<State>],
-        now_ns: i64,
-    ) -> Result<DebitOutcome, ArgError> {
-        debit(args, one_key(stored), now_ns)
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<DebitOutcome, ArgError> {
+        debit(self, one_key(stored), now_ns)
     }
 
     #[inline]
@@ -175,13 +132,20 @@ impl ThrottleCommand for Debit {
     }
 
     #[inline]
-    fn reply(_args: &DebitArgs, outcome: &DebitOutcome) -> Ints<2> {
-        outcome.reply().ints()
+    fn reply(&self, outcome: &DebitOutcome) -> Ints<2> {
+        let reply = outcome.reply();
+        Ints::new([int(reply.remaining), int(reply.reset_ms)])
     }
 
     #[inline]
-    fn decode(ints: &[i64], _keys: usize) -> Option<DebitReply> {
-        DebitReply::decode(ints)
+    fn decode(&self, ints: &[i64]) -> Option<DebitReply> {
+        let [remaining, reset_ms] = ints else {
+            return None;
+        };
+        Some(DebitReply {
+            remaining: count(*remaining)?,
+            reset_ms: count(*reset_ms)?,
+        })
     }
 }
 
@@ -222,6 +186,11 @@ mod tests {
             remaining: 0,
             reset_ms: 3500,
         };
-        assert_eq!(DebitReply::decode(reply.ints().as_slice()), Some(reply));
+        let args = parse("10 10 25").unwrap();
+        assert_eq!(args.decode(&[0, 3500]), Some(reply));
+        assert_eq!(args.decode(&[0, -1]), None);
+        let outcome = args.apply(&[None], 1_764_547_200_000_000_000).unwrap();
+        let ints = args.reply(&outcome);
+        assert_eq!(args.decode(ints.as_slice()), Some(outcome.reply()));
     }
 }

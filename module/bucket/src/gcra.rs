@@ -4,7 +4,7 @@
 //! Seen from `now`, the bucket is `tat - now` in debt: it holds `(fill - debt) / interval`
 //! tokens. Taking `n` tokens moves `tat` later by `n * interval`.
 //!
-//! A cut rate ([`Cut`]) makes each token cost more time: `interval / factor`, rounded up, with
+//! A cut rate ([`RateCut`]) makes each token cost more time: `interval / factor`, rounded up, with
 //! the fill (`capacity * interval`) as it was. So while cut the bucket refills at the cut rate,
 //! holds its full-rate debt as more tokens of debt, and never hands out more than `capacity`
 //! tokens plus the full rate's refill in any window. A bucket never cut runs exactly the
@@ -15,7 +15,7 @@
 
 use crate::limits::{MAX_DEBT_NS, MAX_NOW_NS};
 use crate::slots::Slots;
-use crate::state::{Cut, Pushback, State, FULL_FACTOR_BP};
+use crate::state::{Pushback, RateCut, State, FULL_FACTOR_BP};
 use crate::{Quota, NS_PER_MS};
 
 /// What a command writes to the bucket's key.
@@ -167,7 +167,7 @@ impl<'a> View<'a> {
 
     /// Where a pause until `until` puts the state, with `cut` as the bucket's cut: the first
     /// token exactly at `until`, and no burst after (one token short of full then).
-    pub(crate) fn paused_state(&self, until: i128, cut: Option<Cut>) -> i128 {
+    pub(crate) fn paused_state(&self, until: i128, cut: Option<RateCut>) -> i128 {
         let factor_then = cut.map_or(FULL_FACTOR_BP, |c| c.factor_at(until));
         until + self.fill - cost(1, self.interval, factor_then)
     }

@@ -24,40 +24,6 @@ pub struct GiveArgs {
     pub ticket_us: u64,
 }
 
-impl GiveArgs {
-    /// Validates the words after the key: `capacity rate n ticket`.
-    pub fn parse(args: &[&[u8]]) -> Result<GiveArgs, ArgError> {
-        let [capacity, rate, n, ticket] = args else {
-            return Err(ArgError::Arity(Command::Give));
-        };
-        let quota = Quota::parse(capacity, rate)?;
-        let tokens = parse_u64(n)
-            .filter(|n| *n <= quota.capacity)
-            .ok_or(ArgError::GiveTokens {
-                capacity: quota.capacity,
-            })?;
-        let ticket_us = parse_u64(ticket)
-            .filter(|t| *t <= MAX_TICKET_US)
-            .ok_or(ArgError::Ticket)?;
-        Ok(GiveArgs {
-            quota,
-            tokens,
-            ticket_us,
-        })
-    }
-
-    /// The words after the key.
-    pub fn words(&self) -> Vec<Word<'_>> {
-        let [capacity, rate] = self.quota.words();
-        vec![
-            capacity,
-            rate,
-            Word::Number(self.tokens),
-            Word::Number(self.ticket_us),
-        ]
-    }
-}
-
 /// What a give-back decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GiveOutcome {
@@ -86,7 +52,7 @@ pub struct GiveOutcome {
 /// shorter one the state must sit exactly on the ticket. A state before the ticket means the
 /// bucket was reset since (deleted, or this ticket given back already): nothing to give. A
 /// ticket is good for one give-back (the client's grant is consumed by it).
-pub fn give(args: &GiveArgs, stored: Option<&State>, now_ns: i64) -> GiveOutcome {
+fn give(args: &GiveArgs, stored: Option<&State>, now_ns: i64) -> GiveOutcome {
     const NOTHING: GiveOutcome = GiveOutcome {
         given: 0,
         write: None,
@@ -142,15 +108,10 @@ pub(crate) static SPEC: Spec = Spec {
     ],
 };
 
-/// THROTTLE.GIVE in the shape every command has.
-#[derive(Clone, Copy, Debug)]
-pub struct Give;
-
-impl ThrottleCommand for Give {
+impl ThrottleCommand for GiveArgs {
     const COMMAND: Command = Command::Give;
     const INTEGER_REPLY: bool = true;
     const REPLY_SHAPE: &'static str = "a non-negative integer";
-    type Args = GiveArgs;
     type Outcome = GiveOutcome;
     type Ints = Ints<1>;
     /// The tokens given back.
@@ -161,23 +122,41 @@ impl ThrottleCommand for Give {
         &SPEC
     }
 
-    #[inline]
-    fn parse(words: &[&[u8]]) -> Result<GiveArgs, ArgError> {
-        GiveArgs::parse(words)
+    /// Validates the words after the key: `capacity rate n ticket`.
+    fn parse(args: &[&[u8]]) -> Result<GiveArgs, ArgError> {
+        let [capacity, rate, n, ticket] = args else {
+            return Err(ArgError::Arity(Command::Give));
+        };
+        let quota = Quota::parse(capacity, rate)?;
+        let tokens = parse_u64(n)
+            .filter(|n| *n <= quota.capacity)
+            .ok_or(ArgError::GiveTokens {
+                capacity: quota.capacity,
+            })?;
+        let ticket_us = parse_u64(ticket)
+            .filter(|t| *t <= MAX_TICKET_US)
+            .ok_or(ArgError::Ticket)?;
+        Ok(GiveArgs {
+            quota,
+            tokens,
+            ticket_us,
+        })
+    }
+
+    /// The words after the key.
+    fn words(&self) -> Vec<Word<'_>> {
+        let [capacity, rate] = self.quota.words();
+        vec![
+            capacity,
+            rate,
+            Word::Number(self.tokens),
+            Word::Number(self.ticket_us),
+        ]
     }
 
     #[inline]
-    fn words(args: &GiveArgs) -> Vec<Word<'_>> {
-        args.words()
-    }
-
-    #[inline]
-    fn apply(
-        args: &GiveArgs,
-        stored: &[Option<State>],
-        now_ns: i64,
-    ) -> Result<GiveOutcome, ArgError> {
-        Ok(give(args, one_key(stored), now_ns))
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<GiveOutcome, ArgError> {
+        Ok(give(self, one_key(stored), now_ns))
     }
 
     #[inline]
@@ -186,13 +165,13 @@ impl ThrottleCommand for Give {
     }
 
     #[inline]
-    fn reply(_args: &GiveArgs, outcome: &GiveOutcome) -> Ints<1> {
+    fn reply(&self, outcome: &GiveOutcome) -> Ints<1> {
         Ints::new([int(outcome.given)])
     }
 
     /// The tokens given back; `None` for a negative integer.
     #[inline]
-    fn decode(ints: &[i64], _keys: usize) -> Option<u64> {
+    fn decode(&self, ints: &[i64]) -> Option<u64> {
         count(only(ints)?)
     }
 }

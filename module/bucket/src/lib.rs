@@ -40,51 +40,35 @@ mod words;
 
 pub use channel::{pause_channel, pause_channel_patterns, Announcement, Message, SLOT_FREED};
 pub use command::Command;
-pub use cut::{cut, CutArgs, CutOutcome, CutReply};
-pub use debit::{debit, DebitArgs, DebitOutcome, DebitReply};
+pub use cut::{CutArgs, CutOutcome, CutReply};
+pub use debit::{DebitArgs, DebitOutcome, DebitReply};
 pub use error::ArgError;
 pub use gcra::{ceil_ms, Write};
-pub use give::{give, GiveArgs, GiveOutcome};
+pub use give::{GiveArgs, GiveOutcome};
 pub use interval::Interval;
 pub use limits::{
     EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_CAPACITY, MAX_DEBT_NS, MAX_FILL_NS, MAX_INFLIGHT,
     MAX_KEYS, MAX_LEASE_MS, MAX_NOW_NS, MAX_RATE, MAX_SLOT_ID, MAX_TICKET_US, MAX_WAIT_MS,
     MIN_FACTOR_BP, MIN_RATE,
 };
-pub use mtake::{mtake, BucketAfter, Limit, MOutcome, MTakeArgs, MTakeReply};
-pub use pause::{pause, PauseArgs, PauseOutcome};
-pub use peek::{peek, PeekArgs, PeekOutcome, PeekReply};
+pub use mtake::{BucketAfter, Limit, MOutcome, MTakeArgs, MTakeReply};
+pub use pause::{PauseArgs, PauseOutcome};
+pub use peek::{PeekArgs, PeekOutcome, PeekReply};
 pub use quota::Quota;
-pub use release::{release, ReleaseArgs, SlotOutcome};
-pub use renew::{renew, RenewArgs};
+pub use release::{ReleaseArgs, SlotOutcome};
+pub use renew::RenewArgs;
 pub use reply::Ints;
 pub use slots::{Slot, Slots};
-pub use slots_command::{slots, SlotsArgs, SlotsOutcome, SlotsReply};
+pub use slots_command::{SlotsArgs, SlotsOutcome, SlotsReply};
 pub use spec::Spec;
 pub use state::{
-    encode_state, is_state_len, parse_state, Cut, Encoded, Pushback, State, StateError,
+    encode_state, is_state_len, parse_state, Encoded, Pushback, RateCut, State, StateError,
     FULL_FACTOR_BP, PUSHBACK_STATE_LEN, SLOTS_STATE_HEAD, SLOT_LEN, STATE_LEN, WRONG_TYPE,
 };
-pub use sync::{sync, SyncArgs, SyncOutcome, SyncReply};
-pub use take::{take, Inflight, Outcome, TakeArgs, TakeReply};
+pub use sync::{SyncArgs, SyncOutcome, SyncReply};
+pub use take::{Inflight, Outcome, TakeArgs, TakeReply};
 pub use throttle_command::ThrottleCommand;
 pub use words::Word;
-
-/// Each command as a type, in the shape every one has ([`ThrottleCommand`]): what the module's
-/// handler, a fake server and a client's decoding are written over, once.
-pub mod commands {
-    pub use crate::cut::Cut;
-    pub use crate::debit::Debit;
-    pub use crate::give::Give;
-    pub use crate::mtake::MTake;
-    pub use crate::pause::Pause;
-    pub use crate::peek::Peek;
-    pub use crate::release::Release;
-    pub use crate::renew::Renew;
-    pub use crate::slots_command::Slots;
-    pub use crate::sync::Sync;
-    pub use crate::take::Take;
-}
 
 /// Nanoseconds per millisecond, the unit of every duration in a reply.
 pub const NS_PER_MS: i64 = 1_000_000;

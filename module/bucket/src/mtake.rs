@@ -60,156 +60,9 @@ impl MTakeArgs {
             inflight: None,
         })
     }
-
-    /// Validates the words after the command name, keys included (they must be distinct):
-    /// numkeys, the number of words, the keys, each triple in key order, then the options'
-    /// structure (MAXWAIT, FLOOR, TICKET, INFLIGHT, LEASE; INFLIGHT and LEASE together), then
-    /// their values, in that order.
-    pub fn parse(args: &[&[u8]]) -> Result<MTakeArgs, ArgError> {
-        let [numkeys, rest @ ..] = args else {
-            return Err(ArgError::Arity(Command::MTake));
-        };
-        let len = parse_u64(numkeys)
-            .and_then(|n| usize::try_from(n).ok())
-            .filter(|n| (1..=MAX_KEYS).contains(n))
-            .ok_or(ArgError::NumKeys)?;
-        let shape = ArgError::Triples { keys: len };
-        let (keys, rest) = rest.split_at_checked(len).ok_or(shape)?;
-        let (triples, options) = rest.split_at_checked(3 * len).ok_or(shape)?;
-        for (i, key) in keys.iter().enumerate() {
-            if keys.iter().skip(i + 1).any(|other| other == key) {
-                return Err(ArgError::DuplicateKey);
-            }
-        }
-
-        let mut parsed = [None; MAX_KEYS];
-        for (slot, triple) in parsed.iter_mut().zip(triples.chunks_exact(3)) {
-            let [capacity, rate, tokens] = triple else {
-                return Err(shape);
-            };
-            let quota = Quota::parse(capacity, rate)?;
-            let tokens = parse_tokens(tokens, quota.capacity)?;
-            *slot = Some(Limit {
-                quota,
-                tokens,
-                floor: None,
-            });
-        }
-
-        // The same rules as THROTTLE.TAKE's options: MAXWAIT ms, FLOOR with one value per
-        // key, TICKET alone, INFLIGHT n and LEASE ms.
-        let mut max_wait = None;
-        let mut inflight = None;
-        let mut lease = None;
-        let mut floors: Option<&[&[u8]]> = None;
-        let mut ticket = false;
-        let mut rest = options;
-        while let [name, tail @ ..] = rest {
-            if name.eq_ignore_ascii_case(b"TICKET") {
-                if ticket {
-                    return Err(ArgError::Repeated("TICKET"));
-                }
-                ticket = true;
-                rest = tail;
-            } else if name.eq_ignore_ascii_case(b"MAXWAIT") {
-                let [value, tail @ ..] = tail else {
-                    return Err(ArgError::MissingValue("MAXWAIT"));
-                };
-                once(&mut max_wait, value, "MAXWAIT")?;
-                rest = tail;
-            } else if name.eq_ignore_ascii_case(b"INFLIGHT") {
-                let [value, tail @ ..] = tail else {
-                    return Err(ArgError::MissingValue("INFLIGHT"));
-                };
-                once(&mut inflight, value, "INFLIGHT")?;
-                rest = tail;
-            } else if name.eq_ignore_ascii_case(b"LEASE") {
-                let [value, tail @ ..] = tail else {
-                    return Err(ArgError::MissingValue("LEASE"));
-                };
-                once(&mut lease, value, "LEASE")?;
-                rest = tail;
-            } else if name.eq_ignore_ascii_case(b"FLOOR") {
-                let (values, tail) = tail
-                    .split_at_checked(len)
-                    .ok_or(ArgError::Floors { keys: len })?;
-                if floors.replace(values).is_some() {
-                    return Err(ArgError::Repeated("FLOOR"));
-                }
-                rest = tail;
-            } else {
-                return Err(ArgError::UnknownOption(Command::MTake));
-            }
-        }
-        if inflight.is_some() != lease.is_some() {
-            return Err(ArgError::InflightLease);
-        }
-        let max_wait_ms = match max_wait {
-            None => 0,
-            Some(text) => parse_max_wait(text)?,
-        };
-        if let Some(values) = floors {
-            for (limit, value) in parsed.iter_mut().flatten().zip(values) {
-                limit.floor = Some(parse_floor(value, limit.tokens, limit.quota.capacity)?);
-            }
-        }
-        let inflight = match (inflight, lease) {
-            (Some(cap), Some(lease)) => Some(parse_inflight(cap, lease)?),
-            _ => None,
-        };
-        let Some(first) = parsed.first().copied().flatten() else {
-            return Err(shape);
-        };
-        let mut all = [first; MAX_KEYS];
-        for (slot, limit) in all.iter_mut().zip(parsed.iter().flatten()) {
-            *slot = *limit;
-        }
-        Ok(MTakeArgs {
-            len,
-            limits: all,
-            max_wait_ms,
-            ticket,
-            inflight,
-        })
-    }
-
     /// One limit per key, in key order.
     pub fn limits(&self) -> &[Limit] {
         self.limits.get(..self.len).unwrap_or(&[])
-    }
-
-    /// The words after the keys: one `capacity rate tokens` triple per key, then MAXWAIT if
-    /// it is not 0, FLOOR if any key has one, TICKET, and INFLIGHT n LEASE ms. (The module's
-    /// call has `numkeys` and the keys before them.)
-    pub fn words(&self) -> Vec<Word<'_>> {
-        let mut words = Vec::with_capacity(4 * self.len + 8);
-        for limit in self.limits() {
-            words.extend(limit.quota.words());
-            words.push(Word::Number(limit.tokens));
-        }
-        if self.max_wait_ms > 0 {
-            words.extend([Word::Text("MAXWAIT"), Word::Number(self.max_wait_ms)]);
-        }
-        if self.limits().iter().any(|l| l.floor.is_some()) {
-            words.push(Word::Text("FLOOR"));
-            words.extend(
-                self.limits()
-                    .iter()
-                    .map(|l| Word::Number(l.floor.unwrap_or(0))),
-            );
-        }
-        if self.ticket {
-            words.push(Word::Text("TICKET"));
-        }
-        if let Some(inflight) = self.inflight {
-            words.extend([
-                Word::Text("INFLIGHT"),
-                Word::Number(inflight.cap),
-                Word::Text("LEASE"),
-                Word::Number(inflight.lease_ms),
-            ]);
-        }
-        words
     }
 }
 
@@ -245,10 +98,6 @@ pub struct MOutcome {
     /// Which buckets gave tokens: only those have a ticket (the first key's write may hold a
     /// slot and no tokens).
     took: [bool; MAX_KEYS],
-    /// The call asked for TICKET: the reply carries the tickets.
-    ticket: bool,
-    /// The call asked for INFLIGHT: the reply ends with the slot's id.
-    inflight: bool,
 }
 
 impl MOutcome {
@@ -268,26 +117,6 @@ impl MOutcome {
                 Some(write) if took => write.ticket_us(),
                 _ => 0,
             })
-    }
-
-    /// The reply, `granted, wait_ms`, then `remaining, reset_ms` per key, then with TICKET one
-    /// ticket per key, then with INFLIGHT the slot's id (0: not granted).
-    pub fn reply(&self) -> Ints<{ 3 + 3 * MAX_KEYS }> {
-        let tickets = self.tickets().take(if self.ticket { self.len } else { 0 });
-        let mut ints = Ints::new(
-            [i64::from(self.granted), ceil_ms(self.wait_ns)]
-                .into_iter()
-                .chain(
-                    self.buckets()
-                        .iter()
-                        .flat_map(|b| [int(b.remaining), ceil_ms(b.reset_ns)]),
-                )
-                .chain(tickets),
-        );
-        if self.inflight {
-            ints.push(int(self.slot.unwrap_or(0)));
-        }
-        ints
     }
 }
 
@@ -310,69 +139,6 @@ pub struct MTakeReply {
     pub slot: Option<u64>,
 }
 
-impl MTakeReply {
-    /// Reads the reply of a call on `keys` keys without INFLIGHT, with or without TICKET (two
-    /// or three integers per key after the first two); `None` for any other shape. The reply
-    /// of a call with INFLIGHT (one more integer, the slot, last) reads with
-    /// [`MTakeReply::decode_for`]: its length alone could be either (one key: 2 + 2 + 1 is
-    /// 2 + 3).
-    pub fn decode(ints: &[i64], keys: usize) -> Option<MTakeReply> {
-        let ticket = ints.len() == 2 + 3 * keys;
-        MTakeReply::decode_for(ints, keys, ticket, false)
-    }
-
-    /// Reads the reply of a call on `keys` keys that asked for tickets (`ticket`) and a slot
-    /// (`inflight`); `None` for any other shape.
-    pub fn decode_for(
-        ints: &[i64],
-        keys: usize,
-        ticket: bool,
-        inflight: bool,
-    ) -> Option<MTakeReply> {
-        let [granted, wait_ms, rest @ ..] = ints else {
-            return None;
-        };
-        let pairs = keys.checked_mul(2)?;
-        let expected = pairs
-            .checked_add(if ticket { keys } else { 0 })?
-            .checked_add(usize::from(inflight))?;
-        if keys == 0 || rest.len() != expected {
-            return None;
-        }
-        let (buckets, rest) = rest.split_at_checked(pairs)?;
-        let (tickets, slot) = rest.split_at_checked(if ticket { keys } else { 0 })?;
-        let tickets = if ticket {
-            Some(
-                tickets
-                    .iter()
-                    .map(|t| count(*t))
-                    .collect::<Option<Vec<_>>>()?,
-            )
-        } else {
-            None
-        };
-        let slot = match slot {
-            [] => None,
-            [id] => Some(count(*id)?),
-            _ => return None,
-        };
-        let buckets = buckets
-            .chunks_exact(2)
-            .map(|pair| match pair {
-                [remaining, reset] => Some((count(*remaining)?, count(*reset)?)),
-                _ => None,
-            })
-            .collect::<Option<Vec<_>>>()?;
-        Some(MTakeReply {
-            granted: flag(*granted)?,
-            wait_ms: count(*wait_ms)?,
-            buckets,
-            tickets,
-            slot,
-        })
-    }
-}
-
 /// Takes each limit's tokens from its bucket (`stored[i]` is key `i`'s state) if every bucket
 /// can give them within MAXWAIT (and, with FLOOR, leave its floor: see THROTTLE.TAKE). A
 /// bucket with a floor above 0 is never left in debt, as with a floored THROTTLE.TAKE: its
@@ -387,7 +153,7 @@ impl MTakeReply {
 /// THROTTLE.TAKE does: granted only if every bucket's tokens are and fewer than `n` slots are
 /// held in the first key now; otherwise nothing at all is taken or written. Denied because
 /// every slot is held, the wait is until the first lease ends (or the tokens' wait, if longer).
-pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
+fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
     let limits = args.limits();
     let len = limits.len().min(stored.len());
     let mut views: [Option<(View<'_>, u64, bool)>; MAX_KEYS] = Default::default();
@@ -497,8 +263,6 @@ pub fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcom
         len,
         buckets,
         took,
-        ticket: args.ticket,
-        inflight: args.inflight.is_some(),
     }
 }
 
@@ -538,15 +302,10 @@ pub(crate) static SPEC: Spec = Spec {
     ],
 };
 
-/// THROTTLE.MTAKE in the shape every command has: several keys, each with its write.
-#[derive(Clone, Copy, Debug)]
-pub struct MTake;
-
-impl ThrottleCommand for MTake {
+impl ThrottleCommand for MTakeArgs {
     const COMMAND: Command = Command::MTake;
-    /// The shape [`MTakeReply::decode`] reads (a call without INFLIGHT).
-    const REPLY_SHAPE: &'static str = "an array of integers, two and two or three per key";
-    type Args = MTakeArgs;
+    const REPLY_SHAPE: &'static str =
+        "an array of integers: two, two or three per key, and the slot with INFLIGHT";
     type Outcome = MOutcome;
     type Ints = Ints<{ 3 + 3 * MAX_KEYS }>;
     type Reply = MTakeReply;
@@ -556,28 +315,160 @@ impl ThrottleCommand for MTake {
         &SPEC
     }
 
-    #[inline]
-    fn parse(words: &[&[u8]]) -> Result<MTakeArgs, ArgError> {
-        MTakeArgs::parse(words)
+    /// Validates the words after the command name, keys included (they must be distinct):
+    /// numkeys, the number of words, the keys, each triple in key order, then the options'
+    /// structure (MAXWAIT, FLOOR, TICKET, INFLIGHT, LEASE; INFLIGHT and LEASE together), then
+    /// their values, in that order.
+    fn parse(args: &[&[u8]]) -> Result<MTakeArgs, ArgError> {
+        let [numkeys, rest @ ..] = args else {
+            return Err(ArgError::Arity(Command::MTake));
+        };
+        let len = parse_u64(numkeys)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| (1..=MAX_KEYS).contains(n))
+            .ok_or(ArgError::NumKeys)?;
+        let shape = ArgError::Triples { keys: len };
+        let (keys, rest) = rest.split_at_checked(len).ok_or(shape)?;
+        let (triples, options) = rest.split_at_checked(3 * len).ok_or(shape)?;
+        for (i, key) in keys.iter().enumerate() {
+            if keys.iter().skip(i + 1).any(|other| other == key) {
+                return Err(ArgError::DuplicateKey);
+            }
+        }
+
+        let mut parsed = [None; MAX_KEYS];
+        for (slot, triple) in parsed.iter_mut().zip(triples.chunks_exact(3)) {
+            let [capacity, rate, tokens] = triple else {
+                return Err(shape);
+            };
+            let quota = Quota::parse(capacity, rate)?;
+            let tokens = parse_tokens(tokens, quota.capacity)?;
+            *slot = Some(Limit {
+                quota,
+                tokens,
+                floor: None,
+            });
+        }
+
+        // The same rules as THROTTLE.TAKE's options: MAXWAIT ms, FLOOR with one value per
+        // key, TICKET alone, INFLIGHT n and LEASE ms.
+        let mut max_wait = None;
+        let mut inflight = None;
+        let mut lease = None;
+        let mut floors: Option<&[&[u8]]> = None;
+        let mut ticket = false;
+        let mut rest = options;
+        while let [name, tail @ ..] = rest {
+            if name.eq_ignore_ascii_case(b"TICKET") {
+                if ticket {
+                    return Err(ArgError::Repeated("TICKET"));
+                }
+                ticket = true;
+                rest = tail;
+            } else if name.eq_ignore_ascii_case(b"MAXWAIT") {
+                let [value, tail @ ..] = tail else {
+                    return Err(ArgError::MissingValue("MAXWAIT"));
+                };
+                once(&mut max_wait, value, "MAXWAIT")?;
+                rest = tail;
+            } else if name.eq_ignore_ascii_case(b"INFLIGHT") {
+                let [value, tail @ ..] = tail else {
+                    return Err(ArgError::MissingValue("INFLIGHT"));
+                };
+                once(&mut inflight, value, "INFLIGHT")?;
+                rest = tail;
+            } else if name.eq_ignore_ascii_case(b"LEASE") {
+                let [value, tail @ ..] = tail else {
+                    return Err(ArgError::MissingValue("LEASE"));
+                };
+                once(&mut lease, value, "LEASE")?;
+                rest = tail;
+            } else if name.eq_ignore_ascii_case(b"FLOOR") {
+                let (values, tail) = tail
+                    .split_at_checked(len)
+                    .ok_or(ArgError::Floors { keys: len })?;
+                if floors.replace(values).is_some() {
+                    return Err(ArgError::Repeated("FLOOR"));
+                }
+                rest = tail;
+            } else {
+                return Err(ArgError::UnknownOption(Command::MTake));
+            }
+        }
+        if inflight.is_some() != lease.is_some() {
+            return Err(ArgError::InflightLease);
+        }
+        let max_wait_ms = match max_wait {
+            None => 0,
+            Some(text) => parse_max_wait(text)?,
+        };
+        if let Some(values) = floors {
+            for (limit, value) in parsed.iter_mut().flatten().zip(values) {
+                limit.floor = Some(parse_floor(value, limit.tokens, limit.quota.capacity)?);
+            }
+        }
+        let inflight = match (inflight, lease) {
+            (Some(cap), Some(lease)) => Some(parse_inflight(cap, lease)?),
+            _ => None,
+        };
+        let Some(first) = parsed.first().copied().flatten() else {
+            return Err(shape);
+        };
+        let mut all = [first; MAX_KEYS];
+        for (slot, limit) in all.iter_mut().zip(parsed.iter().flatten()) {
+            *slot = *limit;
+        }
+        Ok(MTakeArgs {
+            len,
+            limits: all,
+            max_wait_ms,
+            ticket,
+            inflight,
+        })
+    }
+
+    /// The words after the keys: one `capacity rate tokens` triple per key, then MAXWAIT if
+    /// it is not 0, FLOOR if any key has one, TICKET, and INFLIGHT n LEASE ms. (The module's
+    /// call has `numkeys` and the keys before them.)
+    fn words(&self) -> Vec<Word<'_>> {
+        let mut words = Vec::with_capacity(4 * self.len + 8);
+        for limit in self.limits() {
+            words.extend(limit.quota.words());
+            words.push(Word::Number(limit.tokens));
+        }
+        if self.max_wait_ms > 0 {
+            words.extend([Word::Text("MAXWAIT"), Word::Number(self.max_wait_ms)]);
+        }
+        if self.limits().iter().any(|l| l.floor.is_some()) {
+            words.push(Word::Text("FLOOR"));
+            words.extend(
+                self.limits()
+                    .iter()
+                    .map(|l| Word::Number(l.floor.unwrap_or(0))),
+            );
+        }
+        if self.ticket {
+            words.push(Word::Text("TICKET"));
+        }
+        if let Some(inflight) = self.inflight {
+            words.extend([
+                Word::Text("INFLIGHT"),
+                Word::Number(inflight.cap),
+                Word::Text("LEASE"),
+                Word::Number(inflight.lease_ms),
+            ]);
+        }
+        words
     }
 
     #[inline]
-    fn words(args: &MTakeArgs) -> Vec<Word<'_>> {
-        args.words()
+    fn keys(&self) -> usize {
+        self.limits().len()
     }
 
     #[inline]
-    fn keys(args: &MTakeArgs) -> usize {
-        args.limits().len()
-    }
-
-    #[inline]
-    fn apply(
-        args: &MTakeArgs,
-        stored: &[Option<State>],
-        now_ns: i64,
-    ) -> Result<MOutcome, ArgError> {
-        Ok(mtake(args, stored, now_ns))
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<MOutcome, ArgError> {
+        Ok(mtake(self, stored, now_ns))
     }
 
     #[inline]
@@ -585,14 +476,77 @@ impl ThrottleCommand for MTake {
         outcome.buckets().get(key).and_then(|b| b.write.as_ref())
     }
 
+    /// `granted, wait_ms`, then `remaining, reset_ms` per key, then with TICKET one ticket per
+    /// key, then with INFLIGHT the slot's id (0: not granted).
     #[inline]
-    fn reply(_args: &MTakeArgs, outcome: &MOutcome) -> Self::Ints {
-        outcome.reply()
+    fn reply(&self, outcome: &MOutcome) -> Self::Ints {
+        let tickets = outcome
+            .tickets()
+            .take(if self.ticket { outcome.len } else { 0 });
+        let mut ints = Ints::new(
+            [i64::from(outcome.granted), ceil_ms(outcome.wait_ns)]
+                .into_iter()
+                .chain(
+                    outcome
+                        .buckets()
+                        .iter()
+                        .flat_map(|b| [int(b.remaining), ceil_ms(b.reset_ns)]),
+                )
+                .chain(tickets),
+        );
+        if self.inflight.is_some() {
+            ints.push(int(outcome.slot.unwrap_or(0)));
+        }
+        ints
     }
 
-    #[inline]
-    fn decode(ints: &[i64], keys: usize) -> Option<MTakeReply> {
-        MTakeReply::decode(ints, keys)
+    /// The reply to this call: two integers per key after the first two, then one ticket per
+    /// key if it asked for TICKET, then the slot if it asked for INFLIGHT (its length alone
+    /// could be either: one key's 2 + 2 + 1 is 2 + 3).
+    fn decode(&self, ints: &[i64]) -> Option<MTakeReply> {
+        let [granted, wait_ms, rest @ ..] = ints else {
+            return None;
+        };
+        let keys = self.len;
+        let ticket = self.ticket;
+        let pairs = keys.checked_mul(2)?;
+        let expected = pairs
+            .checked_add(if ticket { keys } else { 0 })?
+            .checked_add(usize::from(self.inflight.is_some()))?;
+        if keys == 0 || rest.len() != expected {
+            return None;
+        }
+        let (buckets, rest) = rest.split_at_checked(pairs)?;
+        let (tickets, slot) = rest.split_at_checked(if ticket { keys } else { 0 })?;
+        let tickets = if ticket {
+            Some(
+                tickets
+                    .iter()
+                    .map(|t| count(*t))
+                    .collect::<Option<Vec<_>>>()?,
+            )
+        } else {
+            None
+        };
+        let slot = match slot {
+            [] => None,
+            [id] => Some(count(*id)?),
+            _ => return None,
+        };
+        let buckets = buckets
+            .chunks_exact(2)
+            .map(|pair| match pair {
+                [remaining, reset] => Some((count(*remaining)?, count(*reset)?)),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(MTakeReply {
+            granted: flag(*granted)?,
+            wait_ms: count(*wait_ms)?,
+            buckets,
+            tickets,
+            slot,
+        })
     }
 }
 
@@ -699,7 +653,9 @@ mod tests {
 
     #[test]
     fn replies_read_back_from_their_integers() {
-        let reply = MTakeReply::decode(&[1, 300, 9, 100, 2, 4000], 2).unwrap();
+        let call = |t: &str| MTakeArgs::parse(&words(t)).unwrap();
+        let plain = call("2 a b 10 10 1 25 5 2");
+        let reply = plain.decode(&[1, 300, 9, 100, 2, 4000]).unwrap();
         assert_eq!(
             reply,
             MTakeReply {
@@ -710,17 +666,28 @@ mod tests {
                 slot: None,
             }
         );
-        let with_tickets = MTakeReply::decode(&[1, 300, 9, 100, 2, 4000, 17, 0], 2).unwrap();
+        let ticket = call("2 a b 10 10 1 25 5 2 TICKET");
+        let with_tickets = ticket.decode(&[1, 300, 9, 100, 2, 4000, 17, 0]).unwrap();
         assert_eq!(with_tickets.tickets, Some(vec![17, 0]));
         assert_eq!(with_tickets.buckets, reply.buckets);
-        assert_eq!(MTakeReply::decode(&[1, 300, 9, 100, 2, 4000, 17], 2), None);
+        // Each reads only the shape of its own call.
+        assert_eq!(plain.decode(&[1, 300, 9, 100, 2, 4000, 17, 0]), None);
+        assert_eq!(ticket.decode(&[1, 300, 9, 100, 2, 4000]), None);
+        assert_eq!(ticket.decode(&[1, 300, 9, 100, 2, 4000, 17]), None);
+        assert_eq!(ticket.decode(&[1, 300, 9, 100, 2, 4000, 17, -1]), None);
+        assert_eq!(plain.decode(&[1, 300, 9, 100]), None);
+        assert_eq!(call("1 a 8 9 1").decode(&[2, 0, 9, 100]), None);
+        assert_eq!(call("1 a 8 9 1").decode(&[1, 0]), None);
+        // What the server sends reads back as what the arithmetic decided.
+        let outcome = ticket
+            .apply(&[None, None], 1_764_547_200_000_000_000)
+            .unwrap();
+        let ints = ticket.reply(&outcome);
+        let back = ticket.decode(ints.as_slice()).unwrap();
         assert_eq!(
-            MTakeReply::decode(&[1, 300, 9, 100, 2, 4000, 17, -1], 2),
-            None
+            (back.granted, back.buckets),
+            (true, vec![(9, 100), (23, 400)])
         );
-        assert_eq!(MTakeReply::decode(&[1, 300, 9, 100], 2), None);
-        assert_eq!(MTakeReply::decode(&[2, 0, 9, 100], 1), None);
-        assert_eq!(MTakeReply::decode(&[1, 0], 0), None);
         assert_eq!(
             SPEC.syntax(),
             "numkeys key [key ...] capacity rate tokens [capacity rate tokens ...] \

@@ -9,7 +9,7 @@ use crate::limits::MAX_WAIT_MS;
 use crate::reply::count;
 use crate::reply::Ints;
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
-use crate::state::{Cut, Pushback, State, FULL_FACTOR_BP};
+use crate::state::{Pushback, RateCut, State, FULL_FACTOR_BP};
 use crate::throttle_command::{one_key, only, ThrottleCommand};
 use crate::words::{parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
@@ -21,26 +21,6 @@ pub struct PauseArgs {
     pub quota: Quota,
     /// How long until the next token, at least: the supplier's Retry-After.
     pub pause_ms: u64,
-}
-
-impl PauseArgs {
-    /// Validates the words after the key: `capacity rate ms`.
-    pub fn parse(args: &[&[u8]]) -> Result<PauseArgs, ArgError> {
-        let [capacity, rate, ms] = args else {
-            return Err(ArgError::Arity(Command::Pause));
-        };
-        let quota = Quota::parse(capacity, rate)?;
-        let pause_ms = parse_u64(ms)
-            .filter(|ms| (1..=MAX_WAIT_MS).contains(ms))
-            .ok_or(ArgError::PauseMs)?;
-        Ok(PauseArgs { quota, pause_ms })
-    }
-
-    /// The words after the key.
-    pub fn words(&self) -> Vec<Word<'_>> {
-        let [capacity, rate] = self.quota.words();
-        vec![capacity, rate, Word::Number(self.pause_ms)]
-    }
 }
 
 /// What a pause decided.
@@ -69,7 +49,7 @@ impl PauseOutcome {
 /// pause or an existing debt, and the reservations granted before it keep their times; but it
 /// marks the bucket paused until `now + pause`, so that none of them is sent before then (the
 /// client checks the mark before a reserved send, or hears the announcement).
-pub fn pause(args: &PauseArgs, stored: Option<&State>, now_ns: i64) -> PauseOutcome {
+fn pause(args: &PauseArgs, stored: Option<&State>, now_ns: i64) -> PauseOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     let cut = bucket.pushback.and_then(|p| p.cut);
     paused(&bucket, cut, args.pause_ms)
@@ -77,7 +57,7 @@ pub fn pause(args: &PauseArgs, stored: Option<&State>, now_ns: i64) -> PauseOutc
 
 /// The bucket paused for `pause_ms` from now, with `cut` as its cut: what THROTTLE.PAUSE,
 /// THROTTLE.CUT and THROTTLE.SYNC (when nothing remains) write.
-pub(crate) fn paused(bucket: &View<'_>, cut: Option<Cut>, pause_ms: u64) -> PauseOutcome {
+pub(crate) fn paused(bucket: &View<'_>, cut: Option<RateCut>, pause_ms: u64) -> PauseOutcome {
     let until = bucket.now + i128::from(pause_ms) * i128::from(NS_PER_MS);
     let stored_until = bucket.pushback.map(|p| i128::from(p.paused_until));
     let cut_changed = cut != bucket.pushback.and_then(|p| p.cut);
@@ -124,15 +104,10 @@ pub(crate) static SPEC: Spec = Spec {
     args: &[KEY, CAPACITY, RATE, Arg::new("ms", Kind::Integer)],
 };
 
-/// THROTTLE.PAUSE in the shape every command has.
-#[derive(Clone, Copy, Debug)]
-pub struct Pause;
-
-impl ThrottleCommand for Pause {
+impl ThrottleCommand for PauseArgs {
     const COMMAND: Command = Command::Pause;
     const INTEGER_REPLY: bool = true;
     const REPLY_SHAPE: &'static str = "a non-negative integer";
-    type Args = PauseArgs;
     type Outcome = PauseOutcome;
     type Ints = Ints<1>;
     /// Ms until the next token.
@@ -143,23 +118,27 @@ impl ThrottleCommand for Pause {
         &SPEC
     }
 
-    #[inline]
-    fn parse(words: &[&[u8]]) -> Result<PauseArgs, ArgError> {
-        PauseArgs::parse(words)
+    /// Validates the words after the key: `capacity rate ms`.
+    fn parse(args: &[&[u8]]) -> Result<PauseArgs, ArgError> {
+        let [capacity, rate, ms] = args else {
+            return Err(ArgError::Arity(Command::Pause));
+        };
+        let quota = Quota::parse(capacity, rate)?;
+        let pause_ms = parse_u64(ms)
+            .filter(|ms| (1..=MAX_WAIT_MS).contains(ms))
+            .ok_or(ArgError::PauseMs)?;
+        Ok(PauseArgs { quota, pause_ms })
+    }
+
+    /// The words after the key.
+    fn words(&self) -> Vec<Word<'_>> {
+        let [capacity, rate] = self.quota.words();
+        vec![capacity, rate, Word::Number(self.pause_ms)]
     }
 
     #[inline]
-    fn words(args: &PauseArgs) -> Vec<Word<'_>> {
-        args.words()
-    }
-
-    #[inline]
-    fn apply(
-        args: &PauseArgs,
-        stored: &[Option<State>],
-        now_ns: i64,
-    ) -> Result<PauseOutcome, ArgError> {
-        Ok(pause(args, one_key(stored), now_ns))
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<PauseOutcome, ArgError> {
+        Ok(pause(self, one_key(stored), now_ns))
     }
 
     #[inline]
@@ -173,13 +152,13 @@ impl ThrottleCommand for Pause {
     }
 
     #[inline]
-    fn reply(_args: &PauseArgs, outcome: &PauseOutcome) -> Ints<1> {
+    fn reply(&self, outcome: &PauseOutcome) -> Ints<1> {
         Ints::new([outcome.reply()])
     }
 
     /// Ms until the next token; `None` for a negative integer.
     #[inline]
-    fn decode(ints: &[i64], _keys: usize) -> Option<u64> {
+    fn decode(&self, ints: &[i64]) -> Option<u64> {
         count(only(ints)?)
     }
 }

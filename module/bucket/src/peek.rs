@@ -20,23 +20,6 @@ pub struct PeekArgs {
     pub quota: Quota,
 }
 
-impl PeekArgs {
-    /// Validates the words after the key: `capacity rate`.
-    pub fn parse(args: &[&[u8]]) -> Result<PeekArgs, ArgError> {
-        let [capacity, rate] = args else {
-            return Err(ArgError::Arity(Command::Peek));
-        };
-        Ok(PeekArgs {
-            quota: Quota::parse(capacity, rate)?,
-        })
-    }
-
-    /// The words after the key.
-    pub fn words(&self) -> Vec<Word<'_>> {
-        self.quota.words().to_vec()
-    }
-}
-
 /// The bucket as it stands: what `TOKENS 0` sees, and the supplier's pushback on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeekOutcome {
@@ -63,7 +46,7 @@ impl PeekOutcome {
 }
 
 /// Reads the bucket at `now_ns`. Writes nothing.
-pub fn peek(quota: &Quota, stored: Option<&State>, now_ns: i64) -> PeekOutcome {
+fn peek(quota: &Quota, stored: Option<&State>, now_ns: i64) -> PeekOutcome {
     let bucket = View::at(quota, stored, now_ns);
     let seen = inspect(&bucket);
     PeekOutcome {
@@ -89,35 +72,6 @@ pub struct PeekReply {
     pub factor_bp: u16,
 }
 
-impl PeekReply {
-    /// The integers the server sends.
-    pub fn ints(&self) -> Ints<6> {
-        Ints::new([
-            1,
-            int(self.remaining),
-            0,
-            int(self.reset_ms),
-            int(self.paused_ms),
-            i64::from(self.factor_bp),
-        ])
-    }
-
-    /// Reads a reply back from its integers; `None` for any other shape.
-    pub fn decode(ints: &[i64]) -> Option<PeekReply> {
-        let [1, remaining, 0, reset_ms, paused_ms, factor_bp] = ints else {
-            return None;
-        };
-        Some(PeekReply {
-            remaining: count(*remaining)?,
-            reset_ms: count(*reset_ms)?,
-            paused_ms: count(*paused_ms)?,
-            factor_bp: u16::try_from(*factor_bp)
-                .ok()
-                .filter(|f| *f <= FULL_FACTOR_BP)?,
-        })
-    }
-}
-
 /// THROTTLE.PEEK as the server registers and documents it. Read-only: allowed on a read-only
 /// replica, in EVAL_RO and `no-writes` functions, during CLIENT PAUSE WRITE and when the server
 /// is out of memory.
@@ -134,15 +88,10 @@ pub(crate) static SPEC: Spec = Spec {
     args: &[KEY, CAPACITY, RATE],
 };
 
-/// THROTTLE.PEEK in the shape every command has: read-only, it writes nothing.
-#[derive(Clone, Copy, Debug)]
-pub struct Peek;
-
-impl ThrottleCommand for Peek {
+impl ThrottleCommand for PeekArgs {
     const COMMAND: Command = Command::Peek;
     const READ_ONLY: bool = true;
     const REPLY_SHAPE: &'static str = "an array of six integers";
-    type Args = PeekArgs;
     type Outcome = PeekOutcome;
     type Ints = Ints<6>;
     type Reply = PeekReply;
@@ -152,23 +101,24 @@ impl ThrottleCommand for Peek {
         &SPEC
     }
 
-    #[inline]
-    fn parse(words: &[&[u8]]) -> Result<PeekArgs, ArgError> {
-        PeekArgs::parse(words)
+    /// Validates the words after the key: `capacity rate`.
+    fn parse(args: &[&[u8]]) -> Result<PeekArgs, ArgError> {
+        let [capacity, rate] = args else {
+            return Err(ArgError::Arity(Command::Peek));
+        };
+        Ok(PeekArgs {
+            quota: Quota::parse(capacity, rate)?,
+        })
+    }
+
+    /// The words after the key.
+    fn words(&self) -> Vec<Word<'_>> {
+        self.quota.words().to_vec()
     }
 
     #[inline]
-    fn words(args: &PeekArgs) -> Vec<Word<'_>> {
-        args.words()
-    }
-
-    #[inline]
-    fn apply(
-        args: &PeekArgs,
-        stored: &[Option<State>],
-        now_ns: i64,
-    ) -> Result<PeekOutcome, ArgError> {
-        Ok(peek(&args.quota, one_key(stored), now_ns))
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<PeekOutcome, ArgError> {
+        Ok(peek(&self.quota, one_key(stored), now_ns))
     }
 
     #[inline]
@@ -177,13 +127,31 @@ impl ThrottleCommand for Peek {
     }
 
     #[inline]
-    fn reply(_args: &PeekArgs, outcome: &PeekOutcome) -> Ints<6> {
-        outcome.reply().ints()
+    fn reply(&self, outcome: &PeekOutcome) -> Ints<6> {
+        let reply = outcome.reply();
+        Ints::new([
+            1,
+            int(reply.remaining),
+            0,
+            int(reply.reset_ms),
+            int(reply.paused_ms),
+            i64::from(reply.factor_bp),
+        ])
     }
 
     #[inline]
-    fn decode(ints: &[i64], _keys: usize) -> Option<PeekReply> {
-        PeekReply::decode(ints)
+    fn decode(&self, ints: &[i64]) -> Option<PeekReply> {
+        let [1, remaining, 0, reset_ms, paused_ms, factor_bp] = ints else {
+            return None;
+        };
+        Some(PeekReply {
+            remaining: count(*remaining)?,
+            reset_ms: count(*reset_ms)?,
+            paused_ms: count(*paused_ms)?,
+            factor_bp: u16::try_from(*factor_bp)
+                .ok()
+                .filter(|f| *f <= FULL_FACTOR_BP)?,
+        })
     }
 }
 
@@ -212,9 +180,18 @@ mod tests {
             paused_ms: 1000,
             factor_bp: 7000,
         };
-        assert_eq!(reply.ints().as_slice(), [1, 3, 0, 700, 1000, 7000]);
-        assert_eq!(PeekReply::decode(reply.ints().as_slice()), Some(reply));
-        assert_eq!(PeekReply::decode(&[1, 3, 0, 700]), None);
-        assert_eq!(PeekReply::decode(&[0, 3, 0, 700, 0, 10_000]), None);
+        let args = PeekArgs::parse(&words("8 9")).unwrap();
+        let outcome = PeekOutcome {
+            remaining: 3,
+            reset_ns: 699_000_001,
+            paused_ns: 1_000_000_000,
+            factor_bp: 7000,
+        };
+        assert_eq!(outcome.reply(), reply);
+        let ints = args.reply(&outcome);
+        assert_eq!(ints.as_slice(), [1, 3, 0, 700, 1000, 7000]);
+        assert_eq!(args.decode(ints.as_slice()), Some(reply));
+        assert_eq!(args.decode(&[1, 3, 0, 700]), None);
+        assert_eq!(args.decode(&[0, 3, 0, 700, 0, 10_000]), None);
     }
 }

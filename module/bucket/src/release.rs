@@ -26,46 +26,6 @@ pub struct ReleaseArgs {
     pub inflight: Option<u64>,
 }
 
-impl ReleaseArgs {
-    /// Validates the words after the key: `capacity rate slot [INFLIGHT n]`; the quota and the
-    /// slot first, then the option's structure, then its value (the order the Lua twin
-    /// follows).
-    pub fn parse(args: &[&[u8]]) -> Result<ReleaseArgs, ArgError> {
-        let [capacity, rate, slot, options @ ..] = args else {
-            return Err(ArgError::Arity(Command::Release));
-        };
-        let quota = Quota::parse(capacity, rate)?;
-        let slot = parse_slot(slot)?;
-        let mut inflight = None;
-        let mut rest = options;
-        while let [name, tail @ ..] = rest {
-            if !name.eq_ignore_ascii_case(b"INFLIGHT") {
-                return Err(ArgError::UnknownOption(Command::Release));
-            }
-            let [value, tail @ ..] = tail else {
-                return Err(ArgError::MissingValue("INFLIGHT"));
-            };
-            once(&mut inflight, value, "INFLIGHT")?;
-            rest = tail;
-        }
-        Ok(ReleaseArgs {
-            quota,
-            slot,
-            inflight: inflight.map(parse_cap).transpose()?,
-        })
-    }
-
-    /// The words after the key.
-    pub fn words(&self) -> Vec<Word<'_>> {
-        let [capacity, rate] = self.quota.words();
-        let mut words = vec![capacity, rate, Word::Number(self.slot)];
-        if let Some(cap) = self.inflight {
-            words.extend([Word::Text("INFLIGHT"), Word::Number(cap)]);
-        }
-        words
-    }
-}
-
 /// What THROTTLE.RENEW or RELEASE decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlotOutcome {
@@ -82,7 +42,7 @@ pub struct SlotOutcome {
 
 /// Frees the slot `args.slot` if it is held at `now_ns`; nothing otherwise (a release is
 /// idempotent, and since ids are never reused a late one never frees a newer holder's slot).
-pub fn release(args: &ReleaseArgs, stored: Option<&State>, now_ns: i64) -> SlotOutcome {
+fn release(args: &ReleaseArgs, stored: Option<&State>, now_ns: i64) -> SlotOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     let write = bucket
         .slots
@@ -118,15 +78,10 @@ pub(crate) static SPEC: Spec = Spec {
     ],
 };
 
-/// THROTTLE.RELEASE in the shape every command has.
-#[derive(Clone, Copy, Debug)]
-pub struct Release;
-
-impl ThrottleCommand for Release {
+impl ThrottleCommand for ReleaseArgs {
     const COMMAND: Command = Command::Release;
     const INTEGER_REPLY: bool = true;
     const REPLY_SHAPE: &'static str = "0 or 1";
-    type Args = ReleaseArgs;
     type Outcome = SlotOutcome;
     type Ints = Ints<1>;
     /// The slot was held, and is freed.
@@ -137,23 +92,47 @@ impl ThrottleCommand for Release {
         &SPEC
     }
 
-    #[inline]
-    fn parse(words: &[&[u8]]) -> Result<ReleaseArgs, ArgError> {
-        ReleaseArgs::parse(words)
+    /// Validates the words after the key: `capacity rate slot [INFLIGHT n]`; the quota and the
+    /// slot first, then the option's structure, then its value (the order the Lua twin
+    /// follows).
+    fn parse(args: &[&[u8]]) -> Result<ReleaseArgs, ArgError> {
+        let [capacity, rate, slot, options @ ..] = args else {
+            return Err(ArgError::Arity(Command::Release));
+        };
+        let quota = Quota::parse(capacity, rate)?;
+        let slot = parse_slot(slot)?;
+        let mut inflight = None;
+        let mut rest = options;
+        while let [name, tail @ ..] = rest {
+            if !name.eq_ignore_ascii_case(b"INFLIGHT") {
+                return Err(ArgError::UnknownOption(Command::Release));
+            }
+            let [value, tail @ ..] = tail else {
+                return Err(ArgError::MissingValue("INFLIGHT"));
+            };
+            once(&mut inflight, value, "INFLIGHT")?;
+            rest = tail;
+        }
+        Ok(ReleaseArgs {
+            quota,
+            slot,
+            inflight: inflight.map(parse_cap).transpose()?,
+        })
+    }
+
+    /// The words after the key.
+    fn words(&self) -> Vec<Word<'_>> {
+        let [capacity, rate] = self.quota.words();
+        let mut words = vec![capacity, rate, Word::Number(self.slot)];
+        if let Some(cap) = self.inflight {
+            words.extend([Word::Text("INFLIGHT"), Word::Number(cap)]);
+        }
+        words
     }
 
     #[inline]
-    fn words(args: &ReleaseArgs) -> Vec<Word<'_>> {
-        args.words()
-    }
-
-    #[inline]
-    fn apply(
-        args: &ReleaseArgs,
-        stored: &[Option<State>],
-        now_ns: i64,
-    ) -> Result<SlotOutcome, ArgError> {
-        Ok(release(args, one_key(stored), now_ns))
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<SlotOutcome, ArgError> {
+        Ok(release(self, one_key(stored), now_ns))
     }
 
     #[inline]
@@ -167,12 +146,12 @@ impl ThrottleCommand for Release {
     }
 
     #[inline]
-    fn reply(_args: &ReleaseArgs, outcome: &SlotOutcome) -> Ints<1> {
+    fn reply(&self, outcome: &SlotOutcome) -> Ints<1> {
         Ints::new([i64::from(outcome.held)])
     }
 
     #[inline]
-    fn decode(ints: &[i64], _keys: usize) -> Option<bool> {
+    fn decode(&self, ints: &[i64]) -> Option<bool> {
         flag(only(ints)?)
     }
 }

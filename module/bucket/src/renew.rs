@@ -25,34 +25,9 @@ pub struct RenewArgs {
     pub lease_ms: u64,
 }
 
-impl RenewArgs {
-    /// Validates the words after the key: `capacity rate slot ms`.
-    pub fn parse(args: &[&[u8]]) -> Result<RenewArgs, ArgError> {
-        let [capacity, rate, slot, ms] = args else {
-            return Err(ArgError::Arity(Command::Renew));
-        };
-        Ok(RenewArgs {
-            quota: Quota::parse(capacity, rate)?,
-            slot: parse_slot(slot)?,
-            lease_ms: parse_lease(ms)?,
-        })
-    }
-
-    /// The words after the key.
-    pub fn words(&self) -> Vec<Word<'_>> {
-        let [capacity, rate] = self.quota.words();
-        vec![
-            capacity,
-            rate,
-            Word::Number(self.slot),
-            Word::Number(self.lease_ms),
-        ]
-    }
-}
-
 /// Extends the slot `args.slot` to `now + ms` if it is held at `now_ns` (a slot whose lease ran
 /// out is gone: its late holder learns it lost it). Writes only when it is held.
-pub fn renew(args: &RenewArgs, stored: Option<&State>, now_ns: i64) -> SlotOutcome {
+fn renew(args: &RenewArgs, stored: Option<&State>, now_ns: i64) -> SlotOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     let lease_end = bucket.now + i128::from(args.lease_ms) * i128::from(NS_PER_MS);
     let write = i64::try_from(lease_end)
@@ -86,15 +61,10 @@ pub(crate) static SPEC: Spec = Spec {
     ],
 };
 
-/// THROTTLE.RENEW in the shape every command has.
-#[derive(Clone, Copy, Debug)]
-pub struct Renew;
-
-impl ThrottleCommand for Renew {
+impl ThrottleCommand for RenewArgs {
     const COMMAND: Command = Command::Renew;
     const INTEGER_REPLY: bool = true;
     const REPLY_SHAPE: &'static str = "0 or 1";
-    type Args = RenewArgs;
     type Outcome = SlotOutcome;
     type Ints = Ints<1>;
     /// The slot was held, and is renewed.
@@ -105,23 +75,32 @@ impl ThrottleCommand for Renew {
         &SPEC
     }
 
-    #[inline]
-    fn parse(words: &[&[u8]]) -> Result<RenewArgs, ArgError> {
-        RenewArgs::parse(words)
+    /// Validates the words after the key: `capacity rate slot ms`.
+    fn parse(args: &[&[u8]]) -> Result<RenewArgs, ArgError> {
+        let [capacity, rate, slot, ms] = args else {
+            return Err(ArgError::Arity(Command::Renew));
+        };
+        Ok(RenewArgs {
+            quota: Quota::parse(capacity, rate)?,
+            slot: parse_slot(slot)?,
+            lease_ms: parse_lease(ms)?,
+        })
+    }
+
+    /// The words after the key.
+    fn words(&self) -> Vec<Word<'_>> {
+        let [capacity, rate] = self.quota.words();
+        vec![
+            capacity,
+            rate,
+            Word::Number(self.slot),
+            Word::Number(self.lease_ms),
+        ]
     }
 
     #[inline]
-    fn words(args: &RenewArgs) -> Vec<Word<'_>> {
-        args.words()
-    }
-
-    #[inline]
-    fn apply(
-        args: &RenewArgs,
-        stored: &[Option<State>],
-        now_ns: i64,
-    ) -> Result<SlotOutcome, ArgError> {
-        Ok(renew(args, one_key(stored), now_ns))
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<SlotOutcome, ArgError> {
+        Ok(renew(self, one_key(stored), now_ns))
     }
 
     #[inline]
@@ -130,12 +109,12 @@ impl ThrottleCommand for Renew {
     }
 
     #[inline]
-    fn reply(_args: &RenewArgs, outcome: &SlotOutcome) -> Ints<1> {
+    fn reply(&self, outcome: &SlotOutcome) -> Ints<1> {
         Ints::new([i64::from(outcome.held)])
     }
 
     #[inline]
-    fn decode(ints: &[i64], _keys: usize) -> Option<bool> {
+    fn decode(&self, ints: &[i64]) -> Option<bool> {
         flag(only(ints)?)
     }
 }

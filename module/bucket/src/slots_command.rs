@@ -18,23 +18,6 @@ pub struct SlotsArgs {
     pub quota: Quota,
 }
 
-impl SlotsArgs {
-    /// Validates the words after the key: `capacity rate`.
-    pub fn parse(args: &[&[u8]]) -> Result<SlotsArgs, ArgError> {
-        let [capacity, rate] = args else {
-            return Err(ArgError::Arity(Command::Slots));
-        };
-        Ok(SlotsArgs {
-            quota: Quota::parse(capacity, rate)?,
-        })
-    }
-
-    /// The words after the key.
-    pub fn words(&self) -> Vec<Word<'_>> {
-        self.quota.words().to_vec()
-    }
-}
-
 /// The calls in flight a bucket holds now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlotsOutcome {
@@ -45,7 +28,7 @@ pub struct SlotsOutcome {
 }
 
 /// Reads the bucket's slots at `now_ns`. Writes nothing.
-pub fn slots(quota: &Quota, stored: Option<&State>, now_ns: i64) -> SlotsOutcome {
+fn slots(quota: &Quota, stored: Option<&State>, now_ns: i64) -> SlotsOutcome {
     let bucket = View::at(quota, stored, now_ns);
     SlotsOutcome {
         held: bucket.slots.held_at(bucket.now),
@@ -65,24 +48,6 @@ pub struct SlotsReply {
     pub first_lease_ms: u64,
 }
 
-impl SlotsReply {
-    /// The integers the server sends.
-    pub fn ints(&self) -> Ints<2> {
-        Ints::new([int(self.held), int(self.first_lease_ms)])
-    }
-
-    /// Reads a reply back from its integers; `None` for any other shape.
-    pub fn decode(ints: &[i64]) -> Option<SlotsReply> {
-        let [held, first] = ints else {
-            return None;
-        };
-        Some(SlotsReply {
-            held: count(*held)?,
-            first_lease_ms: count(*first)?,
-        })
-    }
-}
-
 /// THROTTLE.SLOTS as the server registers and documents it: read-only, like THROTTLE.PEEK.
 pub(crate) static SPEC: Spec = Spec {
     command: Command::Slots,
@@ -97,15 +62,10 @@ pub(crate) static SPEC: Spec = Spec {
     args: &[KEY, CAPACITY, RATE],
 };
 
-/// THROTTLE.SLOTS in the shape every command has: read-only, it writes nothing.
-#[derive(Clone, Copy, Debug)]
-pub struct Slots;
-
-impl ThrottleCommand for Slots {
+impl ThrottleCommand for SlotsArgs {
     const COMMAND: Command = Command::Slots;
     const READ_ONLY: bool = true;
     const REPLY_SHAPE: &'static str = "an array of two integers";
-    type Args = SlotsArgs;
     type Outcome = SlotsOutcome;
     type Ints = Ints<2>;
     type Reply = SlotsReply;
@@ -115,23 +75,24 @@ impl ThrottleCommand for Slots {
         &SPEC
     }
 
-    #[inline]
-    fn parse(words: &[&[u8]]) -> Result<SlotsArgs, ArgError> {
-        SlotsArgs::parse(words)
+    /// Validates the words after the key: `capacity rate`.
+    fn parse(args: &[&[u8]]) -> Result<SlotsArgs, ArgError> {
+        let [capacity, rate] = args else {
+            return Err(ArgError::Arity(Command::Slots));
+        };
+        Ok(SlotsArgs {
+            quota: Quota::parse(capacity, rate)?,
+        })
+    }
+
+    /// The words after the key.
+    fn words(&self) -> Vec<Word<'_>> {
+        self.quota.words().to_vec()
     }
 
     #[inline]
-    fn words(args: &SlotsArgs) -> Vec<Word<'_>> {
-        args.words()
-    }
-
-    #[inline]
-    fn apply(
-        args: &SlotsArgs,
-        stored: &[Option<State>],
-        now_ns: i64,
-    ) -> Result<SlotsOutcome, ArgError> {
-        Ok(slots(&args.quota, one_key(stored), now_ns))
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<SlotsOutcome, ArgError> {
+        Ok(slots(&self.quota, one_key(stored), now_ns))
     }
 
     #[inline]
@@ -140,16 +101,22 @@ impl ThrottleCommand for Slots {
     }
 
     #[inline]
-    fn reply(_args: &SlotsArgs, outcome: &SlotsOutcome) -> Ints<2> {
-        SlotsReply {
+    fn reply(&self, outcome: &SlotsOutcome) -> Ints<2> {
+        let reply = SlotsReply {
             held: outcome.held,
             first_lease_ms: count(ceil_ms(outcome.first_end_ns)).unwrap_or(0),
-        }
-        .ints()
+        };
+        Ints::new([int(reply.held), int(reply.first_lease_ms)])
     }
 
     #[inline]
-    fn decode(ints: &[i64], _keys: usize) -> Option<SlotsReply> {
-        SlotsReply::decode(ints)
+    fn decode(&self, ints: &[i64]) -> Option<SlotsReply> {
+        let [held, first] = ints else {
+            return None;
+        };
+        Some(SlotsReply {
+            held: count(*held)?,
+            first_lease_ms: count(*first)?,
+        })
     }
 }

@@ -83,13 +83,13 @@ pub struct Pushback {
     /// a cut before it is the same congestion episode as the one that paused.
     pub paused_until: i64,
     /// The rate's cut, if there is one.
-    pub cut: Option<Cut>,
+    pub cut: Option<RateCut>,
 }
 
-/// A cut of the bucket's rate: the factor right after it, climbing back linearly to the full
-/// rate over the recovery time.
+/// A cut of the bucket's rate as stored: the factor right after it, climbing back linearly to
+/// the full rate over the recovery time. (The client's `Cut` is a caller's request for one.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Cut {
+pub struct RateCut {
     /// When the rate was cut, ns since the Unix epoch.
     pub at: i64,
     /// The rate's factor right after the cut, in basis points ([`MIN_FACTOR_BP`] to
@@ -99,7 +99,7 @@ pub struct Cut {
     pub recovery_ms: u64,
 }
 
-impl Cut {
+impl RateCut {
     /// The instant the rate is full again, ns.
     pub fn recovered_at(&self) -> i128 {
         i128::from(self.at) + i128::from(self.recovery_ms) * 1_000_000
@@ -121,7 +121,7 @@ impl Cut {
         u16::try_from(i128::from(self.factor_bp) + climbed).unwrap_or(FULL_FACTOR_BP)
     }
 
-    /// The first instant (ns) at which [`Cut::factor_at`] is at least `factor_bp`: the cut's
+    /// The first instant (ns) at which [`RateCut::factor_at`] is at least `factor_bp`: the cut's
     /// own instant for a factor it starts at, the recovered instant for the full rate, and in
     /// between the first whole ms the straight line reaches it.
     pub fn reaches(&self, factor_bp: u16) -> i128 {
@@ -315,7 +315,7 @@ fn parse_wide(bytes: &[u8], now: i64) -> Result<State, StateError> {
         if !factor_ok || !(1..=MAX_WAIT_MS).contains(&recovery_ms) {
             return Err(StateError);
         }
-        Some(Cut {
+        Some(RateCut {
             at: instant(cut_at)?,
             factor_bp,
             recovery_ms,
@@ -385,7 +385,7 @@ mod tests {
             slots: Slots::default(),
             pushback: Some(Pushback {
                 paused_until: NOW - 1000 * MS,
-                cut: Some(Cut {
+                cut: Some(RateCut {
                     at: NOW - 2000 * MS,
                     factor_bp: 7000,
                     recovery_ms: 30_000,
@@ -443,7 +443,7 @@ mod tests {
             slots: Slots::default(),
             pushback: Some(Pushback {
                 paused_until: NOW,
-                cut: Some(Cut {
+                cut: Some(RateCut {
                     at: NOW,
                     factor_bp: 7000,
                     recovery_ms: 1000,
@@ -505,7 +505,7 @@ mod tests {
 
     #[test]
     fn the_factor_climbs_back_in_a_straight_line() {
-        let cut = Cut {
+        let cut = RateCut {
             at: NOW,
             factor_bp: 7000,
             recovery_ms: 10_000,
@@ -524,7 +524,7 @@ mod tests {
 
     #[test]
     fn the_first_instant_a_factor_is_reached() {
-        let cut = Cut {
+        let cut = RateCut {
             at: NOW,
             factor_bp: 7000,
             recovery_ms: 10_000,

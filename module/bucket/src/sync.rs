@@ -29,38 +29,6 @@ pub struct SyncArgs {
     pub reset_ms: u64,
 }
 
-impl SyncArgs {
-    /// Validates the words after the key: `capacity rate remaining reset_ms`.
-    pub fn parse(args: &[&[u8]]) -> Result<SyncArgs, ArgError> {
-        let [capacity, rate, remaining, reset] = args else {
-            return Err(ArgError::Arity(Command::Sync));
-        };
-        let quota = Quota::parse(capacity, rate)?;
-        let remaining = parse_u64(remaining)
-            .filter(|n| *n <= MAX_CAPACITY)
-            .ok_or(ArgError::Remaining)?;
-        let reset_ms = parse_u64(reset)
-            .filter(|ms| *ms <= MAX_WAIT_MS)
-            .ok_or(ArgError::ResetMs)?;
-        Ok(SyncArgs {
-            quota,
-            remaining,
-            reset_ms,
-        })
-    }
-
-    /// The words after the key.
-    pub fn words(&self) -> Vec<Word<'_>> {
-        let [capacity, rate] = self.quota.words();
-        vec![
-            capacity,
-            rate,
-            Word::Number(self.remaining),
-            Word::Number(self.reset_ms),
-        ]
-    }
-}
-
 /// What a sync decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyncOutcome {
@@ -90,7 +58,7 @@ impl SyncOutcome {
 
 /// Lowers the bucket to hold at most `args.remaining` tokens now, at the rate now; with 0
 /// remaining and a reset, pauses it until then, as THROTTLE.PAUSE would.
-pub fn sync(args: &SyncArgs, stored: Option<&State>, now_ns: i64) -> SyncOutcome {
+fn sync(args: &SyncArgs, stored: Option<&State>, now_ns: i64) -> SyncOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     let mut tat = bucket.base;
     if bucket.remaining(bucket.debt()) > args.remaining {
@@ -138,29 +106,6 @@ pub struct SyncReply {
     pub reset_ms: u64,
 }
 
-impl SyncReply {
-    /// The integers the server sends.
-    pub fn ints(&self) -> Ints<3> {
-        Ints::new([
-            i64::from(self.lowered),
-            int(self.remaining),
-            int(self.reset_ms),
-        ])
-    }
-
-    /// Reads a reply back from its integers; `None` for any other shape.
-    pub fn decode(ints: &[i64]) -> Option<SyncReply> {
-        let [lowered, remaining, reset_ms] = ints else {
-            return None;
-        };
-        Some(SyncReply {
-            lowered: flag(*lowered)?,
-            remaining: count(*remaining)?,
-            reset_ms: count(*reset_ms)?,
-        })
-    }
-}
-
 /// THROTTLE.SYNC as the server registers and documents it.
 pub(crate) static SPEC: Spec = Spec {
     command: Command::Sync,
@@ -182,14 +127,9 @@ pub(crate) static SPEC: Spec = Spec {
     ],
 };
 
-/// THROTTLE.SYNC in the shape every command has.
-#[derive(Clone, Copy, Debug)]
-pub struct Sync;
-
-impl ThrottleCommand for Sync {
+impl ThrottleCommand for SyncArgs {
     const COMMAND: Command = Command::Sync;
     const REPLY_SHAPE: &'static str = "an array of three integers";
-    type Args = SyncArgs;
     type Outcome = SyncOutcome;
     type Ints = Ints<3>;
     type Reply = SyncReply;
@@ -199,23 +139,39 @@ impl ThrottleCommand for Sync {
         &SPEC
     }
 
-    #[inline]
-    fn parse(words: &[&[u8]]) -> Result<SyncArgs, ArgError> {
-        SyncArgs::parse(words)
+    /// Validates the words after the key: `capacity rate remaining reset_ms`.
+    fn parse(args: &[&[u8]]) -> Result<SyncArgs, ArgError> {
+        let [capacity, rate, remaining, reset] = args else {
+            return Err(ArgError::Arity(Command::Sync));
+        };
+        let quota = Quota::parse(capacity, rate)?;
+        let remaining = parse_u64(remaining)
+            .filter(|n| *n <= MAX_CAPACITY)
+            .ok_or(ArgError::Remaining)?;
+        let reset_ms = parse_u64(reset)
+            .filter(|ms| *ms <= MAX_WAIT_MS)
+            .ok_or(ArgError::ResetMs)?;
+        Ok(SyncArgs {
+            quota,
+            remaining,
+            reset_ms,
+        })
+    }
+
+    /// The words after the key.
+    fn words(&self) -> Vec<Word<'_>> {
+        let [capacity, rate] = self.quota.words();
+        vec![
+            capacity,
+            rate,
+            Word::Number(self.remaining),
+            Word::Number(self.reset_ms),
+        ]
     }
 
     #[inline]
-    fn words(args: &SyncArgs) -> Vec<Word<'_>> {
-        args.words()
-    }
-
-    #[inline]
-    fn apply(
-        args: &SyncArgs,
-        stored: &[Option<State>],
-        now_ns: i64,
-    ) -> Result<SyncOutcome, ArgError> {
-        Ok(sync(args, one_key(stored), now_ns))
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<SyncOutcome, ArgError> {
+        Ok(sync(self, one_key(stored), now_ns))
     }
 
     #[inline]
@@ -229,13 +185,25 @@ impl ThrottleCommand for Sync {
     }
 
     #[inline]
-    fn reply(_args: &SyncArgs, outcome: &SyncOutcome) -> Ints<3> {
-        outcome.reply().ints()
+    fn reply(&self, outcome: &SyncOutcome) -> Ints<3> {
+        let reply = outcome.reply();
+        Ints::new([
+            i64::from(reply.lowered),
+            int(reply.remaining),
+            int(reply.reset_ms),
+        ])
     }
 
     #[inline]
-    fn decode(ints: &[i64], _keys: usize) -> Option<SyncReply> {
-        SyncReply::decode(ints)
+    fn decode(&self, ints: &[i64]) -> Option<SyncReply> {
+        let [lowered, remaining, reset_ms] = ints else {
+            return None;
+        };
+        Some(SyncReply {
+            lowered: flag(*lowered)?,
+            remaining: count(*remaining)?,
+            reset_ms: count(*reset_ms)?,
+        })
     }
 }
 
@@ -271,6 +239,12 @@ mod tests {
             remaining: 3,
             reset_ms: 700,
         };
-        assert_eq!(SyncReply::decode(reply.ints().as_slice()), Some(reply));
+        assert_eq!(args.decode(&[1, 3, 700]), Some(reply));
+        assert_eq!(args.decode(&[2, 3, 700]), None);
+        assert_eq!(args.decode(&[1, 3]), None);
+        // What the server sends reads back as what the arithmetic decided.
+        let outcome = args.apply(&[None], 1_764_547_200_000_000_000).unwrap();
+        let ints = args.reply(&outcome);
+        assert_eq!(args.decode(ints.as_slice()), Some(outcome.reply()));
     }
 }

@@ -36,115 +36,10 @@ pub struct TakeArgs {
     pub ticket: bool,
     /// A low-priority take: granted only once at least this many tokens would remain after
     /// it, so that callers without a floor find them. Above 0 it reserves only tokens that are
-    /// in the bucket now (see [`take`]).
+    /// in the bucket now (see `take`).
     pub floor: Option<u64>,
     /// A slot for the call in flight, taken with the tokens or not at all.
     pub inflight: Option<Inflight>,
-}
-
-impl TakeArgs {
-    /// Validates everything after the key: `capacity rate [TOKENS n] [MAXWAIT ms] [TICKET]
-    /// [FLOOR f]`.
-    /// The structure first (every option known, each with its value, none twice), then the
-    /// values, in a fixed order the Lua twin follows.
-    pub fn parse(args: &[&[u8]]) -> Result<TakeArgs, ArgError> {
-        let [capacity, rate, options @ ..] = args else {
-            return Err(ArgError::Arity(Command::Take));
-        };
-        let quota = Quota::parse(capacity, rate)?;
-
-        let mut tokens = None;
-        let mut max_wait_ms = None;
-        let mut floor = None;
-        let mut inflight = None;
-        let mut lease = None;
-        let mut ticket = false;
-        let mut rest = options;
-        while let [name, tail @ ..] = rest {
-            if name.eq_ignore_ascii_case(b"TICKET") {
-                if ticket {
-                    return Err(ArgError::Repeated("TICKET"));
-                }
-                ticket = true;
-                rest = tail;
-                continue;
-            }
-            let (slot, label) = if name.eq_ignore_ascii_case(b"TOKENS") {
-                (&mut tokens, "TOKENS")
-            } else if name.eq_ignore_ascii_case(b"MAXWAIT") {
-                (&mut max_wait_ms, "MAXWAIT")
-            } else if name.eq_ignore_ascii_case(b"FLOOR") {
-                (&mut floor, "FLOOR")
-            } else if name.eq_ignore_ascii_case(b"INFLIGHT") {
-                (&mut inflight, "INFLIGHT")
-            } else if name.eq_ignore_ascii_case(b"LEASE") {
-                (&mut lease, "LEASE")
-            } else {
-                return Err(ArgError::UnknownOption(Command::Take));
-            };
-            let [value, tail @ ..] = tail else {
-                return Err(ArgError::MissingValue(label));
-            };
-            once(slot, value, label)?;
-            rest = tail;
-        }
-        if inflight.is_some() != lease.is_some() {
-            return Err(ArgError::InflightLease);
-        }
-
-        // The default TOKENS 1 never exceeds a capacity, which is at least 1.
-        let tokens = match tokens {
-            None => 1,
-            Some(text) => parse_tokens(text, quota.capacity)?,
-        };
-        let max_wait_ms = match max_wait_ms {
-            None => 0,
-            Some(text) => parse_max_wait(text)?,
-        };
-        let floor = match floor {
-            None => None,
-            Some(text) => Some(parse_floor(text, tokens, quota.capacity)?),
-        };
-        let inflight = match (inflight, lease) {
-            (Some(cap), Some(lease)) => Some(parse_inflight(cap, lease)?),
-            _ => None,
-        };
-        Ok(TakeArgs {
-            quota,
-            tokens,
-            max_wait_ms,
-            ticket,
-            floor,
-            inflight,
-        })
-    }
-
-    /// The words after the key, as [`TakeArgs::parse`] reads them back: options only where
-    /// they differ from the defaults.
-    pub fn words(&self) -> Vec<Word<'_>> {
-        let mut words = self.quota.words().to_vec();
-        if self.tokens != 1 {
-            words.extend([Word::Text("TOKENS"), Word::Number(self.tokens)]);
-        }
-        if self.max_wait_ms > 0 {
-            words.extend([Word::Text("MAXWAIT"), Word::Number(self.max_wait_ms)]);
-        }
-        if self.ticket {
-            words.push(Word::Text("TICKET"));
-        }
-        if let Some(floor) = self.floor {
-            words.extend([Word::Text("FLOOR"), Word::Number(floor)]);
-        }
-        if let Some(inflight) = self.inflight {
-            words.extend([
-                Word::Text("INFLIGHT"),
-                Word::Number(inflight.cap),
-                Word::Text("LEASE"),
-                Word::Number(inflight.lease_ms),
-            ]);
-        }
-        words
-    }
 }
 
 /// `INFLIGHT n LEASE ms`'s values, INFLIGHT first (THROTTLE.TAKE's and MTAKE's).
@@ -214,22 +109,6 @@ impl Outcome {
     pub fn ticket(&self) -> i64 {
         self.write.as_ref().map_or(0, Write::ticket_us)
     }
-
-    /// The reply to send for a call made with `args`.
-    pub fn to_reply(&self, args: &TakeArgs) -> TakeReply {
-        let [granted, remaining, wait_ms, reset_ms] = self.reply();
-        TakeReply {
-            granted: granted == 1,
-            remaining: count(remaining).unwrap_or(0),
-            wait_ms: count(wait_ms).unwrap_or(0),
-            reset_ms: count(reset_ms).unwrap_or(0),
-            // A slot taken with no tokens took nothing a ticket could give back.
-            ticket: args
-                .ticket
-                .then(|| count(self.ticket()).unwrap_or(0) * u64::from(args.tokens > 0)),
-            slot: args.inflight.map(|_| self.slot.unwrap_or(0)),
-        }
-    }
 }
 
 /// Takes `args.tokens` from a bucket whose stored state is `stored` (`None`: no key, a full
@@ -249,7 +128,7 @@ impl Outcome {
 /// slots are held now; otherwise nothing at all is taken or written. Denied because every slot
 /// is held, the wait is until the first lease ends (or the tokens' wait, if longer). `TOKENS 0`
 /// with INFLIGHT takes a slot and no tokens.
-pub fn take(args: &TakeArgs, stored: Option<&State>, now_ns: i64) -> Outcome {
+fn take(args: &TakeArgs, stored: Option<&State>, now_ns: i64) -> Outcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     let tokens = take_tokens(args, &bucket);
     // Without INFLIGHT that is the call (a write carries the stored slots over, if any).
@@ -374,57 +253,6 @@ pub struct TakeReply {
     pub slot: Option<u64>,
 }
 
-impl TakeReply {
-    /// The integers the server sends.
-    pub fn ints(&self) -> Ints<6> {
-        let head = [
-            i64::from(self.granted),
-            int(self.remaining),
-            int(self.wait_ms),
-            int(self.reset_ms),
-        ];
-        let mut ints = Ints::new(head);
-        if let Some(ticket) = self.ticket {
-            ints.push(int(ticket));
-        }
-        if let Some(slot) = self.slot {
-            ints.push(int(slot));
-        }
-        ints
-    }
-
-    /// Reads a reply back from its integers: four, or five with a ticket. `None` for any other
-    /// shape. The reply of a call with INFLIGHT (one more integer, the slot, after the ticket
-    /// with TICKET) reads with [`TakeReply::decode_for`]: five integers alone could be either.
-    pub fn decode(ints: &[i64]) -> Option<TakeReply> {
-        TakeReply::decode_for(ints, ints.len() == 5, false)
-    }
-
-    /// Reads the reply of a call that asked for a ticket (`ticket`) and a slot (`inflight`).
-    pub fn decode_for(ints: &[i64], ticket: bool, inflight: bool) -> Option<TakeReply> {
-        let (head, tail) = match ints {
-            [g, r, w, t, tail @ ..] => ([*g, *r, *w, *t], tail),
-            _ => return None,
-        };
-        let (ticket, slot) = match (ticket, inflight, tail) {
-            (false, false, []) => (None, None),
-            (true, false, [ticket]) => (Some(count(*ticket)?), None),
-            (false, true, [slot]) => (None, Some(count(*slot)?)),
-            (true, true, [ticket, slot]) => (Some(count(*ticket)?), Some(count(*slot)?)),
-            _ => return None,
-        };
-        let [granted, remaining, wait_ms, reset_ms] = head;
-        Some(TakeReply {
-            granted: flag(granted)?,
-            remaining: count(remaining)?,
-            wait_ms: count(wait_ms)?,
-            reset_ms: count(reset_ms)?,
-            ticket,
-            slot,
-        })
-    }
-}
-
 /// THROTTLE.TAKE as the server registers and documents it.
 pub(crate) static SPEC: Spec = Spec {
     command: Command::Take,
@@ -452,15 +280,9 @@ pub(crate) static SPEC: Spec = Spec {
     ],
 };
 
-/// THROTTLE.TAKE in the shape every command has.
-#[derive(Clone, Copy, Debug)]
-pub struct Take;
-
-impl ThrottleCommand for Take {
+impl ThrottleCommand for TakeArgs {
     const COMMAND: Command = Command::Take;
-    /// The shape [`TakeReply::decode`] reads (a call without INFLIGHT).
-    const REPLY_SHAPE: &'static str = "an array of four or five integers";
-    type Args = TakeArgs;
+    const REPLY_SHAPE: &'static str = "an array of four to six integers";
     type Outcome = Outcome;
     type Ints = Ints<6>;
     type Reply = TakeReply;
@@ -470,19 +292,112 @@ impl ThrottleCommand for Take {
         &SPEC
     }
 
-    #[inline]
-    fn parse(words: &[&[u8]]) -> Result<TakeArgs, ArgError> {
-        TakeArgs::parse(words)
+    /// Validates everything after the key: `capacity rate [TOKENS n] [MAXWAIT ms] [TICKET]
+    /// [FLOOR f] [INFLIGHT n LEASE ms]`.
+    /// The structure first (every option known, each with its value, none twice), then the
+    /// values, in a fixed order the Lua twin follows.
+    fn parse(args: &[&[u8]]) -> Result<TakeArgs, ArgError> {
+        let [capacity, rate, options @ ..] = args else {
+            return Err(ArgError::Arity(Command::Take));
+        };
+        let quota = Quota::parse(capacity, rate)?;
+
+        let mut tokens = None;
+        let mut max_wait_ms = None;
+        let mut floor = None;
+        let mut inflight = None;
+        let mut lease = None;
+        let mut ticket = false;
+        let mut rest = options;
+        while let [name, tail @ ..] = rest {
+            if name.eq_ignore_ascii_case(b"TICKET") {
+                if ticket {
+                    return Err(ArgError::Repeated("TICKET"));
+                }
+                ticket = true;
+                rest = tail;
+                continue;
+            }
+            let (slot, label) = if name.eq_ignore_ascii_case(b"TOKENS") {
+                (&mut tokens, "TOKENS")
+            } else if name.eq_ignore_ascii_case(b"MAXWAIT") {
+                (&mut max_wait_ms, "MAXWAIT")
+            } else if name.eq_ignore_ascii_case(b"FLOOR") {
+                (&mut floor, "FLOOR")
+            } else if name.eq_ignore_ascii_case(b"INFLIGHT") {
+                (&mut inflight, "INFLIGHT")
+            } else if name.eq_ignore_ascii_case(b"LEASE") {
+                (&mut lease, "LEASE")
+            } else {
+                return Err(ArgError::UnknownOption(Command::Take));
+            };
+            let [value, tail @ ..] = tail else {
+                return Err(ArgError::MissingValue(label));
+            };
+            once(slot, value, label)?;
+            rest = tail;
+        }
+        if inflight.is_some() != lease.is_some() {
+            return Err(ArgError::InflightLease);
+        }
+
+        // The default TOKENS 1 never exceeds a capacity, which is at least 1.
+        let tokens = match tokens {
+            None => 1,
+            Some(text) => parse_tokens(text, quota.capacity)?,
+        };
+        let max_wait_ms = match max_wait_ms {
+            None => 0,
+            Some(text) => parse_max_wait(text)?,
+        };
+        let floor = match floor {
+            None => None,
+            Some(text) => Some(parse_floor(text, tokens, quota.capacity)?),
+        };
+        let inflight = match (inflight, lease) {
+            (Some(cap), Some(lease)) => Some(parse_inflight(cap, lease)?),
+            _ => None,
+        };
+        Ok(TakeArgs {
+            quota,
+            tokens,
+            max_wait_ms,
+            ticket,
+            floor,
+            inflight,
+        })
+    }
+
+    /// The words after the key, as [`TakeArgs::parse`] reads them back: options only where
+    /// they differ from the defaults.
+    fn words(&self) -> Vec<Word<'_>> {
+        let mut words = self.quota.words().to_vec();
+        if self.tokens != 1 {
+            words.extend([Word::Text("TOKENS"), Word::Number(self.tokens)]);
+        }
+        if self.max_wait_ms > 0 {
+            words.extend([Word::Text("MAXWAIT"), Word::Number(self.max_wait_ms)]);
+        }
+        if self.ticket {
+            words.push(Word::Text("TICKET"));
+        }
+        if let Some(floor) = self.floor {
+            words.extend([Word::Text("FLOOR"), Word::Number(floor)]);
+        }
+        if let Some(inflight) = self.inflight {
+            words.extend([
+                Word::Text("INFLIGHT"),
+                Word::Number(inflight.cap),
+                Word::Text("LEASE"),
+                Word::Number(inflight.lease_ms),
+            ]);
+        }
+        words
     }
 
     #[inline]
-    fn words(args: &TakeArgs) -> Vec<Word<'_>> {
-        args.words()
-    }
-
-    #[inline]
-    fn apply(args: &TakeArgs, stored: &[Option<State>], now_ns: i64) -> Result<Outcome, ArgError> {
-        Ok(take(args, one_key(stored), now_ns))
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<Outcome, ArgError> {
+        Ok(take(self, one_key(stored), now_ns))
     }
 
     #[inline]
@@ -491,13 +406,47 @@ impl ThrottleCommand for Take {
     }
 
     #[inline]
-    fn reply(args: &TakeArgs, outcome: &Outcome) -> Ints<6> {
-        outcome.to_reply(args).ints()
+    fn reply(&self, outcome: &Outcome) -> Ints<6> {
+        let [granted, remaining, wait_ms, reset_ms] = outcome.reply();
+        let mut ints = Ints::new([granted, remaining, wait_ms.max(0), reset_ms.max(0)]);
+        if self.ticket {
+            // A slot taken with no tokens took nothing a ticket could give back.
+            let ticket = if self.tokens > 0 {
+                outcome.ticket().max(0)
+            } else {
+                0
+            };
+            ints.push(ticket);
+        }
+        if self.inflight.is_some() {
+            ints.push(int(outcome.slot.unwrap_or(0)));
+        }
+        ints
     }
 
-    #[inline]
-    fn decode(ints: &[i64], _keys: usize) -> Option<TakeReply> {
-        TakeReply::decode(ints)
+    /// Four integers, then the ticket if the call asked for one (TICKET), then the slot's id
+    /// if it asked for one (INFLIGHT): five integers alone could be either.
+    fn decode(&self, ints: &[i64]) -> Option<TakeReply> {
+        let (head, tail) = match ints {
+            [g, r, w, t, tail @ ..] => ([*g, *r, *w, *t], tail),
+            _ => return None,
+        };
+        let (ticket, slot) = match (self.ticket, self.inflight.is_some(), tail) {
+            (false, false, []) => (None, None),
+            (true, false, [ticket]) => (Some(count(*ticket)?), None),
+            (false, true, [slot]) => (None, Some(count(*slot)?)),
+            (true, true, [ticket, slot]) => (Some(count(*ticket)?), Some(count(*slot)?)),
+            _ => return None,
+        };
+        let [granted, remaining, wait_ms, reset_ms] = head;
+        Some(TakeReply {
+            granted: flag(granted)?,
+            remaining: count(remaining)?,
+            wait_ms: count(wait_ms)?,
+            reset_ms: count(reset_ms)?,
+            ticket,
+            slot,
+        })
     }
 }
 
@@ -628,51 +577,52 @@ mod tests {
 
     #[test]
     fn replies_read_back_from_their_integers() {
-        for reply in [
-            TakeReply {
-                granted: true,
-                remaining: 7,
-                wait_ms: 0,
-                reset_ms: 112,
-                ticket: None,
-                slot: None,
-            },
-            TakeReply {
-                granted: false,
-                remaining: 0,
-                wait_ms: 250,
-                reset_ms: 1000,
-                ticket: Some(0),
-                slot: None,
-            },
-            TakeReply {
-                granted: true,
-                remaining: 0,
-                wait_ms: 5,
-                reset_ms: 10,
-                ticket: Some(1_764_547_200_000_123),
-                slot: None,
-            },
+        let reply = |granted, remaining, wait_ms, reset_ms, ticket, slot| TakeReply {
+            granted,
+            remaining,
+            wait_ms,
+            reset_ms,
+            ticket,
+            slot,
+        };
+        // Each call reads the shape its own options make: five integers are a ticket after
+        // TICKET, a slot after INFLIGHT.
+        for (call, ints, expected) in [
+            (
+                "8 9",
+                &[1, 7, 0, 112][..],
+                reply(true, 7, 0, 112, None, None),
+            ),
+            (
+                "8 9 TICKET",
+                &[0, 0, 250, 1000, 0],
+                reply(false, 0, 250, 1000, Some(0), None),
+            ),
+            (
+                "8 9 TICKET",
+                &[1, 0, 5, 10, 1_764_547_200_000_123],
+                reply(true, 0, 5, 10, Some(1_764_547_200_000_123), None),
+            ),
+            (
+                "8 9 INFLIGHT 2 LEASE 100",
+                &[1, 1, 0, 2, 7],
+                reply(true, 1, 0, 2, None, Some(7)),
+            ),
+            (
+                "8 9 TICKET INFLIGHT 2 LEASE 100",
+                &[1, 1, 0, 2, 5, 0],
+                reply(true, 1, 0, 2, Some(5), Some(0)),
+            ),
         ] {
-            assert_eq!(TakeReply::decode(reply.ints().as_slice()), Some(reply));
+            let args = take(call).unwrap();
+            assert_eq!(args.decode(ints), Some(expected), "{call}");
         }
-        for (ticket, slot) in [(None, Some(7)), (Some(5), Some(0))] {
-            let reply = TakeReply {
-                granted: true,
-                remaining: 1,
-                wait_ms: 0,
-                reset_ms: 2,
-                ticket,
-                slot,
-            };
-            let ints = reply.ints();
-            let back = TakeReply::decode_for(ints.as_slice(), ticket.is_some(), true);
-            assert_eq!(back, Some(reply));
-            assert_eq!(
-                TakeReply::decode_for(ints.as_slice(), ticket.is_some(), false),
-                None
-            );
-        }
+        let plain = take("8 9").unwrap();
+        let ticket = take("8 9 TICKET").unwrap();
+        let inflight = take("8 9 INFLIGHT 2 LEASE 100").unwrap();
+        assert_eq!(plain.decode(&[1, 1, 0, 2, 7]), None, "not asked for");
+        assert_eq!(ticket.decode(&[1, 1, 0, 2]), None, "asked for, missing");
+        assert_eq!(inflight.decode(&[1, 1, 0, 2, 5, 7]), None);
         for bad in [
             &[][..],
             &[1, 2, 3],
@@ -680,10 +630,28 @@ mod tests {
             &[2, 0, 0, 0],
             &[1, -1, 0, 0],
             &[1, 0, -5, 0],
-            &[1, 0, 0, 0, -1],
         ] {
-            assert_eq!(TakeReply::decode(bad), None, "{bad:?}");
+            assert_eq!(plain.decode(bad), None, "{bad:?}");
         }
+        assert_eq!(ticket.decode(&[1, 0, 0, 0, -1]), None);
+        // What the server sends reads back as what the arithmetic decided.
+        let both = take("8 9 TOKENS 2 TICKET INFLIGHT 2 LEASE 100").unwrap();
+        let now = 1_764_547_200_000_000_000;
+        let outcome = both.apply(&[None], now).unwrap();
+        let back = both.decode(both.reply(&outcome).as_slice()).unwrap();
+        let [granted, remaining, wait_ms, reset_ms] = outcome.reply();
+        assert_eq!(
+            back,
+            reply(
+                granted == 1,
+                remaining as u64,
+                wait_ms as u64,
+                reset_ms as u64,
+                Some(outcome.ticket() as u64),
+                outcome.slot,
+            )
+        );
+        assert!(back.granted && back.slot.is_some_and(|id| id > 0));
     }
 
     #[test]

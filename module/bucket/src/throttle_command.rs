@@ -1,9 +1,10 @@
 //! The one shape every THROTTLE command has, whatever it computes: its spec, its arguments
 //! (read from the words after the key, and written back), its arithmetic on the stored
 //! state(s), the writes and the pause to announce that come out of it, and its reply (the
-//! integers sent, and read back from them). Each command implements it in its own file, on a
-//! unit type ([`commands`](crate::commands)); the module's handler, the test suite's fake
-//! server and the client's decoding are each written once over it.
+//! integers sent, and read back from them). The command is its arguments (mini-redis's `Get`):
+//! each args type ([`TakeArgs`](crate::TakeArgs), [`PauseArgs`](crate::PauseArgs), ...)
+//! implements it in its own file, and the module's handler, the test suite's fake server and
+//! the client's calls are each written once over it.
 //!
 //! [`Command`] names the commands (for the registry, the counters and the Lua twin's dispatch);
 //! this trait is what they are.
@@ -16,14 +17,17 @@ use crate::spec::Spec;
 use crate::state::State;
 use crate::words::Word;
 
-/// One THROTTLE command, as the module runs it and a client reads its reply.
+/// One THROTTLE command, as the module runs it and a client reads its reply: implemented by the
+/// call's arguments.
 ///
 /// A call goes: [`parse`](ThrottleCommand::parse) the words, read the stored state of each of
 /// its [`keys`](ThrottleCommand::keys), [`apply`](ThrottleCommand::apply) the arithmetic at the
 /// server's time, carry out the [`write`](ThrottleCommand::write)s (each replicated as the
 /// resulting state), [`announce`](ThrottleCommand::announce) a pause, and send the
-/// [`reply`](ThrottleCommand::reply); the client [`decode`](ThrottleCommand::decode)s it.
-pub trait ThrottleCommand {
+/// [`reply`](ThrottleCommand::reply); the client [`decode`](ThrottleCommand::decode)s it with
+/// the same arguments, so that a reply whose shape depends on the call's options (TICKET,
+/// INFLIGHT) reads as the call made.
+pub trait ThrottleCommand: Sized {
     /// Its name.
     const COMMAND: Command;
     /// It only reads its key: the module reads it with GET (never the key API, which can
@@ -37,8 +41,6 @@ pub trait ThrottleCommand {
     /// integers`.
     const REPLY_SHAPE: &'static str;
 
-    /// The call's arguments, validated.
-    type Args;
     /// What the arithmetic decided: the reply's values, the write(s), the pause to announce.
     type Outcome;
     /// The reply's integers, inline (the module builds one per call, allocating nothing).
@@ -51,15 +53,15 @@ pub trait ThrottleCommand {
 
     /// Validates the words after the key (THROTTLE.MTAKE: after the command name, its numkeys
     /// and keys included, since it checks them).
-    fn parse(words: &[&[u8]]) -> Result<Self::Args, ArgError>;
+    fn parse(words: &[&[u8]]) -> Result<Self, ArgError>;
 
     /// The words after the key(s), as [`parse`](ThrottleCommand::parse) reads them back (for
     /// THROTTLE.MTAKE, its numkeys and keys go before them).
-    fn words(args: &Self::Args) -> Vec<Word<'_>>;
+    fn words(&self) -> Vec<Word<'_>>;
 
     /// How many keys the call names: 1, or THROTTLE.MTAKE's numkeys. A command with one key has
     /// it first, its words after; one with several has numkeys first, then the keys.
-    fn keys(_args: &Self::Args) -> usize {
+    fn keys(&self) -> usize {
         1
     }
 
@@ -67,11 +69,7 @@ pub trait ThrottleCommand {
     /// in key order; `None` for a missing key, a full bucket) at the server time `now_ns`. Pure:
     /// what to write and announce is in the outcome. An `Err` is the call's error reply
     /// (THROTTLE.DEBIT past its debt limit).
-    fn apply(
-        args: &Self::Args,
-        stored: &[Option<State>],
-        now_ns: i64,
-    ) -> Result<Self::Outcome, ArgError>;
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<Self::Outcome, ArgError>;
 
     /// The state to write at the call's key number `key` (0 for the first, and only, key of a
     /// one-key command), or `None`: nothing changes there, so nothing is written or replicated.
@@ -84,12 +82,12 @@ pub trait ThrottleCommand {
         None
     }
 
-    /// The integers the server sends for the call `args` that decided `outcome`.
-    fn reply(args: &Self::Args, outcome: &Self::Outcome) -> Self::Ints;
+    /// The integers the server sends for this call, which decided `outcome`.
+    fn reply(&self, outcome: &Self::Outcome) -> Self::Ints;
 
-    /// Reads a reply back from its integers (one, for an integer reply), for a call on `keys`
-    /// keys (1 for every command but THROTTLE.MTAKE); `None` for any other shape.
-    fn decode(ints: &[i64], keys: usize) -> Option<Self::Reply>;
+    /// Reads the reply to this call back from its integers (one, for an integer reply); `None`
+    /// for any other shape than this call's.
+    fn decode(&self, ints: &[i64]) -> Option<Self::Reply>;
 }
 
 /// A one-key command's stored state: the first of `stored` (a missing one reads as a missing
@@ -111,10 +109,11 @@ pub(crate) fn only(ints: &[i64]) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::{
-        Cut, Debit, Give, MTake, Pause, Peek, Release, Renew, Slots, Sync, Take,
-    };
     use crate::spec::{Access, Keys};
+    use crate::{
+        CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, ReleaseArgs, RenewArgs,
+        SlotsArgs, SyncArgs, TakeArgs,
+    };
 
     fn agrees_with_its_spec<C: ThrottleCommand>() {
         let spec = C::spec();
@@ -128,26 +127,33 @@ mod tests {
 
     #[test]
     fn every_command_agrees_with_its_spec() {
-        agrees_with_its_spec::<Take>();
-        agrees_with_its_spec::<MTake>();
-        agrees_with_its_spec::<Pause>();
-        agrees_with_its_spec::<Give>();
-        agrees_with_its_spec::<Peek>();
-        agrees_with_its_spec::<Cut>();
-        agrees_with_its_spec::<Sync>();
-        agrees_with_its_spec::<Debit>();
-        agrees_with_its_spec::<Renew>();
-        agrees_with_its_spec::<Release>();
-        agrees_with_its_spec::<Slots>();
+        agrees_with_its_spec::<TakeArgs>();
+        agrees_with_its_spec::<MTakeArgs>();
+        agrees_with_its_spec::<PauseArgs>();
+        agrees_with_its_spec::<GiveArgs>();
+        agrees_with_its_spec::<PeekArgs>();
+        agrees_with_its_spec::<CutArgs>();
+        agrees_with_its_spec::<SyncArgs>();
+        agrees_with_its_spec::<DebitArgs>();
+        agrees_with_its_spec::<RenewArgs>();
+        agrees_with_its_spec::<ReleaseArgs>();
+        agrees_with_its_spec::<SlotsArgs>();
+    }
+
+    fn call<C: ThrottleCommand>(text: &str) -> C {
+        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
+        C::parse(&words).unwrap()
     }
 
     #[test]
     fn integer_replies_read_back() {
-        assert_eq!(Pause::decode(&[1500], 1), Some(1500));
-        assert_eq!(Give::decode(&[3], 1), Some(3));
+        let pause: PauseArgs = call("8 9 1500");
+        let give: GiveArgs = call("8 9 1 1764547200000000");
+        assert_eq!(pause.decode(&[1500]), Some(1500));
+        assert_eq!(give.decode(&[3]), Some(3));
         for bad in [&[][..], &[-1], &[1, 2]] {
-            assert_eq!(Pause::decode(bad, 1), None, "{bad:?}");
-            assert_eq!(Give::decode(bad, 1), None, "{bad:?}");
+            assert_eq!(pause.decode(bad), None, "{bad:?}");
+            assert_eq!(give.decode(bad), None, "{bad:?}");
         }
     }
 }

@@ -9,11 +9,11 @@
 //! (a capacity, a count, an option's or a command's name: `%d` and `%s` in the Lua, `N` in the
 //! reference) are cut out and its fixed parts looked for.
 
-use throttle_bucket::commands::{
-    Cut, Debit, Give, MTake, Pause, Peek, Release, Renew, Slots, Sync, Take,
-};
 use throttle_bucket::spec::Keys;
-use throttle_bucket::{ArgError, Command, StateError, ThrottleCommand, WRONG_TYPE};
+use throttle_bucket::{
+    ArgError, Command, CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, ReleaseArgs,
+    RenewArgs, SlotsArgs, StateError, SyncArgs, TakeArgs, ThrottleCommand, WRONG_TYPE,
+};
 
 const README: &str = include_str!("../../README.md");
 const LUA: &str = include_str!("../../../client/lua/throttle.lua");
@@ -82,17 +82,17 @@ fn syntaxes() -> Vec<(Command, String, bool)> {
         (C::COMMAND, C::spec().syntax(), counted)
     }
     vec![
-        of::<Take>(),
-        of::<MTake>(),
-        of::<Pause>(),
-        of::<Give>(),
-        of::<Peek>(),
-        of::<Cut>(),
-        of::<Sync>(),
-        of::<Debit>(),
-        of::<Renew>(),
-        of::<Release>(),
-        of::<Slots>(),
+        of::<TakeArgs>(),
+        of::<MTakeArgs>(),
+        of::<PauseArgs>(),
+        of::<GiveArgs>(),
+        of::<PeekArgs>(),
+        of::<CutArgs>(),
+        of::<SyncArgs>(),
+        of::<DebitArgs>(),
+        of::<RenewArgs>(),
+        of::<ReleaseArgs>(),
+        of::<SlotsArgs>(),
     ]
 }
 

@@ -1,7 +1,12 @@
 //! THROTTLE.GIVE as tables of explicit instants: a take's tokens come back only if nothing was
 //! taken after it, and never beyond a full bucket.
 
-use throttle_bucket::{give, take, GiveArgs, Outcome, State, TakeArgs, Write};
+use throttle_bucket::{GiveArgs, Outcome, State, TakeArgs, ThrottleCommand, Write};
+
+/// The call on one bucket whose stored state is `stored`, at `now`, as the module runs it.
+fn on<C: ThrottleCommand>(call: &C, stored: Option<&State>, now: i64) -> C::Outcome {
+    call.apply(&[stored.cloned()], now).unwrap()
+}
 
 const T0: i64 = 1_764_547_200_000_000_000;
 const MS: i64 = 1_000_000;
@@ -21,7 +26,7 @@ impl Bucket {
 
 impl Bucket {
     fn take(&mut self, text: &str, now: i64) -> Outcome {
-        let out = take(
+        let out = on(
             &TakeArgs::parse(&words(text)).unwrap(),
             self.state().as_ref(),
             now,
@@ -34,7 +39,7 @@ impl Bucket {
 
     fn give(&mut self, quota: &str, n: u64, ticket: i64, now: i64) -> u64 {
         let text = format!("{quota} {n} {ticket}");
-        let out = give(
+        let out = on(
             &GiveArgs::parse(&words(&text)).unwrap(),
             self.state().as_ref(),
             now,

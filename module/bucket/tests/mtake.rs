@@ -1,6 +1,11 @@
 //! THROTTLE.MTAKE as tables of explicit instants.
 
-use throttle_bucket::{give, mtake, take, GiveArgs, MOutcome, MTakeArgs, State, TakeArgs, Write};
+use throttle_bucket::{GiveArgs, MOutcome, MTakeArgs, State, TakeArgs, ThrottleCommand, Write};
+
+/// The call on one bucket whose stored state is `stored`, at `now`, as the module runs it.
+fn on<C: ThrottleCommand>(call: &C, stored: Option<&State>, now: i64) -> C::Outcome {
+    call.apply(&[stored.cloned()], now).unwrap()
+}
 
 const T0: i64 = 1_764_547_200_000_000_000;
 const MS: i64 = 1_000_000;
@@ -11,8 +16,9 @@ fn words(text: &str) -> Vec<&[u8]> {
 
 fn run(text: &str, stored: &[Option<i64>], now: i64) -> (MOutcome, Vec<i64>) {
     let stored: Vec<Option<State>> = stored.iter().map(|s| s.map(State::plain)).collect();
-    let out = mtake(&MTakeArgs::parse(&words(text)).unwrap(), &stored, now);
-    let reply = out.reply().as_slice().to_vec();
+    let args = MTakeArgs::parse(&words(text)).unwrap();
+    let out = args.apply(&stored, now).unwrap();
+    let reply = args.reply(&out).as_slice().to_vec();
     (out, reply)
 }
 
@@ -62,7 +68,7 @@ fn the_wait_is_the_longest_and_every_bucket_takes_as_of_then() {
     // a's token is used 2 s from now, so a takes it as a take at that instant would: a full
     // bucket at T0 + 2 s less one token. A single take on a at T0 + 2 s then sees 4 left.
     assert_eq!(after[0], Some(T0 + 2000 * MS + 1000 * MS));
-    let single = take(
+    let single = on(
         &TakeArgs::parse(&words("5 1 TOKENS 0")).unwrap(),
         after[0].map(State::plain).as_ref(),
         T0 + 2000 * MS,
@@ -93,7 +99,7 @@ fn one_key_is_the_same_as_throttle_take() {
     let mut stored = None;
     for k in 0..12 {
         let now = T0 + k * 37 * MS + k * 333;
-        let single = take(
+        let single = on(
             &TakeArgs::parse(&words("8 9 TOKENS 2 MAXWAIT 300 TICKET")).unwrap(),
             stored.map(State::plain).as_ref(),
             now,
@@ -118,7 +124,7 @@ fn give_back(
     now: i64,
 ) -> (u64, Option<Write>) {
     let args = GiveArgs::parse(&words(&format!("{quota} {n} {ticket}"))).unwrap();
-    let out = give(&args, stored.map(State::plain).as_ref(), now);
+    let out = on(&args, stored.map(State::plain).as_ref(), now);
     (out.given, out.write)
 }
 
@@ -260,7 +266,7 @@ fn a_one_key_floored_multi_take_is_throttle_take() {
     let mut stored = None;
     for k in 0..16 {
         let now = T0 + k * 23 * MS + k * 777;
-        let single = take(
+        let single = on(
             &TakeArgs::parse(&words("8 9 TOKENS 2 FLOOR 3 MAXWAIT 300 TICKET")).unwrap(),
             stored.map(State::plain).as_ref(),
             now,

@@ -1,10 +1,8 @@
 //! THROTTLE.MTAKE ... INFLIGHT n LEASE ms: a slot for the call in flight in the first key's
 //! bucket, taken with every bucket's tokens or not at all, as tables of explicit instants.
 
-use throttle_bucket::commands::MTake;
 use throttle_bucket::{
-    mtake, ArgError, Command, MOutcome, MTakeArgs, MTakeReply, State, ThrottleCommand, Word,
-    NS_PER_MS,
+    ArgError, Command, MOutcome, MTakeArgs, State, ThrottleCommand, Word, NS_PER_MS,
 };
 
 /// 2026-12-01T00:00:00Z.
@@ -41,13 +39,13 @@ impl Pair {
     /// The call, its state written back, and its reply's integers.
     fn mtake(&mut self, text: &str) -> (MOutcome, Vec<i64>) {
         let args = args(text);
-        let out = mtake(&args, &self.stored, self.now);
+        let out = args.apply(&self.stored, self.now).unwrap();
         for (key, state) in self.stored.iter_mut().enumerate() {
-            if let Some(write) = MTake::write(&out, key) {
+            if let Some(write) = MTakeArgs::write(&out, key) {
                 *state = write.stored();
             }
         }
-        let reply = MTake::reply(&args, &out).as_ref().to_vec();
+        let reply = args.reply(&out).as_ref().to_vec();
         (out, reply)
     }
 
@@ -81,11 +79,12 @@ fn granted_with_a_slot_in_the_first_key_only() {
     assert_eq!(a.slots.held[0].lease_end, T0 + 1000 * MS);
     assert_eq!(p.stored[1].as_ref().map(|s| s.tat), Some(T0 + 100 * MS));
     // The reply reads back only as a call with INFLIGHT.
-    let back = MTakeReply::decode_for(&reply, 2, false, true).unwrap();
+    let back = args(CALL).decode(&reply).unwrap();
     assert_eq!((back.granted, back.slot), (true, Some(id)));
     assert_eq!(back.buckets, [(99, 10), (9, 100)]);
-    assert_eq!(MTakeReply::decode_for(&reply, 2, false, false), None);
-    assert_eq!(MTakeReply::decode(&reply, 2), None);
+    let without = "2 a b 100 100 1 10 10 1";
+    assert_eq!(args(without).decode(&reply), None);
+    assert_eq!(args(&format!("{without} TICKET")).decode(&reply), None);
 }
 
 #[test]
@@ -138,7 +137,7 @@ fn a_first_key_of_0_tokens_holds_the_slot_with_no_ticket() {
     let a = p.stored[0].clone().unwrap();
     assert_eq!(a.tat, T0, "a full bucket, holding the slot");
     assert_eq!(p.held(0), 1);
-    let back = MTakeReply::decode_for(&reply, 2, true, true).unwrap();
+    let back = args(text).decode(&reply).unwrap();
     assert_eq!(back.tickets, Some(vec![0, ticket_b as u64]));
     assert_eq!(back.slot, Some(id));
     // Every token asked is 0: still a slot, granted or denied like any take.
@@ -155,11 +154,14 @@ fn one_key_replies_read_back_by_their_call() {
     let (out, reply) = p.mtake("1 a 10 10 1 INFLIGHT 1 LEASE 50");
     let id = out.slot.unwrap();
     assert_eq!(reply, [1, 0, 9, 100, id as i64]);
-    let slot = MTakeReply::decode_for(&reply, 1, false, true).unwrap();
+    let slot = args("1 a 10 10 1 INFLIGHT 1 LEASE 50")
+        .decode(&reply)
+        .unwrap();
     assert_eq!((slot.tickets, slot.slot), (None, Some(id)));
-    let ticket = MTakeReply::decode_for(&reply, 1, true, false).unwrap();
+    let ticket = args("1 a 10 10 1 TICKET").decode(&reply).unwrap();
     assert_eq!((ticket.tickets, ticket.slot), (Some(vec![id]), None));
-    assert_eq!(MTakeReply::decode_for(&reply, 1, true, true), None);
+    let both = args("1 a 10 10 1 TICKET INFLIGHT 1 LEASE 50");
+    assert_eq!(both.decode(&reply), None);
 }
 
 #[test]

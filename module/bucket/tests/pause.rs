@@ -1,6 +1,11 @@
 //! THROTTLE.PAUSE as tables of explicit instants.
 
-use throttle_bucket::{pause, peek, take, PauseArgs, Pushback, State, TakeArgs, Write};
+use throttle_bucket::{PauseArgs, PeekArgs, Pushback, State, TakeArgs, ThrottleCommand, Write};
+
+/// The call on one bucket whose stored state is `stored`, at `now`, as the module runs it.
+fn on<C: ThrottleCommand>(call: &C, stored: Option<&State>, now: i64) -> C::Outcome {
+    call.apply(&[stored.cloned()], now).unwrap()
+}
 
 const T0: i64 = 1_764_547_200_000_000_000;
 const MS: i64 = 1_000_000;
@@ -24,7 +29,7 @@ fn stored(write: Option<Write>) -> Option<State> {
 #[test]
 fn the_first_token_is_there_exactly_after_the_pause_then_no_burst() {
     // Capacity 10 at 10/s (100 ms a token), a full bucket, paused for 1.5 s.
-    let out = pause(&pause_args("10 10 1500"), None, T0);
+    let out = on(&pause_args("10 10 1500"), None, T0);
     assert_eq!(out.reply(), 1500);
     let state = stored(out.write.clone()).expect("a pause of a full bucket writes");
     let tat = state.tat;
@@ -50,7 +55,7 @@ fn the_first_token_is_there_exactly_after_the_pause_then_no_burst() {
         Some(tat / MS)
     );
 
-    let at = |now: i64, text: &str| take(&take_args(text), Some(&state), now);
+    let at = |now: i64, text: &str| on(&take_args(text), Some(&state), now);
     // Nothing until the pause is over, and the reply says exactly when.
     assert_eq!(at(T0, "10 10").reply(), [0, 0, 1500, 2400]);
     assert_eq!(at(T0 + 1499 * MS, "10 10").reply(), [0, 0, 1, 901]);
@@ -60,24 +65,24 @@ fn the_first_token_is_there_exactly_after_the_pause_then_no_burst() {
     // The pause is over: the take writes the 8-byte state again.
     let after = stored(first.write.clone()).unwrap();
     assert_eq!(after.pushback, None);
-    let second = take(&take_args("10 10"), Some(&after), T0 + 1500 * MS);
+    let second = on(&take_args("10 10"), Some(&after), T0 + 1500 * MS);
     assert_eq!(second.reply(), [0, 0, 100, 1000]);
 }
 
 #[test]
 fn a_pause_never_shortens_a_longer_pause_or_a_debt() {
-    let long = stored(pause(&pause_args("10 10 60000"), None, T0).write);
+    let long = stored(on(&pause_args("10 10 60000"), None, T0).write);
     // A shorter pause later changes nothing and says how long the longer one still runs.
-    let short = pause(&pause_args("10 10 1000"), long.as_ref(), T0 + 10_000 * MS);
+    let short = on(&pause_args("10 10 1000"), long.as_ref(), T0 + 10_000 * MS);
     assert_eq!((short.write.clone(), short.announce), (None, None));
     assert_eq!(short.reply(), 50_000);
     // The same pause again (a second replica saw the same 429): a no-op.
-    let again = pause(&pause_args("10 10 60000"), long.as_ref(), T0);
+    let again = on(&pause_args("10 10 60000"), long.as_ref(), T0);
     assert_eq!((again.write.clone(), again.reply()), (None, 60_000));
     // A debt of 30 reservations (3 s past full) outlasts a 1 s pause: the state stays, but the
     // bucket is marked paused, so that no reserved call inside the pause is sent.
     let debt = Some(State::plain(T0 + 3_000 * MS + 1_000 * MS));
-    let out = pause(&pause_args("10 10 1000"), debt.as_ref(), T0);
+    let out = on(&pause_args("10 10 1000"), debt.as_ref(), T0);
     assert_eq!(out.reply(), 3_100);
     let marked = stored(out.write.clone()).unwrap();
     assert_eq!(marked.tat, T0 + 4_000 * MS, "the debt is kept");
@@ -86,16 +91,20 @@ fn a_pause_never_shortens_a_longer_pause_or_a_debt() {
         Some(T0 + 1_000 * MS)
     );
     assert_eq!(
-        peek(&pause_args("10 10 1").quota, Some(&marked), T0).paused_ns,
+        on(
+            &PeekArgs {
+                quota: pause_args("10 10 1").quota
+            },
+            Some(&marked),
+            T0
+        )
+        .paused_ns,
         1_000 * MS
     );
     // The same pause again changes nothing now.
-    assert_eq!(
-        pause(&pause_args("10 10 1000"), Some(&marked), T0).write,
-        None
-    );
+    assert_eq!(on(&pause_args("10 10 1000"), Some(&marked), T0).write, None);
     // A longer pause extends it.
-    let out = pause(&pause_args("10 10 5000"), debt.as_ref(), T0);
+    let out = on(&pause_args("10 10 5000"), debt.as_ref(), T0);
     assert_eq!(
         out.write.clone().and_then(|w| w.tat()),
         Some(T0 + 5_900 * MS)
@@ -107,7 +116,7 @@ fn a_pause_never_shortens_a_longer_pause_or_a_debt() {
 fn a_pause_on_a_clock_that_reads_earlier_still_only_moves_forward() {
     let state = State::plain(T0 + 500 * MS);
     // The clock reads an hour back: the pause counts from that reading, below the state.
-    let out = pause(&pause_args("1 1 1000"), Some(&state), T0 - 3_600_000 * MS);
+    let out = on(&pause_args("1 1 1000"), Some(&state), T0 - 3_600_000 * MS);
     // The state stays; the mark is written from that reading (and over by the true clock).
     assert_eq!(out.write.clone().and_then(|w| w.tat()), Some(T0 + 500 * MS));
     // Capacity 1: the next token is at the state itself, 1 h 0.5 s after that reading.
@@ -116,7 +125,7 @@ fn a_pause_on_a_clock_that_reads_earlier_still_only_moves_forward() {
 
 #[test]
 fn the_longest_pause_on_the_slowest_bucket_fits() {
-    let out = pause(
+    let out = on(
         &pause_args("315360000 1 315360000000"),
         Some(&State::plain(i64::MAX - 1)),
         T0,
@@ -126,7 +135,7 @@ fn the_longest_pause_on_the_slowest_bucket_fits() {
         Some(i64::MAX - 1),
         "a forged state past everything is debt; only the mark is written"
     );
-    let out = pause(&pause_args("315360000 1 315360000000"), None, T0);
+    let out = on(&pause_args("315360000 1 315360000000"), None, T0);
     assert_eq!(out.reply(), 315_360_000_000);
     assert!(out.write.clone().and_then(|w| w.tat()).unwrap() > T0);
 }

@@ -1,7 +1,12 @@
 //! Properties of the arithmetic over arbitrary call sequences and clock readings.
 
 use proptest::prelude::*;
-use throttle_bucket::{take, State, TakeArgs, Write, NS_PER_MS, NS_PER_S};
+use throttle_bucket::{PeekArgs, State, TakeArgs, ThrottleCommand, Write, NS_PER_MS, NS_PER_S};
+
+/// The call on one bucket whose stored state is `stored`, at `now`, as the module runs it.
+fn on<C: ThrottleCommand>(call: &C, stored: Option<&State>, now: i64) -> C::Outcome {
+    call.apply(&[stored.cloned()], now).unwrap()
+}
 
 /// Rates as (text, mantissa, decimal scale): rate = mantissa / 10^scale exactly, so the bound
 /// below is checked against the rate the caller asked for, not the rounded interval.
@@ -78,7 +83,7 @@ proptest! {
         let mut usable: Vec<(i64, u64)> = Vec::new();
         for call in &calls {
             now += call.step_ns;
-            let out = take(&args(capacity, rate_text, call.tokens, call.max_wait_ms), state.as_ref(), now);
+            let out = on(&args(capacity, rate_text, call.tokens, call.max_wait_ms), state.as_ref(), now);
             if let Some(Write::Store { state: written, expire_at_ms }) = out.write.clone() {
                 // Time never runs backwards for a bucket.
                 prop_assert!(state.is_none_or(|s| written.tat >= s.tat));
@@ -116,13 +121,13 @@ proptest! {
         let mut state: Option<State> = None;
         for call in &calls {
             now += call.step_ns;
-            let out = take(&args(capacity, rate_text, call.tokens, call.max_wait_ms), state.as_ref(), now);
+            let out = on(&args(capacity, rate_text, call.tokens, call.max_wait_ms), state.as_ref(), now);
             let [granted, remaining, wait_ms, reset_ms] = out.reply();
             prop_assert!(remaining >= 0 && remaining <= capacity as i64);
             prop_assert!(wait_ms >= 0 && reset_ms >= 0);
-            let denied = take(&args(capacity, rate_text, call.tokens, 0), state.as_ref(), now);
+            let denied = on(&args(capacity, rate_text, call.tokens, 0), state.as_ref(), now);
             prop_assert_eq!(denied.wait_ns, out.wait_ns);
-            let later = take(&args(capacity, rate_text, call.tokens, 0), state.as_ref(), now + wait_ms * NS_PER_MS);
+            let later = on(&args(capacity, rate_text, call.tokens, 0), state.as_ref(), now + wait_ms * NS_PER_MS);
             prop_assert!(later.granted, "waiting {} ms was not enough", wait_ms);
             if granted == 1 {
                 if let Some(write) = out.write { state = write.stored(); }
@@ -134,21 +139,22 @@ proptest! {
     /// same reply in MTAKE's order, and the same ticket, whatever the clock does.
     #[test]
     fn a_one_key_multi_take_tickets_as_throttle_take((capacity, rate, calls) in scenario()) {
-        use throttle_bucket::{mtake, MTakeArgs};
+        use throttle_bucket::MTakeArgs;
         let rate_text = RATES[rate].0;
         let mut now = T0;
         let mut state: Option<State> = None;
         for call in &calls {
             now += call.step_ns;
-            let single = take(
+            let single = on(
                 &TakeArgs { ticket: true, ..args(capacity, rate_text, call.tokens, call.max_wait_ms) },
                 state.as_ref(),
                 now,
             );
             let text = format!("1 a {capacity} {rate_text} {} MAXWAIT {} TICKET", call.tokens, call.max_wait_ms);
-            let multi = mtake(&MTakeArgs::parse(&words(&text)).unwrap(), &[state.clone()], now);
+            let multi_args = MTakeArgs::parse(&words(&text)).unwrap();
+            let multi = multi_args.apply(&[state.clone()], now).unwrap();
             let [granted, remaining, wait_ms, reset_ms] = single.reply();
-            let reply = multi.reply();
+            let reply = multi_args.reply(&multi);
             prop_assert_eq!(
                 reply.as_slice(),
                 &[granted, wait_ms, remaining, reset_ms, single.ticket()][..]
@@ -308,8 +314,7 @@ proptest! {
             .prop_flat_map(|(ca, ra, cb, rb)| (Just([(ca, ra), (cb, rb)]), ops([ca, cb])))
     ) {
         use throttle_bucket::{
-            cut, debit, give, mtake, pause, peek, sync, CutArgs, DebitArgs, GiveArgs, MTakeArgs,
-            PauseArgs, Quota, SyncArgs, FULL_FACTOR_BP,
+            CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, Quota, SyncArgs, FULL_FACTOR_BP,
         };
         let quota = |b: usize| format!("{} {}", buckets[b].0, RATES[buckets[b].1].0);
         let bucket_quota = |b: usize| {
@@ -330,7 +335,7 @@ proptest! {
             Ok(())
         };
         let factor = |state: &[Option<State>; 2], b: usize, now: i64| {
-            peek(&bucket_quota(b), state[b].as_ref(), now).factor_bp
+            on(&PeekArgs { quota: bucket_quota(b) }, state[b].as_ref(), now).factor_bp
         };
         let mut latest = now;
         for (step, op) in &ops {
@@ -343,8 +348,8 @@ proptest! {
                     let f = factor(&state, *bucket, now);
                     // Whether the tokens are there now: a plain take of them, without waiting.
                     let plain = format!("{} TOKENS {tokens}", quota(*bucket));
-                    let there_now = take(&TakeArgs::parse(&words(&plain)).unwrap(), state[*bucket].as_ref(), now).granted;
-                    let out = take(&TakeArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now);
+                    let there_now = on(&TakeArgs::parse(&words(&plain)).unwrap(), state[*bucket].as_ref(), now).granted;
+                    let out = on(&TakeArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now);
                     prop_assert_eq!(out.granted, out.write.is_some());
                     if let Some(w) = out.write.clone() {
                         set(&mut state, *bucket, w)?;
@@ -372,8 +377,8 @@ proptest! {
                     let g = &mut grants[open[grant % open.len()]];
                     let n = g.tokens * u64::from(*fraction) / 4;
                     let text = format!("{} {n} {}", quota(g.bucket), g.ticket);
-                    let paused_ns = peek(&bucket_quota(g.bucket), state[g.bucket].as_ref(), now).paused_ns;
-                    let out = give(&GiveArgs::parse(&words(&text)).unwrap(), state[g.bucket].as_ref(), now);
+                    let paused_ns = on(&PeekArgs { quota: bucket_quota(g.bucket) }, state[g.bucket].as_ref(), now).paused_ns;
+                    let out = on(&GiveArgs::parse(&words(&text)).unwrap(), state[g.bucket].as_ref(), now);
                     prop_assert!(out.given <= n);
                     if let Some(w) = out.write {
                         if let Some(tat) = w.tat() {
@@ -385,7 +390,7 @@ proptest! {
                     // clock: one that reads earlier may see as on a pause a later one saw end).
                     if paused_ns > 0 && now >= latest {
                         let one = format!("{} TOKENS 1", quota(g.bucket));
-                        let after = take(&TakeArgs::parse(&words(&one)).unwrap(), state[g.bucket].as_ref(), now);
+                        let after = on(&TakeArgs::parse(&words(&one)).unwrap(), state[g.bucket].as_ref(), now);
                         prop_assert!(!after.granted && after.wait_ns >= paused_ns, "{:?} inside a pause of {} ns", after, paused_ns);
                     }
                     // Used once: a later give of this grant would be a second one.
@@ -394,18 +399,18 @@ proptest! {
                 }
                 Op::Pause { bucket, ms } => {
                     let text = format!("{} {ms}", quota(*bucket));
-                    let out = pause(&PauseArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now);
+                    let out = on(&PauseArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now);
                     prop_assert!(out.reply() >= *ms as i64);
                     if let Some(w) = out.write {
                         set(&mut state, *bucket, w)?;
                     }
-                    let seen = peek(&bucket_quota(*bucket), state[*bucket].as_ref(), now);
+                    let seen = on(&PeekArgs { quota: bucket_quota(*bucket) }, state[*bucket].as_ref(), now);
                     prop_assert!(seen.paused_ns >= *ms as i64 * NS_PER_MS, "paused for {} ns", seen.paused_ns);
                 }
                 Op::Cut { bucket, ms, factor: f, recovery_ms } => {
                     let text = format!("{} {ms} {f} {recovery_ms}", quota(*bucket));
                     let before = factor(&state, *bucket, now);
-                    let out = cut(&CutArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now);
+                    let out = on(&CutArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now);
                     prop_assert!(out.reply().next_ms >= *ms);
                     if let Some(w) = out.write {
                         set(&mut state, *bucket, w)?;
@@ -420,18 +425,18 @@ proptest! {
                 }
                 Op::Sync { bucket, remaining, reset_ms } => {
                     let text = format!("{} {remaining} {reset_ms}", quota(*bucket));
-                    let out = sync(&SyncArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now);
+                    let out = on(&SyncArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now);
                     if let Some(w) = out.write {
                         set(&mut state, *bucket, w)?;
                     }
-                    let seen = peek(&bucket_quota(*bucket), state[*bucket].as_ref(), now);
+                    let seen = on(&PeekArgs { quota: bucket_quota(*bucket) }, state[*bucket].as_ref(), now);
                     prop_assert!(seen.remaining <= *remaining, "{} left after a sync to {}", seen.remaining, remaining);
                     prop_assert_eq!(out.remaining, seen.remaining);
                 }
                 Op::Debit { bucket, tokens } => {
                     let text = format!("{} {tokens}", quota(*bucket));
-                    let before = peek(&bucket_quota(*bucket), state[*bucket].as_ref(), now);
-                    let out = debit(&DebitArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now)
+                    let before = on(&PeekArgs { quota: bucket_quota(*bucket) }, state[*bucket].as_ref(), now);
+                    let out = DebitArgs::parse(&words(&text)).unwrap().apply(&[state[*bucket].as_ref().cloned()], now)
                         .expect("a debit of a few tokens is never too deep here");
                     if let Some(w) = out.write {
                         set(&mut state, *bucket, w)?;
@@ -449,15 +454,16 @@ proptest! {
                     let factors = [factor(&state, 0, now), factor(&state, 1, now)];
                     let there_now = [0, 1].map(|b| {
                         let plain = format!("{} TOKENS {}", quota(b), tokens[b]);
-                        take(&TakeArgs::parse(&words(&plain)).unwrap(), state[b].as_ref(), now).granted
+                        on(&TakeArgs::parse(&words(&plain)).unwrap(), state[b].as_ref(), now).granted
                     });
-                    let out = mtake(&MTakeArgs::parse(&words(&text)).unwrap(), &state, now);
+                    let call = MTakeArgs::parse(&words(&text)).unwrap();
+                    let out = call.apply(&state, now).unwrap();
                     let wrote = out.buckets().iter().filter(|b| b.write.is_some()).count();
                     let taking = tokens.iter().filter(|&&t| t > 0).count();
                     prop_assert!(wrote == 0 || wrote == taking, "all or nothing");
                     // The reply's tickets, after the pairs: each bucket's write in µs, 0 for
                     // one not written.
-                    let reply = out.reply();
+                    let reply = call.reply(&out);
                     let tickets = reply.as_slice().get(6..).unwrap_or(&[]);
                     prop_assert_eq!(tickets.len(), if *ticket { 2 } else { 0 });
                     for (b, after) in out.buckets().iter().enumerate() {
@@ -481,7 +487,7 @@ proptest! {
                     }
                 }
                 Op::Peek { bucket } => {
-                    let out = peek(&bucket_quota(*bucket), state[*bucket].as_ref(), now);
+                    let out = on(&PeekArgs { quota: bucket_quota(*bucket) }, state[*bucket].as_ref(), now);
                     prop_assert!(out.paused_ns >= 0 && out.factor_bp <= FULL_FACTOR_BP);
                 }
             }

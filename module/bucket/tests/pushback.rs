@@ -3,9 +3,14 @@
 //! that would write a state past 20 years, and a cut after a cut.
 
 use throttle_bucket::{
-    cut, give, mtake, parse_state, pause, peek, take, CutArgs, GiveArgs, MTakeArgs, PauseArgs,
-    PeekArgs, State, TakeArgs, Write, MAX_DEBT_NS,
+    parse_state, CutArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, State, TakeArgs,
+    ThrottleCommand, Write, MAX_DEBT_NS,
 };
+
+/// The call on one bucket whose stored state is `stored`, at `now`, as the module runs it.
+fn on<C: ThrottleCommand>(call: &C, stored: Option<&State>, now: i64) -> C::Outcome {
+    call.apply(&[stored.cloned()], now).unwrap()
+}
 
 const T0: i64 = 1_764_547_200_000_000_000;
 const MS: i64 = 1_000_000;
@@ -20,12 +25,12 @@ fn stored(write: Option<Write>) -> Option<State> {
 
 fn cut_at(text: &str, state: Option<State>, now: i64) -> Option<State> {
     let args = CutArgs::parse(&words(text)).expect("valid test arguments");
-    let out = cut(&args, state.as_ref(), now);
+    let out = on(&args, state.as_ref(), now);
     out.write.clone().map_or(state, |w| w.stored())
 }
 
 fn take_at(text: &str, state: Option<State>, now: i64) -> throttle_bucket::Outcome {
-    take(
+    on(
         &TakeArgs::parse(&words(text)).expect("valid"),
         state.as_ref(),
         now,
@@ -113,17 +118,19 @@ fn a_cut_too_deep_to_hold_the_tokens_waits_for_the_recovery() {
     assert_eq!(short.write, None);
     // THROTTLE.MTAKE alike.
     let args = MTakeArgs::parse(&words("1 a 10 10 1 MAXWAIT 6004 FLOOR 5")).expect("valid");
-    let out = mtake(&args, std::slice::from_ref(&state), T0 + 2 * MS);
-    assert_eq!(out.reply().as_slice(), [0, 6004, 1, 799]);
+    let out = args
+        .apply(std::slice::from_ref(&state), T0 + 2 * MS)
+        .unwrap();
+    assert_eq!(args.reply(&out).as_slice(), [0, 6004, 1, 799]);
     let args = MTakeArgs::parse(&words("1 a 10 10 5 MAXWAIT 60000 FLOOR 5")).expect("valid");
-    let out = mtake(&args, &[state], T0 + 2 * MS);
-    assert_eq!(out.reply().as_slice(), [0, 29_998, 1, 799]);
+    let out = args.apply(&[state], T0 + 2 * MS).unwrap();
+    assert_eq!(args.reply(&out).as_slice(), [0, 29_998, 1, 799]);
 
     // Several limits: the wait is the slowest bucket's, recovery included.
     let args = MTakeArgs::parse(&words("2 a b 1 10 1 10 10 1")).expect("valid");
-    let out = mtake(&args, &[state_cap1(), None], T0 + 2 * MS);
+    let out = args.apply(&[state_cap1(), None], T0 + 2 * MS).unwrap();
     assert!(!out.granted);
-    assert_eq!(out.reply().as_slice()[..2], [0, 29_998]);
+    assert_eq!(args.reply(&out).as_slice()[..2], [0, 29_998]);
 }
 
 fn state_cap1() -> Option<State> {
@@ -140,13 +147,13 @@ fn a_give_back_never_ends_a_pause() {
     // Another replica sees a 429: paused for 1 s. The pause's own state (the first token at
     // T0 + 1 s, T0 + 1.9 s) is before the reservation's, so the state stays on the ticket.
     let pause_args = PauseArgs::parse(&words("10 10 1000")).expect("valid");
-    let paused = stored(pause(&pause_args, stored(reserved.write.clone()).as_ref(), T0).write);
+    let paused = stored(on(&pause_args, stored(reserved.write.clone()).as_ref(), T0).write);
     assert_eq!(paused.clone().map(|s| s.tat), Some(T0 + 2000 * MS));
     // The reserved call fails and gives back, 250 ms into the pause: only what lies after
     // the pause's own state comes back (one token), and the pause holds.
     let give_args =
         GiveArgs::parse(&words(&format!("10 10 10 {ticket}"))).expect("valid give-back");
-    let given = give(&give_args, paused.as_ref(), T0 + 250 * MS);
+    let given = on(&give_args, paused.as_ref(), T0 + 250 * MS);
     assert_eq!(given.given, 1);
     let after = stored(given.write.clone());
     assert_eq!(after.clone().map(|s| s.tat), Some(T0 + 1900 * MS));
@@ -156,10 +163,17 @@ fn a_give_back_never_ends_a_pause() {
         "nothing inside the pause"
     );
     let peek_args = PeekArgs::parse(&words("10 10")).expect("valid");
-    let peeked = peek(&peek_args.quota, after.as_ref(), T0 + 250 * MS).reply();
+    let peeked = on(
+        &PeekArgs {
+            quota: peek_args.quota,
+        },
+        after.as_ref(),
+        T0 + 250 * MS,
+    )
+    .reply();
     assert_eq!(peeked.paused_ms, 750);
     // Once the pause is over, a give-back frees its whole slot as before.
-    let late = give(&give_args, paused.as_ref(), T0 + 1000 * MS);
+    let late = on(&give_args, paused.as_ref(), T0 + 1000 * MS);
     assert_eq!(late.given, 10);
     assert_eq!(late.write, Some(Write::Delete), "full again: the key goes");
 }
@@ -175,13 +189,13 @@ fn no_reservation_writes_a_state_past_20_years() {
     assert_eq!(refused.reply()[0], 0, "refused, not granted 22 years ahead");
     assert_eq!(refused.write, None);
     let args = MTakeArgs::parse(&words("1 b 300 0.000001 5 MAXWAIT 315360000000")).expect("ok");
-    let out = mtake(&args, std::slice::from_ref(&state), now);
+    let out = args.apply(std::slice::from_ref(&state), now).unwrap();
     assert!(!out.granted);
     assert_eq!(out.buckets()[0].write, None);
     // Four tokens fit within the 20 years (granted for when the recovering rate holds them),
     // and the state they leave still reads as a bucket.
     let args = MTakeArgs::parse(&words("1 b 300 0.000001 4 MAXWAIT 315360000000")).expect("ok");
-    let four = mtake(&args, std::slice::from_ref(&state), now);
+    let four = args.apply(std::slice::from_ref(&state), now).unwrap();
     assert!(four.granted);
     let write = four.buckets()[0].write.clone();
     let tat = write.clone().and_then(|w| w.tat()).expect("written");
@@ -199,14 +213,26 @@ fn a_later_cut_never_loosens_an_earlier_one() {
     let both = cut_at("10 10 1 1 1", deep.clone(), T0 + 5 * MS);
     let peek_args = PeekArgs::parse(&words("10 10")).expect("valid");
     let at = |ms: i64| {
-        peek(&peek_args.quota, both.as_ref(), T0 + ms * MS)
-            .reply()
-            .factor_bp
+        on(
+            &PeekArgs {
+                quota: peek_args.quota,
+            },
+            both.as_ref(),
+            T0 + ms * MS,
+        )
+        .reply()
+        .factor_bp
     };
     let deep_at = |ms: i64| {
-        peek(&peek_args.quota, deep.as_ref(), T0 + ms * MS)
-            .reply()
-            .factor_bp
+        on(
+            &PeekArgs {
+                quota: peek_args.quota,
+            },
+            deep.as_ref(),
+            T0 + ms * MS,
+        )
+        .reply()
+        .factor_bp
     };
     for ms in [7, 1000, 300_000, 599_999] {
         assert!(
@@ -233,7 +259,7 @@ fn a_later_cut_never_loosens_an_earlier_one() {
 fn a_cut_announces_its_pause_the_state_and_the_cut_factor() {
     // Capacity 10 at 10/s, full; cut to half for 2 s, recovering over 30 s.
     let args = CutArgs::parse(&words("10 10 2000 0.5 30000")).expect("valid");
-    let out = cut(&args, None, T0);
+    let out = on(&args, None, T0);
     let tat = stored(out.write.clone()).expect("a cut writes").tat;
     let heard = out.announce.expect("a cut that pauses is announced");
     assert_eq!(heard.pause_ns, 2000 * MS);
@@ -243,10 +269,10 @@ fn a_cut_announces_its_pause_the_state_and_the_cut_factor() {
     // The same 429 seen by another replica at the same instant: no cut, no longer pause, no
     // message; a millisecond later the pause ends a millisecond later, and that is announced.
     assert_eq!(
-        cut(&args, stored(out.write.clone()).as_ref(), T0).announce,
+        on(&args, stored(out.write.clone()).as_ref(), T0).announce,
         None
     );
-    let later = cut(&args, stored(out.write.clone()).as_ref(), T0 + MS).announce;
+    let later = on(&args, stored(out.write.clone()).as_ref(), T0 + MS).announce;
     assert_eq!(
         later.map(|h| (h.pause_ns, h.factor_bp)),
         Some((2000 * MS, 5000))

@@ -2,11 +2,15 @@
 //! of explicit instants, the stored state's format, and a property over random interleavings.
 
 use proptest::prelude::*;
-use throttle_bucket::commands::{Release, Renew, Slots as SlotsCommand, Take};
 use throttle_bucket::{
-    encode_state, parse_state, release, renew, slots, take, Outcome, ReleaseArgs, RenewArgs, Slot,
-    Slots, State, TakeArgs, ThrottleCommand, Write, NS_PER_MS, SLOTS_STATE_HEAD,
+    encode_state, parse_state, Outcome, ReleaseArgs, RenewArgs, Slot, Slots, SlotsArgs, State,
+    TakeArgs, ThrottleCommand, Write, NS_PER_MS, SLOTS_STATE_HEAD,
 };
+
+/// The call on one bucket whose stored state is `stored`, at `now`, as the module runs it.
+fn on<C: ThrottleCommand>(call: &C, stored: Option<&State>, now: i64) -> C::Outcome {
+    call.apply(&[stored.cloned()], now).unwrap()
+}
 
 /// 2026-12-01T00:00:00Z.
 const T0: i64 = 1_796_083_200 * 1_000_000_000;
@@ -47,14 +51,14 @@ impl Bucket {
     }
 
     fn take(&mut self, text: &str) -> Outcome {
-        let out = take(&take_args(text), self.state.as_ref(), self.now);
+        let out = on(&take_args(text), self.state.as_ref(), self.now);
         self.state = after(&out.write, self.state.clone());
         out
     }
 
     fn renew(&mut self, slot: u64, ms: u64) -> bool {
         let args = RenewArgs::parse(&words(&format!("100 100 {slot} {ms}"))).unwrap();
-        let out = renew(&args, self.state.as_ref(), self.now);
+        let out = on(&args, self.state.as_ref(), self.now);
         assert_eq!(out.held, out.write.is_some());
         self.state = after(&out.write, self.state.clone());
         out.held
@@ -62,7 +66,7 @@ impl Bucket {
 
     fn release(&mut self, slot: u64) -> bool {
         let args = ReleaseArgs::parse(&words(&format!("100 100 {slot}"))).unwrap();
-        let out = release(&args, self.state.as_ref(), self.now);
+        let out = on(&args, self.state.as_ref(), self.now);
         assert_eq!(out.held, out.write.is_some());
         self.state = after(&out.write, self.state.clone());
         out.held
@@ -70,12 +74,12 @@ impl Bucket {
 
     fn slots(&self) -> (u64, i64) {
         let quota = take_args("100 100").quota;
-        let out = slots(&quota, self.state.as_ref(), self.now);
+        let out = on(&SlotsArgs { quota }, self.state.as_ref(), self.now);
         (out.held, out.first_end_ns)
     }
 
     fn reply(&self, text: &str, out: &Outcome) -> Vec<i64> {
-        Take::reply(&take_args(text), out).as_ref().to_vec()
+        take_args(text).reply(out).as_ref().to_vec()
     }
 }
 
@@ -220,7 +224,7 @@ fn a_release_that_leaves_nothing_deletes_the_key() {
     let text = "10 10 TOKENS 0 INFLIGHT 1 LEASE 1000";
     let id = b.take(text).slot.unwrap();
     let args = ReleaseArgs::parse(&words(&format!("10 10 {id}"))).unwrap();
-    let out = release(&args, b.state.as_ref(), T0 + MS);
+    let out = on(&args, b.state.as_ref(), T0 + MS);
     assert_eq!(out.write, Some(Write::Delete));
     // Not while the bucket is in debt: then the 8-byte form, expiring when it is full.
     let mut b = Bucket::new();
@@ -228,7 +232,7 @@ fn a_release_that_leaves_nothing_deletes_the_key() {
         .take("10 10 TOKENS 5 INFLIGHT 1 LEASE 60000")
         .slot
         .unwrap();
-    let out = release(
+    let out = on(
         &ReleaseArgs::parse(&words(&format!("10 10 {id}"))).unwrap(),
         b.state.as_ref(),
         T0,
@@ -327,10 +331,12 @@ fn the_state_format() {
 
 #[test]
 fn commands_parse_and_reply_as_specified() {
-    assert_eq!(Renew::decode(&[1], 1), Some(true));
-    assert_eq!(Release::decode(&[0], 1), Some(false));
-    assert_eq!(Release::decode(&[2], 1), None);
-    assert_eq!(SlotsCommand::spec().syntax(), "key capacity rate");
+    let renew = RenewArgs::parse(&[b"8", b"9", b"5", b"100"]).unwrap();
+    let release = ReleaseArgs::parse(&[b"8", b"9", b"5"]).unwrap();
+    assert_eq!(renew.decode(&[1]), Some(true));
+    assert_eq!(release.decode(&[0]), Some(false));
+    assert_eq!(release.decode(&[2]), None);
+    assert_eq!(SlotsArgs::spec().syntax(), "key capacity rate");
     for (text, want) in [
         ("8 9 INFLIGHT 0 LEASE 1", "ERR INFLIGHT must"),
         ("8 9 INFLIGHT 1025 LEASE 1", "ERR INFLIGHT must"),
@@ -388,8 +394,8 @@ proptest! {
                 Op::Take { tokens } => {
                     let args = take_args(&text(tokens));
                     let plain = TakeArgs { inflight: None, ..args };
-                    let tokens_alone = take(&plain, state.as_ref(), now);
-                    let out = take(&args, state.as_ref(), now);
+                    let tokens_alone = on(&plain, state.as_ref(), now);
+                    let out = on(&args, state.as_ref(), now);
                     prop_assert_eq!(out.granted, out.slot.is_some());
                     prop_assert_eq!(out.granted, out.write.is_some());
                     if out.granted {
@@ -411,12 +417,12 @@ proptest! {
                 Op::Renew { pick, ms } => {
                     let id = given.get(pick % given.len().max(1)).copied().unwrap_or(0);
                     let args = RenewArgs::parse(&words(&format!("3 20 {id} {ms}"))).unwrap();
-                    renew(&args, state.as_ref(), now).write
+                    on(&args, state.as_ref(), now).write
                 }
                 Op::Release { pick } => {
                     let id = given.get(pick % given.len().max(1)).copied().unwrap_or(0);
                     let args = ReleaseArgs::parse(&words(&format!("3 20 {id}"))).unwrap();
-                    release(&args, state.as_ref(), now).write
+                    on(&args, state.as_ref(), now).write
                 }
             };
             if let Some(write) = write {

@@ -1,6 +1,11 @@
 //! THROTTLE.TAKE's arithmetic as tables of explicit instants.
 
-use throttle_bucket::{take, Outcome, State, TakeArgs, Write};
+use throttle_bucket::{Outcome, State, TakeArgs, ThrottleCommand, Write};
+
+/// The call on one bucket whose stored state is `stored`, at `now`, as the module runs it.
+fn on<C: ThrottleCommand>(call: &C, stored: Option<&State>, now: i64) -> C::Outcome {
+    call.apply(&[stored.cloned()], now).unwrap()
+}
 
 /// An arbitrary instant (2025-12-01T00:00:00Z) in ns, so the tables read as offsets from it.
 const T0: i64 = 1_764_547_200_000_000_000;
@@ -17,7 +22,7 @@ fn run(calls: &[(&str, i64)]) -> Vec<Outcome> {
     calls
         .iter()
         .map(|&(text, now)| {
-            let outcome = take(&args(text), state.as_ref(), now);
+            let outcome = on(&args(text), state.as_ref(), now);
             if let Some(write) = outcome.write.clone() {
                 state = write.stored();
             }
@@ -95,7 +100,7 @@ fn without_maxwait_the_ninth_call_is_told_when_to_retry() {
 
 #[test]
 fn a_missing_key_is_a_full_bucket_and_the_write_expires_when_full_again() {
-    let out = take(&args("10 10"), None, T0);
+    let out = on(&args("10 10"), None, T0);
     assert_eq!(out.reply(), [1, 9, 0, 100]);
     assert_eq!(
         out.write,
@@ -184,12 +189,12 @@ fn a_clock_that_reads_earlier_adds_no_tokens_and_never_moves_the_state_back() {
 #[test]
 fn a_state_far_ahead_of_the_clock_is_debt_not_an_overflow() {
     let args = args("8 9 MAXWAIT 315360000000");
-    let out = take(&args, Some(&State::plain(i64::MAX)), T0);
+    let out = on(&args, Some(&State::plain(i64::MAX)), T0);
     assert!(!out.granted);
     assert_eq!(out.write, None);
     assert!(out.reply()[2] > 0 && out.reply()[3] > 0);
     // A clock beyond the supported range is clamped rather than overflowing.
-    let out = take(&args, Some(&State::plain(0)), i64::MAX);
+    let out = on(&args, Some(&State::plain(0)), i64::MAX);
     assert!(out.granted);
 }
 
@@ -205,7 +210,7 @@ fn fractional_and_high_rates() {
     assert_eq!(replies, [[1, 0, 0, 2000], [0, 0, 1, 1], [1, 0, 0, 2000]]);
 
     // 2 GiB per minute in bytes, 64 KiB per call: interval 28 ns, so 1 835 008 ns per call.
-    let out = take(&args("2147483648 35791394.1 TOKENS 65536"), None, T0);
+    let out = on(&args("2147483648 35791394.1 TOKENS 65536"), None, T0);
     assert_eq!(out.reply(), [1, 2147418112, 0, 2]);
     assert_eq!(
         out.write.clone().and_then(|w| w.tat()),
@@ -216,13 +221,13 @@ fn fractional_and_high_rates() {
 #[test]
 fn a_floored_take_reserves_only_tokens_that_are_there_now() {
     // Capacity 10 at 10/s: 100 ms a token. 5 taken: 5 left, full at T0 + 500 ms.
-    let five = take(&args("10 10 TOKENS 5"), None, T0);
+    let five = on(&args("10 10 TOKENS 5"), None, T0);
     let half = five.write.clone().and_then(|w| w.stored());
     assert_eq!(half.clone().map(|s| s.tat), Some(T0 + 500 * MS));
 
     // 2 above a floor of 5: the 2 are there now, the floor 200 ms from now. Within MAXWAIT:
     // granted with that wait, and the state moves by 2 intervals, as any reservation's.
-    let out = take(
+    let out = on(
         &args("10 10 TOKENS 2 FLOOR 5 MAXWAIT 200 TICKET"),
         half.as_ref(),
         T0,
@@ -233,7 +238,7 @@ fn a_floored_take_reserves_only_tokens_that_are_there_now() {
     assert!(!out.held_by_floor);
     // A ms short of the wait: denied as before, the wait until the tokens and the floor are
     // both there, nothing written, held by the floor alone.
-    let short = take(
+    let short = on(
         &args("10 10 TOKENS 2 FLOOR 5 MAXWAIT 199"),
         half.as_ref(),
         T0,
@@ -242,7 +247,7 @@ fn a_floored_take_reserves_only_tokens_that_are_there_now() {
     assert_eq!(short.write, None);
     assert!(short.held_by_floor);
     // Without MAXWAIT nothing changes: denied, the same wait.
-    let now_only = take(&args("10 10 TOKENS 2 FLOOR 5"), half.as_ref(), T0);
+    let now_only = on(&args("10 10 TOKENS 2 FLOOR 5"), half.as_ref(), T0);
     assert_eq!(now_only.reply(), [0, 5, 200, 500]);
 
     // After the reservation, a call without a floor finds the 3 left, never a debt; a second
@@ -280,10 +285,10 @@ fn a_floored_reservation_never_puts_the_bucket_into_debt() {
     // 9 of 10 taken: 1 left. 2 above a floor of 1 are there 200 ms from now, well within
     // MAXWAIT, but only 1 is there now: denied, nothing written. A take without a floor
     // reserves the same 2 into debt.
-    let one_left = take(&args("10 10 TOKENS 9"), None, T0)
+    let one_left = on(&args("10 10 TOKENS 9"), None, T0)
         .write
         .and_then(|w| w.stored());
-    let floored = take(
+    let floored = on(
         &args("10 10 TOKENS 2 FLOOR 1 MAXWAIT 5000"),
         one_left.as_ref(),
         T0,
@@ -291,17 +296,17 @@ fn a_floored_reservation_never_puts_the_bucket_into_debt() {
     assert_eq!(floored.reply(), [0, 1, 200, 900]);
     assert_eq!(floored.write, None);
     assert!(!floored.held_by_floor);
-    let plain = take(&args("10 10 TOKENS 2 MAXWAIT 5000"), one_left.as_ref(), T0);
+    let plain = on(&args("10 10 TOKENS 2 MAXWAIT 5000"), one_left.as_ref(), T0);
     assert_eq!(plain.reply(), [1, 0, 100, 1100]);
     // FLOOR 0 is no floor: it reserves into debt like the plain take.
-    let zero = take(
+    let zero = on(
         &args("10 10 TOKENS 2 FLOOR 0 MAXWAIT 5000"),
         one_left.as_ref(),
         T0,
     );
     assert_eq!((zero.reply(), zero.write), (plain.reply(), plain.write));
     // 100 ms later the 2 are there: the floored take reserves them for when the floor is too.
-    let later = take(
+    let later = on(
         &args("10 10 TOKENS 2 FLOOR 1 MAXWAIT 5000"),
         one_left.as_ref(),
         T0 + 100 * MS,

@@ -2,7 +2,7 @@
 //! gets, and the checker itself checked on made-up replies.
 
 use redis::Value;
-use throttle_bucket::TakeArgs;
+use throttle_bucket::{TakeArgs, ThrottleCommand};
 
 /// What happened, for the summary.
 pub fn classify(args: &TakeArgs, reply: &[i64; 4]) -> &'static str {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use throttle_bucket::{ArgError, TakeArgs};
+use throttle_bucket::{ArgError, TakeArgs, ThrottleCommand};
 use throttle_e2e::{assert_no_crash, error_text, long_mode, process_id, query, Rng, Value};
 use throttle_testkit::{Flavor, Server};
 

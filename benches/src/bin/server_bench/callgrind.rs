@@ -233,6 +233,10 @@ const BREAKDOWN: &[(&str, &str)] = &[
         "TakeArgs::parse ",
         "TakeArgs::parse (in throttle_bucket::take, or ::args in earlier builds)",
     ),
+    (
+        "ThrottleCommand>::parse ",
+        "TakeArgs::parse where the args are the command (`<TakeArgs as ThrottleCommand>`)",
+    ),
     ("interval::parse_rate ", "parse_rate: the rate argument"),
     (
         "Interval::from_rate ",
