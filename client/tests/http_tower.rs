@@ -18,7 +18,7 @@ use redis_throttle::http::{
     LimiterError, NeverClone, RequestHead, RetryPolicy, ThrottleLayer, ThrottleService,
 };
 use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
-use redis_throttle::{Limiter, Quota, Unreachable};
+use redis_throttle::{Error, Limiter, Quota, Unreachable};
 use throttle_e2e::http_supplier::{Hit, RetryAfter, Script, Supplier};
 use throttle_e2e::multiplexed;
 use throttle_testkit::{Flavor, Server};
@@ -415,6 +415,92 @@ async fn the_tower_layer_takes_from_a_multi_limiter_and_pauses_every_limit() {
         .query(&mut con)
         .unwrap();
     assert!(ttl > 50_000, "the minute bucket is full in {ttl} ms");
+}
+
+/// A limiter of the caller's own: a [`Limiter`] that counts the takes it passes on.
+#[derive(Clone)]
+struct Counting {
+    inner: Limiter<MultiplexedConnection>,
+    takes: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Throttle for Counting {
+    fn name(&self) -> &str {
+        "counting"
+    }
+
+    async fn acquire_with(&self, demand: Demand) -> Result<redis_throttle::Grant, Error> {
+        self.takes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.acquire_with(demand).await
+    }
+
+    async fn try_acquire_with(&self, demand: Demand) -> Result<redis_throttle::TryAcquire, Error> {
+        self.inner.try_acquire_with(demand).await
+    }
+
+    async fn pause(&self, retry_after: Duration) -> Result<Duration, Error> {
+        self.inner.pause(retry_after).await
+    }
+
+    async fn give_back(&self, grant: redis_throttle::Grant) -> Result<u64, Error> {
+        self.inner.give_back(grant).await
+    }
+
+    async fn cut(&self, cut: redis_throttle::Cut) -> Result<redis_throttle::CutReport, Error> {
+        self.inner.cut(cut).await
+    }
+
+    async fn sync(&self, count: redis_throttle::SupplierCount) -> Result<bool, Error> {
+        self.inner.sync(count).await
+    }
+
+    async fn settle(
+        &self,
+        grant: redis_throttle::Grant,
+        actual: u64,
+    ) -> Result<redis_throttle::Settled, Error> {
+        self.inner.settle(grant, actual).await
+    }
+
+    fn count(&self, event: redis_throttle::HttpEvent) {
+        self.inner.count(event);
+    }
+
+    async fn peek(&self) -> Result<redis_throttle::BucketState, Error> {
+        self.inner.peek().await
+    }
+
+    fn metrics(&self) -> redis_throttle::MetricsSnapshot {
+        self.inner.metrics()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limiter_of_the_callers_own_goes_behind_the_layer_as_it_is() {
+    bounded(async {
+        let server = Server::start(Flavor::Redis82);
+        let supplier = Supplier::start(Script::once()).await;
+        let inner = limiter(&server, "http:tower:own").await;
+        let own = Counting {
+            inner: inner.clone(),
+            takes: Default::default(),
+        };
+        // No `PickLimiter` impl of its own: any `Throttle` that is `Clone` is a picker.
+        let service = ThrottleLayer::new(own.clone()).layer(hyper());
+        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            own.takes.load(std::sync::atomic::Ordering::Relaxed),
+            2,
+            "the 429's send and its retry"
+        );
+        let seen = inner.metrics().pushback;
+        assert_eq!((seen.responses_429, seen.retries), (1, 1), "{seen:?}");
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
