@@ -19,20 +19,24 @@
 //!    [`MultiLimiter`]'s per-call limits against the requests count, its per-token limits
 //!    against `x-ratelimit-remaining-tokens`, and a response that gives only one of them
 //!    syncs only the limits of that unit;
-//! 4. on 429 or 503, read `Retry-After` (delta seconds or an HTTP date; absent or
+//! 4. on pushback, read `Retry-After` (delta seconds or an HTTP date; absent or
 //!    unreadable: `x-ms-retry-after-ms`, else [`RetryPolicy::default_pause`], 1 s) and cut
 //!    the limiter ([`Throttle::cut`]: the whole fleet pauses for that long plus a jitter,
 //!    and its rate drops to 0.7 and climbs back over 30 s, once per episode however many
-//!    replicas saw it; [`RetryPolicy::no_cut`] only pauses, [`Throttle::pause`]);
+//!    replicas saw it; [`RetryPolicy::no_cut`] only pauses, [`Throttle::pause`]). Pushback is
+//!    a 429 or 503, or a 403 that says it is a rate limit (a `Retry-After`, or a remaining
+//!    count of 0: GitHub's; [`RetryPolicy::pushback_status`] adds others); a plain 403 is the
+//!    caller's. A pushback whose headers say the supplier's window is spent (0 left and when
+//!    it resets) pauses the fleet until the reset without a cut;
 //! 5. take the request's cost again and resend, up to [`RetryPolicy::max_attempts`] sends in
 //!    all;
 //! 6. settle the final send's grant to the call's actual cost ([`Throttle::settle`]), from
 //!    the response head by the picker's [`Pick::settle_from`], or from the body by the
 //!    [`SettleHandle`] the layers put in the response's extensions.
 //!
-//! Every 429, 503 and retry is counted in the limiter's
+//! Every 429, 503, other pushback (`responses_other`) and retry is counted in the limiter's
 //! [`PushbackMetrics`](crate::PushbackMetrics), with its pauses, cuts and syncs; so is each
-//! 429 or 503 passed on as the response, in `attempts_ran_out` when every attempt was sent,
+//! pushback passed on as the response, in `attempts_ran_out` when every attempt was sent,
 //! in `not_resent` when attempts were left but the request is not to be resent.
 //!
 //! # Cost per request, settled from the response

@@ -86,34 +86,32 @@ impl<L: Throttle + 'static> Run<L> {
         headers: &HeaderMap,
         has_copy: bool,
     ) -> Result<bool, LimiterError> {
-        let count = if self.policy.syncs_with_supplier() {
-            read_supplier_count(headers, SystemTime::now())
-        } else {
-            SupplierCount::default()
-        };
-        let retry_after = headers.get(::http::header::RETRY_AFTER);
+        // Read whether or not they sync the bucket: they also say whether a 403 is a rate
+        // limit and whether the supplier's window is spent.
+        let now = SystemTime::now();
+        let count = read_supplier_count(headers, now);
         let step = self.policy.after_response(
             status,
-            retry_after,
-            count.retry_after,
+            headers,
+            &count,
             self.attempt,
             has_copy,
-            SystemTime::now(),
+            now,
             fastrand::f64(),
         );
-        let Step::Pause { pause, retry } = step else {
+        let Step::Pause { pause, retry, cut } = step else {
             self.settle_from_head(status, headers).await?;
             self.sync(&count).await?;
             return Ok(false);
         };
-        self.limiter
-            .count(if status == StatusCode::TOO_MANY_REQUESTS {
-                HttpEvent::Response429
-            } else {
-                HttpEvent::Response503
-            });
-        let paused = match self.policy.cut_for(pause) {
+        self.limiter.count(match status {
+            StatusCode::TOO_MANY_REQUESTS => HttpEvent::Response429,
+            StatusCode::SERVICE_UNAVAILABLE => HttpEvent::Response503,
+            _ => HttpEvent::ResponseOther,
+        });
+        let paused = match cut {
             Some(cut) => self.limiter.cut(cut).await.map(|report| report.next),
+            // A spent window, or a policy that never cuts.
             None => self.limiter.pause(pause).await,
         };
         let next_token = self.tolerate("pause after the supplier's pushback", paused)?;
@@ -130,8 +128,9 @@ impl<L: Throttle + 'static> Run<L> {
         self.sync(&count).await?;
         tracing::debug!(
             status = status.as_u16(),
-            retry_after = ?retry_after,
+            retry_after = ?headers.get(::http::header::RETRY_AFTER),
             ?pause,
+            cut = cut.is_some(),
             ?next_token,
             attempt = self.attempt,
             retry,
@@ -200,8 +199,11 @@ impl<L: Throttle + 'static> Run<L> {
 
     /// Lowers the buckets to the supplier's counts that say less is left than a bucket of
     /// their unit held after this call's take, or nothing with a reset; the other counts are
-    /// left out, so they sync nothing.
+    /// left out, so they sync nothing. Nothing at all unless the policy syncs with the supplier.
     async fn sync(&mut self, count: &SupplierCount) -> Result<(), LimiterError> {
+        if !self.policy.syncs_with_supplier() {
+            return Ok(());
+        }
         let count = self.bounds.filter(count);
         if count.requests.is_none() && count.tokens.is_none() {
             return Ok(());
