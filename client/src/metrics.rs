@@ -120,12 +120,15 @@ pub struct PushbackMetrics {
     pub responses_429: u64,
     /// 503 (Service Unavailable) responses an HTTP layer saw.
     pub responses_503: u64,
-    /// Requests an HTTP layer sent again after a 429 or 503.
+    /// Pushback under another status an HTTP layer saw: a 403 that says it is a rate limit
+    /// (GitHub's), or a status of `http::RetryPolicy::pushback_status`.
+    pub responses_other: u64,
+    /// Requests an HTTP layer sent again after a pushback (a 429, a 503, a rate-limit 403).
     pub retries: u64,
-    /// Responses an HTTP layer passed on as they were (a 429 or 503) because every attempt
+    /// Responses an HTTP layer passed on as they were (a pushback) because every attempt
     /// `http::RetryPolicy::max_attempts` allows was sent.
     pub attempts_ran_out: u64,
-    /// Responses an HTTP layer passed on as they were (a 429 or 503) with attempts left,
+    /// Responses an HTTP layer passed on as they were (a pushback) with attempts left,
     /// because the request is not to be resent: a method that is not idempotent (POST, PATCH,
     /// ...) without `http::RetryPolicy::retry_non_idempotent`, or a body that cannot be
     /// copied. The facade's label is `not_resent`.
@@ -172,11 +175,13 @@ pub enum HttpEvent {
     Response429,
     /// A 503 response.
     Response503,
+    /// Pushback under another status (a 403 that says it is a rate limit).
+    ResponseOther,
     /// A request sent again after one.
     Retry,
-    /// A 429 or 503 passed on: no attempt left.
+    /// A pushback passed on: no attempt left.
     AttemptsRanOut,
-    /// A 429 or 503 passed on with attempts left: the request is not to be resent (not
+    /// A pushback passed on with attempts left: the request is not to be resent (not
     /// idempotent, or its body cannot be copied).
     NotResent,
 }
@@ -186,6 +191,7 @@ pub enum HttpEvent {
 pub(crate) enum Event {
     Response429,
     Response503,
+    ResponseOther,
     Retry,
     AttemptsRanOut,
     NotResent,
@@ -202,7 +208,7 @@ pub(crate) enum Event {
 }
 
 impl Event {
-    const COUNT: usize = 15;
+    const COUNT: usize = 16;
 
     /// The label in the `metrics` facade's `throttle_pushback_total{event}`.
     #[cfg(feature = "metrics")]
@@ -210,6 +216,7 @@ impl Event {
         match self {
             Event::Response429 => "response_429",
             Event::Response503 => "response_503",
+            Event::ResponseOther => "response_other",
             Event::Retry => "retry",
             Event::AttemptsRanOut => "attempts_ran_out",
             Event::NotResent => "not_resent",
@@ -232,6 +239,7 @@ impl From<HttpEvent> for Event {
         match event {
             HttpEvent::Response429 => Event::Response429,
             HttpEvent::Response503 => Event::Response503,
+            HttpEvent::ResponseOther => Event::ResponseOther,
             HttpEvent::Retry => Event::Retry,
             HttpEvent::AttemptsRanOut => Event::AttemptsRanOut,
             HttpEvent::NotResent => Event::NotResent,
@@ -565,6 +573,7 @@ impl Metrics {
         PushbackMetrics {
             responses_429: load(Event::Response429),
             responses_503: load(Event::Response503),
+            responses_other: load(Event::ResponseOther),
             retries: load(Event::Retry),
             attempts_ran_out: load(Event::AttemptsRanOut),
             not_resent: load(Event::NotResent),

@@ -243,6 +243,47 @@ async fn the_attempts_are_bounded_when_the_supplier_always_says_429() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_403_pauses_and_is_resent_and_a_plain_403_is_the_response() {
+    bounded(async {
+        let server = Server::start(Flavor::Redis82);
+        // GitHub's secondary rate limit: 403 with `Retry-After: 1`.
+        let supplier = Supplier::start(Script {
+            status: StatusCode::FORBIDDEN,
+            ..Script::once()
+        })
+        .await;
+        let limiter = limiter(&server, "http:403").await;
+        let client = client(ThrottleMiddleware::new(limiter.clone()));
+        let response = client.get(supplier.url("/")).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let hits = supplier.hits();
+        assert_eq!(hits.len(), 2, "{hits:#?}");
+        assert_nothing_inside_the_pause(&hits);
+        let seen = limiter.metrics().pushback;
+        assert_eq!((seen.responses_other, seen.retries), (1, 1), "{seen:?}");
+
+        // Forbidden, and nothing says it is a rate limit: the caller's, sent once.
+        let forbidden = Supplier::start(Script {
+            status: StatusCode::FORBIDDEN,
+            retry_after: RetryAfter::Absent,
+            first: usize::MAX,
+            ..Script::once()
+        })
+        .await;
+        let plain = self::limiter(&server, "http:forbidden").await;
+        let client = self::client(ThrottleMiddleware::new(plain.clone()));
+        let response = client.get(forbidden.url("/")).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        assert_eq!(response.text().await.unwrap(), "no");
+        assert_eq!(forbidden.hits().len(), 1);
+        let metrics = plain.metrics();
+        assert_eq!(metrics.pushback, Default::default(), "{metrics:?}");
+        assert_eq!(metrics.pauses, 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bucket_is_chosen_per_request() {
     bounded(async {
         let server = Server::start(Flavor::Redis82);

@@ -18,7 +18,7 @@ use redis_throttle::http::{
     LimiterError, NeverClone, RequestHead, RetryPolicy, ThrottleLayer, ThrottleService,
 };
 use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
-use redis_throttle::{Limiter, Quota, Unreachable};
+use redis_throttle::{Error, Limiter, Quota, Unreachable};
 use throttle_e2e::http_supplier::{Hit, RetryAfter, Script, Supplier};
 use throttle_e2e::multiplexed;
 use throttle_testkit::{Flavor, Server};
@@ -417,6 +417,92 @@ async fn the_tower_layer_takes_from_a_multi_limiter_and_pauses_every_limit() {
     assert!(ttl > 50_000, "the minute bucket is full in {ttl} ms");
 }
 
+/// A limiter of the caller's own: a [`Limiter`] that counts the takes it passes on.
+#[derive(Clone)]
+struct Counting {
+    inner: Limiter<MultiplexedConnection>,
+    takes: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Throttle for Counting {
+    fn name(&self) -> &str {
+        "counting"
+    }
+
+    async fn acquire_with(&self, demand: Demand) -> Result<redis_throttle::Grant, Error> {
+        self.takes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.acquire_with(demand).await
+    }
+
+    async fn try_acquire_with(&self, demand: Demand) -> Result<redis_throttle::TryAcquire, Error> {
+        self.inner.try_acquire_with(demand).await
+    }
+
+    async fn pause(&self, retry_after: Duration) -> Result<Duration, Error> {
+        self.inner.pause(retry_after).await
+    }
+
+    async fn give_back(&self, grant: redis_throttle::Grant) -> Result<u64, Error> {
+        self.inner.give_back(grant).await
+    }
+
+    async fn cut(&self, cut: redis_throttle::Cut) -> Result<redis_throttle::CutReport, Error> {
+        self.inner.cut(cut).await
+    }
+
+    async fn sync(&self, count: redis_throttle::SupplierCount) -> Result<bool, Error> {
+        self.inner.sync(count).await
+    }
+
+    async fn settle(
+        &self,
+        grant: redis_throttle::Grant,
+        actual: u64,
+    ) -> Result<redis_throttle::Settled, Error> {
+        self.inner.settle(grant, actual).await
+    }
+
+    fn count(&self, event: redis_throttle::HttpEvent) {
+        self.inner.count(event);
+    }
+
+    async fn peek(&self) -> Result<redis_throttle::BucketState, Error> {
+        self.inner.peek().await
+    }
+
+    fn metrics(&self) -> redis_throttle::MetricsSnapshot {
+        self.inner.metrics()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limiter_of_the_callers_own_goes_behind_the_layer_as_it_is() {
+    bounded(async {
+        let server = Server::start(Flavor::Redis82);
+        let supplier = Supplier::start(Script::once()).await;
+        let inner = limiter(&server, "http:tower:own").await;
+        let own = Counting {
+            inner: inner.clone(),
+            takes: Default::default(),
+        };
+        // No `PickLimiter` impl of its own: any `Throttle` that is `Clone` is a picker.
+        let service = ThrottleLayer::new(own.clone()).layer(hyper());
+        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            own.takes.load(std::sync::atomic::Ordering::Relaxed),
+            2,
+            "the 429's send and its retry"
+        );
+        let seen = inner.metrics().pushback;
+        assert_eq!((seen.responses_429, seen.retries), (1, 1), "{seen:?}");
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_cuts_the_fleets_rate_and_everything_is_counted() {
     bounded(async {
@@ -471,24 +557,127 @@ async fn a_429_cuts_the_fleets_rate_and_everything_is_counted() {
     .await;
 }
 
+/// Every hit after the first comes no earlier than the instant the first's pushback named.
+fn assert_resent_after(hits: &[Hit], pause: Duration) {
+    assert_eq!(hits.len(), 2, "{hits:#?}");
+    assert!(hits[1].at >= hits[0].at + pause, "{hits:#?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_429_that_says_nothing_is_left_still_cuts() {
+async fn a_429_that_says_the_window_is_spent_pauses_until_the_reset_without_a_cut() {
     bounded(async {
         let server = Server::start(Flavor::Redis82);
-        // GitHub's way: the 429 says 0 left, resetting in 1 s.
+        // GitHub's way: the 429 says 0 left, resetting in 1 s. Nothing is left, the rate is
+        // not too high: the fleet waits for the reset, at the rate it had.
         let supplier = Supplier::start(Script {
             count: Some((0, 1)),
             ..Script::once()
         })
         .await;
-        let limiter = limiter(&server, "http:tower:cut-and-count").await;
+        let limiter = limiter(&server, "http:tower:spent").await;
+        let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
+        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let metrics = limiter.metrics();
+        let seen = &metrics.pushback;
+        assert_eq!(
+            (
+                seen.responses_429,
+                seen.retries,
+                seen.cuts,
+                seen.cuts_same_episode
+            ),
+            (1, 1, 0, 0),
+            "{seen:?}"
+        );
+        assert_eq!(metrics.pauses, 1, "{metrics:?}");
+        assert_eq!(limiter.peek().await.unwrap().factor_bp, 10_000);
+        assert_resent_after(&supplier.hits(), Duration::from_secs(1));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_403_that_says_it_is_a_rate_limit_pauses_and_is_resent() {
+    bounded(async {
+        let server = Server::start(Flavor::Redis82);
+        // GitHub's secondary rate limit: 403 with `Retry-After: 1`. Pushback, not contention
+        // the headers rule out: a pause and a cut, as a 429 would.
+        let supplier = Supplier::start(Script {
+            status: StatusCode::FORBIDDEN,
+            ..Script::once()
+        })
+        .await;
+        let limiter = limiter(&server, "http:tower:403").await;
         let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
         let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
             .await
             .unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         let seen = limiter.metrics().pushback;
-        assert_eq!((seen.responses_429, seen.cuts), (1, 1), "{seen:?}");
+        assert_eq!(
+            (
+                seen.responses_other,
+                seen.responses_429,
+                seen.retries,
+                seen.cuts
+            ),
+            (1, 0, 1, 1),
+            "{seen:?}"
+        );
+        assert_resent_after(&supplier.hits(), Duration::from_secs(1));
+
+        // GitHub's primary rate limit: 403 with `x-ratelimit-remaining: 0` and its reset, no
+        // `Retry-After`: the window is spent, the fleet waits for it without a cut.
+        let supplier = Supplier::start(Script {
+            status: StatusCode::FORBIDDEN,
+            retry_after: RetryAfter::Absent,
+            count: Some((0, 1)),
+            ..Script::once()
+        })
+        .await;
+        let spent = self::limiter(&server, "http:tower:403-spent").await;
+        let service = ThrottleLayer::new(spent.clone()).layer(hyper());
+        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let seen = spent.metrics().pushback;
+        assert_eq!(
+            (seen.responses_other, seen.retries, seen.cuts),
+            (1, 1, 0),
+            "{seen:?}"
+        );
+        assert_resent_after(&supplier.hits(), Duration::from_secs(1));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_403_is_passed_through_untouched() {
+    bounded(async {
+        let server = Server::start(Flavor::Redis82);
+        // Forbidden, and nothing says it is a rate limit.
+        let supplier = Supplier::start(Script {
+            status: StatusCode::FORBIDDEN,
+            retry_after: RetryAfter::Absent,
+            first: usize::MAX,
+            ..Script::once()
+        })
+        .await;
+        let limiter = limiter(&server, "http:tower:forbidden").await;
+        let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
+        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        assert_eq!(supplier.hits().len(), 1);
+        let metrics = limiter.metrics();
+        assert_eq!(metrics.pushback, Default::default(), "{metrics:?}");
+        assert_eq!((metrics.pauses, metrics.granted), (0, 1), "{metrics:?}");
+        assert_eq!(limiter.peek().await.unwrap().factor_bp, 10_000);
     })
     .await;
 }

@@ -1,6 +1,7 @@
 //! A mock supplier for the client's HTTP integration tests (`http_tower`, `http_reqwest`;
-//! feature `http-supplier`): an axum server on 127.0.0.1:0 that pushes back (429 or 503 with
-//! `Retry-After`) and records every request it sees, with the instant it came in.
+//! feature `http-supplier`): an axum server on 127.0.0.1:0 that pushes back (429, 503 or 403,
+//! with or without `Retry-After`) and records every request it sees, with the instant it came
+//! in.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -19,12 +20,14 @@ pub enum RetryAfter {
     Seconds(u64),
     /// An HTTP date: the first whole second at least 500 ms away.
     Date,
+    /// None: a plain refusal (a 403 that is no rate limit), or one that says only its count.
+    Absent,
 }
 
 /// What the supplier answers.
 #[derive(Clone, Copy, Debug)]
 pub struct Script {
-    /// 429 or 503.
+    /// 429, 503, 403, ...
     pub status: StatusCode,
     pub retry_after: RetryAfter,
     /// Requests answered with `status` before the first 200 (`usize::MAX`: always).
@@ -57,7 +60,7 @@ pub struct Hit {
     /// The `x-client` header: which replica sent it.
     pub client: String,
     pub status: StatusCode,
-    /// For a pushback: the instant its `Retry-After` names.
+    /// For a pushback with a `Retry-After`: the instant it names.
     pub until: Option<Instant>,
 }
 
@@ -151,6 +154,10 @@ async fn answer(State(shared): State<Arc<Shared>>, method: Method, headers: Head
         };
     }
     let (value, until) = match (window, script.retry_after) {
+        (None, RetryAfter::Absent) => {
+            hits.push(hit(script.status, None));
+            return with_count((script.status, "no").into_response(), script.count);
+        }
         // Inside a closed window: the time it has left, in whole seconds rounded up.
         (Some(until), _) => {
             let left = until - at;
@@ -170,8 +177,14 @@ async fn answer(State(shared): State<Arc<Shared>>, method: Method, headers: Head
         }
     };
     hits.push(hit(script.status, Some(until)));
-    let mut response = (script.status, [(header::RETRY_AFTER, value)], "slow down").into_response();
-    if let Some((remaining, reset)) = script.count {
+    let response = (script.status, [(header::RETRY_AFTER, value)], "slow down").into_response();
+    with_count(response, script.count)
+}
+
+/// `X-RateLimit-Remaining` and `X-RateLimit-Reset` (delta seconds) on a pushback, if the
+/// script says them.
+fn with_count(mut response: Response, count: Option<(u64, u64)>) -> Response {
+    if let Some((remaining, reset)) = count {
         let headers = response.headers_mut();
         headers.insert("x-ratelimit-remaining", remaining.into());
         headers.insert("x-ratelimit-reset", reset.into());

@@ -5,7 +5,8 @@ use ::reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use tracing::Instrument;
 
-use super::{IntoPick, LimiterError, PickLimiter, RequestHead, RetryPolicy, Run};
+use super::run::Run;
+use super::{IntoPick, LimiterError, PerRequest, PickLimiter, RequestHead, RetryPolicy};
 use crate::Throttle;
 
 /// Takes a token from a shared bucket before each request, and obeys the supplier's 429 and
@@ -36,14 +37,12 @@ pub struct ThrottleMiddleware<P> {
     policy: RetryPolicy,
 }
 
-// `PickLimiter` as well as `Throttle`: the bound the middleware needs, so that whatever `new`
-// takes makes a working middleware (a `Throttle` of your own: implement `PickLimiter` too,
-// or use `per_request`).
-impl<L: Throttle + PickLimiter + Clone> ThrottleMiddleware<L> {
-    /// Every request takes its token from `limiter` (a [`Limiter`](crate::Limiter), a
-    /// [`MultiLimiter`](crate::MultiLimiter), a
-    /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter), or any of them
-    /// [`Prioritized`](crate::Prioritized)).
+impl<P: PickLimiter> ThrottleMiddleware<P> {
+    /// Every request takes its token from `limiter`: any [`Throttle`](crate::Throttle) that is
+    /// `Clone` (a [`Limiter`](crate::Limiter), a [`MultiLimiter`](crate::MultiLimiter), a
+    /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter), any of them
+    /// [`Prioritized`](crate::Prioritized), or a limiter of your own), or a
+    /// [`PickLimiter`] of your own that chooses one per request.
     ///
     /// ```
     /// use redis_throttle::http::ThrottleMiddleware;
@@ -57,7 +56,7 @@ impl<L: Throttle + PickLimiter + Clone> ThrottleMiddleware<L> {
     /// }
     /// # let _ = bulk;
     /// ```
-    pub fn new(limiter: L) -> Self {
+    pub fn new(limiter: P) -> Self {
         ThrottleMiddleware {
             pick: limiter,
             policy: RetryPolicy::default(),
@@ -65,7 +64,7 @@ impl<L: Throttle + PickLimiter + Clone> ThrottleMiddleware<L> {
     }
 }
 
-impl<F> ThrottleMiddleware<F> {
+impl<F> ThrottleMiddleware<PerRequest<F>> {
     /// Each request takes its token from the limiter `pick` chooses for it, from its
     /// [`RequestHead`]: per supplier host, per integrator header, ... `pick` returns the
     /// limiter (a call's cost) or a [`Pick`](super::Pick): the limiter with the request's
@@ -76,11 +75,13 @@ impl<F> ThrottleMiddleware<F> {
         R: IntoPick,
     {
         ThrottleMiddleware {
-            pick,
+            pick: PerRequest(pick),
             policy: RetryPolicy::default(),
         }
     }
+}
 
+impl<P> ThrottleMiddleware<P> {
     /// How pushback is handled (default: [`RetryPolicy::default`]).
     pub fn policy(mut self, policy: RetryPolicy) -> Self {
         self.policy = policy;

@@ -8,7 +8,8 @@ use ::http::{Request, Response};
 use ::tower::{Layer, Service};
 use tracing::Instrument;
 
-use super::{IntoPick, PickLimiter, RequestHead, RetryPolicy, Run};
+use super::run::Run;
+use super::{IntoPick, PerRequest, PickLimiter, RequestHead, RetryPolicy};
 use crate::Throttle;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -48,14 +49,12 @@ pub struct ThrottleLayer<P, K = CloneBody> {
     clone: K,
 }
 
-// `PickLimiter` as well as `Throttle`: the bound the service needs, so that whatever `new`
-// takes makes a working service (a `Throttle` of your own: implement `PickLimiter` too, or
-// use `per_request`).
-impl<L: Throttle + PickLimiter + Clone> ThrottleLayer<L> {
-    /// Every request takes its token from `limiter` (a [`Limiter`](crate::Limiter), a
-    /// [`MultiLimiter`](crate::MultiLimiter), a
-    /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter), or any of them
-    /// [`Prioritized`](crate::Prioritized)).
+impl<P: PickLimiter> ThrottleLayer<P> {
+    /// Every request takes its token from `limiter`: any [`Throttle`](crate::Throttle) that is
+    /// `Clone` (a [`Limiter`](crate::Limiter), a [`MultiLimiter`](crate::MultiLimiter), a
+    /// [`PartitionedLimiter`](crate::partitioned::PartitionedLimiter), any of them
+    /// [`Prioritized`](crate::Prioritized), or a limiter of your own), or a
+    /// [`PickLimiter`] of your own that chooses one per request.
     ///
     /// ```
     /// use http::{Request, Response};
@@ -80,7 +79,7 @@ impl<L: Throttle + PickLimiter + Clone> ThrottleLayer<L> {
     /// }
     /// # let _ = bulk::<tower::util::BoxCloneService<Request<String>, Response<String>, BoxError>>;
     /// ```
-    pub fn new(limiter: L) -> Self {
+    pub fn new(limiter: P) -> Self {
         ThrottleLayer {
             pick: limiter,
             policy: RetryPolicy::default(),
@@ -89,7 +88,7 @@ impl<L: Throttle + PickLimiter + Clone> ThrottleLayer<L> {
     }
 }
 
-impl<F> ThrottleLayer<F> {
+impl<F> ThrottleLayer<PerRequest<F>> {
     /// Each request takes its token from the limiter `pick` chooses for it, from its
     /// [`RequestHead`]: per supplier host, per integrator header, ... `pick` returns the
     /// limiter (a call's cost) or a [`Pick`](super::Pick): the limiter with the request's
@@ -100,7 +99,7 @@ impl<F> ThrottleLayer<F> {
         R: IntoPick,
     {
         ThrottleLayer {
-            pick,
+            pick: PerRequest(pick),
             policy: RetryPolicy::default(),
             clone: CloneBody,
         }
