@@ -2,12 +2,13 @@
 //! function library, or a script) for servers that cannot load modules. They keep the same
 //! state and give the same replies, so this is only about how a call is sent.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::LazyLock;
 
 use redis::aio::ConnectionLike;
 use redis::{RedisError, Value};
 use throttle_bucket::{Command, Word};
-use tokio::sync::OnceCell;
+use tokio::sync::{Mutex, OnceCell};
 
 use crate::script::{LIBRARY, LIBRARY_VERSION};
 use crate::Error;
@@ -51,7 +52,10 @@ pub enum Backend {
     /// limiter (and its clones) on to the library, and only a server without `FUNCTION`, or a
     /// user that may not use the library safely ([`Error::LibraryNotVerified`],
     /// [`Error::LibraryNotLoaded`]: `NOPERM` on `FUNCTION LIST` or `FUNCTION LOAD`), on to the
-    /// script, for good; a server with the module pays nothing for it. Any other answer stops
+    /// script; a server with the module pays nothing for it. A limiter on the module that is
+    /// later told "unknown command" (a failover to a replica without the module, a `MODULE
+    /// UNLOAD`) probes again on that call and carries on with the library or the script, so
+    /// the caller sees no error where either is there. Any other answer stops
     /// the probe with its error: `NOPERM` on the module's command or on `FCALL` itself (a user
     /// set up for that backend but not allowed the call, to fix rather than work around), and
     /// a foreign library ([`Error::ForeignLibrary`], which needs a person to look). Calls
@@ -100,9 +104,14 @@ impl Call<'_> {
 /// A limiter's backend: the caller's choice, or what `Auto` settled on.
 #[derive(Debug)]
 pub(crate) struct Dispatch {
-    /// Set from the start for `Module`, `Library` and `Script`; for `Auto`, by the first
-    /// call's answer.
-    resolved: OnceCell<Backend>,
+    choice: Backend,
+    /// What serves the calls ([`Dispatch::code`]; 0: not settled yet): set from the start for
+    /// `Module`, `Library` and `Script`; for `Auto`, by the probe's answer, and again by a
+    /// probe after the module went missing.
+    resolved: AtomicU8,
+    /// Held by `Auto`'s probe, so that calls made meanwhile wait for its answer rather than
+    /// probe too.
+    probing: Mutex<()>,
     /// The server's library has been checked: its code is this client's (loaded if it was
     /// missing or older). Once per limiter, off the calls' path.
     library_checked: OnceCell<()>,
@@ -110,19 +119,32 @@ pub(crate) struct Dispatch {
 
 impl Dispatch {
     pub(crate) fn new(choice: Backend) -> Dispatch {
-        let resolved = match choice {
-            Backend::Auto => OnceCell::new(),
-            fixed => OnceCell::new_with(Some(fixed)),
-        };
         Dispatch {
-            resolved,
+            choice,
+            resolved: AtomicU8::new(Dispatch::code(choice)),
+            probing: Mutex::new(()),
             library_checked: OnceCell::new(),
+        }
+    }
+
+    /// A backend as [`Dispatch::resolved`] keeps it.
+    fn code(backend: Backend) -> u8 {
+        match backend {
+            Backend::Auto => 0,
+            Backend::Module => 1,
+            Backend::Library => 2,
+            Backend::Script => 3,
         }
     }
 
     /// What serves the calls: `Auto` until the first answer says.
     pub(crate) fn serving(&self) -> Backend {
-        self.resolved.get().copied().unwrap_or(Backend::Auto)
+        match self.resolved.load(Ordering::Acquire) {
+            1 => Backend::Module,
+            2 => Backend::Library,
+            3 => Backend::Script,
+            _ => Backend::Auto,
+        }
     }
 
     /// Sends `call` to the backend. Under `Auto` the first call is the probe: it goes to the
@@ -149,23 +171,57 @@ impl Dispatch {
         conn: &mut C,
         call: &Call<'_>,
     ) -> Result<Value, Error> {
-        let mut probe_answer = None;
-        let backend = *self
-            .resolved
-            .get_or_try_init(|| async {
-                let (backend, value) = self.probe(conn, call).await?;
-                probe_answer = Some(value);
-                Ok::<_, Error>(backend)
-            })
-            .await?;
-        if let Some(value) = probe_answer {
-            return Ok(value);
+        let serving = match self.serving() {
+            Backend::Auto => return self.probe_once(conn, call, Backend::Auto).await,
+            settled => settled,
+        };
+        match self.send_to(serving, conn, call).await {
+            // The module is gone from the server `Auto` found it on (a failover to a replica
+            // without it, a MODULE UNLOAD): probe again, on this call.
+            Err(Error::ModuleNotLoaded { server_message }) if self.choice == Backend::Auto => {
+                tracing::warn!(
+                    server = %server_message,
+                    "the redis-throttle module is no longer loaded on this server; probing \
+                     for the function library or the script"
+                );
+                self.probe_once(conn, call, Backend::Module).await
+            }
+            other => other,
         }
+    }
+
+    /// `call` on `backend`, settled.
+    async fn send_to<C: ConnectionLike>(
+        &self,
+        backend: Backend,
+        conn: &mut C,
+        call: &Call<'_>,
+    ) -> Result<Value, Error> {
         match backend {
             Backend::Script => script(conn, call).await,
             Backend::Library => self.library(conn, call).await.map_err(Fcall::into_error),
             _ => module(conn, call).await,
         }
+    }
+
+    /// Probes with `call`, unless another call did while this one waited for its turn: the
+    /// limiter is no longer served by `stale` (what this call saw), and the call goes to what
+    /// serves it now.
+    async fn probe_once<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        call: &Call<'_>,
+        stale: Backend,
+    ) -> Result<Value, Error> {
+        let _probing = self.probing.lock().await;
+        let serving = self.serving();
+        if serving != stale {
+            return self.send_to(serving, conn, call).await;
+        }
+        let (backend, value) = self.probe(conn, call).await?;
+        self.resolved
+            .store(Dispatch::code(backend), Ordering::Release);
+        Ok(value)
     }
 
     /// The module, else the library, else the script: the first that answers, and its answer.
