@@ -206,7 +206,7 @@ async fn status_shows_a_reported_quota_and_one_found_by_its_pattern_and_a_pause(
 }
 
 /// The ACL rules of the tool's user, as client/cli/README.md gives them.
-const OPS_ACL: &str = "on >secret resetkeys ~quota:* ~throttle:report:* resetchannels -@all +scan +mget +command|info +function|list +throttle.peek +throttle.pause +throttle.cut +throttle.sync +fcall_ro +fcall";
+const OPS_ACL: &str = "on >secret resetkeys ~quota:* ~throttle:report:* resetchannels -@all +scan +mget +command|info +function|list +throttle.peek +throttle.slots +throttle.pause +throttle.cut +throttle.sync +fcall_ro +fcall";
 
 #[test]
 fn the_readme_gives_the_tools_acl_line() {
@@ -251,6 +251,25 @@ async fn without_the_module_the_library_serves_once_loaded() {
     let lib = row(&rows, "quota:lib");
     assert!(lib["state"]["paused_ms"].as_u64().unwrap() > 0, "{lib:#}");
     assert_eq!(lib["capacity"], 4);
+    // The slot table, through the library's FCALL_RO throttle_slots.
+    let mut con = connect(&url).await;
+    let _: Vec<i64> = redis::cmd("FCALL")
+        .arg("throttle_take")
+        .arg(1)
+        .arg("quota:slots")
+        .arg(4)
+        .arg(2)
+        .arg("INFLIGHT")
+        .arg(2)
+        .arg("LEASE")
+        .arg(60_000)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let json = ok(&throttle(&url, &["status", "quota:*", "--quota", "4/2", "--json"]).await);
+    let rows: Json = serde_json::from_str(&json).unwrap();
+    assert_eq!(row(&rows, "quota:slots")["slots"]["held"], 1, "{rows:#}");
+    assert_eq!(row(&rows, "quota:lib")["slots"]["held"], 0, "{rows:#}");
 
     let text = ok(&throttle(&url, &["cut", "quota:cut", "0.5", "60s", "--quota", "4/2"]).await);
     assert!(
@@ -676,12 +695,100 @@ async fn the_fleets_sums_saturate() {
     ] {
         assert_eq!(fleet[field], max, "{field}: {fleet:#}");
     }
+    // The server holds none of the slots reported: its count, the sum beside it.
     let text = ok(&throttle(&url, &["status"]).await);
     assert!(
         text.lines()
             .nth(1)
             .unwrap()
-            .ends_with(&format!("  {max}  {max}/4")),
+            .ends_with(&format!("  {max}  0/4 (reported {max})")),
         "{text}"
     );
+}
+
+/// Issue 42: IN FLIGHT is the server's slot table (THROTTLE.SLOTS), with what the processes
+/// report beside it when it differs: slots taken by a client that does not report (a worker
+/// in another language on the same key) show, on a reported quota and on one found by its
+/// pattern alone; `--json` has both, as separate fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slots_taken_by_a_client_that_does_not_report_show_in_status() {
+    let server = Server::builder(Flavor::Redis82).start();
+    let url = server.url();
+    let mut con = connect(&url).await;
+
+    // A reporting process holds one call open under a cap of 4 ...
+    let fleet = FleetReport::every(connect(&url).await, Duration::from_millis(100)).unwrap();
+    let limiter = Limiter::builder("quota:flight", Quota::new(10, 5u64).unwrap())
+        .max_in_flight(4)
+        .report(&fleet)
+        .build(connect(&url).await)
+        .unwrap();
+    let open_call = limiter.acquire().await.unwrap();
+    // ... and a client that does not report takes two more slots there, one on another key.
+    let take = |key: &str| {
+        let mut cmd = redis::cmd("THROTTLE.TAKE");
+        cmd.arg(key)
+            .arg(10)
+            .arg(5)
+            .arg("INFLIGHT")
+            .arg(4)
+            .arg("LEASE")
+            .arg(60_000);
+        cmd
+    };
+    for key in ["quota:flight", "quota:flight", "quota:python"] {
+        let reply: Vec<i64> = take(key).query_async(&mut con).await.unwrap();
+        assert_eq!(reply.first(), Some(&1), "{key}: {reply:?}");
+    }
+    let report = report_key("quota:flight", fleet.process());
+    let start = Instant::now();
+    loop {
+        let line: Option<String> = redis::cmd("GET")
+            .arg(&report)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        if line
+            .as_deref()
+            .and_then(Report::parse)
+            .is_some_and(|r| r.in_flight == 1 && r.max_in_flight == 4)
+        {
+            break;
+        }
+        assert!(start.elapsed() < BOUND, "no report within {BOUND:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let text = ok(&throttle(&url, &["status", "quota:*", "--quota", "10/5"]).await);
+    let line = |key: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{key} ")))
+            .unwrap_or_else(|| panic!("no {key} in\n{text}"))
+            .to_owned()
+    };
+    assert!(
+        line("quota:flight").ends_with("  3/4 (reported 1)"),
+        "{text}"
+    );
+    let last_two: Vec<String> = line("quota:python")
+        .split_whitespace()
+        .rev()
+        .take(2)
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(last_two, ["1", "-"], "no report, one slot held:\n{text}");
+
+    let json = ok(&throttle(&url, &["status", "quota:*", "--quota", "10/5", "--json"]).await);
+    let rows: Json = serde_json::from_str(&json).unwrap();
+    let flight = row(&rows, "quota:flight");
+    assert_eq!(flight["slots"]["held"], 3, "{flight:#}");
+    let lease = flight["slots"]["first_lease_ms"].as_u64().unwrap();
+    assert!((1..=60_000).contains(&lease), "{flight:#}");
+    assert_eq!(flight["fleet"]["in_flight"], 1, "{flight:#}");
+    assert_eq!(flight["fleet"]["max_in_flight"], 4, "{flight:#}");
+    let python = row(&rows, "quota:python");
+    assert_eq!(python["slots"]["held"], 1, "{python:#}");
+    assert_eq!(python["fleet"], Json::Null, "{python:#}");
+    drop(open_call);
+    drop(limiter);
 }

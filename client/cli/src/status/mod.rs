@@ -2,6 +2,7 @@
 //! pipelines, sum the reports per key, and print the table or JSON.
 
 mod fleet;
+mod slots;
 mod table;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,6 +19,9 @@ use fleet::fleet_of;
 #[cfg(test)]
 pub(crate) use fleet::Fleet;
 pub(crate) use fleet::{last_wait_bound_ms, quota_of};
+pub(crate) use slots::in_flight;
+#[cfg(test)]
+pub(crate) use slots::Slots;
 pub(crate) use table::{table, Row, State};
 
 /// Keys per SCAN step, MGET and pipeline.
@@ -81,6 +85,7 @@ pub(crate) async fn gather(
             capacity,
             rate,
             state: None,
+            slots: None,
             fleet: Some(fleet_of(reports)),
             problem: None,
             note,
@@ -112,6 +117,7 @@ pub(crate) async fn gather(
                 capacity: quota.capacity,
                 rate: quota.rate.clone(),
                 state: None,
+                slots: None,
                 fleet: None,
                 problem: None,
                 note: None,
@@ -119,9 +125,13 @@ pub(crate) async fn gather(
         }
     }
     let states = peek_all(server, backend, &wanted).await?;
+    let tables = slots::slots_all(server, backend, &wanted).await?;
     let mut rows = Vec::with_capacity(wanted.len());
     let mut skipped = 0;
-    for (index, (mut row, state)) in wanted.into_iter().zip(states).enumerate() {
+    // Buckets read whose slot table was not, and the first reason.
+    let mut no_slots: (usize, Option<String>) = (0, None);
+    for (index, ((mut row, state), table)) in wanted.into_iter().zip(states).zip(tables).enumerate()
+    {
         if index < reported && read.lossy_keys.contains(&row.key) {
             // The key shown is not the key written: its state would be another bucket's.
             row.problem = Some(
@@ -133,7 +143,16 @@ pub(crate) async fn gather(
             continue;
         }
         match state {
-            Ok(state) => row.state = Some(state),
+            Ok(state) => {
+                row.state = Some(state);
+                match table {
+                    Ok(table) => row.slots = Some(table),
+                    Err(message) => {
+                        no_slots.0 += 1;
+                        no_slots.1.get_or_insert(message);
+                    }
+                }
+            }
             // A key found by its pattern alone that is not a bucket is not a quota.
             Err(message) if index >= reported && not_a_bucket(&message) => {
                 skipped += 1;
@@ -146,6 +165,13 @@ pub(crate) async fn gather(
     if skipped > 0 {
         footer.push(format!(
             "{skipped} key(s) matching the pattern are not buckets: skipped"
+        ));
+    }
+    if let (count, Some(first)) = no_slots {
+        footer.push(format!(
+            "{count} quota(s) whose calls in flight the server did not tell (SLOTS: {first}): \
+             IN FLIGHT shows what the processes report; load this client's library \
+             (throttle load-library) or a module that has THROTTLE.SLOTS"
         ));
     }
     rows.sort_by(|a, b| a.key.cmp(&b.key));
