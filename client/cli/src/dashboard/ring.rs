@@ -207,6 +207,7 @@ mod tests {
         Row {
             key: key.to_owned(),
             found: "report",
+            node: None,
             capacity: 10,
             rate: "5".to_owned(),
             state: Some(State {

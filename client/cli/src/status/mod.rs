@@ -11,6 +11,7 @@ use redis::Value;
 use redis_throttle::report::{report_key, Report, REPORT_PATTERN};
 
 use crate::args::QuotaArg;
+use crate::cluster::{connect_all, topology, Topology};
 use crate::failure::Failure;
 use crate::server::{not_a_bucket, Backend, Server};
 use crate::text::{cell, json_for_terminal, MAX_MESSAGE};
@@ -27,15 +28,31 @@ pub(crate) use table::{table, Row, State};
 /// Keys per SCAN step, MGET and pipeline.
 const BATCH: usize = 1000;
 
-/// What `status` prints.
+/// What `status` prints: the quotas of the server at `url` (`server`), or on a cluster of
+/// each of its primaries.
 pub(crate) async fn run(
+    url: &str,
     server: &mut Server,
     pattern: Option<&str>,
     quota: Option<&QuotaArg>,
     json: bool,
 ) -> Result<String, Failure> {
-    let backend = server.backend().await?;
-    let gathered = gather(server, backend, pattern, quota).await?;
+    let gathered = match topology(server).await {
+        Topology::Cluster { primaries, unread } => {
+            gather_cluster(url, &primaries, unread, pattern, quota).await
+        }
+        Topology::One { why } => {
+            let backend = server.backend().await?;
+            let mut gathered = gather(server, backend, pattern, quota).await?;
+            if let Some(why) = why {
+                gathered.footer.push(format!(
+                    "could not tell whether {} is a cluster node ({why}): only its buckets are shown",
+                    server.url
+                ));
+            }
+            gathered
+        }
+    };
     if json {
         // The lines below the table go to stderr: stdout stays the JSON alone.
         for line in &gathered.footer {
@@ -45,6 +62,56 @@ pub(crate) async fn run(
     } else {
         Ok(table(&gathered.rows, &gathered.footer))
     }
+}
+
+/// [`gather`] on each primary of a cluster (SCAN sees one node's keys; a bucket and its
+/// reports share a hash slot, so a node's reports name its own buckets), each row marked with
+/// its node; a node that cannot be read is a line below the table, the others are shown.
+async fn gather_cluster(
+    url: &str,
+    primaries: &[(String, u16)],
+    unread: usize,
+    pattern: Option<&str>,
+    quota: Option<&QuotaArg>,
+) -> Gathered {
+    let mut all = Gathered {
+        rows: Vec::new(),
+        footer: Vec::new(),
+    };
+    for (shown, connected) in connect_all(url, primaries).await {
+        let gathered = match connected {
+            Ok(mut node) => match node.backend().await {
+                Ok(backend) => gather(&mut node, backend, pattern, quota).await,
+                Err(failure) => Err(failure),
+            },
+            Err(failure) => Err(failure),
+        };
+        match gathered {
+            Ok(gathered) => {
+                all.rows.extend(gathered.rows.into_iter().map(|mut row| {
+                    row.node = Some(shown.clone());
+                    row
+                }));
+                all.footer
+                    .extend(gathered.footer.into_iter().map(|l| format!("{shown}: {l}")));
+            }
+            Err(failure) => all.footer.push(format!(
+                "{shown}: could not be read, its buckets are not shown: {failure}"
+            )),
+        }
+    }
+    if primaries.is_empty() {
+        all.footer
+            .push("the cluster lists no primary with an address: no bucket is shown".to_owned());
+    }
+    if unread > 0 {
+        all.footer.push(format!(
+            "{unread} line(s) of CLUSTER NODES could not be read: those nodes' buckets are not shown"
+        ));
+    }
+    all.rows
+        .sort_by(|a, b| a.key.cmp(&b.key).then_with(|| a.node.cmp(&b.node)));
+    all
 }
 
 /// The rows as `status --json` prints them: every key whole, its control characters escaped
@@ -82,6 +149,7 @@ pub(crate) async fn gather(
         wanted.push(Row {
             key: key.clone(),
             found: "report",
+            node: None,
             capacity,
             rate,
             state: None,
@@ -114,6 +182,7 @@ pub(crate) async fn gather(
             wanted.push(Row {
                 key,
                 found: "pattern",
+                node: None,
                 capacity: quota.capacity,
                 rate: quota.rate.clone(),
                 state: None,

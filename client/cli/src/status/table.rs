@@ -14,6 +14,9 @@ pub(crate) struct Row {
     pub(crate) key: String,
     /// How it was found: `report` (a process reports it) or `pattern` (SCAN, with --quota).
     pub(crate) found: &'static str,
+    /// The node it was read from, `host:port`, on a cluster (absent on one server).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) node: Option<String>,
     pub(crate) capacity: u64,
     pub(crate) rate: String,
     /// What the server says (THROTTLE.PEEK); none when it refused (then `problem` says why).
@@ -173,6 +176,7 @@ mod tests {
             Row {
                 key: "quota:pix".to_owned(),
                 found: "report",
+                node: None,
                 capacity: 8,
                 rate: "9".to_owned(),
                 state: Some(State {
@@ -205,6 +209,7 @@ mod tests {
             Row {
                 key: "quota:other".to_owned(),
                 found: "pattern",
+                node: None,
                 capacity: 100,
                 rate: "0.5".to_owned(),
                 state: Some(State {
@@ -224,6 +229,7 @@ mod tests {
             Row {
                 key: "quota:broken".to_owned(),
                 found: "report",
+                node: None,
                 capacity: 1,
                 rate: "1".to_owned(),
                 state: None,
