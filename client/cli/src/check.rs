@@ -264,6 +264,22 @@ mod tests {
         );
     }
 
+    /// The README's example of `check` names this client's library version: it drifts with
+    /// `LIBRARY_VERSION` no further than this test.
+    #[test]
+    fn the_readmes_example_has_this_clients_library_version() {
+        let readme = include_str!("../README.md");
+        for shown in [
+            format!("function library version {LIBRARY_VERSION} (this client's)"),
+            format!("(not this client's, version {LIBRARY_VERSION}: the client does not use it"),
+        ] {
+            assert!(
+                readme.contains(&shown),
+                "client/cli/README.md lacks {shown:?}"
+            );
+        }
+    }
+
     #[test]
     fn the_library_is_this_clients_or_not() {
         assert_eq!(
