@@ -1,5 +1,8 @@
 # Builds the THROTTLE module and ships the official Redis image with it loaded:
 #   docker build -t redis-throttle . && docker run --rm -p 6379:6379 redis-throttle
+# The module is loaded by the image's config, docker/redis.conf (AOF on, fsync every second),
+# not by CMD's arguments: a config of your own includes it, or has its loadmodule line
+# (README, Docker).
 #
 # Not built in CI: no machine of this project can pull a base image. The module is the one CI
 # builds (.ci/run: `cargo build --release --locked -p redis-throttle-module`, with the same
@@ -18,5 +21,6 @@ RUN cargo build --release --locked -p redis-throttle-module \
 
 FROM redis:7.4.2-bookworm
 COPY --from=build /libredis_throttle_module.so /usr/local/lib/redis/modules/libredis_throttle_module.so
+COPY docker/redis.conf /usr/local/etc/redis/redis.conf
 EXPOSE 6379
-CMD ["redis-server", "--loadmodule", "/usr/local/lib/redis/modules/libredis_throttle_module.so"]
+CMD ["redis-server", "/usr/local/etc/redis/redis.conf"]

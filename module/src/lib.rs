@@ -50,11 +50,40 @@ use throttle_bucket::{
 
 redis_module! {
     name: "throttle",
-    version: 1,
+    // What `MODULE LIST` shows as `ver` (and `INFO throttle` as `version`): this crate's.
+    version: VERSION_NUMBER,
     allocator: (RedisAlloc, RedisAlloc),
     data_types: [],
     init: init,
     deinit: deinit,
+}
+
+/// This crate's version, as its manifest says it (`0.1.0`): `INFO throttle`'s `version_text`.
+pub(crate) const VERSION_TEXT: &str = env!("CARGO_PKG_VERSION");
+
+/// This crate's version as the module API's one number, `MAJOR * 10000 + MINOR * 100 + PATCH`
+/// (0.1.0 is 100, 1.2.3 is 10203): `MODULE LIST`'s `ver`, `INFO throttle`'s `version`.
+pub(crate) const VERSION_NUMBER: i32 = {
+    let major = decimal(env!("CARGO_PKG_VERSION_MAJOR"));
+    let minor = decimal(env!("CARGO_PKG_VERSION_MINOR"));
+    let patch = decimal(env!("CARGO_PKG_VERSION_PATCH"));
+    // Two digits each for the minor and the patch, and an i32 for the whole.
+    assert!(minor < 100 && patch < 100 && major < 200_000);
+    major * 10_000 + minor * 100 + patch
+};
+
+/// A version part (`"12"`) as a number, at compile time; a part that is not all digits
+/// fails the build.
+const fn decimal(text: &str) -> i32 {
+    let mut rest = text.as_bytes();
+    assert!(!rest.is_empty());
+    let mut value: i32 = 0;
+    while let [digit, tail @ ..] = rest {
+        assert!(digit.is_ascii_digit() && value < 100_000_000);
+        value = value * 10 + (*digit - b'0') as i32;
+        rest = tail;
+    }
+    value
 }
 
 /// Each command's handler; its name, flags, keys, ACL categories and docs are its

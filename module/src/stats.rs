@@ -129,6 +129,15 @@ fn write_info(ctx: *mut raw::RedisModuleInfoCtx) {
         if add_section(ctx, std::ptr::null()) != raw::REDISMODULE_OK as c_int {
             return;
         }
+        // Which build is loaded: `MODULE LIST`'s number, and the crate's version as text.
+        add_number(
+            ctx,
+            c"version".as_ptr(),
+            u64::try_from(crate::VERSION_NUMBER).unwrap_or(0),
+        );
+        if let Ok(text) = CString::new(crate::VERSION_TEXT) {
+            add_text(ctx, c"version_text".as_ptr(), text.as_ptr());
+        }
         // `calls_take`, `calls_mtake`, ...: one per command, named after it.
         for (command, calls) in Command::ALL.iter().zip(&CALLS) {
             let Ok(name) = CString::new(format!("calls_{}", command.short_name())) else {

@@ -1,4 +1,4 @@
-//! `INFO throttle`, on every server: the counters since load move exactly as a known sequence
+//! `INFO throttle`, on every server: the module's version (as `MODULE LIST` has it too), the counters since load move exactly as a known sequence
 //! of calls says, and the eviction field (and the log's warning) follow the maxmemory policy,
 //! also when it is changed at runtime with CONFIG SET.
 
@@ -211,6 +211,79 @@ fn pushback_counters(flavor: Flavor) {
     );
 }
 
+/// The module crate's version, as its manifest says: `(text, MAJOR * 10000 + MINOR * 100 +
+/// PATCH)`.
+fn module_version() -> (String, u64) {
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../module/Cargo.toml");
+    let text = std::fs::read_to_string(manifest).unwrap_or_else(|err| panic!("{manifest}: {err}"));
+    let version = text
+        .lines()
+        .find_map(|l| l.strip_prefix("version = \""))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("no version in {manifest}"))
+        .to_owned();
+    let parts: Vec<u64> = version
+        .split(['.', '-', '+'])
+        .take(3)
+        .map(|p| p.parse().unwrap_or_else(|_| panic!("version {version}")))
+        .collect();
+    let [major, minor, patch] = parts[..] else {
+        panic!("version {version}");
+    };
+    (version, major * 10_000 + minor * 100 + patch)
+}
+
+/// The words of a reply, flattened (RESP2 arrays and RESP3 maps alike), as text.
+fn words(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Array(items) | Value::Set(items) => items.iter().for_each(|v| words(v, out)),
+        Value::Map(pairs) => pairs.iter().for_each(|(k, v)| {
+            words(k, out);
+            words(v, out);
+        }),
+        Value::BulkString(bytes) => out.push(String::from_utf8_lossy(bytes).into_owned()),
+        Value::SimpleString(text) => out.push(text.clone()),
+        Value::Int(n) => out.push(n.to_string()),
+        other => out.push(format!("{other:?}")),
+    }
+}
+
+/// Which build is loaded: `MODULE LIST` gives the crate's version as one number (0.1.0 is
+/// 100), `INFO throttle` that number and the text, `INFO modules` the number.
+fn the_version_is_the_crates(flavor: Flavor) {
+    let (text, number) = module_version();
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let mut listed = Vec::new();
+    words(&ok(&mut con, "MODULE LIST"), &mut listed);
+    let at = listed
+        .iter()
+        .position(|w| w == "throttle")
+        .unwrap_or_else(|| panic!("MODULE LIST: {listed:?}"));
+    let ver = listed[at..]
+        .windows(2)
+        .find(|pair| pair[0] == "ver")
+        .map(|pair| pair[1].clone());
+    assert_eq!(ver, Some(number.to_string()), "MODULE LIST: {listed:?}");
+
+    let info = info_throttle(&mut con);
+    assert_eq!(counter(&info, "version"), number, "{info}");
+    assert_eq!(
+        info_field(&info, "throttle_version_text"),
+        Some(text.as_str()),
+        "{info}"
+    );
+    let modules = match ok(&mut con, "INFO modules") {
+        Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Value::VerbatimString { text, .. } => text,
+        other => panic!("INFO modules: {other:?}"),
+    };
+    assert!(
+        modules.contains(&format!("name=throttle,ver={number},")),
+        "{modules}"
+    );
+}
+
 fn eviction(info: &str) -> &str {
     info_field(info, "throttle_eviction").unwrap_or_else(|| panic!("no eviction field:\n{info}"))
 }
@@ -320,6 +393,7 @@ fn a_promoted_replica_warns(flavor: Flavor) {
 }
 
 per_server!(
+    the_version_is_the_crates,
     take_counters,
     other_counters,
     pushback_counters,

@@ -125,6 +125,11 @@ pub(crate) enum Command {
         #[arg(long)]
         quota: Option<QuotaArg>,
     },
+    /// On each node (the server given, or each primary of its cluster, from CLUSTER NODES):
+    /// whether the THROTTLE module is loaded and which build (MODULE LIST's `ver`), and whether
+    /// the `throttle` function library is loaded and which version. One line per node; exits 1
+    /// when a node has neither, or could not be read.
+    Check,
     /// FUNCTION LOAD REPLACE of this client's function library (for a server without the
     /// module), printing the library's version before and after.
     LoadLibrary,

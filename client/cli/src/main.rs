@@ -2,7 +2,9 @@
 
 mod acl;
 mod args;
+mod check;
 mod cli;
+mod cluster;
 mod dashboard;
 mod failure;
 mod library;
@@ -65,7 +67,16 @@ async fn run(cli: Cli) -> Result<String, Failure> {
             pattern,
             quota,
             json,
-        } => status::run(&mut server, pattern.as_deref(), quota.as_ref(), json).await,
+        } => {
+            status::run(
+                &cli.url,
+                &mut server,
+                pattern.as_deref(),
+                quota.as_ref(),
+                json,
+            )
+            .await
+        }
         Command::Watch {
             pattern,
             quota,
@@ -106,6 +117,7 @@ async fn run(cli: Cli) -> Result<String, Failure> {
             quota,
         } => verbs::sync(&mut server, &key, remaining, reset, quota).await,
         Command::LoadLibrary => library::load(&mut server).await,
+        Command::Check => check::run(&cli.url, &mut server).await,
         Command::Acl { .. } => unreachable!("answered above"),
     }
 }

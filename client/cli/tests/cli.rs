@@ -196,6 +196,15 @@ async fn status_shows_a_reported_quota_and_one_found_by_its_pattern_and_a_pause(
         "{text}"
     );
     ok(&throttle(&ops_url, &["sync", "quota:reported", "0", "0ms"]).await);
+    assert!(
+        !text.contains("cluster node"),
+        "the user may ask CLUSTER NODES: {text}"
+    );
+    let text = ok(&throttle(&ops_url, &["check"]).await);
+    assert!(
+        text.contains(&format!(": module {}; ", module_version_text())),
+        "{text}"
+    );
     let stderr = failed(&throttle(&ops_url, &["load-library"]).await, 1);
     assert!(stderr.contains("+function|load"), "{stderr}");
     assert!(
@@ -206,7 +215,7 @@ async fn status_shows_a_reported_quota_and_one_found_by_its_pattern_and_a_pause(
 }
 
 /// The ACL rules of the tool's user, as client/cli/README.md gives them.
-const OPS_ACL: &str = "on >secret resetkeys ~quota:* ~throttle:report:* resetchannels -@all +scan +mget +command|info +function|list +throttle.peek +throttle.pause +throttle.cut +throttle.sync +fcall_ro +fcall";
+const OPS_ACL: &str = "on >secret resetkeys ~quota:* ~throttle:report:* resetchannels -@all +scan +mget +command|info +function|list +cluster|nodes +module|list +throttle.peek +throttle.slots +throttle.pause +throttle.cut +throttle.sync +fcall_ro +fcall";
 
 #[test]
 fn the_readme_gives_the_tools_acl_line() {
@@ -251,6 +260,25 @@ async fn without_the_module_the_library_serves_once_loaded() {
     let lib = row(&rows, "quota:lib");
     assert!(lib["state"]["paused_ms"].as_u64().unwrap() > 0, "{lib:#}");
     assert_eq!(lib["capacity"], 4);
+    // The slot table, through the library's FCALL_RO throttle_slots.
+    let mut con = connect(&url).await;
+    let _: Vec<i64> = redis::cmd("FCALL")
+        .arg("throttle_take")
+        .arg(1)
+        .arg("quota:slots")
+        .arg(4)
+        .arg(2)
+        .arg("INFLIGHT")
+        .arg(2)
+        .arg("LEASE")
+        .arg(60_000)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let json = ok(&throttle(&url, &["status", "quota:*", "--quota", "4/2", "--json"]).await);
+    let rows: Json = serde_json::from_str(&json).unwrap();
+    assert_eq!(row(&rows, "quota:slots")["slots"]["held"], 1, "{rows:#}");
+    assert_eq!(row(&rows, "quota:lib")["slots"]["held"], 0, "{rows:#}");
 
     let text = ok(&throttle(&url, &["cut", "quota:cut", "0.5", "60s", "--quota", "4/2"]).await);
     assert!(
@@ -676,12 +704,265 @@ async fn the_fleets_sums_saturate() {
     ] {
         assert_eq!(fleet[field], max, "{field}: {fleet:#}");
     }
+    // The server holds none of the slots reported: its count, the sum beside it.
     let text = ok(&throttle(&url, &["status"]).await);
     assert!(
         text.lines()
             .nth(1)
             .unwrap()
-            .ends_with(&format!("  {max}  {max}/4")),
+            .ends_with(&format!("  {max}  0/4 (reported {max})")),
         "{text}"
     );
+}
+
+/// Issue 42: IN FLIGHT is the server's slot table (THROTTLE.SLOTS), with what the processes
+/// report beside it when it differs: slots taken by a client that does not report (a worker
+/// in another language on the same key) show, on a reported quota and on one found by its
+/// pattern alone; `--json` has both, as separate fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slots_taken_by_a_client_that_does_not_report_show_in_status() {
+    let server = Server::builder(Flavor::Redis82).start();
+    let url = server.url();
+    let mut con = connect(&url).await;
+
+    // A reporting process holds one call open under a cap of 4 ...
+    let fleet = FleetReport::every(connect(&url).await, Duration::from_millis(100)).unwrap();
+    let limiter = Limiter::builder("quota:flight", Quota::new(10, 5u64).unwrap())
+        .max_in_flight(4)
+        .report(&fleet)
+        .build(connect(&url).await)
+        .unwrap();
+    let open_call = limiter.acquire().await.unwrap();
+    // ... and a client that does not report takes two more slots there, one on another key.
+    let take = |key: &str| {
+        let mut cmd = redis::cmd("THROTTLE.TAKE");
+        cmd.arg(key)
+            .arg(10)
+            .arg(5)
+            .arg("INFLIGHT")
+            .arg(4)
+            .arg("LEASE")
+            .arg(60_000);
+        cmd
+    };
+    for key in ["quota:flight", "quota:flight", "quota:python"] {
+        let reply: Vec<i64> = take(key).query_async(&mut con).await.unwrap();
+        assert_eq!(reply.first(), Some(&1), "{key}: {reply:?}");
+    }
+    let report = report_key("quota:flight", fleet.process());
+    let start = Instant::now();
+    loop {
+        let line: Option<String> = redis::cmd("GET")
+            .arg(&report)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        if line
+            .as_deref()
+            .and_then(Report::parse)
+            .is_some_and(|r| r.in_flight == 1 && r.max_in_flight == 4)
+        {
+            break;
+        }
+        assert!(start.elapsed() < BOUND, "no report within {BOUND:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let text = ok(&throttle(&url, &["status", "quota:*", "--quota", "10/5"]).await);
+    let line = |key: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{key} ")))
+            .unwrap_or_else(|| panic!("no {key} in\n{text}"))
+            .to_owned()
+    };
+    assert!(
+        line("quota:flight").ends_with("  3/4 (reported 1)"),
+        "{text}"
+    );
+    let last_two: Vec<String> = line("quota:python")
+        .split_whitespace()
+        .rev()
+        .take(2)
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(last_two, ["1", "-"], "no report, one slot held:\n{text}");
+
+    let json = ok(&throttle(&url, &["status", "quota:*", "--quota", "10/5", "--json"]).await);
+    let rows: Json = serde_json::from_str(&json).unwrap();
+    let flight = row(&rows, "quota:flight");
+    assert_eq!(flight["slots"]["held"], 3, "{flight:#}");
+    let lease = flight["slots"]["first_lease_ms"].as_u64().unwrap();
+    assert!((1..=60_000).contains(&lease), "{flight:#}");
+    assert_eq!(flight["fleet"]["in_flight"], 1, "{flight:#}");
+    assert_eq!(flight["fleet"]["max_in_flight"], 4, "{flight:#}");
+    let python = row(&rows, "quota:python");
+    assert_eq!(python["slots"]["held"], 1, "{python:#}");
+    assert_eq!(python["fleet"], Json::Null, "{python:#}");
+    drop(open_call);
+    drop(limiter);
+}
+
+/// The module crate's version as `check` prints it: `0.1.0 (ver 100)`, from its manifest.
+fn module_version_text() -> String {
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../../module/Cargo.toml");
+    let text = std::fs::read_to_string(manifest).unwrap();
+    let version = text
+        .lines()
+        .find_map(|l| l.strip_prefix("version = \""))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .unwrap();
+    let parts: Vec<u64> = version.split('.').map(|p| p.parse().unwrap()).collect();
+    let ver = parts[0] * 10_000 + parts[1] * 100 + parts[2];
+    format!("{version} (ver {ver})")
+}
+
+/// Issue 42: `check` says per node what it has loaded, the module's build and the library's
+/// version; a server with neither exits 1 and says what to do; loading the library fixes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_says_which_module_and_library_a_server_has() {
+    let version = redis_throttle::script::LIBRARY_VERSION;
+    let with = Server::builder(Flavor::Redis82).start();
+    let url = with.url();
+    let text = ok(&throttle(&url, &["check"]).await);
+    assert_eq!(
+        text,
+        format!(
+            "{url}: module {}; no function library\n",
+            module_version_text()
+        )
+    );
+    ok(&throttle(&url, &["load-library"]).await);
+    let text = ok(&throttle(&url, &["check"]).await);
+    assert_eq!(
+        text,
+        format!(
+            "{url}: module {}; function library version {version} (this client's)\n",
+            module_version_text()
+        )
+    );
+
+    let without = Server::builder(Flavor::Valkey91).module(false).start();
+    let url = without.url();
+    let stderr = failed(&throttle(&url, &["check"]).await, 1);
+    assert_eq!(
+        stderr,
+        format!(
+            "throttle: 1 of 1 node(s) have neither the THROTTLE module nor the throttle \
+             function library, or could not be read: load the module (redis-server \
+             --loadmodule /path/to/libredis_throttle_module.so) or the library (throttle \
+             load-library, against each primary)\n{url}: no module; no function library\n"
+        )
+    );
+    ok(&throttle(&url, &["load-library"]).await);
+    let text = ok(&throttle(&url, &["check"]).await);
+    assert_eq!(
+        text,
+        format!("{url}: no module; function library version {version} (this client's)\n")
+    );
+    // Someone else's code under the library's name.
+    let mut con = connect(&url).await;
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(
+            "#!lua name=throttle\nlocal VERSION = 3 \
+             \nredis.register_function('throttle_version', function() return VERSION end)",
+        )
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let text = ok(&throttle(&url, &["check"]).await);
+    assert_eq!(
+        text,
+        format!(
+            "{url}: no module; function library version 3 (not this client's, version \
+             {version}: the client does not use it; throttle load-library replaces it)\n"
+        )
+    );
+}
+
+/// Issue 42: against a cluster of 3 masters, `check` has a line per master, and `status`
+/// lists the buckets of every master (SCAN on each), each row in `--json` with its node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_check_and_status_read_every_master() {
+    let masters = tokio::task::spawn_blocking(|| {
+        throttle_testkit::ReplicatedCluster::start(Flavor::Redis82, 3, 0).into_masters()
+    })
+    .await
+    .unwrap();
+    // One bucket on each master: the first key whose slot it serves.
+    let mut keys = Vec::new();
+    for master in &masters {
+        let mut con = connect(&master.server.url()).await;
+        let key = (0..10_000)
+            .map(|i| format!("quota:c{i}"))
+            .find(|key| {
+                let slot = key_slot(key);
+                master.node.owns(slot)
+            })
+            .unwrap();
+        let _: Vec<i64> = redis::cmd("THROTTLE.TAKE")
+            .arg(&key)
+            .arg(10)
+            .arg(5)
+            .arg("TOKENS")
+            .arg(4)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        keys.push((key, format!("127.0.0.1:{}", master.server.port())));
+    }
+    let url = masters[1].server.url();
+
+    let text = ok(&throttle(&url, &["check"]).await);
+    let mut expected: Vec<String> = masters
+        .iter()
+        .map(|m| {
+            format!(
+                "127.0.0.1:{}: module {}; no function library",
+                m.server.port(),
+                module_version_text()
+            )
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(text, expected.join("\n") + "\n");
+
+    let json = ok(&throttle(&url, &["status", "quota:*", "--quota", "10/5", "--json"]).await);
+    let rows: Json = serde_json::from_str(&json).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 3, "{rows:#}");
+    for (key, node) in &keys {
+        let found = row(&rows, key);
+        assert_eq!(found["node"], node.as_str(), "{found:#}");
+        let tokens = found["state"]["tokens"].as_u64().unwrap();
+        assert!((6..=10).contains(&tokens), "{found:#}");
+    }
+    let text = ok(&throttle(&url, &["status", "quota:*", "--quota", "10/5"]).await);
+    for (key, _) in &keys {
+        assert!(text.contains(&format!("\n{key} ")), "{text}");
+    }
+}
+
+/// The cluster hash slot of `key` (CRC16/XMODEM of the key or its hash tag, mod 16384).
+fn key_slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let hashed = match bytes.iter().position(|b| *b == b'{') {
+        Some(open) => match bytes[open + 1..].iter().position(|b| *b == b'}') {
+            Some(len) if len > 0 => &bytes[open + 1..open + 1 + len],
+            _ => bytes,
+        },
+        None => bytes,
+    };
+    let mut crc: u16 = 0;
+    for byte in hashed {
+        crc ^= u16::from(*byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 
-use crate::status::{last_wait_bound_ms, Row};
+use crate::status::{in_flight, last_wait_bound_ms, Row};
 
 /// The last `capacity` items pushed, oldest first.
 #[derive(Clone, Debug)]
@@ -65,7 +65,8 @@ pub(crate) struct Sample {
     pub(crate) responses_429: Option<u64>,
     /// The fleet's grants per second over its last period; none without a report.
     pub(crate) grants_per_s: Option<f64>,
-    /// Calls in flight across the fleet (slots held); none without a cap or a report.
+    /// Calls in flight (slots held): the server's count, or where it was not read the sum the
+    /// processes report; none when none is held and no process counts them.
     pub(crate) in_flight: Option<u64>,
     /// The cap on calls in flight the fleet reports; none without one.
     pub(crate) max_in_flight: Option<u64>,
@@ -88,7 +89,7 @@ impl Sample {
             }),
             responses_429: fleet.map(|f| f.responses_429),
             grants_per_s: fleet.map(|f| f.grants_per_s),
-            in_flight: fleet.and_then(|f| f.in_flight),
+            in_flight: in_flight(row),
             max_in_flight: fleet.and_then(|f| f.max_in_flight),
         }
     }
@@ -185,7 +186,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::{Fleet, State};
+    use crate::status::{Fleet, Slots, State};
 
     #[test]
     fn a_ring_keeps_the_newest() {
@@ -206,6 +207,7 @@ mod tests {
         Row {
             key: key.to_owned(),
             found: "report",
+            node: None,
             capacity: 10,
             rate: "5".to_owned(),
             state: Some(State {
@@ -213,6 +215,10 @@ mod tests {
                 until_full_ms: 1200,
                 paused_ms,
                 factor_bp: 5000,
+            }),
+            slots: Some(Slots {
+                held: 3,
+                first_lease_ms: 100,
             }),
             fleet: Some(Fleet {
                 processes: 1,
@@ -246,12 +252,21 @@ mod tests {
                 wait_p99_ms: Some(100_000),
                 responses_429: Some(3),
                 grants_per_s: Some(2.5),
-                in_flight: Some(2),
+                // The server's count, not the reported 2.
+                in_flight: Some(3),
                 max_in_flight: Some(4),
             }
         );
+        let mut unread = row("c", 0);
+        unread.slots = None;
+        assert_eq!(
+            Sample::of(&unread, 5).in_flight,
+            Some(2),
+            "the reported sum"
+        );
         let mut bare = row("b", 0);
         bare.state = None;
+        bare.slots = None;
         bare.fleet = None;
         let sample = Sample::of(&bare, 5);
         assert_eq!(

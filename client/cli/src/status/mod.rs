@@ -2,6 +2,7 @@
 //! pipelines, sum the reports per key, and print the table or JSON.
 
 mod fleet;
+mod slots;
 mod table;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -10,6 +11,7 @@ use redis::Value;
 use redis_throttle::report::{report_key, Report, REPORT_PATTERN};
 
 use crate::args::QuotaArg;
+use crate::cluster::{connect_all, topology, Topology};
 use crate::failure::Failure;
 use crate::server::{not_a_bucket, Backend, Server};
 use crate::text::{cell, json_for_terminal, MAX_MESSAGE};
@@ -18,20 +20,39 @@ use fleet::fleet_of;
 #[cfg(test)]
 pub(crate) use fleet::Fleet;
 pub(crate) use fleet::{last_wait_bound_ms, quota_of};
+pub(crate) use slots::in_flight;
+#[cfg(test)]
+pub(crate) use slots::Slots;
 pub(crate) use table::{table, Row, State};
 
 /// Keys per SCAN step, MGET and pipeline.
 const BATCH: usize = 1000;
 
-/// What `status` prints.
+/// What `status` prints: the quotas of the server at `url` (`server`), or on a cluster of
+/// each of its primaries.
 pub(crate) async fn run(
+    url: &str,
     server: &mut Server,
     pattern: Option<&str>,
     quota: Option<&QuotaArg>,
     json: bool,
 ) -> Result<String, Failure> {
-    let backend = server.backend().await?;
-    let gathered = gather(server, backend, pattern, quota).await?;
+    let gathered = match topology(server).await {
+        Topology::Cluster { primaries, unread } => {
+            gather_cluster(url, &primaries, unread, pattern, quota).await
+        }
+        Topology::One { why } => {
+            let backend = server.backend().await?;
+            let mut gathered = gather(server, backend, pattern, quota).await?;
+            if let Some(why) = why {
+                gathered.footer.push(format!(
+                    "could not tell whether {} is a cluster node ({why}): only its buckets are shown",
+                    server.url
+                ));
+            }
+            gathered
+        }
+    };
     if json {
         // The lines below the table go to stderr: stdout stays the JSON alone.
         for line in &gathered.footer {
@@ -41,6 +62,56 @@ pub(crate) async fn run(
     } else {
         Ok(table(&gathered.rows, &gathered.footer))
     }
+}
+
+/// [`gather`] on each primary of a cluster (SCAN sees one node's keys; a bucket and its
+/// reports share a hash slot, so a node's reports name its own buckets), each row marked with
+/// its node; a node that cannot be read is a line below the table, the others are shown.
+async fn gather_cluster(
+    url: &str,
+    primaries: &[(String, u16)],
+    unread: usize,
+    pattern: Option<&str>,
+    quota: Option<&QuotaArg>,
+) -> Gathered {
+    let mut all = Gathered {
+        rows: Vec::new(),
+        footer: Vec::new(),
+    };
+    for (shown, connected) in connect_all(url, primaries).await {
+        let gathered = match connected {
+            Ok(mut node) => match node.backend().await {
+                Ok(backend) => gather(&mut node, backend, pattern, quota).await,
+                Err(failure) => Err(failure),
+            },
+            Err(failure) => Err(failure),
+        };
+        match gathered {
+            Ok(gathered) => {
+                all.rows.extend(gathered.rows.into_iter().map(|mut row| {
+                    row.node = Some(shown.clone());
+                    row
+                }));
+                all.footer
+                    .extend(gathered.footer.into_iter().map(|l| format!("{shown}: {l}")));
+            }
+            Err(failure) => all.footer.push(format!(
+                "{shown}: could not be read, its buckets are not shown: {failure}"
+            )),
+        }
+    }
+    if primaries.is_empty() {
+        all.footer
+            .push("the cluster lists no primary with an address: no bucket is shown".to_owned());
+    }
+    if unread > 0 {
+        all.footer.push(format!(
+            "{unread} line(s) of CLUSTER NODES could not be read: those nodes' buckets are not shown"
+        ));
+    }
+    all.rows
+        .sort_by(|a, b| a.key.cmp(&b.key).then_with(|| a.node.cmp(&b.node)));
+    all
 }
 
 /// The rows as `status --json` prints them: every key whole, its control characters escaped
@@ -78,9 +149,11 @@ pub(crate) async fn gather(
         wanted.push(Row {
             key: key.clone(),
             found: "report",
+            node: None,
             capacity,
             rate,
             state: None,
+            slots: None,
             fleet: Some(fleet_of(reports)),
             problem: None,
             note,
@@ -109,9 +182,11 @@ pub(crate) async fn gather(
             wanted.push(Row {
                 key,
                 found: "pattern",
+                node: None,
                 capacity: quota.capacity,
                 rate: quota.rate.clone(),
                 state: None,
+                slots: None,
                 fleet: None,
                 problem: None,
                 note: None,
@@ -119,9 +194,13 @@ pub(crate) async fn gather(
         }
     }
     let states = peek_all(server, backend, &wanted).await?;
+    let tables = slots::slots_all(server, backend, &wanted).await?;
     let mut rows = Vec::with_capacity(wanted.len());
     let mut skipped = 0;
-    for (index, (mut row, state)) in wanted.into_iter().zip(states).enumerate() {
+    // Buckets read whose slot table was not, and the first reason.
+    let mut no_slots: (usize, Option<String>) = (0, None);
+    for (index, ((mut row, state), table)) in wanted.into_iter().zip(states).zip(tables).enumerate()
+    {
         if index < reported && read.lossy_keys.contains(&row.key) {
             // The key shown is not the key written: its state would be another bucket's.
             row.problem = Some(
@@ -133,7 +212,16 @@ pub(crate) async fn gather(
             continue;
         }
         match state {
-            Ok(state) => row.state = Some(state),
+            Ok(state) => {
+                row.state = Some(state);
+                match table {
+                    Ok(table) => row.slots = Some(table),
+                    Err(message) => {
+                        no_slots.0 += 1;
+                        no_slots.1.get_or_insert(message);
+                    }
+                }
+            }
             // A key found by its pattern alone that is not a bucket is not a quota.
             Err(message) if index >= reported && not_a_bucket(&message) => {
                 skipped += 1;
@@ -146,6 +234,13 @@ pub(crate) async fn gather(
     if skipped > 0 {
         footer.push(format!(
             "{skipped} key(s) matching the pattern are not buckets: skipped"
+        ));
+    }
+    if let (count, Some(first)) = no_slots {
+        footer.push(format!(
+            "{count} quota(s) whose calls in flight the server did not tell (SLOTS: {first}): \
+             IN FLIGHT shows what the processes report; load this client's library \
+             (throttle load-library) or a module that has THROTTLE.SLOTS"
         ));
     }
     rows.sort_by(|a, b| a.key.cmp(&b.key));

@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use crate::args::seconds;
 use crate::status::fleet::{last_wait_bound_ms, Fleet};
+use crate::status::slots::{in_flight_cell, Slots};
 use crate::text::{cell, pad_left, pad_right, MAX_CELL, MAX_MESSAGE};
 
 /// One quota as `status` shows it (and `--json` prints it).
@@ -13,10 +14,16 @@ pub(crate) struct Row {
     pub(crate) key: String,
     /// How it was found: `report` (a process reports it) or `pattern` (SCAN, with --quota).
     pub(crate) found: &'static str,
+    /// The node it was read from, `host:port`, on a cluster (absent on one server).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) node: Option<String>,
     pub(crate) capacity: u64,
     pub(crate) rate: String,
     /// What the server says (THROTTLE.PEEK); none when it refused (then `problem` says why).
     pub(crate) state: Option<State>,
+    /// The server's slot table (THROTTLE.SLOTS): the calls in flight it holds, whoever took
+    /// them; none when it was not read (the server refused, or the bucket was not read).
+    pub(crate) slots: Option<Slots>,
     /// The fleet's counters; none when no process reports the key.
     pub(crate) fleet: Option<Fleet>,
     /// What is wrong with this quota (the server refused PEEK).
@@ -144,14 +151,10 @@ fn cells(row: &Row) -> Vec<String> {
             cells.push(wait(fleet, fleet.wait_p50_le_ms));
             cells.push(wait(fleet, fleet.wait_p99_le_ms));
             cells.push(fleet.responses_429.to_string());
-            cells.push(match (fleet.in_flight, fleet.max_in_flight) {
-                (Some(n), Some(cap)) => format!("{n}/{cap}"),
-                (Some(n), None) => n.to_string(),
-                (None, _) => dash(),
-            });
         }
-        None => cells.extend(std::iter::repeat_n(dash(), 6)),
+        None => cells.extend(std::iter::repeat_n(dash(), 5)),
     }
+    cells.push(in_flight_cell(row));
     cells
 }
 
@@ -173,6 +176,7 @@ mod tests {
             Row {
                 key: "quota:pix".to_owned(),
                 found: "report",
+                node: None,
                 capacity: 8,
                 rate: "9".to_owned(),
                 state: Some(State {
@@ -180,6 +184,10 @@ mod tests {
                     until_full_ms: 2273,
                     paused_ms: 1495,
                     factor_bp: 5000,
+                }),
+                slots: Some(Slots {
+                    held: 5,
+                    first_lease_ms: 900,
                 }),
                 fleet: Some(Fleet {
                     processes: 2,
@@ -201,6 +209,7 @@ mod tests {
             Row {
                 key: "quota:other".to_owned(),
                 found: "pattern",
+                node: None,
                 capacity: 100,
                 rate: "0.5".to_owned(),
                 state: Some(State {
@@ -209,6 +218,10 @@ mod tests {
                     paused_ms: 0,
                     factor_bp: 10_000,
                 }),
+                slots: Some(Slots {
+                    held: 2,
+                    first_lease_ms: 30_000,
+                }),
                 fleet: None,
                 problem: None,
                 note: None,
@@ -216,9 +229,11 @@ mod tests {
             Row {
                 key: "quota:broken".to_owned(),
                 found: "report",
+                node: None,
                 capacity: 1,
                 rate: "1".to_owned(),
                 state: None,
+                slots: None,
                 fleet: Some(Fleet {
                     processes: 1,
                     grants_per_s: 0.0,
@@ -245,12 +260,71 @@ mod tests {
         let expected = "\
 KEY           CAPACITY  RATE/S  TOKENS   PAUSED    CUT  FULL IN  PROCS  GRANTS/S  WAIT P50   WAIT P99  429s  IN FLIGHT
 quota:pix            8       9       0  1.495 s  x0.50  2.273 s      2       8.5     <=5ms  >100000ms     3        5/8
-quota:other        100     0.5     100        -      -     full      -         -         -          -     -          -
+quota:other        100     0.5     100        -      -     full      -         -         -          -     -          2
 quota:broken         1       1       ?        ?      ?        ?      1       0.0         -          -     0          -
 quota:broken: not a bucket
 1 more
 ";
         assert_eq!(text, expected, "\n{text}");
+    }
+
+    #[test]
+    fn in_flight_is_the_servers_count_beside_the_reported_sum() {
+        let mut rows = rows();
+        let pix = &mut rows[0];
+        let cell = |row: &Row| cells(row).last().cloned().unwrap();
+        assert_eq!(cell(pix), "5/8", "the server and the reports agree");
+        pix.slots = Some(Slots {
+            held: 8,
+            first_lease_ms: 10,
+        });
+        assert_eq!(
+            cell(pix),
+            "8/8 (reported 5)",
+            "a process that does not report"
+        );
+        pix.slots = Some(Slots {
+            held: 0,
+            first_lease_ms: 0,
+        });
+        assert_eq!(
+            cell(pix),
+            "0/8 (reported 5)",
+            "leases ended, or a stale report"
+        );
+        pix.slots = None;
+        assert_eq!(cell(pix), "5/8", "not read: the reported sum");
+        // Nothing held, no process counting: nothing to show.
+        rows[1].slots = Some(Slots {
+            held: 0,
+            first_lease_ms: 0,
+        });
+        assert_eq!(cell(&rows[1]), "-");
+    }
+
+    /// Every name in `value`'s objects, nested ones too.
+    fn names(value: &serde_json::Value, out: &mut Vec<String>) {
+        if let Some(object) = value.as_object() {
+            for (name, inner) in object {
+                out.push(name.clone());
+                names(inner, out);
+            }
+        }
+    }
+
+    #[test]
+    fn the_readme_lists_every_json_field() {
+        let readme = include_str!("../../README.md");
+        let mut all = Vec::new();
+        for row in serde_json::to_value(rows()).unwrap().as_array().unwrap() {
+            names(row, &mut all);
+        }
+        for name in all {
+            assert!(
+                readme.contains(&format!("`{name}`")),
+                "client/cli/README.md does not list the --json field {name}"
+            );
+        }
     }
 
     #[test]
@@ -265,5 +339,9 @@ quota:broken: not a bucket
         assert_eq!(json[0]["fleet"]["wait_p99_le_ms"], serde_json::Value::Null);
         assert_eq!(json[1]["found"], "pattern");
         assert_eq!(json[1]["fleet"], serde_json::Value::Null);
+        assert_eq!(json[0]["slots"]["held"], 5);
+        assert_eq!(json[0]["slots"]["first_lease_ms"], 900);
+        assert_eq!(json[0]["fleet"]["in_flight"], 5);
+        assert_eq!(json[2]["slots"], serde_json::Value::Null);
     }
 }
