@@ -166,6 +166,68 @@ impl Dispatch {
         (answer, counted.round_trips)
     }
 
+    /// `calls` in one pipeline (one round trip), each its reply or its error. Under `Auto`
+    /// the first call goes alone while the backend is not settled (it is the probe). A
+    /// library the server lost or a script it forgot is loaded, and the pipeline sent once
+    /// more.
+    pub(crate) async fn send_each<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        calls: &[Call<'_>],
+    ) -> Result<Vec<Result<Value, Error>>, Error> {
+        let mut replies = Vec::with_capacity(calls.len());
+        let mut calls = calls;
+        if self.serving() == Backend::Auto {
+            let Some((first, rest)) = calls.split_first() else {
+                return Ok(replies);
+            };
+            replies.push(self.send_counted(conn, first).await);
+            calls = rest;
+        }
+        if calls.is_empty() {
+            return Ok(replies);
+        }
+        let backend = self.serving();
+        if backend == Backend::Library {
+            self.library_checked
+                .get_or_try_init(|| check_library(conn))
+                .await
+                .map_err(Fcall::into_error)?;
+        }
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for call in calls {
+            pipe.add_command(match backend {
+                Backend::Script => script_cmd(call),
+                Backend::Library => library_cmd(call),
+                _ => module_cmd(call),
+            });
+        }
+        let mut values: Vec<Value> = pipe.query_async(conn).await.map_err(Error::from_redis)?;
+        let forgotten = |value: &Value| match value {
+            Value::ServerError(err) => {
+                let err = RedisError::from(err.clone());
+                err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+                    || function_not_found(&err)
+            }
+            _ => false,
+        };
+        if values.iter().any(forgotten) {
+            match backend {
+                Backend::Script => {
+                    SCRIPT.load_async(conn).await.map_err(Error::from_redis)?;
+                }
+                _ => load_library(conn, None).await.map_err(Fcall::into_error)?,
+            }
+            values = pipe.query_async(conn).await.map_err(Error::from_redis)?;
+        }
+        replies.extend(values.into_iter().map(|value| match value {
+            Value::ServerError(err) => Err(Error::from_redis(RedisError::from(err))),
+            value => Ok(value),
+        }));
+        Ok(replies)
+    }
+
     async fn send_counted<C: ConnectionLike>(
         &self,
         conn: &mut C,
@@ -282,15 +344,7 @@ impl Dispatch {
         self.library_checked
             .get_or_try_init(|| check_library(conn))
             .await?;
-        let mut cmd = redis::cmd(if call.command.read_only() {
-            "FCALL_RO"
-        } else {
-            "FCALL"
-        });
-        cmd.arg(format!("throttle_{}", call.command.short_name()))
-            .arg(call.keys.len())
-            .arg(call.keys);
-        call.add_args(&mut cmd);
+        let cmd = library_cmd(call);
         match cmd.query_async(conn).await {
             Err(err) if function_not_found(&err) => {
                 load_library(conn, None).await?;
@@ -496,20 +550,41 @@ async fn load_library<C: ConnectionLike>(conn: &mut C, older: Option<u64>) -> Re
 }
 
 async fn module<C: ConnectionLike>(conn: &mut C, call: &Call<'_>) -> Result<Value, Error> {
+    module_cmd(call)
+        .query_async(conn)
+        .await
+        .map_err(Error::from_redis)
+}
+
+/// The module's command for `call`: `THROTTLE.X key args` (MTAKE: `numkeys keys args`).
+fn module_cmd(call: &Call<'_>) -> redis::Cmd {
     let mut cmd = redis::cmd(call.command.name());
     if call.command == Command::MTake {
         cmd.arg(call.keys.len());
     }
     cmd.arg(call.keys);
     call.add_args(&mut cmd);
-    cmd.query_async(conn).await.map_err(Error::from_redis)
+    cmd
 }
 
-/// `EVALSHA sha numkeys keys command args`, or `EVALSHA_RO` for a read-only command, so a peek
-/// answers where writes are refused or held (a read-only replica, `CLIENT PAUSE WRITE`). A
-/// server that forgot the script answers NOSCRIPT: it is loaded again and the call sent once
-/// more.
-async fn script<C: ConnectionLike>(conn: &mut C, call: &Call<'_>) -> Result<Value, Error> {
+/// The library's call for `call`: `FCALL throttle_x numkeys keys args` (`FCALL_RO` for a
+/// read-only command).
+fn library_cmd(call: &Call<'_>) -> redis::Cmd {
+    let mut cmd = redis::cmd(if call.command.read_only() {
+        "FCALL_RO"
+    } else {
+        "FCALL"
+    });
+    cmd.arg(format!("throttle_{}", call.command.short_name()))
+        .arg(call.keys.len())
+        .arg(call.keys);
+    call.add_args(&mut cmd);
+    cmd
+}
+
+/// The script's call for `call`: `EVALSHA sha numkeys keys command args` (`EVALSHA_RO` for a
+/// read-only command).
+fn script_cmd(call: &Call<'_>) -> redis::Cmd {
     let mut cmd = redis::cmd(if call.command.read_only() {
         "EVALSHA_RO"
     } else {
@@ -520,6 +595,15 @@ async fn script<C: ConnectionLike>(conn: &mut C, call: &Call<'_>) -> Result<Valu
         .arg(call.keys)
         .arg(call.command.short_name());
     call.add_args(&mut cmd);
+    cmd
+}
+
+/// `EVALSHA sha numkeys keys command args`, or `EVALSHA_RO` for a read-only command, so a peek
+/// answers where writes are refused or held (a read-only replica, `CLIENT PAUSE WRITE`). A
+/// server that forgot the script answers NOSCRIPT: it is loaded again and the call sent once
+/// more.
+async fn script<C: ConnectionLike>(conn: &mut C, call: &Call<'_>) -> Result<Value, Error> {
+    let cmd = script_cmd(call);
     match cmd.query_async(conn).await {
         Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
             SCRIPT.load_async(conn).await.map_err(Error::from_redis)?;

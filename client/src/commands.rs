@@ -73,6 +73,33 @@ impl<C: ConnectionLike + Clone> Commands<C> {
         self.call_keys(&[key], args).await
     }
 
+    /// One command on many buckets in one pipeline (one round trip): each `(key, args)`'s
+    /// reply, or its own error (a key that is not a bucket fails alone). `Err` when the
+    /// pipeline itself failed (the connection). An operator's view of many quotas reads them
+    /// this way.
+    pub async fn call_each<A: ThrottleCommand>(
+        &self,
+        calls: &[(&str, A)],
+    ) -> Result<Vec<Result<A::Reply, Error>>, Error> {
+        let keys: Vec<[&str; 1]> = calls.iter().map(|(key, _)| [*key]).collect();
+        let wire: Vec<Call<'_>> = calls
+            .iter()
+            .zip(&keys)
+            .map(|((_, args), key)| Call {
+                command: A::COMMAND,
+                keys: key,
+                args: args.words(),
+            })
+            .collect();
+        let mut conn = self.conn.clone();
+        let values = self.dispatch.send_each(&mut conn, &wire).await?;
+        Ok(values
+            .into_iter()
+            .zip(calls)
+            .map(|(value, (_, args))| value.and_then(|value| reply::decode(args, &value)))
+            .collect())
+    }
+
     /// The command `args` on `keys`: THROTTLE.MTAKE's, in the order of its limits.
     pub async fn call_keys<A: ThrottleCommand>(
         &self,

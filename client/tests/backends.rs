@@ -869,6 +869,46 @@ fn commands_read_their_own_replies_on_every_backend() {
                 .unwrap();
             assert!(seen.paused_ms > 29_000, "{backend:?}: {seen:?}");
             assert_eq!(commands.backend(), backend);
+
+            // Many buckets in one pipeline, after the server forgot the Lua twin: loaded
+            // again and the pipeline sent once more; a key that is not a bucket fails alone.
+            let mut admin = server.conn();
+            let _: () = redis::cmd("SET")
+                .arg("backends:plain")
+                .arg("x")
+                .query(&mut admin)
+                .unwrap();
+            let _: () = redis::cmd(if backend == Backend::Library {
+                "FUNCTION"
+            } else {
+                "SCRIPT"
+            })
+            .arg("FLUSH")
+            .query(&mut admin)
+            .unwrap();
+            let peek = PeekArgs { quota };
+            let each = commands
+                .call_each(&[
+                    ("backends:commands", peek),
+                    ("backends:plain", peek),
+                    ("backends:fresh", peek),
+                ])
+                .await
+                .unwrap();
+            assert_eq!(each.len(), 3, "{backend:?}");
+            assert!(
+                matches!(&each[0], Ok(seen) if seen.paused_ms > 28_000),
+                "{backend:?}: {each:?}"
+            );
+            assert!(
+                matches!(&each[1], Err(redis_throttle::Error::Rejected { message })
+                    if message.contains("not a THROTTLE bucket")),
+                "{backend:?}: {each:?}"
+            );
+            assert!(
+                matches!(&each[2], Ok(seen) if seen.remaining == 5),
+                "{backend:?}: {each:?}"
+            );
         });
     }
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Cmd, Value};
+use redis_throttle::{Backend, Commands, Error};
 
 use crate::failure::{fail, redact, redis_failure, Failure};
 
@@ -19,15 +20,6 @@ pub(crate) struct Server {
     /// The URL without its password, for messages.
     pub(crate) url: String,
     pub(crate) con: MultiplexedConnection,
-}
-
-/// Where the THROTTLE commands are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Backend {
-    /// `THROTTLE.PEEK key ...`.
-    Module,
-    /// `FCALL throttle_peek 1 key ...`.
-    Library,
 }
 
 impl Server {
@@ -66,7 +58,8 @@ impl Server {
     }
 
     /// The module if the server has it, else the library if loaded, else a failure that says
-    /// how to load either.
+    /// how to load either. (Not the client's `Auto`: a tool that reads must not load the
+    /// library, nor fall back to a script, as a side effect.)
     pub(crate) async fn backend(&mut self) -> Result<Backend, Failure> {
         let info: Vec<Value> = self
             .query(
@@ -86,6 +79,11 @@ impl Server {
              MODULE LOAD) or, on a managed Redis, the library (throttle load-library)",
             redact(&self.url)
         ))
+    }
+
+    /// The THROTTLE commands on this connection, sent to `backend`.
+    pub(crate) fn commands(&self, backend: Backend) -> Commands<MultiplexedConnection> {
+        Commands::new(self.con.clone(), backend)
     }
 
     /// The code of the loaded `throttle` function library, if any.
@@ -110,24 +108,6 @@ impl Server {
             }
         }
         Ok(None)
-    }
-}
-
-impl Backend {
-    /// The command `name` (`peek`, `pause`, ...) on `key` with its quota; the command's own
-    /// arguments follow.
-    pub(crate) fn command(self, name: &str, key: &str, capacity: u64, rate: &str) -> Cmd {
-        let mut cmd = match self {
-            Backend::Module => redis::cmd(&format!("THROTTLE.{}", name.to_ascii_uppercase())),
-            Backend::Library => {
-                let call = if name == "peek" { "FCALL_RO" } else { "FCALL" };
-                let mut cmd = redis::cmd(call);
-                cmd.arg(format!("throttle_{name}")).arg(1);
-                cmd
-            }
-        };
-        cmd.arg(key).arg(capacity).arg(rate);
-        cmd
     }
 }
 
@@ -159,6 +139,15 @@ pub(crate) fn code_version(code: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// What a row shows for a command the server refused: its own words (`ERR ...`,
+/// `WRONGTYPE ...`), or the client's for anything else.
+pub(crate) fn refusal(err: &Error) -> String {
+    match err {
+        Error::Rejected { message } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// Whether a server error says the key is not a bucket.
 pub(crate) fn not_a_bucket(message: &str) -> bool {
     message.contains("WRONGTYPE") || message.contains("not a THROTTLE bucket")
@@ -175,17 +164,5 @@ mod tests {
             Some(redis_throttle::script::LIBRARY_VERSION)
         );
         assert_eq!(code_version("return 1"), None);
-    }
-
-    #[test]
-    fn commands_go_to_the_module_or_the_library() {
-        let module = Backend::Module.command("peek", "k", 10, "0.5");
-        assert_eq!(
-            String::from_utf8_lossy(&module.get_packed_command()),
-            "*4\r\n$13\r\nTHROTTLE.PEEK\r\n$1\r\nk\r\n$2\r\n10\r\n$3\r\n0.5\r\n"
-        );
-        let library = Backend::Library.command("pause", "k", 10, "0.5");
-        assert!(String::from_utf8_lossy(&library.get_packed_command())
-            .starts_with("*6\r\n$5\r\nFCALL\r\n$14\r\nthrottle_pause\r\n$1\r\n1\r\n$1\r\nk\r\n"));
     }
 }

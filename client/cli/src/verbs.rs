@@ -6,7 +6,7 @@ use redis_throttle::{Commands, Error};
 
 use crate::args::{seconds, Duration, QuotaArg};
 use crate::failure::{fail, redis_failure, Failure};
-use crate::server::{not_a_bucket, Backend, Server};
+use crate::server::{not_a_bucket, Server};
 use crate::status::{quota_of, reports_of};
 
 /// `throttle pause KEY DURATION`.
@@ -107,10 +107,7 @@ async fn commands(
     key: &str,
     quota: Option<QuotaArg>,
 ) -> Result<(Commands<redis::aio::MultiplexedConnection>, Quota), Failure> {
-    let backend = match server.backend().await? {
-        Backend::Module => redis_throttle::Backend::Module,
-        Backend::Library => redis_throttle::Backend::Library,
-    };
+    let backend = server.backend().await?;
     let (capacity, rate) = match quota {
         Some(quota) => (quota.capacity, quota.rate),
         None => match quota_of(&reports_of(server, key).await?) {
@@ -124,7 +121,7 @@ async fn commands(
     };
     let quota = Quota::parse(capacity.to_string().as_bytes(), rate.as_bytes())
         .map_err(|err| refused(server, key, &err.to_string()))?;
-    Ok((Commands::new(server.con.clone(), backend), quota))
+    Ok((server.commands(backend), quota))
 }
 
 /// The command whose words after the key are `quota` then `words`, checked as the server

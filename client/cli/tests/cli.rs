@@ -643,7 +643,7 @@ KEY                                              CAPACITY     RATE/S  TOKENS  PA
 quota:\\x1b]0;owned\\x07\\x1b[2J                          10          5      10       -    -     full      1       0.0         -         -     0          -
 quota:a\\nquota:forged        10       5      10        10          5      10       -    -     full      1       0.0         -         -     0          -
 quota:red                                              10  5\\x1b[31m       ?       ?    ?        ?      1       0.0         -         -     0          -
-quota:red: ResponseError: rate must be a decimal number of tokens per second from 0.000001 to 1000000000, like 10 or 0.5
+quota:red: ERR rate must be a decimal number of tokens per second from 0.000001 to 1000000000, like 10 or 0.5
 ";
     assert_eq!(text, expected, "\n{text}");
     let lines: Vec<&str> = text.lines().collect();

@@ -22,7 +22,9 @@ use tokio::time::MissedTickBehavior;
 
 use crate::args::QuotaArg;
 use crate::failure::{fail, Failure};
-use crate::server::{Backend, Server};
+use redis_throttle::Backend;
+
+use crate::server::Server;
 use crate::status::{gather, Row};
 use crate::watch::unix_ms;
 

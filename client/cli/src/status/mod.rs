@@ -9,11 +9,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use redis::Value;
 use redis_throttle::report::{report_key, Report, REPORT_PATTERN};
+use redis_throttle::throttle_bucket::{PeekArgs, Quota, ThrottleCommand};
+use redis_throttle::Backend;
 
 use crate::args::QuotaArg;
 use crate::cluster::{connect_all, topology, Topology};
 use crate::failure::Failure;
-use crate::server::{not_a_bucket, Backend, Server};
+use crate::server::{not_a_bucket, refusal, Server};
 use crate::text::{cell, json_for_terminal, MAX_MESSAGE};
 
 use fleet::fleet_of;
@@ -382,46 +384,68 @@ fn escape_glob(text: &str) -> String {
     out
 }
 
-/// THROTTLE.PEEK of every row, pipelined: each state, or the server's error.
+/// THROTTLE.PEEK of every row, pipelined: each state, or why not (the server's refusal, a
+/// reported quota the server could not be asked with).
 async fn peek_all(
-    server: &mut Server,
+    server: &Server,
     backend: Backend,
     rows: &[Row],
 ) -> Result<Vec<Result<State, String>>, Failure> {
-    let mut states = Vec::with_capacity(rows.len());
-    for chunk in rows.chunks(BATCH) {
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        for row in chunk {
-            pipe.add_command(backend.command("peek", &row.key, row.capacity, &row.rate));
-        }
-        let replies: Vec<Value> = pipe
-            .query_async(&mut server.con)
-            .await
-            .map_err(|err| crate::failure::redis_failure(&server.url, "PEEK", &err))?;
-        states.extend(replies.into_iter().map(state_of));
-    }
-    Ok(states)
+    let replies = each_row(server, backend, rows, "PEEK", |quota| PeekArgs { quota }).await?;
+    Ok(replies
+        .into_iter()
+        .map(|reply| {
+            reply.map(|peek| State {
+                tokens: peek.remaining,
+                until_full_ms: peek.reset_ms,
+                paused_ms: peek.paused_ms,
+                factor_bp: u64::from(peek.factor_bp),
+            })
+        })
+        .collect())
 }
 
-/// A PEEK reply `[1, remaining, 0, reset_ms, paused_ms, factor_bp]` as a state.
-pub(crate) fn state_of(reply: Value) -> Result<State, String> {
-    let numbers: Vec<i64> = match reply {
-        Value::ServerError(err) => return Err(err.to_string()),
-        other => redis::from_redis_value(other).map_err(|err| err.to_string())?,
-    };
-    let number = |i: usize| {
-        numbers
-            .get(i)
-            .and_then(|n| u64::try_from(*n).ok())
-            .ok_or_else(|| format!("an unexpected PEEK reply: {numbers:?}"))
-    };
-    Ok(State {
-        tokens: number(1)?,
-        until_full_ms: number(3)?,
-        paused_ms: number(4)?,
-        factor_bp: number(5)?,
-    })
+/// One command on every row's bucket with its quota (`args` of the quota), pipelined in
+/// batches: each reply read back by the command, or why not. A row whose reported quota is
+/// not one a server takes is not sent: its reason is the quota's.
+pub(crate) async fn each_row<A: ThrottleCommand>(
+    server: &Server,
+    backend: Backend,
+    rows: &[Row],
+    doing: &str,
+    args: impl Fn(Quota) -> A,
+) -> Result<Vec<Result<A::Reply, String>>, Failure> {
+    let commands = server.commands(backend);
+    let mut all = Vec::with_capacity(rows.len());
+    for chunk in rows.chunks(BATCH) {
+        let quotas: Vec<Result<Quota, String>> = chunk
+            .iter()
+            .map(|row| {
+                Quota::parse(row.capacity.to_string().as_bytes(), row.rate.as_bytes())
+                    .map_err(|err| err.to_string())
+            })
+            .collect();
+        let calls: Vec<(&str, A)> = chunk
+            .iter()
+            .zip(&quotas)
+            .filter_map(|(row, quota)| Some((row.key.as_str(), args(*quota.as_ref().ok()?))))
+            .collect();
+        let mut replies = commands
+            .call_each(&calls)
+            .await
+            .map_err(|err| Failure(format!("{doing} on {} failed: {err}", server.url)))?
+            .into_iter();
+        for quota in quotas {
+            all.push(match quota {
+                Ok(_) => match replies.next() {
+                    Some(reply) => reply.map_err(|err| refusal(&err)),
+                    None => Err(format!("{doing}: no reply for this bucket")),
+                },
+                Err(why) => Err(why),
+            });
+        }
+    }
+    Ok(all)
 }
 
 #[cfg(test)]
@@ -435,20 +459,5 @@ mod tests {
             report_key(&escape_glob("quota:pix"), "*"),
             "throttle:report:{quota:pix}:*"
         );
-    }
-
-    #[test]
-    fn a_peek_reply_is_read() {
-        let reply = Value::Array([1, 7, 0, 112, 5, 10_000].map(Value::Int).to_vec());
-        assert_eq!(
-            state_of(reply),
-            Ok(State {
-                tokens: 7,
-                until_full_ms: 112,
-                paused_ms: 5,
-                factor_bp: 10_000
-            })
-        );
-        assert!(state_of(Value::Array(vec![Value::Int(1)])).is_err());
     }
 }
