@@ -4,6 +4,7 @@
 
 use redis::Value;
 use redis_throttle::script::{LIBRARY, LIBRARY_VERSION};
+use redis_throttle::throttle_bucket::Command;
 
 use crate::cluster::{connect_all, topology, Topology};
 use crate::failure::Failure;
@@ -133,7 +134,7 @@ async fn module_of(server: &mut Server) -> Result<(String, bool), Failure> {
         Err(err) if err.code() == Some("NOPERM") => {
             let info: Vec<Value> = server
                 .query(
-                    redis::cmd("COMMAND").arg("INFO").arg("throttle.peek"),
+                    redis::cmd("COMMAND").arg("INFO").arg(Command::Peek.name()),
                     "COMMAND INFO",
                 )
                 .await?;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Cmd, Value};
+use redis_throttle::throttle_bucket::Command;
 use redis_throttle::{Backend, Commands, Error};
 
 use crate::failure::{fail, redact, redis_failure, Failure};
@@ -63,7 +64,7 @@ impl Server {
     pub(crate) async fn backend(&mut self) -> Result<Backend, Failure> {
         let info: Vec<Value> = self
             .query(
-                redis::cmd("COMMAND").arg("INFO").arg("throttle.peek"),
+                redis::cmd("COMMAND").arg("INFO").arg(Command::Peek.name()),
                 "COMMAND INFO",
             )
             .await?;
