@@ -46,7 +46,7 @@ mod waiting;
 pub use backend::Backend;
 pub use bucket_state::BucketState;
 pub use commands::Commands;
-pub use connect::{connect, connection_config, FAIL_FAST};
+pub use connect::{connect, connection_config, Connection, FAIL_FAST};
 pub use demand::{Demand, Priority};
 pub use error::Error;
 pub use failure::{Unreachable, DEFAULT_MAX_WAIT};

@@ -201,7 +201,7 @@ impl LimiterBuilder {
     /// flight or its lease is out of range, or if the cost is 0 or
     /// above the capacity. Makes no round trip: a missing server or module shows up at the
     /// first call.
-    pub fn build<C>(mut self, conn: C) -> Result<Limiter<C>, Error> {
+    pub fn build<C: 'static>(mut self, conn: C) -> Result<Limiter<C>, Error> {
         self.quota.check_cost(self.options.cost)?;
         self.options.in_flight = self
             .max_in_flight
@@ -241,7 +241,7 @@ impl Limiter<()> {
     }
 }
 
-impl<C> Limiter<C> {
+impl<C: 'static> Limiter<C> {
     /// A limiter on `key` with `quota`, one token per call, the [`Strategy::Reserve`]
     /// strategy. Makes no round trip.
     pub fn new(conn: C, key: impl Into<String>, quota: Quota) -> Limiter<C> {
@@ -249,7 +249,9 @@ impl<C> Limiter<C> {
             .build(conn)
             .expect("a cost of 1 fits every valid quota")
     }
+}
 
+impl<C> Limiter<C> {
     /// Its counters, shared with the limiter.
     pub(crate) fn reported(&self) -> std::sync::Arc<dyn crate::report::Reported> {
         self.buckets.reported()

@@ -169,7 +169,7 @@ impl MultiLimiterBuilder {
     /// Builds the limiter over `conn`: 1 to 16 limits on distinct keys, each cost from 1 to
     /// its capacity, a cap on calls in flight and its lease in range, or
     /// [`Error::InvalidQuota`]. Makes no round trip.
-    pub fn build<C>(mut self, conn: C) -> Result<MultiLimiter<C>, Error> {
+    pub fn build<C: 'static>(mut self, conn: C) -> Result<MultiLimiter<C>, Error> {
         self.options.in_flight = self
             .max_in_flight
             .map(|cap| InFlight::new(cap, self.slot_lease))

@@ -57,7 +57,13 @@ fn backend_named(name: &str) -> Backend {
     }
 }
 
-fn limiter<C>(conn: C, key: &str, cap: u64, lease: Duration, backend: Backend) -> Limiter<C> {
+fn limiter<C: 'static>(
+    conn: C,
+    key: &str,
+    cap: u64,
+    lease: Duration,
+    backend: Backend,
+) -> Limiter<C> {
     Limiter::builder(key, Quota::new(1_000, 1_000u64).unwrap())
         .backend(backend)
         .max_in_flight(cap)

@@ -379,6 +379,47 @@ fn what_is_heard_is_a_hint_and_no_pause_outlives_a_deadline(flavor: Flavor, back
     });
 }
 
+/// Listening is the default: a limiter built over `redis_throttle::connect`'s connection hears
+/// a pause another process sets, with no look after its sleep, without being told to listen;
+/// one built with `without_listening()` asks instead.
+fn a_limiter_over_connect_listens_by_default(flavor: Flavor, backend: Backend) {
+    let _serial = serial();
+    let server = server_for(flavor, backend);
+    let url = server.url();
+    runtime().block_on(async {
+        let conn = redis_throttle::connect(&url).await.unwrap();
+        let at = format!("{flavor} {backend:?}");
+        for listens in [true, false] {
+            let key = format!("default:{}:{listens}", backend.name());
+            let builder = Limiter::builder(&key, quota()).backend(backend);
+            let caller = if listens {
+                builder.build(conn.clone()).unwrap()
+            } else {
+                builder.without_listening().build(conn.clone()).unwrap()
+            };
+            let other = Limiter::builder(&key, quota())
+                .backend(backend)
+                .build(multiplexed(&url).await)
+                .unwrap();
+            assert!(
+                conn.announcements().ready(Duration::from_secs(10)).await,
+                "{at}: subscribed"
+            );
+            caller.acquire().await.unwrap();
+            let PausedCall { sent, start, .. } =
+                pause_a_reserved_call(&caller, &other, PAUSE).await;
+            assert!(start.elapsed() >= sent + PAUSE, "{at}: inside the pause");
+            let pushback = caller.metrics().pushback;
+            assert_eq!(pushback.held_by_pause, 1, "{at} {listens}");
+            assert_eq!(
+                (pushback.heard_pauses, pushback.pause_checks),
+                if listens { (1, 0) } else { (0, 1) },
+                "{at}: heard by default, asked when told not to listen"
+            );
+        }
+    });
+}
+
 const TRUST_MODEL: &str = include_str!("../../docs/trust-model.md");
 
 /// The documented ACL line of a listening process's subscription: a user with it listens (no
@@ -464,4 +505,6 @@ backends!(
     what_is_heard_is_a_hint_and_no_pause_outlives_a_deadline => hint_module(Module),
     what_is_heard_is_a_hint_and_no_pause_outlives_a_deadline => hint_library(Library),
     what_is_heard_is_a_hint_and_no_pause_outlives_a_deadline => hint_script(Script),
+    a_limiter_over_connect_listens_by_default => default_module(Module),
+    a_limiter_over_connect_listens_by_default => default_library(Library),
 );

@@ -49,7 +49,7 @@ fn five_seconds() -> Quota {
     Quota::new(FIVE_SECONDS.0, Rate::per(25, Duration::from_secs(5))).unwrap()
 }
 
-fn multi<C>(conn: C, backend: Backend, prefix: &str) -> MultiLimiter<C> {
+fn multi<C: 'static>(conn: C, backend: Backend, prefix: &str) -> MultiLimiter<C> {
     // One THROTTLE.MTAKE per grant, counted exactly: no look before sending (tested in
     // pushback.rs).
     MultiLimiter::builder()

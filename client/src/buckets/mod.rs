@@ -22,7 +22,7 @@ use crate::bulk_turn::BulkTurn;
 use crate::commands;
 use crate::grant::Receipt;
 use crate::in_flight::InFlight;
-use crate::listen::{Announcements, Ears};
+use crate::listen::{Ears, Listening};
 use crate::metrics::{Event, Metrics};
 use crate::policy::Policy;
 use crate::reply::MTakeTickets;
@@ -151,8 +151,17 @@ macro_rules! option_setters {
         /// Hears the pauses of the limiter's buckets on `announcements`, the process's one
         /// subscription, so that a reserved call learns of a pause set while it sleeps without
         /// a `THROTTLE.PEEK` after the sleep (it asks only while the subscription is down).
+        /// A limiter built over [`connect`](crate::connect)'s connection listens with the
+        /// subscription it carries without being told.
         pub fn listen(mut self, announcements: &$crate::Announcements) -> Self {
-            self.options.listen = Some(announcements.clone());
+            self.options.listen = $crate::listen::Listening::On(announcements.clone());
+            self
+        }
+
+        /// Does not listen, even over [`connect`](crate::connect)'s connection: a reserved
+        /// call asks the server (one `THROTTLE.PEEK` per bucket) after its sleep instead.
+        pub fn without_listening(mut self) -> Self {
+            self.options.listen = $crate::listen::Listening::Off;
             self
         }
 
@@ -253,7 +262,7 @@ pub(crate) struct Options {
     pub(crate) check_pause: bool,
     pub(crate) max_wait: Duration,
     pub(crate) unreachable: Unreachable,
-    pub(crate) listen: Option<Announcements>,
+    pub(crate) listen: Listening,
     pub(crate) report: Option<FleetReport>,
     /// A cap on calls in flight (one bucket only: `THROTTLE.TAKE ... INFLIGHT`).
     pub(crate) in_flight: Option<InFlight>,
@@ -269,7 +278,7 @@ impl Default for Options {
             check_pause: true,
             max_wait: DEFAULT_MAX_WAIT,
             unreachable: Unreachable::default(),
-            listen: None,
+            listen: Listening::default(),
             report: None,
             in_flight: None,
         }
@@ -299,11 +308,14 @@ impl<C> Buckets<C> {
         buckets: Vec<Bucket>,
         options: Options,
         peek_in_calls: bool,
-    ) -> Buckets<C> {
+    ) -> Buckets<C>
+    where
+        C: 'static,
+    {
         let keys: Vec<&str> = buckets.iter().map(|b| b.key.as_str()).collect();
         let ears = options
             .listen
-            .as_ref()
+            .resolve(&conn)
             .filter(|_| options.check_pause)
             .map(|announcements| announcements.ears(&keys));
         // The slots live in the first bucket.

@@ -116,6 +116,31 @@ pub(crate) struct Ears {
     subscribed_epoch: AtomicU64,
 }
 
+/// Whether a limiter listens, as its builder was told.
+#[derive(Clone, Debug, Default)]
+pub(crate) enum Listening {
+    /// With the subscription its connection carries (one from [`crate::connect`]), if any.
+    #[default]
+    Carried,
+    /// With these announcements.
+    On(Announcements),
+    /// Not at all: it asks after each reserved sleep.
+    Off,
+}
+
+impl Listening {
+    /// The announcements a limiter over `conn` listens with.
+    pub(crate) fn resolve<C: 'static>(&self, conn: &C) -> Option<Announcements> {
+        match self {
+            Listening::On(announcements) => Some(announcements.clone()),
+            Listening::Off => None,
+            Listening::Carried => (conn as &dyn std::any::Any)
+                .downcast_ref::<crate::Connection>()
+                .map(|conn| conn.announcements().clone()),
+        }
+    }
+}
+
 /// What a call may count on, taken before its take is sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Trust {

@@ -98,7 +98,7 @@ pub struct PartitionedLimiterBuilder {
     max_held: Option<u32>,
     observer: Option<Observer>,
     max_wait: Duration,
-    announcements: Option<crate::Announcements>,
+    announcements: crate::listen::Listening,
     report: Option<crate::report::FleetReport>,
     max_in_flight: Option<u64>,
     slot_lease: Duration,
@@ -195,7 +195,14 @@ impl PartitionedLimiterBuilder {
     /// announcement is heard only where the quota's name hashes to the node `announcements`
     /// names; elsewhere the renewal round reads it.
     pub fn listen(mut self, announcements: &crate::Announcements) -> Self {
-        self.announcements = Some(announcements.clone());
+        self.announcements = crate::listen::Listening::On(announcements.clone());
+        self
+    }
+
+    /// Does not listen, even over [`connect`](crate::connect)'s connection (which a limiter
+    /// otherwise listens with): the fleet's pauses are read at the renewal rounds.
+    pub fn without_listening(mut self) -> Self {
+        self.announcements = crate::listen::Listening::Off;
         self
     }
 
@@ -300,7 +307,8 @@ impl PartitionedLimiterBuilder {
         };
         let owner = format!("{:016x}-{}", fastrand::u64(..), std::process::id());
         let name = self.name.unwrap_or_else(|| quota.name().to_owned());
-        let ears = self.announcements.as_ref().map(|announcements| {
+        let announcements = self.announcements.resolve(&conn);
+        let ears = announcements.as_ref().map(|announcements| {
             announcements.ears_on(vec![super::wire::pause_channel(quota.name()).into_bytes()])
         });
         let slots = match self.max_in_flight {
@@ -313,9 +321,9 @@ impl PartitionedLimiterBuilder {
                         .backend(self.backend)
                         .max_in_flight(cap)
                         .slot_lease(self.slot_lease);
-                let builder = match &self.announcements {
+                let builder = match &announcements {
                     Some(announcements) => builder.listen(announcements),
-                    None => builder,
+                    None => builder.without_listening(),
                 };
                 Some(builder.build(conn.clone())?)
             }
@@ -386,7 +394,7 @@ impl PartitionedLimiter<()> {
             max_held: None,
             observer: None,
             max_wait: crate::DEFAULT_MAX_WAIT,
-            announcements: None,
+            announcements: crate::listen::Listening::default(),
             report: None,
             max_in_flight: None,
             slot_lease: crate::DEFAULT_LEASE,
