@@ -30,7 +30,7 @@ fn tokens_quota() -> Quota {
 }
 
 /// The user's limiter, its buckets `{tag}:rpm` (a call's 1) and `{tag}:tpm` (a call's 100).
-pub fn multi<C: 'static>(conn: C, tag: &str, backend: Backend) -> MultiLimiter<C>
+pub fn multi<C>(conn: C, tag: &str, backend: Backend) -> MultiLimiter<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
