@@ -81,7 +81,9 @@ pub(crate) async fn sync(
     reset: Duration,
     quota: Option<QuotaArg>,
 ) -> Result<String, Failure> {
-    let reports = reports(server, key, &quota, false).await?;
+    // No check of the fleet's deadlines (the supplier's reset is not the operator's choice):
+    // the reports are read only for a quota not given, as `force` has them.
+    let reports = reports(server, key, &quota, true).await?;
     let (commands, quota) = commands(server, key, quota, &reports).await?;
     let args = SyncArgs {
         quota,
