@@ -42,7 +42,7 @@ use crate::{Backend, Error, Quota, Strategy, SupplierUnit};
 /// ```no_run
 /// use std::time::Duration;
 /// use redis_throttle::prelude::*;
-/// use redis_throttle::{Limiter, Quota, Rate, Strategy};
+/// use redis_throttle::{redis, Limiter, Quota, Rate, Strategy};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let client = redis::Client::open("redis://127.0.0.1:6379")?;

@@ -40,7 +40,9 @@
 //! default from Redis 7 on.
 //!
 //! ```no_run
+//! # use redis_throttle::redis;
 //! # fn run(con: &mut redis::Connection) -> redis::RedisResult<()> {
+//! use redis_throttle::redis;
 //! use redis_throttle::script::LIBRARY;
 //!
 //! let _: String = redis::cmd("FUNCTION").arg("LOAD").arg("REPLACE").arg(LIBRARY).query(con)?;

@@ -93,6 +93,10 @@ pub(crate) enum Command {
         /// CAPACITY/RATE of the bucket; default: the quota a process reports for KEY.
         #[arg(long)]
         quota: Option<QuotaArg>,
+        /// Pause even when it is at least as long as the longest wait (`max_wait`) of a process
+        /// that reports KEY: that process's calls fail with DeadlineExceeded meanwhile.
+        #[arg(long)]
+        force: bool,
     },
     /// The supplier is congested: multiply KEY's rate by FACTOR, recovering linearly over FOR
     /// (THROTTLE.CUT); once per episode.
@@ -111,6 +115,10 @@ pub(crate) enum Command {
         /// CAPACITY/RATE of the bucket; default: the quota a process reports for KEY.
         #[arg(long)]
         quota: Option<QuotaArg>,
+        /// Cut even when its pause is at least as long as the longest wait (`max_wait`) of a
+        /// process that reports KEY: that process's calls fail with DeadlineExceeded meanwhile.
+        #[arg(long)]
+        force: bool,
     },
     /// The supplier said how much is left: lower KEY to hold at most REMAINING tokens, never
     /// raise it; with REMAINING 0, pause the fleet until RESET (THROTTLE.SYNC).

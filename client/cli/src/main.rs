@@ -102,14 +102,16 @@ async fn run(cli: Cli) -> Result<String, Failure> {
             key,
             duration,
             quota,
-        } => verbs::pause(&mut server, &key, duration, quota).await,
+            force,
+        } => verbs::pause(&mut server, &key, duration, quota, force).await,
         Command::Cut {
             key,
             factor,
             recovery,
             pause,
             quota,
-        } => verbs::cut(&mut server, &key, &factor, recovery, pause, quota).await,
+            force,
+        } => verbs::cut(&mut server, &key, &factor, recovery, pause, quota, force).await,
         Command::Sync {
             key,
             remaining,

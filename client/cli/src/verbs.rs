@@ -1,6 +1,7 @@
 //! The incident verbs, `pause`, `cut` and `sync`: one command on one bucket, and what the fleet
 //! will do now, from the server's reply.
 
+use redis_throttle::report::Report;
 use redis_throttle::throttle_bucket::{CutArgs, PauseArgs, Quota, SyncArgs, ThrottleCommand};
 use redis_throttle::{Commands, Error};
 
@@ -15,8 +16,11 @@ pub(crate) async fn pause(
     key: &str,
     duration: Duration,
     quota: Option<QuotaArg>,
+    force: bool,
 ) -> Result<String, Failure> {
-    let (commands, quota) = commands(server, key, quota).await?;
+    let reports = reports(server, key, &quota, force).await?;
+    let (commands, quota) = commands(server, key, quota, &reports).await?;
+    outlasts_deadlines(key, &reports, duration.ms, force, "pause")?;
     let args = PauseArgs {
         quota,
         pause_ms: duration.ms,
@@ -37,14 +41,17 @@ pub(crate) async fn cut(
     recovery: Duration,
     pause: Duration,
     quota: Option<QuotaArg>,
+    force: bool,
 ) -> Result<String, Failure> {
-    let (commands, quota) = commands(server, key, quota).await?;
+    let reports = reports(server, key, &quota, force).await?;
+    let (commands, quota) = commands(server, key, quota, &reports).await?;
     // The factor as the user wrote it, checked as the server checks it.
     let args: CutArgs = parsed(
         server,
         &quota,
         &[&pause.ms.to_string(), factor, &recovery.ms.to_string()],
     )?;
+    outlasts_deadlines(key, &reports, pause.ms, force, "cut")?;
     let reply = call(server, &commands, key, &args).await?;
     let (next_ms, factor_bp, recovered_ms) = (reply.next_ms, reply.factor_bp, reply.recovered_ms);
     let factor_now = format!("x{}.{:02}", factor_bp / 10_000, factor_bp % 10_000 / 100);
@@ -74,7 +81,10 @@ pub(crate) async fn sync(
     reset: Duration,
     quota: Option<QuotaArg>,
 ) -> Result<String, Failure> {
-    let (commands, quota) = commands(server, key, quota).await?;
+    // No check of the fleet's deadlines (the supplier's reset is not the operator's choice):
+    // the reports are read only for a quota not given, as `force` has them.
+    let reports = reports(server, key, &quota, true).await?;
+    let (commands, quota) = commands(server, key, quota, &reports).await?;
     let args = SyncArgs {
         quota,
         remaining,
@@ -101,16 +111,86 @@ pub(crate) async fn sync(
     })
 }
 
+/// The reports of `key`: for its quota when none is given, and for its processes' deadlines
+/// unless `force` says to pause anyway (then, with a quota given, none are read).
+async fn reports(
+    server: &mut Server,
+    key: &str,
+    quota: &Option<QuotaArg>,
+    force: bool,
+) -> Result<Vec<Report>, Failure> {
+    if force && quota.is_some() {
+        return Ok(Vec::new());
+    }
+    reports_of(server, key).await
+}
+
+/// Refuses, unless `force`, a pause of `pause_ms` at least as long as a reporting process's
+/// `max_wait`: such a process's calls would fail with DeadlineExceeded at once while more
+/// than its `max_wait` of the pause is left (a call gives up on a wait past its deadline). A
+/// report without `max_wait` (an older client) says nothing; no report, nothing to say.
+fn outlasts_deadlines(
+    key: &str,
+    reports: &[Report],
+    pause_ms: u64,
+    force: bool,
+    verb: &str,
+) -> Result<(), Failure> {
+    if force {
+        return Ok(());
+    }
+    let failing: Vec<(&str, u64)> = reports
+        .iter()
+        .filter_map(|r| Some((r.process.as_str(), r.max_wait_ms?)))
+        .filter(|&(_, max_wait_ms)| pause_ms >= max_wait_ms)
+        .collect();
+    let (Some(least), Some(most)) = (
+        failing.iter().map(|f| f.1).min(),
+        failing.iter().map(|f| f.1).max(),
+    ) else {
+        return Ok(());
+    };
+    let mut processes: Vec<&str> = failing.iter().map(|f| f.0).collect();
+    processes.sort_unstable();
+    processes.dedup();
+    let waits = if least == most {
+        short(most)
+    } else {
+        format!("{} to {}", short(least), short(most))
+    };
+    let (who, wait, their) = match processes.len() {
+        1 => ("1 process".to_owned(), "waits", "its"),
+        n => (format!("{n} processes"), "wait", "their"),
+    };
+    fail(format!(
+        "{who} on {key} {wait} at most {waits} for a call (max_wait): {their} calls will fail with DeadlineExceeded during this {} pause (every call while more than {waits} of it is left); add --force to {verb} anyway",
+        short(pause_ms)
+    ))
+}
+
+/// `ms` as a duration is written on the command line: `90s`, `1.5s`, `500ms`.
+fn short(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else if ms < 1000 {
+        format!("{ms}ms")
+    } else {
+        let text = format!("{}.{:03}", ms / 1000, ms % 1000);
+        format!("{}s", text.trim_end_matches('0'))
+    }
+}
+
 /// The commands on the backend the server has, and `key`'s quota, given or reported.
 async fn commands(
     server: &mut Server,
     key: &str,
     quota: Option<QuotaArg>,
+    reports: &[Report],
 ) -> Result<(Commands<redis::aio::MultiplexedConnection>, Quota), Failure> {
     let backend = server.backend().await?;
     let (capacity, rate) = match quota {
         Some(quota) => (quota.capacity, quota.rate),
-        None => match quota_of(&reports_of(server, key).await?) {
+        None => match quota_of(reports) {
             Some((quota, _)) => quota,
             None => {
                 return fail(format!(
@@ -159,4 +239,40 @@ fn refused(server: &Server, key: &str, refusal: &str) -> Failure {
     } else {
         format!("{}: the server refused the command: {refusal}", server.url)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(process: &str, max_wait_ms: Option<u64>) -> Report {
+        let mut report = Report::parse(&format!("v1 at=1 process={process} key=k")).unwrap();
+        report.max_wait_ms = max_wait_ms;
+        report
+    }
+
+    #[test]
+    fn a_pause_as_long_as_a_deadline_is_refused_once_per_process() {
+        let reports = [
+            report("a", Some(30_000)),
+            report("a", Some(30_000)),
+            report("b", Some(60_000)),
+            report("c", None),
+            report("d", Some(120_000)),
+        ];
+        assert!(outlasts_deadlines("k", &reports, 29_999, false, "pause").is_ok());
+        assert!(outlasts_deadlines("k", &reports, 90_000, true, "pause").is_ok());
+        let refused = outlasts_deadlines("k", &reports, 60_000, false, "cut").unwrap_err();
+        assert_eq!(
+            refused.0,
+            "2 processes on k wait at most 30s to 60s for a call (max_wait): their calls will \
+             fail with DeadlineExceeded during this 60s pause (every call while more than 30s to \
+             60s of it is left); add --force to cut anyway"
+        );
+        assert!(outlasts_deadlines("k", &[report("c", None)], 90_000, false, "pause").is_ok());
+        assert_eq!(
+            (short(1500), short(500), short(1_250)),
+            ("1.5s".into(), "500ms".into(), "1.25s".into())
+        );
+    }
 }

@@ -506,6 +506,87 @@ async fn each_verb_moves_a_running_fleet() {
     }
 }
 
+/// Issue 42: a pause at least as long as the `max_wait` a reporting process says its calls
+/// wait at most would fail them all with DeadlineExceeded: `pause` (and `cut`, whose pause is
+/// the same) refuses it, saying so, unless `--force`; a shorter pause goes through silently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_longer_than_the_fleets_deadline_needs_force() {
+    let server = Server::builder(Flavor::Redis82).start();
+    let url = server.url();
+    let mut con = connect(&url).await;
+    // A real process that reports its limiter, whose calls wait at most 60 s.
+    let fleet = FleetReport::every(connect(&url).await, Duration::from_millis(100)).unwrap();
+    let limiter = Limiter::builder("quota:deadline", Quota::new(10, 5u64).unwrap())
+        .max_wait(Duration::from_secs(60))
+        .report(&fleet)
+        .build(connect(&url).await)
+        .unwrap();
+    limiter.acquire().await.unwrap();
+    let key = report_key("quota:deadline", fleet.process());
+    let start = Instant::now();
+    loop {
+        let line: Option<String> = redis::cmd("GET")
+            .arg(&key)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        if let Some(report) = line.as_deref().and_then(Report::parse) {
+            assert_eq!(report.max_wait_ms, Some(60_000), "{line:?}");
+            break;
+        }
+        assert!(start.elapsed() < BOUND, "no report within {BOUND:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let refused = "throttle: 1 process on quota:deadline waits at most 60s for a call (max_wait): \
+its calls will fail with DeadlineExceeded during this 90s pause (every call while more than 60s \
+of it is left); add --force to pause anyway\n";
+    let stderr = failed(
+        &throttle(&url, &["pause", "quota:deadline", "90s"]).await,
+        1,
+    );
+    assert_eq!(stderr, refused);
+    // As long as the deadline is as bad: the first calls ask for a wait past it.
+    let stderr = failed(&throttle(&url, &["pause", "quota:deadline", "1m"]).await, 1);
+    assert!(stderr.contains("during this 60s pause"), "{stderr}");
+    let stderr = failed(
+        &throttle(
+            &url,
+            &["cut", "quota:deadline", "0.5", "60s", "--pause", "2m"],
+        )
+        .await,
+        1,
+    );
+    assert!(
+        stderr.ends_with("during this 120s pause (every call while more than 60s of it is left); add --force to cut anyway\n"),
+        "{stderr}"
+    );
+    let peek: Vec<i64> = redis::cmd("THROTTLE.PEEK")
+        .arg("quota:deadline")
+        .arg(10)
+        .arg(5)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(peek[4], 0, "refused, so not paused: {peek:?}");
+
+    // Shorter than the deadline: paused, saying nothing of it.
+    let output = throttle(&url, &["pause", "quota:deadline", "5s"]).await;
+    let text = ok(&output);
+    assert!(
+        text.starts_with("quota:deadline paused: no call before 5.000 s"),
+        "{text}"
+    );
+    assert!(output.stderr.is_empty(), "{:?}", output.stderr);
+    // Forced: paused.
+    let text = ok(&throttle(&url, &["pause", "quota:deadline", "90s", "--force"]).await);
+    assert!(
+        text.starts_with("quota:deadline paused: no call before 90.000 s"),
+        "{text}"
+    );
+    drop(limiter);
+}
+
 /// Writes `value` under `key`, bytes as they are (what any report writer may do).
 async fn set_raw(con: &mut redis::aio::MultiplexedConnection, key: &[u8], value: &[u8]) {
     let _: () = redis::cmd("SET")

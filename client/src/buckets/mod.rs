@@ -328,6 +328,7 @@ impl<C> Buckets<C> {
                 capacity: b.quota.capacity(),
                 rate: b.quota.rate().as_str().to_owned(),
                 max_in_flight: cap.filter(|_| i == 0),
+                max_wait: options.max_wait,
             })
             .collect();
         let shared = Arc::new(Shared {

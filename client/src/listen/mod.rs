@@ -53,7 +53,7 @@ const PING_EVERY: Duration = Duration::from_millis(500);
 ///
 /// ```no_run
 /// use redis_throttle::prelude::*;
-/// use redis_throttle::{Announcements, Limiter, Quota};
+/// use redis_throttle::{redis, Announcements, Limiter, Quota};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let client = redis::Client::open("redis://127.0.0.1:6379")?;

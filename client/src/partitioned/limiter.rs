@@ -360,6 +360,7 @@ impl PartitionedLimiterBuilder {
                 capacity: total.capacity(),
                 rate: total.rate().as_str().to_owned(),
                 max_in_flight: self.max_in_flight,
+                max_wait: self.max_wait,
             };
             fleet.watch(vec![bucket], weak);
         }

@@ -2,13 +2,19 @@
 //! read back by the operator's tool with [`Report::parse`].
 //!
 //! `v1 at=<unix ms> period=<ms> process=<id> capacity=<n> rate=<decimal> in_flight=<slots held
-//! now> max_in_flight=<the cap, 0 without> granted=.. denied=.. gave_up=.. errors=..
+//! now> max_in_flight=<the cap, 0 without> max_wait=<ms> granted=.. denied=.. gave_up=.. errors=..
 //! round_trips=.. pauses=.. cuts=.. syncs=.. r429=.. r503=.. held_pause=.. held_floor=..
 //! slot_waits=.. leases_lost=.. waits=<17 counts> p.granted=.. ... p.waits=<17 counts>
 //! key=<the bucket's key>`: the counters since the limiter was built,
 //! then (`p.`) those of the last period alone, so that one read gives rates and the wait
 //! quantiles of now; the bucket's quota as the limiter has it (the server does not keep it),
 //! so that its tokens can be shown; the key comes last, so that it may hold spaces.
+//!
+//! `max_wait` (a later field; a line from an older writer has none, read as `None`): the
+//! longest a call of the limiter waits unless it gives its own deadline (the builder's
+//! `max_wait`), so that the operator's tool can tell that a pause will fail the fleet's calls.
+//! A reader older than it skips it, as any field whose name it does not know and whose value is
+//! a whole number: every later field is added that way.
 
 use crate::metrics::WaitHistogram;
 use crate::MetricsSnapshot;
@@ -70,6 +76,9 @@ pub struct Report {
     pub in_flight: u64,
     /// The cap on calls in flight the process's limiter has on this bucket (0 without one).
     pub max_in_flight: u64,
+    /// The longest a call of the process's limiter waits unless it gives its own deadline
+    /// (the builder's `max_wait`), ms; `None` from a writer older than the field.
+    pub max_wait_ms: Option<u64>,
     /// Since the limiter was built.
     pub total: Counts,
     /// Over the last period alone.
@@ -190,6 +199,10 @@ impl Report {
             self.in_flight,
             self.max_in_flight
         );
+        if let Some(max_wait_ms) = self.max_wait_ms {
+            use std::fmt::Write as _;
+            let _ = write!(line, " max_wait={max_wait_ms}");
+        }
         self.total.write("", &mut line);
         self.period.write("p.", &mut line);
         line.push_str(" key=");
@@ -215,6 +228,7 @@ impl Report {
                 "rate" => report.rate = value.to_owned(),
                 "in_flight" => report.in_flight = value.parse().ok()?,
                 "max_in_flight" => report.max_in_flight = value.parse().ok()?,
+                "max_wait" => report.max_wait_ms = Some(value.parse().ok()?),
                 _ => match name.strip_prefix("p.") {
                     Some(name) => report.period.set(name, value)?,
                     None => report.total.set(name, value)?,
@@ -254,6 +268,7 @@ mod tests {
             rate: "0.5".to_owned(),
             in_flight: 3,
             max_in_flight: 4,
+            max_wait_ms: Some(60_000),
             period: total.since(&Counts {
                 granted: 4,
                 ..Counts::default()
@@ -263,7 +278,7 @@ mod tests {
         let line = report.encode();
         assert!(line.starts_with(
             "v1 at=1733300000123 period=5000 process=00ab-42 capacity=10 rate=0.5 in_flight=3 \
-             max_in_flight=4 granted=9 "
+             max_in_flight=4 max_wait=60000 granted=9 "
         ));
         assert!(line.contains(" slot_waits=2 leases_lost=0 "), "{line}");
         assert!(line.ends_with(" key=quota:pix with spaces"), "{line}");
@@ -289,5 +304,32 @@ mod tests {
         }
         let later = Report::parse("v1 at=1 slots=3 granted=2 key=k").unwrap();
         assert_eq!((later.total.granted, later.key.as_str()), (2, "k"));
+        // A line of a writer older than `max_wait` has none.
+        assert_eq!(later.max_wait_ms, None);
+    }
+
+    #[test]
+    fn max_wait_is_written_only_when_known_and_an_older_reader_skips_it() {
+        let report = Report {
+            key: "k".to_owned(),
+            max_wait_ms: Some(60_000),
+            ..Report::default()
+        };
+        let line = report.encode();
+        assert!(line.contains(" max_in_flight=0 max_wait=60000 "), "{line}");
+        assert_eq!(Report::parse(&line), Some(report.clone()));
+        let without = Report {
+            max_wait_ms: None,
+            ..report
+        }
+        .encode();
+        assert!(!without.contains("max_wait="), "{without}");
+        assert_eq!(Report::parse(&without).unwrap().max_wait_ms, None);
+        // A reader older than `max_wait` sends it where every field it does not know goes:
+        // skipped, the rest of the line read.
+        let mut older = Counts::default();
+        assert_eq!(older.set("max_wait", "60000"), Some(()));
+        assert_eq!(older, Counts::default());
+        assert_eq!(Report::parse("v1 at=1 max_wait=x key=k"), None);
     }
 }

@@ -104,6 +104,8 @@ pub(crate) struct ReportedKey {
     /// The cap on calls in flight whose slots live in this bucket (a `MultiLimiter` holds its
     /// slots in its first bucket alone).
     pub(crate) max_in_flight: Option<u64>,
+    /// The limiter's `max_wait`: the longest a call waits unless it gives its own deadline.
+    pub(crate) max_wait: Duration,
 }
 
 /// A limiter reported on: its buckets, its counters, and what the last report said.
@@ -215,6 +217,9 @@ impl Inner {
                     rate: bucket.rate.clone(),
                     in_flight: bucket.max_in_flight.map_or(0, |_| snapshot.in_flight.held),
                     max_in_flight: bucket.max_in_flight.unwrap_or(0),
+                    max_wait_ms: Some(
+                        u64::try_from(bucket.max_wait.as_millis()).unwrap_or(u64::MAX),
+                    ),
                     total: total.clone(),
                     period: period.clone(),
                 };
