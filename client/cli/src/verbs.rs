@@ -1,7 +1,9 @@
-//! The incident verbs, `pause`, `cut` and `sync`: one command on one bucket, and what the fleet
-//! will do now, from the server's reply.
+//! The incident verbs, `pause`, `cut`, `sync` and `resume`: one command on one bucket, and what
+//! the fleet will do now, from the server's reply.
 
-use redis_throttle::throttle_bucket::{CutArgs, PauseArgs, Quota, SyncArgs, ThrottleCommand};
+use redis_throttle::throttle_bucket::{
+    CutArgs, PauseArgs, Quota, ResumeArgs, SyncArgs, ThrottleCommand,
+};
 use redis_throttle::{Commands, Error};
 
 use crate::args::{seconds, Duration, QuotaArg};
@@ -98,6 +100,24 @@ pub(crate) async fn sync(
         )
     } else {
         format!("{key} lowered: {left} token(s) now, {full}\n")
+    })
+}
+
+/// `throttle resume KEY`: ends a pause or a cut early, where DEL would refill the bucket and
+/// drop the slots held.
+pub(crate) async fn resume(
+    server: &mut Server,
+    key: &str,
+    quota: Option<QuotaArg>,
+) -> Result<String, Failure> {
+    let (commands, quota) = commands(server, key, quota).await?;
+    let ended = call(server, &commands, key, &ResumeArgs { quota }).await?;
+    Ok(if ended {
+        format!(
+            "{key} resumed: no pause and no cut from now; its tokens and the slots held are as they were (a resume never refills)\n"
+        )
+    } else {
+        format!("{key} was neither paused nor cut: nothing to resume, nothing written\n")
     })
 }
 
