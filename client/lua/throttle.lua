@@ -22,6 +22,7 @@
 --     FCALL throttle_renew 1 key capacity rate slot ms         -> 1 if held (renewed), else 0
 --     FCALL throttle_release 1 key capacity rate slot [INFLIGHT n] -> 1 if held (freed), else 0
 --     FCALL_RO throttle_slots 1 key capacity rate              -> {held, first_lease_ms}
+--     FCALL throttle_resume 1 key capacity rate                -> 1 if a pause or cut ended, else 0
 --     FCALL_RO throttle_version 0                              -> the library's version
 --
 -- * A script (`EVALSHA`), as it is, for servers that refuse FUNCTION: the same commands with
@@ -52,7 +53,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 10                     -- of this library; a client replaces an older one
+local VERSION = 11                     -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
@@ -151,7 +152,7 @@ local function fail(code, ...)
       -- The script's and the library's own rules: which command, and one key for the one-key
       -- commands.
       command = 'ERR unknown THROTTLE script command: the first argument must be take, mtake, '
-        .. 'pause, give, peek, cut, sync, debit, renew, release or slots',
+        .. 'pause, give, peek, cut, sync, debit, renew, release, slots or resume',
       one_key = "ERR the THROTTLE script's %s takes exactly one key: EVALSHA sha 1 key %s",
       one_key_function = 'ERR throttle_%s takes exactly one key: FCALL throttle_%s 1 key %s',
     }
@@ -996,6 +997,7 @@ local USAGE = {
   renew = 'capacity rate slot ms',
   release = 'capacity rate slot',
   slots = 'capacity rate',
+  resume = 'capacity rate',
 }
 
 -- TAKE's own, for its fast path. redis.call and redis.pcall, captured on the first call: an
@@ -1992,11 +1994,39 @@ local function slots(keys, args)
   return { held, ceil_ms(sub2(first_s, first_n, b.now_s, b.now_n)) }
 end
 
+-- THROTTLE.RESUME key capacity rate: an operator ends the pause and the cut now, keeping the
+-- state as it is (the stored bytes cannot tell a pause's share from real takes, so no earlier
+-- instant is safe) and every slot held; nothing written when neither is in effect.
+local function resume(keys, args)
+  if #args ~= 2 then
+    return fail('arity', 'resume')
+  end
+  local quota, err = parse_quota(args[1], args[2])
+  if not quota then
+    return fail(err)
+  end
+  local b, read_err = open(keys[1])
+  if not b then
+    return fail(read_err)
+  end
+  local pushback = b.pushback
+  if not pushback then
+    return 0
+  end
+  local paused = lt(b.now_s, b.now_n, pushback.until_s, pushback.until_n)
+  local cut = pushback.cut and lt(b.now_s, b.now_n, recovered_at(pushback.cut))
+  if not paused and not cut then
+    return 0
+  end
+  store(keys[1], b.base_s, b.base_n, nil, b.now_s, b.now_n, b.slots)
+  return 1
+end
+
 -- Entry points -----------------------------------------------------------------------------
 
 local COMMANDS = {
   take = take, mtake = mtake, pause = pause, give = give, peek = peek, cut = cut, sync = sync,
-  debit = debit, renew = renew, release = release, slots = slots,
+  debit = debit, renew = renew, release = release, slots = slots, resume = resume,
 }
 
 if redis.register_function then
@@ -2022,6 +2052,7 @@ if redis.register_function then
   redis.register_function('throttle_debit', entry('debit'))
   redis.register_function('throttle_renew', entry('renew'))
   redis.register_function('throttle_release', entry('release'))
+  redis.register_function('throttle_resume', entry('resume'))
   redis.register_function({
     function_name = 'throttle_peek', callback = entry('peek'), flags = { 'no-writes' },
   })

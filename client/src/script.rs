@@ -29,6 +29,7 @@
 //! FCALL throttle_renew 1 key capacity rate slot ms             -> 1 if held (renewed), else 0
 //! FCALL throttle_release 1 key capacity rate slot [INFLIGHT n] -> 1 if held (freed), else 0
 //! FCALL_RO throttle_slots 1 key capacity rate                  -> [held, first_lease_ms]
+//! FCALL throttle_resume 1 key capacity rate                    -> 1 if a pause or cut ended, else 0
 //! FCALL_RO throttle_version 0                                  -> LIBRARY_VERSION
 //! ```
 //!
@@ -66,7 +67,7 @@ pub const LIBRARY: &str = concat!("#!lua name=throttle\n", include_str!("../lua/
 /// byte for byte (a version proves nothing: the loader writes it); it loads its own (`FUNCTION
 /// LOAD REPLACE`, where its user may) over none or one whose code says an older version, and
 /// refuses any other ([`Error::ForeignLibrary`](crate::Error::ForeignLibrary)).
-pub const LIBRARY_VERSION: u64 = 10;
+pub const LIBRARY_VERSION: u64 = 11;
 
 #[cfg(test)]
 mod tests {

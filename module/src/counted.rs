@@ -3,7 +3,7 @@
 
 use throttle_bucket::{
     CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, ReleaseArgs, RenewArgs,
-    SlotsArgs, SyncArgs, TakeArgs, ThrottleCommand,
+    ResumeArgs, SlotsArgs, SyncArgs, TakeArgs, ThrottleCommand,
 };
 
 use crate::stats;
@@ -107,4 +107,10 @@ impl Counted for ReleaseArgs {
 
 impl Counted for SlotsArgs {
     fn count(&self, _outcome: &Self::Outcome) {}
+}
+
+impl Counted for ResumeArgs {
+    fn count(&self, outcome: &Self::Outcome) {
+        stats::resumed(outcome.ended);
+    }
 }

@@ -44,8 +44,8 @@ use redis_module::alloc::RedisAlloc;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 use throttle_bucket::spec::{Keys, Spec};
 use throttle_bucket::{
-    Command, CutArgs, DebitArgs, GiveArgs, PauseArgs, PeekArgs, ReleaseArgs, RenewArgs, SlotsArgs,
-    SyncArgs, TakeArgs,
+    Command, CutArgs, DebitArgs, GiveArgs, PauseArgs, PeekArgs, ReleaseArgs, RenewArgs, ResumeArgs,
+    SlotsArgs, SyncArgs, TakeArgs,
 };
 
 redis_module! {
@@ -101,6 +101,7 @@ static HANDLERS: [(Command, raw::RedisModuleCmdFunc); Command::ALL.len()] = [
     (Command::Renew, Some(handler::one_key::<RenewArgs>)),
     (Command::Release, Some(handler::one_key::<ReleaseArgs>)),
     (Command::Slots, Some(handler::one_key::<SlotsArgs>)),
+    (Command::Resume, Some(handler::one_key::<ResumeArgs>)),
 ];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {

@@ -27,6 +27,7 @@ pub(crate) static SYNCS_LOWERED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TOKENS_DEBITED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static GIVEN_BACK: AtomicU64 = AtomicU64::new(0);
 pub(crate) static PAUSES: AtomicU64 = AtomicU64::new(0);
+pub(crate) static RESUMES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static ERRORS: AtomicU64 = AtomicU64::new(0);
 
 /// One call of `command`, whatever its outcome.
@@ -103,6 +104,14 @@ pub(crate) fn paused() {
     PAUSES.fetch_add(1, Relaxed);
 }
 
+/// A THROTTLE.RESUME call; `ended` when it ended a pause or a cut (`calls_resume` counts
+/// every call, also those that found nothing to end).
+pub(crate) fn resumed(ended: bool) {
+    if ended {
+        RESUMES.fetch_add(1, Relaxed);
+    }
+}
+
 /// A call answered with an error.
 pub(crate) fn error() {
     ERRORS.fetch_add(1, Relaxed);
@@ -145,7 +154,7 @@ fn write_info(ctx: *mut raw::RedisModuleInfoCtx) {
             };
             add_number(ctx, name.as_ptr(), calls.load(Relaxed));
         }
-        let numbers: [(&CStr, u64); 13] = [
+        let numbers: [(&CStr, u64); 14] = [
             (c"granted", GRANTED.load(Relaxed)),
             (c"reserved", RESERVED.load(Relaxed)),
             (c"denied", DENIED.load(Relaxed)),
@@ -156,6 +165,7 @@ fn write_info(ctx: *mut raw::RedisModuleInfoCtx) {
             (c"tokens_given_back", GIVEN_BACK.load(Relaxed)),
             (c"pauses", PAUSES.load(Relaxed)),
             (c"cuts", CUTS.load(Relaxed)),
+            (c"resumes", RESUMES.load(Relaxed)),
             (c"syncs_lowered", SYNCS_LOWERED.load(Relaxed)),
             (c"tokens_debited", TOKENS_DEBITED.load(Relaxed)),
             (c"errors", ERRORS.load(Relaxed)),

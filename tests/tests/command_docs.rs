@@ -83,7 +83,7 @@ struct Expected {
     wrong_arity: &'static [&'static str],
 }
 
-const COMMANDS: [Expected; 11] = [
+const COMMANDS: [Expected; 12] = [
     Expected {
         name: "throttle.take",
         syntax: "key capacity rate [TOKENS tokens] [MAXWAIT maxwait] [TICKET] [FLOOR floor] \
@@ -231,6 +231,17 @@ const COMMANDS: [Expected; 11] = [
         find_keys: "range",
         getkeys: &[("THROTTLE.SLOTS k 8 9", &["k"])],
         wrong_arity: &["THROTTLE.SLOTS k 8", "THROTTLE.SLOTS k 8 9 1"],
+    },
+    Expected {
+        name: "throttle.resume",
+        syntax: "key capacity rate",
+        arity: 4,
+        flags: &["write", "denyoom", "fast"],
+        range: [1, 1, 1],
+        key_flags: &["RW", "access", "update"],
+        find_keys: "range",
+        getkeys: &[("THROTTLE.RESUME k 8 9", &["k"])],
+        wrong_arity: &["THROTTLE.RESUME k 8", "THROTTLE.RESUME k 8 9 1000"],
     },
 ];
 

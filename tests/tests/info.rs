@@ -21,7 +21,7 @@ fn counter(info: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("INFO throttle has no number {field}:\n{info}"))
 }
 
-const COUNTERS: [&str; 24] = [
+const COUNTERS: [&str; 26] = [
     "calls_take",
     "calls_mtake",
     "calls_pause",
@@ -33,6 +33,7 @@ const COUNTERS: [&str; 24] = [
     "calls_renew",
     "calls_release",
     "calls_slots",
+    "calls_resume",
     "granted",
     "reserved",
     "denied",
@@ -43,6 +44,7 @@ const COUNTERS: [&str; 24] = [
     "tokens_given_back",
     "pauses",
     "cuts",
+    "resumes",
     "syncs_lowered",
     "tokens_debited",
     "errors",
@@ -179,7 +181,8 @@ fn other_counters(flavor: Flavor) {
 
 /// The supplier's pushback: a THROTTLE.CUT counts in `pauses` and, when it cuts the rate (not
 /// the same episode as a pause on), in `cuts`; a SYNC that lowers or pauses the bucket in
-/// `syncs_lowered`; what DEBIT takes in `tokens_debited`.
+/// `syncs_lowered`; what DEBIT takes in `tokens_debited`; a RESUME that ended a pause or a cut
+/// in `resumes` (one with nothing to end only in `calls_resume`).
 fn pushback_counters(flavor: Flavor) {
     let server = Server::start(flavor);
     let mut con = server.conn();
@@ -191,6 +194,9 @@ fn pushback_counters(flavor: Flavor) {
         "THROTTLE.SYNC s 10 1 9 0",
         "THROTTLE.DEBIT d 10 1 7",
         "THROTTLE.DEBIT d 10 1 25",
+        "THROTTLE.RESUME c 10 1",
+        "THROTTLE.RESUME c 10 1",
+        "THROTTLE.RESUME never-paused 10 1",
     ] {
         let _ = ok(&mut con, call);
     }
@@ -202,8 +208,10 @@ fn pushback_counters(flavor: Flavor) {
             ("calls_cut", 3),
             ("calls_sync", 3),
             ("calls_debit", 2),
+            ("calls_resume", 3),
             ("pauses", 2),
             ("cuts", 1),
+            ("resumes", 1),
             ("syncs_lowered", 1),
             ("tokens_debited", 32),
             ("errors", 1),

@@ -12,7 +12,7 @@ const MODULE: &[&str] = &[
     "# read-only (dashboards: THROTTLE.PEEK and THROTTLE.SLOTS only)",
     "ACL SETUSER throttle-ro on >secret resetkeys ~quota:* resetchannels -@all +throttle.peek +throttle.slots",
     "# the fleet",
-    "ACL SETUSER throttle-rw on >secret resetkeys ~quota:* resetchannels -@all +throttle.take +throttle.mtake +throttle.pause +throttle.give +throttle.peek +throttle.cut +throttle.sync +throttle.debit +throttle.renew +throttle.release +throttle.slots",
+    "ACL SETUSER throttle-rw on >secret resetkeys ~quota:* resetchannels -@all +throttle.take +throttle.mtake +throttle.pause +throttle.resume +throttle.give +throttle.peek +throttle.cut +throttle.sync +throttle.debit +throttle.renew +throttle.release +throttle.slots",
     "# the subscription of a process that listens to pause announcements",
     "ACL SETUSER throttle-listen on >secret resetkeys resetchannels &throttle:pause:{quota:*} &throttle:pause:quota:* -@all +ssubscribe +subscribe +ping",
 ];

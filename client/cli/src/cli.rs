@@ -133,6 +133,15 @@ pub(crate) enum Command {
         #[arg(long)]
         quota: Option<QuotaArg>,
     },
+    /// End KEY's pause and cut now, keeping its tokens and the slots held (THROTTLE.RESUME);
+    /// DEL would refill the bucket and drop its slot table.
+    Resume {
+        /// The bucket's key.
+        key: String,
+        /// CAPACITY/RATE of the bucket; default: the quota a process reports for KEY.
+        #[arg(long)]
+        quota: Option<QuotaArg>,
+    },
     /// On each node (the server given, or each primary of its cluster, from CLUSTER NODES):
     /// whether the THROTTLE module is loaded and which build (MODULE LIST's `ver`), and whether
     /// the `throttle` function library is loaded and which version. One line per node; exits 1

@@ -1,8 +1,10 @@
-//! The incident verbs, `pause`, `cut` and `sync`: one command on one bucket, and what the fleet
-//! will do now, from the server's reply.
+//! The incident verbs, `pause`, `cut`, `sync` and `resume`: one command on one bucket, and what
+//! the fleet will do now, from the server's reply.
 
 use redis_throttle::report::Report;
-use redis_throttle::throttle_bucket::{CutArgs, PauseArgs, Quota, SyncArgs, ThrottleCommand};
+use redis_throttle::throttle_bucket::{
+    CutArgs, PauseArgs, Quota, ResumeArgs, SyncArgs, ThrottleCommand,
+};
 use redis_throttle::{Commands, Error};
 
 use crate::args::{seconds, Duration, QuotaArg};
@@ -178,6 +180,26 @@ fn short(ms: u64) -> String {
         let text = format!("{}.{:03}", ms / 1000, ms % 1000);
         format!("{}s", text.trim_end_matches('0'))
     }
+}
+
+/// `throttle resume KEY`: ends a pause or a cut early, where DEL would refill the bucket and
+/// drop the slots held.
+pub(crate) async fn resume(
+    server: &mut Server,
+    key: &str,
+    quota: Option<QuotaArg>,
+) -> Result<String, Failure> {
+    // Resuming shortens a pause: no deadline to check; the reports only for a quota not given.
+    let reports = reports(server, key, &quota, true).await?;
+    let (commands, quota) = commands(server, key, quota, &reports).await?;
+    let ended = call(server, &commands, key, &ResumeArgs { quota }).await?;
+    Ok(if ended {
+        format!(
+            "{key} resumed: no pause and no cut from now; its tokens and the slots held are as they were (a resume never refills)\n"
+        )
+    } else {
+        format!("{key} was neither paused nor cut: nothing to resume, nothing written\n")
+    })
 }
 
 /// The commands on the backend the server has, and `key`'s quota, given or reported.

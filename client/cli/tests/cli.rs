@@ -179,6 +179,24 @@ async fn status_shows_a_reported_quota_and_one_found_by_its_pattern_and_a_pause(
         line.contains(" s "),
         "the pause is shown in seconds: {text}"
     );
+    // Resumed: the pause is over at once, the tokens as they were (no refill); a second resume
+    // has nothing to end.
+    let text = ok(&throttle(&url, &["resume", "quota:reported"]).await);
+    assert_eq!(
+        text,
+        "quota:reported resumed: no pause and no cut from now; its tokens and the slots held are \
+         as they were (a resume never refills)\n"
+    );
+    let rows: Json =
+        serde_json::from_str(&ok(&throttle(&url, &["status", "--json"]).await)).unwrap();
+    let resumed = row(&rows, "quota:reported");
+    assert_eq!(resumed["state"]["paused_ms"], 0, "{resumed:#}");
+    assert_eq!(resumed["state"]["tokens"], 0, "{resumed:#}");
+    let text = ok(&throttle(&url, &["resume", "quota:reported"]).await);
+    assert_eq!(
+        text,
+        "quota:reported was neither paused nor cut: nothing to resume, nothing written\n"
+    );
 
     // The tool's own user (client/cli/README.md, Permissions): enough for status and the
     // verbs, not for load-library, and its password never printed.
@@ -196,6 +214,7 @@ async fn status_shows_a_reported_quota_and_one_found_by_its_pattern_and_a_pause(
         "{text}"
     );
     ok(&throttle(&ops_url, &["sync", "quota:reported", "0", "0ms"]).await);
+    ok(&throttle(&ops_url, &["resume", "quota:reported"]).await);
     assert!(
         !text.contains("cluster node"),
         "the user may ask CLUSTER NODES: {text}"
@@ -215,7 +234,7 @@ async fn status_shows_a_reported_quota_and_one_found_by_its_pattern_and_a_pause(
 }
 
 /// The ACL rules of the tool's user, as client/cli/README.md gives them.
-const OPS_ACL: &str = "on >secret resetkeys ~quota:* ~throttle:report:* resetchannels -@all +scan +mget +command|info +function|list +cluster|nodes +module|list +throttle.peek +throttle.slots +throttle.pause +throttle.cut +throttle.sync +fcall_ro +fcall";
+const OPS_ACL: &str = "on >secret resetkeys ~quota:* ~throttle:report:* resetchannels -@all +scan +mget +command|info +function|list +cluster|nodes +module|list +throttle.peek +throttle.slots +throttle.pause +throttle.resume +throttle.cut +throttle.sync +fcall_ro +fcall";
 
 #[test]
 fn the_readme_gives_the_tools_acl_line() {
@@ -279,6 +298,18 @@ async fn without_the_module_the_library_serves_once_loaded() {
     let rows: Json = serde_json::from_str(&json).unwrap();
     assert_eq!(row(&rows, "quota:slots")["slots"]["held"], 1, "{rows:#}");
     assert_eq!(row(&rows, "quota:lib")["slots"]["held"], 0, "{rows:#}");
+    // A resume through the library (FCALL throttle_resume) keeps the slot held.
+    ok(&throttle(&url, &["pause", "quota:slots", "30s", "--quota", "4/2"]).await);
+    let text = ok(&throttle(&url, &["resume", "quota:slots", "--quota", "4/2"]).await);
+    assert!(text.starts_with("quota:slots resumed: "), "{text}");
+    let json = ok(&throttle(&url, &["status", "quota:*", "--quota", "4/2", "--json"]).await);
+    let rows: Json = serde_json::from_str(&json).unwrap();
+    assert_eq!(row(&rows, "quota:slots")["slots"]["held"], 1, "{rows:#}");
+    assert_eq!(
+        row(&rows, "quota:slots")["state"]["paused_ms"],
+        0,
+        "{rows:#}"
+    );
 
     let text = ok(&throttle(&url, &["cut", "quota:cut", "0.5", "60s", "--quota", "4/2"]).await);
     assert!(

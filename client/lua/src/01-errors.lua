@@ -65,7 +65,7 @@ local function fail(code, ...)
       -- The script's and the library's own rules: which command, and one key for the one-key
       -- commands.
       command = 'ERR unknown THROTTLE script command: the first argument must be take, mtake, '
-        .. 'pause, give, peek, cut, sync, debit, renew, release or slots',
+        .. 'pause, give, peek, cut, sync, debit, renew, release, slots or resume',
       one_key = "ERR the THROTTLE script's %s takes exactly one key: EVALSHA sha 1 key %s",
       one_key_function = 'ERR throttle_%s takes exactly one key: FCALL throttle_%s 1 key %s',
     }

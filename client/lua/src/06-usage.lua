@@ -13,5 +13,6 @@ local USAGE = {
   renew = 'capacity rate slot ms',
   release = 'capacity rate slot',
   slots = 'capacity rate',
+  resume = 'capacity rate',
 }
 

@@ -27,11 +27,13 @@ pub enum Command {
     Release,
     /// THROTTLE.SLOTS: read a bucket's calls in flight.
     Slots,
+    /// THROTTLE.RESUME: an operator ends a pause or a cut early.
+    Resume,
 }
 
 impl Command {
     /// Every command, in the order the module registers them and `INFO throttle` counts them.
-    pub const ALL: [Command; 11] = [
+    pub const ALL: [Command; 12] = [
         Command::Take,
         Command::MTake,
         Command::Pause,
@@ -43,6 +45,7 @@ impl Command {
         Command::Renew,
         Command::Release,
         Command::Slots,
+        Command::Resume,
     ];
 
     /// The name the server knows it by, lower case as the server writes it in its own arity
@@ -60,6 +63,7 @@ impl Command {
             Command::Renew => "throttle.renew",
             Command::Release => "throttle.release",
             Command::Slots => "throttle.slots",
+            Command::Resume => "throttle.resume",
         }
     }
 

@@ -295,7 +295,7 @@ pub(crate) fn cost(tokens: u64, interval: i128, factor: u16) -> i128 {
 
 /// The part of `pushback` still in effect at `now`: a pause not yet over, a cut not yet
 /// recovered (or cut by a clock that reads later than this one). `None` when neither is.
-fn in_effect(pushback: Pushback, now: i128) -> Option<Pushback> {
+pub(crate) fn in_effect(pushback: Pushback, now: i128) -> Option<Pushback> {
     let cut = pushback.cut.filter(|cut| cut.recovered_at() > now);
     let paused = i128::from(pushback.paused_until) > now;
     (paused || cut.is_some()).then_some(Pushback {

@@ -19,6 +19,7 @@ impl Command {
             Command::Renew => &crate::renew::SPEC,
             Command::Release => &crate::release::SPEC,
             Command::Slots => &crate::slots_command::SPEC,
+            Command::Resume => &crate::resume::SPEC,
         }
     }
 

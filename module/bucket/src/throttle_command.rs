@@ -112,7 +112,7 @@ mod tests {
     use crate::spec::{Access, Keys};
     use crate::{
         CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, ReleaseArgs, RenewArgs,
-        SlotsArgs, SyncArgs, TakeArgs,
+        ResumeArgs, SlotsArgs, SyncArgs, TakeArgs,
     };
 
     fn agrees_with_its_spec<C: ThrottleCommand>() {
@@ -138,6 +138,7 @@ mod tests {
         agrees_with_its_spec::<RenewArgs>();
         agrees_with_its_spec::<ReleaseArgs>();
         agrees_with_its_spec::<SlotsArgs>();
+        agrees_with_its_spec::<ResumeArgs>();
     }
 
     fn call<C: ThrottleCommand>(text: &str) -> C {

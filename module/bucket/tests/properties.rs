@@ -214,6 +214,10 @@ enum Op {
     Peek {
         bucket: usize,
     },
+    /// An operator ends the pause and the cut: the state instant kept, never earlier.
+    Resume {
+        bucket: usize,
+    },
 }
 
 fn ops(capacities: [u64; 2]) -> impl Strategy<Value = Vec<(i64, Op)>> {
@@ -252,6 +256,7 @@ fn ops(capacities: [u64; 2]) -> impl Strategy<Value = Vec<(i64, Op)>> {
                 ticket,
             }),
         1 => (0..2usize).prop_map(|bucket| Op::Peek { bucket }),
+        1 => (0..2usize).prop_map(|bucket| Op::Resume { bucket }),
     ];
     prop::collection::vec((step, op), 1..120)
 }
@@ -489,6 +494,25 @@ proptest! {
                 Op::Peek { bucket } => {
                     let out = on(&PeekArgs { quota: bucket_quota(*bucket) }, state[*bucket].as_ref(), now);
                     prop_assert!(out.paused_ns >= 0 && out.factor_bp <= FULL_FACTOR_BP);
+                }
+                Op::Resume { bucket } => {
+                    let quota = bucket_quota(*bucket);
+                    let out = on(&throttle_bucket::ResumeArgs { quota }, state[*bucket].as_ref(), now);
+                    prop_assert_eq!(out.ended, out.write.is_some());
+                    if let Some(w) = out.write {
+                        if w == Write::Delete {
+                            // Only a bucket full now, holding no slot, is deleted.
+                            let before = state[*bucket].as_ref().map(|s| (s.tat, s.slots.held_at(i128::from(now))));
+                            prop_assert!(before.is_some_and(|(tat, held)| tat <= now && held == 0), "{:?}", before);
+                            state[*bucket] = None;
+                        } else {
+                            // `set` checks that the state never moves back.
+                            set(&mut state, *bucket, w)?;
+                        }
+                        let seen = on(&PeekArgs { quota }, state[*bucket].as_ref(), now);
+                        prop_assert_eq!(seen.paused_ns, 0);
+                        prop_assert_eq!(seen.factor_bp, FULL_FACTOR_BP);
+                    }
                 }
             }
         }

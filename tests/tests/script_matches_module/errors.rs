@@ -266,6 +266,11 @@ const PUSHBACK_BAD: &[(&str, &[&[u8]])] = &[
     ("slots", &[b"8"]),
     ("slots", &[b"8", b"9", b"1"]),
     ("slots", &[b"0", b"9"]),
+    ("resume", &[b"8"]),
+    ("resume", &[b"8", b"9", b"1000"]),
+    ("resume", &[b"0", b"9"]),
+    ("resume", &[b"8", b"x"]),
+    ("resume", &[b"315360001", b"1"]),
 ];
 
 /// Bad calls of THROTTLE.MTAKE: the keys (numkeys is their count), then the words after them.
@@ -578,6 +583,7 @@ pub fn same_errors(flavor: Flavor) {
         ("renew", "8 9 1 1000"),
         ("release", "8 9 1"),
         ("slots", "8 9"),
+        ("resume", "8 9"),
         ("mtake", "8 9 1 8 9 1"),
         ("mtake", "8 9 0 8 9 0"),
         ("mtake", "8 9 1 8 9 1 TICKET"),
@@ -616,8 +622,8 @@ pub fn same_errors(flavor: Flavor) {
     // The script's own rules: which command (case-insensitive), and one key for the one-key
     // commands.
     let unknown = "error Some(\"ERR\") Some(\"unknown THROTTLE script command: the first argument \
-                   must be take, mtake, pause, give, peek, cut, sync, debit, renew, release or \
-                   slots\")";
+                   must be take, mtake, pause, give, peek, cut, sync, debit, renew, release, \
+                   slots or resume\")";
     for argv in [
         &[][..],
         &["tak"][..],

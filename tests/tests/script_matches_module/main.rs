@@ -1,6 +1,7 @@
 //! The Lua script (`redis_throttle::script::SOURCE`, `client/lua/throttle.lua`) must do exactly
 //! what the module's commands do: the same replies, the same stored state, the same expiry, the
-//! same error messages, for THROTTLE.TAKE, MTAKE, PAUSE, CUT, SYNC, DEBIT, GIVE and PEEK alike, and a key written
+//! same error messages, for THROTTLE.TAKE, MTAKE, PAUSE, CUT, SYNC, DEBIT, GIVE, PEEK, RENEW,
+//! RELEASE, SLOTS and RESUME alike, and a key written
 //! by one must be usable by the other.
 //!
 //! The clock is taken out of the comparison by running both inside one MULTI: on servers with

@@ -58,7 +58,16 @@ fn random_call(rng: &mut Rng, home: &[usize; 2], tickets: &[(usize, i64)]) -> Ca
         }
     };
     let key = rng.below(2) as usize;
-    match rng.below(26) {
+    match rng.below(27) {
+        26 => {
+            // An operator ends a pause or a cut (or finds none: nothing written).
+            let (capacity, rate) = quota(rng, key);
+            Call {
+                name: "resume",
+                keys: vec![key],
+                args: vec![capacity.to_string(), rate],
+            }
+        }
         20..=21 => {
             // A low-priority take: a floor, and a reservation of what is there now.
             let (capacity, rate) = quota(rng, key);

@@ -711,6 +711,51 @@ pub const CASES: &[Case] = &[
             ],
         ],
     },
+    // ---- THROTTLE.RESUME: ends a pause and a cut, keeping the state and the slots held;
+    // nothing to end (a missing key, a plain bucket, a second resume) writes nothing.
+    case!(&[Missing], &["resume a 10 10", "peek a 10 10"]),
+    case!(&[FromNow(3 * S)], &["resume a 10 10", "peek a 10 10"]),
+    case!(
+        &[Missing],
+        &[
+            "take a 10 10 TOKENS 3",
+            "pause a 10 10 5000",
+            "peek a 10 10",
+            "resume a 10 10",
+            "peek a 10 10",
+            "resume a 10 10",
+            "take a 10 10 MAXWAIT 10000",
+        ],
+    ),
+    case!(
+        &[FromNow(2 * S)],
+        &["cut a 10 10 1000 0.5 30000", "resume a 10 10", "peek a 10 10", "take a 10 10 MAXWAIT 5000"],
+    ),
+    // A cut whose pause is over: the cut alone is ended.
+    Case {
+        before: &[Missing],
+        steps: &[&["cut a 10 10 1 0.3333 600000"], &["peek a 10 10", "resume a 10 10", "peek a 10 10"]],
+    },
+    // Slots held across a pause and a resume; a full bucket with slots keeps them.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &[
+                "take a 10 10 INFLIGHT 3 LEASE 60000",
+                "take a 10 10 TOKENS 0 INFLIGHT 3 LEASE 30000",
+                "pause a 10 10 2000",
+                "slots a 10 10",
+                "resume a 10 10",
+                "slots a 10 10",
+                "peek a 10 10",
+            ],
+            &["release a 10 10 @0", "slots a 10 10", "resume a 10 10"],
+        ],
+    },
+    case!(
+        &[Missing],
+        &["take a 10 10 TOKENS 0 INFLIGHT 1 LEASE 60000", "cut a 10 10 1 0.5 1000", "resume a 10 10", "slots a 10 10"],
+    ),
     // Mixing commands on one bucket.
     Case {
         before: &[Missing, Missing],

@@ -1,0 +1,317 @@
+//! `THROTTLE.RESUME key capacity rate`: an operator ends a bucket's pause and its cut early,
+//! keeping its tokens and every slot held (DEL, the only lever before, refilled the bucket and
+//! dropped the slot table). Its arguments, arithmetic, reply and docs.
+
+use crate::command::Command;
+use crate::error::ArgError;
+use crate::gcra::{in_effect, View, Write};
+use crate::reply::{flag, Ints};
+use crate::spec::{Access, Keys, Spec, CAPACITY, KEY, RATE};
+use crate::state::State;
+use crate::throttle_command::{one_key, only, ThrottleCommand};
+use crate::words::Word;
+use crate::Quota;
+
+/// `THROTTLE.RESUME key capacity rate`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResumeArgs {
+    /// The bucket's quota.
+    pub quota: Quota,
+}
+
+/// What a resume decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResumeOutcome {
+    /// A pause or a cut was in effect, and is ended.
+    pub ended: bool,
+    /// The state to store: `None` when there was nothing to end (nothing is written or
+    /// replicated then).
+    pub write: Option<Write>,
+}
+
+/// Ends the bucket's pause and cut at `now_ns`.
+///
+/// "Keeping the tokens" is the state instant kept as it is (never moved earlier, never
+/// refilled): a pause writes `max(state, its own floor)` and then takes add to that, so the
+/// stored state cannot tell the pause's share from the debt of real takes (a debt longer than
+/// the pause, or reservations made during it, leave the same bytes). Any earlier instant could
+/// hand out tokens that were taken. So what ends is the pushback record: the pause mark
+/// (reserved calls are no longer held back, a give-back may go below the pause's floor, the
+/// next CUT starts a new episode) and the cut (each token costs the configured rate again,
+/// so the same instant reads as fewer tokens of debt). A token a pause already pushed into the
+/// state comes when the state says, as after a pause that ran out.
+///
+/// The slot table is carried over as every write carries it (only leases that ran out drop).
+fn resume(quota: &Quota, stored: Option<&State>, now_ns: i64) -> ResumeOutcome {
+    let bucket = View::at(quota, stored, now_ns);
+    let ended = bucket
+        .pushback
+        .and_then(|p| in_effect(p, bucket.now))
+        .is_some();
+    // `base` is the stored instant, or `now` for a bucket already full: the same bucket.
+    let write = if ended {
+        bucket.write_with(bucket.base, None)
+    } else {
+        None
+    };
+    ResumeOutcome {
+        ended: write.is_some(),
+        write,
+    }
+}
+
+/// THROTTLE.RESUME as the server registers and documents it: a write, like THROTTLE.PAUSE.
+pub(crate) static SPEC: Spec = Spec {
+    command: Command::Resume,
+    summary: "Ends a bucket's pause and its cut now, keeping its state (no refill) and every \
+        slot held. Replies 1 if a pause or a cut was ended, 0 if there was none (then nothing \
+        is written).",
+    complexity: "O(1)",
+    arity: 4,
+    flags: "write deny-oom fast",
+    acl_categories: "write fast",
+    keys: Keys::One(Access::ReadWrite),
+    args: &[KEY, CAPACITY, RATE],
+};
+
+impl ThrottleCommand for ResumeArgs {
+    const COMMAND: Command = Command::Resume;
+    const INTEGER_REPLY: bool = true;
+    const REPLY_SHAPE: &'static str = "the integer 0 or 1";
+    type Outcome = ResumeOutcome;
+    type Ints = Ints<1>;
+    /// Whether a pause or a cut was ended.
+    type Reply = bool;
+
+    #[inline]
+    fn spec() -> &'static Spec {
+        &SPEC
+    }
+
+    /// Validates the words after the key: `capacity rate`.
+    fn parse(args: &[&[u8]]) -> Result<ResumeArgs, ArgError> {
+        let [capacity, rate] = args else {
+            return Err(ArgError::Arity(Command::Resume));
+        };
+        Ok(ResumeArgs {
+            quota: Quota::parse(capacity, rate)?,
+        })
+    }
+
+    /// The words after the key.
+    fn words(&self) -> Vec<Word<'_>> {
+        self.quota.words().to_vec()
+    }
+
+    #[inline]
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<ResumeOutcome, ArgError> {
+        Ok(resume(&self.quota, one_key(stored), now_ns))
+    }
+
+    #[inline]
+    fn write(outcome: &ResumeOutcome, key: usize) -> Option<&Write> {
+        outcome.write.as_ref().filter(|_| key == 0)
+    }
+
+    #[inline]
+    fn reply(&self, outcome: &ResumeOutcome) -> Ints<1> {
+        Ints::new([i64::from(outcome.ended)])
+    }
+
+    #[inline]
+    fn decode(&self, ints: &[i64]) -> Option<bool> {
+        flag(only(ints)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slots::{Slot, Slots};
+    use crate::state::{Pushback, RateCut};
+    use crate::{CutArgs, PauseArgs, PeekArgs, TakeArgs};
+
+    /// 2026-12-01T00:00:00Z.
+    const NOW: i64 = 1_796_083_200 * 1_000_000_000;
+    const MS: i64 = 1_000_000;
+
+    fn call<C: ThrottleCommand>(text: &str) -> C {
+        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
+        C::parse(&words).unwrap()
+    }
+
+    /// Runs `text` (the words after the key) on `stored` at `now`, and the state after it.
+    fn run<C: ThrottleCommand>(
+        text: &str,
+        stored: Option<State>,
+        now: i64,
+    ) -> (C::Reply, Option<State>, bool) {
+        let args: C = call(text);
+        let outcome = args.apply(std::slice::from_ref(&stored), now).unwrap();
+        let write = C::write(&outcome, 0).cloned();
+        let reply = args.decode(args.reply(&outcome).as_ref()).unwrap();
+        let wrote = write.is_some();
+        let after = match write {
+            Some(write) => write.stored(),
+            None => stored,
+        };
+        (reply, after, wrote)
+    }
+
+    fn peek(stored: &Option<State>, now: i64) -> crate::PeekReply {
+        run::<PeekArgs>("10 10", stored.clone(), now).0
+    }
+
+    fn slots(ends: &[i64]) -> Slots {
+        Slots {
+            next_id: ends.len() as u64 + 1,
+            held: (1..)
+                .zip(ends)
+                .map(|(id, &lease_end)| Slot { id, lease_end })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn arguments() {
+        let parse = |text: &str| {
+            let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
+            ResumeArgs::parse(&words)
+        };
+        assert!(parse("8 9").is_ok());
+        assert_eq!(parse("8"), Err(ArgError::Arity(Command::Resume)));
+        assert_eq!(parse("8 9 1000"), Err(ArgError::Arity(Command::Resume)));
+        assert_eq!(parse("0 9"), Err(ArgError::Capacity));
+        assert_eq!(parse("8 x"), Err(ArgError::Rate));
+        assert_eq!(SPEC.syntax(), "key capacity rate");
+        let args = parse("8 9").unwrap();
+        assert_eq!(args.words(), [Word::Number(8), Word::Text("9")]);
+        assert_eq!(args.decode(&[1]), Some(true));
+        assert_eq!(args.decode(&[0]), Some(false));
+        assert_eq!(args.decode(&[2]), None);
+        assert_eq!(args.decode(&[1, 0]), None);
+    }
+
+    #[test]
+    fn pause_then_resume_keeps_the_state_and_ends_the_pause() {
+        // 3 tokens taken, then a 5 s pause: the state the pause left is kept as it is.
+        let (_, taken, _) = run::<TakeArgs>("10 10 TOKENS 3", None, NOW);
+        let (_, paused, _) = run::<PauseArgs>("10 10 5000", taken, NOW);
+        let at = NOW + 1000 * MS;
+        assert_eq!(peek(&paused, at).paused_ms, 4000);
+        let (ended, resumed, wrote) = run::<ResumeArgs>("10 10", paused.clone(), at);
+        assert!(ended && wrote);
+        let resumed = resumed.unwrap();
+        let paused = paused.unwrap();
+        assert_eq!(resumed.tat, paused.tat, "no refill, and never earlier");
+        assert_eq!(resumed.pushback, None, "the pause mark is gone");
+        let seen = peek(&Some(resumed.clone()), at);
+        assert_eq!(seen.paused_ms, 0);
+        assert_eq!(seen.factor_bp, 10_000);
+        assert_eq!(seen.remaining, peek(&Some(paused), at).remaining);
+        // A second resume has nothing to end: it writes nothing.
+        let (ended, _, wrote) = run::<ResumeArgs>("10 10", Some(resumed), at);
+        assert!(!ended && !wrote);
+    }
+
+    #[test]
+    fn cut_then_resume_restores_the_rate_at_the_same_instant() {
+        let (_, taken, _) = run::<TakeArgs>("10 10 TOKENS 5", None, NOW);
+        let (_, cut, _) = run::<CutArgs>("10 10 1000 0.5 60000", taken, NOW);
+        let cut = cut.unwrap();
+        assert!(cut.pushback.and_then(|p| p.cut).is_some());
+        // After the pause ran out, the cut alone is still in effect: resume ends it.
+        let at = NOW + 2000 * MS;
+        assert_eq!(peek(&Some(cut.clone()), at).paused_ms, 0);
+        assert!(peek(&Some(cut.clone()), at).factor_bp < 10_000);
+        let (ended, resumed, wrote) = run::<ResumeArgs>("10 10", Some(cut.clone()), at);
+        assert!(ended && wrote);
+        match &resumed {
+            Some(state) => {
+                assert_eq!(state.tat, cut.tat);
+                assert_eq!(state.pushback, None);
+            }
+            // The instant had passed: a full bucket with nothing held is deleted.
+            None => assert!(cut.tat <= at),
+        }
+        assert_eq!(peek(&resumed, at).factor_bp, 10_000);
+    }
+
+    #[test]
+    fn slots_held_are_kept() {
+        let state = State {
+            tat: NOW + 3000 * MS,
+            pushback: Some(Pushback {
+                paused_until: NOW + 2000 * MS,
+                cut: Some(RateCut {
+                    at: NOW,
+                    factor_bp: 7000,
+                    recovery_ms: 30_000,
+                }),
+            }),
+            // Two held, one whose lease ran out before the resume.
+            slots: slots(&[NOW + 60_000 * MS, NOW + 500 * MS, NOW + 90_000 * MS]),
+        };
+        let at = NOW + 1000 * MS;
+        let (ended, after, _) = run::<ResumeArgs>("10 10", Some(state.clone()), at);
+        assert!(ended);
+        let after = after.unwrap();
+        assert_eq!(after.tat, state.tat);
+        assert_eq!(after.pushback, None);
+        assert_eq!(after.slots.next_id, state.slots.next_id, "ids never reused");
+        assert_eq!(after.slots.held_at(i128::from(at)), 2);
+        assert_eq!(
+            after.slots.live(i128::from(at)).collect::<Vec<_>>(),
+            state.slots.live(i128::from(at)).collect::<Vec<_>>()
+        );
+        // Full, with slots held: still stored, for the slots.
+        let full = State {
+            tat: NOW - 1000 * MS,
+            ..state
+        };
+        let (ended, after, _) = run::<ResumeArgs>("10 10", Some(full), at);
+        assert!(ended);
+        assert_eq!(after.map(|s| s.slots.held_at(i128::from(at))), Some(2));
+    }
+
+    #[test]
+    fn nothing_to_end_writes_nothing() {
+        let at = NOW;
+        let over = State {
+            tat: NOW + 100 * MS,
+            // A pause that is over and a cut that has recovered, not yet rewritten.
+            pushback: Some(Pushback {
+                paused_until: NOW - 1,
+                cut: Some(RateCut {
+                    at: NOW - 10_000 * MS,
+                    factor_bp: 5000,
+                    recovery_ms: 5000,
+                }),
+            }),
+            slots: slots(&[NOW + 1000 * MS]),
+        };
+        for stored in [None, Some(State::plain(NOW + 500 * MS)), Some(over)] {
+            let (ended, after, wrote) = run::<ResumeArgs>("10 10", stored.clone(), at);
+            assert!(!ended && !wrote, "{stored:?}");
+            assert_eq!(after, stored);
+        }
+    }
+
+    #[test]
+    fn clocks_stepped_back() {
+        // Paused and cut by a clock 10 s ahead of this one: both are in effect here, and the
+        // state (ahead of this clock) is kept, never moved to this clock's now.
+        let ahead = NOW + 10_000 * MS;
+        let (_, paused, _) = run::<CutArgs>("10 10 2000 0.5 5000", None, ahead);
+        let paused = paused.unwrap();
+        let (ended, after, _) = run::<ResumeArgs>("10 10", Some(paused.clone()), NOW);
+        assert!(ended);
+        let after = after.unwrap();
+        assert_eq!(after.tat, paused.tat);
+        assert_eq!(after.pushback, None);
+        // A clock before 1970 or past the clamp reads as one inside it: no panic.
+        for now in [i64::MIN, -1, i64::MAX] {
+            let _ = run::<ResumeArgs>("10 10", Some(paused.clone()), now);
+        }
+    }
+}
