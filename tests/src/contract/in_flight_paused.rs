@@ -1,0 +1,294 @@
+//! A cap on calls in flight on paused tokio time, against the in-memory server that runs the
+//! module's own arithmetic: the scenarios every capped limiter (`Limiter`, `MultiLimiter`,
+//! `PartitionedLimiter`) must pass. Each takes `make`, which builds a limiter with the cap it
+//! is given and a slot lease of [`LEASE`] on one shared fake, and the [`SlotTable`] where its
+//! slots live, so that what the server holds is checked, not only what the limiter says.
+
+use std::time::Duration;
+
+use redis_throttle::prelude::*;
+use redis_throttle::{Error, QuotaError, TryAcquire};
+use tokio::time::Instant;
+
+use crate::fake::FakeServer;
+
+/// The slot lease every limiter of these scenarios is built with.
+pub const LEASE: Duration = Duration::from_secs(3);
+
+/// Where a limiter's slots live: the bucket `key` of `capacity` at `rate` on `server`.
+#[derive(Clone)]
+pub struct SlotTable {
+    pub server: FakeServer,
+    pub key: &'static str,
+    pub capacity: u64,
+    pub rate: u64,
+}
+
+impl SlotTable {
+    /// `THROTTLE.SLOTS` as the server sees it: slots held, ms until the first lease ends.
+    pub async fn slots(&self) -> (u64, u64) {
+        let mut conn = self.server.clone();
+        redis::cmd("THROTTLE.SLOTS")
+            .arg(self.key)
+            .arg(self.capacity)
+            .arg(self.rate)
+            .query_async::<(u64, u64)>(&mut conn)
+            .await
+            .unwrap()
+    }
+}
+
+/// Lets the limiter's background tasks (renewals, releases) run on paused time.
+pub async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+fn ms(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}
+
+/// A grant holds its slot until dropped, renewed every third of its lease meanwhile: after
+/// 10.5 s (three leases and more) it is still held, its lease renewed at 10 s; dropped, it is
+/// released (one RELEASE, answered). `take_trips` is the round trips of the first take (its
+/// tokens and its slot); `held_trips`, the limiter's round trips after the 10.5 s.
+pub async fn a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile<T>(
+    make: impl Fn(u64) -> T,
+    table: &SlotTable,
+    take_trips: u32,
+    held_trips: u64,
+) where
+    T: Throttle + Clone + Send + Sync + 'static,
+{
+    let limiter = make(2);
+    let start = Instant::now();
+    let grant = limiter.acquire().await.unwrap();
+    assert!(grant.slot().is_some(), "a capped grant holds a slot");
+    assert_eq!(
+        grant.round_trips, take_trips,
+        "the slot comes with the take"
+    );
+    let lease_left = LEASE - start.elapsed();
+    assert_eq!(table.slots().await, (1, lease_left.as_millis() as u64));
+    assert_eq!(limiter.metrics().in_flight.held, 1);
+
+    // Ten seconds in flight: renewed every second (a third of the lease), so it never ends.
+    tokio::time::sleep_until(start + ms(10_500)).await;
+    settle().await;
+    assert_eq!(
+        table.slots().await,
+        (1, 2_500),
+        "still held after three leases, renewed at 10 s"
+    );
+    assert_eq!(limiter.metrics().round_trips, held_trips);
+
+    drop(grant);
+    settle().await;
+    assert_eq!(table.slots().await, (0, 0), "released when the grant goes");
+    let metrics = limiter.metrics();
+    assert_eq!(metrics.round_trips, held_trips + 1, "one RELEASE");
+    assert_eq!(metrics.in_flight.held, 0);
+    assert_eq!(metrics.in_flight.leases_lost, 0);
+    assert_eq!(metrics.in_flight.released, 1, "its RELEASE answered");
+}
+
+/// A call that finds every one of `cap` slots held waits, and goes the instant one is released
+/// in its process (700 ms on), not at its next look: a slot of its own, the cap held again.
+/// `waiter_trips` is its round trips: refused, its looks until 700 ms, granted.
+pub async fn a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_here<T>(
+    make: impl Fn(u64) -> T,
+    table: &SlotTable,
+    cap: u64,
+    waiter_trips: u32,
+) where
+    T: Throttle + Clone + Send + Sync + 'static,
+{
+    let limiter = make(cap);
+    let mut held = Vec::new();
+    for _ in 0..cap {
+        held.push(limiter.acquire().await.unwrap());
+    }
+    let start = Instant::now();
+    let waiting = {
+        let limiter = limiter.clone();
+        tokio::spawn(async move { (limiter.acquire().await, Instant::now()) })
+    };
+    tokio::time::sleep(ms(700)).await;
+    assert!(!waiting.is_finished(), "every slot is held");
+    assert_eq!(limiter.metrics().in_flight.waits, 1, "it waits for a slot");
+    drop(held.remove(0));
+    let (granted, at) = waiting.await.unwrap();
+    let granted = granted.unwrap();
+    assert_eq!(at - start, ms(700), "woken by the release, not by a look");
+    assert!(granted.slot().is_some());
+    assert!(
+        held.iter().all(|other| other.slot() != granted.slot()),
+        "a slot of its own"
+    );
+    assert_eq!(granted.round_trips, waiter_trips);
+    settle().await;
+    let metrics = limiter.metrics();
+    assert_eq!(
+        (
+            metrics.granted,
+            metrics.in_flight.waits,
+            metrics.in_flight.held
+        ),
+        (cap + 1, 1, cap),
+        "{metrics:?}"
+    );
+    assert_eq!(
+        metrics.in_flight.released, 1,
+        "the first's RELEASE answered"
+    );
+    assert_eq!(table.slots().await.0, cap);
+
+    drop((granted, held));
+    settle().await;
+    assert_eq!(table.slots().await, (0, 0), "every slot released");
+    let in_flight = limiter.metrics().in_flight;
+    assert_eq!((in_flight.held, in_flight.released), (0, cap + 1));
+}
+
+/// A slot released by another limiter (another process, as far as the server can tell) is
+/// found by looking again: refused at 0 (the line free: no second look at once), then looks at
+/// 2, 6, 14, 30, 62 ms and every 50 ms from there: 112, ..., 962, 1012 ms, where it is found.
+/// `take_trips` is the round trips of a take that finds its slot and tokens at once.
+pub async fn a_slot_released_elsewhere_is_found_by_looking_again<T>(
+    make: impl Fn(u64) -> T,
+    table: &SlotTable,
+    take_trips: u32,
+) where
+    T: Throttle + Clone + Send + Sync + 'static,
+{
+    let here = make(1);
+    let elsewhere = make(1);
+    let held = elsewhere.acquire().await.unwrap();
+    let start = Instant::now();
+    let waiting = tokio::spawn(async move { (here.acquire().await, Instant::now(), here) });
+    tokio::time::sleep(ms(1_000)).await;
+    drop(held);
+    let (granted, at, here) = waiting.await.unwrap();
+    let granted = granted.unwrap();
+    assert!(granted.slot().is_some());
+    assert_eq!(at - start, ms(1_012));
+    let trips = here.metrics().round_trips;
+    assert_eq!(trips, u64::from(take_trips) + 5 + 19, "{trips} round trips");
+    assert_eq!(
+        u64::from(granted.round_trips),
+        trips,
+        "all of them the waiting call's"
+    );
+    assert_eq!(here.metrics().in_flight.waits, 1);
+    assert_eq!(table.slots().await.0, 1);
+}
+
+/// A call that finds no slot gives up at its deadline (400 ms, to the ms) holding nothing, and
+/// a call cancelled while waiting in line holds nothing either: once the one grant goes, no
+/// slot is held, and `try_acquire` takes the slot (and holds it: a second is denied).
+pub async fn a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_nothing<T>(
+    make: impl Fn(u64) -> T,
+    table: &SlotTable,
+) where
+    T: Throttle + Clone + Send + Sync + 'static,
+{
+    let limiter = make(1);
+    let held = limiter.acquire().await.unwrap();
+    let start = Instant::now();
+    let err = limiter
+        .acquire_with(Demand::call().within(ms(400)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::DeadlineExceeded { .. }),
+        "gave up: {err}"
+    );
+    assert_eq!(start.elapsed(), ms(400), "at its deadline");
+    assert_eq!(limiter.metrics().gave_up, 1);
+
+    // Cancelled while waiting in line: nothing taken, nothing left behind.
+    let cancelled = {
+        let limiter = limiter.clone();
+        tokio::spawn(async move { limiter.acquire().await })
+    };
+    tokio::time::sleep(ms(100)).await;
+    cancelled.abort();
+    assert!(cancelled.await.unwrap_err().is_cancelled());
+    drop(held);
+    settle().await;
+    assert_eq!(table.slots().await, (0, 0));
+    let TryAcquire::Granted(grant) = limiter.try_acquire().await.unwrap() else {
+        panic!("the slot is free again");
+    };
+    assert!(grant.slot().is_some(), "try_acquire takes a slot too");
+    assert_eq!(table.slots().await.0, 1);
+    let TryAcquire::Denied { .. } = limiter.try_acquire().await.unwrap() else {
+        panic!("and holds it");
+    };
+    drop(grant);
+    settle().await;
+    assert_eq!(table.slots().await, (0, 0), "the try's grant released");
+}
+
+/// `try_acquire` needs a slot free now: with the one slot held (300 ms on) it is denied, told
+/// to look again in `retry_after`; a waiting call whose future is dropped (a timeout) holds
+/// nothing afterwards.
+pub async fn try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none<T>(
+    make: impl Fn(u64) -> T,
+    table: &SlotTable,
+    retry_after: Duration,
+) where
+    T: Throttle + Clone + Send + Sync + 'static,
+{
+    let limiter = make(1);
+    let held = limiter.acquire().await.unwrap();
+    tokio::time::sleep(ms(300)).await;
+    match limiter.try_acquire().await.unwrap() {
+        TryAcquire::Denied { retry_after: told } => assert_eq!(told, retry_after),
+        TryAcquire::Granted(grant) => panic!("granted past the cap: {grant:?}"),
+    }
+    let dropped = tokio::time::timeout(ms(50), limiter.acquire()).await;
+    assert!(dropped.is_err(), "still waiting for the slot");
+    drop(held);
+    settle().await;
+    assert_eq!(table.slots().await, (0, 0));
+    match limiter.try_acquire().await.unwrap() {
+        TryAcquire::Granted(grant) => assert!(grant.slot().is_some()),
+        TryAcquire::Denied { retry_after } => panic!("denied for {retry_after:?}"),
+    }
+    settle().await;
+    assert_eq!(
+        table.slots().await,
+        (0, 0),
+        "the try's grant dropped at once"
+    );
+    assert_eq!(limiter.metrics().in_flight.held, 0);
+}
+
+/// Caps from 1 to 1024 are built; 0 and 1025 are refused, naming the cap; so is a slot lease
+/// under 300 ms, naming the lease. `build` builds with a cap and a slot lease.
+pub fn caps_and_leases_out_of_range_are_refused_at_build<T>(
+    build: impl Fn(u64, Duration) -> Result<T, Error>,
+) {
+    let refused = |cap: u64, lease: Duration| build(cap, lease).err();
+    assert!(refused(1, LEASE).is_none());
+    assert!(refused(1024, LEASE).is_none());
+    assert!(matches!(
+        refused(0, LEASE),
+        Some(Error::InvalidQuota(QuotaError::InFlight { cap: 0 }))
+    ));
+    assert!(matches!(
+        refused(1025, LEASE),
+        Some(Error::InvalidQuota(QuotaError::InFlight { cap: 1025 }))
+    ));
+    for short in [ms(10), ms(100), ms(299)] {
+        let err = refused(4, short).unwrap();
+        assert!(
+            matches!(err, Error::InvalidQuota(QuotaError::Lease { lease }) if lease == short),
+            "{err}"
+        );
+        assert!(err.to_string().contains("from 300 ms"), "{err}");
+    }
+    assert!(refused(4, ms(300)).is_none());
+}
