@@ -8,7 +8,7 @@ use redis_throttle::prelude::*;
 use std::time::Duration;
 
 use redis_throttle::{Backend, Error, Limiter, MultiLimiter, Quota};
-use throttle_e2e::contract::in_flight_paused::{self as contract, settle, SlotTable, LEASE};
+use throttle_e2e::contract::in_flight_paused::{settle, Capped, Decided, SlotTable, LEASE};
 use throttle_e2e::fake::FakeServer;
 
 const FIRST: &str = "{pix}:second";
@@ -35,12 +35,30 @@ fn table(fake: &FakeServer, key: &'static str, capacity: u64, rate: u64) -> Slot
     }
 }
 
-/// A limiter of a cap on a new fake, and the table of its slots there (the first key's).
-fn capped() -> (impl Fn(u64) -> MultiLimiter<FakeServer>, SlotTable) {
+/// A limiter on a new fake, the table of its slots there (the first key's), and what its code
+/// decides.
+fn capped() -> Capped<impl Fn(u64, Duration) -> Result<MultiLimiter<FakeServer>, Error>> {
     let fake = FakeServer::new();
-    let first = table(&fake, FIRST, 100, 100);
-    (move |cap| build(&fake, cap, LEASE).unwrap(), first)
+    let table = table(&fake, FIRST, 100, 100);
+    let decided = Decided {
+        // Every limit's tokens and the slot, in one THROTTLE.MTAKE.
+        take_trips: 1,
+        // 1 take and a renewal at 1, 2, ... 10 s.
+        held_trips: 1 + 10,
+        cap: 1,
+        // Refused at 0, looks at 2, 6, 14, 30, 62 ms and every 50 ms to 662 ms, granted at 700.
+        waiter_trips: 1 + 5 + 12 + 1,
+        // Denied 300 ms into the slot's 3 s lease: told to look again when it ends.
+        retry_after: Duration::from_millis(2_700),
+    };
+    Capped {
+        build: move |cap, lease| build(&fake, cap, lease),
+        table,
+        decided,
+    }
 }
+
+throttle_e2e::in_flight_paused!(capped);
 
 /// `THROTTLE.PEEK`'s remaining tokens in `key`.
 async fn remaining(fake: &FakeServer, key: &str, capacity: u64, rate: u64) -> u64 {
@@ -53,62 +71,6 @@ async fn remaining(fake: &FakeServer, key: &str, capacity: u64, rate: u64) -> u6
         .await
         .unwrap();
     reply[1]
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile() {
-    let (make, first) = capped();
-    // 1 take (every limit's tokens and the slot) and a renewal at 1, 2, ... 10 s.
-    contract::a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile(make, &first, 1, 11)
-        .await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_here() {
-    let (make, first) = capped();
-    // Refused at 0, looks at 2, 6, 14, 30, 62 ms and every 50 ms to 662 ms, granted at 700.
-    contract::a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_here(
-        make,
-        &first,
-        1,
-        1 + 5 + 12 + 1,
-    )
-    .await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_slot_released_elsewhere_is_found_by_looking_again() {
-    let (make, first) = capped();
-    contract::a_slot_released_elsewhere_is_found_by_looking_again(make, &first, 1).await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_nothing() {
-    let (make, first) = capped();
-    contract::a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_nothing(
-        make, &first,
-    )
-    .await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none() {
-    let (make, first) = capped();
-    // Denied 300 ms into the slot's 3 s lease: told to look again when it ends.
-    contract::try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none(
-        make,
-        &first,
-        Duration::from_millis(2_700),
-    )
-    .await;
-}
-
-#[test]
-fn caps_and_leases_out_of_range_are_refused_at_build() {
-    let fake = FakeServer::new();
-    contract::caps_and_leases_out_of_range_are_refused_at_build(|cap, lease| {
-        build(&fake, cap, lease)
-    });
 }
 
 #[tokio::test(start_paused = true)]

@@ -2,16 +2,14 @@
 //! in-memory lease server, the slots on the in-memory server that runs the module's own
 //! arithmetic. The contract scenarios (`throttle_e2e::contract::in_flight_paused`), with a
 //! capped call taking its slot (one round trip) and then its tokens in process, in the
-//! quota's own slot bucket `{name}:inflight`. Not the scenario of a slot released by another
-//! limiter: with the quota's one partition, the second limiter waits for the partition's
-//! lease as well as for the slot.
+//! quota's own slot bucket `{name}:inflight`.
 
 use std::time::Duration;
 
 use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
 use redis_throttle::prelude::*;
 use redis_throttle::{Backend, Error, Quota};
-use throttle_e2e::contract::in_flight_paused::{self as contract, settle, SlotTable, LEASE};
+use throttle_e2e::contract::in_flight_paused::{settle, Capped, Decided, SlotTable, LEASE};
 use throttle_e2e::fake::FakeServer;
 use throttle_e2e::fake_leases::FakeLeases;
 use tokio::time::Instant;
@@ -39,8 +37,9 @@ fn build(
         .build(fake.clone())
 }
 
-/// A limiter of a cap on new fakes (leases, and slots), and the table of its slots there.
-fn capped() -> (impl Fn(u64) -> PartitionedLimiter<FakeLeases>, SlotTable) {
+/// A limiter on new fakes (leases, and slots), the table of its slots there (the quota's
+/// slot bucket), and what its code decides.
+fn capped() -> Capped<impl Fn(u64, Duration) -> Result<PartitionedLimiter<FakeLeases>, Error>> {
     let slots = FakeServer::new();
     let fake = FakeLeases::with_throttle(slots.clone());
     let table = SlotTable {
@@ -49,68 +48,40 @@ fn capped() -> (impl Fn(u64) -> PartitionedLimiter<FakeLeases>, SlotTable) {
         capacity: 2,
         rate: 10,
     };
-    (move |cap| build(&fake, cap, LEASE).unwrap(), table)
+    let decided = Decided {
+        // The slot's take; the tokens are in process.
+        take_trips: 1,
+        // The slot's take and its renewals at 1, 2, ... 10 s; and the partition keeper's 9
+        // round trips in the 10.5 s (its lease taken and renewed, the fleet's signals read).
+        held_trips: 1 + 10 + 9,
+        cap: 1,
+        // Refused at 0, looks at 2, 6, 14, 30, 62 ms and every 50 ms to 662 ms, granted at 700.
+        waiter_trips: 1 + 5 + 12 + 1,
+        // Denied for want of a slot: its fixed pause (`NO_SLOT_PAUSE`), not the lease left.
+        retry_after: 10 * MS,
+    };
+    Capped {
+        build: move |cap, lease| build(&fake, cap, lease),
+        table,
+        decided,
+    }
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile() {
-    let (make, table) = capped();
-    // The slot's take and its renewals at 1, 2, ... 10 s; and the partition keeper's 9 round
-    // trips in the 10.5 s (its lease taken and renewed, the fleet's signals read).
-    contract::a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile(
-        make,
-        &table,
-        1,
-        1 + 10 + 9,
-    )
-    .await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_here() {
-    let (make, table) = capped();
-    // Refused at 0, looks at 2, 6, 14, 30, 62 ms and every 50 ms to 662 ms, granted at 700.
-    contract::a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_here(
-        make,
-        &table,
-        1,
-        1 + 5 + 12 + 1,
-    )
-    .await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_nothing() {
-    let (make, table) = capped();
-    contract::a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_nothing(
-        make, &table,
-    )
-    .await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none() {
-    let (make, table) = capped();
-    contract::try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none(
-        make,
-        &table,
-        10 * MS,
-    )
-    .await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn caps_and_leases_out_of_range_are_refused_at_build() {
-    let fake = FakeLeases::default();
-    contract::caps_and_leases_out_of_range_are_refused_at_build(|cap, lease| {
-        build(&fake, cap, lease)
-    });
-}
+// Not the scenario of a slot released by another limiter: with the quota's one partition,
+// the second limiter waits for the partition's lease as well as for the slot.
+throttle_e2e::in_flight_paused!(
+    capped;
+    a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile,
+    a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_here,
+    a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_nothing,
+    try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none,
+    caps_and_leases_out_of_range_are_refused_at_build,
+);
 
 #[tokio::test(start_paused = true)]
 async fn the_slot_is_taken_first_and_the_tokens_in_process() {
-    let (make, table) = capped();
-    let limiter = make(1);
+    let Capped { build, table, .. } = capped();
+    let limiter = build(1, LEASE).unwrap();
     let start = Instant::now();
     let first = limiter.acquire().await.unwrap();
     assert_eq!(
@@ -123,8 +94,8 @@ async fn the_slot_is_taken_first_and_the_tokens_in_process() {
 
 #[tokio::test(start_paused = true)]
 async fn a_call_that_gives_up_takes_no_tokens() {
-    let (make, table) = capped();
-    let limiter = make(1);
+    let Capped { build, table, .. } = capped();
+    let limiter = build(1, LEASE).unwrap();
     let held = limiter.acquire().await.unwrap();
     let refused = limiter.acquire_with(Demand::call().within(200 * MS)).await;
     assert!(

@@ -1,8 +1,9 @@
 //! A cap on calls in flight on paused tokio time, against the in-memory server that runs the
 //! module's own arithmetic: the scenarios every capped limiter (`Limiter`, `MultiLimiter`,
-//! `PartitionedLimiter`) must pass. Each takes `make`, which builds a limiter with the cap it
-//! is given and a slot lease of [`LEASE`] on one shared fake, and the [`SlotTable`] where its
-//! slots live, so that what the server holds is checked, not only what the limiter says.
+//! `PartitionedLimiter`) must pass. Each takes a [`Capped`]: how to build the limiter (on one
+//! fake), the [`SlotTable`] where its slots live, so that what the server holds is checked,
+//! not only what the limiter says, and the numbers its own code decides ([`Decided`]), checked
+//! exactly. A limiter's test file runs them with one line, [`in_flight_paused!`](crate::in_flight_paused).
 
 use std::time::Duration;
 
@@ -45,28 +46,81 @@ pub async fn settle() {
     }
 }
 
+/// A capped limiter under test.
+pub struct Capped<B> {
+    /// Builds a limiter with a cap and a slot lease, every one on the same fake.
+    pub build: B,
+    /// Where its slots live.
+    pub table: SlotTable,
+    pub decided: Decided,
+}
+
+/// The numbers a limiter's own code decides (its round trips, its hint), asserted exactly.
+#[derive(Clone, Copy, Debug)]
+pub struct Decided {
+    /// Round trips of a take that finds its slot and its tokens at once.
+    pub take_trips: u32,
+    /// The limiter's round trips once it has held one grant for 10.5 s: the take, the slot's
+    /// 10 renewals, and any of its own (a partition keeper's).
+    pub held_trips: u64,
+    /// The slots held when a call waits for one to be released in its process.
+    pub cap: u64,
+    /// That waiting call's round trips: refused, its looks until 700 ms, granted.
+    pub waiter_trips: u32,
+    /// What a denied `try_acquire` names, 300 ms into the one slot's lease.
+    pub retry_after: Duration,
+}
+
+/// A limiter of `cap` with the slot lease [`LEASE`].
+fn make<T, B: Fn(u64, Duration) -> Result<T, Error>>(capped: &Capped<B>, cap: u64) -> T {
+    (capped.build)(cap, LEASE).unwrap()
+}
+
+/// Runs the contract's scenarios for one limiter, each a `#[tokio::test]` on paused time named
+/// after it: `in_flight_paused!(capped)` every one on `capped()` (a [`Capped`]),
+/// `in_flight_paused!(capped; scenario, ...)` those named.
+#[macro_export]
+macro_rules! in_flight_paused {
+    ($capped:path) => {
+        $crate::in_flight_paused!(
+            $capped;
+            a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile,
+            a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_here,
+            a_slot_released_elsewhere_is_found_by_looking_again,
+            a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_nothing,
+            try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none,
+            caps_and_leases_out_of_range_are_refused_at_build,
+        );
+    };
+    ($capped:path; $($scenario:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(start_paused = true)]
+            async fn $scenario() {
+                $crate::contract::in_flight_paused::$scenario($capped()).await;
+            }
+        )+
+    };
+}
+
 fn ms(ms: u64) -> Duration {
     Duration::from_millis(ms)
 }
 
 /// A grant holds its slot until dropped, renewed every third of its lease meanwhile: after
 /// 10.5 s (three leases and more) it is still held, its lease renewed at 10 s; dropped, it is
-/// released (one RELEASE, answered). `take_trips` is the round trips of the first take (its
-/// tokens and its slot); `held_trips`, the limiter's round trips after the 10.5 s.
-pub async fn a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile<T>(
-    make: impl Fn(u64) -> T,
-    table: &SlotTable,
-    take_trips: u32,
-    held_trips: u64,
-) where
+/// released (one RELEASE, answered), with the round trips the limiter decides ([`Decided`]).
+pub async fn a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile<T, B>(capped: Capped<B>)
+where
     T: Throttle + Clone + Send + Sync + 'static,
+    B: Fn(u64, Duration) -> Result<T, Error>,
 {
-    let limiter = make(2);
+    let (table, decided) = (&capped.table, capped.decided);
+    let limiter = make(&capped, 2);
     let start = Instant::now();
     let grant = limiter.acquire().await.unwrap();
     assert!(grant.slot().is_some(), "a capped grant holds a slot");
     assert_eq!(
-        grant.round_trips, take_trips,
+        grant.round_trips, decided.take_trips,
         "the slot comes with the take"
     );
     let lease_left = LEASE - start.elapsed();
@@ -81,32 +135,30 @@ pub async fn a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile<T>(
         (1, 2_500),
         "still held after three leases, renewed at 10 s"
     );
-    assert_eq!(limiter.metrics().round_trips, held_trips);
+    assert_eq!(limiter.metrics().round_trips, decided.held_trips);
 
     drop(grant);
     settle().await;
     assert_eq!(table.slots().await, (0, 0), "released when the grant goes");
     let metrics = limiter.metrics();
-    assert_eq!(metrics.round_trips, held_trips + 1, "one RELEASE");
+    assert_eq!(metrics.round_trips, decided.held_trips + 1, "one RELEASE");
     assert_eq!(metrics.in_flight.held, 0);
     assert_eq!(metrics.in_flight.leases_lost, 0);
     assert_eq!(metrics.in_flight.released, 1, "its RELEASE answered");
 }
 
-/// A call that finds every one of `cap` slots held waits, and goes the instant one is released
+/// A call that finds every one of the cap's slots held waits, and goes the instant one is released
 /// in its process (700 ms on), not at its next look: a slot of its own, the cap held again.
-/// `waiter_trips` is its round trips: refused, its looks until 700 ms, granted.
-pub async fn a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_here<T>(
-    make: impl Fn(u64) -> T,
-    table: &SlotTable,
-    cap: u64,
-    waiter_trips: u32,
+pub async fn a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_here<T, B>(
+    capped: Capped<B>,
 ) where
     T: Throttle + Clone + Send + Sync + 'static,
+    B: Fn(u64, Duration) -> Result<T, Error>,
 {
-    let limiter = make(cap);
+    let (table, decided) = (&capped.table, capped.decided);
+    let limiter = make(&capped, decided.cap);
     let mut held = Vec::new();
-    for _ in 0..cap {
+    for _ in 0..decided.cap {
         held.push(limiter.acquire().await.unwrap());
     }
     let start = Instant::now();
@@ -126,7 +178,7 @@ pub async fn a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_
         held.iter().all(|other| other.slot() != granted.slot()),
         "a slot of its own"
     );
-    assert_eq!(granted.round_trips, waiter_trips);
+    assert_eq!(granted.round_trips, decided.waiter_trips);
     settle().await;
     let metrics = limiter.metrics();
     assert_eq!(
@@ -135,35 +187,33 @@ pub async fn a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_
             metrics.in_flight.waits,
             metrics.in_flight.held
         ),
-        (cap + 1, 1, cap),
+        (decided.cap + 1, 1, decided.cap),
         "{metrics:?}"
     );
     assert_eq!(
         metrics.in_flight.released, 1,
         "the first's RELEASE answered"
     );
-    assert_eq!(table.slots().await.0, cap);
+    assert_eq!(table.slots().await.0, decided.cap);
 
     drop((granted, held));
     settle().await;
     assert_eq!(table.slots().await, (0, 0), "every slot released");
     let in_flight = limiter.metrics().in_flight;
-    assert_eq!((in_flight.held, in_flight.released), (0, cap + 1));
+    assert_eq!((in_flight.held, in_flight.released), (0, decided.cap + 1));
 }
 
 /// A slot released by another limiter (another process, as far as the server can tell) is
 /// found by looking again: refused at 0 (the line free: no second look at once), then looks at
 /// 2, 6, 14, 30, 62 ms and every 50 ms from there: 112, ..., 962, 1012 ms, where it is found.
-/// `take_trips` is the round trips of a take that finds its slot and tokens at once.
-pub async fn a_slot_released_elsewhere_is_found_by_looking_again<T>(
-    make: impl Fn(u64) -> T,
-    table: &SlotTable,
-    take_trips: u32,
-) where
+pub async fn a_slot_released_elsewhere_is_found_by_looking_again<T, B>(capped: Capped<B>)
+where
     T: Throttle + Clone + Send + Sync + 'static,
+    B: Fn(u64, Duration) -> Result<T, Error>,
 {
-    let here = make(1);
-    let elsewhere = make(1);
+    let (table, decided) = (&capped.table, capped.decided);
+    let here = make(&capped, 1);
+    let elsewhere = make(&capped, 1);
     let held = elsewhere.acquire().await.unwrap();
     let start = Instant::now();
     let waiting = tokio::spawn(async move { (here.acquire().await, Instant::now(), here) });
@@ -174,7 +224,11 @@ pub async fn a_slot_released_elsewhere_is_found_by_looking_again<T>(
     assert!(granted.slot().is_some());
     assert_eq!(at - start, ms(1_012));
     let trips = here.metrics().round_trips;
-    assert_eq!(trips, u64::from(take_trips) + 5 + 19, "{trips} round trips");
+    assert_eq!(
+        trips,
+        u64::from(decided.take_trips) + 5 + 19,
+        "{trips} round trips"
+    );
     assert_eq!(
         u64::from(granted.round_trips),
         trips,
@@ -187,13 +241,14 @@ pub async fn a_slot_released_elsewhere_is_found_by_looking_again<T>(
 /// A call that finds no slot gives up at its deadline (400 ms, to the ms) holding nothing, and
 /// a call cancelled while waiting in line holds nothing either: once the one grant goes, no
 /// slot is held, and `try_acquire` takes the slot (and holds it: a second is denied).
-pub async fn a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_nothing<T>(
-    make: impl Fn(u64) -> T,
-    table: &SlotTable,
+pub async fn a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_nothing<T, B>(
+    capped: Capped<B>,
 ) where
     T: Throttle + Clone + Send + Sync + 'static,
+    B: Fn(u64, Duration) -> Result<T, Error>,
 {
-    let limiter = make(1);
+    let table = &capped.table;
+    let limiter = make(&capped, 1);
     let held = limiter.acquire().await.unwrap();
     let start = Instant::now();
     let err = limiter
@@ -232,20 +287,20 @@ pub async fn a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_n
 }
 
 /// `try_acquire` needs a slot free now: with the one slot held (300 ms on) it is denied, told
-/// to look again in `retry_after`; a waiting call whose future is dropped (a timeout) holds
+/// to look again in the `retry_after` the limiter decides; a waiting call whose future is dropped (a timeout) holds
 /// nothing afterwards.
-pub async fn try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none<T>(
-    make: impl Fn(u64) -> T,
-    table: &SlotTable,
-    retry_after: Duration,
+pub async fn try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none<T, B>(
+    capped: Capped<B>,
 ) where
     T: Throttle + Clone + Send + Sync + 'static,
+    B: Fn(u64, Duration) -> Result<T, Error>,
 {
-    let limiter = make(1);
+    let (table, decided) = (&capped.table, capped.decided);
+    let limiter = make(&capped, 1);
     let held = limiter.acquire().await.unwrap();
     tokio::time::sleep(ms(300)).await;
     match limiter.try_acquire().await.unwrap() {
-        TryAcquire::Denied { retry_after: told } => assert_eq!(told, retry_after),
+        TryAcquire::Denied { retry_after: told } => assert_eq!(told, decided.retry_after),
         TryAcquire::Granted(grant) => panic!("granted past the cap: {grant:?}"),
     }
     let dropped = tokio::time::timeout(ms(50), limiter.acquire()).await;
@@ -267,11 +322,12 @@ pub async fn try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none<T>(
 }
 
 /// Caps from 1 to 1024 are built; 0 and 1025 are refused, naming the cap; so is a slot lease
-/// under 300 ms, naming the lease. `build` builds with a cap and a slot lease.
-pub fn caps_and_leases_out_of_range_are_refused_at_build<T>(
-    build: impl Fn(u64, Duration) -> Result<T, Error>,
-) {
-    let refused = |cap: u64, lease: Duration| build(cap, lease).err();
+/// under 300 ms, naming the lease.
+pub async fn caps_and_leases_out_of_range_are_refused_at_build<T, B>(capped: Capped<B>)
+where
+    B: Fn(u64, Duration) -> Result<T, Error>,
+{
+    let refused = |cap: u64, lease: Duration| (capped.build)(cap, lease).err();
     assert!(refused(1, LEASE).is_none());
     assert!(refused(1024, LEASE).is_none());
     assert!(matches!(
