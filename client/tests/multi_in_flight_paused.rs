@@ -8,7 +8,7 @@ use redis_throttle::prelude::*;
 use std::time::Duration;
 
 use redis_throttle::{Backend, Error, Limiter, MultiLimiter, Quota};
-use throttle_e2e::contract::in_flight_paused::{settle, Capped, Decided, SlotTable, LEASE};
+use throttle_e2e::contract::in_flight_paused::{settle, Build, Capped, Decided, SlotTable, LEASE};
 use throttle_e2e::fake::FakeServer;
 
 const FIRST: &str = "{pix}:second";
@@ -37,24 +37,13 @@ fn table(fake: &FakeServer, key: &'static str, capacity: u64, rate: u64) -> Slot
 
 /// A limiter on a new fake, the table of its slots there (the first key's), and what its code
 /// decides.
-fn capped() -> Capped<impl Fn(u64, Duration) -> Result<MultiLimiter<FakeServer>, Error>> {
+fn capped() -> Capped<impl Build<MultiLimiter<FakeServer>>> {
     let fake = FakeServer::new();
     let table = table(&fake, FIRST, 100, 100);
-    let decided = Decided {
-        // Every limit's tokens and the slot, in one THROTTLE.MTAKE.
-        take_trips: 1,
-        // 1 take and a renewal at 1, 2, ... 10 s.
-        held_trips: 1 + 10,
-        cap: 1,
-        // Refused at 0, looks at 2, 6, 14, 30, 62 ms and every 50 ms to 662 ms, granted at 700.
-        waiter_trips: 1 + 5 + 12 + 1,
-        // Denied 300 ms into the slot's 3 s lease: told to look again when it ends.
-        retry_after: Duration::from_millis(2_700),
-    };
     Capped {
         build: move |cap, lease| build(&fake, cap, lease),
         table,
-        decided,
+        decided: Decided::taken_with_the_tokens(1),
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
 use redis_throttle::prelude::*;
 use redis_throttle::{Backend, Error, Quota};
-use throttle_e2e::contract::in_flight_paused::{settle, Capped, Decided, SlotTable, LEASE};
+use throttle_e2e::contract::in_flight_paused::{settle, Build, Capped, Decided, SlotTable, LEASE};
 use throttle_e2e::fake::FakeServer;
 use throttle_e2e::fake_leases::FakeLeases;
 use tokio::time::Instant;
@@ -39,7 +39,7 @@ fn build(
 
 /// A limiter on new fakes (leases, and slots), the table of its slots there (the quota's
 /// slot bucket), and what its code decides.
-fn capped() -> Capped<impl Fn(u64, Duration) -> Result<PartitionedLimiter<FakeLeases>, Error>> {
+fn capped() -> Capped<impl Build<PartitionedLimiter<FakeLeases>>> {
     let slots = FakeServer::new();
     let fake = FakeLeases::with_throttle(slots.clone());
     let table = SlotTable {

@@ -12,6 +12,7 @@ use redis_throttle::{Announcements, TryAcquire};
 use throttle_testkit::{Flavor, Server};
 use tokio::time::Instant;
 
+use super::Capable;
 use crate::wait::within_async;
 
 /// Where a limiter's slots live: the bucket `key` of `capacity` at `rate` on `server`.
@@ -71,10 +72,11 @@ pub async fn a_slot_is_held_in_its_table_and_released_there<T: Throttle>(
 /// `limiter`, capped at 1 with a lease far longer than the test: a call waiting for the one
 /// slot, cancelled, holds nothing: once the held grant goes, no slot is held, and the next
 /// call takes one at once.
-pub async fn a_cancelled_wait_holds_nothing<T>(limiter: &T, table: &Table<'_>, flavor: Flavor)
-where
-    T: Throttle + Clone + Send + Sync + 'static,
-{
+pub async fn a_cancelled_wait_holds_nothing<T: Capable>(
+    limiter: &T,
+    table: &Table<'_>,
+    flavor: Flavor,
+) {
     let held = limiter.acquire().await.unwrap();
     let waiting = {
         let limiter = limiter.clone();
@@ -97,15 +99,13 @@ where
 /// where a waiter that does not listen looks again every 2 to 50 ms. The leases must outlast
 /// the test and a listening waiter look on its own no sooner than a second on, so that a third
 /// take would mean the announcement never came.
-pub async fn a_release_elsewhere_wakes_a_listening_waiter<T>(
+pub async fn a_release_elsewhere_wakes_a_listening_waiter<T: Capable>(
     holder: &T,
     waiter: &T,
     cap: u64,
     announcements: &Announcements,
     flavor: Flavor,
-) where
-    T: Throttle + Clone + Send + Sync + 'static,
-{
+) {
     assert!(
         announcements.ready(Duration::from_secs(10)).await,
         "{flavor}: subscribed to the bucket's channel"

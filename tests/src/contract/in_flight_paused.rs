@@ -3,7 +3,8 @@
 //! `PartitionedLimiter`) must pass. Each takes a [`Capped`]: how to build the limiter (on one
 //! fake), the [`SlotTable`] where its slots live, so that what the server holds is checked,
 //! not only what the limiter says, and the numbers its own code decides ([`Decided`]), checked
-//! exactly. A limiter's test file runs them with one line, [`in_flight_paused!`](crate::in_flight_paused).
+//! exactly. A limiter's test file runs them with one line,
+//! [`in_flight_paused!`](crate::in_flight_paused).
 
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use redis_throttle::prelude::*;
 use redis_throttle::{Error, QuotaError, TryAcquire};
 use tokio::time::Instant;
 
+use super::Capable;
 use crate::fake::FakeServer;
 
 /// The slot lease every limiter of these scenarios is built with.
@@ -71,8 +73,30 @@ pub struct Decided {
     pub retry_after: Duration,
 }
 
+impl Decided {
+    /// What a limiter decides whose slot comes with its tokens, in one take on the server
+    /// (`Limiter`, `MultiLimiter`), renewed there.
+    pub fn taken_with_the_tokens(cap: u64) -> Decided {
+        Decided {
+            take_trips: 1,
+            // 1 take and a renewal at 1, 2, ... 10 s.
+            held_trips: 1 + 10,
+            cap,
+            // Refused at 0, looks at 2, 6, 14, 30, 62 ms and every 50 ms to 662 ms, granted
+            // at 700.
+            waiter_trips: 1 + 5 + 12 + 1,
+            // Denied 300 ms into the slot's 3 s lease: told to look again when it ends.
+            retry_after: ms(2_700),
+        }
+    }
+}
+
+/// Builds a limiter with a cap and a slot lease.
+pub trait Build<T>: Fn(u64, Duration) -> Result<T, Error> {}
+impl<T, B: Fn(u64, Duration) -> Result<T, Error>> Build<T> for B {}
+
 /// A limiter of `cap` with the slot lease [`LEASE`].
-fn make<T, B: Fn(u64, Duration) -> Result<T, Error>>(capped: &Capped<B>, cap: u64) -> T {
+fn make<T, B: Build<T>>(capped: &Capped<B>, cap: u64) -> T {
     (capped.build)(cap, LEASE).unwrap()
 }
 
@@ -109,11 +133,12 @@ fn ms(ms: u64) -> Duration {
 /// A grant holds its slot until dropped, renewed every third of its lease meanwhile: after
 /// 10.5 s (three leases and more) it is still held, its lease renewed at 10 s; dropped, it is
 /// released (one RELEASE, answered), with the round trips the limiter decides ([`Decided`]).
-pub async fn a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile<T, B>(capped: Capped<B>)
-where
-    T: Throttle + Clone + Send + Sync + 'static,
-    B: Fn(u64, Duration) -> Result<T, Error>,
-{
+pub async fn a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile<
+    T: Capable,
+    B: Build<T>,
+>(
+    capped: Capped<B>,
+) {
     let (table, decided) = (&capped.table, capped.decided);
     let limiter = make(&capped, 2);
     let start = Instant::now();
@@ -147,14 +172,15 @@ where
     assert_eq!(metrics.in_flight.released, 1, "its RELEASE answered");
 }
 
-/// A call that finds every one of the cap's slots held waits, and goes the instant one is released
-/// in its process (700 ms on), not at its next look: a slot of its own, the cap held again.
-pub async fn a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_here<T, B>(
+/// A call that finds every one of the cap's slots held waits, and goes the instant one is
+/// released in its process (700 ms on), not at its next look: a slot of its own, the cap held
+/// again; every slot released at the end.
+pub async fn a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_here<
+    T: Capable,
+    B: Build<T>,
+>(
     capped: Capped<B>,
-) where
-    T: Throttle + Clone + Send + Sync + 'static,
-    B: Fn(u64, Duration) -> Result<T, Error>,
-{
+) {
     let (table, decided) = (&capped.table, capped.decided);
     let limiter = make(&capped, decided.cap);
     let mut held = Vec::new();
@@ -206,11 +232,9 @@ pub async fn a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_
 /// A slot released by another limiter (another process, as far as the server can tell) is
 /// found by looking again: refused at 0 (the line free: no second look at once), then looks at
 /// 2, 6, 14, 30, 62 ms and every 50 ms from there: 112, ..., 962, 1012 ms, where it is found.
-pub async fn a_slot_released_elsewhere_is_found_by_looking_again<T, B>(capped: Capped<B>)
-where
-    T: Throttle + Clone + Send + Sync + 'static,
-    B: Fn(u64, Duration) -> Result<T, Error>,
-{
+pub async fn a_slot_released_elsewhere_is_found_by_looking_again<T: Capable, B: Build<T>>(
+    capped: Capped<B>,
+) {
     let (table, decided) = (&capped.table, capped.decided);
     let here = make(&capped, 1);
     let elsewhere = make(&capped, 1);
@@ -241,12 +265,12 @@ where
 /// A call that finds no slot gives up at its deadline (400 ms, to the ms) holding nothing, and
 /// a call cancelled while waiting in line holds nothing either: once the one grant goes, no
 /// slot is held, and `try_acquire` takes the slot (and holds it: a second is denied).
-pub async fn a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_nothing<T, B>(
+pub async fn a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_nothing<
+    T: Capable,
+    B: Build<T>,
+>(
     capped: Capped<B>,
-) where
-    T: Throttle + Clone + Send + Sync + 'static,
-    B: Fn(u64, Duration) -> Result<T, Error>,
-{
+) {
     let table = &capped.table;
     let limiter = make(&capped, 1);
     let held = limiter.acquire().await.unwrap();
@@ -287,14 +311,15 @@ pub async fn a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_n
 }
 
 /// `try_acquire` needs a slot free now: with the one slot held (300 ms on) it is denied, told
-/// to look again in the `retry_after` the limiter decides; a waiting call whose future is dropped (a timeout) holds
-/// nothing afterwards.
-pub async fn try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none<T, B>(
+/// to look again in the `retry_after` the limiter decides; a waiting call whose future is
+/// dropped (a timeout) holds nothing afterwards, and a granted try's grant, dropped at once,
+/// leaves no slot held.
+pub async fn try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none<
+    T: Capable,
+    B: Build<T>,
+>(
     capped: Capped<B>,
-) where
-    T: Throttle + Clone + Send + Sync + 'static,
-    B: Fn(u64, Duration) -> Result<T, Error>,
-{
+) {
     let (table, decided) = (&capped.table, capped.decided);
     let limiter = make(&capped, 1);
     let held = limiter.acquire().await.unwrap();
@@ -323,10 +348,7 @@ pub async fn try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none<T, 
 
 /// Caps from 1 to 1024 are built; 0 and 1025 are refused, naming the cap; so is a slot lease
 /// under 300 ms, naming the lease.
-pub async fn caps_and_leases_out_of_range_are_refused_at_build<T, B>(capped: Capped<B>)
-where
-    B: Fn(u64, Duration) -> Result<T, Error>,
-{
+pub async fn caps_and_leases_out_of_range_are_refused_at_build<T, B: Build<T>>(capped: Capped<B>) {
     let refused = |cap: u64, lease: Duration| (capped.build)(cap, lease).err();
     assert!(refused(1, LEASE).is_none());
     assert!(refused(1024, LEASE).is_none());

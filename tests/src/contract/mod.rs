@@ -4,3 +4,9 @@
 
 pub mod in_flight;
 pub mod in_flight_paused;
+
+use redis_throttle::Throttle;
+
+/// A limiter the scenarios can share between tasks (cloned into them).
+pub trait Capable: Throttle + Clone + Send + Sync + 'static {}
+impl<T: Throttle + Clone + Send + Sync + 'static> Capable for T {}
