@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use redis_throttle::prelude::*;
-use redis_throttle::{Announcements, TryAcquire};
+use redis_throttle::{Announcements, Grant, TryAcquire};
 use throttle_testkit::{Flavor, Server};
 use tokio::time::Instant;
 
@@ -41,6 +41,15 @@ impl Table<'_> {
         })
         .await;
     }
+
+    /// Drops `held`, `limiter`'s one grant: no slot is held once it goes, and the next call
+    /// takes one at once, in one round trip.
+    async fn free_again<T: Throttle>(&self, limiter: &T, held: Grant, flavor: Flavor) {
+        drop(held);
+        self.all_released("nothing held once the grant went").await;
+        let grant = limiter.acquire().await.unwrap();
+        assert_eq!(grant.round_trips, 1, "{flavor}: the slot is free at once");
+    }
 }
 
 /// `limiter`, capped at 1, holds its slot in `table` and in none of `untouched` (its other
@@ -63,10 +72,7 @@ pub async fn a_slot_is_held_in_its_table_and_released_there<T: Throttle>(
         matches!(refused, TryAcquire::Denied { .. }),
         "{flavor}: the one slot is held: {refused:?}"
     );
-    drop(held);
-    table.all_released("the slot released in its table").await;
-    let grant = limiter.acquire().await.unwrap();
-    assert_eq!(grant.round_trips, 1, "{flavor}: the slot is free at once");
+    table.free_again(limiter, held, flavor).await;
 }
 
 /// `limiter`, capped at 1 with a lease far longer than the test: a call waiting for the one
@@ -87,10 +93,7 @@ pub async fn a_cancelled_wait_holds_nothing<T: Capable>(
     waiting.abort();
     assert!(waiting.await.unwrap_err().is_cancelled());
     assert_eq!(limiter.metrics().in_flight.waits, 1, "{flavor}");
-    drop(held);
-    table.all_released("nothing held once the grant went").await;
-    let grant = limiter.acquire().await.unwrap();
-    assert_eq!(grant.round_trips, 1, "{flavor}: the slot is free at once");
+    table.free_again(limiter, held, flavor).await;
 }
 
 /// Two limiters on one capped key (two processes, as far as the server can tell; `waiter`

@@ -95,9 +95,14 @@ impl Decided {
 pub trait Build<T>: Fn(u64, Duration) -> Result<T, Error> {}
 impl<T, B: Fn(u64, Duration) -> Result<T, Error>> Build<T> for B {}
 
-/// A limiter of `cap` with the slot lease [`LEASE`].
-fn make<T, B: Build<T>>(capped: &Capped<B>, cap: u64) -> T {
-    (capped.build)(cap, LEASE).unwrap()
+impl<B> Capped<B> {
+    /// A limiter of `cap` with the slot lease [`LEASE`].
+    fn limiter<T>(&self, cap: u64) -> T
+    where
+        B: Build<T>,
+    {
+        (self.build)(cap, LEASE).unwrap()
+    }
 }
 
 /// Runs the contract's scenarios for one limiter, each a `#[tokio::test]` on paused time named
@@ -133,40 +138,47 @@ fn ms(ms: u64) -> Duration {
 /// A grant holds its slot until dropped, renewed every third of its lease meanwhile: after
 /// 10.5 s (three leases and more) it is still held, its lease renewed at 10 s; dropped, it is
 /// released (one RELEASE, answered), with the round trips the limiter decides ([`Decided`]).
-pub async fn a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile<
-    T: Capable,
-    B: Build<T>,
->(
-    capped: Capped<B>,
+pub async fn a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile<T: Capable>(
+    capped: Capped<impl Build<T>>,
 ) {
-    let (table, decided) = (&capped.table, capped.decided);
-    let limiter = make(&capped, 2);
+    let limiter = capped.limiter(2);
     let start = Instant::now();
     let grant = limiter.acquire().await.unwrap();
     assert!(grant.slot().is_some(), "a capped grant holds a slot");
     assert_eq!(
-        grant.round_trips, decided.take_trips,
+        grant.round_trips, capped.decided.take_trips,
         "the slot comes with the take"
     );
     let lease_left = LEASE - start.elapsed();
-    assert_eq!(table.slots().await, (1, lease_left.as_millis() as u64));
+    assert_eq!(
+        capped.table.slots().await,
+        (1, lease_left.as_millis() as u64)
+    );
     assert_eq!(limiter.metrics().in_flight.held, 1);
 
     // Ten seconds in flight: renewed every second (a third of the lease), so it never ends.
     tokio::time::sleep_until(start + ms(10_500)).await;
     settle().await;
     assert_eq!(
-        table.slots().await,
+        capped.table.slots().await,
         (1, 2_500),
         "still held after three leases, renewed at 10 s"
     );
-    assert_eq!(limiter.metrics().round_trips, decided.held_trips);
+    assert_eq!(limiter.metrics().round_trips, capped.decided.held_trips);
 
     drop(grant);
     settle().await;
-    assert_eq!(table.slots().await, (0, 0), "released when the grant goes");
+    assert_eq!(
+        capped.table.slots().await,
+        (0, 0),
+        "released when the grant goes"
+    );
     let metrics = limiter.metrics();
-    assert_eq!(metrics.round_trips, decided.held_trips + 1, "one RELEASE");
+    assert_eq!(
+        metrics.round_trips,
+        capped.decided.held_trips + 1,
+        "one RELEASE"
+    );
     assert_eq!(metrics.in_flight.held, 0);
     assert_eq!(metrics.in_flight.leases_lost, 0);
     assert_eq!(metrics.in_flight.released, 1, "its RELEASE answered");
@@ -175,16 +187,12 @@ pub async fn a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile<
 /// A call that finds every one of the cap's slots held waits, and goes the instant one is
 /// released in its process (700 ms on), not at its next look: a slot of its own, the cap held
 /// again; every slot released at the end.
-pub async fn a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_here<
-    T: Capable,
-    B: Build<T>,
->(
-    capped: Capped<B>,
+pub async fn a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_here<T: Capable>(
+    capped: Capped<impl Build<T>>,
 ) {
-    let (table, decided) = (&capped.table, capped.decided);
-    let limiter = make(&capped, decided.cap);
+    let limiter = capped.limiter(capped.decided.cap);
     let mut held = Vec::new();
-    for _ in 0..decided.cap {
+    for _ in 0..capped.decided.cap {
         held.push(limiter.acquire().await.unwrap());
     }
     let start = Instant::now();
@@ -204,7 +212,7 @@ pub async fn a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_
         held.iter().all(|other| other.slot() != granted.slot()),
         "a slot of its own"
     );
-    assert_eq!(granted.round_trips, decided.waiter_trips);
+    assert_eq!(granted.round_trips, capped.decided.waiter_trips);
     settle().await;
     let metrics = limiter.metrics();
     assert_eq!(
@@ -213,31 +221,33 @@ pub async fn a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_
             metrics.in_flight.waits,
             metrics.in_flight.held
         ),
-        (decided.cap + 1, 1, decided.cap),
+        (capped.decided.cap + 1, 1, capped.decided.cap),
         "{metrics:?}"
     );
     assert_eq!(
         metrics.in_flight.released, 1,
         "the first's RELEASE answered"
     );
-    assert_eq!(table.slots().await.0, decided.cap);
+    assert_eq!(capped.table.slots().await.0, capped.decided.cap);
 
     drop((granted, held));
     settle().await;
-    assert_eq!(table.slots().await, (0, 0), "every slot released");
+    assert_eq!(capped.table.slots().await, (0, 0), "every slot released");
     let in_flight = limiter.metrics().in_flight;
-    assert_eq!((in_flight.held, in_flight.released), (0, decided.cap + 1));
+    assert_eq!(
+        (in_flight.held, in_flight.released),
+        (0, capped.decided.cap + 1)
+    );
 }
 
 /// A slot released by another limiter (another process, as far as the server can tell) is
 /// found by looking again: refused at 0 (the line free: no second look at once), then looks at
 /// 2, 6, 14, 30, 62 ms and every 50 ms from there: 112, ..., 962, 1012 ms, where it is found.
-pub async fn a_slot_released_elsewhere_is_found_by_looking_again<T: Capable, B: Build<T>>(
-    capped: Capped<B>,
+pub async fn a_slot_released_elsewhere_is_found_by_looking_again<T: Capable>(
+    capped: Capped<impl Build<T>>,
 ) {
-    let (table, decided) = (&capped.table, capped.decided);
-    let here = make(&capped, 1);
-    let elsewhere = make(&capped, 1);
+    let here = capped.limiter(1);
+    let elsewhere = capped.limiter(1);
     let held = elsewhere.acquire().await.unwrap();
     let start = Instant::now();
     let waiting = tokio::spawn(async move { (here.acquire().await, Instant::now(), here) });
@@ -250,7 +260,7 @@ pub async fn a_slot_released_elsewhere_is_found_by_looking_again<T: Capable, B: 
     let trips = here.metrics().round_trips;
     assert_eq!(
         trips,
-        u64::from(decided.take_trips) + 5 + 19,
+        u64::from(capped.decided.take_trips) + 5 + 19,
         "{trips} round trips"
     );
     assert_eq!(
@@ -259,7 +269,7 @@ pub async fn a_slot_released_elsewhere_is_found_by_looking_again<T: Capable, B: 
         "all of them the waiting call's"
     );
     assert_eq!(here.metrics().in_flight.waits, 1);
-    assert_eq!(table.slots().await.0, 1);
+    assert_eq!(capped.table.slots().await.0, 1);
 }
 
 /// A call that finds no slot gives up at its deadline (400 ms, to the ms) holding nothing, and
@@ -267,12 +277,10 @@ pub async fn a_slot_released_elsewhere_is_found_by_looking_again<T: Capable, B: 
 /// slot is held, and `try_acquire` takes the slot (and holds it: a second is denied).
 pub async fn a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_nothing<
     T: Capable,
-    B: Build<T>,
 >(
-    capped: Capped<B>,
+    capped: Capped<impl Build<T>>,
 ) {
-    let table = &capped.table;
-    let limiter = make(&capped, 1);
+    let limiter = capped.limiter(1);
     let held = limiter.acquire().await.unwrap();
     let start = Instant::now();
     let err = limiter
@@ -296,50 +304,50 @@ pub async fn a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_n
     assert!(cancelled.await.unwrap_err().is_cancelled());
     drop(held);
     settle().await;
-    assert_eq!(table.slots().await, (0, 0));
+    assert_eq!(capped.table.slots().await, (0, 0));
     let TryAcquire::Granted(grant) = limiter.try_acquire().await.unwrap() else {
         panic!("the slot is free again");
     };
     assert!(grant.slot().is_some(), "try_acquire takes a slot too");
-    assert_eq!(table.slots().await.0, 1);
+    assert_eq!(capped.table.slots().await.0, 1);
     let TryAcquire::Denied { .. } = limiter.try_acquire().await.unwrap() else {
         panic!("and holds it");
     };
     drop(grant);
     settle().await;
-    assert_eq!(table.slots().await, (0, 0), "the try's grant released");
+    assert_eq!(
+        capped.table.slots().await,
+        (0, 0),
+        "the try's grant released"
+    );
 }
 
 /// `try_acquire` needs a slot free now: with the one slot held (300 ms on) it is denied, told
 /// to look again in the `retry_after` the limiter decides; a waiting call whose future is
 /// dropped (a timeout) holds nothing afterwards, and a granted try's grant, dropped at once,
 /// leaves no slot held.
-pub async fn try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none<
-    T: Capable,
-    B: Build<T>,
->(
-    capped: Capped<B>,
+pub async fn try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none<T: Capable>(
+    capped: Capped<impl Build<T>>,
 ) {
-    let (table, decided) = (&capped.table, capped.decided);
-    let limiter = make(&capped, 1);
+    let limiter = capped.limiter(1);
     let held = limiter.acquire().await.unwrap();
     tokio::time::sleep(ms(300)).await;
     match limiter.try_acquire().await.unwrap() {
-        TryAcquire::Denied { retry_after: told } => assert_eq!(told, decided.retry_after),
+        TryAcquire::Denied { retry_after: told } => assert_eq!(told, capped.decided.retry_after),
         TryAcquire::Granted(grant) => panic!("granted past the cap: {grant:?}"),
     }
     let dropped = tokio::time::timeout(ms(50), limiter.acquire()).await;
     assert!(dropped.is_err(), "still waiting for the slot");
     drop(held);
     settle().await;
-    assert_eq!(table.slots().await, (0, 0));
+    assert_eq!(capped.table.slots().await, (0, 0));
     match limiter.try_acquire().await.unwrap() {
         TryAcquire::Granted(grant) => assert!(grant.slot().is_some()),
         TryAcquire::Denied { retry_after } => panic!("denied for {retry_after:?}"),
     }
     settle().await;
     assert_eq!(
-        table.slots().await,
+        capped.table.slots().await,
         (0, 0),
         "the try's grant dropped at once"
     );
@@ -348,7 +356,7 @@ pub async fn try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none<
 
 /// Caps from 1 to 1024 are built; 0 and 1025 are refused, naming the cap; so is a slot lease
 /// under 300 ms, naming the lease.
-pub async fn caps_and_leases_out_of_range_are_refused_at_build<T, B: Build<T>>(capped: Capped<B>) {
+pub async fn caps_and_leases_out_of_range_are_refused_at_build<T>(capped: Capped<impl Build<T>>) {
     let refused = |cap: u64, lease: Duration| (capped.build)(cap, lease).err();
     assert!(refused(1, LEASE).is_none());
     assert!(refused(1024, LEASE).is_none());
