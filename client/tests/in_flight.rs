@@ -70,7 +70,12 @@ fn capped(key: &str, cap: u64, lease: Duration, backend: Backend) -> LimiterBuil
 }
 
 fn limiter<C>(conn: C, key: &str, cap: u64, lease: Duration, backend: Backend) -> Limiter<C> {
-    capped(key, cap, lease, backend).build(conn).unwrap()
+    Limiter::builder(key, Quota::new(1_000, 1_000u64).unwrap())
+        .backend(backend)
+        .max_in_flight(cap)
+        .slot_lease(lease)
+        .build(conn)
+        .unwrap()
 }
 
 /// Two processes on `key` capped at 1 with a lease of 10 s (each its connection): a holder,
