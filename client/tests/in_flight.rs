@@ -61,14 +61,6 @@ fn backend_named(name: &str) -> Backend {
     }
 }
 
-/// A thousand tokens a second on `key`: the slots, not the tokens, hold calls back here.
-fn capped(key: &str, cap: u64, lease: Duration, backend: Backend) -> LimiterBuilder {
-    Limiter::builder(key, Quota::new(1_000, 1_000u64).unwrap())
-        .backend(backend)
-        .max_in_flight(cap)
-        .slot_lease(lease)
-}
-
 fn limiter<C>(conn: C, key: &str, cap: u64, lease: Duration, backend: Backend) -> Limiter<C> {
     Limiter::builder(key, Quota::new(1_000, 1_000u64).unwrap())
         .backend(backend)
@@ -76,6 +68,14 @@ fn limiter<C>(conn: C, key: &str, cap: u64, lease: Duration, backend: Backend) -
         .slot_lease(lease)
         .build(conn)
         .unwrap()
+}
+
+/// A thousand tokens a second on `key`: the slots, not the tokens, hold calls back here.
+fn capped(key: &str, cap: u64, lease: Duration, backend: Backend) -> LimiterBuilder {
+    Limiter::builder(key, Quota::new(1_000, 1_000u64).unwrap())
+        .backend(backend)
+        .max_in_flight(cap)
+        .slot_lease(lease)
 }
 
 /// Two processes on `key` capped at 1 with a lease of 10 s (each its connection): a holder,
