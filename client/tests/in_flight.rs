@@ -15,9 +15,13 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use redis::aio::MultiplexedConnection;
 use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
-use redis_throttle::{Announcements, Backend, Limiter, MultiLimiter, Quota, TryAcquire};
+use redis_throttle::{
+    Announcements, Backend, Limiter, LimiterBuilder, MultiLimiter, Quota, TryAcquire,
+};
 use throttle_e2e::at_once::most_held_at_once;
+use throttle_e2e::contract::in_flight::{self as contract, Table};
 use throttle_e2e::{multiplexed, poll, runtime, within_async, Flavor, Server};
 use throttle_testkit::ChildTest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -70,6 +74,37 @@ fn limiter<C: 'static>(
         .slot_lease(lease)
         .build(conn)
         .unwrap()
+}
+
+/// A thousand tokens a second on `key`: the slots, not the tokens, hold calls back here.
+fn capped(key: &str, cap: u64, lease: Duration, backend: Backend) -> LimiterBuilder {
+    Limiter::builder(key, Quota::new(1_000, 1_000u64).unwrap())
+        .backend(backend)
+        .max_in_flight(cap)
+        .slot_lease(lease)
+}
+
+/// Two processes on `key` capped at 1 with a lease of 10 s (each its connection): a holder,
+/// and a waiter that listens (its subscription) and waits at most `max_wait`.
+async fn listening(
+    url: &str,
+    key: &str,
+    backend: Backend,
+    max_wait: Duration,
+) -> (
+    Limiter<MultiplexedConnection>,
+    Limiter<MultiplexedConnection>,
+    Announcements,
+) {
+    let lease = Duration::from_secs(10);
+    let holder = limiter(multiplexed(url).await, key, 1, lease, backend);
+    let announcements = Announcements::new(redis::Client::open(url).unwrap()).unwrap();
+    let waiter = capped(key, 1, lease, backend)
+        .max_wait(max_wait)
+        .listen(&announcements)
+        .build(multiplexed(url).await)
+        .unwrap();
+    (holder, waiter, announcements)
 }
 
 /// `THROTTLE.SLOTS key 1000 1000`: slots held, ms until the first lease ends.
@@ -174,10 +209,7 @@ async fn fleet_worker(url: &str, backend: Backend) {
     let seed: u64 = env(SEED).parse().unwrap();
     // Listening, as a fleet would: a waiter takes again when a release is announced.
     let announcements = Announcements::new(redis::Client::open(url).unwrap()).unwrap();
-    let limiter = Limiter::builder("fleet", Quota::new(1_000, 1_000u64).unwrap())
-        .backend(backend)
-        .max_in_flight(CAP)
-        .slot_lease(Duration::from_secs(2))
+    let limiter = capped("fleet", CAP, Duration::from_secs(2), backend)
         .listen(&announcements)
         .build(multiplexed(url).await)
         .unwrap();
@@ -418,122 +450,130 @@ fn a_frozen_holders_late_calls_never_touch_a_newer_slot(flavor: Flavor) {
     });
 }
 
-fn a_cancelled_wait_holds_nothing(flavor: Flavor) {
+/// The three limiters on `url`, each capped at 1 with a lease of 5 s, and the tables of their
+/// slots (the `MultiLimiter`'s first key's, the partitioned quota's own `{name}:inflight`).
+async fn capped_at_one(
+    url: &str,
+    backend: Backend,
+) -> (
+    Limiter<MultiplexedConnection>,
+    MultiLimiter<MultiplexedConnection>,
+    PartitionedLimiter<MultiplexedConnection>,
+) {
+    let lease = Duration::from_secs(5);
+    let multi = MultiLimiter::builder()
+        .limit("{m}:first", Quota::new(1_000, 1_000u64).unwrap(), 1)
+        .limit("{m}:second", Quota::new(1_000, 1_000u64).unwrap(), 1)
+        .backend(backend)
+        .max_in_flight(1)
+        .slot_lease(lease)
+        .build(multiplexed(url).await)
+        .unwrap();
+    let quota = PartitionedQuota::builder("p", Quota::new(1_000, 1_000u64).unwrap())
+        .partitions(2)
+        .lease(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let partitioned = PartitionedLimiter::builder(quota)
+        .backend(backend)
+        .max_in_flight(1)
+        .slot_lease(lease)
+        .build(multiplexed(url).await)
+        .unwrap();
+    let single = limiter(multiplexed(url).await, "single", 1, lease, backend);
+    (single, multi, partitioned)
+}
+
+fn table<'a>(server: &'a Server, key: &'a str) -> Table<'a> {
+    Table {
+        server,
+        key,
+        capacity: 1_000,
+        rate: 1_000,
+    }
+}
+
+/// Each limiter holds its slot in its table (a `MultiLimiter`'s in its first limit's bucket,
+/// taken with every limit's tokens: the same from the module, the library and the script),
+/// and releases it there.
+fn a_slot_is_held_in_its_table_and_released_there(flavor: Flavor) {
     let server = Server::start(flavor);
-    let backend = backend_on(flavor);
     runtime().block_on(async {
-        let limiter = limiter(
-            multiplexed(&server.url()).await,
-            "cancelled",
-            1,
-            Duration::from_secs(5),
-            backend,
-        );
-        let held = limiter.acquire().await.unwrap();
-        let waiting = {
-            let limiter = limiter.clone();
-            tokio::spawn(async move { limiter.acquire().await })
-        };
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(!waiting.is_finished(), "the one slot is held");
-        waiting.abort();
-        assert!(waiting.await.unwrap_err().is_cancelled());
-        assert_eq!(limiter.metrics().in_flight.waits, 1);
-        drop(held);
-        within_async(
-            "nothing held once the grant went",
-            Duration::from_secs(10),
-            || (slots(&server, "cancelled") == (0, 0)).then_some(()),
+        let (single, multi, partitioned) = capped_at_one(&server.url(), backend_on(flavor)).await;
+        let (first, second) = (table(&server, "{m}:first"), table(&server, "{m}:second"));
+        contract::a_slot_is_held_in_its_table_and_released_there(
+            &single,
+            &table(&server, "single"),
+            &[],
+            flavor,
         )
         .await;
-        let grant = limiter.acquire().await.unwrap();
-        assert_eq!(grant.round_trips, 1, "the slot is free at once");
+        contract::a_slot_is_held_in_its_table_and_released_there(&multi, &first, &[second], flavor)
+            .await;
+        contract::a_slot_is_held_in_its_table_and_released_there(
+            &partitioned,
+            &table(&server, "{p}:inflight"),
+            &[],
+            flavor,
+        )
+        .await;
+        partitioned.shutdown().await.unwrap();
     });
 }
 
-/// A `MultiLimiter`'s slot lives in its first limit's bucket, taken with every limit's tokens
-/// (the same from the module, the library and the script), and is released there.
-fn a_multi_limiters_slot_is_its_first_keys(flavor: Flavor) {
+fn a_cancelled_wait_holds_nothing(flavor: Flavor) {
     let server = Server::start(flavor);
-    let backend = backend_on(flavor);
     runtime().block_on(async {
-        let limiter = MultiLimiter::builder()
-            .limit("{m}:first", Quota::new(1_000, 1_000u64).unwrap(), 1)
-            .limit("{m}:second", Quota::new(1_000, 1_000u64).unwrap(), 1)
-            .backend(backend)
-            .max_in_flight(1)
-            .slot_lease(Duration::from_secs(5))
-            .build(multiplexed(&server.url()).await)
-            .unwrap();
-        let held = limiter.acquire().await.unwrap();
-        assert!(held.slot().is_some(), "{flavor}: a slot");
-        assert_eq!(slots(&server, "{m}:first").0, 1, "{flavor}");
-        assert_eq!(slots(&server, "{m}:second"), (0, 0), "{flavor}");
-        let refused = limiter.try_acquire().await.unwrap();
-        assert!(
-            matches!(refused, TryAcquire::Denied { .. }),
-            "{flavor}: the one slot is held: {refused:?}"
-        );
-        drop(held);
-        within_async(
-            "the slot released in the first key",
-            Duration::from_secs(10),
-            || (slots(&server, "{m}:first") == (0, 0)).then_some(()),
+        let (single, multi, partitioned) = capped_at_one(&server.url(), backend_on(flavor)).await;
+        contract::a_cancelled_wait_holds_nothing(&single, &table(&server, "single"), flavor).await;
+        contract::a_cancelled_wait_holds_nothing(&multi, &table(&server, "{m}:first"), flavor)
+            .await;
+        contract::a_cancelled_wait_holds_nothing(
+            &partitioned,
+            &table(&server, "{p}:inflight"),
+            flavor,
         )
         .await;
-        let grant = limiter.acquire().await.unwrap();
-        assert_eq!(grant.round_trips, 1, "{flavor}: the slot is free at once");
+        partitioned.shutdown().await.unwrap();
     });
 }
 
 /// Two processes (each its connection; the waiter its subscription): the waiter, refused for
-/// the one slot, hears the holder's release announced and takes again at once: two takes in
-/// all, where a waiter that does not listen looks again every 2 to 50 ms. The first lease ends
-/// in 10 s and a listening waiter looks on its own within 1 s, so a third take would mean the
-/// announcement never came.
+/// the one slot, hears the holder's release announced and takes again at once. The first
+/// lease ends in 10 s and a listening waiter looks on its own within 1 s.
 fn a_release_in_another_process_wakes_a_listening_waiter(flavor: Flavor) {
     let server = Server::start(flavor);
     let backend = backend_on(flavor);
     let url = server.url();
     runtime().block_on(async {
-        let lease = Duration::from_secs(10);
-        let holder = limiter(multiplexed(&url).await, "heard", 1, lease, backend);
-        let announcements = Announcements::new(redis::Client::open(url.as_str()).unwrap()).unwrap();
-        let waiter = Limiter::builder("heard", Quota::new(1_000, 1_000u64).unwrap())
-            .backend(backend)
-            .max_in_flight(1)
-            .slot_lease(lease)
-            .listen(&announcements)
-            .build(multiplexed(&url).await)
-            .unwrap();
-        within_async("the subscription", Duration::from_secs(10), || {
-            announcements.is_listening().then_some(())
-        })
+        let (holder, waiter, announcements) =
+            listening(&url, "heard", backend, redis_throttle::DEFAULT_MAX_WAIT).await;
+        contract::a_release_elsewhere_wakes_a_listening_waiter(
+            &holder,
+            &waiter,
+            1,
+            &announcements,
+            flavor,
+        )
         .await;
-        // The waiter's backend settled first (the library's is checked once, a round trip).
-        waiter.peek().await.unwrap();
-        let held = holder.acquire().await.unwrap();
-        let waiting = {
-            let waiter = waiter.clone();
-            tokio::spawn(async move {
-                let grant = waiter.acquire().await;
-                (grant, Instant::now())
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(!waiting.is_finished(), "{flavor}: the one slot is held");
-        let released = Instant::now();
-        drop(held);
-        let (grant, granted) = waiting.await.unwrap();
-        let grant = grant.unwrap();
-        println!(
-            "{flavor}: granted {:?} after the release was sent, in {} takes",
-            granted - released,
-            grant.round_trips
-        );
-        assert_eq!(grant.round_trips, 2, "{flavor}: refused, then heard");
-        assert_eq!(waiter.metrics().in_flight.waits, 1, "{flavor}");
     });
+}
+
+/// A waiter's call, refused throughout (`what` held its slot), gave up at its deadline, having
+/// cost it `takes` takes: at most `most`.
+fn gave_up_after_a_few_takes(
+    result: Result<redis_throttle::Grant, redis_throttle::Error>,
+    takes: u64,
+    most: u64,
+    what: &str,
+    flavor: Flavor,
+) {
+    assert!(
+        matches!(result, Err(redis_throttle::Error::DeadlineExceeded { .. })),
+        "{flavor}: {what}: {result:?}"
+    );
+    println!("{flavor}: {what} cost the waiter {takes} takes");
+    assert!(takes <= most, "{flavor}: {what}: {takes} takes");
 }
 
 /// Anyone with publish rights on a quota's channel can send `freed`: 200 of them, 5 ms apart,
@@ -544,17 +584,8 @@ fn forged_releases_cost_a_waiter_a_few_takes(flavor: Flavor) {
     let backend = backend_on(flavor);
     let url = server.url();
     runtime().block_on(async {
-        let lease = Duration::from_secs(10);
-        let holder = limiter(multiplexed(&url).await, "flood", 1, lease, backend);
-        let announcements = Announcements::new(redis::Client::open(url.as_str()).unwrap()).unwrap();
-        let waiter = Limiter::builder("flood", Quota::new(1_000, 1_000u64).unwrap())
-            .backend(backend)
-            .max_in_flight(1)
-            .slot_lease(lease)
-            .max_wait(Duration::from_secs(2))
-            .listen(&announcements)
-            .build(multiplexed(&url).await)
-            .unwrap();
+        let (holder, waiter, announcements) =
+            listening(&url, "flood", backend, Duration::from_secs(2)).await;
         assert!(
             announcements.ready(Duration::from_secs(10)).await,
             "{flavor}: subscribed"
@@ -577,15 +608,10 @@ fn forged_releases_cost_a_waiter_a_few_takes(flavor: Flavor) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let result = waiting.await.unwrap();
-        assert!(
-            matches!(result, Err(redis_throttle::Error::DeadlineExceeded { .. })),
-            "{flavor}: the slot stays held: {result:?}"
-        );
         let takes = waiter.metrics().round_trips - before;
-        println!("{flavor}: 200 forged releases cost the waiter {takes} takes");
         // 1 s of messages and 2 s of wait: at most about 40 wakes at 50 ms apart, and a look
         // a second; 200 before.
-        assert!(takes <= 60, "{flavor}: {takes} takes");
+        gave_up_after_a_few_takes(result, takes, 60, "200 forged releases", flavor);
     });
 }
 
@@ -626,14 +652,9 @@ fn a_table_that_names_no_wait_is_not_spun_on(flavor: Flavor) {
         waiter.peek().await.unwrap();
         let before = waiter.metrics().round_trips;
         let result = waiter.acquire().await;
-        assert!(
-            matches!(result, Err(redis_throttle::Error::DeadlineExceeded { .. })),
-            "{flavor}: no id to issue: {result:?}"
-        );
         let takes = waiter.metrics().round_trips - before;
-        println!("{flavor}: a table with no id left cost a 1 s wait {takes} takes");
         // 2, 4, 8, 16, 32 ms, then every 50 ms: about 25 in a second.
-        assert!(takes <= 40, "{flavor}: {takes} takes");
+        gave_up_after_a_few_takes(result, takes, 40, "a table with no id left", flavor);
     });
 }
 
@@ -755,7 +776,7 @@ throttle_e2e::per_server!(
     a_promoted_replica_keeps_the_acknowledged_slots,
     a_partitioned_limiters_cap_holds_across_processes,
     a_release_in_another_process_wakes_a_listening_waiter,
-    a_multi_limiters_slot_is_its_first_keys,
+    a_slot_is_held_in_its_table_and_released_there,
     never_more_than_the_cap_in_flight,
     a_killed_holders_slots_free_when_their_leases_end,
     a_frozen_holders_late_calls_never_touch_a_newer_slot,

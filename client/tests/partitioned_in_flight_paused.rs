@@ -1,14 +1,15 @@
 //! A partitioned limiter's cap on calls in flight on paused tokio time: the leases on an
 //! in-memory lease server, the slots on the in-memory server that runs the module's own
-//! arithmetic. A capped call takes its slot (one round trip) and then its tokens in process,
-//! holds the slot while the grant lives, waits for one while every slot is held (woken at the
-//! instant one is released in its process), and gives up at its deadline holding nothing.
+//! arithmetic. The contract scenarios (`throttle_e2e::contract::in_flight_paused`), with a
+//! capped call taking its slot (one round trip) and then its tokens in process, in the
+//! quota's own slot bucket `{name}:inflight`.
 
-use redis_throttle::prelude::*;
 use std::time::Duration;
 
 use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
-use redis_throttle::{Backend, Error, Quota, QuotaError, TryAcquire};
+use redis_throttle::prelude::*;
+use redis_throttle::{Backend, Error, Quota};
+use throttle_e2e::contract::in_flight_paused::{settle, Build, Capped, Decided, SlotTable, LEASE};
 use throttle_e2e::fake::FakeServer;
 use throttle_e2e::fake_leases::FakeLeases;
 use tokio::time::Instant;
@@ -24,153 +25,89 @@ fn quota() -> PartitionedQuota {
         .unwrap()
 }
 
-fn limiter(fake: &FakeLeases, cap: u64) -> PartitionedLimiter<FakeLeases> {
+fn build(
+    fake: &FakeLeases,
+    cap: u64,
+    lease: Duration,
+) -> Result<PartitionedLimiter<FakeLeases>, Error> {
     PartitionedLimiter::builder(quota())
         .backend(Backend::Module)
         .max_in_flight(cap)
-        .slot_lease(Duration::from_secs(3))
+        .slot_lease(lease)
         .build(fake.clone())
-        .unwrap()
 }
 
-/// `THROTTLE.SLOTS` of the quota's slot bucket as the server sees it: slots held.
-async fn held(slots: &FakeServer) -> u64 {
-    let mut conn = slots.clone();
-    let (held, _): (u64, u64) = redis::cmd("THROTTLE.SLOTS")
-        .arg("{capped}:inflight")
-        .arg(2)
-        .arg(10)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    held
-}
-
-/// Lets the limiter's background tasks (releases) run on paused time.
-async fn settle() {
-    for _ in 0..10 {
-        tokio::task::yield_now().await;
+/// A limiter on new fakes (leases, and slots), the table of its slots there (the quota's
+/// slot bucket), and what its code decides.
+fn capped() -> Capped<impl Build<PartitionedLimiter<FakeLeases>>> {
+    let slots = FakeServer::new();
+    let fake = FakeLeases::with_throttle(slots.clone());
+    let table = SlotTable {
+        server: slots,
+        key: "{capped}:inflight",
+        capacity: 2,
+        rate: 10,
+    };
+    let decided = Decided {
+        // The slot's take; the tokens are in process.
+        take_trips: 1,
+        // The slot's take and its renewals at 1, 2, ... 10 s; and the partition keeper's 9
+        // round trips in the 10.5 s (its lease taken and renewed, the fleet's signals read).
+        held_trips: 1 + 10 + 9,
+        cap: 1,
+        // Refused at 0, looks at 2, 6, 14, 30, 62 ms and every 50 ms to 662 ms, granted at 700.
+        waiter_trips: 1 + 5 + 12 + 1,
+        // Denied for want of a slot: its fixed pause (`NO_SLOT_PAUSE`), not the lease left.
+        retry_after: 10 * MS,
+    };
+    Capped {
+        build: move |cap, lease| build(&fake, cap, lease),
+        table,
+        decided,
     }
 }
 
+// Not the scenario of a slot released by another limiter: with the quota's one partition,
+// the second limiter waits for the partition's lease as well as for the slot.
+throttle_e2e::in_flight_paused!(
+    capped;
+    a_grant_holds_its_slot_until_dropped_and_renews_it_meanwhile,
+    a_call_that_finds_every_slot_held_goes_the_instant_one_is_released_here,
+    a_waiting_call_gives_up_at_its_deadline_and_a_cancelled_one_holds_nothing,
+    try_acquire_needs_a_slot_free_now_and_a_dropped_wait_holds_none,
+    caps_and_leases_out_of_range_are_refused_at_build,
+);
+
 #[tokio::test(start_paused = true)]
-async fn a_capped_call_holds_its_slot_and_the_next_waits_for_it() {
-    let slots = FakeServer::new();
-    let fake = FakeLeases::with_throttle(slots.clone());
-    let limiter = limiter(&fake, 1);
+async fn the_slot_is_taken_first_and_the_tokens_in_process() {
+    let Capped { build, table, .. } = capped();
+    let limiter = build(1, LEASE).unwrap();
     let start = Instant::now();
     let first = limiter.acquire().await.unwrap();
-    assert!(first.slot().is_some(), "a capped grant holds a slot");
     assert_eq!(
         first.round_trips, 1,
         "the slot's take; the tokens are in process"
     );
     assert_eq!(first.at - start, 100 * MS, "the first token of the lease");
-    assert_eq!(held(&slots).await, 1);
-
-    let waiting = {
-        let limiter = limiter.clone();
-        tokio::spawn(async move { limiter.acquire().await })
-    };
-    tokio::time::sleep(400 * MS).await;
-    assert!(!waiting.is_finished(), "the one slot is held");
-    // Released at 500 ms: the waiter takes it at once, and the tokens that came meanwhile.
-    drop(first);
-    let second = waiting.await.unwrap().unwrap();
-    assert_eq!(second.at - start, 500 * MS);
-    assert!(second.slot().is_some());
-    // Not listening: refused at 100 ms, it looked again 2, 4, 8, 16, 32 and then every 50 ms
-    // after (11 looks up to 462 ms), and the release woke it at 500 ms.
-    assert_eq!(second.round_trips, 13, "refused, 11 looks, then granted");
-    let metrics = limiter.metrics();
-    assert_eq!(
-        (
-            metrics.granted,
-            metrics.in_flight.waits,
-            metrics.in_flight.held
-        ),
-        (2, 1, 1),
-        "{metrics:?}"
-    );
-    drop(second);
-    settle().await;
-    assert_eq!(held(&slots).await, 0, "released when the grant went");
-    let in_flight = limiter.metrics().in_flight;
-    assert_eq!((in_flight.held, in_flight.released), (0, 2));
+    assert_eq!(table.slots().await.0, 1);
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_call_that_finds_no_slot_gives_up_at_its_deadline_holding_nothing() {
-    let slots = FakeServer::new();
-    let fake = FakeLeases::with_throttle(slots.clone());
-    let limiter = limiter(&fake, 1);
-    let held_call = limiter.acquire().await.unwrap();
-    let start = Instant::now();
+async fn a_call_that_gives_up_takes_no_tokens() {
+    let Capped { build, table, .. } = capped();
+    let limiter = build(1, LEASE).unwrap();
+    let held = limiter.acquire().await.unwrap();
     let refused = limiter.acquire_with(Demand::call().within(200 * MS)).await;
     assert!(
         matches!(refused, Err(Error::DeadlineExceeded { .. })),
         "{refused:?}"
     );
-    assert_eq!(start.elapsed(), 200 * MS);
-    assert_eq!(limiter.metrics().gave_up, 1);
-    // No token was taken for it: both are there for the next call.
-    drop(held_call);
+    drop(held);
     settle().await;
-    assert_eq!(held(&slots).await, 0);
+    assert_eq!(table.slots().await.0, 0);
     let next = limiter.acquire().await.unwrap();
     assert_eq!(
         next.remaining, 1,
         "the partition's two tokens, less this call's"
-    );
-}
-
-#[tokio::test(start_paused = true)]
-async fn try_acquire_needs_a_slot_free_now_and_a_cancelled_wait_holds_none() {
-    let slots = FakeServer::new();
-    let fake = FakeLeases::with_throttle(slots.clone());
-    let limiter = limiter(&fake, 1);
-    let held_call = limiter.acquire().await.unwrap();
-    tokio::time::sleep(300 * MS).await;
-    match limiter.try_acquire().await.unwrap() {
-        TryAcquire::Denied { retry_after } => assert_eq!(retry_after, 10 * MS),
-        TryAcquire::Granted(grant) => panic!("granted past the cap: {grant:?}"),
-    }
-    // A waiting call cancelled (its future dropped) holds nothing afterwards.
-    let cancelled = tokio::time::timeout(50 * MS, limiter.acquire()).await;
-    assert!(cancelled.is_err(), "still waiting for the slot");
-    drop(held_call);
-    settle().await;
-    assert_eq!(held(&slots).await, 0);
-    match limiter.try_acquire().await.unwrap() {
-        TryAcquire::Granted(grant) => assert!(grant.slot().is_some()),
-        TryAcquire::Denied { retry_after } => panic!("denied for {retry_after:?}"),
-    }
-    settle().await;
-    assert_eq!(held(&slots).await, 0, "the try's grant dropped at once");
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_cap_out_of_range_is_refused_at_build() {
-    let fake = FakeLeases::default();
-    for (cap, lease) in [(0, Duration::from_secs(3)), (1025, Duration::from_secs(3))] {
-        let built = PartitionedLimiter::builder(quota())
-            .max_in_flight(cap)
-            .slot_lease(lease)
-            .build(fake.clone());
-        assert!(
-            matches!(
-                built,
-                Err(Error::InvalidQuota(QuotaError::InFlight { cap: c })) if c == cap
-            ),
-            "{cap}: {built:?}"
-        );
-    }
-    let built = PartitionedLimiter::builder(quota())
-        .max_in_flight(4)
-        .slot_lease(10 * MS)
-        .build(fake);
-    assert!(
-        matches!(built, Err(Error::InvalidQuota(QuotaError::Lease { .. }))),
-        "{built:?}"
     );
 }

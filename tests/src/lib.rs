@@ -23,6 +23,7 @@ mod backend;
 mod battery;
 mod command;
 mod connect;
+pub mod contract;
 mod env;
 pub mod errors;
 pub mod fake;

@@ -13,7 +13,6 @@ use redis_throttle::{Announcements, Limiter, LimiterBuilder, Quota};
 use throttle_e2e::at_once::most_held_at_once;
 use throttle_e2e::*;
 use throttle_testkit::ReplicatedCluster;
-use tokio::time::Instant;
 
 throttle_e2e::per_server!(a_slot_freed_on_another_shard_is_heard);
 
@@ -52,42 +51,15 @@ fn a_slot_freed_on_another_shard_is_heard(flavor: Flavor) {
             .listen(&announcements)
             .build(conn.clone())
             .unwrap();
-        assert!(
-            announcements.ready(Duration::from_secs(10)).await,
-            "{flavor}: subscribed to the bucket's channel on its master"
-        );
-        // The waiter's backend settled first (a library is checked once, a round trip).
-        waiter.peek().await.unwrap();
-
-        let held: Vec<_> = [holder.acquire().await, holder.acquire().await]
-            .into_iter()
-            .map(|grant| grant.unwrap())
-            .collect();
-        assert!(
-            held.iter().all(|grant| grant.slot().is_some()),
-            "{flavor}: each grant holds a slot"
-        );
-        let waiting = {
-            let waiter = waiter.clone();
-            tokio::spawn(async move {
-                let grant = waiter.acquire().await;
-                (grant, Instant::now())
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(!waiting.is_finished(), "{flavor}: both slots are held");
-        let released = Instant::now();
-        drop(held);
-        let (grant, granted) = waiting.await.unwrap();
-        let grant = grant.unwrap();
-        println!(
-            "{flavor}: granted {:?} after the release was sent, in {} takes",
-            granted - released,
-            grant.round_trips
-        );
-        assert_eq!(grant.round_trips, 2, "{flavor}: refused, then heard");
-        assert_eq!(waiter.metrics().in_flight.waits, 1, "{flavor}");
-        drop(grant);
+        // Refused once, then granted on hearing the release: two takes in all.
+        contract::in_flight::a_release_elsewhere_wakes_a_listening_waiter(
+            &holder,
+            &waiter,
+            CAP,
+            &announcements,
+            flavor,
+        )
+        .await;
 
         // 40 calls of 5 ms from both limiters: the grants held at once, counted while held.
         let limiters = [holder.clone(), waiter.clone()];
