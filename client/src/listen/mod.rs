@@ -29,7 +29,9 @@ const ALIVE_WITHIN: Duration = Duration::from_millis(1500);
 const PING_EVERY: Duration = Duration::from_millis(500);
 
 /// One process's subscription to the pause announcements of its limiters' buckets, shared by
-/// every limiter built with it ([`LimiterBuilder::listen`](crate::LimiterBuilder::listen),
+/// every limiter built with it: the one [`connect`](crate::connect)'s
+/// [`Connection`](crate::Connection) carries, which every limiter built over that connection
+/// uses, or one given to a builder ([`LimiterBuilder::listen`](crate::LimiterBuilder::listen),
 /// [`MultiLimiterBuilder::listen`](crate::MultiLimiterBuilder::listen)).
 ///
 /// The server announces every pause on the bucket's pause channel (`SPUBLISH`; see the command
@@ -56,9 +58,11 @@ const PING_EVERY: Duration = Duration::from_millis(500);
 /// use redis_throttle::{redis, Announcements, Limiter, Quota};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// // `redis_throttle::connect` carries one, which its limiters use without being told; over a
+/// // connection of one's own, a limiter listens with the one it is given.
 /// let client = redis::Client::open("redis://127.0.0.1:6379")?;
 /// let announcements = Announcements::new(client.clone())?; // one per process
-/// let conn = redis_throttle::connect("redis://127.0.0.1:6379").await?;
+/// let conn = client.get_multiplexed_async_connection().await?;
 /// let limiter = Limiter::builder("quota:pix", Quota::new(10, 10u64)?)
 ///     .listen(&announcements)
 ///     .build(conn)?;
