@@ -3,7 +3,8 @@
 //! a free loopback port, then Debian's headless Chromium loads the page and the test reads the
 //! DOM its script built: each quota's row with its capacity and rate, a tokens chart with a
 //! path, the pause band on the paused quota's charts alone, and the calls in flight of the
-//! capped quota against its cap. Also: a non-loopback address is refused.
+//! capped quota against its cap. Also: a non-loopback address is refused; `/metrics` gives a
+//! reported quota's gauges and escapes a hostile key.
 //!
 //! ```sh
 //! tests/install-servers.sh --apt-only   # Debian's chromium among the packages
@@ -541,4 +542,80 @@ async fn slow_clients_time_out_and_connections_are_bounded() {
     })
     .await
     .unwrap();
+}
+
+/// Issue 42: `/metrics` is the last sample in the Prometheus text format (0.0.4): a reported
+/// quota's gauges, and a hostile key escaped on its one line (no line of its own forged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_the_last_sample_for_prometheus() {
+    let server = Server::builder(Flavor::Redis70).start();
+    let url = server.url();
+    let mut con = connect(&url).await;
+    let good = "v1 at=1 period=1000 process=p capacity=10 rate=5 max_in_flight=4 \
+                p.granted=4 p.r429=3 key=quota:prom";
+    let hostile_key = "evil\"} 1\nthrottle_tokens{key=\"forged\"} 99\\";
+    let hostile = format!("v1 at=1 period=1000 process=p capacity=7 rate=1 key={hostile_key}");
+    for (key, value) in [
+        (report_key("quota:prom", "p"), good.to_owned()),
+        (report_key(hostile_key, "p"), hostile),
+    ] {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    }
+    let dashboard = start_dashboard(&url);
+    let base = dashboard.base.clone();
+    let response = tokio::task::spawn_blocking(move || {
+        let addr = base.trim_start_matches("http://").trim_end_matches('/');
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(BOUND)).unwrap();
+        write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response
+    })
+    .await
+    .unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.0 200 OK\r\n"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("\r\ncontent-type: text/plain; version=0.0.4; charset=utf-8"),
+        "{head}"
+    );
+    let lines: Vec<&str> = body.lines().collect();
+    for expected in [
+        "# TYPE throttle_tokens gauge",
+        "throttle_capacity{key=\"quota:prom\"} 10",
+        "throttle_tokens{key=\"quota:prom\"} 10",
+        "throttle_paused_seconds{key=\"quota:prom\"} 0",
+        "throttle_rate_factor{key=\"quota:prom\"} 1",
+        "throttle_slots_held{key=\"quota:prom\"} 0",
+        "throttle_fleet_max_in_flight{key=\"quota:prom\"} 4",
+        "throttle_fleet_processes{key=\"quota:prom\"} 1",
+        "throttle_fleet_grants_per_second{key=\"quota:prom\"} 4",
+        "throttle_fleet_waits{key=\"quota:prom\"} 0",
+        "throttle_fleet_responses_429{key=\"quota:prom\"} 3",
+        "throttle_sample_failed 0",
+        "throttle_capacity{key=\"evil\\\"} 1\\nthrottle_tokens{key=\\\"forged\\\"} 99\\\\\"} 7",
+    ] {
+        assert!(lines.contains(&expected), "no {expected:?} in\n{body}");
+    }
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.starts_with("throttle_tokens{key=\"forged\"}")),
+        "{body}"
+    );
+    for line in &lines {
+        assert!(
+            line.starts_with("# HELP throttle_")
+                || line.starts_with("# TYPE throttle_")
+                || line.starts_with("throttle_"),
+            "{line:?}"
+        );
+    }
 }

@@ -1,11 +1,13 @@
 //! `dashboard`: one page on loopback with the quotas' rows and small charts of their last
 //! minutes. A background task takes a `status` every second and keeps the samples
 //! ([`ring::History`]); the page (`page.html`, inline script and SVG) polls `/status.json`
-//! and `/history.json` and draws what the server computed ([`chart`]). It answers only
-//! requests for its own address, and closes slow clients ([`guard`]).
+//! and `/history.json` and draws what the server computed ([`chart`]); `/metrics` is the last
+//! sample for Prometheus ([`metrics`]). It answers only requests for its own address, and
+//! closes slow clients ([`guard`]).
 
 mod chart;
 mod guard;
+mod metrics;
 mod ring;
 
 use std::io::Write as _;
@@ -114,6 +116,7 @@ pub(crate) async fn run(
         .route("/", get(page))
         .route("/status.json", get(status_json))
         .route("/history.json", get(history_json))
+        .route("/metrics", get(metrics_text))
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(
             bound,
@@ -184,6 +187,21 @@ fn json<T: Serialize>(value: &T) -> Response {
 async fn status_json(axum::extract::State(state): axum::extract::State<State>) -> Response {
     let rows = lock(&state).rows.clone();
     json(&rows)
+}
+
+/// `/metrics`: the rows as last sampled, in the Prometheus text format.
+async fn metrics_text(axum::extract::State(state): axum::extract::State<State>) -> Response {
+    let shared = lock(&state);
+    let text = metrics::render(&shared.rows, shared.at_ms, shared.problem.is_some());
+    drop(shared);
+    (
+        [
+            (header::CONTENT_TYPE, metrics::CONTENT_TYPE),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        text,
+    )
+        .into_response()
 }
 
 /// `/history.json`: the samples and charts of the quotas kept.
