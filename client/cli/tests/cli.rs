@@ -1055,26 +1055,7 @@ async fn on_a_cluster_check_and_status_read_every_master() {
     }
 }
 
-/// The cluster hash slot of `key` (CRC16/XMODEM of the key or its hash tag, mod 16384).
+/// The cluster hash slot of `key`, as the server computes it.
 fn key_slot(key: &str) -> u16 {
-    let bytes = key.as_bytes();
-    let hashed = match bytes.iter().position(|b| *b == b'{') {
-        Some(open) => match bytes[open + 1..].iter().position(|b| *b == b'}') {
-            Some(len) if len > 0 => &bytes[open + 1..open + 1 + len],
-            _ => bytes,
-        },
-        None => bytes,
-    };
-    let mut crc: u16 = 0;
-    for byte in hashed {
-        crc ^= u16::from(*byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16384
+    redis_throttle::throttle_bucket::key_slot(key.as_bytes())
 }

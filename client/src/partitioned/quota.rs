@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use throttle_bucket::{Quota as BucketQuota, TakeArgs, ThrottleCommand};
+use throttle_bucket::{key_slot, Quota as BucketQuota, TakeArgs, ThrottleCommand};
 
 use crate::{Error, Quota, Rate};
 
@@ -246,54 +246,12 @@ pub(crate) fn partition_key(name: &str, index: u32, partitions: u32) -> String {
         .unwrap_or_else(|| format!("{{{name}:{index}:0}}"))
 }
 
-/// The cluster slot of `key`: CRC16 (XMODEM) of its hash tag, or of the whole key without one,
-/// modulo 16384, as Redis Cluster computes it.
-pub(crate) fn key_slot(key: &[u8]) -> u16 {
-    let tagged = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let rest = key.get(open + 1..)?;
-            let close = rest.iter().position(|&b| b == b'}')?;
-            (close > 0).then(|| rest.get(..close)).flatten()
-        })
-        .unwrap_or(key);
-    crc16(tagged) % SLOTS as u16
-}
-
-fn crc16(bytes: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in bytes {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn total(burst: u64, rate: u64) -> Quota {
         Quota::new(burst, rate).unwrap()
-    }
-
-    #[test]
-    fn crc16_matches_redis() {
-        // Values from the Redis Cluster specification and CLUSTER KEYSLOT.
-        assert_eq!(crc16(b"123456789"), 0x31c3);
-        assert_eq!(key_slot(b"foo"), 12182);
-        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
-        // An empty tag is no tag: the whole key is hashed.
-        assert_eq!(key_slot(b"foo{}{bar}"), 8363);
-        assert_eq!(key_slot(b"{}x"), 10595);
-        assert_eq!(key_slot(b"somekey"), 11058);
     }
 
     #[test]

@@ -95,42 +95,38 @@ pub fn pause_channel_patterns(key_pattern: &[u8]) -> Vec<Vec<u8>> {
 
 /// Whether Redis hashes `key` by a tag: a `{`, then a `}` after it with something between.
 fn has_hash_tag(key: &[u8]) -> bool {
-    let Some(open) = key.iter().position(|&b| b == b'{') else {
-        return false;
-    };
-    let after = key.get(open + 1..).unwrap_or_default();
-    after
-        .iter()
-        .position(|&b| b == b'}')
-        .is_some_and(|close| close > 0)
+    hash_tag(key).is_some()
+}
+
+/// The hash tag Redis hashes `key` by: what is between its first `{` and the first `}` after
+/// it, when that is not empty.
+fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&b| b == b'{')?;
+    let after = key.get(open + 1..)?;
+    let close = after.iter().position(|&b| b == b'}')?;
+    after.get(..close).filter(|tag| !tag.is_empty())
+}
+
+/// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag, or of the whole key,
+/// modulo 16 384, as the server computes it.
+pub fn key_slot(key: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in hash_tag(key).unwrap_or(key) {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16_384
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Redis Cluster's key slot: CRC16 (XMODEM) of the tag or the key, mod 16384.
-    fn slot(key: &[u8]) -> u16 {
-        let hashed = match key.iter().position(|&b| b == b'{') {
-            Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
-                Some(close) if close > 0 => &key[open + 1..open + 1 + close],
-                _ => key,
-            },
-            None => key,
-        };
-        let mut crc: u16 = 0;
-        for &byte in hashed {
-            crc ^= u16::from(byte) << 8;
-            for _ in 0..8 {
-                crc = if crc & 0x8000 != 0 {
-                    (crc << 1) ^ 0x1021
-                } else {
-                    crc << 1
-                };
-            }
-        }
-        crc % 16384
-    }
 
     #[test]
     fn an_announcement_reads_pause_ticket_and_factor() {
@@ -157,9 +153,13 @@ mod tests {
     #[test]
     fn known_slots() {
         // From the Redis Cluster specification and CLUSTER KEYSLOT.
-        assert_eq!(slot(b"123456789"), 12739);
-        assert_eq!(slot(b"foo"), 12182);
-        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        assert_eq!(key_slot(b"123456789"), 12739);
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        // An empty tag is no tag: the whole key is hashed.
+        assert_eq!(key_slot(b"foo{}{bar}"), 8363);
+        assert_eq!(key_slot(b"{}x"), 10595);
+        assert_eq!(key_slot(b"somekey"), 11058);
     }
 
     /// Redis's glob (`stringmatchlen`), enough of it for the patterns here: `*`, `?`, `\`.
@@ -240,7 +240,7 @@ mod tests {
         ];
         for key in keys {
             let channel = pause_channel(key);
-            assert_eq!(slot(&channel), slot(key), "{key:?} -> {channel:?}");
+            assert_eq!(key_slot(&channel), key_slot(key), "{key:?} -> {channel:?}");
         }
         assert_eq!(pause_channel(b"quota:pix"), b"throttle:pause:{quota:pix}");
         assert_eq!(

@@ -39,7 +39,9 @@ mod take;
 mod throttle_command;
 mod words;
 
-pub use channel::{pause_channel, pause_channel_patterns, Announcement, Message, SLOT_FREED};
+pub use channel::{
+    key_slot, pause_channel, pause_channel_patterns, Announcement, Message, SLOT_FREED,
+};
 pub use command::Command;
 pub use cut::{CutArgs, CutOutcome, CutReply};
 pub use debit::{DebitArgs, DebitOutcome, DebitReply};
