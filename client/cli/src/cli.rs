@@ -150,7 +150,7 @@ pub(crate) enum Command {
     /// FUNCTION LOAD REPLACE of this client's function library (for a server without the
     /// module), printing the library's version before and after.
     LoadLibrary,
-    /// The ACL lines (docs/trust-model.md) for a user of the module, the function library or
+    /// The ACL lines (see the trust model in the docs) for a user of the module, the function library or
     /// the script.
     Acl {
         /// Which backend the users call.
@@ -171,4 +171,18 @@ pub(crate) enum AclBackend {
     Library,
     /// The script (EVALSHA).
     Script,
+}
+
+impl Command {
+    /// The one key a verb acts on (`pause`, `cut`, `sync`, `resume`), which on a cluster names
+    /// the node to send it to.
+    pub(crate) fn key(&self) -> Option<&str> {
+        match self {
+            Command::Pause { key, .. }
+            | Command::Cut { key, .. }
+            | Command::Sync { key, .. }
+            | Command::Resume { key, .. } => Some(key),
+            _ => None,
+        }
+    }
 }

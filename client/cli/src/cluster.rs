@@ -1,8 +1,11 @@
 //! The nodes a command reads: the server given, or on a Redis Cluster each of its primaries
 //! (from the given node's `CLUSTER NODES`), each reached with the given URL's credentials and
-//! database.
+//! database; and the one node a verb on one key must reach, the primary serving its slot.
+
+use std::ops::RangeInclusive;
 
 use redis::Value;
+use redis_throttle::throttle_bucket::key_slot;
 
 use crate::failure::Failure;
 use crate::server::Server;
@@ -13,12 +16,50 @@ use crate::text::{cell, MAX_CELL};
 pub(crate) enum Topology {
     /// Not a cluster (or it would not say: then `why`).
     One { why: Option<String> },
-    /// A cluster: its primaries' addresses, `host:port`, as the given node sees them, and the
-    /// lines of CLUSTER NODES that could not be read.
+    /// A cluster: its primaries, as the given node sees them, and the lines of CLUSTER NODES
+    /// that could not be read.
     Cluster {
-        primaries: Vec<(String, u16)>,
+        primaries: Vec<Primary>,
         unread: usize,
     },
+}
+
+/// A primary of a cluster: its address and the hash slots it serves.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Primary {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) slots: Vec<RangeInclusive<u16>>,
+}
+
+impl Primary {
+    fn serves(&self, slot: u16) -> bool {
+        self.slots.iter().any(|range| range.contains(&slot))
+    }
+}
+
+/// The server a command on `key` must reach: on a cluster the primary that serves the key's
+/// hash slot (connected with `url`'s credentials), else the one given. A verb sent to another
+/// node would be refused with MOVED; its reports, in the key's slot, live there too.
+pub(crate) async fn node_for(url: &str, mut server: Server, key: &str) -> Result<Server, Failure> {
+    let Topology::Cluster { primaries, .. } = topology(&mut server).await else {
+        return Ok(server);
+    };
+    let slot = key_slot(key.as_bytes());
+    let Some(primary) = primaries.iter().find(|p| p.serves(slot)) else {
+        return Err(Failure(format!(
+            "no primary of the cluster serves {key:?} (hash slot {slot}) in {}'s CLUSTER NODES: \
+             check the cluster's state (CLUSTER INFO), then try again",
+            server.url
+        )));
+    };
+    let shown = shown(&primary.host, primary.port);
+    match node_url(url, &primary.host, primary.port) {
+        Some(node) => Server::connect(&node).await,
+        None => Err(Failure(format!(
+            "{key:?} is served by {shown}: only a redis:// URL can be aimed at another node of a cluster"
+        ))),
+    }
 }
 
 /// Asks the server given whether it is a cluster node, and if so for the cluster's primaries.
@@ -57,10 +98,11 @@ fn text(value: &Value) -> Option<String> {
 }
 
 /// The primaries in a `CLUSTER NODES` text: each line `id host:port@cport[,hostname] flags
-/// master ...`, those flagged `master` and neither `fail` nor `noaddr` nor `handshake`. A
-/// node with no address yet (`:0`, or only a port) is the one asked: `asked_host`. Lines that
-/// do not read as a node are counted, not trusted.
-pub(crate) fn primaries(nodes: &str, asked_host: &str) -> (Vec<(String, u16)>, usize) {
+/// master ping pong epoch state slot...`, those flagged `master` and neither `fail` nor
+/// `noaddr` nor `handshake`, with the slots they serve (`0-5460`, `5461`; a slot being moved,
+/// `[...]`, is not read). A node with no address yet (`:0`, or only a port) is the one asked:
+/// `asked_host`. Lines that do not read as a node are counted, not trusted.
+pub(crate) fn primaries(nodes: &str, asked_host: &str) -> (Vec<Primary>, usize) {
     let mut found = Vec::new();
     let mut unread = 0usize;
     for line in nodes.lines().filter(|l| !l.trim().is_empty()) {
@@ -102,11 +144,25 @@ pub(crate) fn primaries(nodes: &str, asked_host: &str) -> (Vec<(String, u16)>, u
             unread = unread.saturating_add(1);
             continue;
         }
-        found.push((host.to_owned(), port));
+        // After flags: master, ping, pong, epoch, link state, then the slots.
+        let slots = words.skip(5).filter_map(slot_range).collect();
+        found.push(Primary {
+            host: host.to_owned(),
+            port,
+            slots,
+        });
     }
-    found.sort();
-    found.dedup();
+    found.sort_by(|a, b| (&a.host, a.port).cmp(&(&b.host, b.port)));
+    found.dedup_by(|a, b| (&a.host, a.port) == (&b.host, b.port));
     (found, unread)
+}
+
+/// `a-b` or `a` of CLUSTER NODES as a range of slots (none for a slot in migration, `[..]`, or
+/// anything else).
+fn slot_range(word: &str) -> Option<RangeInclusive<u16>> {
+    let (first, last) = word.split_once('-').unwrap_or((word, word));
+    let (first, last) = (first.parse().ok()?, last.parse().ok()?);
+    (first <= last).then_some(first..=last)
 }
 
 /// The host of a `redis://` URL (empty for another scheme).
@@ -150,10 +206,10 @@ pub(crate) fn shown(host: &str, port: u16) -> String {
 /// A connection to each primary, or why there is none: `(address shown, connection)`.
 pub(crate) async fn connect_all(
     url: &str,
-    primaries: &[(String, u16)],
+    primaries: &[Primary],
 ) -> Vec<(String, Result<Server, Failure>)> {
     let mut all = Vec::with_capacity(primaries.len());
-    for (host, port) in primaries {
+    for Primary { host, port, .. } in primaries {
         let shown = shown(host, *port);
         let connected = match node_url(url, host, *port) {
             Some(node) => Server::connect(&node).await,
@@ -183,15 +239,28 @@ f00d 127.0.0.1:x@1 master - 0 0 1 connected
 beef evil\x1b[2J:1@1 master - 0 0 1 connected
 ";
         let (found, unread) = primaries(nodes, "10.0.0.1");
+        let primary = |host: &str, port, slots: Vec<RangeInclusive<u16>>| Primary {
+            host: host.to_owned(),
+            port,
+            slots,
+        };
         assert_eq!(
             found,
             [
-                ("10.0.0.1".to_owned(), 30001),
-                ("127.0.0.1".to_owned(), 30002),
-                ("127.0.0.1".to_owned(), 30003),
+                primary("10.0.0.1", 30001, vec![0..=5460]),
+                primary("127.0.0.1", 30002, vec![5461..=10922]),
+                primary("127.0.0.1", 30003, vec![10923..=16383]),
             ]
         );
         assert_eq!(unread, 3);
+        assert!(found[1].serves(5461) && found[1].serves(10922) && !found[1].serves(10923));
+    }
+
+    #[test]
+    fn slots_are_read_as_ranges_and_migrations_are_skipped() {
+        let nodes = "a 10.0.0.9:7000@17000 master - 0 0 1 connected 0-10 12 [13->-b] 20-19 x\n";
+        let (found, _) = primaries(nodes, "h");
+        assert_eq!(found[0].slots, vec![0..=10, 12..=12]);
     }
 
     #[test]

@@ -62,6 +62,10 @@ async fn run(cli: Cli) -> Result<String, Failure> {
         dashboard::check_listen(*listen, *public)?;
     }
     let mut server = Server::connect(&cli.url).await?;
+    if let Some(key) = cli.command.key() {
+        // A verb on one key goes to the node that serves it.
+        server = cluster::node_for(&cli.url, server, key).await?;
+    }
     match cli.command {
         Command::Status {
             pattern,
@@ -84,6 +88,7 @@ async fn run(cli: Cli) -> Result<String, Failure> {
             count,
         } => {
             watch::run(
+                &cli.url,
                 &mut server,
                 pattern.as_deref(),
                 quota.as_ref(),
@@ -97,7 +102,7 @@ async fn run(cli: Cli) -> Result<String, Failure> {
             quota,
             listen,
             public,
-        } => dashboard::run(server, pattern, quota, listen, public).await,
+        } => dashboard::run(cli.url, server, pattern, quota, listen, public).await,
         Command::Pause {
             key,
             duration,

@@ -8,15 +8,17 @@ use tokio::time::MissedTickBehavior;
 use crate::args::{seconds, QuotaArg};
 use crate::failure::{fail, Failure};
 use crate::server::Server;
-use crate::status::{gather, table};
+use crate::status::{gather_all, table};
 
 /// The shortest period: each one is a SCAN of the reports and a pipeline of PEEKs.
 pub(crate) const MIN_EVERY_MS: u64 = 100;
 /// ANSI: cursor home, then clear the screen.
 const CLEAR: &str = "\x1b[H\x1b[2J";
 
-/// Draws the table every `every_ms` until stopped (Ctrl-C), or `count` times.
+/// Draws the table every `every_ms` until stopped (Ctrl-C), or `count` times: the quotas of
+/// the server at `url`, or of every primary of its cluster.
 pub(crate) async fn run(
+    url: &str,
     server: &mut Server,
     pattern: Option<&str>,
     quota: Option<&QuotaArg>,
@@ -31,7 +33,8 @@ pub(crate) async fn run(
     if count == Some(0) {
         return fail("--count 0 draws nothing: give at least 1".to_owned());
     }
-    let backend = server.backend().await?;
+    // A server without THROTTLE fails here, not in every frame.
+    gather_all(url, server, pattern, quota).await?;
     let title = match pattern {
         Some(pattern) => format!("throttle status {pattern}"),
         None => "throttle status".to_owned(),
@@ -42,7 +45,7 @@ pub(crate) async fn run(
     loop {
         ticker.tick().await;
         // A failure is shown in the frame, and the next period tries again.
-        let body = match gather(server, backend, pattern, quota).await {
+        let body = match gather_all(url, server, pattern, quota).await {
             Ok(gathered) => table(&gathered.rows, &gathered.footer),
             Err(failure) => format!("throttle: {failure}\n"),
         };

@@ -993,8 +993,9 @@ async fn check_says_which_module_and_library_a_server_has() {
     );
 }
 
-/// Issue 42: against a cluster of 3 masters, `check` has a line per master, and `status`
-/// lists the buckets of every master (SCAN on each), each row in `--json` with its node.
+/// Against a cluster of 3 masters, `check` has a line per master, `status` and `watch` list
+/// the buckets of every master (SCAN on each), each row in `--json` with its node, and a verb
+/// sent to one master acts on a key another serves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_cluster_check_and_status_read_every_master() {
     let masters = tokio::task::spawn_blocking(|| {
@@ -1053,6 +1054,41 @@ async fn on_a_cluster_check_and_status_read_every_master() {
     for (key, _) in &keys {
         assert!(text.contains(&format!("\n{key} ")), "{text}");
     }
+    let text = ok(&throttle(
+        &url,
+        &["watch", "quota:*", "--quota", "10/5", "--count", "1"],
+    )
+    .await);
+    for (key, _) in &keys {
+        assert!(text.contains(&format!("\n{key} ")), "{text}");
+    }
+
+    // A verb sent through masters[1] reaches the master that serves its key.
+    let (key, _) = &keys[0];
+    let text = ok(&throttle(&url, &["pause", key, "20s", "--quota", "10/5"]).await);
+    assert!(text.starts_with(&format!("{key} paused: ")), "{text}");
+    let mut owner = connect(&masters[0].server.url()).await;
+    let peek: Vec<i64> = redis::cmd("THROTTLE.PEEK")
+        .arg(key)
+        .arg(10)
+        .arg(5)
+        .query_async(&mut owner)
+        .await
+        .unwrap();
+    assert!((19_000..=20_000).contains(&peek[4]), "{peek:?}");
+    let text = ok(&throttle(&url, &["resume", key, "--quota", "10/5"]).await);
+    assert_eq!(
+        text,
+        format!("{key} resumed: no pause and no cut from now; its tokens and the slots held are as they were (a resume never refills)\n")
+    );
+    let peek: Vec<i64> = redis::cmd("THROTTLE.PEEK")
+        .arg(key)
+        .arg(10)
+        .arg(5)
+        .query_async(&mut owner)
+        .await
+        .unwrap();
+    assert_eq!(peek[4], 0, "{peek:?}");
 }
 
 /// The cluster hash slot of `key`, as the server computes it.

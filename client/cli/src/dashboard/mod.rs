@@ -24,10 +24,9 @@ use tokio::time::MissedTickBehavior;
 
 use crate::args::QuotaArg;
 use crate::failure::{fail, Failure};
-use redis_throttle::Backend;
 
 use crate::server::Server;
-use crate::status::{gather, Row};
+use crate::status::{gather_all, Row};
 use crate::watch::unix_ms;
 
 use chart::{charts, Charts, Frame, HEIGHT, WIDTH};
@@ -74,6 +73,7 @@ fn lock(state: &State) -> std::sync::MutexGuard<'_, Shared> {
 
 /// Serves the page until stopped.
 pub(crate) async fn run(
+    url: String,
     mut server: Server,
     pattern: Option<String>,
     quota: Option<QuotaArg>,
@@ -81,7 +81,6 @@ pub(crate) async fn run(
     public: bool,
 ) -> Result<String, Failure> {
     check_listen(listen, public)?;
-    let backend = server.backend().await?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|err| Failure(format!("cannot listen on {listen}: {err}")))?;
@@ -89,7 +88,7 @@ pub(crate) async fn run(
         .local_addr()
         .map_err(|err| Failure(format!("cannot listen on {listen}: {err}")))?;
     // The first sample before the first request: a server that refuses fails here.
-    let first = gather(&mut server, backend, pattern.as_deref(), quota.as_ref()).await?;
+    let first = gather_all(&url, &mut server, pattern.as_deref(), quota.as_ref()).await?;
     let at_ms = unix_ms();
     let mut history = History::new(PER_QUOTA, MAX_QUOTAS, EVERY_MS);
     history.record(at_ms, &first.rows);
@@ -100,17 +99,9 @@ pub(crate) async fn run(
         at_ms,
         history,
     }));
-    tokio::spawn(sample(
-        server.clone(),
-        backend,
-        pattern,
-        quota,
-        Arc::clone(&state),
-    ));
-    println!(
-        "throttle dashboard: http://{bound}/ (the quotas of {}; Ctrl-C stops it)",
-        server.url
-    );
+    let shown = server.url.clone();
+    tokio::spawn(sample(url, server, pattern, quota, Arc::clone(&state)));
+    println!("throttle dashboard: http://{bound}/ (the quotas of {shown}; Ctrl-C stops it)");
     let _ = std::io::stdout().flush();
     let app = Router::new()
         .route("/", get(page))
@@ -130,8 +121,8 @@ pub(crate) async fn run(
 
 /// Takes a `status` every period, for as long as the process serves.
 async fn sample(
+    url: String,
     mut server: Server,
-    backend: Backend,
     pattern: Option<String>,
     quota: Option<QuotaArg>,
     state: State,
@@ -141,7 +132,7 @@ async fn sample(
     ticker.tick().await; // the first tick is now: the first sample is taken
     loop {
         ticker.tick().await;
-        let gathered = gather(&mut server, backend, pattern.as_deref(), quota.as_ref()).await;
+        let gathered = gather_all(&url, &mut server, pattern.as_deref(), quota.as_ref()).await;
         let at_ms = unix_ms();
         let mut shared = lock(&state);
         match gathered {

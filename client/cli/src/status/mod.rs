@@ -13,7 +13,7 @@ use redis_throttle::throttle_bucket::{PeekArgs, Quota, ThrottleCommand};
 use redis_throttle::Backend;
 
 use crate::args::QuotaArg;
-use crate::cluster::{connect_all, topology, Topology};
+use crate::cluster::{connect_all, topology, Primary, Topology};
 use crate::failure::Failure;
 use crate::server::{not_a_bucket, refusal, Server};
 use crate::text::{cell, json_for_terminal, MAX_MESSAGE};
@@ -39,7 +39,28 @@ pub(crate) async fn run(
     quota: Option<&QuotaArg>,
     json: bool,
 ) -> Result<String, Failure> {
-    let gathered = match topology(server).await {
+    let gathered = gather_all(url, server, pattern, quota).await?;
+    if json {
+        // The lines below the table go to stderr: stdout stays the JSON alone.
+        for line in &gathered.footer {
+            eprintln!("throttle: {}", cell(line, MAX_MESSAGE));
+        }
+        to_json(&gathered.rows)
+    } else {
+        Ok(table(&gathered.rows, &gathered.footer))
+    }
+}
+
+/// The quotas `status`, `watch` and the dashboard show: [`gather`] on the server at `url`
+/// (`server`), or on a cluster on each of its primaries, as the given node lists them now (so
+/// that a failover or a resharding shows at the next look).
+pub(crate) async fn gather_all(
+    url: &str,
+    server: &mut Server,
+    pattern: Option<&str>,
+    quota: Option<&QuotaArg>,
+) -> Result<Gathered, Failure> {
+    Ok(match topology(server).await {
         Topology::Cluster { primaries, unread } => {
             gather_cluster(url, &primaries, unread, pattern, quota).await
         }
@@ -54,16 +75,7 @@ pub(crate) async fn run(
             }
             gathered
         }
-    };
-    if json {
-        // The lines below the table go to stderr: stdout stays the JSON alone.
-        for line in &gathered.footer {
-            eprintln!("throttle: {}", cell(line, MAX_MESSAGE));
-        }
-        to_json(&gathered.rows)
-    } else {
-        Ok(table(&gathered.rows, &gathered.footer))
-    }
+    })
 }
 
 /// [`gather`] on each primary of a cluster (SCAN sees one node's keys; a bucket and its
@@ -71,7 +83,7 @@ pub(crate) async fn run(
 /// its node; a node that cannot be read is a line below the table, the others are shown.
 async fn gather_cluster(
     url: &str,
-    primaries: &[(String, u16)],
+    primaries: &[Primary],
     unread: usize,
     pattern: Option<&str>,
     quota: Option<&QuotaArg>,
