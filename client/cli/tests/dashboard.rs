@@ -342,6 +342,42 @@ async fn the_page_shows_each_quota_its_charts_and_the_pause() {
         "a line at 1 on a scale of 0 to the cap, 3: {in_flight_chart}"
     );
     assert!(dom.contains("2 quota(s), sampled "), "the header: {dom}");
+    assert!(
+        !dom.contains("<tr class=\"detail\""),
+        "no quota opened: {dom}"
+    );
+
+    // The calm quota's charts at full size: a scale, a time axis, the cap as a line.
+    let opened = format!("{}#q={CALM}", dashboard.base);
+    let dom = tokio::task::spawn_blocking(move || browse(&["--dump-dom"], &opened))
+        .await
+        .unwrap();
+    let start = dom
+        .find("<tr class=\"detail\"")
+        .unwrap_or_else(|| panic!("the opened quota's charts: {dom}"));
+    let detail = &dom[start..start + dom[start..].find("</tr>").unwrap()];
+    assert_eq!(
+        detail.matches("<figure>").count(),
+        4,
+        "four charts: {detail}"
+    );
+    assert!(
+        detail.contains(&format!("<figcaption>{CALM}: calls in flight</figcaption>")),
+        "{detail}"
+    );
+    for tick in [">-60 s</text>", ">-30 s</text>", ">now</text>", ">now = "] {
+        assert!(detail.contains(tick), "the time axis ({tick}): {detail}");
+    }
+    let in_flight = &detail[detail.find("<svg class=\"chart big in_flight\"").unwrap()..];
+    assert!(
+        in_flight.contains("<line class=\"cap\" x1=\"0\" x2=\"120\" y1=\"0\" y2=\"0\">")
+            && in_flight.contains(">cap 3</text>"),
+        "the cap of 3 as a line at the top of the scale, named: {in_flight}"
+    );
+    assert!(
+        !dom[..start].contains("<tr class=\"detail\""),
+        "only the one opened"
+    );
 
     if let Some(path) = std::env::var_os("THROTTLE_SCREENSHOT") {
         // 20 s more of traffic on the calm quota, a 429 now and then, a cut half-way.
@@ -360,9 +396,10 @@ async fn the_page_shows_each_quota_its_charts_and_the_pause() {
                 cut = true;
             }
         }
-        let base = dashboard.base.clone();
+        // The page with the calm quota's charts open at full size.
+        let base = format!("{}#q={CALM}", dashboard.base);
         let arg = format!("--screenshot={}", PathBuf::from(path).display());
-        tokio::task::spawn_blocking(move || browse(&[&arg, "--window-size=1200,800"], &base))
+        tokio::task::spawn_blocking(move || browse(&[&arg, "--window-size=1400,900"], &base))
             .await
             .unwrap();
     }

@@ -120,17 +120,22 @@ fn round(v: f64) -> f64 {
     (v * 10.0).round() / 10.0
 }
 
-/// One chart: its path and the top of its scale and latest value, for the labels.
+/// One chart: its path, the top of its scale and latest value, for the labels, and the
+/// limit it is held to, drawn as a line (calls in flight: the cap, which a scale grown past it
+/// would otherwise hide).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct Chart {
     pub(crate) d: String,
     pub(crate) max: f64,
     pub(crate) last: Option<f64>,
+    /// The limit's value and its y in the view box.
+    pub(crate) cap: Option<[f64; 2]>,
 }
 
 /// A quota's charts: tokens (0 to the capacity), wait p99 (ms), 429s (per the fleet's period)
 /// and, under a cap, calls in flight (0 to the cap) over the window, and the spans where it
-/// was paused or cut.
+/// was paused, cut, or both at once (a band of its own, so that no two bands overlap into a
+/// colour the legend lacks).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct Charts {
     pub(crate) tokens: Chart,
@@ -140,6 +145,7 @@ pub(crate) struct Charts {
     pub(crate) in_flight: Option<Chart>,
     pub(crate) paused: Vec<[f64; 2]>,
     pub(crate) cut: Vec<[f64; 2]>,
+    pub(crate) paused_and_cut: Vec<[f64; 2]>,
 }
 
 /// The charts of one quota's samples (oldest first).
@@ -174,17 +180,32 @@ pub(crate) fn charts<'a>(
         .chain(in_flight.iter().filter_map(|p| p.1)));
     let wait_max = top(&mut waits.iter().filter_map(|p| p.1));
     let r429_max = top(&mut r429.iter().map(|p| p.1));
+    // The cap as last reported: the line is where calls are held to now.
+    let cap = samples.clone().filter_map(|s| s.max_in_flight).last();
     let capacity = capacity as f64;
+    let flags = |paused: bool, cut: bool| -> Vec<(u64, bool)> {
+        samples
+            .clone()
+            .map(|s| {
+                (
+                    s.at_ms,
+                    (s.paused_ms > 0, s.factor_bp < 10_000) == (paused, cut),
+                )
+            })
+            .collect()
+    };
     Charts {
         tokens: Chart {
             d: line(frame, &tokens, capacity),
             max: capacity,
             last: tokens.last().and_then(|p| p.1),
+            cap: None,
         },
         wait_p99: Chart {
             d: line(frame, &waits, wait_max),
             max: wait_max,
             last: waits.last().and_then(|p| p.1),
+            cap: None,
         },
         r429: Chart {
             d: bars(frame, &r429, r429_max, step_ms),
@@ -194,27 +215,17 @@ pub(crate) fn charts<'a>(
                 .last()
                 .and_then(|s| s.responses_429)
                 .map(|r| r as f64),
+            cap: None,
         },
         in_flight: in_flight.iter().any(|p| p.1.is_some()).then(|| Chart {
             d: line(frame, &in_flight, in_flight_max),
             max: in_flight_max,
             last: in_flight.last().and_then(|p| p.1),
+            cap: cap.map(|cap| [cap as f64, round(y(cap as f64, in_flight_max))]),
         }),
-        paused: bands(
-            frame,
-            &samples
-                .clone()
-                .map(|s| (s.at_ms, s.paused_ms > 0))
-                .collect::<Vec<_>>(),
-            step_ms,
-        ),
-        cut: bands(
-            frame,
-            &samples
-                .map(|s| (s.at_ms, s.factor_bp < 10_000))
-                .collect::<Vec<_>>(),
-            step_ms,
-        ),
+        paused: bands(frame, &flags(true, false), step_ms),
+        cut: bands(frame, &flags(false, true), step_ms),
+        paused_and_cut: bands(frame, &flags(true, true), step_ms),
     }
 }
 
@@ -301,7 +312,7 @@ mod tests {
         assert_eq!(charts.r429.d, "M119.0 30.0V0.0H120.0V30.0Z");
         assert_eq!(charts.r429.last, Some(2.0));
         assert_eq!(charts.paused, vec![[119.0, 120.0]]);
-        assert!(charts.cut.is_empty());
+        assert!(charts.cut.is_empty() && charts.paused_and_cut.is_empty());
         assert_eq!(charts.in_flight, None, "no cap, no chart");
     }
 
@@ -326,11 +337,35 @@ mod tests {
         let chart = charts(FRAME, 10, samples.iter(), 1000).in_flight.unwrap();
         assert_eq!(chart.d, "M117.0 0.0 L118.0 22.5");
         assert_eq!((chart.max, chart.last), (4.0, None));
-        // Above the cap, the scale grows to what was held.
+        assert_eq!(chart.cap, Some([4.0, 0.0]), "the cap at the top");
+        // Above the cap, the scale grows to what was held, and the cap's line shows below it.
         let over = [sample(118_000, Some(6))];
-        assert_eq!(
-            charts(FRAME, 10, over.iter(), 1000).in_flight.unwrap().max,
-            6.0
-        );
+        let chart = charts(FRAME, 10, over.iter(), 1000).in_flight.unwrap();
+        assert_eq!((chart.max, chart.cap), (6.0, Some([4.0, 10.0])));
+    }
+
+    #[test]
+    fn a_pause_during_a_cut_is_a_band_of_its_own() {
+        let sample = |at_ms, paused_ms, factor_bp| Sample {
+            at_ms,
+            tokens: Some(1),
+            paused_ms,
+            factor_bp,
+            wait_p99_ms: None,
+            responses_429: None,
+            grants_per_s: None,
+            in_flight: None,
+            max_in_flight: None,
+        };
+        let samples = [
+            sample(100_000, 500, 10_000),
+            sample(101_000, 500, 5_000),
+            sample(102_000, 0, 5_000),
+            sample(103_000, 0, 10_000),
+        ];
+        let charts = charts(FRAME, 10, samples.iter(), 1000);
+        assert_eq!(charts.paused, vec![[100.0, 101.0]]);
+        assert_eq!(charts.paused_and_cut, vec![[101.0, 102.0]]);
+        assert_eq!(charts.cut, vec![[102.0, 103.0]]);
     }
 }
