@@ -5,7 +5,27 @@
 
 use std::collections::BTreeMap;
 
-use throttle_testkit::{command_stat, command_stat_text};
+use throttle_testkit::{command_stat, command_stat_text, Flavor};
+
+/// A server's name on a benchmark's command line (`--server redis-8.2`), as the test kit
+/// names its flavors.
+pub fn flavor(name: &str) -> Result<Flavor, String> {
+    Flavor::ALL
+        .into_iter()
+        .find(|f| f.name() == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = Flavor::ALL.iter().map(|f| f.name()).collect();
+            format!("{name:?} is not a server: one of {}", names.join(", "))
+        })
+}
+
+/// A count on a benchmark's command line: a whole number, at least 1.
+pub fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{text:?} is not a whole number of at least 1")),
+    }
+}
 
 /// Loads the client's Lua script (`redis_throttle::script::SOURCE`, every THROTTLE command)
 /// into the server's script cache and returns its SHA1. THROTTLE.TAKE is

@@ -20,20 +20,10 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
 use redis_throttle::{Limiter, Quota};
+use throttle_benches::{at_least_one, flavor};
 use throttle_testkit::{command_stat, Flavor, ReplicatedCluster};
 
-const USAGE: &str = "\
-usage: partitioned-bench [--server NAME] [--seconds S] [--reps N] [--workers N] [--tasks N]
-                         [--partitions N]
-
-  --server NAME    redis-7.0 (default), redis-8.2, valkey-8.1 or valkey-9.1
-  --seconds S      length of one phase (default 5)
-  --reps N         alternating repetitions of both phases (default 3)
-  --workers N      limiters in the fleet (default 6)
-  --tasks N        callers per limiter (default 8)
-  --partitions N   partitions of the quota (default 40)
-
-The module is target/release/libredis_throttle_module.so (THROTTLE_MODULE overrides it).";
+use clap::Parser;
 
 /// The quota: far above what one key on one master can serve to this fleet.
 const RATE: u64 = 2_000_000;
@@ -41,63 +31,40 @@ const BURST: u64 = 200_000;
 /// Commands the lease protocol sends (the hot key sends throttle.take).
 const LEASE_COMMANDS: [&str; 6] = ["set", "eval", "role", "wait", "get", "del"];
 
+/// The command line (`--help` prints it). The module is
+/// target/release/libredis_throttle_module.so (`THROTTLE_MODULE` overrides it).
+#[derive(Parser)]
+#[command(
+    name = "partitioned-bench",
+    about = "A fleet on leased partitions against the same fleet on one hot key"
+)]
 struct Options {
+    /// redis-7.0, redis-8.2, valkey-8.1 or valkey-9.1.
+    #[arg(long = "server", default_value = "redis-7.0", value_parser = flavor)]
     flavor: Flavor,
+    /// Length of one phase, seconds.
+    #[arg(long, default_value_t = 5.0, value_parser = positive)]
     seconds: f64,
+    /// Alternating repetitions of both phases.
+    #[arg(long, default_value_t = 3, value_parser = at_least_one)]
     reps: usize,
+    /// Limiters in the fleet.
+    #[arg(long, default_value_t = 6, value_parser = at_least_one)]
     workers: usize,
+    /// Callers per limiter.
+    #[arg(long, default_value_t = 8, value_parser = at_least_one)]
     tasks: usize,
+    /// Partitions of the quota.
+    #[arg(long, default_value_t = 40)]
     partitions: u32,
 }
 
-fn options() -> Options {
-    let mut o = Options {
-        flavor: Flavor::Redis70,
-        seconds: 5.0,
-        reps: 3,
-        workers: 6,
-        tasks: 8,
-        partitions: 40,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = || {
-            args.next().unwrap_or_else(|| {
-                eprintln!("{arg} needs a value\n{USAGE}");
-                std::process::exit(2)
-            })
-        };
-        let bad = |what: &str| -> ! {
-            eprintln!("bad {what}\n{USAGE}");
-            std::process::exit(2)
-        };
-        match arg.as_str() {
-            "--server" => {
-                let name = value();
-                o.flavor = Flavor::ALL
-                    .into_iter()
-                    .find(|f| f.name() == name)
-                    .unwrap_or_else(|| bad("--server"));
-            }
-            "--seconds" => o.seconds = value().parse().unwrap_or_else(|_| bad("--seconds")),
-            "--reps" => o.reps = value().parse().unwrap_or_else(|_| bad("--reps")),
-            "--workers" => o.workers = value().parse().unwrap_or_else(|_| bad("--workers")),
-            "--tasks" => o.tasks = value().parse().unwrap_or_else(|_| bad("--tasks")),
-            "--partitions" => {
-                o.partitions = value().parse().unwrap_or_else(|_| bad("--partitions"))
-            }
-            "--help" | "-h" => {
-                println!("{USAGE}");
-                std::process::exit(0)
-            }
-            other => bad(other),
-        }
+/// A length of time in seconds, above 0.
+fn positive(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() => Ok(s),
+        _ => Err(format!("{text:?} is not a number of seconds above 0")),
     }
-    if o.seconds <= 0.0 || o.reps == 0 || o.workers == 0 || o.tasks == 0 {
-        eprintln!("every number must be positive\n{USAGE}");
-        std::process::exit(2)
-    }
-    o
 }
 
 /// What one phase measured.
@@ -115,7 +82,7 @@ impl Phase {
 }
 
 fn main() {
-    let o = options();
+    let o = Options::parse();
     if std::env::var_os("THROTTLE_MODULE").is_none() {
         let release = concat!(
             env!("CARGO_MANIFEST_DIR"),

@@ -15,16 +15,10 @@
 //! The module is the kit's (`target/<profile>/libredis_throttle_module.so`; `THROTTLE_MODULE`
 //! overrides it).
 
+use clap::Parser;
 use redis::aio::MultiplexedConnection;
+use throttle_benches::{at_least_one, flavor};
 use throttle_testkit::{Flavor, Server};
-
-const USAGE: &str = "\
-usage: slots-bench [--server NAME] [--calls N] [--conns N] [--reps N]
-
-  --server NAME    redis-7.0, redis-8.2 (default), valkey-8.1 or valkey-9.1
-  --calls N        calls per phase (default 20000)
-  --conns N        connections, each one call at a time (default 8)
-  --reps N         repetitions (default 3)";
 
 /// A bucket that grants every call: a million tokens, a billion a second.
 const QUOTA: [&str; 2] = ["1000000", "1000000000"];
@@ -32,55 +26,25 @@ const QUOTA: [&str; 2] = ["1000000", "1000000000"];
 const CAP: u64 = 64;
 const LEASE_MS: u64 = 10_000;
 
+/// The command line (`--help` prints it).
+#[derive(Parser)]
+#[command(
+    name = "slots-bench",
+    about = "A call's slot beside THROTTLE.TAKE and INCR: server us/call"
+)]
 struct Options {
+    /// redis-7.0, redis-8.2, valkey-8.1 or valkey-9.1.
+    #[arg(long = "server", default_value = "redis-8.2", value_parser = flavor)]
     flavor: Flavor,
+    /// Calls per phase.
+    #[arg(long, default_value_t = 20_000, value_parser = at_least_one)]
     calls: usize,
+    /// Connections, each one call at a time.
+    #[arg(long, default_value_t = 8, value_parser = at_least_one)]
     conns: usize,
+    /// Repetitions.
+    #[arg(long, default_value_t = 3, value_parser = at_least_one)]
     reps: usize,
-}
-
-fn options() -> Options {
-    let mut o = Options {
-        flavor: Flavor::Redis82,
-        calls: 20_000,
-        conns: 8,
-        reps: 3,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = || {
-            args.next().unwrap_or_else(|| {
-                eprintln!("{arg} needs a value\n{USAGE}");
-                std::process::exit(2)
-            })
-        };
-        let bad = |what: &str| -> ! {
-            eprintln!("bad {what}\n{USAGE}");
-            std::process::exit(2)
-        };
-        match arg.as_str() {
-            "--server" => {
-                let name = value();
-                o.flavor = Flavor::ALL
-                    .into_iter()
-                    .find(|f| f.name() == name)
-                    .unwrap_or_else(|| bad("--server"));
-            }
-            "--calls" => o.calls = value().parse().unwrap_or_else(|_| bad("--calls")),
-            "--conns" => o.conns = value().parse().unwrap_or_else(|_| bad("--conns")),
-            "--reps" => o.reps = value().parse().unwrap_or_else(|_| bad("--reps")),
-            "--help" | "-h" => {
-                println!("{USAGE}");
-                std::process::exit(0)
-            }
-            other => bad(other),
-        }
-    }
-    if o.calls == 0 || o.conns == 0 || o.reps == 0 {
-        eprintln!("every number must be positive\n{USAGE}");
-        std::process::exit(2)
-    }
-    o
 }
 
 /// What one connection sends per call in a phase.
@@ -176,7 +140,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let o = options();
+    let o = Options::parse();
     let server = Server::builder(o.flavor).start();
     let url = server.url();
     let mut con = redis::Client::open(url.as_str())

@@ -19,18 +19,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use clap::Parser;
 use redis_throttle::report::{report_key, Report};
+use throttle_benches::{at_least_one, flavor};
 use throttle_testkit::{Flavor, Server};
-
-const USAGE: &str = "\
-usage: status-bench [--server NAME] [--quotas N] [--reps N]
-
-  --server NAME    redis-7.0 (default), redis-8.2, valkey-8.1 or valkey-9.1
-  --quotas N       buckets and report lines written (default 10000)
-  --reps N         timed runs of each (default 3)
-
-The binary is target/<profile>/throttle (THROTTLE_BIN overrides it); build it with
-cargo build --release -p redis-throttle-cli.";
 
 /// Commands per pipeline while writing.
 const BATCH: usize = 1000;
@@ -38,52 +30,23 @@ const BATCH: usize = 1000;
 const CAPACITY: u64 = 1000;
 const RATE: &str = "0.01";
 
+/// The command line (`--help` prints it). The binary is target/<profile>/throttle
+/// (`THROTTLE_BIN` overrides it); build it with `cargo build --release -p redis-throttle-cli`.
+#[derive(Parser)]
+#[command(
+    name = "status-bench",
+    about = "throttle status over many quotas against a plain SCAN"
+)]
 struct Options {
+    /// redis-7.0, redis-8.2, valkey-8.1 or valkey-9.1.
+    #[arg(long = "server", default_value = "redis-7.0", value_parser = flavor)]
     flavor: Flavor,
+    /// Buckets and report lines written.
+    #[arg(long, default_value_t = 10_000, value_parser = at_least_one)]
     quotas: usize,
+    /// Timed runs of each.
+    #[arg(long, default_value_t = 3, value_parser = at_least_one)]
     reps: usize,
-}
-
-fn options() -> Options {
-    let mut o = Options {
-        flavor: Flavor::Redis70,
-        quotas: 10_000,
-        reps: 3,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = || {
-            args.next().unwrap_or_else(|| {
-                eprintln!("{arg} needs a value\n{USAGE}");
-                std::process::exit(2)
-            })
-        };
-        let bad = |what: &str| -> ! {
-            eprintln!("bad {what}\n{USAGE}");
-            std::process::exit(2)
-        };
-        match arg.as_str() {
-            "--server" => {
-                let name = value();
-                o.flavor = Flavor::ALL
-                    .into_iter()
-                    .find(|f| f.name() == name)
-                    .unwrap_or_else(|| bad("--server"));
-            }
-            "--quotas" => o.quotas = value().parse().unwrap_or_else(|_| bad("--quotas")),
-            "--reps" => o.reps = value().parse().unwrap_or_else(|_| bad("--reps")),
-            "--help" | "-h" => {
-                println!("{USAGE}");
-                std::process::exit(0)
-            }
-            other => bad(other),
-        }
-    }
-    if o.quotas == 0 || o.reps == 0 {
-        eprintln!("every number must be positive\n{USAGE}");
-        std::process::exit(2)
-    }
-    o
 }
 
 /// The `throttle` binary beside this one, or `$THROTTLE_BIN`.
@@ -170,7 +133,7 @@ fn s(d: Duration) -> String {
 }
 
 fn main() {
-    let o = options();
+    let o = Options::parse();
     let bin = throttle_bin();
     let server = Server::builder(o.flavor).start();
     let url = server.url();
