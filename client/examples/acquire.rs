@@ -12,7 +12,6 @@
 use redis_throttle::prelude::*;
 use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis_throttle::{Error, Limiter, Quota, Rate};
 
 #[tokio::main(flavor = "current_thread")]
@@ -26,11 +25,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => 8,
     };
 
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(2)))
-        .set_response_timeout(Some(Duration::from_secs(2)))
-        .set_number_of_retries(1);
-    let conn = ConnectionManager::new_with_config(redis::Client::open(url.as_str())?, config)
+    // One connection per process, listening to the quotas' announcements.
+    let conn = redis_throttle::connect(&url)
         .await
         .map_err(|e| format!("cannot connect to {url}: {e}"))?;
 

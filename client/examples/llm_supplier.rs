@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use redis::aio::ConnectionManager;
 use redis_throttle::http::{Pick, RequestHead, RetryPolicy, SettleHandle, ThrottleMiddleware};
 use redis_throttle::{MultiLimiter, Quota, Rate};
 
@@ -58,7 +57,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => 36,
     };
     let supplier = start_supplier().await?;
-    let conn = ConnectionManager::new(redis::Client::open(url)?).await?;
+    // One connection per process, listening to the quotas' announcements.
+    let conn = redis_throttle::connect(&url).await?;
     // One hash tag, so both keys are on one Redis Cluster shard.
     let limiter = MultiLimiter::builder()
         .limit("{llm}:rpm", Quota::new(RPM, Rate::per(RPM, MINUTE))?, 1)

@@ -15,11 +15,10 @@ use redis_throttle::prelude::*;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis_throttle::http::{RetryPolicy, ThrottleMiddleware};
 use redis_throttle::{Limiter, Quota, Rate};
 use reqwest_middleware::{ClientBuilder, Middleware, Next};
@@ -35,11 +34,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => 8,
     };
 
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(2)))
-        .set_response_timeout(Some(Duration::from_secs(2)))
-        .set_number_of_retries(1);
-    let conn = ConnectionManager::new_with_config(redis::Client::open(url.as_str())?, config)
+    // One connection per process, listening to the quotas' announcements.
+    let conn = redis_throttle::connect(&url)
         .await
         .map_err(|e| format!("cannot connect to {url}: {e}"))?;
 
