@@ -14,11 +14,14 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use redis_throttle::prelude::*;
-use redis_throttle::report::{report_key, FleetReport, Report};
+use redis_throttle::report::{report_key, FleetReport};
 use redis_throttle::{Limiter, Quota};
 use serde_json::Value as Json;
 use throttle_testkit::{Flavor, Server};
 use tokio::time::Instant;
+
+mod common;
+use common::report_when;
 
 /// Bound on the wait for a report to land.
 const BOUND: Duration = Duration::from_secs(10);
@@ -83,24 +86,10 @@ async fn status_shows_a_reported_quota_and_one_found_by_its_pattern_and_a_pause(
     for _ in 0..3 {
         limiter.acquire().await.unwrap();
     }
-    let key = report_key("quota:reported", fleet.process());
-    let start = Instant::now();
-    loop {
-        let line: Option<String> = redis::cmd("GET")
-            .arg(&key)
-            .query_async(&mut con)
-            .await
-            .unwrap();
-        if line
-            .as_deref()
-            .and_then(Report::parse)
-            .is_some_and(|r| r.total.granted == 3)
-        {
-            break;
-        }
-        assert!(start.elapsed() < BOUND, "no report within {BOUND:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    report_when(&mut con, "quota:reported", fleet.process(), BOUND, |r| {
+        r.total.granted == 3
+    })
+    .await;
     // ... one no process reports, and a string that is no bucket.
     let _: Vec<i64> = redis::cmd("THROTTLE.TAKE")
         .arg("quota:found")
@@ -553,21 +542,8 @@ async fn a_pause_longer_than_the_fleets_deadline_needs_force() {
         .build(connect(&url).await)
         .unwrap();
     limiter.acquire().await.unwrap();
-    let key = report_key("quota:deadline", fleet.process());
-    let start = Instant::now();
-    loop {
-        let line: Option<String> = redis::cmd("GET")
-            .arg(&key)
-            .query_async(&mut con)
-            .await
-            .unwrap();
-        if let Some(report) = line.as_deref().and_then(Report::parse) {
-            assert_eq!(report.max_wait_ms, Some(60_000), "{line:?}");
-            break;
-        }
-        assert!(start.elapsed() < BOUND, "no report within {BOUND:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let report = report_when(&mut con, "quota:deadline", fleet.process(), BOUND, |_| true).await;
+    assert_eq!(report.max_wait_ms, Some(60_000), "{report:?}");
 
     let refused = "throttle: 1 process on quota:deadline waits at most 60s for a call (max_wait): \
 its calls will fail with DeadlineExceeded during this 90s pause (every call while more than 60s \
@@ -861,24 +837,10 @@ async fn slots_taken_by_a_client_that_does_not_report_show_in_status() {
         let reply: Vec<i64> = take(key).query_async(&mut con).await.unwrap();
         assert_eq!(reply.first(), Some(&1), "{key}: {reply:?}");
     }
-    let report = report_key("quota:flight", fleet.process());
-    let start = Instant::now();
-    loop {
-        let line: Option<String> = redis::cmd("GET")
-            .arg(&report)
-            .query_async(&mut con)
-            .await
-            .unwrap();
-        if line
-            .as_deref()
-            .and_then(Report::parse)
-            .is_some_and(|r| r.in_flight == 1 && r.max_in_flight == 4)
-        {
-            break;
-        }
-        assert!(start.elapsed() < BOUND, "no report within {BOUND:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    report_when(&mut con, "quota:flight", fleet.process(), BOUND, |r| {
+        r.in_flight == 1 && r.max_in_flight == 4
+    })
+    .await;
 
     let text = ok(&throttle(&url, &["status", "quota:*", "--quota", "10/5"]).await);
     let line = |key: &str| {

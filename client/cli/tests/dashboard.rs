@@ -23,12 +23,15 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use redis_throttle::prelude::*;
-use redis_throttle::report::{report_key, FleetReport, Report};
+use redis_throttle::report::{report_key, FleetReport};
 use redis_throttle::{HttpEvent, Limiter, Quota};
 use serde_json::Value as Json;
 use throttle_testkit::{Flavor, Server};
 
 /// Bound on each wait: a report landing, the dashboard starting, samples piling up.
+mod common;
+use common::report_when;
+
 const BOUND: Duration = Duration::from_secs(15);
 /// Bound on one run of Chromium.
 const BROWSER_BOUND: Duration = Duration::from_secs(90);
@@ -206,27 +209,10 @@ async fn the_page_shows_each_quota_its_charts_and_the_pause() {
     paused.count(HttpEvent::Response429);
     paused.pause(Duration::from_secs(60)).await.unwrap();
     for key in [PAUSED, CALM] {
-        let report = report_key(key, fleet.process());
-        let start = Instant::now();
-        loop {
-            let line: Option<String> = redis::cmd("GET")
-                .arg(&report)
-                .query_async(&mut con)
-                .await
-                .unwrap();
-            if line
-                .as_deref()
-                .and_then(Report::parse)
-                .is_some_and(|r| r.total.granted > 0)
-            {
-                break;
-            }
-            assert!(
-                start.elapsed() < BOUND,
-                "no report of {key} within {BOUND:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        report_when(&mut con, key, fleet.process(), BOUND, |r| {
+            r.total.granted > 0
+        })
+        .await;
     }
 
     let dashboard = start_dashboard(&url);
