@@ -1,24 +1,15 @@
 //! The limiter over redis-rs's cluster connection, on a one-node cluster that owns every
 //! slot (cheap to start). The multi-node cluster test is the end-to-end suite's.
 
-use redis::cluster::ClusterClient;
 use redis_throttle::prelude::*;
 use redis_throttle::{Limiter, Quota, Strategy};
-use throttle_e2e::TIMEOUT;
+use throttle_e2e::cluster;
 use throttle_testkit::{one_node_cluster, Flavor, Server};
 
 #[tokio::test]
 async fn the_limiter_works_over_a_cluster_connection() {
     let server = one_node_cluster(Server::builder(Flavor::Redis82));
-    let client = ClusterClient::builder(vec![server.url()])
-        .connection_timeout(TIMEOUT)
-        .response_timeout(TIMEOUT)
-        .build()
-        .unwrap();
-    let conn = client
-        .get_async_connection()
-        .await
-        .expect("cluster connection");
+    let conn = cluster([server.url()]).await;
 
     for (key, strategy) in [
         ("{user:1}:quota", Strategy::Reserve),

@@ -12,11 +12,11 @@
 use redis_throttle::prelude::*;
 use std::time::Duration;
 
-use redis::cluster::ClusterClient;
 use redis_throttle::backlog::{Backlog, Outcome, Worker, WorkerOptions};
 use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
 use redis_throttle::Quota;
 use redis_throttle::{Announcements, Error};
+use throttle_e2e::cluster;
 use throttle_e2e::wall::now_ns;
 use throttle_e2e::{multiplexed, stored, within_async};
 use throttle_testkit::{one_node_cluster, Flavor, Server};
@@ -301,12 +301,7 @@ async fn a_backlog_worker_drains_through_a_partitioned_limiter() {
 async fn a_partitioned_limiter_runs_over_a_cluster_connection() {
     let server = one_node_cluster(Server::builder(Flavor::Redis70).module(false));
     let mut con = server.conn();
-    let conn = ClusterClient::builder(vec![server.url()])
-        .build()
-        .unwrap()
-        .get_async_connection()
-        .await
-        .unwrap();
+    let conn = cluster([server.url()]).await;
     let q = quota("clustered", 4);
     let limiter = PartitionedLimiter::builder(q.clone()).build(conn).unwrap();
     for _ in 0..10 {

@@ -43,3 +43,22 @@ pub async fn multiplexed(url: &str) -> MultiplexedConnection {
         .await
         .unwrap_or_else(|e| panic!("connect to {url}: {e}"))
 }
+
+/// A cluster client seeded with `urls`, with the test timeouts.
+pub fn cluster_client(urls: impl IntoIterator<Item = String>) -> redis::cluster::ClusterClient {
+    redis::cluster::ClusterClient::builder(urls)
+        .connection_timeout(TIMEOUT)
+        .response_timeout(TIMEOUT)
+        .build()
+        .expect("a cluster client")
+}
+
+/// An async connection to the cluster seeded with `urls`, with the test timeouts.
+pub async fn cluster(
+    urls: impl IntoIterator<Item = String>,
+) -> redis::cluster_async::ClusterConnection {
+    cluster_client(urls)
+        .get_async_connection()
+        .await
+        .expect("a cluster connection")
+}

@@ -53,7 +53,9 @@ pub use aof::{aof_files, aof_server, aof_size, aof_text, assert_aof_holds_effect
 pub use backend::{backend_named, clock_lag_ns, server_for};
 pub use battery::{bad, check_battery, set_up_bad_keys, BadCall, NOT_BUCKETS, OTHER_TYPES};
 pub use command::{error_text, line, ok, query, run, send, shown};
-pub use connect::{manager, manager_config, manager_with, multiplexed, TIMEOUT};
+pub use connect::{
+    cluster, cluster_client, manager, manager_config, manager_with, multiplexed, TIMEOUT,
+};
 pub use env::{long_mode, worker_env, worker_number};
 pub use grants::{check_windows, worst_excess, Sample, Windows};
 pub use keyspace::{

@@ -6,8 +6,6 @@
 use redis_throttle::prelude::*;
 use std::time::{Duration, Instant};
 
-use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
 use redis_throttle::{Limiter, Quota, TryAcquire};
 use throttle_e2e::*;
 use throttle_testkit::ReplicatedCluster;
@@ -66,14 +64,7 @@ fn keys_on_every_master_and_a_moved_slot(flavor: Flavor) {
         .enable_all()
         .build()
         .unwrap();
-    let client = ClusterClient::builder(nodes.iter().map(|n| n.server.url()))
-        .connection_timeout(Duration::from_secs(5))
-        .response_timeout(Duration::from_secs(5))
-        .build()
-        .expect("a cluster client");
-    let conn: ClusterConnection = runtime
-        .block_on(client.get_async_connection())
-        .expect("a cluster connection");
+    let conn = runtime.block_on(cluster(nodes.iter().map(|n| n.server.url())));
 
     // Every key at once, one task each.
     runtime.block_on(async {

@@ -8,7 +8,6 @@
 use redis_throttle::prelude::*;
 use std::time::Duration;
 
-use redis::cluster::ClusterClient;
 use redis_throttle::{Announcements, Limiter, LimiterBuilder, Quota};
 use throttle_e2e::at_once::most_held_at_once;
 use throttle_e2e::*;
@@ -35,15 +34,7 @@ fn a_slot_freed_on_another_shard_is_heard(flavor: Flavor) {
         .expect("a slot on another master");
     let key = format!("{{{tag}}}:quota");
     runtime().block_on(async {
-        let client = ClusterClient::builder(nodes.iter().map(|n| n.server.url()))
-            .connection_timeout(TIMEOUT)
-            .response_timeout(TIMEOUT)
-            .build()
-            .expect("a cluster client");
-        let conn = client
-            .get_async_connection()
-            .await
-            .expect("a cluster connection");
+        let conn = cluster(nodes.iter().map(|n| n.server.url())).await;
         // Seeded with the first master alone: the subscription finds the bucket's master.
         let announcements = Announcements::cluster([nodes[0].server.url()]).unwrap();
         let holder = capped(&key).build(conn.clone()).unwrap();

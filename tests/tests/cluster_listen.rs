@@ -8,7 +8,6 @@
 use redis_throttle::prelude::*;
 use std::time::Duration;
 
-use redis::cluster::ClusterClient;
 use redis_throttle::{Announcements, Limiter, Quota, Rate};
 use throttle_e2e::*;
 use throttle_testkit::ReplicatedCluster;
@@ -33,15 +32,7 @@ fn a_pause_on_another_shard_is_heard(flavor: Flavor) {
         .expect("a slot on another master");
     let runtime = runtime();
     runtime.block_on(async {
-        let client = ClusterClient::builder(nodes.iter().map(|n| n.server.url()))
-            .connection_timeout(TIMEOUT)
-            .response_timeout(TIMEOUT)
-            .build()
-            .expect("a cluster client");
-        let conn = client
-            .get_async_connection()
-            .await
-            .expect("a cluster connection");
+        let conn = cluster(nodes.iter().map(|n| n.server.url())).await;
         // Seeded with the first master alone: the subscription finds the bucket's master.
         let cluster = Announcements::cluster([nodes[0].server.url()]).unwrap();
         let one_node =

@@ -7,12 +7,10 @@
 //! and in a real 3-master Redis Cluster, keys with one hash tag work, keys in different slots
 //! get the server's own CROSSSLOT, COMMAND GETKEYS lists them.
 
-use std::time::Duration;
-
 use throttle_e2e::{
-    assert_reply, bad, check_battery, command_stat_of, errors, exec, exists, give, ints, keyslot,
-    line, mtake, num, per_server, query, send, state, strings, BadCall, Connection, Flavor, Pair,
-    Server, NS_PER_MS,
+    assert_reply, bad, check_battery, cluster_client, command_stat_of, errors, exec, exists, give,
+    ints, keyslot, line, mtake, num, per_server, query, send, state, strings, BadCall, Connection,
+    Flavor, Pair, Server, NS_PER_MS,
 };
 use throttle_testkit::ReplicatedCluster;
 
@@ -688,12 +686,9 @@ fn in_a_cluster_one_hash_tag_works_and_two_slots_are_crossslot(flavor: Flavor) {
     }
 
     // Through the cluster client: the command is routed (or redirected) to the owner.
-    let client = redis::cluster::ClusterClient::builder(nodes.iter().map(|n| n.server.url()))
-        .connection_timeout(Duration::from_secs(5))
-        .response_timeout(Duration::from_secs(5))
-        .build()
-        .expect("a cluster client");
-    let mut cluster = client.get_connection().expect("a cluster connection");
+    let mut cluster = cluster_client(nodes.iter().map(|n| n.server.url()))
+        .get_connection()
+        .expect("a cluster connection");
     let reply: Vec<i64> = line(&format!("THROTTLE.MTAKE {call}"))
         .query(&mut cluster)
         .unwrap_or_else(|e| panic!("MTAKE through the cluster client: {e}"));
