@@ -23,6 +23,7 @@
 --     FCALL throttle_release 1 key capacity rate slot [INFLIGHT n] -> 1 if held (freed), else 0
 --     FCALL_RO throttle_slots 1 key capacity rate              -> {held, first_lease_ms}
 --     FCALL throttle_resume 1 key capacity rate                -> 1 if a pause or cut ended, else 0
+--     FCALL throttle_quota 1 key capacity rate [CLEAR]         -> {changed, remaining, reset_ms}
 --     FCALL_RO throttle_version 0                              -> the library's version
 --
 -- * A script (`EVALSHA`), as it is, for servers that refuse FUNCTION: the same commands with
@@ -53,7 +54,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 11                     -- of this library; a client replaces an older one
+local VERSION = 12                     -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
@@ -110,6 +111,8 @@ local function fail(code, ...)
         .. 'FLOOR f [f ...] (one floor per key), TICKET, INFLIGHT n and LEASE ms',
       release_option = 'ERR unknown option for THROTTLE.RELEASE: the option is INFLIGHT n, the '
         .. 'cap the slot was taken under',
+      quota_option = "ERR unknown option for THROTTLE.QUOTA: the option is CLEAR, which gives "
+        .. "the key back to its callers' quotas",
       missing = 'ERR %s needs a value: %s n',
       repeated = 'ERR %s is given more than once',
       pause_ms = 'ERR ms must be a whole number of milliseconds from 1 to 315360000000 '
@@ -152,7 +155,7 @@ local function fail(code, ...)
       -- The script's and the library's own rules: which command, and one key for the one-key
       -- commands.
       command = 'ERR unknown THROTTLE script command: the first argument must be take, mtake, '
-        .. 'pause, give, peek, cut, sync, debit, renew, release, slots or resume',
+        .. 'pause, give, peek, cut, sync, debit, renew, release, slots, resume or quota',
       one_key = "ERR the THROTTLE script's %s takes exactly one key: EVALSHA sha 1 key %s",
       one_key_function = 'ERR throttle_%s takes exactly one key: FCALL throttle_%s 1 key %s',
     }
@@ -426,6 +429,28 @@ local function parse_interval(text)
   error('interval did not converge') -- unreachable
 end
 
+-- The shortest decimal of a valid rate's value, the text a kept quota is stored with (the
+-- module's): leading zeros and trailing fraction zeros dropped, digits past the 24th dropped,
+-- '0' for an empty integer part, no point for a whole number.
+local function canonical_rate(text)
+  local int, frac = text, ''
+  local point = find(text, '.', 1, true)
+  if point then
+    int, frac = sub(text, 1, point - 1), sub(text, point + 1)
+  end
+  local first = find(int, '[^0]')
+  int = first and sub(int, first) or '0'
+  frac = sub(frac, 1, FRACTION_DIGITS)
+  local last = #frac
+  while last > 0 and byte(frac, last) == 48 do
+    last = last - 1
+  end
+  if last == 0 then
+    return int
+  end
+  return int .. '.' .. sub(frac, 1, last)
+end
+
 -- Quotas seen before, by rate then capacity text: a hot key's quota is parsed once (in the
 -- library; the script's table lives for one call). Bounded: cleared when it grows past 64.
 local QUOTAS, QUOTAS_SEEN = {}, 0
@@ -619,7 +644,7 @@ end
 -- the bucket is full again as a pair, and its pushback {until_s, until_n, cut = {s, n, factor,
 -- recovery_ms} or nil} or nil; nothing for a missing key (a full bucket); or nil, nil, nil and
 -- the error's code. Fifth, the calls in flight it holds (`slots_of`), or nil for none.
-local function state_of(stored, now_s, now_n)
+local function base_state_of(stored, now_s, now_n)
   if not stored then
     return nil
   end
@@ -675,6 +700,33 @@ local function state_of(stored, now_s, now_n)
   return s, n, pushback, nil, slots
 end
 
+-- `state_of`'s sixth value, for a state that keeps a quota (THROTTLE.QUOTA): after the binary
+-- form (8, 32 or a slot table), the capacity (8 bytes), the rate's shortest decimal, its length
+-- (one byte) and the byte 0xFF, which no other form ends with. {q = the quota, capacity, text}.
+local function state_of(stored, now_s, now_n)
+  local len = type(stored) == 'string' and #stored or 0
+  if len == 0 or byte(stored, len) ~= 255 then
+    return base_state_of(stored, now_s, now_n)
+  end
+  local text_len = len > 1 and byte(stored, len - 1) or 0
+  local base_len = len - text_len - 10
+  local table_form = base_len >= 56 and base_len <= 40 + 16 * MAX_INFLIGHT
+    and (base_len - 40) % 16 == 0
+  if not (base_len == 8 or base_len == 32 or table_form) or byte(stored, base_len) == 255 then
+    return nil, nil, nil, 'not_bucket'
+  end
+  local capacity = le_id(stored, base_len)
+  local text = sub(stored, base_len + 9, base_len + 8 + text_len)
+  local quota = capacity and parse_quota(string.format('%.0f', capacity), text)
+  if not quota or canonical_rate(text) ~= text then
+    return nil, nil, nil, 'not_bucket'
+  end
+  local s, n, pushback, err, slots = base_state_of(sub(stored, 1, base_len), now_s, now_n)
+  if err then
+    return nil, nil, nil, err
+  end
+  return s, n, pushback, nil, slots, { q = quota, capacity = capacity, text = text }
+end
 -- The server's clock in µs as a pair, clamped to the year 2200 (it is never below 0). The µs
 -- are converted by the multiplication itself: one strtod, where tonumber makes two.
 local function clock()
@@ -719,8 +771,9 @@ end
 -- as it is in effect at `now` (a pause not over, a cut not recovered: 32 bytes) and the calls
 -- in flight `slots` whose lease has not run out (after the 32 bytes: the next id, then 16
 -- bytes a slot), the key expiring once all of it is over; DEL when the bucket is full and
--- nothing holds it back. (The module writes its state the same way, step by step.)
-local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots)
+-- nothing holds it back. With a `kept` quota, its trailer after all that and no expiry: the
+-- quota goes with the key. (The module writes its state the same way, step by step.)
+local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots, kept)
   local until_s, until_n = tat_s, tat_n
   local held
   if slots then
@@ -749,7 +802,7 @@ local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots)
       pushback = nil
     end
   end
-  if not lt(now_s, now_n, until_s, until_n) then
+  if not kept and not lt(now_s, now_n, until_s, until_n) then
     redis.call('DEL', key) -- full again: a missing key is a full bucket
     return
   end
@@ -771,6 +824,10 @@ local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots)
       state = state .. string.rep('\0', 24)
     end
     state = state .. id_le(slots.next) .. table.concat(held)
+  end
+  if kept then
+    redis.call('SET', key, state .. id_le(kept.capacity) .. kept.text .. char(#kept.text, 255))
+    return
   end
   redis.call('SET', key, state, 'PXAT', ceil_ms(until_s, until_n))
 end
@@ -957,7 +1014,7 @@ local function paused(key, quota, b, cut, ms)
       redis.call('SPUBLISH', pause_channel(key), heard)
     end
     store(key, tat_s, tat_n, { until_s = keep_s, until_n = keep_n, cut = cut }, b.now_s, b.now_n,
-      b.slots)
+      b.slots, b.kept)
     wrote = true
   else
     tat_s, tat_n = b.base_s, b.base_n
@@ -971,7 +1028,8 @@ end
 -- Reads the bucket at `key`: the view's fields in a table, or nil and the error's code.
 local function open(key)
   local now_s, now_n = clock()
-  local state_s, state_n, pushback, err, slots = state_of(redis.pcall('GET', key), now_s, now_n)
+  local state_s, state_n, pushback, err, slots, kept =
+    state_of(redis.pcall('GET', key), now_s, now_n)
   if err then
     return nil, err
   end
@@ -979,7 +1037,7 @@ local function open(key)
   return {
     now_s = now_s, now_n = now_n, state_s = state_s, state_n = state_n, pushback = pushback,
     base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n, factor = factor,
-    slots = slots,
+    slots = slots, kept = kept,
   }
 end
 
@@ -998,6 +1056,7 @@ local USAGE = {
   release = 'capacity rate slot',
   slots = 'capacity rate',
   resume = 'capacity rate',
+  quota = 'capacity rate [CLEAR]',
 }
 
 -- TAKE's own, for its fast path. redis.call and redis.pcall, captured on the first call: an
@@ -1215,10 +1274,13 @@ do
         return reply
       end
     end
-    local slots
-    state_s, state_n, pushback, read_err, slots = state_of(stored, now_s, now_n)
+    local slots, kept
+    state_s, state_n, pushback, read_err, slots, kept = state_of(stored, now_s, now_n)
     if read_err then
       return fail(read_err)
+    end
+    if kept then
+      quota = kept.q -- a quota kept at the server wins over the caller's
     end
     local base_s, base_n, debt_s, debt_n, factor = view(state_s, state_n, pushback, now_s, now_n)
     local b = { base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n,
@@ -1297,7 +1359,7 @@ do
       end
     end
     if granted == 1 and tat_s then
-      store(key, tat_s, tat_n, b.pushback, b.now_s, b.now_n, slots)
+      store(key, tat_s, tat_n, b.pushback, b.now_s, b.now_n, slots, kept)
     end
     local reply = {
       granted,
@@ -1435,11 +1497,14 @@ local function mtake(keys, args)
   local now_s, now_n = clock()
   local buckets = {}
   for k = 1, count do
-    local s, n, pushback, err, slots = state_of(redis.pcall('GET', keys[k]), now_s, now_n)
+    local s, n, pushback, err, slots, kept = state_of(redis.pcall('GET', keys[k]), now_s, now_n)
     if err then
       return fail(err)
     end
-    local b = { pushback = pushback, now_s = now_s, now_n = now_n, slots = slots }
+    if kept then
+      quotas[k] = kept.q -- a quota kept at the server wins over the caller's
+    end
+    local b = { pushback = pushback, now_s = now_s, now_n = now_n, slots = slots, kept = kept }
     b.base_s, b.base_n, b.debt_s, b.debt_n, b.factor = view(s, n, pushback, now_s, now_n)
     buckets[k] = b
   end
@@ -1537,7 +1602,7 @@ local function mtake(keys, args)
     local b = buckets[k]
     local debt_s, debt_n = b.debt_s, b.debt_n
     if granted and b.tat_s then
-      store(keys[k], b.tat_s, b.tat_n, b.pushback, now_s, now_n, b.slots)
+      store(keys[k], b.tat_s, b.tat_n, b.pushback, now_s, now_n, b.slots, b.kept)
       debt_s, debt_n = sub2(b.tat_s, b.tat_n, now_s, now_n)
     end
     reply[2 * k + 1] = remaining(quotas[k], debt_s, debt_n, b.factor)
@@ -1576,6 +1641,7 @@ local function pause(keys, args)
   if not b then
     return fail(read_err)
   end
+  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local next_ms = paused(keys[1], quota, b, b.pushback and b.pushback.cut, ms)
   return next_ms
 end
@@ -1612,6 +1678,7 @@ local function give(keys, args)
   if not b then
     return fail(read_err)
   end
+  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   if not b.state_s then
     return 0 -- a missing key is a full bucket: nothing to give back to
   end
@@ -1649,7 +1716,7 @@ local function give(keys, args)
   if given > n then
     given = n
   end
-  store(keys[1], tat_s, tat_n, pushback, b.now_s, b.now_n, b.slots)
+  store(keys[1], tat_s, tat_n, pushback, b.now_s, b.now_n, b.slots, b.kept)
   return given
 end
 
@@ -1667,6 +1734,7 @@ local function peek(keys, args)
   if not b then
     return fail(read_err)
   end
+  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local paused_ms = 0
   local pushback = b.pushback
   if pushback and lt(b.now_s, b.now_n, pushback.until_s, pushback.until_n) then
@@ -1703,6 +1771,7 @@ local function cut(keys, args)
   if not b then
     return fail(read_err)
   end
+  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local pushback = b.pushback
   local stored_cut = pushback and pushback.cut
   -- A cut while the bucket is paused is the same episode: the rate is cut once.
@@ -1766,6 +1835,7 @@ local function sync(keys, args)
   if not b then
     return fail(read_err)
   end
+  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local tat_s, tat_n = b.base_s, b.base_n
   if remaining(quota, b.debt_s, b.debt_n, b.factor) > left then
     -- The debt that leaves exactly `left` whole tokens.
@@ -1787,7 +1857,7 @@ local function sync(keys, args)
     end
   end
   if not wrote and lowered then
-    store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, b.slots)
+    store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, b.slots, b.kept)
     wrote = true
   end
   local debt_s, debt_n = b.debt_s, b.debt_n
@@ -1814,6 +1884,7 @@ local function debit(keys, args)
   if not b then
     return fail(read_err)
   end
+  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   if n == 0 then
     return { remaining(quota, b.debt_s, b.debt_n, b.factor), ceil_ms(b.debt_s, b.debt_n) }
   end
@@ -1830,7 +1901,7 @@ local function debit(keys, args)
     return fail('too_deep')
   end
   local tat_s, tat_n = add(b.base_s, b.base_n, cost_s, cost_n)
-  store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, b.slots)
+  store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, b.slots, b.kept)
   return { remaining(quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
 end
 
@@ -1900,7 +1971,7 @@ local function renew(keys, args)
   if not slots then
     return 0
   end
-  store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, slots)
+  store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, slots, b.kept)
   return 1
 end
 
@@ -1956,7 +2027,7 @@ local function release(keys, args)
   if not slots then
     return 0
   end
-  store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, slots)
+  store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, slots, b.kept)
   -- After the write, and protected: a server that refuses the announcement (an ACL without
   -- the channel) still frees the slot; the waiters find it when they look again.
   if cap and held >= cap then
@@ -2018,15 +2089,54 @@ local function resume(keys, args)
   if not paused and not cut then
     return 0
   end
-  store(keys[1], b.base_s, b.base_n, nil, b.now_s, b.now_n, b.slots)
+  store(keys[1], b.base_s, b.base_n, nil, b.now_s, b.now_n, b.slots, b.kept)
   return 1
 end
 
+-- THROTTLE.QUOTA key capacity rate [CLEAR]: an operator keeps the key's quota at the server,
+-- so that every command on the key computes with it whatever its caller sends; CLEAR gives the
+-- key back to its callers' quotas. The state instant, the pause, the cut and the slots stay;
+-- the key keeps no TTL while a quota is kept. Nothing is written when nothing changes.
+local function quota(keys, args)
+  local count = #args
+  if count ~= 2 and count ~= 3 then
+    return fail('arity', 'quota')
+  end
+  local wanted, err = parse_quota(args[1], args[2])
+  if not wanted then
+    return fail(err)
+  end
+  local kept = { q = wanted, capacity = wanted.capacity, text = canonical_rate(args[2]) }
+  if count == 3 then
+    if string.upper(args[3]) ~= 'CLEAR' then
+      return fail('quota_option')
+    end
+    kept = nil
+  end
+  local b, read_err = open(keys[1])
+  if not b then
+    return fail(read_err)
+  end
+  -- The bucket seen with the quota it keeps from now: the one given either way (after CLEAR,
+  -- the caller's own).
+  local was = b.kept
+  local changed = (was == nil) ~= (kept == nil)
+    or (was ~= nil and (was.capacity ~= kept.capacity or was.text ~= kept.text))
+  if changed then
+    store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, b.slots, kept)
+  end
+  return {
+    changed and 1 or 0,
+    remaining(wanted, b.debt_s, b.debt_n, b.factor),
+    ceil_ms(b.debt_s, b.debt_n),
+  }
+end
 -- Entry points -----------------------------------------------------------------------------
 
 local COMMANDS = {
   take = take, mtake = mtake, pause = pause, give = give, peek = peek, cut = cut, sync = sync,
   debit = debit, renew = renew, release = release, slots = slots, resume = resume,
+  quota = quota,
 }
 
 if redis.register_function then
@@ -2053,6 +2163,7 @@ if redis.register_function then
   redis.register_function('throttle_renew', entry('renew'))
   redis.register_function('throttle_release', entry('release'))
   redis.register_function('throttle_resume', entry('resume'))
+  redis.register_function('throttle_quota', entry('quota'))
   redis.register_function({
     function_name = 'throttle_peek', callback = entry('peek'), flags = { 'no-writes' },
   })

@@ -137,8 +137,8 @@ impl BucketKey {
     }
 
     /// Stores `state`: its bytes in place, the expiry, and `SET key <state> PXAT <ms>` for
-    /// replicas and the AOF.
-    fn store(&mut self, state: &State, expire_at_ms: i64) -> Result<(), String> {
+    /// replicas and the AOF; with no expiry (a kept quota), no TTL and `SET key <state>`.
+    fn store(&mut self, state: &State, expire_at_ms: Option<i64>) -> Result<(), String> {
         let encoded = encode_state(state);
         let bytes = encoded.as_bytes();
         // SAFETY: `key` is open for writing and holds a string or nothing (checked in `open`);
@@ -209,19 +209,31 @@ impl BucketKey {
             ptr::copy_nonoverlapping(bytes.as_ptr(), target.cast::<u8>(), len);
             self.empty = false;
             self.stored_len.set(Some(len));
-            if set_expire(self.key, expire_at_ms) != raw::REDISMODULE_OK as c_int {
+            let expire = expire_at_ms.unwrap_or(raw::REDISMODULE_NO_EXPIRE.into());
+            if set_expire(self.key, expire) != raw::REDISMODULE_OK as c_int {
                 return Err(NOT_STORED.to_owned());
             }
-            replicate(
-                self.ctx,
-                c"SET".as_ptr(),
-                c"sbcl".as_ptr(),
-                self.name,
-                bytes.as_ptr(),
-                bytes.len(),
-                c"PXAT".as_ptr(),
-                expire_at_ms as c_longlong,
-            );
+            match expire_at_ms {
+                Some(at_ms) => replicate(
+                    self.ctx,
+                    c"SET".as_ptr(),
+                    c"sbcl".as_ptr(),
+                    self.name,
+                    bytes.as_ptr(),
+                    bytes.len(),
+                    c"PXAT".as_ptr(),
+                    at_ms as c_longlong,
+                ),
+                // A plain SET drops a TTL the replica's key may have.
+                None => replicate(
+                    self.ctx,
+                    c"SET".as_ptr(),
+                    c"sb".as_ptr(),
+                    self.name,
+                    bytes.as_ptr(),
+                    bytes.len(),
+                ),
+            };
             signal(self.ctx, self.name);
             notify(
                 self.ctx,
@@ -229,12 +241,14 @@ impl BucketKey {
                 c"set".as_ptr(),
                 self.name,
             );
-            notify(
-                self.ctx,
-                raw::REDISMODULE_NOTIFY_GENERIC,
-                c"expire".as_ptr(),
-                self.name,
-            );
+            if expire_at_ms.is_some() {
+                notify(
+                    self.ctx,
+                    raw::REDISMODULE_NOTIFY_GENERIC,
+                    c"expire".as_ptr(),
+                    self.name,
+                );
+            }
         }
         Ok(())
     }

@@ -44,8 +44,8 @@ use redis_module::alloc::RedisAlloc;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 use throttle_bucket::spec::{Keys, Spec};
 use throttle_bucket::{
-    Command, CutArgs, DebitArgs, GiveArgs, PauseArgs, PeekArgs, ReleaseArgs, RenewArgs, ResumeArgs,
-    SlotsArgs, SyncArgs, TakeArgs,
+    Command, CutArgs, DebitArgs, GiveArgs, PauseArgs, PeekArgs, QuotaArgs, ReleaseArgs, RenewArgs,
+    ResumeArgs, SlotsArgs, SyncArgs, TakeArgs,
 };
 
 redis_module! {
@@ -102,6 +102,7 @@ static HANDLERS: [(Command, raw::RedisModuleCmdFunc); Command::ALL.len()] = [
     (Command::Release, Some(handler::one_key::<ReleaseArgs>)),
     (Command::Slots, Some(handler::one_key::<SlotsArgs>)),
     (Command::Resume, Some(handler::one_key::<ResumeArgs>)),
+    (Command::Quota, Some(handler::one_key::<QuotaArgs>)),
 ];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {

@@ -11,8 +11,8 @@ use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 use throttle_bucket::spec::Keys;
 use throttle_bucket::{
-    Command, CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, ReleaseArgs, RenewArgs,
-    ResumeArgs, SlotsArgs, State as Bucket, SyncArgs, TakeArgs, ThrottleCommand, Write,
+    Command, CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, QuotaArgs, ReleaseArgs,
+    RenewArgs, ResumeArgs, SlotsArgs, State as Bucket, SyncArgs, TakeArgs, ThrottleCommand, Write,
 };
 use tokio::time::Instant;
 
@@ -124,6 +124,7 @@ impl FakeServer {
             Some(Command::Release) => self.run::<ReleaseArgs>(&words).map(|r| r.3),
             Some(Command::Slots) => self.run::<SlotsArgs>(&words).map(|r| r.3),
             Some(Command::Resume) => self.run::<ResumeArgs>(&words).map(|r| r.3),
+            Some(Command::Quota) => self.run::<QuotaArgs>(&words).map(|r| r.3),
             None => {
                 let name = String::from_utf8_lossy(name).to_ascii_uppercase();
                 error(format!("ERR unknown command '{name}'"))

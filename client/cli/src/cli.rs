@@ -142,6 +142,19 @@ pub(crate) enum Command {
         #[arg(long)]
         quota: Option<QuotaArg>,
     },
+    /// Keep QUOTA (CAPACITY/RATE) for KEY at the server: every process on it takes at that quota
+    /// from its next call, whatever quota its code sends, until `quota KEY --clear`
+    /// (THROTTLE.QUOTA). The bucket's state is kept; the key keeps no TTL meanwhile.
+    Quota {
+        /// The bucket's key.
+        key: String,
+        /// CAPACITY/RATE to keep, like 20/20 (burst 20, 20 per second); with --clear, the
+        /// callers' own (default: the quota a process reports for KEY).
+        quota: Option<QuotaArg>,
+        /// Give KEY back to its callers' quotas.
+        #[arg(long)]
+        clear: bool,
+    },
     /// On each node (the server given, or each primary of its cluster, from CLUSTER NODES):
     /// whether the THROTTLE module is loaded and which build (MODULE LIST's `ver`), and whether
     /// the `throttle` function library is loaded and which version. One line per node; exits 1
@@ -174,14 +187,15 @@ pub(crate) enum AclBackend {
 }
 
 impl Command {
-    /// The one key a verb acts on (`pause`, `cut`, `sync`, `resume`), which on a cluster names
+    /// The one key a verb acts on (`pause`, `cut`, `sync`, `resume`, `quota`), which on a cluster names
     /// the node to send it to.
     pub(crate) fn key(&self) -> Option<&str> {
         match self {
             Command::Pause { key, .. }
             | Command::Cut { key, .. }
             | Command::Sync { key, .. }
-            | Command::Resume { key, .. } => Some(key),
+            | Command::Resume { key, .. }
+            | Command::Quota { key, .. } => Some(key),
             _ => None,
         }
     }

@@ -124,6 +124,7 @@ async fn run(cli: Cli) -> Result<String, Failure> {
             quota,
         } => verbs::sync(&mut server, &key, remaining, reset, quota).await,
         Command::Resume { key, quota } => verbs::resume(&mut server, &key, quota).await,
+        Command::Quota { key, quota, clear } => verbs::quota(&mut server, &key, quota, clear).await,
         Command::LoadLibrary => library::load(&mut server).await,
         Command::Check => check::run(&cli.url, &mut server).await,
         Command::Acl { .. } => unreachable!("answered above"),

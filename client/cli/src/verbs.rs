@@ -3,7 +3,7 @@
 
 use redis_throttle::report::Report;
 use redis_throttle::throttle_bucket::{
-    CutArgs, PauseArgs, Quota, ResumeArgs, SyncArgs, ThrottleCommand,
+    CutArgs, PauseArgs, Quota, QuotaArgs, ResumeArgs, SyncArgs, ThrottleCommand,
 };
 use redis_throttle::{Commands, Error};
 
@@ -199,6 +199,44 @@ pub(crate) async fn resume(
         )
     } else {
         format!("{key} was neither paused nor cut: nothing to resume, nothing written\n")
+    })
+}
+
+/// `throttle quota KEY CAPACITY/RATE` and `throttle quota KEY --clear`.
+pub(crate) async fn quota(
+    server: &mut Server,
+    key: &str,
+    quota: Option<QuotaArg>,
+    clear: bool,
+) -> Result<String, Failure> {
+    if quota.is_none() && !clear {
+        return fail(format!(
+            "give the quota to keep for {key:?}, like `throttle quota {key} 20/20`, or --clear \
+             to give the key back to its callers' quotas"
+        ));
+    }
+    let reports = reports(server, key, &quota, true).await?;
+    let (commands, quota) = commands(server, key, quota, &reports).await?;
+    let reply = call(server, &commands, key, &QuotaArgs { quota, clear }).await?;
+    let (capacity, rate) = (quota.capacity, quota.rate());
+    let now = format!(
+        "the bucket holds {} now, full in {}",
+        reply.remaining,
+        seconds(reply.reset_ms)
+    );
+    Ok(match (clear, reply.changed) {
+        (false, true) => format!(
+            "{key}: quota {capacity}/{rate} kept at the server: every process on it takes at {rate} per second with bursts of {capacity} from its next call, whatever its own quota; {now} (clear it with throttle quota {key} --clear)\n"
+        ),
+        (false, false) => format!(
+            "{key} already keeps the quota {capacity}/{rate}: nothing written; {now}\n"
+        ),
+        (true, true) => format!(
+            "{key}: no quota kept at the server: each process takes at its own quota from its next call; {now} at {capacity}/{rate}\n"
+        ),
+        (true, false) => format!(
+            "{key} keeps no quota at the server: nothing to clear, nothing written\n"
+        ),
     })
 }
 

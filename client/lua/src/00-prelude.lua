@@ -24,6 +24,7 @@
 --     FCALL throttle_release 1 key capacity rate slot [INFLIGHT n] -> 1 if held (freed), else 0
 --     FCALL_RO throttle_slots 1 key capacity rate              -> {held, first_lease_ms}
 --     FCALL throttle_resume 1 key capacity rate                -> 1 if a pause or cut ended, else 0
+--     FCALL throttle_quota 1 key capacity rate [CLEAR]         -> {changed, remaining, reset_ms}
 --     FCALL_RO throttle_version 0                              -> the library's version
 --
 -- * A script (`EVALSHA`), as it is, for servers that refuse FUNCTION: the same commands with
@@ -54,7 +55,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 11                     -- of this library; a client replaces an older one
+local VERSION = 12                     -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery

@@ -23,6 +23,8 @@ local function fail(code, ...)
         .. 'FLOOR f [f ...] (one floor per key), TICKET, INFLIGHT n and LEASE ms',
       release_option = 'ERR unknown option for THROTTLE.RELEASE: the option is INFLIGHT n, the '
         .. 'cap the slot was taken under',
+      quota_option = "ERR unknown option for THROTTLE.QUOTA: the option is CLEAR, which gives "
+        .. "the key back to its callers' quotas",
       missing = 'ERR %s needs a value: %s n',
       repeated = 'ERR %s is given more than once',
       pause_ms = 'ERR ms must be a whole number of milliseconds from 1 to 315360000000 '
@@ -65,7 +67,7 @@ local function fail(code, ...)
       -- The script's and the library's own rules: which command, and one key for the one-key
       -- commands.
       command = 'ERR unknown THROTTLE script command: the first argument must be take, mtake, '
-        .. 'pause, give, peek, cut, sync, debit, renew, release, slots or resume',
+        .. 'pause, give, peek, cut, sync, debit, renew, release, slots, resume or quota',
       one_key = "ERR the THROTTLE script's %s takes exactly one key: EVALSHA sha 1 key %s",
       one_key_function = 'ERR throttle_%s takes exactly one key: FCALL throttle_%s 1 key %s',
     }

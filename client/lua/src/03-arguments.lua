@@ -163,6 +163,28 @@ local function parse_interval(text)
   error('interval did not converge') -- unreachable
 end
 
+-- The shortest decimal of a valid rate's value, the text a kept quota is stored with (the
+-- module's): leading zeros and trailing fraction zeros dropped, digits past the 24th dropped,
+-- '0' for an empty integer part, no point for a whole number.
+local function canonical_rate(text)
+  local int, frac = text, ''
+  local point = find(text, '.', 1, true)
+  if point then
+    int, frac = sub(text, 1, point - 1), sub(text, point + 1)
+  end
+  local first = find(int, '[^0]')
+  int = first and sub(int, first) or '0'
+  frac = sub(frac, 1, FRACTION_DIGITS)
+  local last = #frac
+  while last > 0 and byte(frac, last) == 48 do
+    last = last - 1
+  end
+  if last == 0 then
+    return int
+  end
+  return int .. '.' .. sub(frac, 1, last)
+end
+
 -- Quotas seen before, by rate then capacity text: a hot key's quota is parsed once (in the
 -- library; the script's table lives for one call). Bounded: cleared when it grows past 64.
 local QUOTAS, QUOTAS_SEEN = {}, 0

@@ -94,7 +94,7 @@ end
 -- the bucket is full again as a pair, and its pushback {until_s, until_n, cut = {s, n, factor,
 -- recovery_ms} or nil} or nil; nothing for a missing key (a full bucket); or nil, nil, nil and
 -- the error's code. Fifth, the calls in flight it holds (`slots_of`), or nil for none.
-local function state_of(stored, now_s, now_n)
+local function base_state_of(stored, now_s, now_n)
   if not stored then
     return nil
   end
@@ -150,3 +150,30 @@ local function state_of(stored, now_s, now_n)
   return s, n, pushback, nil, slots
 end
 
+-- `state_of`'s sixth value, for a state that keeps a quota (THROTTLE.QUOTA): after the binary
+-- form (8, 32 or a slot table), the capacity (8 bytes), the rate's shortest decimal, its length
+-- (one byte) and the byte 0xFF, which no other form ends with. {q = the quota, capacity, text}.
+local function state_of(stored, now_s, now_n)
+  local len = type(stored) == 'string' and #stored or 0
+  if len == 0 or byte(stored, len) ~= 255 then
+    return base_state_of(stored, now_s, now_n)
+  end
+  local text_len = len > 1 and byte(stored, len - 1) or 0
+  local base_len = len - text_len - 10
+  local table_form = base_len >= 56 and base_len <= 40 + 16 * MAX_INFLIGHT
+    and (base_len - 40) % 16 == 0
+  if not (base_len == 8 or base_len == 32 or table_form) or byte(stored, base_len) == 255 then
+    return nil, nil, nil, 'not_bucket'
+  end
+  local capacity = le_id(stored, base_len)
+  local text = sub(stored, base_len + 9, base_len + 8 + text_len)
+  local quota = capacity and parse_quota(string.format('%.0f', capacity), text)
+  if not quota or canonical_rate(text) ~= text then
+    return nil, nil, nil, 'not_bucket'
+  end
+  local s, n, pushback, err, slots = base_state_of(sub(stored, 1, base_len), now_s, now_n)
+  if err then
+    return nil, nil, nil, err
+  end
+  return s, n, pushback, nil, slots, { q = quota, capacity = capacity, text = text }
+end

@@ -43,8 +43,9 @@ end
 -- as it is in effect at `now` (a pause not over, a cut not recovered: 32 bytes) and the calls
 -- in flight `slots` whose lease has not run out (after the 32 bytes: the next id, then 16
 -- bytes a slot), the key expiring once all of it is over; DEL when the bucket is full and
--- nothing holds it back. (The module writes its state the same way, step by step.)
-local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots)
+-- nothing holds it back. With a `kept` quota, its trailer after all that and no expiry: the
+-- quota goes with the key. (The module writes its state the same way, step by step.)
+local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots, kept)
   local until_s, until_n = tat_s, tat_n
   local held
   if slots then
@@ -73,7 +74,7 @@ local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots)
       pushback = nil
     end
   end
-  if not lt(now_s, now_n, until_s, until_n) then
+  if not kept and not lt(now_s, now_n, until_s, until_n) then
     redis.call('DEL', key) -- full again: a missing key is a full bucket
     return
   end
@@ -95,6 +96,10 @@ local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots)
       state = state .. string.rep('\0', 24)
     end
     state = state .. id_le(slots.next) .. table.concat(held)
+  end
+  if kept then
+    redis.call('SET', key, state .. id_le(kept.capacity) .. kept.text .. char(#kept.text, 255))
+    return
   end
   redis.call('SET', key, state, 'PXAT', ceil_ms(until_s, until_n))
 end
@@ -281,7 +286,7 @@ local function paused(key, quota, b, cut, ms)
       redis.call('SPUBLISH', pause_channel(key), heard)
     end
     store(key, tat_s, tat_n, { until_s = keep_s, until_n = keep_n, cut = cut }, b.now_s, b.now_n,
-      b.slots)
+      b.slots, b.kept)
     wrote = true
   else
     tat_s, tat_n = b.base_s, b.base_n
@@ -295,7 +300,8 @@ end
 -- Reads the bucket at `key`: the view's fields in a table, or nil and the error's code.
 local function open(key)
   local now_s, now_n = clock()
-  local state_s, state_n, pushback, err, slots = state_of(redis.pcall('GET', key), now_s, now_n)
+  local state_s, state_n, pushback, err, slots, kept =
+    state_of(redis.pcall('GET', key), now_s, now_n)
   if err then
     return nil, err
   end
@@ -303,7 +309,7 @@ local function open(key)
   return {
     now_s = now_s, now_n = now_n, state_s = state_s, state_n = state_n, pushback = pushback,
     base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n, factor = factor,
-    slots = slots,
+    slots = slots, kept = kept,
   }
 end
 

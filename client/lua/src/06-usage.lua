@@ -14,5 +14,6 @@ local USAGE = {
   release = 'capacity rate slot',
   slots = 'capacity rate',
   resume = 'capacity rate',
+  quota = 'capacity rate [CLEAR]',
 }
 

@@ -214,10 +214,13 @@ do
         return reply
       end
     end
-    local slots
-    state_s, state_n, pushback, read_err, slots = state_of(stored, now_s, now_n)
+    local slots, kept
+    state_s, state_n, pushback, read_err, slots, kept = state_of(stored, now_s, now_n)
     if read_err then
       return fail(read_err)
+    end
+    if kept then
+      quota = kept.q -- a quota kept at the server wins over the caller's
     end
     local base_s, base_n, debt_s, debt_n, factor = view(state_s, state_n, pushback, now_s, now_n)
     local b = { base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n,
@@ -296,7 +299,7 @@ do
       end
     end
     if granted == 1 and tat_s then
-      store(key, tat_s, tat_n, b.pushback, b.now_s, b.now_n, slots)
+      store(key, tat_s, tat_n, b.pushback, b.now_s, b.now_n, slots, kept)
     end
     local reply = {
       granted,

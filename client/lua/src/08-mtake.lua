@@ -119,11 +119,14 @@ local function mtake(keys, args)
   local now_s, now_n = clock()
   local buckets = {}
   for k = 1, count do
-    local s, n, pushback, err, slots = state_of(redis.pcall('GET', keys[k]), now_s, now_n)
+    local s, n, pushback, err, slots, kept = state_of(redis.pcall('GET', keys[k]), now_s, now_n)
     if err then
       return fail(err)
     end
-    local b = { pushback = pushback, now_s = now_s, now_n = now_n, slots = slots }
+    if kept then
+      quotas[k] = kept.q -- a quota kept at the server wins over the caller's
+    end
+    local b = { pushback = pushback, now_s = now_s, now_n = now_n, slots = slots, kept = kept }
     b.base_s, b.base_n, b.debt_s, b.debt_n, b.factor = view(s, n, pushback, now_s, now_n)
     buckets[k] = b
   end
@@ -221,7 +224,7 @@ local function mtake(keys, args)
     local b = buckets[k]
     local debt_s, debt_n = b.debt_s, b.debt_n
     if granted and b.tat_s then
-      store(keys[k], b.tat_s, b.tat_n, b.pushback, now_s, now_n, b.slots)
+      store(keys[k], b.tat_s, b.tat_n, b.pushback, now_s, now_n, b.slots, b.kept)
       debt_s, debt_n = sub2(b.tat_s, b.tat_n, now_s, now_n)
     end
     reply[2 * k + 1] = remaining(quotas[k], debt_s, debt_n, b.factor)

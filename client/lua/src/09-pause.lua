@@ -16,6 +16,7 @@ local function pause(keys, args)
   if not b then
     return fail(read_err)
   end
+  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local next_ms = paused(keys[1], quota, b, b.pushback and b.pushback.cut, ms)
   return next_ms
 end

@@ -31,6 +31,7 @@ local function give(keys, args)
   if not b then
     return fail(read_err)
   end
+  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   if not b.state_s then
     return 0 -- a missing key is a full bucket: nothing to give back to
   end
@@ -68,7 +69,7 @@ local function give(keys, args)
   if given > n then
     given = n
   end
-  store(keys[1], tat_s, tat_n, pushback, b.now_s, b.now_n, b.slots)
+  store(keys[1], tat_s, tat_n, pushback, b.now_s, b.now_n, b.slots, b.kept)
   return given
 end
 

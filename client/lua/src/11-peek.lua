@@ -13,6 +13,7 @@ local function peek(keys, args)
   if not b then
     return fail(read_err)
   end
+  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local paused_ms = 0
   local pushback = b.pushback
   if pushback and lt(b.now_s, b.now_n, pushback.until_s, pushback.until_n) then

@@ -24,6 +24,7 @@ local function cut(keys, args)
   if not b then
     return fail(read_err)
   end
+  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local pushback = b.pushback
   local stored_cut = pushback and pushback.cut
   -- A cut while the bucket is paused is the same episode: the rate is cut once.

@@ -20,6 +20,7 @@ local function sync(keys, args)
   if not b then
     return fail(read_err)
   end
+  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local tat_s, tat_n = b.base_s, b.base_n
   if remaining(quota, b.debt_s, b.debt_n, b.factor) > left then
     -- The debt that leaves exactly `left` whole tokens.
@@ -41,7 +42,7 @@ local function sync(keys, args)
     end
   end
   if not wrote and lowered then
-    store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, b.slots)
+    store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, b.slots, b.kept)
     wrote = true
   end
   local debt_s, debt_n = b.debt_s, b.debt_n

@@ -16,6 +16,7 @@ local function debit(keys, args)
   if not b then
     return fail(read_err)
   end
+  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   if n == 0 then
     return { remaining(quota, b.debt_s, b.debt_n, b.factor), ceil_ms(b.debt_s, b.debt_n) }
   end
@@ -32,7 +33,7 @@ local function debit(keys, args)
     return fail('too_deep')
   end
   local tat_s, tat_n = add(b.base_s, b.base_n, cost_s, cost_n)
-  store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, b.slots)
+  store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, b.slots, b.kept)
   return { remaining(quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
 end
 

@@ -27,7 +27,7 @@ local function renew(keys, args)
   if not slots then
     return 0
   end
-  store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, slots)
+  store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, slots, b.kept)
   return 1
 end
 

@@ -51,7 +51,7 @@ local function release(keys, args)
   if not slots then
     return 0
   end
-  store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, slots)
+  store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, slots, b.kept)
   -- After the write, and protected: a server that refuses the announcement (an ACL without
   -- the channel) still frees the slot; the waiters find it when they look again.
   if cap and held >= cap then

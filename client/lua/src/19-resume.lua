@@ -23,7 +23,7 @@ local function resume(keys, args)
   if not paused and not cut then
     return 0
   end
-  store(keys[1], b.base_s, b.base_n, nil, b.now_s, b.now_n, b.slots)
+  store(keys[1], b.base_s, b.base_n, nil, b.now_s, b.now_n, b.slots, b.kept)
   return 1
 end
 

@@ -29,11 +29,13 @@ pub enum Command {
     Slots,
     /// THROTTLE.RESUME: an operator ends a pause or a cut early.
     Resume,
+    /// THROTTLE.QUOTA: an operator keeps a key's quota at the server, or gives it back.
+    Quota,
 }
 
 impl Command {
     /// Every command, in the order the module registers them and `INFO throttle` counts them.
-    pub const ALL: [Command; 12] = [
+    pub const ALL: [Command; 13] = [
         Command::Take,
         Command::MTake,
         Command::Pause,
@@ -46,6 +48,7 @@ impl Command {
         Command::Release,
         Command::Slots,
         Command::Resume,
+        Command::Quota,
     ];
 
     /// The name the server knows it by, lower case as the server writes it in its own arity
@@ -64,6 +67,7 @@ impl Command {
             Command::Release => "throttle.release",
             Command::Slots => "throttle.slots",
             Command::Resume => "throttle.resume",
+            Command::Quota => "throttle.quota",
         }
     }
 

@@ -124,6 +124,10 @@ impl fmt::Display for ArgError {
                 "ERR unknown option for THROTTLE.RELEASE: the option is INFLIGHT n, the cap the \
                  slot was taken under",
             ),
+            ArgError::UnknownOption(Command::Quota) => f.write_str(
+                "ERR unknown option for THROTTLE.QUOTA: the option is CLEAR, which gives the key \
+                 back to its callers' quotas",
+            ),
             ArgError::UnknownOption(_) => f.write_str(
                 "ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT ms, \
                  TICKET, FLOOR f, INFLIGHT n and LEASE ms",

@@ -26,9 +26,10 @@ pub enum Write {
         /// The new state.
         state: State,
         /// When the key may expire: once the bucket is full again, its pause and cut are
-        /// over and the last lease of its calls in flight has ended (rounded up to ms). A missing key is a full bucket, so expiring any earlier
-        /// would hand out tokens early.
-        expire_at_ms: i64,
+        /// over and the last lease of its calls in flight has ended (rounded up to ms). A
+        /// missing key is a full bucket, so expiring any earlier would hand out tokens early.
+        /// `None`: never, while it keeps a quota (which would go with the key).
+        expire_at_ms: Option<i64>,
     },
     /// The bucket is full again and nothing holds it back: delete the key (a missing key is a
     /// full bucket), rather than keep one that expires within the millisecond.
@@ -52,10 +53,11 @@ impl Write {
         }
     }
 
-    /// When the key expires after the write (`None`: deleted).
+    /// When the key expires after the write (`None`: deleted, or never while it keeps a
+    /// quota).
     pub fn expire_at_ms(&self) -> Option<i64> {
         match self {
-            Write::Store { expire_at_ms, .. } => Some(*expire_at_ms),
+            Write::Store { expire_at_ms, .. } => *expire_at_ms,
             Write::Delete => None,
         }
     }
@@ -84,6 +86,9 @@ pub(crate) struct View<'a> {
     /// The calls in flight as stored (leases that ran out included): every write carries
     /// those still held over.
     pub slots: &'a Slots,
+    /// The quota an operator keeps for the key, which every write carries over (and which
+    /// `interval` and `fill` are of).
+    pub kept: Option<Quota>,
 }
 
 /// The slot table of a bucket that holds none: no allocation.
@@ -93,15 +98,17 @@ static NO_SLOTS: Slots = Slots {
 };
 
 impl<'a> View<'a> {
-    /// `stored` is the key's state (`None`: no key, a full bucket). A clock reading outside
+    /// `stored` is the key's state (`None`: no key, a full bucket), seen with its kept quota
+    /// if it has one, else with the caller's `quota`. A clock reading outside
     /// `0..=MAX_NOW_NS` is clamped, which can only make the bucket stricter.
     pub(crate) fn at(quota: &Quota, stored: Option<&'a State>, now_ns: i64) -> View<'a> {
         let now = i128::from(now_ns.clamp(0, MAX_NOW_NS));
-        let interval = i128::from(quota.interval.ns());
-        let (base, pushback, slots) = match stored {
-            Some(s) => (now.max(i128::from(s.tat)), s.pushback, &s.slots),
-            None => (now, None, &NO_SLOTS),
+        let (base, pushback, slots, kept) = match stored {
+            Some(s) => (now.max(i128::from(s.tat)), s.pushback, &s.slots, s.kept),
+            None => (now, None, &NO_SLOTS, None),
         };
+        let quota = kept.as_ref().unwrap_or(quota);
+        let interval = i128::from(quota.interval.ns());
         View {
             now,
             base,
@@ -110,6 +117,7 @@ impl<'a> View<'a> {
             factor: factor_at(pushback, now),
             pushback,
             slots,
+            kept,
         }
     }
 
@@ -258,6 +266,19 @@ impl<'a> View<'a> {
         if let Some(end) = slots.latest_end() {
             until = until.max(i128::from(end));
         }
+        let state = State {
+            tat: tat_ns,
+            pushback,
+            slots,
+            kept: self.kept,
+        };
+        if state.kept.is_some() {
+            // The quota goes with the key: it never expires, and is kept when full.
+            return Some(Write::Store {
+                state,
+                expire_at_ms: None,
+            });
+        }
         if until <= self.now {
             return Some(Write::Delete);
         }
@@ -265,12 +286,8 @@ impl<'a> View<'a> {
         let until = u128::try_from(until).ok()?;
         let expire_at_ms = i64::try_from(until.div_ceil(NS_PER_MS.unsigned_abs().into())).ok()?;
         Some(Write::Store {
-            state: State {
-                tat: tat_ns,
-                pushback,
-                slots,
-            },
-            expire_at_ms,
+            state,
+            expire_at_ms: Some(expire_at_ms),
         })
     }
 }

@@ -25,6 +25,7 @@ mod mtake;
 mod pause;
 mod peek;
 mod quota;
+mod quota_command;
 mod registry;
 mod release;
 mod renew;
@@ -58,6 +59,7 @@ pub use mtake::{BucketAfter, Limit, MOutcome, MTakeArgs, MTakeReply};
 pub use pause::{PauseArgs, PauseOutcome};
 pub use peek::{PeekArgs, PeekOutcome, PeekReply};
 pub use quota::Quota;
+pub use quota_command::{QuotaArgs, QuotaOutcome, QuotaReply};
 pub use release::{ReleaseArgs, SlotOutcome};
 pub use renew::RenewArgs;
 pub use reply::Ints;
@@ -67,7 +69,8 @@ pub use slots_command::{SlotsArgs, SlotsOutcome, SlotsReply};
 pub use spec::Spec;
 pub use state::{
     encode_state, is_state_len, parse_state, Encoded, Pushback, RateCut, State, StateError,
-    FULL_FACTOR_BP, PUSHBACK_STATE_LEN, SLOTS_STATE_HEAD, SLOT_LEN, STATE_LEN, WRONG_TYPE,
+    FULL_FACTOR_BP, KEPT_MARK, PUSHBACK_STATE_LEN, SLOTS_STATE_HEAD, SLOT_LEN, STATE_LEN,
+    WRONG_TYPE,
 };
 pub use sync::{SyncArgs, SyncOutcome, SyncReply};
 pub use take::{Inflight, Outcome, TakeArgs, TakeReply};

@@ -20,9 +20,14 @@ pub struct Quota {
 impl Quota {
     /// Checks capacity, then rate, then that the bucket fills within MAX_FILL_NS.
     pub fn parse(capacity: &[u8], rate: &[u8]) -> Result<Quota, ArgError> {
-        let capacity = parse_u64(capacity)
-            .filter(|c| (1..=MAX_CAPACITY).contains(c))
-            .ok_or(ArgError::Capacity)?;
+        Quota::new(parse_u64(capacity).ok_or(ArgError::Capacity)?, rate)
+    }
+
+    /// [`Quota::parse`] of a capacity already read as a number (a kept quota's, stored).
+    pub fn new(capacity: u64, rate: &[u8]) -> Result<Quota, ArgError> {
+        if !(1..=MAX_CAPACITY).contains(&capacity) {
+            return Err(ArgError::Capacity);
+        }
         let (interval, rate) = parse_rate(rate).ok_or(ArgError::Rate)?;
         // capacity <= 1e15 and interval <= 1e15, so the product fits in u128 with room.
         if u128::from(capacity) * interval.ns() as u128 > MAX_FILL_NS as u128 {

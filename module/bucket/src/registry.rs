@@ -20,6 +20,7 @@ impl Command {
             Command::Release => &crate::release::SPEC,
             Command::Slots => &crate::slots_command::SPEC,
             Command::Resume => &crate::resume::SPEC,
+            Command::Quota => &crate::quota_command::SPEC,
         }
     }
 

@@ -251,6 +251,7 @@ mod tests {
             }),
             // Two held, one whose lease ran out before the resume.
             slots: slots(&[NOW + 60_000 * MS, NOW + 500 * MS, NOW + 90_000 * MS]),
+            kept: None,
         };
         let at = NOW + 1000 * MS;
         let (ended, after, _) = run::<ResumeArgs>("10 10", Some(state.clone()), at);
@@ -289,6 +290,7 @@ mod tests {
                 }),
             }),
             slots: slots(&[NOW + 1000 * MS]),
+            kept: None,
         };
         for stored in [None, Some(State::plain(NOW + 500 * MS)), Some(over)] {
             let (ended, after, wrote) = run::<ResumeArgs>("10 10", stored.clone(), at);

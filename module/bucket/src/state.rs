@@ -14,6 +14,13 @@
 //!   A bucket with no slot held keeps its 8- or 32-byte form: slots cost nothing to a bucket
 //!   that does not use them.
 //!
+//! - Any of those, then a **kept quota** while an operator keeps one at the server
+//!   (THROTTLE.QUOTA): its capacity (`u64`, little-endian), its rate as the shortest decimal
+//!   of its value (the text a client sends, 1 to 35 bytes), that text's length (one byte), and
+//!   the byte `0xFF`. No other form ends in `0xFF` (an instant's top byte is below `0x80`, a
+//!   factor's below `0x28`), so a reader looks at the last byte first. Such a key never
+//!   expires: the quota stays until THROTTLE.QUOTA ... CLEAR or DEL.
+//!
 //! RDB, AOF, DUMP/RESTORE, COPY and replication carry either unchanged. Earlier releases stored
 //! the instant as decimal digits, which still read, so buckets survive an upgrade.
 
@@ -24,6 +31,7 @@ use crate::limits::{
     MIN_FACTOR_BP,
 };
 use crate::slots::{Slot, Slots};
+use crate::Quota;
 
 /// Bytes in the state of a bucket neither paused nor cut.
 pub const STATE_LEN: usize = 8;
@@ -37,6 +45,9 @@ pub const SLOTS_STATE_HEAD: usize = PUSHBACK_STATE_LEN + 8;
 
 /// Bytes per slot held.
 pub const SLOT_LEN: usize = 16;
+
+/// The last byte of a state that keeps a quota, which no other form ends with.
+pub const KEPT_MARK: u8 = 0xFF;
 
 /// Whether a value of `len` bytes can be a state this release writes (8, 32, or 40 + 16 k for
 /// 1 to [`MAX_INFLIGHT`] slots): the module reads those in place.
@@ -63,6 +74,9 @@ pub struct State {
     pub pushback: Option<Pushback>,
     /// The calls in flight it holds (empty: none, and no table stored).
     pub slots: Slots,
+    /// The quota an operator keeps at the server for the key (THROTTLE.QUOTA): every command
+    /// on it computes with this one, whatever quota its caller sends. `None`: the callers'.
+    pub kept: Option<Quota>,
 }
 
 impl State {
@@ -72,6 +86,7 @@ impl State {
             tat,
             pushback: None,
             slots: Slots::default(),
+            kept: None,
         }
     }
 }
@@ -185,6 +200,28 @@ impl Encoded {
 
 /// The bytes to store for `state`.
 pub fn encode_state(state: &State) -> Encoded {
+    match &state.kept {
+        None => encode_base(state),
+        Some(quota) => Encoded(Bytes::Table(with_kept(encode_base(state), quota))),
+    }
+}
+
+/// `base`, then the kept quota's trailer. Out of line: only kept quotas pay for it.
+#[inline(never)]
+fn with_kept(base: Encoded, quota: &Quota) -> Vec<u8> {
+    let rate = quota.rate().as_bytes();
+    let mut bytes = Vec::with_capacity(base.as_bytes().len() + 8 + rate.len() + 2);
+    bytes.extend_from_slice(base.as_bytes());
+    bytes.extend_from_slice(&quota.capacity.to_le_bytes());
+    bytes.extend_from_slice(rate);
+    // The shortest decimal of a rate has at most 35 characters.
+    bytes.push(u8::try_from(rate.len()).unwrap_or(u8::MAX));
+    bytes.push(KEPT_MARK);
+    bytes
+}
+
+/// The bytes of `state` without its kept quota.
+fn encode_base(state: &State) -> Encoded {
     let mut bytes = [0u8; PUSHBACK_STATE_LEN];
     let mut put = |at: usize, field: [u8; 8]| {
         if let Some(slot) = bytes.get_mut(at..at + 8) {
@@ -238,6 +275,9 @@ fn encode_table(head: &[u8], slots: &Slots) -> Vec<u8> {
 /// ends obey it too; its ids are increasing, from 1, below the next id, which is at most
 /// [`MAX_SLOT_ID`].
 pub fn parse_state(bytes: &[u8], now_ns: i64) -> Result<State, StateError> {
+    if bytes.last() == Some(&KEPT_MARK) {
+        return parse_kept(bytes, now_ns);
+    }
     let now = now_ns.clamp(0, MAX_NOW_NS);
     let len = bytes.len();
     if len == PUSHBACK_STATE_LEN || (len != STATE_LEN && slot_count(len).is_some()) {
@@ -246,6 +286,31 @@ pub fn parse_state(bytes: &[u8], now_ns: i64) -> Result<State, StateError> {
     decode(bytes)
         .and_then(|at| in_range(at, now))
         .map(State::plain)
+}
+
+/// [`parse_state`] of a state that keeps a quota: the form before the trailer (binary: 8, 32
+/// or a slot table), then the quota, whose rate must be the text a command writes for it.
+#[inline(never)]
+fn parse_kept(bytes: &[u8], now_ns: i64) -> Result<State, StateError> {
+    let len = bytes.len();
+    let text_len = usize::from(*bytes.get(len.wrapping_sub(2)).ok_or(StateError)?);
+    let base_len = len.checked_sub(text_len + 10).ok_or(StateError)?;
+    let base = bytes.get(..base_len).ok_or(StateError)?;
+    let capacity = bytes.get(base_len..base_len + 8).ok_or(StateError)?;
+    let capacity = u64::from_le_bytes(<[u8; 8]>::try_from(capacity).map_err(|_| StateError)?);
+    let rate = bytes
+        .get(base_len + 8..base_len + 8 + text_len)
+        .ok_or(StateError)?;
+    if !is_state_len(base_len) || base.last() == Some(&KEPT_MARK) {
+        return Err(StateError);
+    }
+    let quota = Quota::new(capacity, rate).map_err(|_| StateError)?;
+    if quota.rate().as_bytes() != rate {
+        return Err(StateError);
+    }
+    let mut state = parse_state(base, now_ns)?;
+    state.kept = Some(quota);
+    Ok(state)
 }
 
 /// An instant a command could have written, seen from the clamped clock `now` (see
@@ -303,6 +368,7 @@ fn parse_wide(bytes: &[u8], now: i64) -> Result<State, StateError> {
             tat,
             pushback: None,
             slots,
+            kept: None,
         });
     }
     let paused_until = instant(paused_at)?;
@@ -325,6 +391,7 @@ fn parse_wide(bytes: &[u8], now: i64) -> Result<State, StateError> {
         tat,
         pushback: Some(Pushback { paused_until, cut }),
         slots,
+        kept: None,
     })
 }
 
@@ -375,6 +442,7 @@ mod tests {
         let paused = State {
             tat: NOW + 5000 * MS,
             slots: Slots::default(),
+            kept: None,
             pushback: Some(Pushback {
                 paused_until: NOW + 1000 * MS,
                 cut: None,
@@ -383,6 +451,7 @@ mod tests {
         let cut = State {
             tat: NOW,
             slots: Slots::default(),
+            kept: None,
             pushback: Some(Pushback {
                 paused_until: NOW - 1000 * MS,
                 cut: Some(RateCut {
@@ -441,6 +510,7 @@ mod tests {
         let good = State {
             tat: NOW,
             slots: Slots::default(),
+            kept: None,
             pushback: Some(Pushback {
                 paused_until: NOW,
                 cut: Some(RateCut {

@@ -111,8 +111,8 @@ mod tests {
     use super::*;
     use crate::spec::{Access, Keys};
     use crate::{
-        CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, ReleaseArgs, RenewArgs,
-        ResumeArgs, SlotsArgs, SyncArgs, TakeArgs,
+        CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, QuotaArgs, ReleaseArgs,
+        RenewArgs, ResumeArgs, SlotsArgs, SyncArgs, TakeArgs,
     };
 
     fn agrees_with_its_spec<C: ThrottleCommand>() {
@@ -139,6 +139,7 @@ mod tests {
         agrees_with_its_spec::<ReleaseArgs>();
         agrees_with_its_spec::<SlotsArgs>();
         agrees_with_its_spec::<ResumeArgs>();
+        agrees_with_its_spec::<QuotaArgs>();
     }
 
     fn call<C: ThrottleCommand>(text: &str) -> C {

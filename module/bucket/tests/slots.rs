@@ -245,7 +245,7 @@ fn a_release_that_leaves_nothing_deletes_the_key() {
         panic!("a store");
     };
     assert_eq!(encode_state(&state).as_bytes().len(), 8);
-    assert_eq!(expire_at_ms, (T0 + 500 * MS) / MS);
+    assert_eq!(expire_at_ms, Some((T0 + 500 * MS) / MS));
 }
 
 #[test]
@@ -296,6 +296,7 @@ fn the_state_format() {
         tat: T0,
         pushback: None,
         slots: slots.clone(),
+        kept: None,
     };
     let bytes = encode_state(&state).as_bytes().to_vec();
     assert_eq!(bytes.len(), SLOTS_STATE_HEAD + 2 * 16);

@@ -106,7 +106,7 @@ fn a_missing_key_is_a_full_bucket_and_the_write_expires_when_full_again() {
         out.write,
         Some(Write::Store {
             state: State::plain(T0 + 100 * MS),
-            expire_at_ms: T0 / MS + 100
+            expire_at_ms: Some(T0 / MS + 100)
         })
     );
 }

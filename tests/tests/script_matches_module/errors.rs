@@ -271,6 +271,12 @@ const PUSHBACK_BAD: &[(&str, &[&[u8]])] = &[
     ("resume", &[b"0", b"9"]),
     ("resume", &[b"8", b"x"]),
     ("resume", &[b"315360001", b"1"]),
+    ("quota", &[b"8"]),
+    ("quota", &[b"8", b"9", b"CLEAR", b"CLEAR"]),
+    ("quota", &[b"8", b"9", b"KEEP"]),
+    ("quota", &[b"0", b"9"]),
+    ("quota", &[b"8", b"x", b"CLEAR"]),
+    ("quota", &[b"315360001", b"1"]),
 ];
 
 /// Bad calls of THROTTLE.MTAKE: the keys (numkeys is their count), then the words after them.
@@ -584,6 +590,8 @@ pub fn same_errors(flavor: Flavor) {
         ("release", "8 9 1"),
         ("slots", "8 9"),
         ("resume", "8 9"),
+        ("quota", "8 9"),
+        ("quota", "8 9 CLEAR"),
         ("mtake", "8 9 1 8 9 1"),
         ("mtake", "8 9 0 8 9 0"),
         ("mtake", "8 9 1 8 9 1 TICKET"),
@@ -623,7 +631,7 @@ pub fn same_errors(flavor: Flavor) {
     // commands.
     let unknown = "error Some(\"ERR\") Some(\"unknown THROTTLE script command: the first argument \
                    must be take, mtake, pause, give, peek, cut, sync, debit, renew, release, \
-                   slots or resume\")";
+                   slots, resume or quota\")";
     for argv in [
         &[][..],
         &["tak"][..],

@@ -12,7 +12,7 @@ use super::script::{command, load, runner, server_now_ns, Runner, S};
 /// and the script, and must answer what the module alone answers on another pair, to the
 /// millisecond. The buckets start half a token into a debt and the tokens are 1000 s and 500 s,
 /// so a millisecond either way changes no count and no decision: counts, grants and tokens
-/// given back are compared exactly, durations and states to 2 ms.
+/// given back are compared exactly, durations and states to 2 ms (20 on Redis 7.0, below).
 pub fn interop_on_a_moving_clock(flavor: Flavor) {
     let server = Server::start(flavor);
     let mut con = server.conn();
@@ -50,6 +50,10 @@ pub fn interop_on_a_moving_clock(flavor: Flavor) {
         ("mtake c,a 4 0.002 1 3 0.001 1 MAXWAIT 5000000", &[1, 3, 5]),
         ("mtake a,c 3 0.001 0 4 0.002 1", &[1, 3, 5]),
     ];
+    // Redis 7.0 reads the live clock at each call, so the two sides are as far apart as the
+    // MULTI runs: a server descheduled between them (4 ms seen on a busy two-core machine)
+    // moves them apart. A cached clock keeps them one instant but for the ms rounding.
+    let slack_ms = if flavor == Flavor::Redis70 { 20 } else { 2 };
     let mut replies: [Vec<Vec<i64>>; 2] = Default::default();
     for (n, (call, durations)) in calls.iter().enumerate() {
         let mut words = call.split_whitespace();
@@ -88,8 +92,8 @@ pub fn interop_on_a_moving_clock(flavor: Flavor) {
         let close = alone.len() == mixed.len()
             && alone.iter().zip(mixed).enumerate().all(|(i, (a, m))| {
                 let slack = match (durations.contains(&i), name == "take" && i == 4) {
-                    (_, true) => 2000,
-                    (true, false) => 2,
+                    (_, true) => slack_ms * 1000,
+                    (true, false) => slack_ms,
                     (false, false) => 0,
                 };
                 (a - m).abs() <= slack

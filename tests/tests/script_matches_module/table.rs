@@ -756,6 +756,36 @@ pub const CASES: &[Case] = &[
         &[Missing],
         &["take a 10 10 TOKENS 0 INFLIGHT 1 LEASE 60000", "cut a 10 10 1 0.5 1000", "resume a 10 10", "slots a 10 10"],
     ),
+    // ---- THROTTLE.QUOTA: a quota kept at the server is what every command computes with,
+    // whatever its caller sends; the same again writes nothing; CLEAR gives the key back.
+    case!(&[Missing], &["quota a 20 20", "peek a 10 10", "take a 10 10 TOKENS 10", "take a 10 10 TOKENS 6", "take a 1 1", "quota a 20 20", "quota a 20 020.0"]),
+    case!(
+        &[FromNow(S / 2)],
+        &["quota a 4 2", "peek a 10 10", "take a 10 10 MAXWAIT 5000", "quota a 10 10 CLEAR", "peek a 10 10"],
+    ),
+    case!(&[Missing], &["quota a 10 10 clear", "quota a 8 0.0002777777777777778", "peek a 8 9", "quota a 8 9 CLEAR", "peek a 8 9"]),
+    // Kept through a pause, a cut, slots and a full bucket (no TTL, not deleted).
+    Case {
+        before: &[Missing],
+        steps: &[
+            &["quota a 5 1000", "take a 10 10 INFLIGHT 2 LEASE 60000 TICKET"],
+            &[
+                "pause a 10 10 2000",
+                "cut a 10 10 1 0.5 1000",
+                "give a 10 10 1 $1",
+                "sync a 10 10 2 1000",
+                "debit a 10 10 1",
+                "slots a 10 10",
+                "release a 10 10 @1 INFLIGHT 2",
+                "renew a 10 10 @1 1000",
+                "resume a 10 10",
+                "mtake a,b 10 10 1 10 10 1 MAXWAIT 5000",
+                "peek a 10 10",
+                "peek b 10 10",
+            ],
+            &["quota a 5 1000 CLEAR", "peek a 10 10"],
+        ],
+    },
     // Mixing commands on one bucket.
     Case {
         before: &[Missing, Missing],

@@ -221,6 +221,7 @@ mod tests {
             node: None,
             capacity: 10,
             rate: "5".to_owned(),
+            quota_from: "report",
             state: Some(State {
                 tokens: 4,
                 until_full_ms: 1200,

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use redis::Value;
 use redis_throttle::report::{report_key, Report, REPORT_PATTERN};
-use redis_throttle::throttle_bucket::{PeekArgs, Quota, ThrottleCommand};
+use redis_throttle::throttle_bucket::{parse_state, PeekArgs, Quota, ThrottleCommand};
 use redis_throttle::Backend;
 
 use crate::args::QuotaArg;
@@ -166,6 +166,7 @@ pub(crate) async fn gather(
             node: None,
             capacity,
             rate,
+            quota_from: "report",
             state: None,
             slots: None,
             fleet: Some(fleet_of(reports)),
@@ -199,12 +200,32 @@ pub(crate) async fn gather(
                 node: None,
                 capacity: quota.capacity,
                 rate: quota.rate.clone(),
+                quota_from: "given",
                 state: None,
                 slots: None,
                 fleet: None,
                 problem: None,
                 note: None,
             });
+        }
+    }
+    // A quota kept at the server is the one every call uses: shown, and sent with PEEK (which
+    // computes with it whatever it is sent).
+    let kept = kept_all(server, &wanted).await?;
+    for (row, kept) in wanted.iter_mut().zip(kept) {
+        if let Some(kept) = kept {
+            let (capacity, rate) = (kept.capacity, kept.rate().to_owned());
+            if row.quota_from == "report" && (row.capacity, row.rate.as_str()) != (capacity, &rate)
+            {
+                let sent = format!("{}/{}", row.capacity, row.rate);
+                row.note = Some(match row.note.take() {
+                    Some(note) => format!("{note}; the processes send {sent}"),
+                    None => format!("the processes send {sent}"),
+                });
+            }
+            row.capacity = capacity;
+            row.rate = rate;
+            row.quota_from = "server";
         }
     }
     let states = peek_all(server, backend, &wanted).await?;
@@ -259,6 +280,34 @@ pub(crate) async fn gather(
     }
     rows.sort_by(|a, b| a.key.cmp(&b.key));
     Ok(Gathered { rows, footer })
+}
+
+/// The quota each row's key keeps at the server (THROTTLE.QUOTA), read with GET in pipelines
+/// (its bytes are the bucket's state, which the bucket crate reads). A key the server will not
+/// GET, or that holds no bucket, keeps none as far as the table goes: PEEK says the rest.
+async fn kept_all(server: &Server, rows: &[Row]) -> Result<Vec<Option<Quota>>, Failure> {
+    let now_ns = i64::try_from(crate::watch::unix_ms())
+        .unwrap_or(i64::MAX / 1_000_000)
+        .saturating_mul(1_000_000);
+    let mut kept = Vec::with_capacity(rows.len());
+    for chunk in rows.chunks(BATCH) {
+        let mut pipe = redis::pipe();
+        for row in chunk {
+            pipe.cmd("GET").arg(&row.key);
+        }
+        let mut con = server.con.clone();
+        let values: Vec<Value> = match pipe.query_async(&mut con).await {
+            Ok(values) => values,
+            // NOPERM (an ACL without GET) or a key of another type: nothing kept is shown.
+            Err(_) => vec![Value::Nil; chunk.len()],
+        };
+        kept.extend(values.into_iter().map(|value| match value {
+            Value::BulkString(bytes) => parse_state(&bytes, now_ns).ok().and_then(|s| s.kept),
+            _ => None,
+        }));
+    }
+    kept.resize(rows.len(), None);
+    Ok(kept)
 }
 
 /// Every key matching `pattern` (of `kind`, if given), by SCAN, as UTF-8 (a key that is not

@@ -19,6 +19,10 @@ pub(crate) struct Row {
     pub(crate) node: Option<String>,
     pub(crate) capacity: u64,
     pub(crate) rate: String,
+    /// Where `capacity` and `rate` come from: `server` (a quota kept at the server with
+    /// THROTTLE.QUOTA, which every call on the key uses), `report` (the processes') or `given`
+    /// (--quota).
+    pub(crate) quota_from: &'static str,
     /// What the server says (THROTTLE.PEEK); none when it refused (then `problem` says why).
     pub(crate) state: Option<State>,
     /// The server's slot table (THROTTLE.SLOTS): the calls in flight it holds, whoever took
@@ -179,6 +183,7 @@ mod tests {
                 node: None,
                 capacity: 8,
                 rate: "9".to_owned(),
+                quota_from: "report",
                 state: Some(State {
                     tokens: 0,
                     until_full_ms: 2273,
@@ -212,6 +217,7 @@ mod tests {
                 node: None,
                 capacity: 100,
                 rate: "0.5".to_owned(),
+                quota_from: "report",
                 state: Some(State {
                     tokens: 100,
                     until_full_ms: 0,
@@ -232,6 +238,7 @@ mod tests {
                 node: None,
                 capacity: 1,
                 rate: "1".to_owned(),
+                quota_from: "report",
                 state: None,
                 slots: None,
                 fleet: Some(Fleet {

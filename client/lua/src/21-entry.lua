@@ -4,6 +4,7 @@
 local COMMANDS = {
   take = take, mtake = mtake, pause = pause, give = give, peek = peek, cut = cut, sync = sync,
   debit = debit, renew = renew, release = release, slots = slots, resume = resume,
+  quota = quota,
 }
 
 if redis.register_function then
@@ -30,6 +31,7 @@ if redis.register_function then
   redis.register_function('throttle_renew', entry('renew'))
   redis.register_function('throttle_release', entry('release'))
   redis.register_function('throttle_resume', entry('resume'))
+  redis.register_function('throttle_quota', entry('quota'))
   redis.register_function({
     function_name = 'throttle_peek', callback = entry('peek'), flags = { 'no-writes' },
   })
