@@ -83,7 +83,7 @@ struct Expected {
     wrong_arity: &'static [&'static str],
 }
 
-const COMMANDS: [Expected; 12] = [
+const COMMANDS: [Expected; 13] = [
     Expected {
         name: "throttle.take",
         syntax: "key capacity rate [TOKENS tokens] [MAXWAIT maxwait] [TICKET] [FLOOR floor] \
@@ -243,6 +243,20 @@ const COMMANDS: [Expected; 12] = [
         getkeys: &[("THROTTLE.RESUME k 8 9", &["k"])],
         wrong_arity: &["THROTTLE.RESUME k 8", "THROTTLE.RESUME k 8 9 1000"],
     },
+    Expected {
+        name: "throttle.quota",
+        syntax: "key capacity rate [CLEAR]",
+        arity: -4,
+        flags: &["write", "denyoom", "fast"],
+        range: [1, 1, 1],
+        key_flags: &["RW", "access", "update"],
+        find_keys: "range",
+        getkeys: &[
+            ("THROTTLE.QUOTA k 8 9", &["k"]),
+            ("THROTTLE.QUOTA k2 8 9 CLEAR", &["k2"]),
+        ],
+        wrong_arity: &["THROTTLE.QUOTA", "THROTTLE.QUOTA k 8"],
+    },
 ];
 
 /// The table above is every command, and each row agrees with the command's own definition
@@ -295,6 +309,7 @@ fn docs(flavor: Flavor) {
                 "rate" | "factor" => "double",
                 "quota" | "floors" => "block",
                 "ticket" if want.name != "throttle.give" => "pure-token",
+                "clear" => "pure-token",
                 _ => "integer",
             };
             assert_eq!(kind, expected, "{} argument {name}", want.name);

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use redis_throttle::prelude::*;
 use redis_throttle::report::{report_key, FleetReport};
-use redis_throttle::{Limiter, Quota};
+use redis_throttle::{Limiter, Quota, TryAcquire};
 use serde_json::Value as Json;
 use throttle_testkit::{Flavor, Server};
 use tokio::time::Instant;
@@ -223,7 +223,7 @@ async fn status_shows_a_reported_quota_and_one_found_by_its_pattern_and_a_pause(
 }
 
 /// The ACL rules of the tool's user, as client/cli/README.md gives them.
-const OPS_ACL: &str = "on >secret resetkeys ~quota:* ~throttle:report:* resetchannels -@all +scan +mget +command|info +function|list +cluster|nodes +module|list +throttle.peek +throttle.slots +throttle.pause +throttle.resume +throttle.cut +throttle.sync +fcall_ro +fcall";
+const OPS_ACL: &str = "on >secret resetkeys ~quota:* ~throttle:report:* resetchannels -@all +scan +mget +get +command|info +function|list +cluster|nodes +module|list +throttle.peek +throttle.slots +throttle.pause +throttle.resume +throttle.quota +throttle.cut +throttle.sync +fcall_ro +fcall";
 
 #[test]
 fn the_readme_gives_the_tools_acl_line() {
@@ -595,6 +595,88 @@ of it is left); add --force to pause anyway\n";
 }
 
 /// Writes `value` under `key`, bytes as they are (what any report writer may do).
+/// `quota KEY C/R` keeps a quota at the server that the fleet's calls take at, `status` shows it
+/// as the key's (and what the processes send), the same quota again writes nothing, and
+/// `--clear` gives the key back to the processes' quota, reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_kept_at_the_server_is_shown_and_cleared() {
+    let server = Server::builder(Flavor::Redis82).start();
+    let url = server.url();
+    let mut con = connect(&url).await;
+    let fleet = FleetReport::every(connect(&url).await, Duration::from_millis(100)).unwrap();
+    let limiter = Limiter::builder("quota:kept", Quota::new(10, 10u64).unwrap())
+        .report(&fleet)
+        .build(connect(&url).await)
+        .unwrap();
+    limiter.acquire().await.unwrap();
+    report_when(&mut con, "quota:kept", fleet.process(), BOUND, |_| true).await;
+
+    let text = ok(&throttle(&url, &["quota", "quota:kept", "20/20"]).await);
+    assert!(
+        text.starts_with(
+            "quota:kept: quota 20/20 kept at the server: every process on it takes at 20 per \
+             second with bursts of 20 from its next call, whatever its own quota; the bucket \
+             holds "
+        ) && text.ends_with("(clear it with throttle quota quota:kept --clear)\n"),
+        "{text}"
+    );
+    // The fleet's next calls take at the kept quota: a burst of 20, where its own holds 10.
+    let mut granted = 0;
+    while matches!(limiter.try_acquire().await.unwrap(), TryAcquire::Granted(_)) {
+        granted += 1;
+        assert!(granted <= 20, "more than the kept burst");
+    }
+    assert!((18..=20).contains(&granted), "{granted}");
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg("quota:kept")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(pttl, -1, "no TTL while a quota is kept");
+
+    let json = ok(&throttle(&url, &["status", "--json"]).await);
+    let rows: Json = serde_json::from_str(&json).unwrap();
+    let kept = row(&rows, "quota:kept");
+    assert_eq!(kept["quota_from"], "server", "{kept:#}");
+    assert_eq!(
+        (&kept["capacity"], &kept["rate"]),
+        (&Json::from(20), &Json::from("20"))
+    );
+    assert_eq!(kept["note"], "the processes send 10/10", "{kept:#}");
+
+    let again = ok(&throttle(&url, &["quota", "quota:kept", "20/20"]).await);
+    assert!(
+        again.starts_with("quota:kept already keeps the quota 20/20: nothing written; "),
+        "{again}"
+    );
+    let cleared = ok(&throttle(&url, &["quota", "quota:kept", "--clear"]).await);
+    assert!(
+        cleared.starts_with(
+            "quota:kept: no quota kept at the server: each process takes at its own quota \
+             from its next call; the bucket holds "
+        ) && cleared.ends_with(" at 10/10\n"),
+        "{cleared}"
+    );
+    let json = ok(&throttle(&url, &["status", "--json"]).await);
+    let rows: Json = serde_json::from_str(&json).unwrap();
+    let row = row(&rows, "quota:kept");
+    assert_eq!(
+        (row["quota_from"].as_str(), row["capacity"].as_u64()),
+        (Some("report"), Some(10))
+    );
+    let stderr = failed(&throttle(&url, &["quota", "quota:kept"]).await, 1);
+    assert_eq!(
+        stderr,
+        "throttle: give the quota to keep for \"quota:kept\", like `throttle quota quota:kept \
+         20/20`, or --clear to give the key back to its callers' quotas\n"
+    );
+    let none = ok(&throttle(&url, &["quota", "quota:kept", "--clear"]).await);
+    assert_eq!(
+        none,
+        "quota:kept keeps no quota at the server: nothing to clear, nothing written\n"
+    );
+}
+
 async fn set_raw(con: &mut redis::aio::MultiplexedConnection, key: &[u8], value: &[u8]) {
     let _: () = redis::cmd("SET")
         .arg(key)
