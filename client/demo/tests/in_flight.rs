@@ -9,8 +9,11 @@
 
 use std::time::Duration;
 
-use demo_support::demo_binary;
-use demo_support::scenario_tests::{int, turn, Demo};
+#[path = "../../demo-support/tests/scenario_tests/mod.rs"]
+#[macro_use]
+mod scenario_tests;
+
+use scenario_tests::{int, turn, Demo};
 use serde_json::Value;
 
 const PIX_DEMO: Demo = demo_binary!("pix-demo", Duration::from_secs(120));

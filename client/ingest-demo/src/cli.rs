@@ -1,9 +1,8 @@
 //! Command-line flags: the demo's knobs, and the hidden subcommands the demo starts its
 //! worker processes with.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use demo_support::output::OutputArgs;
-use demo_support::redis_server::Flavor;
 use serde::Serialize;
 
 /// The Rate Limiting pattern's ingestion example: 10 000 records of 10 RU each into a
@@ -64,9 +63,10 @@ pub struct RunArgs {
     /// the refill puts them back in 5 ms; the bulk load never uses them, 5 ms of its run.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(10..=10_000))]
     pub floor_ru: u64,
-    /// Which server to start privately [default: Redis 7.0, else the first one installed].
-    #[arg(long, value_enum)]
-    pub server: Option<ServerArg>,
+    /// The server binary to start privately, e.g. one tests/install-servers.sh put under
+    /// ~/.cache/redis-throttle/servers [default: redis-server, Debian's Redis 7.0].
+    #[arg(long, value_name = "PATH")]
+    pub server: Option<std::path::PathBuf>,
     #[command(flatten)]
     #[serde(flatten)]
     pub output: OutputArgs,
@@ -75,29 +75,6 @@ pub struct RunArgs {
 impl RunArgs {
     pub fn runs(&self, phase: u8) -> bool {
         self.phases.is_empty() || self.phases.contains(&phase)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-pub enum ServerArg {
-    #[value(name = "redis-7.0")]
-    Redis70,
-    #[value(name = "redis-8.2")]
-    Redis82,
-    #[value(name = "valkey-8.1")]
-    Valkey81,
-    #[value(name = "valkey-9.1")]
-    Valkey91,
-}
-
-impl ServerArg {
-    pub fn flavor(self) -> Flavor {
-        match self {
-            ServerArg::Redis70 => Flavor::Redis70,
-            ServerArg::Redis82 => Flavor::Redis82,
-            ServerArg::Valkey81 => Flavor::Valkey81,
-            ServerArg::Valkey91 => Flavor::Valkey91,
-        }
     }
 }
 
