@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis_throttle::redis::{self, Client};
+
 pub struct PrivateRedis {
     url: String,
     description: String,
@@ -147,6 +150,23 @@ fn module_path(run_sh: &str) -> Result<PathBuf, String> {
             path.display()
         ))
     }
+}
+
+/// A connection manager on `url`, for a demo's limiters and queues: every wait on it bounded,
+/// two retries.
+pub async fn connect_async(url: &str) -> Result<ConnectionManager, String> {
+    let client = Client::open(url).map_err(|e| format!("bad Redis URL {url}: {e}"))?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(TIMEOUT))
+        .set_response_timeout(Some(TIMEOUT))
+        .set_number_of_retries(2);
+    tokio::time::timeout(
+        TIMEOUT * 2,
+        ConnectionManager::new_with_config(client, config),
+    )
+    .await
+    .map_err(|_| format!("no connection to {url} within {:?}", TIMEOUT * 2))?
+    .map_err(|e| format!("cannot connect to {url}: {e}"))
 }
 
 /// A connection to `url`, every wait on it bounded.

@@ -4,7 +4,8 @@
 use redis_throttle::prelude::*;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use demo_support::redis_server::connect_async;
+use redis_throttle::redis::aio::ConnectionManager;
 use redis_throttle::{Limiter, Quota, Rate};
 use serde::Serialize;
 use tokio::sync::watch;
@@ -250,18 +251,7 @@ async fn watcher(
     key: &str,
 ) -> Result<Limiter<ConnectionManager>, String> {
     let quota = Quota::new(args.capacity, Rate::from_f64(args.rate)).map_err(|e| e.to_string())?;
-    let client = redis_throttle::redis::Client::open(redis_url)
-        .map_err(|e| format!("bad Redis URL {redis_url}: {e}"))?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(5)))
-        .set_response_timeout(Some(Duration::from_secs(5)));
-    let conn = tokio::time::timeout(
-        Duration::from_secs(10),
-        ConnectionManager::new_with_config(client, config),
-    )
-    .await
-    .map_err(|_| format!("no connection to {redis_url}"))?
-    .map_err(|e| format!("cannot connect to {redis_url}: {e}"))?;
+    let conn = connect_async(redis_url).await?;
     Limiter::builder(key, quota)
         .backend(args.backend.to_backend())
         .name("pix-demo watcher")

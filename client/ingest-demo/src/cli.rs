@@ -2,6 +2,7 @@
 //! worker processes with.
 
 use clap::{Args, Parser, Subcommand};
+use demo_support::child::ChildArgs;
 use demo_support::output::OutputArgs;
 use serde::Serialize;
 
@@ -27,10 +28,10 @@ pub struct Cli {
 pub enum Command {
     /// A phase-1 worker: sends its records at once and retries what is refused.
     #[command(hide = true)]
-    RetryWorker(RetryWorkerArgs),
+    RetryWorker(ChildArgs),
     /// A phase-2/3/4 worker: drains the backlog's streams through the shared bucket.
     #[command(hide = true)]
-    BacklogWorker(BacklogWorkerArgs),
+    BacklogWorker(ChildArgs),
 }
 
 #[derive(Debug, Clone, Args, Serialize)]
@@ -76,52 +77,4 @@ impl RunArgs {
     pub fn runs(&self, phase: u8) -> bool {
         self.phases.is_empty() || self.phases.contains(&phase)
     }
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct RetryWorkerArgs {
-    #[arg(long)]
-    pub index: u32,
-    /// Base URL of the mock database.
-    #[arg(long)]
-    pub db: String,
-    /// First record number of this worker's share.
-    #[arg(long)]
-    pub first: u32,
-    /// How many records.
-    #[arg(long)]
-    pub count: u32,
-    /// HTTP connections (the writes go out on them as fast as they can).
-    #[arg(long, default_value_t = 64)]
-    pub connections: usize,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct BacklogWorkerArgs {
-    #[arg(long)]
-    pub index: u32,
-    #[arg(long)]
-    pub db: String,
-    #[arg(long)]
-    pub redis_url: String,
-    /// The shared bucket's key.
-    #[arg(long)]
-    pub key: String,
-    /// The streams to drain, one worker loop each (`--stream A --stream B`).
-    #[arg(long = "stream", required = true)]
-    pub streams: Vec<String>,
-    #[arg(long)]
-    pub group: String,
-    #[arg(long)]
-    pub capacity: u64,
-    #[arg(long)]
-    pub rate: u64,
-    #[arg(long)]
-    pub claim_idle_ms: u64,
-    /// Records a worker loop reads at a time.
-    #[arg(long, default_value_t = 16)]
-    pub batch: usize,
-    /// Take at bulk priority, leaving this many tokens in the bucket (phase 4).
-    #[arg(long)]
-    pub floor: Option<u64>,
 }
