@@ -506,26 +506,25 @@ fn legends(out: &mut String, top: f64, phases: &[PhaseSeries], allowance: &str, 
     let x = WIDTH - RIGHT + 20.0;
     legend_line(out, x, top + 10.0, ALLOWANCE, 3.0, "", allowance);
     legend_line(out, x, top + 30.0, "#999", 1.2, DASHED, bucket);
+    phase_legends(out, top + 50.0, phases, "refused (429)");
+}
+
+/// A line's key per phase from `top`, then the red dot's (`refused`), right of a panel; the
+/// dot's y.
+fn phase_legends(out: &mut String, top: f64, phases: &[PhaseSeries], refused: &str) -> f64 {
+    let x = WIDTH - RIGHT + 20.0;
     for (i, (phase, color)) in phases.iter().zip(PHASE_COLORS).enumerate() {
-        let y = top + 50.0 + 20.0 * i as f64;
-        legend_line(out, x, y, color, 2.0, "", &phase.title);
+        legend_line(out, x, top + 20.0 * i as f64, color, 2.0, "", &phase.title);
     }
-    let y = top + 50.0 + 20.0 * phases.len() as f64;
+    let y = top + 20.0 * phases.len() as f64;
     let _ = writeln!(
         out,
         r#"<circle cx="{:.1}" cy="{:.1}" r="2.6" fill="{REFUSED}"/>"#,
         x + 12.0,
         y + 6.0
     );
-    text(
-        out,
-        x + 30.0,
-        y + 10.0,
-        12.0,
-        "start",
-        "#333",
-        "refused (429)",
-    );
+    text(out, x + 30.0, y + 10.0, 12.0, "start", "#333", refused);
+    y
 }
 
 struct Axes {

@@ -177,6 +177,16 @@ impl Demo {
     }
 }
 
+/// The phase called `name` in a pix-demo summary's `phases`.
+pub fn phase<'a>(summary: &'a Value, name: &str) -> &'a Value {
+    summary["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .find(|p| p["phase"] == name)
+        .unwrap_or_else(|| panic!("no phase {name} in {summary}"))
+}
+
 pub fn int(value: &Value) -> u64 {
     value
         .as_u64()
