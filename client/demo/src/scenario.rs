@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use crate::cli::{Phase, RunArgs};
 use crate::fleet::{self, Plan};
 use crate::open_calls::OpenChange;
+use crate::report::open_calls::rules;
 use crate::theory;
 use crate::upstream::{Arrival, Upstream, UpstreamConfig, INTEGRATOR_HEADER};
 use crate::wire::{CallRecord, ReplicaStats};
@@ -91,8 +92,11 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
             ""
         }
     );
-    if let Some(line) = open_calls_line(args) {
-        eprintln!("pix-demo: {line}");
+    if args.watches_open_calls() {
+        eprintln!(
+            "pix-demo: the supplier's calls open at once {}",
+            rules(args)
+        );
     }
     // A key of its own per run: a bucket left by an earlier run (or on a shared server)
     // cannot skew this one, and it expires by itself once full again.
@@ -212,36 +216,6 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
         key,
         phases,
     })
-}
-
-/// The supplier's limit on calls open at once, its slow spell and the fleet's cap, in a line
-/// for the log (`None` when the run has none of them).
-fn open_calls_line(args: &RunArgs) -> Option<String> {
-    if !args.watches_open_calls() {
-        return None;
-    }
-    let supplier = args
-        .supplier_max_open()
-        .map_or("no limit on calls open at once".to_owned(), |n| {
-            format!("at most {n} calls open at once (429 above)")
-        });
-    let spell = args.slow_spell().map_or(String::new(), |s| {
-        format!(
-            ", slow from {} s to {} s ({}-{} ms a call)",
-            crate::theory::num(s.from_s),
-            crate::theory::num(s.until_s),
-            s.min_ms,
-            s.max_ms
-        )
-    });
-    let cap = args
-        .max_in_flight()
-        .map_or("no cap on calls in flight".to_owned(), |n| {
-            format!("a cap of {n} calls in flight across the fleet")
-        });
-    Some(format!(
-        "the supplier: {supplier}{spell}; the bucket phase: {cap}"
-    ))
 }
 
 /// A limiter on the fleet's bucket for the demo itself: it only looks (`peek`).
