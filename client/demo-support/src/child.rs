@@ -7,11 +7,43 @@ use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::time::{timeout, Instant};
 
 use crate::shared_start::StartInstant;
+
+/// A child's command line (a hidden subcommand of the demo's own executable): its index in
+/// the fleet, and what it is to do, as JSON (`--plan`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ChildArgs {
+    #[arg(long)]
+    pub index: u32,
+    #[arg(long)]
+    pub plan: String,
+}
+
+impl ChildArgs {
+    pub fn plan<P: DeserializeOwned>(&self) -> Result<P, String> {
+        serde_json::from_str(&self.plan).map_err(|e| format!("--plan: {e}"))
+    }
+}
+
+/// The children's command lines: `subcommand --index=I --plan=JSON`, child I with plan I.
+pub fn command_lines<P: Serialize>(
+    subcommand: &str,
+    plans: impl IntoIterator<Item = P>,
+) -> Result<Vec<Vec<String>>, String> {
+    (0u32..)
+        .zip(plans)
+        .map(|(index, plan)| {
+            let json = serde_json::to_string(&plan).map_err(|e| format!("the plan: {e}"))?;
+            let index = format!("--index={index}");
+            Ok(vec![subcommand.to_owned(), index, format!("--plan={json}")])
+        })
+        .collect()
+}
 
 /// Runs a child's `work` on one thread (a child does a few dozen things at once at most,
 /// and leaves the other cores to the rest); an error goes to stderr after `who`

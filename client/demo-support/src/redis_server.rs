@@ -1,81 +1,118 @@
-//! The private Redis a demo runs against: started through the test kit on a free loopback
-//! port, killed when this value is dropped (and, should the demo be killed outright, by the
-//! kernel: the parent-death signal).
+//! The private Redis a demo runs against: a server binary (`redis-server` from the PATH, as
+//! Debian's package installs it, or the one `--server` names) on a free loopback port, with
+//! the module loaded or without it, killed when this value is dropped (and, should the demo
+//! be killed outright, by the kernel: the parent-death signal). Nothing of the test kit: the
+//! demos' tests check the module's freshness and hand its path over (`THROTTLE_MODULE`).
 
-use std::path::Path;
-use std::time::Duration;
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
-use throttle_testkit::{info_field, Server};
-
-/// The servers a demo can start (the kit's), named here so that the demos reach the kit only
-/// through this module.
-pub use throttle_testkit::Flavor;
+use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis_throttle::redis::{self, Client};
 
 pub struct PrivateRedis {
     url: String,
     description: String,
-    _server: Server,
+    process: Child,
 }
 
 const SETPRIV: &str = "/usr/bin/setpriv";
 /// Bound on connecting to the server and on each reply.
 const TIMEOUT: Duration = Duration::from_secs(5);
+const MODULE_FILE: &str = "libredis_throttle_module.so";
 
 impl PrivateRedis {
-    /// Starts `flavor`, or else Redis 7.0 (Debian's package), else the first other supported
-    /// server that is installed; with the module loaded, or without it (`with_module`: as a
-    /// managed Redis that refuses `MODULE LOAD` would be). `run_sh` is the demo's script,
-    /// which builds the module and installs the server: the errors name it.
+    /// Starts `binary` (default `redis-server`), with the module loaded, or without it
+    /// (`with_module`: as a managed Redis that refuses `MODULE LOAD` would be). `run_sh` is
+    /// the demo's script, which builds the module and installs the server: the errors name it.
     pub fn start(
-        flavor: Option<Flavor>,
+        binary: Option<&Path>,
         with_module: bool,
         run_sh: &str,
     ) -> Result<PrivateRedis, String> {
-        let module =
-            if with_module {
-                Some(throttle_testkit::try_module_path().map_err(|why| {
-                    format!("the module is not built: {why} ({run_sh} builds it)")
-                })?)
+        let binary = binary.unwrap_or(Path::new("redis-server"));
+        let module = with_module.then(|| module_path(run_sh)).transpose()?;
+        // A port another process takes between our look and the server's bind: try again.
+        let mut last = String::new();
+        for _ in 0..3 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map_err(|e| format!("no free loopback port: {e}"))?
+                .port();
+            // Should the demo be killed outright (SIGKILL), the kernel stops the server too:
+            // setpriv sets the parent-death signal, and exec keeps it.
+            let mut command = if Path::new(SETPRIV).is_file() {
+                let mut c = Command::new(SETPRIV);
+                c.args(["--pdeathsig", "KILL"]).arg(binary);
+                c
             } else {
-                None
+                Command::new(binary)
             };
-        let candidates: Vec<Flavor> = match flavor {
-            Some(flavor) => vec![flavor],
-            None => Flavor::ALL.to_vec(),
-        };
-        let mut failures = Vec::new();
-        for flavor in candidates {
-            if let Err(why) = flavor.binary() {
-                failures.push(why);
-                continue;
+            let port_arg = port.to_string();
+            command
+                .args(["--port", &port_arg, "--bind", "127.0.0.1", "--save", ""])
+                .args(["--appendonly", "no", "--loglevel", "warning"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            if let Some(module) = &module {
+                command.arg("--loadmodule").arg(module);
             }
-            let mut builder = Server::builder(flavor).module(with_module);
-            // Should the demo itself be killed outright (SIGKILL), the kernel stops the server
-            // too: setpriv sets the parent-death signal, and exec keeps it.
-            if Path::new(SETPRIV).is_file() {
-                builder = builder.wrapper(SETPRIV, &["--pdeathsig", "KILL"]);
-            }
-            match builder.try_start() {
-                Ok(server) => {
-                    let url = server.url();
-                    let version = server_version(&url)?;
+            let process = command.spawn().map_err(|e| {
+                format!(
+                    "cannot start {}: {e} ({run_sh} installs Debian's redis-server)",
+                    binary.display()
+                )
+            })?;
+            let url = format!("redis://127.0.0.1:{port}");
+            let mut server = PrivateRedis {
+                description: String::new(),
+                url,
+                process,
+            };
+            match server.wait_up() {
+                Ok(version) => {
                     let loaded = match &module {
                         Some(path) => format!("module {}", path.display()),
                         None => "started without the module (no --loadmodule)".to_owned(),
                     };
-                    return Ok(PrivateRedis {
-                        description: format!("private {version} on {url}, {loaded}"),
-                        url,
-                        _server: server,
-                    });
+                    server.description = format!("private {version} on {}, {loaded}", server.url);
+                    return Ok(server);
                 }
-                Err(why) => failures.push(format!("cannot start a private {flavor} server: {why}")),
+                Err(why) => last = why,
             }
         }
         Err(format!(
-            "no usable Redis server ({run_sh} installs Debian's):\n  {}",
-            failures.join("\n  ")
+            "cannot start a private server with {}: {last}",
+            binary.display()
         ))
+    }
+
+    /// The server's version once it answers; what it printed if it exited.
+    fn wait_up(&mut self) -> Result<String, String> {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Ok(version) = server_version(&self.url) {
+                return Ok(version);
+            }
+            if let Ok(Some(status)) = self.process.try_wait() {
+                let mut printed = String::new();
+                if let Some(mut out) = self.process.stdout.take() {
+                    let _ = out.read_to_string(&mut printed);
+                }
+                if let Some(mut err) = self.process.stderr.take() {
+                    let _ = err.read_to_string(&mut printed);
+                }
+                return Err(format!("it exited ({status}): {}", printed.trim()));
+            }
+            if Instant::now() > deadline {
+                return Err(format!("no answer on {} within {TIMEOUT:?}", self.url));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     pub fn url(&self) -> &str {
@@ -86,6 +123,50 @@ impl PrivateRedis {
     pub fn description(&self) -> &str {
         &self.description
     }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// The module: `$THROTTLE_MODULE` (run.sh and the tests set it), else the one built beside
+/// this executable (`target/<profile>/`).
+fn module_path(run_sh: &str) -> Result<PathBuf, String> {
+    let path = match std::env::var_os("THROTTLE_MODULE").filter(|p| !p.is_empty()) {
+        Some(path) => PathBuf::from(path),
+        None => std::env::current_exe()
+            .map_err(|e| format!("where am I: {e}"))?
+            .with_file_name(MODULE_FILE),
+    };
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "the module is not built: no {} ({run_sh} builds it, or `cargo build -p \
+             redis-throttle-module`)",
+            path.display()
+        ))
+    }
+}
+
+/// A connection manager on `url`, for a demo's limiters and queues: every wait on it bounded,
+/// two retries.
+pub async fn connect_async(url: &str) -> Result<ConnectionManager, String> {
+    let client = Client::open(url).map_err(|e| format!("bad Redis URL {url}: {e}"))?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(TIMEOUT))
+        .set_response_timeout(Some(TIMEOUT))
+        .set_number_of_retries(2);
+    tokio::time::timeout(
+        TIMEOUT * 2,
+        ConnectionManager::new_with_config(client, config),
+    )
+    .await
+    .map_err(|_| format!("no connection to {url} within {:?}", TIMEOUT * 2))?
+    .map_err(|e| format!("cannot connect to {url}: {e}"))
 }
 
 /// A connection to `url`, every wait on it bounded.
@@ -105,7 +186,10 @@ pub fn version(con: &mut redis::Connection, url: &str) -> Result<String, String>
         .arg("server")
         .query(con)
         .map_err(|e| format!("INFO on {url}: {e}"))?;
-    let field = |name: &str| info_field(&info, name);
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|line| line.trim().strip_prefix(name)?.strip_prefix(':'))
+    };
     Ok(match (field("valkey_version"), field("redis_version")) {
         (Some(v), _) => format!("Valkey {v}"),
         (None, Some(v)) => format!("Redis {v}"),

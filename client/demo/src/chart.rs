@@ -41,8 +41,6 @@ pub struct ChartSpec {
     pub quota: u32,
     pub capacity: u64,
     pub rate: f64,
-    /// Lines of explanation under the chart.
-    pub notes: Vec<String>,
     /// The bucket phase second by second (fleet sends and 429s, the other application, the
     /// rate factor), shown under the rest when there is pushback to see.
     pub per_second: Option<PushbackReport>,
@@ -53,8 +51,6 @@ pub struct ChartSpec {
 const WIDTH: f64 = 1040.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 240.0; // room for the legends
-/// Characters per line of a note at 13 px across the chart.
-const NOTE_CHARS: usize = 140;
 
 const SERVED: &str = "#2e9d5b";
 const REFUSED: &str = "#d64541";
@@ -95,12 +91,6 @@ pub fn render(spec: &ChartSpec, phases: &[PhaseSeries]) -> String {
         let height = 260.0;
         per_second(&mut body, spec, report, y, height);
         y += height + 60.0;
-    }
-    for note in &spec.notes {
-        for line in wrap(note, NOTE_CHARS) {
-            text(&mut body, 20.0, y, 13.0, "start", "#333", &line);
-            y += 18.0;
-        }
     }
     document(WIDTH, y + 10.0, &spec.heading, 17.0, &body)
 }
@@ -516,26 +506,25 @@ fn legends(out: &mut String, top: f64, phases: &[PhaseSeries], allowance: &str, 
     let x = WIDTH - RIGHT + 20.0;
     legend_line(out, x, top + 10.0, ALLOWANCE, 3.0, "", allowance);
     legend_line(out, x, top + 30.0, "#999", 1.2, DASHED, bucket);
+    phase_legends(out, top + 50.0, phases, "refused (429)");
+}
+
+/// A line's key per phase from `top`, then the red dot's (`refused`), right of a panel; the
+/// dot's y.
+fn phase_legends(out: &mut String, top: f64, phases: &[PhaseSeries], refused: &str) -> f64 {
+    let x = WIDTH - RIGHT + 20.0;
     for (i, (phase, color)) in phases.iter().zip(PHASE_COLORS).enumerate() {
-        let y = top + 50.0 + 20.0 * i as f64;
-        legend_line(out, x, y, color, 2.0, "", &phase.title);
+        legend_line(out, x, top + 20.0 * i as f64, color, 2.0, "", &phase.title);
     }
-    let y = top + 50.0 + 20.0 * phases.len() as f64;
+    let y = top + 20.0 * phases.len() as f64;
     let _ = writeln!(
         out,
         r#"<circle cx="{:.1}" cy="{:.1}" r="2.6" fill="{REFUSED}"/>"#,
         x + 12.0,
         y + 6.0
     );
-    text(
-        out,
-        x + 30.0,
-        y + 10.0,
-        12.0,
-        "start",
-        "#333",
-        "refused (429)",
-    );
+    text(out, x + 30.0, y + 10.0, 12.0, "start", "#333", refused);
+    y
 }
 
 struct Axes {
@@ -710,23 +699,6 @@ fn legend_line(
     text(out, x + 30.0, y + 10.0, 12.0, "start", "#333", label);
 }
 
-/// Splits `s` into lines of at most `width` characters, at spaces.
-fn wrap(s: &str, width: usize) -> Vec<String> {
-    let mut lines = vec![String::new()];
-    for word in s.split_whitespace() {
-        let line = lines.last_mut().expect("never empty");
-        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
-            lines.push(word.to_owned());
-        } else {
-            if !line.is_empty() {
-                line.push(' ');
-            }
-            line.push_str(word);
-        }
-    }
-    lines
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -738,7 +710,6 @@ mod tests {
             quota: 10,
             capacity: 8,
             rate: 9.0,
-            notes: vec!["a note".to_owned()],
             per_second: None,
             open_calls: None,
         }
@@ -775,7 +746,7 @@ mod tests {
             assert!(svg.contains("40 calls &lt;test&gt; &amp; co"));
             assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
             assert!(svg.contains("phase 1: direct") && svg.contains("phase 2: shared bucket"));
-            assert!(svg.contains("refused (429)") && svg.contains("a note"));
+            assert!(svg.contains("refused (429)"));
             // 30 refused calls are dots on the cumulative line, plus one in the legend.
             assert!(svg.matches(&format!(r#"fill="{REFUSED}"/>"#)).count() >= 31);
             assert!(!svg.contains("NaN") && !svg.contains("inf"));
@@ -819,12 +790,5 @@ mod tests {
     fn an_empty_run_still_renders() {
         let svg = render(&spec(UpstreamMode::Bucket), &[]);
         assert!(svg.ends_with("</svg>\n") && !svg.contains("NaN"));
-    }
-
-    #[test]
-    fn notes_wrap_at_spaces() {
-        assert_eq!(wrap("aa bb cc", 5), ["aa bb", "cc"]);
-        assert_eq!(wrap("", 5), [""]);
-        assert_eq!(wrap("toolongword x", 4), ["toolongword", "x"]);
     }
 }

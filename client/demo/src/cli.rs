@@ -2,8 +2,9 @@
 //! uses to start its replicas as separate processes.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use demo_support::child::ChildArgs;
 use demo_support::output::OutputArgs;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::limit::UpstreamMode;
 use crate::open_calls::SlowSpell;
@@ -27,7 +28,7 @@ pub struct Cli {
 pub enum Command {
     /// One replica of the bank's service (started by the demo itself).
     #[command(hide = true)]
-    Replica(ReplicaArgs),
+    Replica(ChildArgs),
 }
 
 /// The scenario's knobs.
@@ -191,7 +192,7 @@ impl RunArgs {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StrategyArg {
     Reserve,
@@ -207,7 +208,7 @@ impl StrategyArg {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendArg {
     Module,
@@ -251,7 +252,7 @@ pub const MAX_ATTEMPTS: u32 = 5;
 pub const MAX_CALLS: u32 = 400;
 
 /// The two phases of the scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     /// Every replica calls the API as soon as it wants to.
@@ -267,54 +268,4 @@ impl Phase {
             Phase::Bucket => "phase 2: shared bucket",
         }
     }
-}
-
-/// What a replica process needs; the start instant comes later, on its stdin.
-#[derive(Debug, Clone, Args)]
-pub struct ReplicaArgs {
-    #[arg(long)]
-    pub index: u32,
-    #[arg(long, value_enum)]
-    pub phase: Phase,
-    /// Base URL of the mock upstream, e.g. http://127.0.0.1:40000.
-    #[arg(long)]
-    pub upstream: String,
-    /// The integrator this fleet calls as (the upstream's `x-integrator` header).
-    #[arg(long)]
-    pub integrator: String,
-    #[arg(long)]
-    pub calls: u32,
-    #[arg(long)]
-    pub redis_url: Option<String>,
-    /// The shared bucket's key.
-    #[arg(long)]
-    pub key: Option<String>,
-    #[arg(long, default_value_t = 8)]
-    pub capacity: u64,
-    #[arg(long, default_value_t = 9.0)]
-    pub rate: f64,
-    #[arg(long, value_enum, default_value_t = StrategyArg::Reserve)]
-    pub strategy: StrategyArg,
-    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
-    pub backend: BackendArg,
-    /// Longest a call may wait for its token, in ms.
-    #[arg(long)]
-    pub max_wait_ms: u64,
-    /// A 429 only pauses, never cuts the rate.
-    #[arg(long)]
-    pub no_cut: bool,
-    #[arg(long, default_value_t = 30_000)]
-    pub cut_recovery_ms: u64,
-    /// Reserved calls are sent without a look at the bucket's pause.
-    #[arg(long)]
-    pub no_pause_check: bool,
-    /// Reserved calls ask (PEEK) instead of listening to the pause announcements.
-    #[arg(long)]
-    pub no_listen: bool,
-    /// Sustained: keep `calls` calls going for this long, one after another each.
-    #[arg(long)]
-    pub duration_ms: Option<u64>,
-    /// A cap on the fleet's calls in flight (`max_in_flight`), the same on every replica.
-    #[arg(long)]
-    pub max_in_flight: Option<u64>,
 }

@@ -1,11 +1,13 @@
-//! The demo's side of the replicas in one phase: what each is told (its command line), and
-//! their reports, collected. Each replica is a separate OS process (this same executable,
+//! The demo's side of the replicas in one phase: what each is told (the plan, as JSON on its
+//! command line), and their reports, collected. Each replica is a separate OS process (this same executable,
 //! `replica` subcommand), started, held to one start instant and read through
 //! `demo_support::fleet`.
 
 use std::time::Duration;
 
+use demo_support::child::command_lines;
 use demo_support::fleet::Fleet;
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::cli::{BackendArg, Phase, StrategyArg};
@@ -16,8 +18,8 @@ const START_LEAD: Duration = Duration::from_millis(500);
 /// Slack on top of the longest wait for the last reports and the exits.
 const FINISH_SLACK: Duration = Duration::from_secs(30);
 
-/// What every replica of a phase is told.
-#[derive(Debug, Clone)]
+/// What every replica of a phase is told: on its command line, as JSON (`replica --plan`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
     pub phase: Phase,
     pub replicas: u32,
@@ -56,7 +58,8 @@ pub struct FleetRun {
 /// Runs the phase; `on_start` learns the shared start instant as soon as it is set (what
 /// runs beside the fleet starts from it).
 pub async fn run(plan: &Plan, on_start: impl FnOnce(Instant)) -> Result<FleetRun, String> {
-    let arg_lists = (0..plan.replicas).map(|index| args(plan, index)).collect();
+    let count = plan.replicas as usize;
+    let arg_lists = command_lines("replica", std::iter::repeat_n(plan, count))?;
     let mut replicas = Fleet::<ReplicaMessage>::spawn("replica", arg_lists).await?;
     let start_at = replicas.start(START_LEAD).await?;
     on_start(start_at);
@@ -90,51 +93,4 @@ pub async fn run(plan: &Plan, on_start: impl FnOnce(Instant)) -> Result<FleetRun
         records,
         stats,
     })
-}
-
-/// Replica `index`'s command line.
-fn args(plan: &Plan, index: u32) -> Vec<String> {
-    let mut args = vec![
-        "replica".to_owned(),
-        format!("--index={index}"),
-        format!("--phase={}", phase_arg(plan.phase)),
-        format!("--upstream={}", plan.upstream),
-        format!("--integrator={}", plan.integrator),
-        format!("--calls={}", plan.calls),
-        format!("--max-wait-ms={}", plan.max_wait.as_millis()),
-    ];
-    if plan.phase == Phase::Bucket {
-        args.extend([
-            format!("--redis-url={}", plan.redis_url),
-            format!("--key={}", plan.key),
-            format!("--capacity={}", plan.capacity),
-            format!("--rate={}", plan.rate),
-            format!("--strategy={}", plan.strategy.name()),
-            format!("--backend={}", plan.backend.name()),
-            format!("--cut-recovery-ms={}", plan.cut_recovery.as_millis()),
-        ]);
-        if plan.no_cut {
-            args.push("--no-cut".to_owned());
-        }
-        if plan.no_pause_check {
-            args.push("--no-pause-check".to_owned());
-        }
-        if plan.no_listen {
-            args.push("--no-listen".to_owned());
-        }
-        if let Some(cap) = plan.max_in_flight {
-            args.push(format!("--max-in-flight={cap}"));
-        }
-    }
-    if let Some(duration) = plan.duration {
-        args.push(format!("--duration-ms={}", duration.as_millis()));
-    }
-    args
-}
-
-fn phase_arg(phase: Phase) -> &'static str {
-    match phase {
-        Phase::Direct => "direct",
-        Phase::Bucket => "bucket",
-    }
 }

@@ -29,7 +29,6 @@ use crate::chart::{ChartSpec, OpenCallsSpec};
 use crate::cli::{Cli, Command, RunArgs};
 use crate::redis_target::RedisTarget;
 use crate::report::chart_series::chart_series;
-use crate::report::prose::{explanations, heading};
 use crate::report::summary::summarize;
 use crate::report::text::text;
 
@@ -95,16 +94,16 @@ fn demo(args: &RunArgs) -> ExitCode {
         None,
     );
     let spec = ChartSpec {
-        heading: heading(args),
+        heading: format!(
+            "{} replicas x {} PIX status queries at once; the API allows {}",
+            args.replicas,
+            args.calls,
+            args.upstream_mode.rule(args.quota)
+        ),
         mode: args.upstream_mode,
         quota: args.quota,
         capacity: args.capacity,
         rate: args.rate,
-        notes: if args.duration.is_some() {
-            Vec::new()
-        } else {
-            explanations(&summary)
-        },
         per_second: summary.pushback.clone().filter(|_| summary.show_pushback),
         open_calls: args.watches_open_calls().then(|| OpenCallsSpec {
             supplier_max_open: args.supplier_max_open(),

@@ -22,15 +22,17 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use demo_support::child::{self, say, FromDemo};
+use demo_support::child::{self, say, ChildArgs, FromDemo};
+use demo_support::redis_server::connect_async;
 use demo_support::shared_start::micros;
 use redis_throttle::http::{read_supplier_count, RetryPolicy};
-use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis_throttle::redis::aio::ConnectionManager;
 use redis_throttle::report::FleetReport;
 use redis_throttle::{Announcements, Limiter, Quota, Rate};
 use tokio::time::{timeout, Instant};
 
-use crate::cli::{Phase, ReplicaArgs, MAX_ATTEMPTS};
+use crate::cli::{Phase, MAX_ATTEMPTS};
+use crate::fleet::Plan;
 use crate::upstream::INTEGRATOR_HEADER;
 use crate::wire::{call_id, Attempt, CallRecord, PauseRecord, ReplicaMessage, ReplicaStats};
 
@@ -43,11 +45,13 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// The pause when a 429 carries no `Retry-After` the replica can read.
 const DEFAULT_PAUSE: Duration = Duration::from_secs(1);
 
-pub fn main(args: ReplicaArgs) -> ExitCode {
-    child::run(&format!("pix-demo replica {}", args.index), run(&args))
+pub fn main(args: ChildArgs) -> ExitCode {
+    child::run(&format!("pix-demo replica {}", args.index), async {
+        run(args.index, &args.plan::<Plan>()?).await
+    })
 }
 
-async fn run(args: &ReplicaArgs) -> Result<(), String> {
+async fn run(index: u32, args: &Plan) -> Result<(), String> {
     let limiter = match args.phase {
         Phase::Direct => None,
         Phase::Bucket => Some(limiter(args).await?),
@@ -64,21 +68,21 @@ async fn run(args: &ReplicaArgs) -> Result<(), String> {
     say(&ReplicaMessage::Ready)?;
     let start_at = from_demo.start(START_TIMEOUT).await?;
 
-    let max_wait = Duration::from_millis(args.max_wait_ms);
+    let max_wait = args.max_wait;
     let policy = if args.no_cut {
         RetryPolicy::default().no_cut()
     } else {
-        RetryPolicy::default().cut_rate(0.7, Duration::from_millis(args.cut_recovery_ms))
+        RetryPolicy::default().cut_rate(0.7, args.cut_recovery)
     };
     let mut tasks = Vec::with_capacity(clients.len());
     let calls = Calls {
-        replica: args.index,
+        replica: index,
         url,
         integrator: args.integrator.clone(),
         max_wait,
         policy,
     };
-    match args.duration_ms {
+    match args.duration {
         None => {
             for (n, client) in (0..args.calls).zip(clients) {
                 let (call, limiter) = (calls.call(n), limiter.clone());
@@ -87,8 +91,8 @@ async fn run(args: &ReplicaArgs) -> Result<(), String> {
                 }));
             }
         }
-        Some(ms) => {
-            let until = start_at + Duration::from_millis(ms);
+        Some(duration) => {
+            let until = start_at + duration;
             let next = Arc::new(AtomicU32::new(0));
             for client in clients {
                 let (next, limiter, calls) = (Arc::clone(&next), limiter.clone(), calls.clone());
@@ -114,7 +118,7 @@ async fn run(args: &ReplicaArgs) -> Result<(), String> {
         say(&ReplicaMessage::Call(record))?;
     }
     let mut stats = ReplicaStats {
-        replica: args.index,
+        replica: index,
         ..ReplicaStats::default()
     };
     if let Some(limiter) = &limiter {
@@ -139,24 +143,10 @@ async fn run(args: &ReplicaArgs) -> Result<(), String> {
 
 /// The shared bucket, checked once (the backend answers, the quota is valid) before the
 /// start. With `auto` that first call is also the probe that settles module or script.
-async fn limiter(args: &ReplicaArgs) -> Result<Limiter<ConnectionManager>, String> {
-    let (Some(url), Some(key)) = (&args.redis_url, &args.key) else {
-        return Err("phase 2 needs --redis-url and --key".to_owned());
-    };
+async fn limiter(args: &Plan) -> Result<Limiter<ConnectionManager>, String> {
+    let (url, key) = (&args.redis_url, &args.key);
     let quota = Quota::new(args.capacity, Rate::from_f64(args.rate)).map_err(|e| e.to_string())?;
-    let client = redis_throttle::redis::Client::open(url.as_str())
-        .map_err(|e| format!("bad Redis URL {url}: {e}"))?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(REDIS_TIMEOUT))
-        .set_response_timeout(Some(REDIS_TIMEOUT))
-        .set_number_of_retries(2);
-    let conn = timeout(
-        REDIS_TIMEOUT * 2,
-        ConnectionManager::new_with_config(client.clone(), config),
-    )
-    .await
-    .map_err(|_| format!("no connection to {url} within {:?}", REDIS_TIMEOUT * 2))?
-    .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+    let conn = connect_async(url).await?;
     // The replica's counters in Redis for the operator's tool (`throttle-ctl status`), every
     // second: the run is short. Off the call path, on a connection of its own.
     let fleet =
@@ -173,7 +163,9 @@ async fn limiter(args: &ReplicaArgs) -> Result<Limiter<ConnectionManager>, Strin
     if !args.no_listen {
         // The replica's one subscription; until it is up its calls ask, so waiting for it
         // only makes the run's round trips the ones of a process that has been up a while.
-        let announcements = Announcements::new(client.clone()).map_err(|e| e.to_string())?;
+        let client =
+            redis_throttle::redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
+        let announcements = Announcements::new(client).map_err(|e| e.to_string())?;
         if !announcements.ready(REDIS_TIMEOUT * 2).await {
             return Err(format!(
                 "no subscription to the pause announcements on {url} within {:?} \

@@ -4,7 +4,8 @@
 use redis_throttle::prelude::*;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use demo_support::redis_server::connect_async;
+use redis_throttle::redis::aio::ConnectionManager;
 use redis_throttle::{Limiter, Quota, Rate};
 use serde::Serialize;
 use tokio::sync::watch;
@@ -13,6 +14,7 @@ use tokio::task::JoinHandle;
 use crate::cli::{Phase, RunArgs};
 use crate::fleet::{self, Plan};
 use crate::open_calls::OpenChange;
+use crate::report::open_calls::rules;
 use crate::theory;
 use crate::upstream::{Arrival, Upstream, UpstreamConfig, INTEGRATOR_HEADER};
 use crate::wire::{CallRecord, ReplicaStats};
@@ -90,8 +92,11 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
             ""
         }
     );
-    if let Some(line) = open_calls_line(args) {
-        eprintln!("pix-demo: {line}");
+    if args.watches_open_calls() {
+        eprintln!(
+            "pix-demo: the supplier's calls open at once {}",
+            rules(args)
+        );
     }
     // A key of its own per run: a bucket left by an earlier run (or on a shared server)
     // cannot skew this one, and it expires by itself once full again.
@@ -213,36 +218,6 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
     })
 }
 
-/// The supplier's limit on calls open at once, its slow spell and the fleet's cap, in a line
-/// for the log (`None` when the run has none of them).
-fn open_calls_line(args: &RunArgs) -> Option<String> {
-    if !args.watches_open_calls() {
-        return None;
-    }
-    let supplier = args
-        .supplier_max_open()
-        .map_or("no limit on calls open at once".to_owned(), |n| {
-            format!("at most {n} calls open at once (429 above)")
-        });
-    let spell = args.slow_spell().map_or(String::new(), |s| {
-        format!(
-            ", slow from {} s to {} s ({}-{} ms a call)",
-            crate::theory::num(s.from_s),
-            crate::theory::num(s.until_s),
-            s.min_ms,
-            s.max_ms
-        )
-    });
-    let cap = args
-        .max_in_flight()
-        .map_or("no cap on calls in flight".to_owned(), |n| {
-            format!("a cap of {n} calls in flight across the fleet")
-        });
-    Some(format!(
-        "the supplier: {supplier}{spell}; the bucket phase: {cap}"
-    ))
-}
-
 /// A limiter on the fleet's bucket for the demo itself: it only looks (`peek`).
 async fn watcher(
     args: &RunArgs,
@@ -250,18 +225,7 @@ async fn watcher(
     key: &str,
 ) -> Result<Limiter<ConnectionManager>, String> {
     let quota = Quota::new(args.capacity, Rate::from_f64(args.rate)).map_err(|e| e.to_string())?;
-    let client = redis_throttle::redis::Client::open(redis_url)
-        .map_err(|e| format!("bad Redis URL {redis_url}: {e}"))?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(5)))
-        .set_response_timeout(Some(Duration::from_secs(5)));
-    let conn = tokio::time::timeout(
-        Duration::from_secs(10),
-        ConnectionManager::new_with_config(client, config),
-    )
-    .await
-    .map_err(|_| format!("no connection to {redis_url}"))?
-    .map_err(|e| format!("cannot connect to {redis_url}: {e}"))?;
+    let conn = connect_async(redis_url).await?;
     Limiter::builder(key, quota)
         .backend(args.backend.to_backend())
         .name("pix-demo watcher")

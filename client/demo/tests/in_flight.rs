@@ -9,8 +9,11 @@
 
 use std::time::Duration;
 
-use demo_support::demo_binary;
-use demo_support::scenario_tests::{int, turn, Demo};
+#[path = "../../demo-support/tests/scenario_tests/mod.rs"]
+#[macro_use]
+mod scenario_tests;
+
+use scenario_tests::{int, phase, turn, Demo};
 use serde_json::Value;
 
 const PIX_DEMO: Demo = demo_binary!("pix-demo", Duration::from_secs(120));
@@ -29,15 +32,6 @@ const SLOW_SUPPLIER: [&str; 8] = [
     "--slow-until",
     "2",
 ];
-
-fn phase<'a>(summary: &'a Value, name: &str) -> &'a Value {
-    summary["phases"]
-        .as_array()
-        .expect("phases")
-        .iter()
-        .find(|p| p["phase"] == name)
-        .unwrap_or_else(|| panic!("no phase {name} in {summary}"))
-}
 
 /// What holds whatever the cap: the supplier never had more than its limit open, counted
 /// every call out that it counted in, and its figures add up.

@@ -7,20 +7,14 @@
 
 use std::time::Duration;
 
-use demo_support::demo_binary;
-use demo_support::scenario_tests::{assert_everything_stopped, between, int, secs, turn, Demo};
+#[path = "../../demo-support/tests/scenario_tests/mod.rs"]
+#[macro_use]
+mod scenario_tests;
+
+use scenario_tests::{assert_everything_stopped, between, int, phase, secs, turn, Demo};
 use serde_json::Value;
 
 const PIX_DEMO: Demo = demo_binary!("pix-demo", Duration::from_secs(120));
-
-fn phase<'a>(summary: &'a Value, name: &str) -> &'a Value {
-    summary["phases"]
-        .as_array()
-        .expect("phases")
-        .iter()
-        .find(|p| p["phase"] == name)
-        .unwrap_or_else(|| panic!("no phase {name} in {summary}"))
-}
 
 #[test]
 fn full_size_direct_is_refused_and_the_bucket_is_served_on_time() {

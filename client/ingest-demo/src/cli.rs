@@ -1,9 +1,9 @@
 //! Command-line flags: the demo's knobs, and the hidden subcommands the demo starts its
 //! worker processes with.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
+use demo_support::child::ChildArgs;
 use demo_support::output::OutputArgs;
-use demo_support::redis_server::Flavor;
 use serde::Serialize;
 
 /// The Rate Limiting pattern's ingestion example: 10 000 records of 10 RU each into a
@@ -28,10 +28,10 @@ pub struct Cli {
 pub enum Command {
     /// A phase-1 worker: sends its records at once and retries what is refused.
     #[command(hide = true)]
-    RetryWorker(RetryWorkerArgs),
+    RetryWorker(ChildArgs),
     /// A phase-2/3/4 worker: drains the backlog's streams through the shared bucket.
     #[command(hide = true)]
-    BacklogWorker(BacklogWorkerArgs),
+    BacklogWorker(ChildArgs),
 }
 
 #[derive(Debug, Clone, Args, Serialize)]
@@ -64,9 +64,10 @@ pub struct RunArgs {
     /// the refill puts them back in 5 ms; the bulk load never uses them, 5 ms of its run.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(10..=10_000))]
     pub floor_ru: u64,
-    /// Which server to start privately [default: Redis 7.0, else the first one installed].
-    #[arg(long, value_enum)]
-    pub server: Option<ServerArg>,
+    /// The server binary to start privately, e.g. one tests/install-servers.sh put under
+    /// ~/.cache/redis-throttle/servers [default: redis-server, Debian's Redis 7.0].
+    #[arg(long, value_name = "PATH")]
+    pub server: Option<std::path::PathBuf>,
     #[command(flatten)]
     #[serde(flatten)]
     pub output: OutputArgs,
@@ -76,75 +77,4 @@ impl RunArgs {
     pub fn runs(&self, phase: u8) -> bool {
         self.phases.is_empty() || self.phases.contains(&phase)
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-pub enum ServerArg {
-    #[value(name = "redis-7.0")]
-    Redis70,
-    #[value(name = "redis-8.2")]
-    Redis82,
-    #[value(name = "valkey-8.1")]
-    Valkey81,
-    #[value(name = "valkey-9.1")]
-    Valkey91,
-}
-
-impl ServerArg {
-    pub fn flavor(self) -> Flavor {
-        match self {
-            ServerArg::Redis70 => Flavor::Redis70,
-            ServerArg::Redis82 => Flavor::Redis82,
-            ServerArg::Valkey81 => Flavor::Valkey81,
-            ServerArg::Valkey91 => Flavor::Valkey91,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct RetryWorkerArgs {
-    #[arg(long)]
-    pub index: u32,
-    /// Base URL of the mock database.
-    #[arg(long)]
-    pub db: String,
-    /// First record number of this worker's share.
-    #[arg(long)]
-    pub first: u32,
-    /// How many records.
-    #[arg(long)]
-    pub count: u32,
-    /// HTTP connections (the writes go out on them as fast as they can).
-    #[arg(long, default_value_t = 64)]
-    pub connections: usize,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct BacklogWorkerArgs {
-    #[arg(long)]
-    pub index: u32,
-    #[arg(long)]
-    pub db: String,
-    #[arg(long)]
-    pub redis_url: String,
-    /// The shared bucket's key.
-    #[arg(long)]
-    pub key: String,
-    /// The streams to drain, one worker loop each (`--stream A --stream B`).
-    #[arg(long = "stream", required = true)]
-    pub streams: Vec<String>,
-    #[arg(long)]
-    pub group: String,
-    #[arg(long)]
-    pub capacity: u64,
-    #[arg(long)]
-    pub rate: u64,
-    #[arg(long)]
-    pub claim_idle_ms: u64,
-    /// Records a worker loop reads at a time.
-    #[arg(long, default_value_t = 16)]
-    pub batch: usize,
-    /// Take at bulk priority, leaving this many tokens in the bucket (phase 4).
-    #[arg(long)]
-    pub floor: Option<u64>,
 }

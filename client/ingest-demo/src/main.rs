@@ -30,7 +30,7 @@ use clap::Parser;
 use demo_support::redis_server::PrivateRedis;
 use demo_support::until_stopped::run_until_stopped;
 
-use crate::cli::{Cli, Command, RunArgs, ServerArg};
+use crate::cli::{Cli, Command, RunArgs};
 use crate::db::{Database, RU_PER_WRITE};
 use crate::phases::backlog::{backlog_phase, BacklogSummary};
 use crate::phases::priority::{priority_phase, PrioritySummary};
@@ -62,7 +62,7 @@ struct Phases {
 fn demo(args: &RunArgs) -> ExitCode {
     // Started on the main thread, which lives as long as the process: the server's
     // parent-death signal follows the thread that started it.
-    let redis = match PrivateRedis::start(args.server.map(ServerArg::flavor), true, RUN_SH) {
+    let redis = match PrivateRedis::start(args.server.as_deref(), true, RUN_SH) {
         Ok(redis) => redis,
         Err(err) => {
             eprintln!("{PROGRAM}: {err}");

@@ -106,11 +106,6 @@ fn retry_table(out: &mut String, r: &RetrySummary) {
         r.errors,
         yes(r.all_stored_once)
     );
-    let _ = writeln!(
-        out,
-        "  (\"bucket: most\": a full bucket when a try's first write arrives plus the refill over \
-         its span; the document's tries all arrive at once, a second apart)"
-    );
 }
 
 fn backlog_table(out: &mut String, b: &BacklogSummary) {

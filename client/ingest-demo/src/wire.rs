@@ -57,6 +57,35 @@ pub struct WorkerReport {
     pub round_trips: u64,
 }
 
+/// What a phase-1 worker is to do (`retry-worker --plan`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetryPlan {
+    /// Base URL of the mock database.
+    pub db: String,
+    /// First record number of this worker's share, and how many.
+    pub first: u64,
+    pub count: u64,
+}
+
+/// What a phase-2/3/4 worker is to do (`backlog-worker --plan`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BacklogPlan {
+    pub db: String,
+    pub redis_url: String,
+    /// The shared bucket's key, its burst and rate.
+    pub key: String,
+    pub capacity: u64,
+    pub rate: u64,
+    /// The streams to drain, one worker loop each, in this consumer group.
+    pub streams: Vec<String>,
+    pub group: String,
+    pub claim_idle_ms: u64,
+    /// Records a worker loop reads at a time.
+    pub batch: usize,
+    /// Take at bulk priority, leaving this many tokens in the bucket (phase 4).
+    pub floor: Option<u64>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,21 +12,22 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use demo_support::child::{self, say, FromDemo};
+use demo_support::child::{self, say, ChildArgs, FromDemo};
+use demo_support::redis_server::connect_async;
 use demo_support::shared_start::micros;
 use redis_throttle::backlog::{Backlog, Outcome, Record, Worker, WorkerOptions};
-use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis_throttle::report::FleetReport;
 use redis_throttle::{Announcements, Limiter, Priority, Quota, Throttle};
 use tokio::sync::Semaphore;
 use tokio::time::{timeout, Instant};
 
-use crate::cli::{BacklogWorkerArgs, RetryWorkerArgs};
 use crate::db::{ATTEMPT_HEADER, RETRY_AFTER_MS_HEADER};
-use crate::wire::{WorkerMessage, WorkerReport};
+use crate::wire::{BacklogPlan, RetryPlan, WorkerMessage, WorkerReport};
 
 /// Bound on one HTTP write, connection included.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Phase 1: a worker's HTTP connections (its writes go out on them as fast as they can).
+const CONNECTIONS: usize = 64;
 /// Bound on connecting to Redis and on each reply (longer than a blocking read's 100 ms).
 const REDIS_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a worker waits for the demo's start.
@@ -38,12 +39,16 @@ const RETRY_RUN_LIMIT: Duration = Duration::from_secs(120);
 /// Phases 2 and 3: the longest a worker runs without being told to stop.
 const BACKLOG_RUN_LIMIT: Duration = Duration::from_secs(300);
 
-pub fn retry_main(args: RetryWorkerArgs) -> ExitCode {
-    child::run(&who(args.index), retry_run(args))
+pub fn retry_main(args: ChildArgs) -> ExitCode {
+    child::run(&who(args.index), async {
+        retry_run(args.index, args.plan()?).await
+    })
 }
 
-pub fn backlog_main(args: BacklogWorkerArgs) -> ExitCode {
-    child::run(&who(args.index), backlog_run(args))
+pub fn backlog_main(args: ChildArgs) -> ExitCode {
+    child::run(&who(args.index), async {
+        backlog_run(args.index, args.plan()?).await
+    })
 }
 
 /// How a worker names itself on stderr.
@@ -183,9 +188,9 @@ pub async fn warm(client: &reqwest::Client, db: &str, connections: usize) -> Res
     Ok(())
 }
 
-async fn retry_run(args: RetryWorkerArgs) -> Result<(), String> {
+async fn retry_run(index: u32, args: RetryPlan) -> Result<(), String> {
     let db = args.db.trim_end_matches('/').to_owned();
-    let connections = args.connections.max(1);
+    let connections = CONNECTIONS;
     let client = http_client(connections)?;
     warm(&client, &db, connections).await?;
     let mut from_demo = FromDemo::listen("ingest-demo worker");
@@ -240,23 +245,7 @@ async fn retry_run(args: RetryWorkerArgs) -> Result<(), String> {
     if given_up > 0 {
         return Err(format!("{given_up} records never got through"));
     }
-    say(&WorkerMessage::Report(counts.report(args.index)))
-}
-
-async fn connect(url: &str) -> Result<ConnectionManager, String> {
-    let client = redis_throttle::redis::Client::open(url)
-        .map_err(|e| format!("bad Redis URL {url}: {e}"))?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(REDIS_TIMEOUT))
-        .set_response_timeout(Some(REDIS_TIMEOUT))
-        .set_number_of_retries(2);
-    timeout(
-        REDIS_TIMEOUT * 2,
-        ConnectionManager::new_with_config(client, config),
-    )
-    .await
-    .map_err(|_| format!("no connection to {url} within {:?}", REDIS_TIMEOUT * 2))?
-    .map_err(|e| format!("cannot connect to {url}: {e}"))
+    say(&WorkerMessage::Report(counts.report(index)))
 }
 
 /// The document id of a record: the queue's letter and the record's id, so the two queues'
@@ -266,10 +255,10 @@ pub fn doc_id(stream: &str, record_id: &str) -> String {
     format!("{kind}-{record_id}")
 }
 
-async fn backlog_run(args: BacklogWorkerArgs) -> Result<(), String> {
+async fn backlog_run(index: u32, args: BacklogPlan) -> Result<(), String> {
     let db = args.db.trim_end_matches('/').to_owned();
     let quota = Quota::new(args.capacity, args.rate).map_err(|e| e.to_string())?;
-    let conn = connect(&args.redis_url).await?;
+    let conn = connect_async(&args.redis_url).await?;
     // The worker's counters in Redis for the operator's tool, off the call path.
     let fleet =
         FleetReport::every(conn.clone(), Duration::from_secs(1)).map_err(|e| e.to_string())?;
@@ -304,14 +293,14 @@ async fn backlog_run(args: BacklogWorkerArgs) -> Result<(), String> {
     for stream in &args.streams {
         // A connection per loop: a blocking read holds its connection.
         let backlog = Backlog::new(
-            connect(&args.redis_url).await?,
+            connect_async(&args.redis_url).await?,
             stream.as_str(),
             &args.group,
         );
         backlog.ensure_group().await.map_err(|e| e.to_string())?;
         let worker = Worker::new(
             backlog,
-            format!("worker-{}", args.index),
+            format!("worker-{}", index),
             limiter.clone().at_priority(priority),
         )
         .options(options);
@@ -372,7 +361,7 @@ async fn backlog_run(args: BacklogWorkerArgs) -> Result<(), String> {
                 .map_err(|_| "the worker loops did not stop within 30 s".to_owned())?
         }
     };
-    let mut report = counts.report(args.index);
+    let mut report = counts.report(index);
     report.round_trips = limiter.metrics().round_trips - round_trips_before;
     for m in metrics {
         report.done += m.done;

@@ -11,8 +11,11 @@
 
 use std::time::Duration;
 
-use demo_support::demo_binary;
-use demo_support::scenario_tests::{int, secs, turn, Demo};
+#[path = "../../demo-support/tests/scenario_tests/mod.rs"]
+#[macro_use]
+mod scenario_tests;
+
+use scenario_tests::{int, secs, turn, Demo};
 use serde_json::Value;
 
 const INGEST_DEMO: Demo = demo_binary!("ingest-demo", Duration::from_secs(180));

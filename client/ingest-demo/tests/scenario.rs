@@ -14,9 +14,13 @@
 use std::process::Command;
 use std::time::Duration;
 
-use demo_support::demo_binary;
-use demo_support::scenario_tests::{assert_everything_stopped, between, int, secs, turn, Demo};
+#[path = "../../demo-support/tests/scenario_tests/mod.rs"]
+#[macro_use]
+mod scenario_tests;
+
+use scenario_tests::{assert_everything_stopped, between, int, secs, turn, Demo};
 use serde_json::Value;
+use throttle_testkit::Flavor;
 
 const INGEST_DEMO: Demo = demo_binary!("ingest-demo", Duration::from_secs(300));
 
@@ -28,10 +32,16 @@ const RECORDS: u64 = 10_000;
 /// The default margin: the shared bucket's burst is 19 800 RU.
 const MARGIN_RU: u64 = 200;
 
+/// The binary of a server the kit knows (tests/install-servers.sh installs them).
+fn server(flavor: Flavor) -> String {
+    let binary = flavor.binary().unwrap_or_else(|why| panic!("{why}"));
+    binary.display().to_string()
+}
+
 #[test]
 fn full_size_on_redis_8_2_retry_multiplies_the_writes_and_the_backlog_does_not() {
     let _turn = turn();
-    let summary = INGEST_DEMO.run("redis-8.2", &["--server", "redis-8.2"]);
+    let summary = INGEST_DEMO.run("redis-8.2", &["--server", &server(Flavor::Redis82)]);
     assert!(
         summary["redis"].as_str().unwrap().contains("Redis 8.2"),
         "{}",
@@ -62,7 +72,14 @@ fn the_backlog_and_the_kill_on_redis_7_0() {
     let _turn = turn();
     let summary = INGEST_DEMO.run(
         "redis-7.0",
-        &["--server", "redis-7.0", "--phase", "2", "--phase", "3"],
+        &[
+            "--server",
+            &server(Flavor::Redis70),
+            "--phase",
+            "2",
+            "--phase",
+            "3",
+        ],
     );
     assert!(
         summary["redis"].as_str().unwrap().contains("Redis 7.0"),

@@ -7,7 +7,8 @@ use std::fmt::Write;
 use demo_support::svg::{nice_ceiling, text};
 
 use super::{
-    clip_path, legend_line, swatch, Axes, PhaseSeries, PHASE_COLORS, REFUSED, RIGHT, SERVED, WIDTH,
+    clip_path, phase_legends, swatch, Axes, PhaseSeries, PHASE_COLORS, REFUSED, RIGHT, SERVED,
+    WIDTH,
 };
 
 /// What the panel is drawn against.
@@ -122,34 +123,8 @@ pub fn panel(
             );
         }
     }
+    let y = phase_legends(out, top + 40.0, phases, "refused for concurrency");
     let x = WIDTH - RIGHT + 20.0;
-    for (i, (phase, color)) in phases.iter().zip(PHASE_COLORS).enumerate() {
-        legend_line(
-            out,
-            x,
-            top + 40.0 + 20.0 * i as f64,
-            color,
-            2.0,
-            "",
-            &phase.title,
-        );
-    }
-    let y = top + 40.0 + 20.0 * phases.len() as f64;
-    let _ = writeln!(
-        out,
-        r#"<circle cx="{:.1}" cy="{:.1}" r="2.6" fill="{REFUSED}"/>"#,
-        x + 12.0,
-        y + 6.0
-    );
-    text(
-        out,
-        x + 30.0,
-        y + 10.0,
-        12.0,
-        "start",
-        "#333",
-        "refused for concurrency",
-    );
     if spec.slow.is_some() {
         swatch(out, x, y + 20.0, SLOW, "slow spell");
     }

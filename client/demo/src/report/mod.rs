@@ -1,11 +1,10 @@
 //! The report a person reads, by job: the numbers computed from a run (`summary`, also the
-//! `--json` summary), the prose that says what they mean (`prose`), the table of the phases
+//! `--json` summary), the table of the phases
 //! (`table`), the whole as text (`text`), the chart's data (`chart_series`), and the calls
 //! open at once at the supplier (`open_calls`).
 
 pub mod chart_series;
 pub mod open_calls;
-pub mod prose;
 pub mod pushback;
 pub mod summary;
 pub mod table;

@@ -298,10 +298,6 @@ pub fn render(out: &mut String, report: &PushbackReport, phase: Served, args: &R
     }
     let _ = writeln!(
         out,
-        "(rate factor: the lowest PEEK sampled every 250 ms in the second, the last in brackets when it differs)"
-    );
-    let _ = writeln!(
-        out,
         "fleet: {} sends, {} refused; other application: {} sent, {} refused",
         report.fleet_sent, report.fleet_refused, report.other_sent, report.other_refused
     );

@@ -1,11 +1,11 @@
-//! The report as text: how the run was set up, the table of the phases, and the prose under
-//! it.
+//! The report as text: how the run was set up, the table of the phases, and the per-second
+//! and open-calls tables when the run is about them. What the numbers mean is docs/demos.md.
 
 use std::fmt::Write;
 
 use crate::cli::{Phase, RunArgs, StrategyArg};
 use crate::report::summary::Summary;
-use crate::report::{open_calls, prose, pushback, table};
+use crate::report::{open_calls, pushback, table};
 use crate::theory::num;
 
 pub fn text(summary: &Summary, args: &RunArgs) -> String {
@@ -14,12 +14,14 @@ pub fn text(summary: &Summary, args: &RunArgs) -> String {
     // A sustained run has no burst to explain: its story is the per-second table.
     if args.duration.is_none() {
         table::render(&mut out, summary);
-        for line in prose::explanations(summary)
-            .into_iter()
-            .chain(prose::comparison(summary))
-        {
-            let _ = writeln!(out, "{line}");
-        }
+        let _ = writeln!(
+            out,
+            "fit: {}{}",
+            summary.fit_reason,
+            summary.fit_example.map_or(String::new(), |(c, r)| format!(
+                "; try --capacity {c} --rate {r}"
+            ))
+        );
     }
     if let (true, Some(report), Some(phase)) = (
         summary.show_pushback,

@@ -8,6 +8,7 @@ use redis_throttle::prelude::*;
 use std::collections::HashSet;
 use std::time::Duration;
 
+use demo_support::child::command_lines;
 use redis_throttle::backlog::{Backlog, BacklogStats};
 use redis_throttle::redis::aio::ConnectionManager;
 use redis_throttle::{Limiter, Quota};
@@ -15,10 +16,11 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::db::{Arrival, Verdict, RU_PER_WRITE};
-use crate::phases::queues::{connect, depth, held_by};
+use crate::phases::queues::{depth, held_by};
 use crate::phases::workers::Workers;
 use crate::phases::{ideal, points, secs_between, Env, Point, CAPACITY_RU, RATE_RU};
-use crate::wire::WorkerReport;
+use crate::wire::{BacklogPlan, WorkerReport};
+use demo_support::redis_server::connect_async as connect;
 
 /// The workers' read size: small next to the rate (2 000 records/s), so a record waits in a
 /// worker's hands a few ms at most.
@@ -168,30 +170,24 @@ impl Plan {
         }
     }
 
-    /// Every worker's command line.
-    pub(super) fn worker_arg_lists(&self, env: &Env<'_>) -> Vec<Vec<String>> {
-        (0..env.args.workers)
-            .map(|index| self.worker_args(env, index))
-            .collect()
-    }
-
-    /// Worker `index`'s command line.
-    fn worker_args(&self, env: &Env<'_>, index: u32) -> Vec<String> {
-        let mut args = vec![
-            "backlog-worker".to_owned(),
-            format!("--index={index}"),
-            format!("--db={}", env.db.url()),
-            format!("--redis-url={}", env.redis_url),
-            format!("--key={}", self.key),
-            format!("--group={GROUP}"),
-            format!("--capacity={}", self.capacity),
-            format!("--rate={RATE_RU}"),
-            format!("--claim-idle-ms={}", env.args.claim_idle_ms),
-            format!("--batch={BATCH}"),
-        ];
-        args.extend(self.streams.iter().map(|s| format!("--stream={s}")));
-        args.extend(self.floor.map(|f| format!("--floor={f}")));
-        args
+    /// Every worker's command line: the same plan.
+    pub(super) fn worker_arg_lists(&self, env: &Env<'_>) -> Result<Vec<Vec<String>>, String> {
+        let plan = BacklogPlan {
+            db: env.db.url(),
+            redis_url: env.redis_url.to_owned(),
+            key: self.key.clone(),
+            capacity: self.capacity,
+            rate: RATE_RU,
+            streams: self.streams.to_vec(),
+            group: GROUP.to_owned(),
+            claim_idle_ms: env.args.claim_idle_ms,
+            batch: BATCH,
+            floor: self.floor,
+        };
+        command_lines(
+            "backlog-worker",
+            std::iter::repeat_n(plan, env.args.workers as usize),
+        )
     }
 }
 
@@ -225,7 +221,7 @@ pub(super) struct Drained {
 pub async fn backlog_phase(env: &Env<'_>, kill: bool) -> Result<BacklogSummary, String> {
     env.quiet().await;
     let plan = Plan::new(env, kill);
-    let mut workers = Workers::spawn(plan.worker_arg_lists(env)).await?;
+    let mut workers = Workers::spawn(plan.worker_arg_lists(env)?).await?;
     let queues = fill_queues(env, &plan).await?;
     let prediction = predict(env, &plan, &queues).await?;
     let start = workers.start().await?;

@@ -18,9 +18,9 @@ use tokio::task::JoinHandle;
 use tokio::time::{timeout, Instant};
 
 use crate::db::RU_PER_QUERY;
-use crate::phases::queues::connect;
 use crate::phases::{Env, RATE_RU};
 use crate::worker::{http_client, warm};
+use demo_support::redis_server::connect_async as connect;
 
 /// Interactive queries a second, and so one every `PERIOD`.
 pub const QUERIES_PER_S: u64 = 50;

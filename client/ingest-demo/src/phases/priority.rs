@@ -131,7 +131,7 @@ pub async fn priority_phase(env: &Env<'_>) -> Result<PrioritySummary, String> {
 async fn run(env: &Env<'_>, floor: Option<u64>) -> Result<PriorityRun, String> {
     env.quiet().await;
     let plan = plan(env, floor);
-    let mut workers = Workers::spawn(plan.worker_arg_lists(env)).await?;
+    let mut workers = Workers::spawn(plan.worker_arg_lists(env)?).await?;
     let queues = fill_queues(env, &plan).await?;
     let load = Interactive::connect(env, &plan.key, plan.capacity).await?;
     let ideal = ideal(env.records(), plan.capacity, floor.unwrap_or(0));

@@ -1,27 +1,9 @@
 //! What the demo asks Redis about the backlog's queues while the workers drain them: how
 //! many records are left, and how many a worker holds unacknowledged.
 
-use std::time::Duration;
-
 use redis_throttle::redis;
-use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis_throttle::redis::aio::ConnectionManager;
 use redis_throttle::redis::streams::StreamPendingCountReply;
-
-/// The demo's connection to Redis: every wait on it bounded.
-pub async fn connect(url: &str) -> Result<ConnectionManager, String> {
-    let client = redis::Client::open(url).map_err(|e| format!("bad Redis URL {url}: {e}"))?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(5)))
-        .set_response_timeout(Some(Duration::from_secs(5)))
-        .set_number_of_retries(2);
-    tokio::time::timeout(
-        Duration::from_secs(10),
-        ConnectionManager::new_with_config(client, config),
-    )
-    .await
-    .map_err(|_| format!("no connection to {url} within 10 s"))?
-    .map_err(|e| format!("cannot connect to {url}: {e}"))
-}
 
 /// Records not yet acknowledged in both queues (acknowledged records are deleted).
 pub async fn depth(conn: &ConnectionManager, streams: &[String]) -> Result<u64, String> {

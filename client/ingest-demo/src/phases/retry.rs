@@ -5,11 +5,13 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use demo_support::child::command_lines;
 use serde::Serialize;
 
 use crate::db::{Arrival, Verdict, RU_PER_WRITE};
 use crate::phases::workers::Workers;
 use crate::phases::{ideal, points, secs_between, Env, Point, CAPACITY_RU, RATE_RU};
+use crate::wire::RetryPlan;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Wave {
@@ -91,19 +93,17 @@ pub async fn retry_phase(env: &Env<'_>) -> Result<RetrySummary, String> {
          and retry each refused one after Retry-After..."
     );
     let share = records.div_ceil(u64::from(workers));
-    let mut arg_lists = Vec::new();
+    let mut plans = Vec::new();
     for index in 0..u64::from(workers) {
         let first = index * share;
         let count = share.min(records.saturating_sub(first));
-        arg_lists.push(vec![
-            "retry-worker".to_owned(),
-            format!("--index={index}"),
-            format!("--db={}", env.db.url()),
-            format!("--first={first}"),
-            format!("--count={count}"),
-        ]);
+        plans.push(RetryPlan {
+            db: env.db.url(),
+            first,
+            count,
+        });
     }
-    let mut fleet = Workers::spawn(arg_lists).await?;
+    let mut fleet = Workers::spawn(command_lines("retry-worker", plans)?).await?;
     let start = fleet.start().await?;
     let reports = fleet.reports(start + Duration::from_secs(150)).await?;
     let arrivals = env.db.take_log();

@@ -1,9 +1,10 @@
 //! Phase 4's table: both runs side by side, the queries' waits against the round trip, the
-//! bulk load's finish against its ideal, and the targets.
+//! bulk load's finish against its ideal, and the targets. docs/demos.md says what each column
+//! is.
 
 use std::fmt::Write;
 
-use crate::phases::priority::{PriorityRun, PrioritySummary, TARGET_LATE, TARGET_OVER_ROUND_TRIP};
+use crate::phases::priority::{PriorityRun, PrioritySummary, TARGET_LATE};
 use crate::phases::RATE_RU;
 use crate::report::yes;
 
@@ -23,7 +24,6 @@ pub fn table(out: &mut String, p: &PrioritySummary) {
     );
     interactive_rows(out, &p.runs);
     bulk_rows(out, &p.runs);
-    legend(out, p);
     for run in &p.runs {
         targets(out, run);
     }
@@ -97,27 +97,6 @@ fn bulk_rows(out: &mut String, runs: &[PriorityRun]) {
             b.round_trips_per_record
         );
     }
-}
-
-fn legend(out: &mut String, p: &PrioritySummary) {
-    let steady = p.runs.first().map_or(0.0, |r| r.bulk.steady_ideal_s);
-    let bulk_rate = RATE_RU - p.queries_per_s * p.ru_per_query;
-    let _ = writeln!(
-        out,
-        "  times in ms. wait: from the query's call to the limiter until its tokens were \
-         usable; slept: queries the server made wait for tokens; trip: one Redis round trip \
-         (THROTTLE.PEEK) on the queries' connection, three times between two queries; target: p99 wait <= {} ms \
-         + trip p99.\n  \
-         ideal: the bucket's burst above the floor at once, then {bulk_rate} RU/s (the quota \
-         less the queries' {} RU/s): (records x RU - (burst - floor)) / {bulk_rate}; without \
-         the burst, records x RU / {bulk_rate} = {steady:.3} s. trips/record: the workers' \
-         limiter requests per record, the streams' own commands not counted (a floored take \
-         reserves its tokens when they are there now, and is refused and asks again when the \
-         server says otherwise; a reserved take that slept looks at the bucket's pause before \
-         it is used, unless the worker hears the pause announcements).",
-        TARGET_OVER_ROUND_TRIP.as_millis(),
-        p.queries_per_s * p.ru_per_query,
-    );
 }
 
 fn targets(out: &mut String, r: &PriorityRun) {

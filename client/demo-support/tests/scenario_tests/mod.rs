@@ -2,7 +2,9 @@
 //! `client/ingest-demo/tests/scenario.rs`) share: running the demo binary to its `--json`
 //! summary within a bound, one run at a time, watching its stderr, stopping it with a
 //! signal, and checking that nothing it started is left. Test code: what it does not find,
-//! it panics on.
+//! it panics on. Each test file includes it (`#[path] #[macro_use] mod scenario_tests;`), and
+//! uses what it needs of it.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
@@ -26,10 +28,9 @@ pub fn turn() -> MutexGuard<'static, ()> {
 
 /// The demo binary `name` of the test crate this is written in (its `CARGO_BIN_EXE_<name>`,
 /// its `CARGO_TARGET_TMPDIR`), whose runs to the end take `run_limit` at most.
-#[macro_export]
 macro_rules! demo_binary {
     ($name:literal, $run_limit:expr) => {
-        $crate::scenario_tests::Demo {
+        crate::scenario_tests::Demo {
             name: $name,
             exe: env!(concat!("CARGO_BIN_EXE_", $name)),
             tmp_dir: env!("CARGO_TARGET_TMPDIR"),
@@ -38,7 +39,7 @@ macro_rules! demo_binary {
     };
 }
 
-/// A demo binary, as its test crate sees it ([`demo_binary!`](crate::demo_binary)).
+/// A demo binary, as its test crate sees it (`demo_binary!`).
 #[derive(Debug, Clone, Copy)]
 pub struct Demo {
     /// "pix-demo".
@@ -57,10 +58,14 @@ impl Demo {
         PathBuf::from(self.tmp_dir).join(format!("{}-{run}.svg", self.name))
     }
 
-    /// The demo with `--json`, its chart in [`Demo::chart_path`], and `args`.
+    /// The demo with `--json`, its chart in [`Demo::chart_path`], the module built from this
+    /// workspace, and `args`.
     pub fn command(&self, run: &str, args: &[&str]) -> Command {
         let mut command = Command::new(self.exe);
+        // The module the demo's private Redis loads: the kit's, which it refuses when stale.
+        let module = throttle_testkit::try_module_path().unwrap_or_else(|why| panic!("{why}"));
         command
+            .env("THROTTLE_MODULE", module)
             .arg("--json")
             .arg("--chart")
             .arg(self.chart_path(run))
@@ -170,6 +175,16 @@ impl Demo {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// The phase called `name` in a pix-demo summary's `phases`.
+pub fn phase<'a>(summary: &'a Value, name: &str) -> &'a Value {
+    summary["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .find(|p| p["phase"] == name)
+        .unwrap_or_else(|| panic!("no phase {name} in {summary}"))
 }
 
 pub fn int(value: &Value) -> u64 {
