@@ -88,7 +88,7 @@ pub(crate) struct View<'a> {
     pub slots: &'a Slots,
     /// The quota an operator keeps for the key, which every write carries over (and which
     /// `interval` and `fill` are of).
-    pub kept: Option<Quota>,
+    pub kept: Option<&'a Quota>,
 }
 
 /// The slot table of a bucket that holds none: no allocation.
@@ -104,10 +104,15 @@ impl<'a> View<'a> {
     pub(crate) fn at(quota: &Quota, stored: Option<&'a State>, now_ns: i64) -> View<'a> {
         let now = i128::from(now_ns.clamp(0, MAX_NOW_NS));
         let (base, pushback, slots, kept) = match stored {
-            Some(s) => (now.max(i128::from(s.tat)), s.pushback, &s.slots, s.kept),
+            Some(s) => (
+                now.max(i128::from(s.tat)),
+                s.pushback,
+                &s.slots,
+                s.kept.as_deref(),
+            ),
             None => (now, None, &NO_SLOTS, None),
         };
-        let quota = kept.as_ref().unwrap_or(quota);
+        let quota = kept.unwrap_or(quota);
         let interval = i128::from(quota.interval.ns());
         View {
             now,
@@ -270,7 +275,7 @@ impl<'a> View<'a> {
             tat: tat_ns,
             pushback,
             slots,
-            kept: self.kept,
+            kept: self.kept.map(|quota| Box::new(*quota)),
         };
         if state.kept.is_some() {
             // The quota goes with the key: it never expires, and is kept when full.

@@ -55,7 +55,7 @@ pub struct QuotaReply {
 /// same share of the capacity). A lower quota never hands out tokens that were taken: a debt
 /// run up at the old rate is paid at the new one. The pause, the cut and the slots held stay.
 fn keep(args: &QuotaArgs, stored: Option<&State>, now_ns: i64) -> QuotaOutcome {
-    let kept = (!args.clear).then_some(args.quota);
+    let kept = (!args.clear).then_some(&args.quota);
     // The bucket seen with the quota it keeps from now: `args.quota` either way (after CLEAR,
     // the caller's own).
     let unkept = stored.map(|s| State {
@@ -64,7 +64,7 @@ fn keep(args: &QuotaArgs, stored: Option<&State>, now_ns: i64) -> QuotaOutcome {
     });
     let mut bucket = View::at(&args.quota, unkept.as_ref(), now_ns);
     bucket.kept = kept;
-    let changed = stored.and_then(|s| s.kept) != kept;
+    let changed = stored.and_then(|s| s.kept.as_deref()) != kept;
     QuotaOutcome {
         changed,
         remaining: bucket.remaining(bucket.debt()),
@@ -203,7 +203,7 @@ mod tests {
         let (reply, kept) = run::<QuotaArgs>("20 20", None, NOW);
         assert_eq!(reply, [1, 20, 0], "set: a full bucket of 20");
         let state = kept.clone().unwrap();
-        assert_eq!(state.kept, Some(call::<QuotaArgs>("20 20").quota));
+        assert_eq!(state.kept, Some(Box::new(call::<QuotaArgs>("20 20").quota)));
         // A call with the callers' quota takes from the kept one: 20 in a burst, not 10.
         let mut bucket = kept;
         for n in (0..20).rev() {
@@ -301,7 +301,7 @@ mod tests {
         for rate in ["20", "0.000001", "999999999.9", "0.0002777777777777778"] {
             for state in &states {
                 let state = State {
-                    kept: Some(call::<QuotaArgs>(&format!("1 {rate}")).quota),
+                    kept: Some(Box::new(call::<QuotaArgs>(&format!("1 {rate}")).quota)),
                     ..state.clone()
                 };
                 let bytes = encode_state(&state);
@@ -312,7 +312,7 @@ mod tests {
             }
         }
         let kept = State {
-            kept: Some(call::<QuotaArgs>("7 2.5").quota),
+            kept: Some(Box::new(call::<QuotaArgs>("7 2.5").quota)),
             ..State::plain(NOW)
         };
         let bytes = encode_state(&kept).as_bytes().to_vec();
@@ -334,7 +334,7 @@ mod tests {
         ] {
             let parsed = parse_state(&bad, NOW);
             assert!(
-                parsed.is_err() || parsed.as_ref().ok().and_then(|s| s.kept) != kept.kept,
+                parsed.is_err() || parsed.as_ref().ok().and_then(|s| s.kept.clone()) != kept.kept,
                 "{bad:?}: {parsed:?}"
             );
         }

@@ -76,7 +76,8 @@ pub struct State {
     pub slots: Slots,
     /// The quota an operator keeps at the server for the key (THROTTLE.QUOTA): every command
     /// on it computes with this one, whatever quota its caller sends. `None`: the callers'.
-    pub kept: Option<Quota>,
+    /// Boxed: a bucket without one, the hot path, carries a null pointer, not a quota.
+    pub kept: Option<Box<Quota>>,
 }
 
 impl State {
@@ -309,7 +310,7 @@ fn parse_kept(bytes: &[u8], now_ns: i64) -> Result<State, StateError> {
         return Err(StateError);
     }
     let mut state = parse_state(base, now_ns)?;
-    state.kept = Some(quota);
+    state.kept = Some(Box::new(quota));
     Ok(state)
 }
 

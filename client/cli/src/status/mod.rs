@@ -301,9 +301,14 @@ async fn kept_all(server: &Server, rows: &[Row]) -> Result<Vec<Option<Quota>>, F
             // NOPERM (an ACL without GET) or a key of another type: nothing kept is shown.
             Err(_) => vec![Value::Nil; chunk.len()],
         };
-        kept.extend(values.into_iter().map(|value| match value {
-            Value::BulkString(bytes) => parse_state(&bytes, now_ns).ok().and_then(|s| s.kept),
-            _ => None,
+        kept.extend(values.into_iter().map(|value| {
+            match value {
+                Value::BulkString(bytes) => parse_state(&bytes, now_ns)
+                    .ok()
+                    .and_then(|s| s.kept)
+                    .map(|quota| *quota),
+                _ => None,
+            }
         }));
     }
     kept.resize(rows.len(), None);
