@@ -1,13 +1,21 @@
-//! The waiting loop every limiter shares: ask the server, let the [`Policy`] decide, sleep,
-//! maybe ask again. The I/O is the caller's `ask`; what to do with a reply is the policy's.
+//! Where a call waits: the one loop every limiter's acquire runs. It asks the server, reads
+//! why a refusal refused ([`Refusal`]), lets the [`Policy`] decide, and sleeps: for a reserved
+//! call's tokens to become usable (woken early by a pause heard and confirmed), for the tokens
+//! or the floor of a refused one, for a slot ([`SlotWait`]), or out a pause that held the call
+//! back. It owns the call's deadline, its count of round trips and its wait metrics; each wait
+//! is traced with its reason (`RUST_LOG=redis_throttle=trace`). The I/O of a take is the
+//! caller's `ask`; the decisions are the policy's.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
+use tokio::sync::{futures::Notified, Mutex, MutexGuard, Notify};
 use tokio::time::Instant;
 
+use crate::listen::{Ears, Trust};
 use crate::metrics::{Event, Metrics};
-use crate::policy::{Decision, GiveUp, Policy};
+use crate::policy::{Decision, GiveUp, Policy, Refusal, SlotLooks};
 use crate::reply::TakeReply;
 use crate::Error;
 
@@ -84,28 +92,35 @@ pub(crate) struct Outcome<R> {
     pub round_trips: u32,
 }
 
-/// Asks (`ask(max_wait_ms, None)`) until granted, sleeping as the policy says. A reservation
-/// is held (`hold(reply)`) for the sleep before its tokens are usable, and `watch` makes sure
-/// no pause set meanwhile (by any replica) covers its send: heard while it sleeps, or asked
-/// after. If one does, the reservation is dropped (its `Held` gives its tokens back where it
-/// can) and the call asks again once the pause is over (`ask(max_wait_ms, Some(resume))`: the
-/// asker sleeps out the rest of the pause, and may ask together with the other calls it held
-/// back), so no call the pause covers reaches the supplier.
-pub(crate) async fn run<A, F, R, H, W>(
+/// Asks (`ask(max_wait_ms)`) until granted, sleeping as the policy says. A reservation is
+/// held (`hold(reply)`) for the sleep before its tokens are usable, and `watch` makes sure no
+/// pause set meanwhile (by any replica) covers its send: heard while it sleeps, or asked after.
+/// If one does, the reservation is dropped (its `Held` gives its tokens back where it can) and
+/// the call asks again once the pause is over: together with the limiter's other calls the
+/// pause held back where the policy lets it (`rebook(max_wait_ms, resume, at)`, `None`: ask
+/// alone), so no call the pause covers reaches the supplier. A refusal for a slot waits in
+/// `slots` (given with a cap on calls in flight) and asks again.
+pub(crate) async fn run<A, F, B, G, R, H, W>(
     policy: Policy,
     metrics: &Metrics,
     mut ask: A,
+    mut rebook: B,
     hold: impl Fn(&R) -> H,
     mut watch: W,
+    mut slots: Option<SlotWait<'_>>,
 ) -> Result<Outcome<R>, Error>
 where
-    A: FnMut(u64, Option<Resume>) -> F,
+    A: FnMut(u64) -> F,
     F: Future<Output = Result<R, Error>>,
+    B: FnMut(u64, Resume, Instant) -> G,
+    G: Future<Output = Option<R>>,
     R: AsRef<TakeReply>,
     H: Held,
     W: PauseWatch<R>,
 {
     let start = Instant::now();
+    // `None`: no deadline an instant can hold (the policy's cap is ten years).
+    let until = start.checked_add(policy.deadline());
     let mut round_trips = 0u32;
     let mut slept = Duration::ZERO;
     // A pause that held the call back: its rest is slept out before asking again.
@@ -114,7 +129,28 @@ where
         watch.arm();
         let resume = after_pause.take();
         let asked = start.elapsed() + resume.map_or(Duration::ZERO, |r| r.rest);
-        let reply = ask(policy.max_wait_ms(asked), resume).await?;
+        let max_wait_ms = policy.max_wait_ms(asked);
+        let mut batched = None;
+        if let Some(resume) = resume {
+            let at = Instant::now() + resume.rest;
+            if policy.rebooks(max_wait_ms) {
+                batched = rebook(max_wait_ms, resume, at).await;
+            }
+            if batched.is_none() {
+                trace_wait(Refusal::Pause, resume.rest, round_trips);
+                tokio::time::sleep_until(at).await;
+            }
+        }
+        let reply = match batched {
+            Some(reply) => reply,
+            None => {
+                if let Some(slots) = slots.as_mut() {
+                    slots.arm();
+                }
+                ask(max_wait_ms).await?
+            }
+        };
+        let replied = Instant::now();
         // A call that asked again together with others may have sent nothing of its own.
         let trips = reply.as_ref().round_trips;
         round_trips = round_trips.saturating_add(if resume.is_some() {
@@ -122,12 +158,20 @@ where
         } else {
             trips.max(1)
         });
-        match policy.decide(
+        let decision = policy.decide(
             reply.as_ref(),
+            max_wait_ms,
             round_trips,
             start.elapsed(),
             fastrand::f64(),
-        ) {
+        );
+        if decision != Decision::WaitForSlot {
+            // Out of the line for a slot: granted, or held back by something else.
+            if let Some(slots) = slots.as_mut() {
+                slots.leave();
+            }
+        }
+        match decision {
             Decision::Done => {}
             Decision::SleepThenDone(pause) => {
                 let mut held = hold(&reply);
@@ -180,13 +224,38 @@ where
                 held.release();
             }
             Decision::SleepThenRetry(pause) => {
-                if policy.is_floored() {
+                let reason = if policy.is_floored() {
                     metrics.held_by_floor();
-                }
-                tracing::trace!(?pause, round_trips, "refused; polling again");
+                    Refusal::Floor
+                } else {
+                    Refusal::Tokens
+                };
+                trace_wait(reason, pause, round_trips);
                 tokio::time::sleep(pause).await;
                 slept += pause;
                 continue;
+            }
+            Decision::WaitForSlot => {
+                let wait = reply.as_ref().wait;
+                let in_time = match slots.as_mut() {
+                    Some(slots) => {
+                        if !slots.in_line() {
+                            metrics.waited_for_slot();
+                        }
+                        trace_wait(Refusal::Slot, wait, round_trips);
+                        slots.wait(wait, replied, until).await
+                    }
+                    None => false,
+                };
+                if in_time {
+                    continue;
+                }
+                // Still behind another waiter at the deadline.
+                let reason = GiveUp::Deadline {
+                    needed: wait,
+                    deadline: policy.deadline(),
+                };
+                return Err(give_up(metrics, reason, start, round_trips));
             }
             Decision::GiveUp(reason) => {
                 return Err(give_up(metrics, reason, start, round_trips));
@@ -201,6 +270,141 @@ where
             slept,
             round_trips,
         });
+    }
+}
+
+/// Says why the call waits next, and how long (for a slot: at most).
+fn trace_wait(reason: Refusal, wait: Duration, round_trips: u32) {
+    tracing::trace!(?reason, ?wait, round_trips, "waiting");
+}
+
+/// Where a limiter's calls wait for a slot: one in line at a time looks again (the others wait
+/// behind it, in order), woken at once by a slot this process releases.
+#[derive(Debug, Default)]
+pub(crate) struct Gate {
+    freed: Notify,
+    line: Mutex<()>,
+}
+
+impl Gate {
+    /// A slot of this process was released: its waiters look again at once.
+    pub(crate) fn freed(&self) {
+        self.freed.notify_waiters();
+    }
+}
+
+/// One call's wait for a slot, from its first refusal for one to its grant: its place in the
+/// limiter's line, what wakes it (a slot this process releases, a release of the fleet heard
+/// where the limiter listens, a look on a timer) and when it looks again
+/// ([`SlotLooks`], the policy's). The bucket limiters' calls wait here, and so does a
+/// partitioned limiter's, whose slots are kept by a limiter of one bucket.
+pub(crate) struct SlotWait<'a> {
+    gate: &'a Gate,
+    ears: Option<&'a Ears>,
+    /// Listening since before the last take: a slot freed while it is under way still wakes
+    /// the call, whether this process freed it or the fleet's announcement of it comes in
+    /// before the take's reply does.
+    freed: Option<Pin<Box<Notified<'a>>>>,
+    /// What the call could count on hearing when the take was sent, and the releases heard
+    /// by then.
+    hearing: Option<(Trust, u64)>,
+    /// Its turn in the line, once it has waited for one.
+    turn: Option<MutexGuard<'a, ()>>,
+    looks: SlotLooks,
+    /// The last wake was a release heard: if the take after it found no slot, the next such
+    /// wake counts only later.
+    woken_by_freed: bool,
+}
+
+impl<'a> SlotWait<'a> {
+    pub(crate) fn new(gate: &'a Gate, ears: Option<&'a Ears>) -> SlotWait<'a> {
+        SlotWait {
+            gate,
+            ears,
+            freed: None,
+            hearing: None,
+            turn: None,
+            looks: SlotLooks::default(),
+            woken_by_freed: false,
+        }
+    }
+
+    /// Before each take.
+    fn arm(&mut self) {
+        let mut freed = Box::pin(self.gate.freed.notified());
+        freed.as_mut().enable();
+        self.freed = Some(freed);
+        self.hearing = self
+            .ears
+            .and_then(|ears| Some((ears.trust()?, ears.freed_seen())));
+    }
+
+    /// Whether the call has its turn in the line.
+    fn in_line(&self) -> bool {
+        self.turn.is_some()
+    }
+
+    /// The call is out of the line: granted, or refused for something else.
+    fn leave(&mut self) {
+        *self = SlotWait::new(self.gate, self.ears);
+    }
+
+    /// After a take `replied` refused for want of a slot, naming `wait`: in line behind this
+    /// process's other waiters, then until a slot is freed here, a release is heard, or the
+    /// next look, never past `until`. False: the call was still in line at `until`.
+    async fn wait(&mut self, wait: Duration, replied: Instant, until: Option<Instant>) -> bool {
+        if self.woken_by_freed {
+            self.looks.futile_wake();
+        }
+        if self.turn.is_none() {
+            // Behind another waiter: when its turn comes, the wait below ends at once if a
+            // slot was freed since this take (or a look is due), and not otherwise.
+            let turn = match (self.gate.line.try_lock(), until) {
+                (Ok(turn), _) => turn,
+                (Err(_), None) => self.gate.line.lock().await,
+                (Err(_), Some(at)) => {
+                    match tokio::time::timeout_at(at, self.gate.line.lock()).await {
+                        Ok(turn) => turn,
+                        Err(_) => return false,
+                    }
+                }
+            };
+            self.turn = Some(turn);
+        }
+        // Heard from since before the take: a release anywhere wakes the call, and it looks
+        // again on its own only when a lease may have run out. Otherwise it polls.
+        let heard = self
+            .ears
+            .zip(self.hearing)
+            .filter(|(ears, (trust, _))| ears.kept(*trust));
+        let look = self.looks.next(wait, heard.is_some());
+        let wake = replied + look;
+        let wake = until.map_or(wake, |at| wake.min(at));
+        let not_before = replied + self.looks.not_before();
+        let hear = async {
+            match heard {
+                Some((ears, (trust, seen))) => tokio::select! {
+                    () = async {
+                        tokio::time::sleep_until(not_before).await;
+                        ears.freed_since(seen).await;
+                    } => true,
+                    () = ears.lost(trust) => false,
+                },
+                None => std::future::pending().await,
+            }
+        };
+        let freed = async {
+            match self.freed.as_mut() {
+                Some(freed) => freed.as_mut().await,
+                None => std::future::pending().await,
+            }
+        };
+        self.woken_by_freed = tokio::select! {
+            () = freed => false,
+            by_freed = hear => by_freed,
+            () = tokio::time::sleep_until(wake) => false,
+        };
+        true
     }
 }
 

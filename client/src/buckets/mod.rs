@@ -27,7 +27,7 @@ use crate::metrics::{Event, Metrics};
 use crate::policy::Policy;
 use crate::reply::MTakeTickets;
 use crate::report::{FleetReport, Reported, ReportedKey};
-use crate::waiting::{self, record, Held};
+use crate::waiting::{self, record, Gate, Held, SlotWait};
 use crate::{
     Backend, BucketState, Demand, Error, Grant, MetricsSnapshot, Priority, Quota, QuotaError,
     Strategy, SupplierUnit, TryAcquire, Unreachable, DEFAULT_MAX_WAIT,
@@ -209,7 +209,7 @@ struct Shared {
     /// What was heard on the buckets' pause channels, when the limiter listens.
     ears: Option<Arc<Ears>>,
     /// Where calls wait for a slot, with a cap on calls in flight.
-    gate: slots::Gate,
+    gate: Gate,
     /// The server's word on the last announcement heard that covered a call.
     confirms: tokio::sync::Mutex<watch::Confirms>,
 }
@@ -341,7 +341,7 @@ impl<C> Buckets<C> {
             peek_in_calls,
             bulk_turn: BulkTurn::default(),
             desk: rebook::Desk::default(),
-            gate: slots::Gate::default(),
+            gate: Gate::default(),
             confirms: tokio::sync::Mutex::default(),
         });
         if let Some(fleet) = &shared.options.report {
@@ -447,22 +447,17 @@ where
         };
         let in_line = turn.as_ref().map_or(Duration::ZERO, |t| t.waited);
         let limits = limits.as_slice();
+        let in_flight = shared.options.in_flight;
+        let slots = in_flight.map(|_| SlotWait::new(&shared.gate, shared.ears.as_deref()));
         let outcome = waiting::run(
-            policy,
+            policy.with_slots(in_flight),
             &shared.metrics,
-            |max_wait_ms, after_pause| async move {
-                match after_pause {
-                    None => self.take_slotted(limits, max_wait_ms).await,
-                    // A call in flight takes a slot of its own: it asks again alone.
-                    Some(resume) if shared.options.in_flight.is_some() => {
-                        tokio::time::sleep(resume.rest).await;
-                        self.take_slotted(limits, max_wait_ms).await
-                    }
-                    Some(resume) => {
-                        let taken = self.take_after_pause(limits, max_wait_ms, resume).await?;
-                        Ok(slots::Slotted { taken, slot: None })
-                    }
-                }
+            |max_wait_ms| self.take_holding(limits, max_wait_ms),
+            |max_wait_ms, resume, at| async move {
+                let taken = self
+                    .rebook(limits, max_wait_ms, at, resume.factor_bp)
+                    .await?;
+                Some(slots::Slotted { taken, slot: None })
             },
             |slotted: &slots::Slotted| Refund {
                 buckets: self,
@@ -470,6 +465,7 @@ where
                 tickets: Some(slotted.taken.tickets.clone()),
             },
             Watch::new(self),
+            slots,
         )
         .instrument(span)
         .await?;
@@ -518,7 +514,7 @@ where
                         ..
                     },
                 slot,
-            } = self.take_slotted(&limits, 0).await?;
+            } = self.take_holding(&limits, 0).await?;
             let waited = start.elapsed();
             if !reply.granted {
                 metrics.denied();

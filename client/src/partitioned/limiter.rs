@@ -587,44 +587,47 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// With a cap on calls in flight, a slot for the call (a grant of no tokens that holds
-    /// it), waiting for one within `deadline`; `None` without a cap.
-    async fn take_slot(&self, deadline: Duration) -> Result<Option<Grant>, Error> {
+    /// it): waiting for one within `within`, in the slot limiter's loop as any limiter's call
+    /// waits for a slot (`crate::waiting`), or, `None`, only if one is free now.
+    async fn slot(&self, within: Option<Duration>) -> Result<Slot, Error> {
         let Some(slots) = &self.slots else {
-            return Ok(None);
+            return Ok(Slot::Uncapped);
         };
-        match slots.acquire_with(Demand::tokens(0).within(deadline)).await {
-            Ok(grant) => Ok(Some(grant)),
-            Err(err) => {
-                let metrics = &self.inner.core.metrics;
-                match err {
-                    Error::DeadlineExceeded { .. } => metrics.gave_up(),
-                    _ => metrics.error(),
-                }
-                Err(err)
-            }
-        }
-    }
-
-    /// With a cap, a slot if one is free now (`Ok(None)` if not); `Ok(Some(None))` without a
-    /// cap.
-    async fn try_slot(&self) -> Result<Option<Option<Grant>>, Error> {
-        let Some(slots) = &self.slots else {
-            return Ok(Some(None));
+        let metrics = &self.inner.core.metrics;
+        let taken = match within {
+            Some(deadline) => slots
+                .acquire_with(Demand::tokens(0).within(deadline))
+                .await
+                .map(Slot::Held),
+            None => slots
+                .try_acquire_with(Demand::tokens(0))
+                .await
+                .map(|tried| match tried {
+                    TryAcquire::Granted(grant) => Slot::Held(grant),
+                    TryAcquire::Denied { .. } => Slot::Busy,
+                }),
         };
-        match slots.try_acquire_with(Demand::tokens(0)).await {
-            Ok(TryAcquire::Granted(grant)) => Ok(Some(Some(grant))),
-            Ok(TryAcquire::Denied { .. }) => Ok(None),
-            Err(err) => {
-                self.inner.core.metrics.error();
-                Err(err)
-            }
-        }
+        taken.inspect_err(|err| match err {
+            Error::DeadlineExceeded { .. } => metrics.gave_up(),
+            _ => metrics.error(),
+        })
     }
 }
 
+/// A call's slot for calls in flight.
+#[derive(Debug)]
+enum Slot {
+    /// The limiter has no cap: nothing to hold.
+    Uncapped,
+    /// Held by this grant of no tokens, until the call's grant goes.
+    Held(Grant),
+    /// Every slot is held, and the call may not wait.
+    Busy,
+}
+
 /// `grant` holding the slot `slot` granted (and the round trips it took).
-pub(super) fn with_slot(mut grant: Grant, slot: Option<Grant>) -> Grant {
-    if let Some(mut slot) = slot {
+fn with_slot(mut grant: Grant, slot: Slot) -> Grant {
+    if let Slot::Held(mut slot) = slot {
         grant.round_trips = grant.round_trips.saturating_add(slot.round_trips);
         grant.slot = slot.slot.take();
     }
