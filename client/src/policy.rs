@@ -252,6 +252,19 @@ impl Policy {
         }
     }
 
+    /// The same policy after `waited` of its deadline went on waiting for a turn.
+    pub(crate) fn spent(self, waited: Duration) -> Policy {
+        Policy {
+            deadline: self.deadline.map(|d| d.saturating_sub(waited)),
+            ..self
+        }
+    }
+
+    /// Whether a refusal may be for a slot (a cap on calls in flight).
+    pub(crate) fn takes_slots(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
     /// Whether this is a bulk call's policy.
     pub(crate) fn is_floored(&self) -> bool {
         self.floored
@@ -572,6 +585,18 @@ mod tests {
             poll.decide(&denied(100), 0, 3, MS, 0.0),
             Decision::GiveUp(GiveUp::Attempts(3))
         );
+    }
+
+    #[test]
+    fn a_turn_waited_for_is_spent_of_the_deadline() {
+        let policy = Policy::new(Strategy::Reserve, Some(MS * 500)).floored();
+        assert_eq!(policy.spent(MS * 120).max_wait_ms(Duration::ZERO), 380);
+        assert_eq!(policy.spent(MS * 900).max_wait_ms(Duration::ZERO), 0);
+        assert!(policy.spent(MS).is_floored());
+        let endless = Policy::new(Strategy::Reserve, None);
+        assert_eq!(endless.spent(MS * 120), endless);
+        assert!(!endless.takes_slots());
+        assert!(endless.with_slots(cap()).takes_slots());
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Where a call waits: the one loop every limiter's acquire runs. It asks the server, reads
 //! why a refusal refused ([`Refusal`]), lets the [`Policy`] decide, and sleeps: for a reserved
 //! call's tokens to become usable (woken early by a pause heard and confirmed), for the tokens
-//! or the floor of a refused one, for a slot ([`SlotWait`]), or out a pause that held the call
-//! back. It owns the call's deadline, its count of round trips and its wait metrics; each wait
+//! or the floor of a refused one, for its turn or a slot in its limiter's [`Lines`], or out a
+//! pause that held the call back. It owns the call's deadline, its count of round trips and its wait metrics; each wait
 //! is traced with its reason (`RUST_LOG=redis_throttle=trace`). The I/O of a take is the
 //! caller's `ask`; the decisions are the policy's.
 
@@ -98,8 +98,8 @@ pub(crate) struct Outcome<R> {
 /// If one does, the reservation is dropped (its `Held` gives its tokens back where it can) and
 /// the call asks again once the pause is over: together with the limiter's other calls the
 /// pause held back where the policy lets it (`rebook(max_wait_ms, resume, at)`, `None`: ask
-/// alone), so no call the pause covers reaches the supplier. A refusal for a slot waits in
-/// `slots` (given with a cap on calls in flight) and asks again.
+/// alone), so no call the pause covers reaches the supplier. A bulk call first waits for its
+/// turn in `line`, and a refusal for a slot waits for one there, then asks again.
 pub(crate) async fn run<A, F, B, G, R, H, W>(
     policy: Policy,
     metrics: &Metrics,
@@ -107,7 +107,7 @@ pub(crate) async fn run<A, F, B, G, R, H, W>(
     mut rebook: B,
     hold: impl Fn(&R) -> H,
     mut watch: W,
-    mut slots: Option<SlotWait<'_>>,
+    mut line: InLine<'_>,
 ) -> Result<Outcome<R>, Error>
 where
     A: FnMut(u64) -> F,
@@ -118,6 +118,24 @@ where
     H: Held,
     W: PauseWatch<R>,
 {
+    // The bulk calls of a limiter and its clones take turns, each holding it through its
+    // reservation's sleep: they do not wake together to the same tokens, and a limiter has
+    // one bulk reservation under the floor at a time. The turn's wait is the call's (in its
+    // grant, against its deadline); the wait metric counts from the turn.
+    let mut in_line = Duration::ZERO;
+    let mut policy = policy;
+    if policy.is_floored() {
+        let Some(waited) = line.bulk_turn(policy.deadline()).await else {
+            metrics.gave_up();
+            return Err(Error::DeadlineExceeded {
+                needed: None,
+                deadline: policy.deadline(),
+                paused: false,
+            });
+        };
+        in_line = waited;
+        policy = policy.spent(waited);
+    }
     let start = Instant::now();
     // `None`: no deadline an instant can hold (the policy's cap is ten years).
     let until = start.checked_add(policy.deadline());
@@ -144,8 +162,8 @@ where
         let reply = match batched {
             Some(reply) => reply,
             None => {
-                if let Some(slots) = slots.as_mut() {
-                    slots.arm();
+                if policy.takes_slots() {
+                    line.arm();
                 }
                 ask(max_wait_ms).await?
             }
@@ -167,9 +185,7 @@ where
         );
         if decision != Decision::WaitForSlot {
             // Out of the line for a slot: granted, or held back by something else.
-            if let Some(slots) = slots.as_mut() {
-                slots.leave();
-            }
+            line.leave_slot_line();
         }
         match decision {
             Decision::Done => {}
@@ -237,17 +253,11 @@ where
             }
             Decision::WaitForSlot => {
                 let wait = reply.as_ref().wait;
-                let in_time = match slots.as_mut() {
-                    Some(slots) => {
-                        if !slots.in_line() {
-                            metrics.waited_for_slot();
-                        }
-                        trace_wait(Refusal::Slot, wait, round_trips);
-                        slots.wait(wait, replied, until).await
-                    }
-                    None => false,
-                };
-                if in_time {
+                if !line.in_slot_line() {
+                    metrics.waited_for_slot();
+                }
+                trace_wait(Refusal::Slot, wait, round_trips);
+                if line.wait_for_slot(wait, replied, until).await {
                     continue;
                 }
                 // Still behind another waiter at the deadline.
@@ -266,7 +276,7 @@ where
         record(waited, round_trips, "granted");
         return Ok(Outcome {
             reply,
-            waited,
+            waited: waited + in_line,
             slept,
             round_trips,
         });
@@ -278,29 +288,35 @@ fn trace_wait(reason: Refusal, wait: Duration, round_trips: u32) {
     tracing::trace!(?reason, ?wait, round_trips, "waiting");
 }
 
-/// Where a limiter's calls wait for a slot: one in line at a time looks again (the others wait
-/// behind it, in order), woken at once by a slot this process releases.
+/// Where the calls of a limiter and its clones wait their turn in process, first come first
+/// served: the bulk calls for theirs (interactive calls never wait for it), and the calls
+/// waiting for a slot, of which one at a time looks again (the others wait behind it, in
+/// order), woken at once by a slot this process releases.
 #[derive(Debug, Default)]
-pub(crate) struct Gate {
+pub(crate) struct Lines {
     freed: Notify,
-    line: Mutex<()>,
+    slot: Mutex<()>,
+    bulk: Mutex<()>,
 }
 
-impl Gate {
+impl Lines {
     /// A slot of this process was released: its waiters look again at once.
     pub(crate) fn freed(&self) {
         self.freed.notify_waiters();
     }
 }
 
-/// One call's wait for a slot, from its first refusal for one to its grant: its place in the
-/// limiter's line, what wakes it (a slot this process releases, a release of the fleet heard
-/// where the limiter listens, a look on a timer) and when it looks again
-/// ([`SlotLooks`], the policy's). The bucket limiters' calls wait here, and so does a
-/// partitioned limiter's, whose slots are kept by a limiter of one bucket.
-pub(crate) struct SlotWait<'a> {
-    gate: &'a Gate,
+/// One call's places in its limiter's [`Lines`]: the bulk turn it holds through its grant, and
+/// its wait for a slot, from its first refusal for one to its grant: its place in the line,
+/// what wakes it (a slot this process releases, a release of the fleet heard where the
+/// limiter listens, a look on a timer) and when it looks again ([`SlotLooks`], the policy's).
+/// The bucket limiters' calls wait here, and so does a partitioned limiter's for its slot,
+/// which a limiter of one bucket keeps.
+pub(crate) struct InLine<'a> {
+    lines: &'a Lines,
     ears: Option<&'a Ears>,
+    /// A bulk call's turn, held until the call ends.
+    bulk: Option<MutexGuard<'a, ()>>,
     /// Listening since before the last take: a slot freed while it is under way still wakes
     /// the call, whether this process freed it or the fleet's announcement of it comes in
     /// before the take's reply does.
@@ -316,11 +332,14 @@ pub(crate) struct SlotWait<'a> {
     woken_by_freed: bool,
 }
 
-impl<'a> SlotWait<'a> {
-    pub(crate) fn new(gate: &'a Gate, ears: Option<&'a Ears>) -> SlotWait<'a> {
-        SlotWait {
-            gate,
+impl<'a> InLine<'a> {
+    /// A call of the limiter whose lines are `lines`, hearing the fleet's releases on `ears`
+    /// where it listens.
+    pub(crate) fn new(lines: &'a Lines, ears: Option<&'a Ears>) -> InLine<'a> {
+        InLine {
+            lines,
             ears,
+            bulk: None,
             freed: None,
             hearing: None,
             turn: None,
@@ -329,9 +348,19 @@ impl<'a> SlotWait<'a> {
         }
     }
 
-    /// Before each take.
+    /// Waits for the bulk turn, within `within`: how long it waited, or `None` past it.
+    async fn bulk_turn(&mut self, within: Duration) -> Option<Duration> {
+        let start = Instant::now();
+        let turn = tokio::time::timeout(within, self.lines.bulk.lock())
+            .await
+            .ok()?;
+        self.bulk = Some(turn);
+        Some(start.elapsed())
+    }
+
+    /// Before each take that may be refused for want of a slot.
     fn arm(&mut self) {
-        let mut freed = Box::pin(self.gate.freed.notified());
+        let mut freed = Box::pin(self.lines.freed.notified());
         freed.as_mut().enable();
         self.freed = Some(freed);
         self.hearing = self
@@ -339,31 +368,40 @@ impl<'a> SlotWait<'a> {
             .and_then(|ears| Some((ears.trust()?, ears.freed_seen())));
     }
 
-    /// Whether the call has its turn in the line.
-    fn in_line(&self) -> bool {
+    /// Whether the call has its turn in the slot line.
+    fn in_slot_line(&self) -> bool {
         self.turn.is_some()
     }
 
-    /// The call is out of the line: granted, or refused for something else.
-    fn leave(&mut self) {
-        *self = SlotWait::new(self.gate, self.ears);
+    /// The call is out of the slot line: granted, or refused for something else.
+    fn leave_slot_line(&mut self) {
+        self.freed = None;
+        self.hearing = None;
+        self.turn = None;
+        self.looks = SlotLooks::default();
+        self.woken_by_freed = false;
     }
 
     /// After a take `replied` refused for want of a slot, naming `wait`: in line behind this
     /// process's other waiters, then until a slot is freed here, a release is heard, or the
     /// next look, never past `until`. False: the call was still in line at `until`.
-    async fn wait(&mut self, wait: Duration, replied: Instant, until: Option<Instant>) -> bool {
+    async fn wait_for_slot(
+        &mut self,
+        wait: Duration,
+        replied: Instant,
+        until: Option<Instant>,
+    ) -> bool {
         if self.woken_by_freed {
             self.looks.futile_wake();
         }
         if self.turn.is_none() {
             // Behind another waiter: when its turn comes, the wait below ends at once if a
             // slot was freed since this take (or a look is due), and not otherwise.
-            let turn = match (self.gate.line.try_lock(), until) {
+            let turn = match (self.lines.slot.try_lock(), until) {
                 (Ok(turn), _) => turn,
-                (Err(_), None) => self.gate.line.lock().await,
+                (Err(_), None) => self.lines.slot.lock().await,
                 (Err(_), Some(at)) => {
-                    match tokio::time::timeout_at(at, self.gate.line.lock()).await {
+                    match tokio::time::timeout_at(at, self.lines.slot.lock()).await {
                         Ok(turn) => turn,
                         Err(_) => return false,
                     }
@@ -434,4 +472,35 @@ pub(crate) fn record(waited: Duration, round_trips: u32, outcome: &'static str) 
     span.record("waited", tracing::field::debug(waited));
     span.record("round_trips", round_trips);
     span.record("outcome", outcome);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn bulk_callers_wait_their_turn_within_their_deadline() {
+        let lines = Lines::default();
+        let mut first = InLine::new(&lines, None);
+        assert_eq!(
+            first.bulk_turn(Duration::from_secs(1)).await,
+            Some(Duration::ZERO)
+        );
+        let mut late = InLine::new(&lines, None);
+        assert_eq!(late.bulk_turn(Duration::from_millis(10)).await, None);
+        let waiting = async {
+            let mut second = InLine::new(&lines, None);
+            second.bulk_turn(Duration::MAX).await
+        };
+        let release = async {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            drop(first);
+        };
+        let (waited, ()) = tokio::join!(waiting, release);
+        assert_eq!(
+            waited,
+            Some(Duration::from_millis(30)),
+            "in line until the first let go"
+        );
+    }
 }

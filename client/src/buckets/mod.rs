@@ -18,7 +18,6 @@ use tracing::field::Empty;
 use tracing::Instrument;
 
 use crate::backend::Dispatch;
-use crate::bulk_turn::BulkTurn;
 use crate::commands;
 use crate::grant::Receipt;
 use crate::in_flight::InFlight;
@@ -27,7 +26,7 @@ use crate::metrics::{Event, Metrics};
 use crate::policy::Policy;
 use crate::reply::MTakeTickets;
 use crate::report::{FleetReport, Reported, ReportedKey};
-use crate::waiting::{self, record, Gate, Held, SlotWait};
+use crate::waiting::{self, record, Held, InLine, Lines};
 use crate::{
     Backend, BucketState, Demand, Error, Grant, MetricsSnapshot, Priority, Quota, QuotaError,
     Strategy, SupplierUnit, TryAcquire, Unreachable, DEFAULT_MAX_WAIT,
@@ -203,13 +202,12 @@ struct Shared {
     peek_in_calls: bool,
     dispatch: Dispatch,
     metrics: Metrics,
-    bulk_turn: BulkTurn,
     /// Where the calls a pause held back gather to take again together.
     desk: rebook::Desk,
     /// What was heard on the buckets' pause channels, when the limiter listens.
     ears: Option<Arc<Ears>>,
-    /// Where calls wait for a slot, with a cap on calls in flight.
-    gate: Gate,
+    /// Where calls wait their turn: a bulk call's, a slot.
+    lines: Lines,
     /// The server's word on the last announcement heard that covered a call.
     confirms: tokio::sync::Mutex<watch::Confirms>,
 }
@@ -339,9 +337,8 @@ impl<C> Buckets<C> {
             dispatch: Dispatch::new(options.backend),
             options,
             peek_in_calls,
-            bulk_turn: BulkTurn::default(),
             desk: rebook::Desk::default(),
-            gate: Gate::default(),
+            lines: Lines::default(),
             confirms: tokio::sync::Mutex::default(),
         });
         if let Some(fleet) = &shared.options.report {
@@ -428,27 +425,12 @@ where
         let limits = self.counted(self.limits_for(tokens, demand.priority))?;
         let deadline = Some(demand.deadline.unwrap_or(shared.options.max_wait));
         let span = self.span("acquire", tokens, deadline);
-        // The bulk calls of a limiter and its clones take turns, each holding it through its
-        // reservation's sleep: they do not wake together to the same tokens, and a limiter has
-        // one bulk reservation under the floor at a time.
-        let floored = limits.iter().any(|limit| limit.floor.is_some());
-        let (policy, turn) = if floored {
-            let turn = shared
-                .bulk_turn
-                .take(deadline)
-                .await
-                .inspect_err(|_| shared.metrics.gave_up())?;
-            (
-                Policy::new(shared.options.strategy, turn.deadline).floored(),
-                Some(turn),
-            )
-        } else {
-            (Policy::new(shared.options.strategy, deadline), None)
-        };
-        let in_line = turn.as_ref().map_or(Duration::ZERO, |t| t.waited);
+        let mut policy = Policy::new(shared.options.strategy, deadline);
+        if limits.iter().any(|limit| limit.floor.is_some()) {
+            policy = policy.floored();
+        }
         let limits = limits.as_slice();
         let in_flight = shared.options.in_flight;
-        let slots = in_flight.map(|_| SlotWait::new(&shared.gate, shared.ears.as_deref()));
         let outcome = waiting::run(
             policy.with_slots(in_flight),
             &shared.metrics,
@@ -465,11 +447,10 @@ where
                 tickets: Some(slotted.taken.tickets.clone()),
             },
             Watch::new(self),
-            slots,
+            InLine::new(&shared.lines, shared.ears.as_deref()),
         )
         .instrument(span)
         .await?;
-        drop(turn);
         let slots::Slotted { taken, slot } = outcome.reply;
         Ok(Grant {
             remaining: taken.reply.remaining,
@@ -478,7 +459,7 @@ where
             slot,
             ..Grant::new(
                 tokens,
-                outcome.waited + in_line,
+                outcome.waited,
                 outcome.slept,
                 Receipt::Tickets(taken.tickets),
             )

@@ -106,7 +106,7 @@ where
                 }
             }
         }
-        shared.gate.freed();
+        shared.lines.freed();
     }
 
     /// `THROTTLE.RENEW` of slot `id` for `lease_ms`: whether it was held.
