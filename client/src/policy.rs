@@ -86,6 +86,11 @@ pub(crate) enum GiveUp {
     },
     /// The poll strategy's attempts are used up.
     Attempts(u32),
+    /// The deadline passed before the call's turn came, or in process before its tokens.
+    Expired {
+        /// The deadline.
+        deadline: Duration,
+    },
     /// A pause the server confirmed runs past the deadline.
     Paused {
         /// How long the pause still runs.
@@ -223,6 +228,8 @@ pub(crate) struct Policy {
     floored: bool,
     /// With a cap on calls in flight: a refusal may be for a slot.
     in_flight: Option<InFlight>,
+    /// A partitioned limiter's call, which takes in process.
+    partitioned: bool,
 }
 
 impl Policy {
@@ -232,6 +239,17 @@ impl Policy {
             deadline,
             floored: false,
             in_flight: None,
+            partitioned: false,
+        }
+    }
+
+    /// A partitioned limiter's call, within `deadline`. It takes from the partitions this
+    /// process holds: a refusal names when the next token is there (or a time to look again,
+    /// holding none), and the call looks again then, or at its deadline, one last time.
+    pub(crate) fn partitioned(deadline: Duration) -> Policy {
+        Policy {
+            partitioned: true,
+            ..Policy::new(Strategy::Reserve, Some(deadline))
         }
     }
 
@@ -248,14 +266,6 @@ impl Policy {
     pub(crate) fn floored(self) -> Policy {
         Policy {
             floored: true,
-            ..self
-        }
-    }
-
-    /// The same policy after `waited` of its deadline went on waiting for a turn.
-    pub(crate) fn spent(self, waited: Duration) -> Policy {
-        Policy {
-            deadline: self.deadline.map(|d| d.saturating_sub(waited)),
             ..self
         }
     }
@@ -303,6 +313,7 @@ impl Policy {
     /// floored one (it reserves from tokens there now) nor one that takes a slot of its own.
     pub(crate) fn rebooks(&self, max_wait_ms: u64) -> bool {
         matches!(self.strategy, Strategy::Reserve)
+            && !self.partitioned
             && !self.floored
             && self.in_flight.is_none()
             && max_wait_ms > 0
@@ -327,6 +338,14 @@ impl Policy {
             Some(refusal) => refusal,
         };
         let deadline = self.deadline();
+        if self.partitioned {
+            let left = deadline.saturating_sub(elapsed);
+            return if left.is_zero() {
+                Decision::GiveUp(GiveUp::Expired { deadline })
+            } else {
+                Decision::SleepThenRetry(reply.wait.min(left))
+            };
+        }
         let out_of_time = Decision::GiveUp(GiveUp::Deadline {
             needed: reply.wait,
             deadline,
@@ -588,15 +607,28 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_waited_for_is_spent_of_the_deadline() {
-        let policy = Policy::new(Strategy::Reserve, Some(MS * 500)).floored();
-        assert_eq!(policy.spent(MS * 120).max_wait_ms(Duration::ZERO), 380);
-        assert_eq!(policy.spent(MS * 900).max_wait_ms(Duration::ZERO), 0);
-        assert!(policy.spent(MS).is_floored());
-        let endless = Policy::new(Strategy::Reserve, None);
-        assert_eq!(endless.spent(MS * 120), endless);
-        assert!(!endless.takes_slots());
-        assert!(endless.with_slots(cap()).takes_slots());
+    fn a_partitioned_call_looks_again_until_its_deadline() {
+        let policy = Policy::partitioned(MS * 500);
+        assert!(!policy.takes_slots() && !policy.rebooks(500));
+        assert_eq!(policy.decide(&granted(0), 0, 1, MS, 0.5), Decision::Done);
+        assert_eq!(
+            policy.decide(&denied(100), 0, 1_000, MS * 10, 0.9),
+            Decision::SleepThenRetry(MS * 100),
+            "the next token, no jitter, no attempt limit"
+        );
+        assert_eq!(
+            policy.decide(&denied(100), 0, 1, MS * 450, 0.0),
+            Decision::SleepThenRetry(MS * 50),
+            "a last look at the deadline"
+        );
+        assert_eq!(
+            policy.decide(&denied(100), 0, 1, MS * 500, 0.0),
+            Decision::GiveUp(GiveUp::Expired { deadline: MS * 500 })
+        );
+        assert!(!Policy::new(Strategy::Reserve, None).takes_slots());
+        assert!(Policy::new(Strategy::Reserve, None)
+            .with_slots(cap())
+            .takes_slots());
     }
 
     #[test]

@@ -1,10 +1,12 @@
-//! Where a call waits: the one loop every limiter's acquire runs. It asks the server, reads
-//! why a refusal refused ([`Refusal`]), lets the [`Policy`] decide, and sleeps: for a reserved
-//! call's tokens to become usable (woken early by a pause heard and confirmed), for the tokens
-//! or the floor of a refused one, for its turn or a slot in its limiter's [`Lines`], or out a
-//! pause that held the call back. It owns the call's deadline, its count of round trips and its wait metrics; each wait
-//! is traced with its reason (`RUST_LOG=redis_throttle=trace`). The I/O of a take is the
-//! caller's `ask`; the decisions are the policy's.
+//! Where a call waits: the one loop every limiter's acquire runs. It asks, reads why a refusal
+//! refused ([`Refusal`]), lets the [`Policy`] decide, and sleeps: for a reserved call's tokens
+//! to become usable (woken early by a pause heard and confirmed), for the tokens or the floor of
+//! a refused one, for its turn or a slot in its limiter's [`Lines`], or out a pause that held
+//! the call back. A partitioned limiter's call runs it too, over the partitions it holds in
+//! process (no round trip: a refusal is a token not there yet, looked at again at the next one
+//! or when the partitions change). It owns the call's deadline, its count of round trips and its
+//! wait metrics; each wait is traced with its reason (`RUST_LOG=redis_throttle=trace`). The I/O
+//! of a take is the caller's `ask`; the decisions are the policy's.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -84,6 +86,24 @@ pub(crate) trait PauseWatch<R> {
     fn check(&mut self) -> impl Future<Output = Result<Option<(Resume, u32)>, Error>> + Send;
 }
 
+/// The watch of a call that never reserves ahead (a partitioned limiter's: its grants are
+/// usable at once), so that no pause can cover a reserved send.
+#[derive(Debug)]
+pub(crate) struct NoWatch;
+
+impl<R: Sync> PauseWatch<R> for NoWatch {
+    fn arm(&mut self) {}
+
+    async fn sleep(&mut self, _reply: &R, wake: Instant) -> Result<Slept, Error> {
+        tokio::time::sleep_until(wake).await;
+        Ok(Slept::default())
+    }
+
+    async fn check(&mut self) -> Result<Option<(Resume, u32)>, Error> {
+        Ok(None)
+    }
+}
+
 /// A granted call: its last reply and what it took.
 pub(crate) struct Outcome<R> {
     pub reply: R,
@@ -98,8 +118,10 @@ pub(crate) struct Outcome<R> {
 /// If one does, the reservation is dropped (its `Held` gives its tokens back where it can) and
 /// the call asks again once the pause is over: together with the limiter's other calls the
 /// pause held back where the policy lets it (`rebook(max_wait_ms, resume, at)`, `None`: ask
-/// alone), so no call the pause covers reaches the supplier. A bulk call first waits for its
-/// turn in `line`, and a refusal for a slot waits for one there, then asks again.
+/// alone), so no call the pause covers reaches the supplier. A call that waits its turn (a
+/// bulk call, a partitioned limiter's) first waits for it in `line`, and a refusal for a slot
+/// waits for one there, then asks again. The deadline and the wait count from the call's start
+/// (`line`'s), its turn included.
 pub(crate) async fn run<A, F, B, G, R, H, W>(
     policy: Policy,
     metrics: &Metrics,
@@ -107,7 +129,7 @@ pub(crate) async fn run<A, F, B, G, R, H, W>(
     mut rebook: B,
     hold: impl Fn(&R) -> H,
     mut watch: W,
-    mut line: InLine<'_>,
+    line: &mut InLine<'_>,
 ) -> Result<Outcome<R>, Error>
 where
     A: FnMut(u64) -> F,
@@ -118,27 +140,15 @@ where
     H: Held,
     W: PauseWatch<R>,
 {
-    // The bulk calls of a limiter and its clones take turns, each holding it through its
-    // reservation's sleep: they do not wake together to the same tokens, and a limiter has
-    // one bulk reservation under the floor at a time. The turn's wait is the call's (in its
-    // grant, against its deadline); the wait metric counts from the turn.
-    let mut in_line = Duration::ZERO;
-    let mut policy = policy;
-    if policy.is_floored() {
-        let Some(waited) = line.bulk_turn(policy.deadline()).await else {
-            metrics.gave_up();
-            return Err(Error::DeadlineExceeded {
-                needed: None,
-                deadline: policy.deadline(),
-                paused: false,
-            });
-        };
-        in_line = waited;
-        policy = policy.spent(waited);
-    }
-    let start = Instant::now();
+    let start = line.since;
     // `None`: no deadline an instant can hold (the policy's cap is ten years).
     let until = start.checked_add(policy.deadline());
+    if !line.take_turn(until).await {
+        let reason = GiveUp::Expired {
+            deadline: policy.deadline(),
+        };
+        return Err(give_up(metrics, reason, start, 0));
+    }
     let mut round_trips = 0u32;
     let mut slept = Duration::ZERO;
     // A pause that held the call back: its rest is slept out before asking again.
@@ -162,9 +172,7 @@ where
         let reply = match batched {
             Some(reply) => reply,
             None => {
-                if policy.takes_slots() {
-                    line.arm();
-                }
+                line.arm(policy.takes_slots());
                 ask(max_wait_ms).await?
             }
         };
@@ -247,7 +255,7 @@ where
                     Refusal::Tokens
                 };
                 trace_wait(reason, pause, round_trips);
-                tokio::time::sleep(pause).await;
+                line.sleep(pause).await;
                 slept += pause;
                 continue;
             }
@@ -276,7 +284,7 @@ where
         record(waited, round_trips, "granted");
         return Ok(Outcome {
             reply,
-            waited: waited + in_line,
+            waited,
             slept,
             round_trips,
         });
@@ -306,17 +314,26 @@ impl Lines {
     }
 }
 
-/// One call's places in its limiter's [`Lines`]: the bulk turn it holds through its grant, and
-/// its wait for a slot, from its first refusal for one to its grant: its place in the line,
-/// what wakes it (a slot this process releases, a release of the fleet heard where the
-/// limiter listens, a look on a timer) and when it looks again ([`SlotLooks`], the policy's).
-/// The bucket limiters' calls wait here, and so does a partitioned limiter's for its slot,
-/// which a limiter of one bucket keeps.
+/// One call's places in its limiter's lines, from its start: the turn it holds through its
+/// grant (a bulk call's, a partitioned limiter's call's), what wakes it early when refused (a
+/// partitioned limiter's partitions changed), and its wait for a slot, from its first refusal
+/// for one to its grant: its place in the line, what wakes it (a slot this process releases,
+/// a release of the fleet heard where the limiter listens, a look on a timer) and when it
+/// looks again ([`SlotLooks`], the policy's). The bucket limiters' calls wait here, and so
+/// does a partitioned limiter's, for its tokens and for its slot (which a limiter of one
+/// bucket keeps).
 pub(crate) struct InLine<'a> {
-    lines: &'a Lines,
+    /// When the call began: its deadline and its wait count from here.
+    since: Instant,
+    /// Where it waits for its turn, if it waits for one.
+    turn_line: Option<&'a Mutex<()>>,
+    /// Its turn, held until the call ends.
+    turn_held: Option<MutexGuard<'a, ()>>,
+    /// What wakes it early from a refusal, armed before each take.
+    changed: Option<(&'a Notify, Option<Pin<Box<Notified<'a>>>>)>,
+    /// The bucket limiter's lines, for its slot.
+    lines: Option<&'a Lines>,
     ears: Option<&'a Ears>,
-    /// A bulk call's turn, held until the call ends.
-    bulk: Option<MutexGuard<'a, ()>>,
     /// Listening since before the last take: a slot freed while it is under way still wakes
     /// the call, whether this process freed it or the fleet's announcement of it comes in
     /// before the take's reply does.
@@ -324,8 +341,8 @@ pub(crate) struct InLine<'a> {
     /// What the call could count on hearing when the take was sent, and the releases heard
     /// by then.
     hearing: Option<(Trust, u64)>,
-    /// Its turn in the line, once it has waited for one.
-    turn: Option<MutexGuard<'a, ()>>,
+    /// Its turn in the slot line, once it has waited for one.
+    slot_turn: Option<MutexGuard<'a, ()>>,
     looks: SlotLooks,
     /// The last wake was a release heard: if the take after it found no slot, the next such
     /// wake counts only later.
@@ -333,34 +350,79 @@ pub(crate) struct InLine<'a> {
 }
 
 impl<'a> InLine<'a> {
-    /// A call of the limiter whose lines are `lines`, hearing the fleet's releases on `ears`
-    /// where it listens.
-    pub(crate) fn new(lines: &'a Lines, ears: Option<&'a Ears>) -> InLine<'a> {
+    /// A call starting now of the bucket limiter whose lines are `lines`, hearing the fleet's
+    /// releases on `ears` where it listens. A bulk call (`bulk`) waits its turn: the bulk calls
+    /// of a limiter and its clones take turns, each holding it through its reservation's
+    /// sleep, so that they do not wake together to the same tokens, and a limiter has one bulk
+    /// reservation under the floor at a time.
+    pub(crate) fn new(lines: &'a Lines, ears: Option<&'a Ears>, bulk: bool) -> InLine<'a> {
         InLine {
-            lines,
+            turn_line: bulk.then_some(&lines.bulk),
+            lines: Some(lines),
             ears,
-            bulk: None,
+            ..InLine::started(Instant::now())
+        }
+    }
+
+    /// A call of a partitioned limiter that began `since`: it waits its turn in `turn`, and a
+    /// refusal is looked at again when `changed` says the partitions changed.
+    pub(crate) fn partitioned(
+        since: Instant,
+        turn: &'a Mutex<()>,
+        changed: &'a Notify,
+    ) -> InLine<'a> {
+        InLine {
+            turn_line: Some(turn),
+            changed: Some((changed, None)),
+            ..InLine::started(since)
+        }
+    }
+
+    fn started(since: Instant) -> InLine<'a> {
+        InLine {
+            since,
+            turn_line: None,
+            turn_held: None,
+            changed: None,
+            lines: None,
+            ears: None,
             freed: None,
             hearing: None,
-            turn: None,
+            slot_turn: None,
             looks: SlotLooks::default(),
             woken_by_freed: false,
         }
     }
 
-    /// Waits for the bulk turn, within `within`: how long it waited, or `None` past it.
-    async fn bulk_turn(&mut self, within: Duration) -> Option<Duration> {
-        let start = Instant::now();
-        let turn = tokio::time::timeout(within, self.lines.bulk.lock())
-            .await
-            .ok()?;
-        self.bulk = Some(turn);
-        Some(start.elapsed())
+    /// Waits for the call's turn, if it takes one, until `until`: false past it.
+    async fn take_turn(&mut self, until: Option<Instant>) -> bool {
+        let Some(line) = self.turn_line else {
+            return true;
+        };
+        let turn = match until {
+            None => line.lock().await,
+            Some(at) => match tokio::time::timeout_at(at, line.lock()).await {
+                Ok(turn) => turn,
+                Err(_) => return false,
+            },
+        };
+        self.turn_held = Some(turn);
+        true
     }
 
-    /// Before each take that may be refused for want of a slot.
-    fn arm(&mut self) {
-        let mut freed = Box::pin(self.lines.freed.notified());
+    /// Before each take: listening from then on for what may end the wait after a refusal
+    /// early, a slot freed (when the refusal may be for a slot) or the partitions changed.
+    fn arm(&mut self, for_slot: bool) {
+        if let Some((changed, armed)) = self.changed.as_mut() {
+            let changed: &'a Notify = changed;
+            let mut notified = Box::pin(changed.notified());
+            notified.as_mut().enable();
+            *armed = Some(notified);
+        }
+        let Some(lines) = self.lines.filter(|_| for_slot) else {
+            return;
+        };
+        let mut freed = Box::pin(lines.freed.notified());
         freed.as_mut().enable();
         self.freed = Some(freed);
         self.hearing = self
@@ -368,16 +430,30 @@ impl<'a> InLine<'a> {
             .and_then(|ears| Some((ears.trust()?, ears.freed_seen())));
     }
 
+    /// Sleeps `pause` after a refusal, or less: until what the last take armed says changed.
+    async fn sleep(&mut self, pause: Duration) {
+        let changed = async {
+            match self.changed.as_mut().and_then(|(_, armed)| armed.as_mut()) {
+                Some(armed) => armed.as_mut().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = changed => {}
+        }
+    }
+
     /// Whether the call has its turn in the slot line.
     fn in_slot_line(&self) -> bool {
-        self.turn.is_some()
+        self.slot_turn.is_some()
     }
 
     /// The call is out of the slot line: granted, or refused for something else.
     fn leave_slot_line(&mut self) {
         self.freed = None;
         self.hearing = None;
-        self.turn = None;
+        self.slot_turn = None;
         self.looks = SlotLooks::default();
         self.woken_by_freed = false;
     }
@@ -394,20 +470,21 @@ impl<'a> InLine<'a> {
         if self.woken_by_freed {
             self.looks.futile_wake();
         }
-        if self.turn.is_none() {
+        let Some(lines) = self.lines else {
+            return false;
+        };
+        if self.slot_turn.is_none() {
             // Behind another waiter: when its turn comes, the wait below ends at once if a
             // slot was freed since this take (or a look is due), and not otherwise.
-            let turn = match (self.lines.slot.try_lock(), until) {
+            let turn = match (lines.slot.try_lock(), until) {
                 (Ok(turn), _) => turn,
-                (Err(_), None) => self.lines.slot.lock().await,
-                (Err(_), Some(at)) => {
-                    match tokio::time::timeout_at(at, self.lines.slot.lock()).await {
-                        Ok(turn) => turn,
-                        Err(_) => return false,
-                    }
-                }
+                (Err(_), None) => lines.slot.lock().await,
+                (Err(_), Some(at)) => match tokio::time::timeout_at(at, lines.slot.lock()).await {
+                    Ok(turn) => turn,
+                    Err(_) => return false,
+                },
             };
-            self.turn = Some(turn);
+            self.slot_turn = Some(turn);
         }
         // Heard from since before the take: a release anywhere wakes the call, and it looks
         // again on its own only when a lease may have run out. Otherwise it polls.
@@ -462,6 +539,11 @@ fn give_up(metrics: &Metrics, reason: GiveUp, start: Instant, round_trips: u32) 
             deadline,
             paused: true,
         },
+        GiveUp::Expired { deadline } => Error::DeadlineExceeded {
+            needed: None,
+            deadline,
+            paused: false,
+        },
         GiveUp::Attempts(attempts) => Error::GaveUp { attempts, waited },
     }
 }
@@ -481,16 +563,22 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn bulk_callers_wait_their_turn_within_their_deadline() {
         let lines = Lines::default();
-        let mut first = InLine::new(&lines, None);
-        assert_eq!(
-            first.bulk_turn(Duration::from_secs(1)).await,
-            Some(Duration::ZERO)
+        let mut first = InLine::new(&lines, None, true);
+        assert!(
+            first
+                .take_turn(Some(Instant::now() + Duration::from_secs(1)))
+                .await
         );
-        let mut late = InLine::new(&lines, None);
-        assert_eq!(late.bulk_turn(Duration::from_millis(10)).await, None);
+        let mut late = InLine::new(&lines, None, true);
+        let in_10_ms = Instant::now() + Duration::from_millis(10);
+        assert!(!late.take_turn(Some(in_10_ms)).await);
+        assert_eq!(late.since.elapsed(), Duration::from_millis(10));
+        let mut interactive = InLine::new(&lines, None, false);
+        assert!(interactive.take_turn(None).await, "never waits for it");
         let waiting = async {
-            let mut second = InLine::new(&lines, None);
-            second.bulk_turn(Duration::MAX).await
+            let mut second = InLine::new(&lines, None, true);
+            assert!(second.take_turn(None).await);
+            second.since.elapsed()
         };
         let release = async {
             tokio::time::sleep(Duration::from_millis(30)).await;
@@ -499,8 +587,26 @@ mod tests {
         let (waited, ()) = tokio::join!(waiting, release);
         assert_eq!(
             waited,
-            Some(Duration::from_millis(30)),
+            Duration::from_millis(30),
             "in line until the first let go"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_call_sleeps_until_what_it_armed_for_changes() {
+        let (turn, changed) = (Mutex::new(()), Notify::new());
+        let mut line = InLine::partitioned(Instant::now(), &turn, &changed);
+        line.arm(false);
+        changed.notify_one();
+        let asleep = Instant::now();
+        line.sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            asleep.elapsed(),
+            Duration::ZERO,
+            "a change since the take wakes it"
+        );
+        line.arm(false);
+        line.sleep(Duration::from_millis(40)).await;
+        assert_eq!(asleep.elapsed(), Duration::from_millis(40));
     }
 }

@@ -426,7 +426,8 @@ where
         let deadline = Some(demand.deadline.unwrap_or(shared.options.max_wait));
         let span = self.span("acquire", tokens, deadline);
         let mut policy = Policy::new(shared.options.strategy, deadline);
-        if limits.iter().any(|limit| limit.floor.is_some()) {
+        let bulk = limits.iter().any(|limit| limit.floor.is_some());
+        if bulk {
             policy = policy.floored();
         }
         let limits = limits.as_slice();
@@ -447,7 +448,7 @@ where
                 tickets: Some(slotted.taken.tickets.clone()),
             },
             Watch::new(self),
-            InLine::new(&shared.lines, shared.ears.as_deref()),
+            &mut InLine::new(&shared.lines, shared.ears.as_deref(), bulk),
         )
         .instrument(span)
         .await?;

@@ -45,7 +45,7 @@ where
         // The slot first: a call that had its tokens and then waited for a slot would start
         // later than its tokens allow, bunched with others (faster than the quota).
         let slot = self.slot(Some(deadline)).await?;
-        let grant = self.wait_for(tokens, floor, Some(deadline), start).await?;
+        let grant = self.wait_for(tokens, floor, deadline, start).await?;
         Ok(with_slot(grant, slot))
     }
 
