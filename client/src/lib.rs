@@ -15,7 +15,6 @@ mod backend;
 pub mod backlog;
 mod bucket_state;
 mod buckets;
-mod bulk_turn;
 mod commands;
 mod connect;
 mod demand;

@@ -1,12 +1,15 @@
-//! The waiting policy: what to ask the server, and what to do with its answer.
+//! The waiting policy: what to ask the server, why it refused ([`Refusal`]), and what to do
+//! next ([`Decision`]), with how often to look again for a slot ([`SlotLooks`]).
 //!
-//! Pure: no I/O, no clock, no randomness. The limiter passes in the time elapsed since the
-//! call began and a jitter sample, and gets back a [`Decision`]; it does the sleeping.
+//! Pure: no I/O, no clock, no randomness. The loop in [`crate::waiting`] passes in the time
+//! elapsed since the call began and a jitter sample, and gets back a decision; it does the
+//! sleeping.
 
 use std::time::Duration;
 
 use throttle_bucket::MAX_WAIT_MS;
 
+use crate::in_flight::InFlight;
 use crate::reply::TakeReply;
 
 /// How [`Throttle::acquire`](crate::Throttle::acquire) waits for tokens.
@@ -62,8 +65,11 @@ pub(crate) enum Decision {
     Done,
     /// Granted (reserved): sleep this long, then the tokens are usable.
     SleepThenDone(Duration),
-    /// Refused: sleep this long, then ask again.
+    /// Refused (for the tokens, or the floor): sleep this long, then ask again.
     SleepThenRetry(Duration),
+    /// Refused for want of a slot: wait for one (a release heard, or the next look of
+    /// [`SlotLooks`]), within the deadline, then ask again.
+    WaitForSlot,
     /// Stop without the tokens.
     GiveUp(GiveUp),
 }
@@ -80,6 +86,11 @@ pub(crate) enum GiveUp {
     },
     /// The poll strategy's attempts are used up.
     Attempts(u32),
+    /// The deadline passed before the call's turn came, or in process before its tokens.
+    Expired {
+        /// The deadline.
+        deadline: Duration,
+    },
     /// A pause the server confirmed runs past the deadline.
     Paused {
         /// How long the pause still runs.
@@ -87,6 +98,122 @@ pub(crate) enum GiveUp {
         /// The deadline.
         deadline: Duration,
     },
+}
+
+/// What held a refused call back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The tokens are not there within what the call asked.
+    Tokens,
+    /// A bulk call: taking would leave less than its floor.
+    Floor,
+    /// Every slot for calls in flight is held.
+    Slot,
+    /// A pause the server confirmed covers the call's reserved send.
+    Pause,
+}
+
+impl Refusal {
+    /// Why `reply`, the answer to a take that asked `max_wait_ms`, refused the call (`None`:
+    /// granted). The one place the reason is read: the reply does not say it yet, so it is
+    /// inferred. A floored call's refusal is its floor's, whatever else held it (it sleeps the
+    /// wait the server names). With a cap on calls in flight, a refusal for the slots names
+    /// the first lease's end or the tokens' wait, whichever is later, one for the tokens only
+    /// their wait, beyond `max_wait_ms`: a wait within `max_wait_ms` is the slots'; one beyond
+    /// the lease is the tokens' (no lease runs longer); one between the two may be either, and
+    /// the call waits for a slot until its deadline. A call that may not wait (`max_wait_ms`
+    /// 0) never waits for a slot either.
+    pub(crate) fn of(
+        reply: &TakeReply,
+        max_wait_ms: u64,
+        in_flight: Option<InFlight>,
+        floored: bool,
+    ) -> Option<Refusal> {
+        if reply.granted {
+            return None;
+        }
+        if floored {
+            return Some(Refusal::Floor);
+        }
+        let for_slot = in_flight.is_some_and(|cap| {
+            max_wait_ms > 0
+                && (reply.wait <= Duration::from_millis(max_wait_ms) || reply.wait <= cap.lease)
+        });
+        Some(if for_slot {
+            Refusal::Slot
+        } else {
+            Refusal::Tokens
+        })
+    }
+}
+
+/// The first look again, after a refusal for want of a slot, for a slot another process
+/// released (a release in this process wakes its waiter at once).
+const FIRST_LOOK: Duration = Duration::from_millis(2);
+
+/// The longest wait between two looks: a slot another process frees is found within this.
+const LONGEST_LOOK: Duration = Duration::from_millis(50);
+
+/// The longest a call that hears slots freed waits without looking: the releases are announced,
+/// but a lease that runs out is not, and a subscription that died without a word is found only
+/// by its pings.
+const HEARD_LOOK: Duration = Duration::from_secs(1);
+
+/// When a call waiting for a slot looks again: one call's state, from its first refusal for a
+/// slot to its grant (or another refusal).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SlotLooks {
+    /// The last look on a timer while not hearing releases.
+    last: Option<Duration>,
+    /// The least time after a reply before a slot freed heard wakes the call: grows with each
+    /// such wake that found no slot.
+    futile_gap: Option<Duration>,
+}
+
+impl SlotLooks {
+    /// After a refusal that names `wait` (the first lease's end, at the latest): when to look
+    /// again on a timer. Hearing the fleet's releases (`heard`), when the first lease held runs
+    /// out, at most [`HEARD_LOOK`] away, and a refusal that names no time as a poll would
+    /// ([`LONGEST_LOOK`]), not at once. Otherwise a poll, doubling from [`FIRST_LOOK`] up to
+    /// [`LONGEST_LOOK`], never after the first lease ends; a refusal that names no time (a
+    /// wait of 0: a slot table that can issue no id, which only a forged state holds) bounds
+    /// nothing, so the looks double all the same: never a spin.
+    pub(crate) fn next(&mut self, wait: Duration, heard: bool) -> Duration {
+        if heard {
+            self.last = None;
+            return if wait.is_zero() {
+                LONGEST_LOOK
+            } else {
+                wait.min(HEARD_LOOK)
+            };
+        }
+        let look = self
+            .last
+            .map_or(FIRST_LOOK, |last| (last * 2).min(LONGEST_LOOK));
+        self.last = Some(look);
+        if wait.is_zero() {
+            look
+        } else {
+            look.min(wait)
+        }
+    }
+
+    /// A wake by a slot freed found none (another process won it, or the message was forged:
+    /// anyone with publish rights on the channel can send one): the least time after a reply
+    /// before the next such wake counts doubles, from [`FIRST_LOOK`] up to [`LONGEST_LOOK`],
+    /// so that a flood of them costs a waiter a few takes, not one each.
+    pub(crate) fn futile_wake(&mut self) -> Duration {
+        let gap = self
+            .futile_gap
+            .map_or(FIRST_LOOK, |last| (last * 2).min(LONGEST_LOOK));
+        self.futile_gap = Some(gap);
+        gap
+    }
+
+    /// How long after a reply a slot freed heard may wake the call.
+    pub(crate) fn not_before(&self) -> Duration {
+        self.futile_gap.unwrap_or_default()
+    }
 }
 
 /// The longest reservation the server accepts.
@@ -99,6 +226,10 @@ pub(crate) struct Policy {
     deadline: Option<Duration>,
     /// A bulk call's: a refused reservation is asked again.
     floored: bool,
+    /// With a cap on calls in flight: a refusal may be for a slot.
+    in_flight: Option<InFlight>,
+    /// A partitioned limiter's call, which takes in process.
+    partitioned: bool,
 }
 
 impl Policy {
@@ -107,7 +238,24 @@ impl Policy {
             strategy,
             deadline,
             floored: false,
+            in_flight: None,
+            partitioned: false,
         }
+    }
+
+    /// A partitioned limiter's call, within `deadline`. It takes from the partitions this
+    /// process holds: a refusal names when the next token is there (or a time to look again,
+    /// holding none), and the call looks again then, or at its deadline, one last time.
+    pub(crate) fn partitioned(deadline: Duration) -> Policy {
+        Policy {
+            partitioned: true,
+            ..Policy::new(Strategy::Reserve, Some(deadline))
+        }
+    }
+
+    /// The policy of a call that takes a slot of `in_flight` with its tokens.
+    pub(crate) fn with_slots(self, in_flight: Option<InFlight>) -> Policy {
+        Policy { in_flight, ..self }
     }
 
     /// A bulk call's policy. The server grants a floored reservation only from tokens in the
@@ -122,6 +270,11 @@ impl Policy {
         }
     }
 
+    /// Whether a refusal may be for a slot (a cap on calls in flight).
+    pub(crate) fn takes_slots(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
     /// Whether this is a bulk call's policy.
     pub(crate) fn is_floored(&self) -> bool {
         self.floored
@@ -129,7 +282,7 @@ impl Policy {
 
     /// The deadline this policy enforces: the one given, or the server's longest
     /// reservation (10 years).
-    fn deadline(&self) -> Duration {
+    pub(crate) fn deadline(&self) -> Duration {
         self.deadline.map_or(MAX_WAIT, |d| d.min(MAX_WAIT))
     }
 
@@ -155,23 +308,44 @@ impl Policy {
         (elapsed.saturating_add(rest) > deadline).then_some(GiveUp::Paused { rest, deadline })
     }
 
-    /// What to do after `reply`, the answer to round trip number `attempt` (from 1),
-    /// `elapsed` after the call began. `jitter` is a sample in `0.0..1.0`.
+    /// Whether a call that a pause held back may ask again together with the limiter's other
+    /// held calls (one take for all, `max_wait_ms` the call's): a reservation only, never a
+    /// floored one (it reserves from tokens there now) nor one that takes a slot of its own.
+    pub(crate) fn rebooks(&self, max_wait_ms: u64) -> bool {
+        matches!(self.strategy, Strategy::Reserve)
+            && !self.partitioned
+            && !self.floored
+            && self.in_flight.is_none()
+            && max_wait_ms > 0
+    }
+
+    /// What to do after `reply`, the answer to round trip number `attempt` (from 1), which
+    /// asked `max_wait_ms`, `elapsed` after the call began. `jitter` is a sample in `0.0..1.0`.
     pub(crate) fn decide(
         &self,
         reply: &TakeReply,
+        max_wait_ms: u64,
         attempt: u32,
         elapsed: Duration,
         jitter: f64,
     ) -> Decision {
-        if reply.granted {
-            return if reply.wait.is_zero() {
-                Decision::Done
+        let refusal = match Refusal::of(reply, max_wait_ms, self.in_flight, self.floored) {
+            None if reply.wait.is_zero() => return Decision::Done,
+            None => return Decision::SleepThenDone(reply.wait),
+            // The slot wait ends by the deadline; the take after it, asking what is left of
+            // the deadline, gives up if it is spent.
+            Some(Refusal::Slot) => return Decision::WaitForSlot,
+            Some(refusal) => refusal,
+        };
+        let deadline = self.deadline();
+        if self.partitioned {
+            let left = deadline.saturating_sub(elapsed);
+            return if left.is_zero() {
+                Decision::GiveUp(GiveUp::Expired { deadline })
             } else {
-                Decision::SleepThenDone(reply.wait)
+                Decision::SleepThenRetry(reply.wait.min(left))
             };
         }
-        let deadline = self.deadline();
         let out_of_time = Decision::GiveUp(GiveUp::Deadline {
             needed: reply.wait,
             deadline,
@@ -179,7 +353,7 @@ impl Policy {
         let left = deadline.saturating_sub(elapsed);
         match self.strategy {
             // A floored reservation refused for want of tokens now, due within the deadline.
-            Strategy::Reserve if self.floored && reply.wait <= left => {
+            Strategy::Reserve if refusal == Refusal::Floor && reply.wait <= left => {
                 Decision::SleepThenRetry(reply.wait)
             }
             // The server refused the reservation: the wait is longer than MAXWAIT.
@@ -232,6 +406,9 @@ mod tests {
         }
     }
 
+    /// What a take asked: only a call with a cap on calls in flight reads it.
+    const ASK: u64 = 1_000;
+
     const POLL: Strategy = Strategy::Poll {
         max_jitter: Duration::from_millis(20),
         max_attempts: 3,
@@ -241,9 +418,9 @@ mod tests {
     fn reserve_asks_for_the_deadline_and_sleeps_exactly_the_wait() {
         let policy = Policy::new(Strategy::Reserve, None);
         assert_eq!(policy.max_wait_ms(Duration::ZERO), MAX_WAIT_MS);
-        assert_eq!(policy.decide(&granted(0), 1, MS, 0.5), Decision::Done);
+        assert_eq!(policy.decide(&granted(0), ASK, 1, MS, 0.5), Decision::Done);
         assert_eq!(
-            policy.decide(&granted(250), 1, MS, 0.99),
+            policy.decide(&granted(250), ASK, 1, MS, 0.99),
             Decision::SleepThenDone(MS * 250)
         );
 
@@ -258,7 +435,7 @@ mod tests {
     fn reserve_refused_means_the_deadline_is_too_short() {
         let policy = Policy::new(Strategy::Reserve, Some(MS * 100));
         assert_eq!(
-            policy.decide(&denied(300), 1, MS, 0.0),
+            policy.decide(&denied(300), ASK, 1, MS, 0.0),
             Decision::GiveUp(GiveUp::Deadline {
                 needed: MS * 300,
                 deadline: MS * 100
@@ -270,18 +447,18 @@ mod tests {
     fn poll_never_reserves_and_retries_after_the_wait_plus_jitter() {
         let policy = Policy::new(POLL, None);
         assert_eq!(policy.max_wait_ms(Duration::ZERO), 0);
-        assert_eq!(policy.decide(&granted(0), 1, MS, 0.5), Decision::Done);
+        assert_eq!(policy.decide(&granted(0), ASK, 1, MS, 0.5), Decision::Done);
         assert_eq!(
-            policy.decide(&denied(100), 1, MS, 0.0),
+            policy.decide(&denied(100), ASK, 1, MS, 0.0),
             Decision::SleepThenRetry(MS * 100)
         );
         assert_eq!(
-            policy.decide(&denied(100), 2, MS, 0.5),
+            policy.decide(&denied(100), ASK, 2, MS, 0.5),
             Decision::SleepThenRetry(MS * 110)
         );
         // Never early, whatever the sample.
         for sample in [-1.0, 0.0, 0.3, 0.999, 2.0, f64::NAN] {
-            match policy.decide(&denied(100), 1, MS, sample) {
+            match policy.decide(&denied(100), ASK, 1, MS, sample) {
                 Decision::SleepThenRetry(d) => assert!(d >= MS * 100 && d <= MS * 120, "{d:?}"),
                 other => panic!("{other:?}"),
             }
@@ -293,19 +470,19 @@ mod tests {
         let policy = Policy::new(Strategy::Reserve, Some(MS * 500)).floored();
         assert_eq!(policy.max_wait_ms(Duration::ZERO), 500, "it reserves");
         assert_eq!(policy.max_wait_ms(MS * 120), 380);
-        assert_eq!(policy.decide(&granted(0), 1, MS, 0.9), Decision::Done);
+        assert_eq!(policy.decide(&granted(0), ASK, 1, MS, 0.9), Decision::Done);
         assert_eq!(
-            policy.decide(&granted(40), 1, MS, 0.9),
+            policy.decide(&granted(40), ASK, 1, MS, 0.9),
             Decision::SleepThenDone(MS * 40),
             "one round trip, one sleep"
         );
         assert_eq!(
-            policy.decide(&denied(100), 1_000_000, MS, 0.9),
+            policy.decide(&denied(100), ASK, 1_000_000, MS, 0.9),
             Decision::SleepThenRetry(MS * 100),
             "no tokens now: no jitter, no attempt limit"
         );
         assert_eq!(
-            policy.decide(&denied(100), 1, MS * 450, 0.0),
+            policy.decide(&denied(100), ASK, 1, MS * 450, 0.0),
             Decision::GiveUp(GiveUp::Deadline {
                 needed: MS * 100,
                 deadline: MS * 500
@@ -313,7 +490,7 @@ mod tests {
             "past what is left of the deadline"
         );
         assert_eq!(
-            policy.decide(&denied(600), 1, MS, 0.0),
+            policy.decide(&denied(600), ASK, 1, MS, 0.0),
             Decision::GiveUp(GiveUp::Deadline {
                 needed: MS * 600,
                 deadline: MS * 500
@@ -321,7 +498,7 @@ mod tests {
         );
         // An interactive reservation refused is out of time, whatever the wait.
         assert_eq!(
-            Policy::new(Strategy::Reserve, Some(MS * 500)).decide(&denied(100), 1, MS, 0.0),
+            Policy::new(Strategy::Reserve, Some(MS * 500)).decide(&denied(100), ASK, 1, MS, 0.0),
             Decision::GiveUp(GiveUp::Deadline {
                 needed: MS * 100,
                 deadline: MS * 500
@@ -330,7 +507,7 @@ mod tests {
         // A poll strategy keeps its jitter and its attempts.
         let policy = Policy::new(POLL, None).floored();
         assert_eq!(
-            policy.decide(&denied(100), 3, MS, 0.0),
+            policy.decide(&denied(100), ASK, 3, MS, 0.0),
             Decision::GiveUp(GiveUp::Attempts(3))
         );
     }
@@ -339,14 +516,14 @@ mod tests {
     fn poll_is_bounded_by_attempts_and_deadline() {
         let policy = Policy::new(POLL, None);
         assert_eq!(
-            policy.decide(&denied(100), 3, MS, 0.0),
+            policy.decide(&denied(100), ASK, 3, MS, 0.0),
             Decision::GiveUp(GiveUp::Attempts(3))
         );
 
         let policy = Policy::new(POLL, Some(MS * 500));
         // 450 ms in, 100 ms more would overshoot: give up now, holding nothing.
         assert_eq!(
-            policy.decide(&denied(100), 1, MS * 450, 0.0),
+            policy.decide(&denied(100), ASK, 1, MS * 450, 0.0),
             Decision::GiveUp(GiveUp::Deadline {
                 needed: MS * 100,
                 deadline: MS * 500
@@ -354,8 +531,177 @@ mod tests {
         );
         // 390 ms in: the wait fits, the jitter is cut at the deadline.
         assert_eq!(
-            policy.decide(&denied(100), 1, MS * 390, 0.9),
+            policy.decide(&denied(100), ASK, 1, MS * 390, 0.9),
             Decision::SleepThenRetry(MS * 110)
         );
+    }
+
+    fn cap() -> Option<InFlight> {
+        Some(InFlight::new(4, Duration::from_secs(2)).unwrap())
+    }
+
+    #[test]
+    fn which_refusals_wait_for_a_slot() {
+        let of = |reply: &TakeReply, asked, cap, floored| Refusal::of(reply, asked, cap, floored);
+        // Within the deadline: the tokens were there, the slots were not.
+        assert_eq!(of(&denied(500), 1_000, cap(), false), Some(Refusal::Slot));
+        // Beyond the deadline but within a lease: a slot may free first; wait for it.
+        assert_eq!(of(&denied(1_500), 1_000, cap(), false), Some(Refusal::Slot));
+        // Beyond every lease: the tokens' wait, past the deadline.
+        assert_eq!(
+            of(&denied(2_001), 1_000, cap(), false),
+            Some(Refusal::Tokens)
+        );
+        // A call that may not wait never waits for a slot either.
+        assert_eq!(of(&denied(5), 0, cap(), false), Some(Refusal::Tokens));
+        assert_eq!(of(&granted(0), 1_000, cap(), false), None);
+        // Without a cap there is no slot to want; a floored call's refusal is its floor's.
+        assert_eq!(of(&denied(500), 1_000, None, false), Some(Refusal::Tokens));
+        assert_eq!(of(&denied(500), 1_000, cap(), true), Some(Refusal::Floor));
+        assert_eq!(of(&denied(500), 1_000, None, true), Some(Refusal::Floor));
+    }
+
+    #[test]
+    fn a_refusal_for_a_slot_waits_for_one_and_the_others_as_without_a_cap() {
+        let policy = Policy::new(Strategy::Reserve, Some(MS * 1_000)).with_slots(cap());
+        assert_eq!(
+            policy.decide(&denied(500), 1_000, 1, MS, 0.0),
+            Decision::WaitForSlot
+        );
+        assert_eq!(
+            policy.decide(&denied(1_500), 1_000, 7, MS * 10, 0.0),
+            Decision::WaitForSlot,
+            "no attempt limit"
+        );
+        assert_eq!(
+            policy.decide(&denied(2_001), 1_000, 1, MS, 0.0),
+            Decision::GiveUp(GiveUp::Deadline {
+                needed: MS * 2_001,
+                deadline: MS * 1_000
+            })
+        );
+        // The deadline spent: the last take asked nothing, and its refusal ends the call.
+        assert_eq!(
+            policy.decide(&denied(5), 0, 3, MS * 1_000, 0.0),
+            Decision::GiveUp(GiveUp::Deadline {
+                needed: MS * 5,
+                deadline: MS * 1_000
+            })
+        );
+        assert_eq!(
+            policy.decide(&granted(40), 1_000, 2, MS, 0.0),
+            Decision::SleepThenDone(MS * 40)
+        );
+        // A bulk call sleeps the wait the server names, slot or not.
+        let bulk = policy.floored();
+        assert_eq!(
+            bulk.decide(&denied(100), 1_000, 1, MS, 0.0),
+            Decision::SleepThenRetry(MS * 100)
+        );
+        // A poll asks nothing ahead: its refusals are the tokens'.
+        let poll = Policy::new(POLL, None).with_slots(cap());
+        assert_eq!(
+            poll.decide(&denied(100), 0, 3, MS, 0.0),
+            Decision::GiveUp(GiveUp::Attempts(3))
+        );
+    }
+
+    #[test]
+    fn a_partitioned_call_looks_again_until_its_deadline() {
+        let policy = Policy::partitioned(MS * 500);
+        assert!(!policy.takes_slots() && !policy.rebooks(500));
+        assert_eq!(policy.decide(&granted(0), 0, 1, MS, 0.5), Decision::Done);
+        assert_eq!(
+            policy.decide(&denied(100), 0, 1_000, MS * 10, 0.9),
+            Decision::SleepThenRetry(MS * 100),
+            "the next token, no jitter, no attempt limit"
+        );
+        assert_eq!(
+            policy.decide(&denied(100), 0, 1, MS * 450, 0.0),
+            Decision::SleepThenRetry(MS * 50),
+            "a last look at the deadline"
+        );
+        assert_eq!(
+            policy.decide(&denied(100), 0, 1, MS * 500, 0.0),
+            Decision::GiveUp(GiveUp::Expired { deadline: MS * 500 })
+        );
+        assert!(!Policy::new(Strategy::Reserve, None).takes_slots());
+        assert!(Policy::new(Strategy::Reserve, None)
+            .with_slots(cap())
+            .takes_slots());
+    }
+
+    #[test]
+    fn only_a_plain_reservation_asks_again_with_the_others_after_a_pause() {
+        let reserve = Policy::new(Strategy::Reserve, None);
+        assert!(reserve.rebooks(100));
+        assert!(
+            !reserve.rebooks(0),
+            "may not wait: takes what is there, alone"
+        );
+        assert!(!reserve.floored().rebooks(100));
+        assert!(!reserve.with_slots(cap()).rebooks(100));
+        assert!(!Policy::new(POLL, None).rebooks(100));
+    }
+
+    #[test]
+    fn after_a_pause_the_call_gives_up_only_if_the_pause_outlasts_its_deadline() {
+        let policy = Policy::new(Strategy::Reserve, Some(MS * 500));
+        assert_eq!(policy.after_pause(MS * 300, MS * 200), None);
+        assert_eq!(
+            policy.after_pause(MS * 301, MS * 200),
+            Some(GiveUp::Paused {
+                rest: MS * 301,
+                deadline: MS * 500
+            })
+        );
+    }
+
+    fn looks(wait: Duration, heard: bool, n: usize) -> Vec<u64> {
+        let mut looks = SlotLooks::default();
+        (0..n)
+            .map(|_| looks.next(wait, heard).as_millis() as u64)
+            .collect()
+    }
+
+    #[test]
+    fn looks_double_up_to_the_longest_and_never_past_the_first_lease() {
+        let far = Duration::from_secs(5);
+        assert_eq!(looks(far, false, 8), [2, 4, 8, 16, 32, 50, 50, 50]);
+        let mut after_32 = SlotLooks::default();
+        for _ in 0..5 {
+            after_32.next(far, false);
+        }
+        assert_eq!(after_32.next(MS * 7, false), MS * 7);
+        // A refusal that names no time (a forged table): the looks double all the same.
+        assert_eq!(looks(Duration::ZERO, false, 7), [2, 4, 8, 16, 32, 50, 50]);
+    }
+
+    #[test]
+    fn a_listening_call_looks_when_the_first_lease_ends_or_within_a_second() {
+        assert_eq!(looks(MS * 300, true, 1), [300]);
+        assert_eq!(looks(MS * 10_000, true, 1), [1000]);
+        assert_eq!(looks(MS, true, 1), [1]);
+        assert_eq!(
+            looks(Duration::ZERO, true, 1),
+            [50],
+            "names no time: not at once"
+        );
+        // Heard, then not: the poll starts again from the first look.
+        let mut mixed = SlotLooks::default();
+        assert_eq!(mixed.next(MS * 300, false), MS * 2);
+        assert_eq!(mixed.next(MS * 300, true), MS * 300);
+        assert_eq!(mixed.next(MS * 300, false), MS * 2);
+    }
+
+    #[test]
+    fn futile_wakes_back_off() {
+        let mut looks = SlotLooks::default();
+        assert_eq!(looks.not_before(), Duration::ZERO);
+        let gaps: Vec<u64> = (0..7)
+            .map(|_| looks.futile_wake().as_millis() as u64)
+            .collect();
+        assert_eq!(gaps, [2, 4, 8, 16, 32, 50, 50]);
+        assert_eq!(looks.not_before(), MS * 50);
     }
 }

@@ -18,7 +18,6 @@ use tracing::field::Empty;
 use tracing::Instrument;
 
 use crate::backend::Dispatch;
-use crate::bulk_turn::BulkTurn;
 use crate::commands;
 use crate::grant::Receipt;
 use crate::in_flight::InFlight;
@@ -27,7 +26,7 @@ use crate::metrics::{Event, Metrics};
 use crate::policy::Policy;
 use crate::reply::MTakeTickets;
 use crate::report::{FleetReport, Reported, ReportedKey};
-use crate::waiting::{self, record, Held};
+use crate::waiting::{self, record, Held, InLine, Lines};
 use crate::{
     Backend, BucketState, Demand, Error, Grant, MetricsSnapshot, Priority, Quota, QuotaError,
     Strategy, SupplierUnit, TryAcquire, Unreachable, DEFAULT_MAX_WAIT,
@@ -203,13 +202,12 @@ struct Shared {
     peek_in_calls: bool,
     dispatch: Dispatch,
     metrics: Metrics,
-    bulk_turn: BulkTurn,
     /// Where the calls a pause held back gather to take again together.
     desk: rebook::Desk,
     /// What was heard on the buckets' pause channels, when the limiter listens.
     ears: Option<Arc<Ears>>,
-    /// Where calls wait for a slot, with a cap on calls in flight.
-    gate: slots::Gate,
+    /// Where calls wait their turn: a bulk call's, a slot.
+    lines: Lines,
     /// The server's word on the last announcement heard that covered a call.
     confirms: tokio::sync::Mutex<watch::Confirms>,
 }
@@ -339,9 +337,8 @@ impl<C> Buckets<C> {
             dispatch: Dispatch::new(options.backend),
             options,
             peek_in_calls,
-            bulk_turn: BulkTurn::default(),
             desk: rebook::Desk::default(),
-            gate: slots::Gate::default(),
+            lines: Lines::default(),
             confirms: tokio::sync::Mutex::default(),
         });
         if let Some(fleet) = &shared.options.report {
@@ -428,41 +425,22 @@ where
         let limits = self.counted(self.limits_for(tokens, demand.priority))?;
         let deadline = Some(demand.deadline.unwrap_or(shared.options.max_wait));
         let span = self.span("acquire", tokens, deadline);
-        // The bulk calls of a limiter and its clones take turns, each holding it through its
-        // reservation's sleep: they do not wake together to the same tokens, and a limiter has
-        // one bulk reservation under the floor at a time.
-        let floored = limits.iter().any(|limit| limit.floor.is_some());
-        let (policy, turn) = if floored {
-            let turn = shared
-                .bulk_turn
-                .take(deadline)
-                .await
-                .inspect_err(|_| shared.metrics.gave_up())?;
-            (
-                Policy::new(shared.options.strategy, turn.deadline).floored(),
-                Some(turn),
-            )
-        } else {
-            (Policy::new(shared.options.strategy, deadline), None)
-        };
-        let in_line = turn.as_ref().map_or(Duration::ZERO, |t| t.waited);
+        let mut policy = Policy::new(shared.options.strategy, deadline);
+        let bulk = limits.iter().any(|limit| limit.floor.is_some());
+        if bulk {
+            policy = policy.floored();
+        }
         let limits = limits.as_slice();
+        let in_flight = shared.options.in_flight;
         let outcome = waiting::run(
-            policy,
+            policy.with_slots(in_flight),
             &shared.metrics,
-            |max_wait_ms, after_pause| async move {
-                match after_pause {
-                    None => self.take_slotted(limits, max_wait_ms).await,
-                    // A call in flight takes a slot of its own: it asks again alone.
-                    Some(resume) if shared.options.in_flight.is_some() => {
-                        tokio::time::sleep(resume.rest).await;
-                        self.take_slotted(limits, max_wait_ms).await
-                    }
-                    Some(resume) => {
-                        let taken = self.take_after_pause(limits, max_wait_ms, resume).await?;
-                        Ok(slots::Slotted { taken, slot: None })
-                    }
-                }
+            |max_wait_ms| self.take_holding(limits, max_wait_ms),
+            |max_wait_ms, resume, at| async move {
+                let taken = self
+                    .rebook(limits, max_wait_ms, at, resume.factor_bp)
+                    .await?;
+                Some(slots::Slotted { taken, slot: None })
             },
             |slotted: &slots::Slotted| Refund {
                 buckets: self,
@@ -470,10 +448,10 @@ where
                 tickets: Some(slotted.taken.tickets.clone()),
             },
             Watch::new(self),
+            &mut InLine::new(&shared.lines, shared.ears.as_deref(), bulk),
         )
         .instrument(span)
         .await?;
-        drop(turn);
         let slots::Slotted { taken, slot } = outcome.reply;
         Ok(Grant {
             remaining: taken.reply.remaining,
@@ -482,7 +460,7 @@ where
             slot,
             ..Grant::new(
                 tokens,
-                outcome.waited + in_line,
+                outcome.waited,
                 outcome.slept,
                 Receipt::Tickets(taken.tickets),
             )
@@ -518,7 +496,7 @@ where
                         ..
                     },
                 slot,
-            } = self.take_slotted(&limits, 0).await?;
+            } = self.take_holding(&limits, 0).await?;
             let waited = start.elapsed();
             if !reply.granted {
                 metrics.denied();

@@ -19,8 +19,6 @@ use tokio::time::Instant;
 
 use super::Buckets;
 use crate::reply::MTakeTickets;
-use crate::waiting::Resume;
-use crate::Error;
 
 /// A held call joins a batch that fires at most this long after its own pause ends: the calls
 /// one announcement wakes all end their rest on the same instant.
@@ -58,26 +56,19 @@ impl<C> Buckets<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// Takes `limits` again after a pause that covered a call's reservation, once it is over:
-    /// together with the other held calls of this limiter where it can, alone otherwise (a
-    /// floored call, a call that may not wait, or one that does not fit the batch).
-    pub(super) async fn take_after_pause(
+    /// Takes `limits` again at `fire_at`, when the pause that covered a call's reservation
+    /// is over, together with the other held calls of this limiter: the call's share of the
+    /// take, or `None` when it must ask alone (another pause's batch, or the take was refused
+    /// or failed). Whether a call may ask together is the policy's (`Policy::rebooks`).
+    pub(super) async fn rebook(
         &self,
         limits: &[Limit],
         max_wait_ms: u64,
-        resume: Resume,
-    ) -> Result<MTakeTickets, Error> {
-        let fire_at = Instant::now() + resume.rest;
-        // A call that may not wait (a poll) takes what is there, alone.
-        if max_wait_ms > 0 && limits.iter().all(|l| l.floor.is_none()) {
-            if let Some(share) = self.join(limits, max_wait_ms, fire_at, resume.factor_bp) {
-                if let Ok(Some(taken)) = share.await {
-                    return Ok(taken);
-                }
-            }
-        }
-        tokio::time::sleep_until(fire_at).await;
-        self.take(limits, max_wait_ms).await
+        fire_at: Instant,
+        factor_bp: u16,
+    ) -> Option<MTakeTickets> {
+        let share = self.join(limits, max_wait_ms, fire_at, factor_bp)?;
+        share.await.ok().flatten()
     }
 
     /// Joins the open batch, or opens one firing at `fire_at`; `None` when the call must ask

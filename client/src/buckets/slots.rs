@@ -1,27 +1,16 @@
-//! A limiter's slots for calls in flight, the I/O beside [`crate::in_flight`]'s decisions: the
-//! take that waits for a slot, and the task that keeps one (renews its lease while the grant
-//! holds it, releases it when the grant goes).
-
-use std::time::Duration;
+//! A limiter's slots for calls in flight, the I/O beside [`crate::in_flight`]: the take that
+//! holds a slot, and the task that keeps one (renews its lease while the grant holds it,
+//! releases it when the grant goes). A call waits for one in [`crate::waiting`].
 
 use redis::aio::ConnectionLike;
 use throttle_bucket::{Limit, ReleaseArgs, RenewArgs};
-use tokio::sync::{oneshot, Mutex, Notify};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::Buckets;
 use crate::grant::SlotHold;
-use crate::in_flight::{after_futile_wake, listening_look, next_look};
 use crate::reply::MTakeTickets;
 use crate::Error;
-
-/// Where a limiter's calls wait for a slot: one in line at a time looks again (the others wait
-/// behind it, in order), woken at once by a slot this process releases.
-#[derive(Debug, Default)]
-pub(super) struct Gate {
-    freed: Notify,
-    line: Mutex<()>,
-}
 
 /// A take, and the slot it holds (with a cap on calls in flight, when granted).
 #[derive(Debug)]
@@ -40,104 +29,20 @@ impl<C> Buckets<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// One take of `limits` within `max_wait_ms`, holding its slot when the limiter caps calls
-    /// in flight; refused for want of a slot, the call waits for one (in line behind this
-    /// process's other waiters, woken by a slot released here, by a slot freed elsewhere that
-    /// the limiter hears announced, or looking again on a timer where it does not) and takes
-    /// again, until its `max_wait_ms` is spent. A floored call does not wait here: its refusals
-    /// are the floor's as much as the slots', and it sleeps the wait the server names.
-    pub(super) async fn take_slotted(
+    /// One take of `limits` within `max_wait_ms` (one round trip), holding its slot when the
+    /// limiter caps calls in flight and the take is granted. A refusal for want of a slot is
+    /// waited out by the loop (`crate::waiting`).
+    pub(super) async fn take_holding(
         &self,
         limits: &[Limit],
         max_wait_ms: u64,
     ) -> Result<Slotted, Error> {
-        let shared = &self.shared;
-        let Some(in_flight) = shared.options.in_flight else {
-            let taken = self.take(limits, max_wait_ms).await?;
-            return Ok(Slotted { taken, slot: None });
-        };
-        let floored = limits.iter().any(|l| l.floor.is_some());
-        let deadline = Instant::now() + Duration::from_millis(max_wait_ms);
-        let mut round_trips = 0u32;
-        let mut in_line = None;
-        let mut last_look = None;
-        // The least time after a reply before a slot freed heard wakes the call: grows with
-        // each such wake that found no slot.
-        let mut futile_gap: Option<std::time::Duration> = None;
-        let mut woken_by_freed = false;
-        let ears = shared.ears.as_deref();
-        loop {
-            let left = ms_until(deadline);
-            // Listening before the take: a slot freed while it is under way still wakes us,
-            // whether this process freed it or the fleet's announcement of it comes in before
-            // the take's reply does.
-            let freed = shared.gate.freed.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            let hearing = ears.and_then(|ears| Some((ears, ears.trust()?, ears.freed_seen())));
-            let mut taken = self.take(limits, left).await?;
-            let replied = Instant::now();
-            round_trips = round_trips.saturating_add(taken.reply.round_trips);
-            taken.reply.round_trips = round_trips;
-            if taken.reply.granted {
-                let slot = taken.slot.map(|id| self.hold_slot(id));
-                return Ok(Slotted { taken, slot });
-            }
-            if floored || !in_flight.refused_for_slot(&taken.reply, left) {
-                return Ok(Slotted { taken, slot: None });
-            }
-            if woken_by_freed {
-                futile_gap = Some(after_futile_wake(futile_gap));
-            }
-            if in_line.is_none() {
-                shared.metrics.waited_for_slot();
-                // Behind another waiter: when its turn comes, the wait below ends at once if a
-                // slot was freed since this take (or a look is due), and not otherwise.
-                let turn = match shared.gate.line.try_lock() {
-                    Ok(turn) => turn,
-                    Err(_) => {
-                        match tokio::time::timeout_at(deadline, shared.gate.line.lock()).await {
-                            Ok(turn) => turn,
-                            Err(_) => return Ok(Slotted { taken, slot: None }),
-                        }
-                    }
-                };
-                in_line = Some(turn);
-            }
-            // Heard from since before the take: a release anywhere wakes the call, and it looks
-            // again on its own only when a lease may have run out. Otherwise it polls.
-            let heard = hearing.filter(|(ears, trust, _)| ears.kept(*trust));
-            let look = match heard {
-                Some(_) => {
-                    last_look = None;
-                    listening_look(taken.reply.wait)
-                }
-                None => {
-                    let look = next_look(last_look, taken.reply.wait);
-                    last_look = Some(look);
-                    look
-                }
-            };
-            let wake = (replied + look).min(deadline);
-            let not_before = replied + futile_gap.unwrap_or_default();
-            let hear = async {
-                match heard {
-                    Some((ears, trust, seen)) => tokio::select! {
-                        () = async {
-                            tokio::time::sleep_until(not_before).await;
-                            ears.freed_since(seen).await;
-                        } => true,
-                        () = ears.lost(trust) => false,
-                    },
-                    None => std::future::pending().await,
-                }
-            };
-            woken_by_freed = tokio::select! {
-                () = &mut freed => false,
-                by_freed = hear => by_freed,
-                () = tokio::time::sleep_until(wake) => false,
-            };
-        }
+        let taken = self.take(limits, max_wait_ms).await?;
+        let slot = taken
+            .slot
+            .filter(|_| taken.reply.granted)
+            .map(|id| self.hold_slot(id));
+        Ok(Slotted { taken, slot })
     }
 
     /// Holds slot `id` for a grant: renewed while held, released once the hold is dropped.
@@ -201,7 +106,7 @@ where
                 }
             }
         }
-        shared.gate.freed.notify_waiters();
+        shared.lines.freed();
     }
 
     /// `THROTTLE.RENEW` of slot `id` for `lease_ms`: whether it was held.
@@ -230,10 +135,4 @@ where
         };
         self.call(&bucket.key, &args).await
     }
-}
-
-/// Whole ms from now until `deadline`, rounded down (0 once it has passed).
-fn ms_until(deadline: Instant) -> u64 {
-    let left = deadline.saturating_duration_since(Instant::now());
-    u64::try_from(left.as_millis()).unwrap_or(u64::MAX)
 }

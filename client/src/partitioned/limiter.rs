@@ -21,7 +21,10 @@ use super::quota::PartitionedQuota;
 use super::share::Take;
 use crate::grant::Receipt;
 use crate::metrics::Metrics;
+use crate::policy::Policy;
+use crate::reply::TakeReply;
 use crate::report::ReportedKey;
+use crate::waiting::{self, InLine, NoWatch};
 use crate::{Demand, Error, Grant, Limiter, Priority, QuotaError, Throttle as _, TryAcquire};
 
 mod throttle;
@@ -510,75 +513,98 @@ impl<C> PartitionedLimiter<C> {
     }
 
     /// The call's tokens, waiting within `deadline` from `start` (when the call began: a wait
-    /// for a slot counts in).
+    /// for a slot counts in), in the loop every limiter's call waits in (`crate::waiting`):
+    /// first come, first served, only the caller holding the turn looks for tokens, again at
+    /// the next token or when the partitions change.
     async fn wait_for(
         &self,
         tokens: u64,
         floor: Option<u64>,
-        deadline: Option<Duration>,
+        deadline: Duration,
         start: Instant,
     ) -> Result<Grant, Error> {
         self.check(tokens)?;
         let core = &self.inner.core;
-        // `Duration::MAX` (no deadline to speak of) must not overflow the instant.
-        let give_up_at = deadline.and_then(|d| start.checked_add(d));
         let _waiting = Waiting::new(core);
-        let gave_up = || {
-            core.metrics.gave_up();
-            Error::DeadlineExceeded {
-                needed: None,
-                deadline: deadline.unwrap_or_default(),
-                paused: false,
-            }
-        };
-        // First come, first served: only the caller holding the turn looks for tokens.
-        let _turn = match give_up_at {
-            None => core.turn.lock().await,
-            Some(at) => tokio::time::timeout_at(at, core.turn.lock())
-                .await
-                .map_err(|_| gave_up())?,
-        };
-        let _turn_since = TurnSince::new(core, start);
-        loop {
-            let changed = core.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if core.stopped.load(Relaxed) {
-                return Err(Error::Stopped);
-            }
-            let pause = match self.take(tokens, floor) {
-                Take::Granted {
-                    index,
-                    tat_ns,
-                    remaining,
-                } => return Ok(self.granted(tokens, index, tat_ns, remaining, start)),
-                Take::Wait { ns } => {
-                    let waited = i64::try_from(start.elapsed().as_nanos()).unwrap_or(i64::MAX);
-                    if ns.is_none() || waited >= core.rules.grow_after_ns {
-                        core.demand.notify_one();
-                    }
-                    ns.map_or(NO_LEASE_PAUSE, nanos)
-                }
-            };
-            let wake = Instant::now() + pause;
-            let wake = give_up_at.map_or(wake, |at| wake.min(at));
-            tokio::select! {
-                _ = tokio::time::sleep_until(wake) => {}
-                _ = &mut changed => {}
-            }
-            if give_up_at.is_some_and(|at| Instant::now() >= at) {
-                // One last look: a token may have come due at the deadline.
-                if let Take::Granted {
-                    index,
-                    tat_ns,
-                    remaining,
-                } = self.take(tokens, floor)
-                {
-                    return Ok(self.granted(tokens, index, tat_ns, remaining, start));
-                }
-                return Err(gave_up());
-            }
+        let mut line = InLine::partitioned(start, &core.turn, &core.changed);
+        // Marked at the first look, once the call holds the turn; cleared before the turn goes.
+        let mut turn_since = None;
+        let outcome = waiting::run(
+            Policy::partitioned(deadline),
+            &core.metrics,
+            |_max_wait_ms| {
+                turn_since.get_or_insert_with(|| TurnSince::new(core, start));
+                std::future::ready(self.look(tokens, floor, start))
+            },
+            |_, _, _| std::future::ready(None),
+            |_: &Looked| (),
+            NoWatch,
+            &mut line,
+        )
+        .await;
+        drop(turn_since);
+        drop(line);
+        let outcome = outcome?;
+        let Looked { reply, taken } = outcome.reply;
+        // Granted: the partition and its state are there.
+        let (index, tat_ns) = taken.unwrap_or_default();
+        Ok(Grant {
+            remaining: reply.remaining,
+            partition: Some(index),
+            ..Grant::new(
+                tokens,
+                outcome.waited,
+                Duration::ZERO,
+                Receipt::Partition(tat_ns),
+            )
+        })
+    }
+
+    /// One look at the partitions this process holds for the call's tokens, as a take's reply:
+    /// refused, it names when the next token is there, or, holding none, when to look again
+    /// (and the keeper is asked for more, as it is when the call has waited long).
+    fn look(&self, tokens: u64, floor: Option<u64>, start: Instant) -> Result<Looked, Error> {
+        let core = &self.inner.core;
+        if core.stopped.load(Relaxed) {
+            return Err(Error::Stopped);
         }
+        let (wait, remaining, taken) = match self.take(tokens, floor) {
+            Take::Granted {
+                index,
+                tat_ns,
+                remaining,
+            } => (Duration::ZERO, remaining, Some((index, tat_ns))),
+            Take::Wait { ns } => {
+                let waited = i64::try_from(start.elapsed().as_nanos()).unwrap_or(i64::MAX);
+                if ns.is_none() || waited >= core.rules.grow_after_ns {
+                    core.demand.notify_one();
+                }
+                (ns.map_or(NO_LEASE_PAUSE, nanos), 0, None)
+            }
+        };
+        let reply = TakeReply {
+            granted: taken.is_some(),
+            remaining,
+            wait,
+            reset: Duration::ZERO,
+            ticket: 0,
+            round_trips: 0,
+        };
+        Ok(Looked { reply, taken })
+    }
+}
+
+/// A look at the partitions: the reply the waiting loop reads, and where the tokens were taken
+/// (the partition, and its state after the take).
+#[derive(Debug)]
+struct Looked {
+    reply: TakeReply,
+    taken: Option<(u32, i64)>,
+}
+
+impl AsRef<TakeReply> for Looked {
+    fn as_ref(&self) -> &TakeReply {
+        &self.reply
     }
 }
 
@@ -587,44 +613,47 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// With a cap on calls in flight, a slot for the call (a grant of no tokens that holds
-    /// it), waiting for one within `deadline`; `None` without a cap.
-    async fn take_slot(&self, deadline: Duration) -> Result<Option<Grant>, Error> {
+    /// it): waiting for one within `within`, in the slot limiter's loop as any limiter's call
+    /// waits for a slot (`crate::waiting`), or, `None`, only if one is free now.
+    async fn slot(&self, within: Option<Duration>) -> Result<Slot, Error> {
         let Some(slots) = &self.slots else {
-            return Ok(None);
+            return Ok(Slot::Uncapped);
         };
-        match slots.acquire_with(Demand::tokens(0).within(deadline)).await {
-            Ok(grant) => Ok(Some(grant)),
-            Err(err) => {
-                let metrics = &self.inner.core.metrics;
-                match err {
-                    Error::DeadlineExceeded { .. } => metrics.gave_up(),
-                    _ => metrics.error(),
-                }
-                Err(err)
-            }
-        }
-    }
-
-    /// With a cap, a slot if one is free now (`Ok(None)` if not); `Ok(Some(None))` without a
-    /// cap.
-    async fn try_slot(&self) -> Result<Option<Option<Grant>>, Error> {
-        let Some(slots) = &self.slots else {
-            return Ok(Some(None));
+        let metrics = &self.inner.core.metrics;
+        let taken = match within {
+            Some(deadline) => slots
+                .acquire_with(Demand::tokens(0).within(deadline))
+                .await
+                .map(Slot::Held),
+            None => slots
+                .try_acquire_with(Demand::tokens(0))
+                .await
+                .map(|tried| match tried {
+                    TryAcquire::Granted(grant) => Slot::Held(grant),
+                    TryAcquire::Denied { .. } => Slot::Busy,
+                }),
         };
-        match slots.try_acquire_with(Demand::tokens(0)).await {
-            Ok(TryAcquire::Granted(grant)) => Ok(Some(Some(grant))),
-            Ok(TryAcquire::Denied { .. }) => Ok(None),
-            Err(err) => {
-                self.inner.core.metrics.error();
-                Err(err)
-            }
-        }
+        taken.inspect_err(|err| match err {
+            Error::DeadlineExceeded { .. } => metrics.gave_up(),
+            _ => metrics.error(),
+        })
     }
 }
 
+/// A call's slot for calls in flight.
+#[derive(Debug)]
+enum Slot {
+    /// The limiter has no cap: nothing to hold.
+    Uncapped,
+    /// Held by this grant of no tokens, until the call's grant goes.
+    Held(Grant),
+    /// Every slot is held, and the call may not wait.
+    Busy,
+}
+
 /// `grant` holding the slot `slot` granted (and the round trips it took).
-pub(super) fn with_slot(mut grant: Grant, slot: Option<Grant>) -> Grant {
-    if let Some(mut slot) = slot {
+fn with_slot(mut grant: Grant, slot: Slot) -> Grant {
+    if let Slot::Held(mut slot) = slot {
         grant.round_trips = grant.round_trips.saturating_add(slot.round_trips);
         grant.slot = slot.slot.take();
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use tokio::time::Instant;
 
-use super::{nanos, with_slot, PartitionedLimiter, NO_LEASE_PAUSE, NO_SLOT_PAUSE};
+use super::{nanos, with_slot, PartitionedLimiter, Slot, NO_LEASE_PAUSE, NO_SLOT_PAUSE};
 use crate::grant::{Grant, Receipt};
 use crate::partitioned::metrics::Counters;
 use crate::partitioned::share::Take;
@@ -44,8 +44,8 @@ where
         self.check(tokens)?;
         // The slot first: a call that had its tokens and then waited for a slot would start
         // later than its tokens allow, bunched with others (faster than the quota).
-        let slot = self.take_slot(deadline).await?;
-        let grant = self.wait_for(tokens, floor, Some(deadline), start).await?;
+        let slot = self.slot(Some(deadline)).await?;
+        let grant = self.wait_for(tokens, floor, deadline, start).await?;
         Ok(with_slot(grant, slot))
     }
 
@@ -59,12 +59,13 @@ where
         let core = &self.inner.core;
         self.check(tokens)?;
         let start = Instant::now();
-        let Some(slot) = self.try_slot().await? else {
+        let slot = self.slot(None).await?;
+        if let Slot::Busy = slot {
             core.metrics.denied();
             return Ok(TryAcquire::Denied {
                 retry_after: NO_SLOT_PAUSE,
             });
-        };
+        }
         // Denied for the tokens, the slot (if any) is released as it is dropped here.
         match self.take(tokens, floor) {
             Take::Granted {
