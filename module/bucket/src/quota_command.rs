@@ -189,7 +189,7 @@ mod tests {
         now: i64,
     ) -> (Vec<i64>, Option<State>) {
         let args: C = call(text);
-        let outcome = args.apply(&[stored.clone()], now).unwrap();
+        let outcome = args.apply(std::slice::from_ref(&stored), now).unwrap();
         let after = match C::write(&outcome, 0) {
             Some(write) => write.stored(),
             None => stored,
