@@ -54,7 +54,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 11                     -- of this library; a client replaces an older one
+local VERSION = 12                     -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
