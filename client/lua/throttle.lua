@@ -1069,9 +1069,11 @@ local USAGE = {
 local take
 do
   local rcall, rpcall, SECONDS_TEXT, SECONDS = nil, nil, nil, 0
-  local REPLY = { 0, 0, 0, 0, 0 } -- five slots, the fifth for TICKET
+  local REPLY = { 0, 0, 0, 0, 0, 0 } -- six slots: TICKET's, then a denial's reason
 
-  -- THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
+  -- THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f] [INFLIGHT n]
+  -- [LEASE ms]. A denial's reply ends with what held it back, a sum of 1 (the tokens), 2 (the
+  -- floor), 4 (every slot held) and 8 (a pause in effect): the module's Refusal.
   function take(keys, args) -- the local above
     local count = #args
     if count < 2 then
@@ -1223,7 +1225,7 @@ do
       end
       if debt then
         local interval = quota.interval
-        local granted, wait, taken, after = 1, 0, 0, debt
+        local granted, wait, taken, after, reason = 1, 0, 0, debt, 0
         if tokens > 0 then
           local cost = tokens * interval
           local need, short_now = cost, false
@@ -1251,6 +1253,10 @@ do
             rcall('SET', key, pair_le(tat_s, tat_n), 'PXAT', expire)
             local sub_us = tat_n % 1000
             granted, taken, after = 1, tat_s * 1e6 + (tat_n - sub_us) / 1000, debt + cost
+          elseif floor_tokens and debt + cost <= fill then
+            reason = 2 -- the tokens are there now, the floor behind them is not
+          else
+            reason = 1 -- (8 bytes or none: never paused)
           end
         end
         local left = 0
@@ -1266,11 +1272,15 @@ do
         -- function returns, so no call ever sees another's (a table fewer to build and collect).
         local reply = REPLY
         reply[1], reply[2], reply[3], reply[4] = granted, left, wait_ms, reset_ms
+        local n = 5
         if ticket then
-          reply[5] = taken
-        else
-          reply[5] = nil -- the reply ends at the first nil
+          reply[5], n = taken, 6
         end
+        -- A denial ends with what held it back; a grant's reply is as it always was.
+        if granted == 0 then
+          reply[n], n = reason, n + 1
+        end
+        reply[n] = nil -- the reply ends at the first nil
         return reply
       end
     end
@@ -1285,7 +1295,7 @@ do
     local base_s, base_n, debt_s, debt_n, factor = view(state_s, state_n, pushback, now_s, now_n)
     local b = { base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n,
       now_s = now_s, now_n = now_n, pushback = pushback }
-    local granted, wait_s, wait_n, taken = 1, 0, 0, 0
+    local granted, wait_s, wait_n, taken, reason = 1, 0, 0, 0, 0
     local tat_s, tat_n
     local after_s, after_n = b.debt_s, b.debt_n
     if tokens > 0 then
@@ -1312,6 +1322,20 @@ do
           after_s, after_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
         end
       end
+      if granted == 0 then
+        -- What held the tokens back (the module's refused_tokens): the floor if the tokens
+        -- alone are there now, else the tokens; and the pause while one is in effect.
+        reason = 1
+        if floor_tokens then
+          local alone_s, alone_n = wait_tokens(quota, b, factor, tokens, nil)
+          if alone_s == 0 and alone_n == 0 then
+            reason = 2
+          end
+        end
+        if pushback and lt(now_s, now_n, pushback.until_s, pushback.until_n) then
+          reason = reason + 8
+        end
+      end
     end
     local slot
     if cap then
@@ -1333,6 +1357,7 @@ do
         -- tokens', if longer), the bucket as it stands.
         wait_s, wait_n = max(wait_s, wait_n, sub2(first_s, first_n, now_s, now_n))
         granted, taken, after_s, after_n = 0, 0, b.debt_s, b.debt_n
+        reason = reason + 4
       elseif granted == 1 then
         if tokens == 0 then
           tat_s, tat_n = b.base_s, b.base_n
@@ -1342,8 +1367,10 @@ do
           id = slots.next
         end
         if id >= MAX_SLOT_ID then
-          -- No id left (a forged table): nothing taken, the bucket as it stands.
+          -- No id left (a forged table): nothing taken, the bucket as it stands; the slot is
+          -- what could not be taken.
           granted, taken, wait_s, wait_n, after_s, after_n = 0, 0, 0, 0, b.debt_s, b.debt_n
+          reason = 4
         else
           local end_s, end_n = add(now_s, now_n, ms_pair(lease_ms))
           local table_after = { next = id + 1 }
@@ -1373,12 +1400,15 @@ do
     if slot then
       reply[#reply + 1] = slot
     end
+    if granted == 0 then
+      reply[#reply + 1] = reason
+    end
     return reply
   end
 end
 
 -- THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
--- [TICKET] [INFLIGHT n LEASE ms]
+-- [TICKET] [INFLIGHT n LEASE ms]. A denial ends with what held it back, as take's.
 local function mtake(keys, args)
   local count, nargs = #keys, #args
   -- The server's arity check first: the module's call has numkeys, the keys and what follows.
@@ -1547,6 +1577,34 @@ local function mtake(keys, args)
   end
   -- A call of 0 tokens is granted (it only inspects, or takes a slot), with no wait.
   local tokens_granted = granted or not takes_any
+  local reason = 0
+  if not tokens_granted then
+    -- What held the tokens back (the module's refused_tokens_of): the floor if every bucket
+    -- has its tokens alone now, else the tokens; and the pause while one is in effect on a
+    -- bucket asked for tokens.
+    reason = 1
+    local paused = false
+    local alone = floors ~= nil
+    for k = 1, count do
+      local b = buckets[k]
+      if tokens[k] > 0 then
+        if alone then
+          local s, n = wait_tokens(quotas[k], b, b.factor, tokens[k], nil)
+          alone = s == 0 and n == 0
+        end
+        local p = b.pushback
+        if p and lt(now_s, now_n, p.until_s, p.until_n) then
+          paused = true
+        end
+      end
+    end
+    if alone then
+      reason = 2
+    end
+    if paused then
+      reason = reason + 8
+    end
+  end
   if not takes_any then
     wait_s, wait_n = 0, 0
   end
@@ -1574,6 +1632,7 @@ local function mtake(keys, args)
       -- if longer), every bucket as it stands.
       wait_s, wait_n = max(wait_s, wait_n, sub2(first_s, first_n, now_s, now_n))
       granted = false
+      reason = reason + 4
     elseif tokens_granted then
       local id = now_s * 1e6 + floor(now_n / 1000)
       if slots and slots.next > id then
@@ -1581,7 +1640,7 @@ local function mtake(keys, args)
       end
       if id >= MAX_SLOT_ID then
         -- No id left (a forged table): nothing taken, no wait to give.
-        granted, wait_s, wait_n = false, 0, 0
+        granted, wait_s, wait_n, reason = false, 0, 0, 4
       else
         local end_s, end_n = add(now_s, now_n, ms_pair(lease_ms))
         local table_after = { next = id + 1 }
@@ -1620,6 +1679,10 @@ local function mtake(keys, args)
   -- With INFLIGHT, last: the slot's id (0: not granted).
   if slot then
     reply[#reply + 1] = slot
+  end
+  -- On a denial, last: what held it back.
+  if not granted then
+    reply[#reply + 1] = reason
   end
   return reply
 end

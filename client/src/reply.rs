@@ -265,7 +265,7 @@ mod tests {
                 panic!("{value:?} read as a reply");
             };
             assert!(
-                reply.contains("four to six integers from THROTTLE.TAKE"),
+                reply.contains("four to seven integers from THROTTLE.TAKE"),
                 "{reply}"
             );
         }

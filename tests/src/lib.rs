@@ -63,7 +63,7 @@ pub use keyspace::{
     stored_state, Pushback,
 };
 pub use pair::{assert_replica_holds, Pair};
-pub use reply::{as_reply, int, ints, num, strings, Reply};
+pub use reply::{as_reply, int, ints, num, refusal, strings, Reply};
 pub use report::Report;
 pub use reserved::{pause_a_reserved_call, PausedCall};
 pub use rng::Rng;

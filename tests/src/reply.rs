@@ -8,12 +8,34 @@ use crate::keyspace::state_of;
 /// `[granted, remaining, wait_ms, reset_ms]`.
 pub type Reply = [i64; 4];
 
-/// A THROTTLE.TAKE reply: exactly an array of four integers.
+/// A THROTTLE.TAKE reply: exactly an array of four integers, or of five for a denial, whose
+/// last says what held it back (a sum of 1, 2, 4 and 8, never 0: [`refusal`] reads it). The
+/// four are returned.
 #[track_caller]
 pub fn as_reply(value: &Value) -> Reply {
-    ints(value)
-        .try_into()
-        .unwrap_or_else(|_| panic!("expected 4 integers, got {value:?}"))
+    let all = ints(value);
+    if let [0, _, _, _, reason] = all[..] {
+        assert!(
+            (1..=15).contains(&reason),
+            "a denial's reason is a sum of 1, 2, 4 and 8, got {value:?}"
+        );
+    }
+    all.get(..4)
+        .filter(|_| all.len() == 4 || (all.len() == 5 && all[0] == 0))
+        .and_then(|four| four.try_into().ok())
+        .unwrap_or_else(|| panic!("expected 4 integers (5 for a denial), got {value:?}"))
+}
+
+/// What held a denied THROTTLE.TAKE or MTAKE back: its reply's last integer (1 tokens, 2
+/// floor, 4 slot, 8 pause, summed); 0 for a granted reply, which has none.
+#[track_caller]
+pub fn refusal(value: &Value) -> i64 {
+    let all = ints(value);
+    match all.first() {
+        Some(0) => *all.last().expect("a denial has its integers"),
+        Some(1) => 0,
+        _ => panic!("expected a take's reply, got {value:?}"),
+    }
 }
 
 /// An integer reply.

@@ -76,7 +76,8 @@ fn a_cut_pauses_then_every_token_costs_more(flavor: Flavor) {
     );
     assert_reply(
         &ints(&replies[3]),
-        &[0, 0, 1001, 1801],
+        // Denied for the tokens during the pause: 1 + 8.
+        &[0, 0, 1001, 1801, 9],
         &[2, 3],
         slack,
         "a take",

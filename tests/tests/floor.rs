@@ -40,14 +40,15 @@ fn the_floor_stays_for_calls_without_one(flavor: Flavor) {
     );
     let durations = &[2, 3];
     for (i, want, what) in [
-        (0, [1, 5, 0, 500], "5 with FLOOR 5"),
-        (2, [0, 5, 100, 500], "1 with FLOOR 5"),
-        (3, [0, 5, 100, 500], "the same with MAXWAIT 0"),
-        (5, [1, 4, 0, 600], "1 without FLOOR"),
-        (6, [0, 4, 100, 600], "3 with FLOOR 2 out of 4"),
-        (7, [1, 3, 0, 700], "FLOOR 0"),
+        // A denial ends with what held it back: here the floor (2), the tokens being there.
+        (0, &[1, 5, 0, 500][..], "5 with FLOOR 5"),
+        (2, &[0, 5, 100, 500, 2], "1 with FLOOR 5"),
+        (3, &[0, 5, 100, 500, 2], "the same with MAXWAIT 0"),
+        (5, &[1, 4, 0, 600], "1 without FLOOR"),
+        (6, &[0, 4, 100, 600, 2], "3 with FLOOR 2 out of 4"),
+        (7, &[1, 3, 0, 700], "FLOOR 0"),
     ] {
-        assert_reply(&ints(&replies[i]), &want, durations, slack, what);
+        assert_reply(&ints(&replies[i]), want, durations, slack, what);
     }
     assert_eq!(replies[1], replies[4], "a denial by the floor wrote");
 }
@@ -78,7 +79,7 @@ fn mtake_keeps_each_buckets_floor(flavor: Flavor) {
     );
     assert_reply(
         &ints(&replies[2]),
-        &[0, 500, 5, 500, 9, 100],
+        &[0, 500, 5, 500, 9, 100, 2],
         &[1, 3, 5],
         slack,
         "the first bucket's floor",
@@ -113,14 +114,16 @@ fn a_floored_take_reserves_only_tokens_there_now(flavor: Flavor) {
     );
     let durations = &[2, 3];
     for (i, want, what) in [
-        (0, [1, 5, 0, 500], "5 taken"),
-        (2, [0, 5, 200, 500], "beyond MAXWAIT"),
-        (4, [1, 3, 200, 700], "reserved above the floor"),
-        (5, [1, 1, 400, 900], "reserved again"),
-        (7, [0, 1, 200, 900], "2 are not there now"),
-        (9, [1, 0, 0, 1000], "the last token, without a floor"),
+        (0, &[1, 5, 0, 500][..], "5 taken"),
+        // The 2 are there now, the floor not within MAXWAIT: the floor (2).
+        (2, &[0, 5, 200, 500, 2], "beyond MAXWAIT"),
+        (4, &[1, 3, 200, 700], "reserved above the floor"),
+        (5, &[1, 1, 400, 900], "reserved again"),
+        // The 2 are not there now: the tokens (1).
+        (7, &[0, 1, 200, 900, 1], "2 are not there now"),
+        (9, &[1, 0, 0, 1000], "the last token, without a floor"),
     ] {
-        assert_reply(&ints(&replies[i]), &want, durations, slack, what);
+        assert_reply(&ints(&replies[i]), want, durations, slack, what);
     }
     assert_eq!(replies[1], replies[3], "a denial beyond MAXWAIT wrote");
     assert_eq!(
@@ -152,11 +155,20 @@ fn a_floored_mtake_reserves_only_tokens_there_now(flavor: Flavor) {
     );
     let durations = &[1, 3, 5];
     for (i, want, what) in [
-        (2, [1, 200, 3, 700, 0, 1100], "reserved, a above its floor"),
-        (4, [0, 700, 3, 700, 0, 1100], "b's token is not there now"),
-        (5, [0, 400, 3, 700, 0, 1100], "beyond MAXWAIT"),
+        (
+            2,
+            &[1, 200, 3, 700, 0, 1100][..],
+            "reserved, a above its floor",
+        ),
+        // b's token is not there now: the tokens (1), in both.
+        (
+            4,
+            &[0, 700, 3, 700, 0, 1100, 1],
+            "b's token is not there now",
+        ),
+        (5, &[0, 400, 3, 700, 0, 1100, 1], "beyond MAXWAIT"),
     ] {
-        assert_reply(&ints(&replies[i]), &want, durations, slack, what);
+        assert_reply(&ints(&replies[i]), want, durations, slack, what);
     }
     assert_eq!(replies[3], replies[6], "a denied MTAKE wrote");
 }

@@ -76,14 +76,15 @@ fn the_ticket_is_the_state_in_microseconds(flavor: Flavor) {
     );
     assert_reply(
         &ints(&replies[7]),
-        &[0, 0, 200_000, 1_100_000, 0],
+        // The ticket 0, then what held it back: the tokens (1).
+        &[0, 0, 200_000, 1_100_000, 0, 1],
         d,
         slack,
         "a denied TAKE ... TICKET",
     );
     assert_reply(
         &ints(&replies[8]),
-        &[0, 0, 200_000, 1_100_000],
+        &[0, 0, 200_000, 1_100_000, 1],
         d,
         slack,
         "no TICKET",

@@ -65,7 +65,8 @@ fn two_limits_of_a_supplier(flavor: Flavor) {
     let (a, b) = (num(&replies[3]), num(&replies[4]));
     assert_reply(
         &ints(&replies[5]),
-        &[0, 100_000, 0, 300_000, 2, 3_000_000],
+        // Denied for the tokens (1), the last integer.
+        &[0, 100_000, 0, 300_000, 2, 3_000_000, 1],
         d,
         slack,
         "the 4th, denied by a",
@@ -133,7 +134,8 @@ fn three_keys_all_or_nothing_and_the_longest_wait(flavor: Flavor) {
         ],
     );
     let d = &[1, 3, 5, 7];
-    let denied = [0, 1_000_000, 10, 0, 0, 200_000, 0, 1_000_000];
+    // The last integer: what held it back, the tokens (1).
+    let denied = [0, 1_000_000, 10, 0, 0, 200_000, 0, 1_000_000, 1];
     assert_reply(&ints(&replies[4]), &denied, d, slack, "MAXWAIT 0");
     assert_reply(&ints(&replies[5]), &denied, d, slack, "MAXWAIT 999000");
     assert_eq!(num(&replies[6]), 0, "a denial created {{t}}:1");
@@ -406,7 +408,8 @@ fn a_denial_and_a_key_asked_for_0_get_ticket_0(flavor: Flavor) {
         ],
     );
     let d = &[1, 3, 5];
-    let denied = [0, 1_000_000, 5, 0, 0, 1_000_000, 0, 0];
+    // Every ticket 0, then what held it back: the tokens (1).
+    let denied = [0, 1_000_000, 5, 0, 0, 1_000_000, 0, 0, 1];
     assert_reply(&ints(&replies[2]), &denied, d, slack, "denied, MAXWAIT 0");
     assert_reply(
         &ints(&replies[3]),

@@ -63,14 +63,16 @@ fn first_token_exactly_ms_from_now_then_one_per_interval(flavor: Flavor) {
     let durations = &[2, 3];
     assert_reply(
         &ints(&replies[2]),
-        &[0, 0, 1500, 2400],
+        // Denied for the tokens during the pause: 1 + 8.
+        &[0, 0, 1500, 2400, 9],
         durations,
         slack,
         "a take at once",
     );
     assert_reply(
         &ints(&replies[3]),
-        &[0, 0, 1600, 2400],
+        // The tokens, during the pause: 1 + 8.
+        &[0, 0, 1600, 2400, 9],
         durations,
         slack,
         "2 tokens within 1 s",
@@ -125,7 +127,7 @@ fn no_burst_on_resume_in_real_time(flavor: Flavor) {
     let reply = take_any(&mut con, "r", "10 1");
     assert_reply(
         &reply,
-        &[0, 0, 300, 9300],
+        &[0, 0, 300, 9300, 9],
         &[2, 3],
         slack_ms(sent),
         "a take right after the pause",
@@ -239,7 +241,8 @@ fn a_shorter_pause_is_a_no_op_and_no_pause_shortens_a_debt(flavor: Flavor) {
     assert_eq!(num(13), debt, "a pause shortened a debt");
     assert_reply(
         &ints(&replies[14]),
-        &[0, 0, 11_000, 20_000],
+        // The tokens, and the 1 s pause still on: 1 + 8.
+        &[0, 0, 11_000, 20_000, 9],
         &[2, 3],
         slack,
         "a take",

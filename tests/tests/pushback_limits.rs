@@ -40,9 +40,17 @@ fn a_cut_too_deep_waits_for_the_recovery(flavor: Flavor) {
         [1, 0, 30_000, 30_200],
         [1, 0, 30_200, 30_400],
     ];
+    // The denial ends with what held it back: the tokens, and the cut's 1 ms pause where the
+    // clock is frozen for the MULTI (Redis 7.0's moves on: the pause may be over).
+    let denied = ints(&replies[1]);
+    let reasons: &[i64] = if slack == 0 { &[9] } else { &[1, 9] };
+    assert!(
+        denied.len() == 5 && reasons.contains(&denied[4]),
+        "{flavor}: {denied:?}"
+    );
     for (reply, want) in replies[1..].iter().zip(want) {
         assert_reply(
-            &ints(reply),
+            &ints(reply)[..4],
             &want,
             &[2, 3],
             slack,

@@ -102,9 +102,10 @@ fn mtake_takes_its_slot_in_the_first_key(flavor: Flavor) {
     let before = (get(&mut con, "{m}a"), get(&mut con, "{m}b"));
     // The slot held: denied, nothing written to either key, the wait until the lease ends.
     let denied = mtake(&mut con, "INFLIGHT 1 LEASE 60000");
+    // Slot 0, then what held it back: the slot (4).
     assert_eq!(
-        (denied.len(), denied[0], denied[6]),
-        (7, 0, 0),
+        (denied.len(), denied[0], denied[6], denied[7]),
+        (8, 0, 0, 4),
         "{flavor}: {denied:?}"
     );
     assert!(

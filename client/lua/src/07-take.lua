@@ -9,9 +9,11 @@
 local take
 do
   local rcall, rpcall, SECONDS_TEXT, SECONDS = nil, nil, nil, 0
-  local REPLY = { 0, 0, 0, 0, 0 } -- five slots, the fifth for TICKET
+  local REPLY = { 0, 0, 0, 0, 0, 0 } -- six slots: TICKET's, then a denial's reason
 
-  -- THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
+  -- THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f] [INFLIGHT n]
+  -- [LEASE ms]. A denial's reply ends with what held it back, a sum of 1 (the tokens), 2 (the
+  -- floor), 4 (every slot held) and 8 (a pause in effect): the module's Refusal.
   function take(keys, args) -- the local above
     local count = #args
     if count < 2 then
@@ -163,7 +165,7 @@ do
       end
       if debt then
         local interval = quota.interval
-        local granted, wait, taken, after = 1, 0, 0, debt
+        local granted, wait, taken, after, reason = 1, 0, 0, debt, 0
         if tokens > 0 then
           local cost = tokens * interval
           local need, short_now = cost, false
@@ -191,6 +193,10 @@ do
             rcall('SET', key, pair_le(tat_s, tat_n), 'PXAT', expire)
             local sub_us = tat_n % 1000
             granted, taken, after = 1, tat_s * 1e6 + (tat_n - sub_us) / 1000, debt + cost
+          elseif floor_tokens and debt + cost <= fill then
+            reason = 2 -- the tokens are there now, the floor behind them is not
+          else
+            reason = 1 -- (8 bytes or none: never paused)
           end
         end
         local left = 0
@@ -206,11 +212,15 @@ do
         -- function returns, so no call ever sees another's (a table fewer to build and collect).
         local reply = REPLY
         reply[1], reply[2], reply[3], reply[4] = granted, left, wait_ms, reset_ms
+        local n = 5
         if ticket then
-          reply[5] = taken
-        else
-          reply[5] = nil -- the reply ends at the first nil
+          reply[5], n = taken, 6
         end
+        -- A denial ends with what held it back; a grant's reply is as it always was.
+        if granted == 0 then
+          reply[n], n = reason, n + 1
+        end
+        reply[n] = nil -- the reply ends at the first nil
         return reply
       end
     end
@@ -225,7 +235,7 @@ do
     local base_s, base_n, debt_s, debt_n, factor = view(state_s, state_n, pushback, now_s, now_n)
     local b = { base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n,
       now_s = now_s, now_n = now_n, pushback = pushback }
-    local granted, wait_s, wait_n, taken = 1, 0, 0, 0
+    local granted, wait_s, wait_n, taken, reason = 1, 0, 0, 0, 0
     local tat_s, tat_n
     local after_s, after_n = b.debt_s, b.debt_n
     if tokens > 0 then
@@ -252,6 +262,20 @@ do
           after_s, after_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
         end
       end
+      if granted == 0 then
+        -- What held the tokens back (the module's refused_tokens): the floor if the tokens
+        -- alone are there now, else the tokens; and the pause while one is in effect.
+        reason = 1
+        if floor_tokens then
+          local alone_s, alone_n = wait_tokens(quota, b, factor, tokens, nil)
+          if alone_s == 0 and alone_n == 0 then
+            reason = 2
+          end
+        end
+        if pushback and lt(now_s, now_n, pushback.until_s, pushback.until_n) then
+          reason = reason + 8
+        end
+      end
     end
     local slot
     if cap then
@@ -273,6 +297,7 @@ do
         -- tokens', if longer), the bucket as it stands.
         wait_s, wait_n = max(wait_s, wait_n, sub2(first_s, first_n, now_s, now_n))
         granted, taken, after_s, after_n = 0, 0, b.debt_s, b.debt_n
+        reason = reason + 4
       elseif granted == 1 then
         if tokens == 0 then
           tat_s, tat_n = b.base_s, b.base_n
@@ -282,8 +307,10 @@ do
           id = slots.next
         end
         if id >= MAX_SLOT_ID then
-          -- No id left (a forged table): nothing taken, the bucket as it stands.
+          -- No id left (a forged table): nothing taken, the bucket as it stands; the slot is
+          -- what could not be taken.
           granted, taken, wait_s, wait_n, after_s, after_n = 0, 0, 0, 0, b.debt_s, b.debt_n
+          reason = 4
         else
           local end_s, end_n = add(now_s, now_n, ms_pair(lease_ms))
           local table_after = { next = id + 1 }
@@ -312,6 +339,9 @@ do
     end
     if slot then
       reply[#reply + 1] = slot
+    end
+    if granted == 0 then
+      reply[#reply + 1] = reason
     end
     return reply
   end

@@ -1,6 +1,6 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
 -- THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
--- [TICKET] [INFLIGHT n LEASE ms]
+-- [TICKET] [INFLIGHT n LEASE ms]. A denial ends with what held it back, as take's.
 local function mtake(keys, args)
   local count, nargs = #keys, #args
   -- The server's arity check first: the module's call has numkeys, the keys and what follows.
@@ -169,6 +169,34 @@ local function mtake(keys, args)
   end
   -- A call of 0 tokens is granted (it only inspects, or takes a slot), with no wait.
   local tokens_granted = granted or not takes_any
+  local reason = 0
+  if not tokens_granted then
+    -- What held the tokens back (the module's refused_tokens_of): the floor if every bucket
+    -- has its tokens alone now, else the tokens; and the pause while one is in effect on a
+    -- bucket asked for tokens.
+    reason = 1
+    local paused = false
+    local alone = floors ~= nil
+    for k = 1, count do
+      local b = buckets[k]
+      if tokens[k] > 0 then
+        if alone then
+          local s, n = wait_tokens(quotas[k], b, b.factor, tokens[k], nil)
+          alone = s == 0 and n == 0
+        end
+        local p = b.pushback
+        if p and lt(now_s, now_n, p.until_s, p.until_n) then
+          paused = true
+        end
+      end
+    end
+    if alone then
+      reason = 2
+    end
+    if paused then
+      reason = reason + 8
+    end
+  end
   if not takes_any then
     wait_s, wait_n = 0, 0
   end
@@ -196,6 +224,7 @@ local function mtake(keys, args)
       -- if longer), every bucket as it stands.
       wait_s, wait_n = max(wait_s, wait_n, sub2(first_s, first_n, now_s, now_n))
       granted = false
+      reason = reason + 4
     elseif tokens_granted then
       local id = now_s * 1e6 + floor(now_n / 1000)
       if slots and slots.next > id then
@@ -203,7 +232,7 @@ local function mtake(keys, args)
       end
       if id >= MAX_SLOT_ID then
         -- No id left (a forged table): nothing taken, no wait to give.
-        granted, wait_s, wait_n = false, 0, 0
+        granted, wait_s, wait_n, reason = false, 0, 0, 4
       else
         local end_s, end_n = add(now_s, now_n, ms_pair(lease_ms))
         local table_after = { next = id + 1 }
@@ -242,6 +271,10 @@ local function mtake(keys, args)
   -- With INFLIGHT, last: the slot's id (0: not granted).
   if slot then
     reply[#reply + 1] = slot
+  end
+  -- On a denial, last: what held it back.
+  if not granted then
+    reply[#reply + 1] = reason
   end
   return reply
 end

@@ -7,6 +7,7 @@ use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::limits::MAX_KEYS;
+use crate::refusal::Refusal;
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
 use crate::state::State;
@@ -93,6 +94,9 @@ pub struct MOutcome {
     /// With INFLIGHT: denied only because every slot was held (the tokens alone would have
     /// been granted).
     pub held_by_slots: bool,
+    /// Denied: what held the call back, over every bucket (the reply's last integer). Empty
+    /// when granted.
+    pub refusal: Refusal,
     len: usize,
     buckets: [BucketAfter; MAX_KEYS],
     /// Which buckets gave tokens: only those have a ticket (the first key's write may hold a
@@ -137,6 +141,9 @@ pub struct MTakeReply {
     /// With INFLIGHT: the slot's id in the first key's bucket, for THROTTLE.RENEW and RELEASE
     /// (0: not granted).
     pub slot: Option<u64>,
+    /// Denied: what held the call back, the reply's last integer. `None` when granted, or
+    /// from a server that does not say (a module or library before it did).
+    pub refusal: Option<Refusal>,
 }
 
 /// Takes each limit's tokens from its bucket (`stored[i]` is key `i`'s state) if every bucket
@@ -194,6 +201,14 @@ fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
         }
     }
     let tokens_granted = granted || !takes_any;
+    let floored = limits.iter().any(|l| l.floor.is_some());
+    let held_by_floor = !tokens_granted && floored && wait_unfloored == 0;
+    // Worked out only for a denial: the floor or the tokens, and a pause in effect on any
+    // bucket the call takes from.
+    let mut refusal = Refusal::NONE;
+    if !tokens_granted {
+        refusal = refused_tokens_of(&views, held_by_floor);
+    }
     let mut wait_ns = if takes_any { saturate(wait) } else { 0 };
     let mut granted = tokens_granted;
     let mut slot = None;
@@ -210,6 +225,7 @@ fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
                 .map_or(0, |end| i128::from(end) - first.now);
             wait_ns = wait_ns.max(saturate(first_free));
             held_by_slots = tokens_granted;
+            refusal |= Refusal::SLOT;
             granted = false;
         } else if tokens_granted {
             // The first bucket's write, with its tokens if it gave any, now holds the slot too.
@@ -231,6 +247,7 @@ fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
                 None => {
                     // No id or no room left (a forged table): nothing taken, no wait to give.
                     wait_ns = 0;
+                    refusal = Refusal::SLOT;
                     granted = false;
                 }
             }
@@ -249,7 +266,6 @@ fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
         after.remaining = bucket.remaining(debt);
         after.reset_ns = saturate(debt);
     }
-    let floored = limits.iter().any(|l| l.floor.is_some());
     let mut took = [false; MAX_KEYS];
     for (took, limit) in took.iter_mut().zip(limits) {
         *took = granted && limit.tokens > 0;
@@ -257,12 +273,32 @@ fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
     MOutcome {
         granted,
         wait_ns,
-        held_by_floor: !tokens_granted && floored && wait_unfloored == 0,
+        held_by_floor,
         slot,
         held_by_slots,
+        refusal,
         len,
         buckets,
         took,
+    }
+}
+
+/// What held back a multi-take's tokens: the floor or the tokens (as THROTTLE.TAKE's), and the
+/// pause if one is in effect on any bucket asked for tokens.
+fn refused_tokens_of(views: &[Option<(View<'_>, u64, bool)>], by_floor: bool) -> Refusal {
+    let held = if by_floor {
+        Refusal::FLOOR
+    } else {
+        Refusal::TOKENS
+    };
+    let paused = views
+        .iter()
+        .flatten()
+        .any(|(bucket, tokens, _)| *tokens > 0 && bucket.paused_for() > 0);
+    if paused {
+        held | Refusal::PAUSE
+    } else {
+        held
     }
 }
 
@@ -276,7 +312,8 @@ pub(crate) static SPEC: Spec = Spec {
         its floor; with INFLIGHT n LEASE ms, also takes a slot for a call in flight in the \
         first key's bucket (fewer than n held), leased for ms, or nothing. Replies [granted, \
         wait_ms, then remaining and reset_ms per bucket] (then one ticket per bucket with \
-        TICKET, then the slot's id with INFLIGHT).",
+        TICKET, then the slot's id with INFLIGHT, then on a denial what held it back: 1 \
+        tokens, 2 floor, 4 slot, 8 pause, summed).",
     complexity: "O(N) where N is the number of keys",
     arity: -6,
     flags: "write deny-oom fast getkeys-api",
@@ -304,10 +341,10 @@ pub(crate) static SPEC: Spec = Spec {
 
 impl ThrottleCommand for MTakeArgs {
     const COMMAND: Command = Command::MTake;
-    const REPLY_SHAPE: &'static str =
-        "an array of integers: two, two or three per key, and the slot with INFLIGHT";
+    const REPLY_SHAPE: &'static str = "an array of integers: two, two or three per key, the \
+        slot with INFLIGHT, and the reason on a denial";
     type Outcome = MOutcome;
-    type Ints = Ints<{ 3 + 3 * MAX_KEYS }>;
+    type Ints = Ints<{ 4 + 3 * MAX_KEYS }>;
     type Reply = MTakeReply;
 
     #[inline]
@@ -497,6 +534,10 @@ impl ThrottleCommand for MTakeArgs {
         if self.inflight.is_some() {
             ints.push(int(outcome.slot.unwrap_or(0)));
         }
+        // Only a denial says why, last: a granted reply is as it always was.
+        if !outcome.granted {
+            ints.push(int(outcome.refusal.bits()));
+        }
         ints
     }
 
@@ -513,7 +554,14 @@ impl ThrottleCommand for MTakeArgs {
         let expected = pairs
             .checked_add(if ticket { keys } else { 0 })?
             .checked_add(usize::from(self.inflight.is_some()))?;
-        if keys == 0 || rest.len() != expected {
+        let granted = flag(*granted)?;
+        // A denial may end with what held it back (a server from before says nothing).
+        let (rest, refusal) = match rest.split_at_checked(expected) {
+            Some((rest, [])) => (rest, None),
+            Some((rest, [bits])) if !granted => (rest, Some(Refusal::from_bits(count(*bits)?))),
+            _ => return None,
+        };
+        if keys == 0 {
             return None;
         }
         let (buckets, rest) = rest.split_at_checked(pairs)?;
@@ -541,11 +589,12 @@ impl ThrottleCommand for MTakeArgs {
             })
             .collect::<Option<Vec<_>>>()?;
         Some(MTakeReply {
-            granted: flag(*granted)?,
+            granted,
             wait_ms: count(*wait_ms)?,
             buckets,
             tickets,
             slot,
+            refusal,
         })
     }
 }
@@ -664,6 +713,7 @@ mod tests {
                 buckets: vec![(9, 100), (2, 4000)],
                 tickets: None,
                 slot: None,
+                refusal: None,
             }
         );
         let ticket = call("2 a b 10 10 1 25 5 2 TICKET");
@@ -678,6 +728,27 @@ mod tests {
         assert_eq!(plain.decode(&[1, 300, 9, 100]), None);
         assert_eq!(call("1 a 8 9 1").decode(&[2, 0, 9, 100]), None);
         assert_eq!(call("1 a 8 9 1").decode(&[1, 0]), None);
+        // A denial ends with what held it back, after the tickets and the slot.
+        let slotted = call("2 a b 10 10 1 25 5 2 TICKET INFLIGHT 1 LEASE 100");
+        let denied = slotted
+            .decode(&[0, 300, 9, 100, 2, 4000, 0, 0, 0, 5])
+            .unwrap();
+        assert_eq!(
+            (denied.tickets, denied.slot, denied.refusal),
+            (Some(vec![0, 0]), Some(0), Some(Refusal::from_bits(5)))
+        );
+        let held = plain.decode(&[0, 300, 9, 100, 2, 4000, 9]).unwrap();
+        assert_eq!(held.refusal, Some(Refusal::TOKENS | Refusal::PAUSE));
+        assert_eq!(
+            plain.decode(&[0, 300, 9, 100, 2, 4000]).unwrap().refusal,
+            None
+        );
+        assert_eq!(
+            plain.decode(&[1, 300, 9, 100, 2, 4000, 1]),
+            None,
+            "a grant says none"
+        );
+        assert_eq!(plain.decode(&[0, 300, 9, 100, 2, 4000, 1, 1]), None);
         // What the server sends reads back as what the arithmetic decided.
         let outcome = ticket
             .apply(&[None, None], 1_764_547_200_000_000_000)

@@ -6,6 +6,7 @@ use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::limits::{MAX_INFLIGHT, MAX_LEASE_MS};
+use crate::refusal::Refusal;
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
 use crate::state::State;
@@ -91,6 +92,8 @@ pub struct Outcome {
     /// With INFLIGHT: denied only because every slot was held (the tokens alone would have
     /// been granted).
     pub held_by_slots: bool,
+    /// Denied: what held the call back (the reply's last integer). Empty when granted.
+    pub refusal: Refusal,
 }
 
 impl Outcome {
@@ -150,6 +153,7 @@ fn take(args: &TakeArgs, stored: Option<&State>, now_ns: i64) -> Outcome {
             held_by_floor: false,
             slot: None,
             held_by_slots: tokens.granted,
+            refusal: tokens.refusal | Refusal::SLOT,
         };
     }
     if !tokens.granted {
@@ -169,9 +173,11 @@ fn take(args: &TakeArgs, stored: Option<&State>, now_ns: i64) -> Outcome {
         Some((write, id))
     });
     let Some((write, id)) = written else {
+        // No slot id left (a forged table): the slot is what could not be taken.
         return Outcome {
             granted: false,
             write: None,
+            refusal: Refusal::SLOT,
             ..inspect(&bucket)
         };
     };
@@ -206,17 +212,38 @@ fn take_tokens(args: &TakeArgs, bucket: &View<'_>) -> Outcome {
         .as_ref()
         .and_then(Write::tat)
         .map_or(bucket.debt(), |tat| i128::from(tat) - bucket.now);
+    // Worked out only for a denial: a grant pays nothing for it.
+    let (held_by_floor, refusal) = if write.is_some() {
+        (false, Refusal::NONE)
+    } else {
+        let floor = args.floor.is_some() && bucket.wait_for(args.tokens, 0) == 0;
+        (floor, refused_tokens(bucket, floor))
+    };
     Outcome {
         granted: write.is_some(),
         remaining: bucket.remaining(debt_after),
         wait_ns: saturate(wait),
         reset_ns: saturate(debt_after),
-        held_by_floor: write.is_none()
-            && args.floor.is_some()
-            && bucket.wait_for(args.tokens, 0) == 0,
+        held_by_floor,
         write,
         slot: None,
         held_by_slots: false,
+        refusal,
+    }
+}
+
+/// What held back a take's tokens: the floor (the tokens alone are there now) or the tokens,
+/// and the pause if one is in effect (THROTTLE.TAKE's and MTAKE's).
+pub(crate) fn refused_tokens(bucket: &View<'_>, by_floor: bool) -> Refusal {
+    let held = if by_floor {
+        Refusal::FLOOR
+    } else {
+        Refusal::TOKENS
+    };
+    if bucket.paused_for() > 0 {
+        held | Refusal::PAUSE
+    } else {
+        held
     }
 }
 
@@ -231,11 +258,13 @@ pub(crate) fn inspect(bucket: &View<'_>) -> Outcome {
         held_by_floor: false,
         slot: None,
         held_by_slots: false,
+        refusal: Refusal::NONE,
     }
 }
 
-/// THROTTLE.TAKE's reply: `[granted, remaining, wait_ms, reset_ms]`, and the ticket with
-/// `TICKET`. The same from the module and the Lua twin, in RESP2 and RESP3.
+/// THROTTLE.TAKE's reply: `[granted, remaining, wait_ms, reset_ms]`, the ticket with `TICKET`,
+/// the slot with `INFLIGHT`, and on a denial what held it back, last. The same from the module
+/// and the Lua twin, in RESP2 and RESP3.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TakeReply {
     /// The tokens were taken.
@@ -251,6 +280,9 @@ pub struct TakeReply {
     pub ticket: Option<u64>,
     /// With `INFLIGHT`: the slot's id, for THROTTLE.RENEW and RELEASE (0: not granted).
     pub slot: Option<u64>,
+    /// Denied: what held the call back, the reply's last integer. `None` when granted, or
+    /// from a server that does not say (a module or library before it did).
+    pub refusal: Option<Refusal>,
 }
 
 /// THROTTLE.TAKE as the server registers and documents it.
@@ -260,8 +292,8 @@ pub(crate) static SPEC: Spec = Spec {
         Replies [granted, remaining, wait_ms, reset_ms] (and the ticket with TICKET). With \
         MAXWAIT, reserves tokens that will be there within that many ms; with FLOOR, takes \
         only if that many tokens remain after; with INFLIGHT n LEASE ms, also takes a slot for \
-        a call in flight (fewer than n held), leased for ms, or nothing, and replies its id \
-        last.",
+        a call in flight (fewer than n held), leased for ms, or nothing, and replies its id. \
+        A denial ends with what held it back: 1 tokens, 2 floor, 4 slot, 8 pause, summed.",
     complexity: "O(1)",
     arity: -4,
     flags: "write deny-oom fast",
@@ -282,9 +314,9 @@ pub(crate) static SPEC: Spec = Spec {
 
 impl ThrottleCommand for TakeArgs {
     const COMMAND: Command = Command::Take;
-    const REPLY_SHAPE: &'static str = "an array of four to six integers";
+    const REPLY_SHAPE: &'static str = "an array of four to seven integers";
     type Outcome = Outcome;
-    type Ints = Ints<6>;
+    type Ints = Ints<7>;
     type Reply = TakeReply;
 
     #[inline]
@@ -406,7 +438,7 @@ impl ThrottleCommand for TakeArgs {
     }
 
     #[inline]
-    fn reply(&self, outcome: &Outcome) -> Ints<6> {
+    fn reply(&self, outcome: &Outcome) -> Ints<7> {
         let [granted, remaining, wait_ms, reset_ms] = outcome.reply();
         let mut ints = Ints::new([granted, remaining, wait_ms.max(0), reset_ms.max(0)]);
         if self.ticket {
@@ -421,14 +453,27 @@ impl ThrottleCommand for TakeArgs {
         if self.inflight.is_some() {
             ints.push(int(outcome.slot.unwrap_or(0)));
         }
+        // Only a denial says why: a granted reply is as it always was, and costs nothing more.
+        if !outcome.granted {
+            ints.push(int(outcome.refusal.bits()));
+        }
         ints
     }
 
     /// Four integers, then the ticket if the call asked for one (TICKET), then the slot's id
-    /// if it asked for one (INFLIGHT): five integers alone could be either.
+    /// if it asked for one (INFLIGHT): five integers alone could be either. A denial may end
+    /// with what held it back (a server from before that says nothing: read as `None`).
     fn decode(&self, ints: &[i64]) -> Option<TakeReply> {
         let (head, tail) = match ints {
             [g, r, w, t, tail @ ..] => ([*g, *r, *w, *t], tail),
+            _ => return None,
+        };
+        let [granted, remaining, wait_ms, reset_ms] = head;
+        let granted = flag(granted)?;
+        let asked = usize::from(self.ticket) + usize::from(self.inflight.is_some());
+        let (tail, refusal) = match tail.split_at_checked(asked) {
+            Some((tail, [])) => (tail, None),
+            Some((tail, [bits])) if !granted => (tail, Some(Refusal::from_bits(count(*bits)?))),
             _ => return None,
         };
         let (ticket, slot) = match (self.ticket, self.inflight.is_some(), tail) {
@@ -438,14 +483,14 @@ impl ThrottleCommand for TakeArgs {
             (true, true, [ticket, slot]) => (Some(count(*ticket)?), Some(count(*slot)?)),
             _ => return None,
         };
-        let [granted, remaining, wait_ms, reset_ms] = head;
         Some(TakeReply {
-            granted: flag(granted)?,
+            granted,
             remaining: count(remaining)?,
             wait_ms: count(wait_ms)?,
             reset_ms: count(reset_ms)?,
             ticket,
             slot,
+            refusal,
         })
     }
 }
@@ -584,6 +629,7 @@ mod tests {
             reset_ms,
             ticket,
             slot,
+            refusal: None,
         };
         // Each call reads the shape its own options make: five integers are a ticket after
         // TICKET, a slot after INFLIGHT.
@@ -620,6 +666,33 @@ mod tests {
         let plain = take("8 9").unwrap();
         let ticket = take("8 9 TICKET").unwrap();
         let inflight = take("8 9 INFLIGHT 2 LEASE 100").unwrap();
+        // A denial ends with what held it back, after everything the call asked for.
+        let held = |bits| Some(Refusal::from_bits(bits));
+        for (args, ints, expected) in [
+            (&plain, &[0, 0, 95, 873, 1][..], (None, None, held(1))),
+            (&plain, &[0, 7, 96, 296, 2], (None, None, held(2))),
+            (&ticket, &[0, 0, 1490, 2268, 0, 9], (Some(0), None, held(9))),
+            (
+                &inflight,
+                &[0, 98, 29990, 30, 0, 4],
+                (None, Some(0), held(4)),
+            ),
+            (
+                &inflight,
+                &[0, 0, 29990, 30, 0, 5],
+                (None, Some(0), held(5)),
+            ),
+        ] {
+            let back = args.decode(ints).unwrap();
+            assert_eq!((back.ticket, back.slot, back.refusal), expected, "{ints:?}");
+        }
+        assert_eq!(
+            plain.decode(&[1, 1, 0, 2, 1]),
+            None,
+            "a grant says no reason"
+        );
+        assert_eq!(plain.decode(&[0, 1, 0, 2, -1]), None);
+        assert_eq!(inflight.decode(&[0, 98, 29990, 30, 0, 4, 4]), None);
         assert_eq!(plain.decode(&[1, 1, 0, 2, 7]), None, "not asked for");
         assert_eq!(ticket.decode(&[1, 1, 0, 2]), None, "asked for, missing");
         assert_eq!(inflight.decode(&[1, 1, 0, 2, 5, 7]), None);
@@ -652,6 +725,13 @@ mod tests {
             )
         );
         assert!(back.granted && back.slot.is_some_and(|id| id > 0));
+        // And a denial, with its reason: every slot held, the tokens there.
+        let stored = outcome.write.and_then(|w| w.stored());
+        let one = take("8 9 INFLIGHT 1 LEASE 100").unwrap();
+        let denied = one.apply(&[stored], now).unwrap();
+        let ints = one.reply(&denied);
+        assert_eq!(ints.as_slice(), &[0, 6, 100, 223, 0, 4]);
+        assert_eq!(one.decode(ints.as_slice()).unwrap().refusal, held(4));
     }
 
     #[test]

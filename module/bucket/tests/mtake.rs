@@ -1,6 +1,8 @@
 //! THROTTLE.MTAKE as tables of explicit instants.
 
-use throttle_bucket::{GiveArgs, MOutcome, MTakeArgs, State, TakeArgs, ThrottleCommand, Write};
+use throttle_bucket::{
+    GiveArgs, MOutcome, MTakeArgs, Refusal, State, TakeArgs, ThrottleCommand, Write,
+};
 
 /// The call on one bucket whose stored state is `stored`, at `now`, as the module runs it.
 fn on<C: ThrottleCommand>(call: &C, stored: Option<&State>, now: i64) -> C::Outcome {
@@ -41,9 +43,11 @@ fn ten_per_second_and_twenty_five_per_five_seconds() {
         assert_eq!(reply[2], 10 - k, "call {k}");
         stored = states(&out, &stored);
     }
-    // The 11th is denied by the first bucket alone and nothing is written to either.
+    // The 11th is denied by the first bucket alone and nothing is written to either; the
+    // last integer says the tokens held it back.
     let (out, reply) = run(q, &stored, T0);
-    assert_eq!(reply, [0, 100, 0, 1000, 15, 2000]);
+    assert_eq!(reply, [0, 100, 0, 1000, 15, 2000, 1]);
+    assert_eq!(out.refusal, Refusal::TOKENS);
     assert!(out.buckets().iter().all(|b| b.write.is_none()));
 }
 
@@ -52,7 +56,7 @@ fn all_or_nothing_when_one_bucket_is_short() {
     // The second bucket is empty for 2 s more: the first is left untouched.
     let stored = [None, Some(T0 + 2000 * MS + 1000 * MS)];
     let (out, reply) = run("2 a b 5 1 1 1 1 1", &stored, T0);
-    assert_eq!(reply, [0, 3000, 5, 0, 0, 3000]);
+    assert_eq!(reply, [0, 3000, 5, 0, 0, 3000, 1]);
     assert!(out.buckets().iter().all(|b| b.write.is_none()));
 }
 
@@ -106,11 +110,12 @@ fn one_key_is_the_same_as_throttle_take() {
         );
         let (multi, reply) = run("1 a 8 9 2 MAXWAIT 300 TICKET", &[stored], now);
         let [granted, remaining, wait, reset] = single.reply();
-        assert_eq!(
-            reply,
-            [granted, wait, remaining, reset, single.ticket()],
-            "call {k}"
-        );
+        let mut expected = vec![granted, wait, remaining, reset, single.ticket()];
+        if granted == 0 {
+            expected.push(single.refusal.bits() as i64);
+        }
+        assert_eq!(reply, expected, "call {k}");
+        assert_eq!(multi.refusal, single.refusal, "call {k}");
         assert_eq!(multi.buckets()[0].write, single.write, "call {k}");
         stored = single.write.clone().and_then(|w| w.tat()).or(stored);
     }
@@ -167,7 +172,7 @@ fn a_denial_and_a_bucket_asked_for_0_get_ticket_0() {
     // b is empty for 2 s more: denied, nothing written, every ticket 0.
     let stored = [None, Some(T0 + 3000 * MS)];
     let (out, reply) = run("2 a b 5 1 1 1 1 1 TICKET", &stored, T0);
-    assert_eq!(reply, [0, 3000, 5, 0, 0, 3000, 0, 0]);
+    assert_eq!(reply, [0, 3000, 5, 0, 0, 3000, 0, 0, 1]);
     assert!(out.buckets().iter().all(|b| b.write.is_none()));
     // a asked for nothing: not written, ticket 0; b's is its state.
     let (out, reply) = run("2 a b 5 1 0 10 10 1 TICKET", &[None, None], T0);
@@ -203,7 +208,7 @@ fn a_reserved_multi_take_gives_back_to_the_instant_it_took_as_of() {
 fn a_forged_state_past_i64_refuses_the_whole_call() {
     let stored = [None, Some(i64::MAX)];
     let (out, reply) = run("2 a b 8 9 1 8 9 1 MAXWAIT 315360000000 TICKET", &stored, T0);
-    assert_eq!((reply[0], &reply[6..]), (0, &[0, 0][..]));
+    assert_eq!((reply[0], &reply[6..]), (0, &[0, 0, 1][..]));
     assert!(out.buckets().iter().all(|b| b.write.is_none()));
 }
 
@@ -234,7 +239,7 @@ fn a_floored_key_reserves_only_its_tokens_there_now() {
     );
     // Beyond MAXWAIT: denied, nothing written, the same wait.
     let (out, reply) = run("2 a b 10 10 2 1 1 1 MAXWAIT 299 FLOOR 5 0", &stored, T0);
-    assert_eq!(reply, [0, 300, 5, 500, 0, 300]);
+    assert_eq!(reply, [0, 300, 5, 500, 0, 300, 1]);
     assert!(out.buckets().iter().all(|b| b.write.is_none()));
 
     // a with 1 left (full at T0 + 900 ms) and FLOOR 1: its 2 are not there now, so the call is
@@ -242,7 +247,7 @@ fn a_floored_key_reserves_only_its_tokens_there_now() {
     // 0 on a the same call reserves.
     let short = [Some(T0 + 900 * MS), Some(T0 + 300 * MS)];
     let (out, reply) = run("2 a b 10 10 2 1 1 1 MAXWAIT 1000 FLOOR 1 0", &short, T0);
-    assert_eq!(reply, [0, 300, 1, 900, 0, 300]);
+    assert_eq!(reply, [0, 300, 1, 900, 0, 300, 1]);
     assert!(out.buckets().iter().all(|b| b.write.is_none()));
     assert!(!out.held_by_floor);
     let (out, reply) = run("2 a b 10 10 2 1 1 1 MAXWAIT 1000 FLOOR 0 0", &short, T0);
@@ -254,7 +259,7 @@ fn a_floored_key_reserves_only_its_tokens_there_now() {
     // find. Denied, nothing written; without the floor the same call reserves.
     let later = [None, Some(T0 + 950 * MS)];
     let (out, reply) = run("2 a b 10 10 2 1 1 1 MAXWAIT 1000 FLOOR 5 0", &later, T0);
-    assert_eq!(reply, [0, 950, 10, 0, 0, 950]);
+    assert_eq!(reply, [0, 950, 10, 0, 0, 950, 1]);
     assert!(out.buckets().iter().all(|b| b.write.is_none()));
     let (out, reply) = run("2 a b 10 10 2 1 1 1 MAXWAIT 1000 FLOOR 0 0", &later, T0);
     assert_eq!(reply, [1, 950, 0, 1150, 0, 1950]);
@@ -273,11 +278,12 @@ fn a_one_key_floored_multi_take_is_throttle_take() {
         );
         let (multi, reply) = run("1 a 8 9 2 MAXWAIT 300 FLOOR 3 TICKET", &[stored], now);
         let [granted, remaining, wait, reset] = single.reply();
-        assert_eq!(
-            reply,
-            [granted, wait, remaining, reset, single.ticket()],
-            "call {k}"
-        );
+        let mut expected = vec![granted, wait, remaining, reset, single.ticket()];
+        if granted == 0 {
+            expected.push(single.refusal.bits() as i64);
+        }
+        assert_eq!(reply, expected, "call {k}");
+        assert_eq!(multi.refusal, single.refusal, "call {k}");
         assert_eq!(multi.buckets()[0].write, single.write, "call {k}");
         assert_eq!(multi.held_by_floor, single.held_by_floor, "call {k}");
         stored = single.write.clone().and_then(|w| w.tat()).or(stored);

@@ -2,7 +2,7 @@
 //! bucket, taken with every bucket's tokens or not at all, as tables of explicit instants.
 
 use throttle_bucket::{
-    ArgError, Command, MOutcome, MTakeArgs, State, ThrottleCommand, Word, NS_PER_MS,
+    ArgError, Command, MOutcome, MTakeArgs, Refusal, State, ThrottleCommand, Word, NS_PER_MS,
 };
 
 /// 2026-12-01T00:00:00Z.
@@ -98,8 +98,10 @@ fn denied_for_slots_writes_nothing_and_waits_for_the_first_lease() {
     assert!(!out.granted && out.held_by_slots && out.slot.is_none());
     assert!(out.buckets().iter().all(|b| b.write.is_none()));
     assert_eq!(p.stored, before, "nothing written");
-    // The wait until the first lease ends (700 ms), the buckets as they stand, slot 0.
-    assert_eq!(reply, [0, 700, 100, 0, 10, 0, 0]);
+    // The wait until the first lease ends (700 ms), the buckets as they stand, slot 0, and
+    // what held it back: the slot (4).
+    assert_eq!(reply, [0, 700, 100, 0, 10, 0, 0, 4]);
+    assert_eq!(out.refusal, Refusal::SLOT);
     // The first lease runs out at 1000 ms: a slot again, with a new id.
     let (out, _) = p.at(1000).mtake(CALL);
     assert_eq!(out.slot, Some(first + 1_000_000));
@@ -117,11 +119,14 @@ fn a_token_denial_takes_no_slot_and_the_longer_wait_wins() {
     let (out, reply) = p.at(10).mtake(text);
     assert!(!out.granted && !out.held_by_slots && out.slot.is_none());
     assert_eq!(reply[..2], [0, 990]);
-    assert_eq!(reply.last(), Some(&0));
+    // Slot 0, then both held it back: the tokens (1) and the slot (4).
+    assert_eq!(reply[reply.len() - 2..], [0, 5]);
+    assert_eq!(out.refusal, Refusal::TOKENS | Refusal::SLOT);
     assert_eq!(p.stored, before);
-    // The lease ran out but the token is not there: denied, no slot taken.
-    let (out, _) = p.at(200).mtake(text);
+    // The lease ran out but the token is not there: denied, no slot taken, only the tokens.
+    let (out, reply) = p.at(200).mtake(text);
     assert!(!out.granted && out.slot.is_none());
+    assert_eq!(reply.last(), Some(&1));
     assert_eq!(p.stored, before);
     assert_eq!(p.held(0), 0);
 }
@@ -144,6 +149,7 @@ fn a_first_key_of_0_tokens_holds_the_slot_with_no_ticket() {
     let (out, reply) = p.mtake("2 a b 100 100 0 10 10 0 INFLIGHT 1 LEASE 1000");
     assert!(!out.granted && out.held_by_slots);
     assert_eq!(reply[..2], [0, 1000]);
+    assert_eq!(reply.last(), Some(&4));
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! Properties of the arithmetic over arbitrary call sequences and clock readings.
 
 use proptest::prelude::*;
-use throttle_bucket::{PeekArgs, State, TakeArgs, ThrottleCommand, Write, NS_PER_MS, NS_PER_S};
+use throttle_bucket::{
+    PeekArgs, Refusal, State, TakeArgs, ThrottleCommand, Write, NS_PER_MS, NS_PER_S,
+};
 
 /// The call on one bucket whose stored state is `stored`, at `now`, as the module runs it.
 fn on<C: ThrottleCommand>(call: &C, stored: Option<&State>, now: i64) -> C::Outcome {
@@ -156,10 +158,11 @@ proptest! {
             let multi = multi_args.apply(&[state.clone()], now).unwrap();
             let [granted, remaining, wait_ms, reset_ms] = single.reply();
             let reply = multi_args.reply(&multi);
-            prop_assert_eq!(
-                reply.as_slice(),
-                &[granted, wait_ms, remaining, reset_ms, single.ticket()][..]
-            );
+            let mut expected = vec![granted, wait_ms, remaining, reset_ms, single.ticket()];
+            if granted == 0 {
+                expected.push(single.refusal.bits() as i64);
+            }
+            prop_assert_eq!(reply.as_slice(), &expected[..]);
             prop_assert_eq!(multi.buckets()[0].write.clone(), single.write.clone());
             if let Some(write) = single.write { state = write.stored(); }
         }
@@ -357,6 +360,16 @@ proptest! {
                     let there_now = on(&TakeArgs::parse(&words(&plain)).unwrap(), state[*bucket].as_ref(), now).granted;
                     let out = on(&TakeArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now);
                     prop_assert_eq!(out.granted, out.write.is_some());
+                    // A denial says what held it back: the floor only when the tokens are
+                    // there now, else the tokens; and the pause while one is in effect.
+                    if out.granted {
+                        prop_assert_eq!(out.refusal, Refusal::NONE);
+                    } else {
+                        let paused = on(&PeekArgs { quota: bucket_quota(*bucket) }, state[*bucket].as_ref(), now).paused_ns > 0;
+                        let held = if out.held_by_floor { Refusal::FLOOR } else { Refusal::TOKENS };
+                        prop_assert_eq!(out.refusal, if paused { held | Refusal::PAUSE } else { held });
+                        prop_assert!(!out.held_by_floor || (floor.is_some() && there_now));
+                    }
                     if let Some(w) = out.write.clone() {
                         set(&mut state, *bucket, w)?;
                         grants.push(Grant { bucket: *bucket, act: now + out.wait_ns, tokens: *tokens, given: 0, ticket: out.ticket(), factor_bp: f });
@@ -471,6 +484,15 @@ proptest! {
                     // one not written.
                     let reply = call.reply(&out);
                     let tickets = reply.as_slice().get(6..).unwrap_or(&[]);
+                    // A denial ends with what held it back, never empty.
+                    let tickets = if out.granted {
+                        prop_assert!(out.refusal.is_empty());
+                        tickets
+                    } else {
+                        prop_assert_eq!(tickets.last().copied(), Some(out.refusal.bits() as i64));
+                        prop_assert!(!out.refusal.is_empty());
+                        tickets.get(..tickets.len() - 1).unwrap_or(&[])
+                    };
                     prop_assert_eq!(tickets.len(), if *ticket { 2 } else { 0 });
                     for (b, after) in out.buckets().iter().enumerate() {
                         let want = after.write.clone().map_or(0, |w| w.ticket_us());

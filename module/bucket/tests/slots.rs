@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use throttle_bucket::{
-    encode_state, parse_state, Outcome, ReleaseArgs, RenewArgs, Slot, Slots, SlotsArgs, State,
-    TakeArgs, ThrottleCommand, Write, NS_PER_MS, SLOTS_STATE_HEAD,
+    encode_state, parse_state, Outcome, Refusal, ReleaseArgs, RenewArgs, Slot, Slots, SlotsArgs,
+    State, TakeArgs, ThrottleCommand, Write, NS_PER_MS, SLOTS_STATE_HEAD,
 };
 
 /// The call on one bucket whose stored state is `stored`, at `now`, as the module runs it.
@@ -104,9 +104,10 @@ fn acquire_up_to_the_cap_then_wait_for_the_first_lease() {
     assert!(!denied.granted && denied.held_by_slots && denied.write.is_none());
     assert_eq!(
         b.reply(IN2, &denied),
-        [0, 100, 700, 0, 0],
-        "the bucket is full again"
+        [0, 100, 700, 0, 0, 4],
+        "the bucket is full again; held back by the slots (4)"
     );
+    assert_eq!(denied.refusal, Refusal::SLOT);
     assert_eq!(b.state, before);
     assert_eq!(b.slots(), (2, 700 * MS));
     // The first lease runs out at 1000 ms: its slot is free again, with a new id.
@@ -128,12 +129,13 @@ fn a_token_wait_longer_than_the_lease_wins_and_a_token_denial_takes_no_slot() {
     // Both the token (1 s) and the slot (100 ms) are short: the longer wait.
     let out = b.at(10).take(text);
     assert!(!out.granted && !out.held_by_slots);
-    assert_eq!(b.reply(text, &out), [0, 0, 990, 990, 0]);
-    // The lease ran out but the token is not there: denied, no slot.
+    // Held back by both: the tokens (1) and the slot (4).
+    assert_eq!(b.reply(text, &out), [0, 0, 990, 990, 0, 5]);
+    // The lease ran out but the token is not there: denied, no slot, only the tokens.
     let out = b.at(200).take(text);
     assert_eq!(
-        (out.granted, out.slot, out.write.is_none()),
-        (false, None, true)
+        (out.granted, out.slot, out.write.is_none(), out.refusal),
+        (false, None, true, Refusal::TOKENS)
     );
     assert_eq!(b.slots(), (0, 0));
 }
@@ -163,6 +165,11 @@ fn reservations_floors_and_tickets_keep_their_meaning() {
     assert!(out.granted);
     let out = c.take(floored);
     assert!(!out.granted && out.held_by_floor && out.slot.is_none());
+    assert_eq!(
+        c.reply(floored, &out).last(),
+        Some(&2),
+        "held back by the floor"
+    );
 }
 
 #[test]
@@ -183,6 +190,7 @@ fn tokens_0_takes_a_slot_only() {
     );
     let out = b.take(text);
     assert!(!out.granted && out.held_by_slots);
+    assert_eq!(b.reply(text, &out), [0, 10, 1000, 0, 0, 0, 4]);
 }
 
 #[test]

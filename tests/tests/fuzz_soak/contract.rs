@@ -66,7 +66,7 @@ pub fn check_reply(args: &TakeArgs, reply: &[i64; 4]) -> Result<(), String> {
     }
 }
 
-/// The reply as four integers, if it is exactly that.
+/// The reply as four integers, if it is exactly that, or a denial's four and its reason.
 pub fn four_integers(value: &Value) -> Option<[i64; 4]> {
     let Value::Array(items) = value else {
         return None;
@@ -78,7 +78,14 @@ pub fn four_integers(value: &Value) -> Option<[i64; 4]> {
             _ => None,
         })
         .collect::<Option<_>>()?;
-    ints.try_into().ok()
+    // A denial ends with what held it back: a sum of 1, 2, 4 and 8, never 0.
+    match ints[..] {
+        [0, remaining, wait, reset, reason] if (1..=15).contains(&reason) => {
+            Some([0, remaining, wait, reset])
+        }
+        [0, _, _, _] => None,
+        _ => ints.try_into().ok(),
+    }
 }
 
 #[test]

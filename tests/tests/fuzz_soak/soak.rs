@@ -130,7 +130,7 @@ pub fn random_input_soak(flavor: Flavor) {
             }
             (Ok(take), Ok(value)) if key_error.is_none() => {
                 let reply = four_integers(&value).unwrap_or_else(|| {
-                    panic!("{context}\n  expected an array of 4 integers, got {value:?}")
+                    panic!("{context}\n  expected an array of 4 integers (5 for a denial), got {value:?}")
                 });
                 if let Err(why) = check_reply(&take, &reply) {
                     panic!("{context}\n  reply {reply:?} {why} ({take:?})");

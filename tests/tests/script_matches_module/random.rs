@@ -371,7 +371,8 @@ pub fn random_cross_check(flavor: Flavor) {
                         || ints[0] == 0 =>
                 {
                     seen[if ints[0] == 1 { 0 } else { 1 }] += 1;
-                    if ints.len() == 5 && ints[4] != 0 {
+                    // (A denial's fifth integer may be what held it back, never a ticket.)
+                    if ints[0] == 1 && ints.len() == 5 && ints[4] != 0 {
                         tickets.push((call.keys[0], ints[4]));
                     }
                 }
@@ -390,7 +391,12 @@ pub fn random_cross_check(flavor: Flavor) {
                     let keys = call.keys.len();
                     let ticket = call.args.iter().any(|a| a.eq_ignore_ascii_case("TICKET"));
                     if call.args.iter().any(|a| a == "INFLIGHT") {
-                        seen[if ints.last() > Some(&0) { 7 } else { 8 }] += 1;
+                        // The slot is last on a grant; a denial's last is what held it back.
+                        seen[if ints[0] == 1 && ints.last() > Some(&0) {
+                            7
+                        } else {
+                            8
+                        }] += 1;
                     }
                     if ticket {
                         for (&k, &ticket) in call.keys.iter().zip(&ints[2 + 2 * keys..]) {

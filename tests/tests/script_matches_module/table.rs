@@ -786,6 +786,44 @@ pub const CASES: &[Case] = &[
             &["quota a 5 1000 CLEAR", "peek a 10 10"],
         ],
     },
+    // ---- What held a denial back, the reply's last integer (1 tokens, 2 floor, 4 every slot
+    // held, 8 a pause, summed), after the ticket and the slot; TAKE and MTAKE.
+    case!(
+        &[Missing, Missing],
+        &[
+            "take a 2 10 TOKENS 2",
+            "take a 2 10",
+            "take a 2 10 TICKET",
+            "take b 10 10 TOKENS 3",
+            "take b 10 10 TOKENS 3 FLOOR 5",
+            "take b 10 10 TOKENS 8 FLOOR 2 TICKET",
+            "mtake a,b 2 10 1 10 10 1",
+            "mtake b,a 10 10 3 2 10 0 FLOOR 5 0 TICKET",
+        ],
+    ),
+    case!(
+        &[Missing],
+        &[
+            "take a 10 10 INFLIGHT 1 LEASE 60000",
+            "take a 10 10 INFLIGHT 1 LEASE 60000",
+            "take a 10 10 TOKENS 10 TICKET INFLIGHT 1 LEASE 60000",
+            "take a 10 10 TOKENS 0 INFLIGHT 1 LEASE 60000",
+            "mtake a 10 10 1 INFLIGHT 1 LEASE 60000",
+            "mtake a 10 10 10 TICKET INFLIGHT 1 LEASE 60000",
+            "pause a 10 10 1500",
+            "take a 10 10",
+            "take a 10 10 FLOOR 1 TICKET",
+            "take a 10 10 INFLIGHT 1 LEASE 60000",
+            "take a 10 10 MAXWAIT 5000 INFLIGHT 1 LEASE 60000",
+            "mtake a 10 10 1 INFLIGHT 1 LEASE 60000",
+            "mtake a 10 10 1 INFLIGHT 2 LEASE 60000",
+        ],
+    ),
+    // A paused bucket asked for nothing holds no one back; asked for a token, it does.
+    case!(
+        &[Missing, Missing],
+        &["pause a 10 10 1500", "take b 2 10 TOKENS 2", "mtake a,b 10 10 0 2 10 1", "mtake a,b 10 10 1 2 10 0"],
+    ),
     // Mixing commands on one bucket.
     Case {
         before: &[Missing, Missing],
