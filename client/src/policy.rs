@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use throttle_bucket::MAX_WAIT_MS;
+use throttle_bucket::{Refusal as Said, MAX_WAIT_MS};
 
 use crate::in_flight::InFlight;
 use crate::reply::TakeReply;
@@ -115,9 +115,10 @@ pub(crate) enum Refusal {
 
 impl Refusal {
     /// Why `reply`, the answer to a take that asked `max_wait_ms`, refused the call (`None`:
-    /// granted). The one place the reason is read: the reply does not say it yet, so it is
-    /// inferred. A floored call's refusal is its floor's, whatever else held it (it sleeps the
-    /// wait the server names). With a cap on calls in flight, a refusal for the slots names
+    /// granted). The one place the reason is read: the server's own word where it says it
+    /// (every denial from this release's module, library and script: `said`), else inferred,
+    /// from a server that does not say. A floored call's refusal is its floor's, whatever else
+    /// held it (it sleeps the wait the server names). With a cap on calls in flight, a refusal for the slots names
     /// the first lease's end or the tokens' wait, whichever is later, one for the tokens only
     /// their wait, beyond `max_wait_ms`: a wait within `max_wait_ms` is the slots'; one beyond
     /// the lease is the tokens' (no lease runs longer); one between the two may be either, and
@@ -134,6 +135,16 @@ impl Refusal {
         }
         if floored {
             return Some(Refusal::Floor);
+        }
+        if let Some(said) = reply.said {
+            let waits = in_flight.is_some() && max_wait_ms > 0;
+            return Some(if said.contains(Said::SLOT) && waits {
+                Refusal::Slot
+            } else if said.contains(Said::FLOOR) {
+                Refusal::Floor
+            } else {
+                Refusal::Tokens
+            });
         }
         let for_slot = in_flight.is_some_and(|cap| {
             max_wait_ms > 0
@@ -396,6 +407,7 @@ mod tests {
             reset: MS * 1000,
             ticket: 0,
             round_trips: 1,
+            said: None,
         }
     }
 
@@ -559,6 +571,40 @@ mod tests {
         assert_eq!(of(&denied(500), 1_000, None, false), Some(Refusal::Tokens));
         assert_eq!(of(&denied(500), 1_000, cap(), true), Some(Refusal::Floor));
         assert_eq!(of(&denied(500), 1_000, None, true), Some(Refusal::Floor));
+    }
+
+    #[test]
+    fn a_refusal_the_server_names_is_taken_at_its_word() {
+        let of = |said: Said, asked, cap| {
+            let reply = TakeReply {
+                said: Some(said),
+                ..denied(3_000)
+            };
+            Refusal::of(&reply, asked, cap, false)
+        };
+        // A wait past every lease that the inference would read as the tokens': the slots.
+        assert_eq!(of(Said::SLOT, 1_000, cap()), Some(Refusal::Slot));
+        assert_eq!(
+            of(Said::SLOT | Said::TOKENS, 1_000, cap()),
+            Some(Refusal::Slot)
+        );
+        // A call that may not wait, or has no cap, does not wait for a slot.
+        assert_eq!(of(Said::SLOT, 0, cap()), Some(Refusal::Tokens));
+        assert_eq!(of(Said::SLOT, 1_000, None), Some(Refusal::Tokens));
+        assert_eq!(of(Said::FLOOR, 1_000, cap()), Some(Refusal::Floor));
+        assert_eq!(
+            of(Said::TOKENS | Said::PAUSE, 1_000, cap()),
+            Some(Refusal::Tokens)
+        );
+        // Within the deadline and said to be the tokens': not a slot, as inferred.
+        let reply = TakeReply {
+            said: Some(Said::TOKENS),
+            ..denied(500)
+        };
+        assert_eq!(
+            Refusal::of(&reply, 1_000, cap(), false),
+            Some(Refusal::Tokens)
+        );
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub(crate) struct TakeReply {
     /// Round trips the call took: 1, or more for the first call of `Backend::Auto` (its
     /// probe) or one that loaded the library or the script again.
     pub round_trips: u32,
+    /// What the server says held a denial back (`None`: granted, or a server too old to say).
+    pub said: Option<throttle_bucket::Refusal>,
 }
 
 impl AsRef<TakeReply> for TakeReply {
@@ -62,6 +64,7 @@ impl From<throttle_bucket::TakeReply> for TakeReply {
             reset: Duration::from_millis(reply.reset_ms),
             ticket: reply.ticket.unwrap_or(0),
             round_trips: 1,
+            said: reply.refusal,
         }
     }
 }
@@ -94,6 +97,7 @@ impl From<MTakeReply> for MTakeTickets {
                 reset: Duration::from_millis(reply.buckets.iter().map(|b| b.1).max().unwrap_or(0)),
                 ticket: 0,
                 round_trips: 1,
+                said: reply.refusal,
             },
             tickets: reply.tickets.unwrap_or_default(),
             left,
@@ -169,6 +173,7 @@ mod tests {
                 reset: Duration::from_millis(112),
                 ticket: 0,
                 round_trips: 1,
+                said: None,
             }
         );
         assert_eq!(
@@ -180,6 +185,7 @@ mod tests {
                 reset: Duration::from_millis(1000),
                 ticket: 0,
                 round_trips: 1,
+                said: None,
             }
         );
         assert_eq!(

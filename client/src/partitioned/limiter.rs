@@ -589,6 +589,8 @@ impl<C> PartitionedLimiter<C> {
             reset: Duration::ZERO,
             ticket: 0,
             round_trips: 0,
+            // In process: the loop's own decision, no server's word.
+            said: None,
         };
         Ok(Looked { reply, taken })
     }
