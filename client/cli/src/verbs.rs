@@ -216,6 +216,12 @@ pub(crate) async fn quota(
         ));
     }
     let reports = reports(server, key, &quota, true).await?;
+    if quota.is_none() && quota_of(&reports).is_none() {
+        return fail(format!(
+            "no process reports {key:?}, so the quota its callers send is unknown: give it, \
+             like `throttle quota {key} 10/10 --clear`"
+        ));
+    }
     let (commands, quota) = commands(server, key, quota, &reports).await?;
     let reply = call(server, &commands, key, &QuotaArgs { quota, clear }).await?;
     let (capacity, rate) = (quota.capacity, quota.rate());

@@ -670,6 +670,15 @@ async fn a_quota_kept_at_the_server_is_shown_and_cleared() {
         "throttle: give the quota to keep for \"quota:kept\", like `throttle quota quota:kept \
          20/20`, or --clear to give the key back to its callers' quotas\n"
     );
+    let stderr = failed(
+        &throttle(&url, &["quota", "quota:unreported", "--clear"]).await,
+        1,
+    );
+    assert_eq!(
+        stderr,
+        "throttle: no process reports \"quota:unreported\", so the quota its callers send is \
+         unknown: give it, like `throttle quota quota:unreported 10/10 --clear`\n"
+    );
     let none = ok(&throttle(&url, &["quota", "quota:kept", "--clear"]).await);
     assert_eq!(
         none,
