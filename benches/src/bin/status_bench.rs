@@ -30,7 +30,7 @@ const BATCH: usize = 1000;
 const CAPACITY: u64 = 1000;
 const RATE: &str = "0.01";
 
-/// The command line (`--help` prints it). The binary is target/<profile>/throttle
+/// The command line (`--help` prints it). The binary is `target/<profile>/throttle`
 /// (`THROTTLE_BIN` overrides it); build it with `cargo build --release -p redis-throttle-cli`.
 #[derive(Parser)]
 #[command(
