@@ -214,8 +214,8 @@ mod tests {
         let (reply, after) = run::<TakeArgs>("10 10", bucket, NOW);
         assert_eq!(
             reply,
-            [0, 0, 50, 1000],
-            "refilled at 20/s: one token in 50 ms"
+            [0, 0, 50, 1000, 1],
+            "refilled at 20/s: one token in 50 ms; held back by the tokens (1)"
         );
         // Full again, the key is kept (it would be deleted without a kept quota): no TTL.
         let (reply, full) = run::<PeekArgs>("10 10", after.clone(), NOW + 1000 * MS);
