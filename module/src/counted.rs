@@ -17,6 +17,8 @@ pub(crate) trait Counted: ThrottleCommand {
 
 impl Counted for TakeArgs {
     fn count(&self, outcome: &Self::Outcome) {
+        let line = outcome.line;
+        stats::line(line.joined, line.handed, line.left);
         // A take of 0 only inspects.
         if self.tokens > 0 {
             if outcome.granted {
@@ -102,6 +104,7 @@ impl Counted for RenewArgs {
 impl Counted for ReleaseArgs {
     fn count(&self, outcome: &Self::Outcome) {
         stats::released(outcome.held);
+        stats::line(false, outcome.handed.len() as u64, outcome.left);
     }
 }
 

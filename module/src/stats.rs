@@ -22,6 +22,9 @@ pub(crate) static HELD_BY_FLOOR: AtomicU64 = AtomicU64::new(0);
 pub(crate) static HELD_BY_SLOTS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static SLOTS_RENEWED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static SLOTS_RELEASED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static LINE_JOINED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static LINE_HANDED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static LINE_LEFT: AtomicU64 = AtomicU64::new(0);
 pub(crate) static CUTS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static SYNCS_LOWERED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TOKENS_DEBITED: AtomicU64 = AtomicU64::new(0);
@@ -70,6 +73,20 @@ pub(crate) fn renewed(held: bool) {
 pub(crate) fn released(held: bool) {
     if held {
         SLOTS_RELEASED.fetch_add(1, Relaxed);
+    }
+}
+
+/// What a call did to a line for a slot: `joined` (a take joined it), `handed` waiters given
+/// a slot, `left` waiters gone at the end of their place lease.
+pub(crate) fn line(joined: bool, handed: u64, left: u64) {
+    if joined {
+        LINE_JOINED.fetch_add(1, Relaxed);
+    }
+    if handed > 0 {
+        LINE_HANDED.fetch_add(handed, Relaxed);
+    }
+    if left > 0 {
+        LINE_LEFT.fetch_add(left, Relaxed);
     }
 }
 
@@ -154,7 +171,7 @@ fn write_info(ctx: *mut raw::RedisModuleInfoCtx) {
             };
             add_number(ctx, name.as_ptr(), calls.load(Relaxed));
         }
-        let numbers: [(&CStr, u64); 14] = [
+        let numbers: [(&CStr, u64); 17] = [
             (c"granted", GRANTED.load(Relaxed)),
             (c"reserved", RESERVED.load(Relaxed)),
             (c"denied", DENIED.load(Relaxed)),
@@ -162,6 +179,9 @@ fn write_info(ctx: *mut raw::RedisModuleInfoCtx) {
             (c"held_by_slots", HELD_BY_SLOTS.load(Relaxed)),
             (c"slots_renewed", SLOTS_RENEWED.load(Relaxed)),
             (c"slots_released", SLOTS_RELEASED.load(Relaxed)),
+            (c"line_joined", LINE_JOINED.load(Relaxed)),
+            (c"line_handed", LINE_HANDED.load(Relaxed)),
+            (c"line_left", LINE_LEFT.load(Relaxed)),
             (c"tokens_given_back", GIVEN_BACK.load(Relaxed)),
             (c"pauses", PAUSES.load(Relaxed)),
             (c"cuts", CUTS.load(Relaxed)),

@@ -3,6 +3,7 @@
 //! the bucket and a client subscribes where it already sends its calls.
 
 use crate::gcra::ceil_ms;
+use crate::line::Handed;
 
 /// What THROTTLE.PAUSE, CUT and SYNC announce when they make a bucket's pause last longer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,11 +38,18 @@ pub enum Message {
     /// THROTTLE.RELEASE ... INFLIGHT n freed a slot of a table that held `n`: a caller refused
     /// for want of a slot may look again.
     SlotFreed,
+    /// A release (or a lease run out) handed a slot to the head of the line: that waiter
+    /// goes ahead, nobody else needs to look.
+    Handed(Handed),
 }
 
 /// The message of [`Message::SlotFreed`]: one word, which a reader of pause announcements
 /// (whose first word is a number) ignores.
 pub const SLOT_FREED: &str = "freed";
+
+/// The first word of [`Message::Handed`]: `handed <id> <wait_ms>`, the waiter's ticket (now its
+/// slot's id) and how long until its tokens are there, rounded up.
+pub const SLOT_HANDED: &str = "handed";
 
 impl Message {
     /// The message published.
@@ -49,6 +57,9 @@ impl Message {
         match self {
             Message::Pause(heard) => heard.message(),
             Message::SlotFreed => SLOT_FREED.to_owned(),
+            Message::Handed(handed) => {
+                format!("{SLOT_HANDED} {} {}", handed.id, ceil_ms(handed.wait_ns))
+            }
         }
     }
 }

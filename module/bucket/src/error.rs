@@ -8,6 +8,7 @@ use crate::limits::{
     MAX_CAPACITY, MAX_FILL_NS, MAX_INFLIGHT, MAX_KEYS, MAX_LEASE_MS, MAX_RATE, MAX_SLOT_ID,
     MAX_WAIT_MS, MIN_RATE,
 };
+use crate::line::MAX_LINE;
 
 /// What is wrong with a call. `Display` gives the error reply, which starts with `ERR`; the Lua
 /// twin of the commands sends the very same text.
@@ -82,6 +83,16 @@ pub enum ArgError {
     InflightLease,
     /// THROTTLE.RENEW's or RELEASE's `slot` is not an integer in 0..=MAX_SLOT_ID.
     SlotId,
+    /// `LINE` without `INFLIGHT n LEASE ms`.
+    LineInflight,
+    /// `WAITER` without `LINE`.
+    WaiterLine,
+    /// `LINE` with `FLOOR`.
+    LineFloor,
+    /// `LINE`'s `place_ms` is not an integer in 1..=MAX_LEASE_MS.
+    PlaceMs,
+    /// The line already holds MAX_LINE waiters.
+    LineFull,
 }
 
 impl fmt::Display for ArgError {
@@ -130,7 +141,7 @@ impl fmt::Display for ArgError {
             ),
             ArgError::UnknownOption(_) => f.write_str(
                 "ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT ms, \
-                 TICKET, FLOOR f, INFLIGHT n and LEASE ms",
+                 TICKET, FLOOR f, INFLIGHT n, LEASE ms, LINE place_ms and WAITER id",
             ),
             ArgError::MissingValue(name) => write!(f, "ERR {name} needs a value: {name} n"),
             ArgError::Repeated(name) => write!(f, "ERR {name} is given more than once"),
@@ -207,6 +218,27 @@ impl fmt::Display for ArgError {
             ArgError::InflightLease => f.write_str(
                 "ERR INFLIGHT and LEASE go together: INFLIGHT n LEASE ms takes a slot for a \
                  call in flight, held for ms unless renewed",
+            ),
+            ArgError::LineInflight => f.write_str(
+                "ERR LINE needs INFLIGHT n LEASE ms: the line is for a slot under that cap",
+            ),
+            ArgError::WaiterLine => f.write_str(
+                "ERR WAITER needs LINE place_ms: WAITER id looks again at a place in the line",
+            ),
+            ArgError::LineFloor => f.write_str(
+                "ERR LINE does not go with FLOOR: a floored call waits for its tokens and takes \
+                 again, without a place in line",
+            ),
+            ArgError::PlaceMs => write!(
+                f,
+                "ERR LINE's place_ms must be a whole number of milliseconds from 1 to \
+                 {MAX_LEASE_MS} (10 years): how long a waiter keeps its place without looking \
+                 again"
+            ),
+            ArgError::LineFull => write!(
+                f,
+                "ERR the line for a slot is full ({MAX_LINE} waiters): wait a lease and take \
+                 again"
             ),
             ArgError::SlotId => write!(
                 f,

@@ -95,6 +95,8 @@ pub(crate) struct View<'a> {
 static NO_SLOTS: Slots = Slots {
     next_id: 0,
     held: Vec::new(),
+    cap: 0,
+    waiters: Vec::new(),
 };
 
 impl<'a> View<'a> {

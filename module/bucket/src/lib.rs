@@ -21,6 +21,7 @@ mod gcra;
 mod give;
 mod interval;
 mod limits;
+mod line;
 mod mtake;
 mod pause;
 mod peek;
@@ -42,7 +43,7 @@ mod throttle_command;
 mod words;
 
 pub use channel::{
-    key_slot, pause_channel, pause_channel_patterns, Announcement, Message, SLOT_FREED,
+    key_slot, pause_channel, pause_channel_patterns, Announcement, Message, SLOT_FREED, SLOT_HANDED,
 };
 pub use command::Command;
 pub use cut::{CutArgs, CutOutcome, CutReply};
@@ -56,6 +57,7 @@ pub use limits::{
     MAX_KEYS, MAX_LEASE_MS, MAX_NOW_NS, MAX_RATE, MAX_SLOT_ID, MAX_TICKET_US, MAX_WAIT_MS,
     MIN_FACTOR_BP, MIN_RATE,
 };
+pub use line::{Handed, Waiter, MAX_LINE};
 pub use mtake::{BucketAfter, Limit, MOutcome, MTakeArgs, MTakeReply};
 pub use pause::{PauseArgs, PauseOutcome};
 pub use peek::{PeekArgs, PeekOutcome, PeekReply};
@@ -71,11 +73,11 @@ pub use slots_command::{SlotsArgs, SlotsOutcome, SlotsReply};
 pub use spec::Spec;
 pub use state::{
     encode_state, is_state_len, parse_state, Encoded, Pushback, RateCut, State, StateError,
-    FULL_FACTOR_BP, KEPT_MARK, PUSHBACK_STATE_LEN, SLOTS_STATE_HEAD, SLOT_LEN, STATE_LEN,
-    WRONG_TYPE,
+    FULL_FACTOR_BP, KEPT_MARK, LINE_STATE_HEAD, PUSHBACK_STATE_LEN, SLOTS_STATE_HEAD, SLOT_LEN,
+    STATE_LEN, WAITER_LEN, WRONG_TYPE,
 };
 pub use sync::{SyncArgs, SyncOutcome, SyncReply};
-pub use take::{Inflight, Outcome, TakeArgs, TakeReply};
+pub use take::{Inflight, LineArgs, LineCounts, Outcome, TakeArgs, TakeReply};
 pub use throttle_command::ThrottleCommand;
 pub use words::Word;
 

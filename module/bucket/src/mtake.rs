@@ -216,7 +216,10 @@ fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
     if let (Some(inflight), Some(Some((first, _, _))), Some(after)) =
         (args.inflight, views.first(), buckets.first_mut())
     {
-        if first.slots.held_at(first.now) >= inflight.cap {
+        // Callers in line for a slot (THROTTLE.TAKE ... LINE) go first: MTAKE never overtakes
+        // them, and leaves the hand-off to their own looks.
+        let line = first.slots.waiting(first.now).next().is_some();
+        if line || first.slots.held_at(first.now) >= inflight.cap {
             // Every slot held: nothing taken, the wait until the first lease ends (or the
             // tokens', if longer), every bucket as it stands.
             let first_free = first

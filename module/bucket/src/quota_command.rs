@@ -248,6 +248,7 @@ mod tests {
                     id: 7,
                     lease_end: NOW + 9000 * MS,
                 }],
+                ..Slots::default()
             },
             kept: None,
         };
@@ -294,6 +295,7 @@ mod tests {
                         id: 2,
                         lease_end: NOW,
                     }],
+                    ..Slots::default()
                 },
                 kept: None,
             },

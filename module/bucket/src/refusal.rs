@@ -29,6 +29,9 @@ impl Refusal {
     /// 8: a pause is in effect on a bucket the call takes from (the supplier's Retry-After),
     /// and the tokens are held back (always with [`Refusal::TOKENS`] or [`Refusal::FLOOR`]).
     pub const PAUSE: Refusal = Refusal(8);
+    /// 16: the call is in the line for a slot (LINE), with [`Refusal::SLOT`]: it is handed
+    /// one in its turn, announced as `handed <id> <wait_ms>`, or finds it when it looks again.
+    pub const LINE: Refusal = Refusal(16);
 
     /// The reply's integer.
     pub fn bits(self) -> u64 {

@@ -6,6 +6,7 @@ use crate::channel::Message;
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{View, Write};
+use crate::line::{settle, Handed};
 use crate::reply::{flag, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
@@ -38,22 +39,50 @@ pub struct SlotOutcome {
     /// so that a caller refused for want of a slot looks again at once. A fleet whose table
     /// never fills announces nothing.
     pub freed_full: bool,
+    /// The slots the release handed to the head of the line (the first one is announced).
+    pub handed: Vec<Handed>,
+    /// Waiters gone at the end of their place lease, dropped by this write.
+    pub left: u64,
 }
 
 /// Frees the slot `args.slot` if it is held at `now_ns`; nothing otherwise (a release is
 /// idempotent, and since ids are never reused a late one never frees a newer holder's slot).
+///
+/// With callers in line for a slot, the freed slot (and any whose lease ran out) goes to the
+/// head of the line at once, under the cap the line waits under.
 fn release(args: &ReleaseArgs, stored: Option<&State>, now_ns: i64) -> SlotOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
-    let write = bucket
-        .slots
-        .released(bucket.now, args.slot)
-        .and_then(|slots| bucket.write_all(bucket.base, bucket.pushback, &slots));
+    let Some(slots) = bucket.slots.released(bucket.now, args.slot) else {
+        return SlotOutcome {
+            held: false,
+            write: None,
+            freed_full: false,
+            handed: Vec::new(),
+            left: 0,
+        };
+    };
+    let (tat, slots, handed) = if slots.waiters.is_empty() {
+        (bucket.base, slots, Vec::new())
+    } else {
+        let cap = slots.cap;
+        settle(&bucket, bucket.base, slots, cap)
+    };
+    let write = bucket.write_all(tat, bucket.pushback, &slots);
     let full = args
         .inflight
         .is_some_and(|cap| bucket.slots.held_at(bucket.now) >= cap);
+    let stored = bucket.slots.waiters.len() as u64;
+    let live = bucket.slots.waiting(bucket.now).count() as u64;
+    let written = write.is_some();
     SlotOutcome {
-        held: write.is_some(),
-        freed_full: full && write.is_some(),
+        held: written,
+        freed_full: full && written && handed.is_empty(),
+        handed: if written { handed } else { Vec::new() },
+        left: if written {
+            stored.saturating_sub(live)
+        } else {
+            0
+        },
         write,
     }
 }
@@ -142,7 +171,10 @@ impl ThrottleCommand for ReleaseArgs {
 
     #[inline]
     fn announce(outcome: &SlotOutcome) -> Option<Message> {
-        outcome.freed_full.then_some(Message::SlotFreed)
+        match outcome.handed.first() {
+            Some(handed) => Some(Message::Handed(*handed)),
+            None => outcome.freed_full.then_some(Message::SlotFreed),
+        }
     }
 
     #[inline]

@@ -38,6 +38,8 @@ fn renew(args: &RenewArgs, stored: Option<&State>, now_ns: i64) -> SlotOutcome {
         held: write.is_some(),
         write,
         freed_full: false,
+        handed: Vec::new(),
+        left: 0,
     }
 }
 

@@ -169,6 +169,7 @@ mod tests {
                 .zip(ends)
                 .map(|(id, &lease_end)| Slot { id, lease_end })
                 .collect(),
+            ..Slots::default()
         }
     }
 

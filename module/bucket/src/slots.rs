@@ -11,8 +11,12 @@
 //! The table lives in the bucket's value, so a token and a slot are one atomic call on one key.
 //! Leases that ran out are dropped whenever the state is written; a table with no slot held is
 //! not stored at all (the bucket keeps its 8- or 32-byte form).
+//!
+//! The table also keeps the line of callers waiting for a slot ([`Waiter`], see `line.rs`):
+//! a write carries it over with the slots, dropping the waiters whose place ran out.
 
 use crate::limits::{MAX_INFLIGHT, MAX_SLOT_ID};
+use crate::line::Waiter;
 
 /// One call in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -32,12 +36,18 @@ pub struct Slots {
     pub next_id: u64,
     /// The slots stored, in id order (some may have run out since the last write).
     pub held: Vec<Slot>,
+    /// The cap on slots the line waits under: a freed slot goes to the head waiter while fewer
+    /// than this many are held (0: no line).
+    pub cap: u64,
+    /// The callers waiting for a slot, in the order they joined (some may have left since the
+    /// last write).
+    pub waiters: Vec<Waiter>,
 }
 
 impl Slots {
-    /// No slot stored.
+    /// No slot and no waiter stored: no table.
     pub fn is_empty(&self) -> bool {
-        self.held.is_empty()
+        self.held.is_empty() && self.waiters.is_empty()
     }
 
     /// The slots whose lease has not run out at `now` (ns).
@@ -62,21 +72,39 @@ impl Slots {
         self.held.iter().map(|s| s.lease_end).max()
     }
 
-    /// The table as written at `now`: the slots whose lease ran out dropped, and no table at
-    /// all when none is left.
+    /// The table as written at `now`: the slots whose lease ran out and the waiters whose
+    /// place ran out dropped, and no table at all when nothing is left.
     pub(crate) fn pruned(&self, now: i128) -> Slots {
         // No table (a bucket that never used INFLIGHT): nothing to look at or collect.
-        if self.held.is_empty() {
+        if self.is_empty() {
             return Slots::default();
         }
         let held: Vec<Slot> = self.live(now).copied().collect();
-        if held.is_empty() {
+        let waiters: Vec<Waiter> = self.waiting(now).copied().collect();
+        if held.is_empty() && waiters.is_empty() {
             return Slots::default();
         }
         Slots {
             next_id: self.next_id,
             held,
+            cap: if waiters.is_empty() { 0 } else { self.cap },
+            waiters,
         }
+    }
+
+    /// The waiters still in line at `now`, head first.
+    pub fn waiting(&self, now: i128) -> impl Iterator<Item = &Waiter> + '_ {
+        self.waiters
+            .iter()
+            .filter(move |w| i128::from(w.place_end) > now)
+    }
+
+    /// The next id to give out at `now` (a slot's or a waiter's ticket): the stored next id,
+    /// or the clock in µs if that is ahead; `None` once the ids ran out.
+    pub(crate) fn next_id_at(&self, now: i128) -> Option<u64> {
+        let clock_us = u64::try_from(now.div_euclid(1000)).unwrap_or(0);
+        let id = self.next_id.max(clock_us).max(1);
+        (id < MAX_SLOT_ID).then_some(id)
     }
 
     /// The table (pruned at `now`) with one more slot, leased until `lease_end`, and its id;
@@ -86,11 +114,7 @@ impl Slots {
         if table.held.len() as u64 >= MAX_INFLIGHT {
             return None;
         }
-        let clock_us = u64::try_from(now.div_euclid(1000)).unwrap_or(0);
-        let id = self.next_id.max(clock_us).max(1);
-        if id >= MAX_SLOT_ID {
-            return None;
-        }
+        let id = self.next_id_at(now)?;
         table.held.push(Slot { id, lease_end });
         table.next_id = id + 1;
         Some((table, id))
@@ -106,17 +130,13 @@ impl Slots {
 
     /// The table (pruned at `now`) without the slot `id`, if it is held.
     pub(crate) fn released(&self, now: i128, id: u64) -> Option<Slots> {
-        let table = self.pruned(now);
+        let mut table = self.pruned(now);
         let at = table.held.iter().position(|s| s.id == id)?;
-        let mut held = table.held;
-        held.remove(at);
-        if held.is_empty() {
+        table.held.remove(at);
+        if table.is_empty() {
             return Some(Slots::default());
         }
-        Some(Slots {
-            next_id: table.next_id,
-            held,
-        })
+        Some(table)
     }
 }
 

@@ -14,6 +14,14 @@
 //!   A bucket with no slot held keeps its 8- or 32-byte form: slots cost nothing to a bucket
 //!   that does not use them.
 //!
+//! - 48 + 16 k + 32 w bytes while w callers wait in the line for a slot (1 <= w <=
+//!   [`MAX_LINE`], 0 <= k <= [`MAX_INFLIGHT`]): the 32-byte form, the next slot id (`u64`),
+//!   then k, w and the cap the line waits under (`u16` each) and two zero bytes, then the k
+//!   slots as above, then each waiter in the order it joined: its ticket (`u64`), the end of
+//!   its place lease (`i64`, ns), its slot's lease in ms (`u64`) and its tokens (`u64`). Every
+//!   other form with a table is 8 mod 16 bytes long, this one 0 mod 16, so the length alone
+//!   tells them apart; a bucket with no waiter keeps the forms above.
+//!
 //! - Any of those, then a **kept quota** while an operator keeps one at the server
 //!   (THROTTLE.QUOTA): its capacity (`u64`, little-endian), its rate as the shortest decimal
 //!   of its value (the text a client sends, 1 to 35 bytes), that text's length (one byte), and
@@ -27,9 +35,10 @@
 use std::fmt;
 
 use crate::limits::{
-    EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_INFLIGHT, MAX_NOW_NS, MAX_SLOT_ID, MAX_WAIT_MS,
-    MIN_FACTOR_BP,
+    EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_CAPACITY, MAX_INFLIGHT, MAX_LEASE_MS, MAX_NOW_NS,
+    MAX_SLOT_ID, MAX_WAIT_MS, MIN_FACTOR_BP,
 };
+use crate::line::{Waiter, MAX_LINE};
 use crate::slots::{Slot, Slots};
 use crate::Quota;
 
@@ -46,13 +55,26 @@ pub const SLOTS_STATE_HEAD: usize = PUSHBACK_STATE_LEN + 8;
 /// Bytes per slot held.
 pub const SLOT_LEN: usize = 16;
 
+/// Bytes in the state of a bucket with a line, before its slots: the table's head and the
+/// counts.
+pub const LINE_STATE_HEAD: usize = SLOTS_STATE_HEAD + 8;
+
+/// Bytes per waiter in line.
+pub const WAITER_LEN: usize = 32;
+
 /// The last byte of a state that keeps a quota, which no other form ends with.
 pub const KEPT_MARK: u8 = 0xFF;
 
 /// Whether a value of `len` bytes can be a state this release writes (8, 32, or 40 + 16 k for
 /// 1 to [`MAX_INFLIGHT`] slots): the module reads those in place.
 pub fn is_state_len(len: usize) -> bool {
-    len == STATE_LEN || len == PUSHBACK_STATE_LEN || slot_count(len).is_some()
+    len == STATE_LEN || len == PUSHBACK_STATE_LEN || slot_count(len).is_some() || is_line_len(len)
+}
+
+/// Whether `len` bytes can be the form with a line (its counts say exactly).
+fn is_line_len(len: usize) -> bool {
+    let most = LINE_STATE_HEAD + SLOT_LEN * MAX_INFLIGHT as usize + WAITER_LEN * MAX_LINE as usize;
+    len >= LINE_STATE_HEAD + WAITER_LEN && len <= most && len.is_multiple_of(16)
 }
 
 /// How many slots a state of `len` bytes holds, if it is the slot form.
@@ -247,10 +269,40 @@ fn encode_base(state: &State) -> Encoded {
     Encoded(Bytes::Table(encode_table(&bytes, &state.slots)))
 }
 
+/// The bytes of a state with a line after its 32-byte form `head`: the counts after the next
+/// id, then the slots, then the waiters. Counts are bounded by the commands (at most
+/// [`MAX_INFLIGHT`] slots and cap, [`MAX_LINE`] waiters), so each fits a `u16`.
+fn encode_line(head: &[u8], slots: &Slots) -> Vec<u8> {
+    let count = |n: u64| u16::try_from(n).unwrap_or(u16::MAX).to_le_bytes();
+    let mut table = Vec::with_capacity(
+        LINE_STATE_HEAD + SLOT_LEN * slots.held.len() + WAITER_LEN * slots.waiters.len(),
+    );
+    table.extend_from_slice(head);
+    table.extend_from_slice(&slots.next_id.to_le_bytes());
+    table.extend_from_slice(&count(slots.held.len() as u64));
+    table.extend_from_slice(&count(slots.waiters.len() as u64));
+    table.extend_from_slice(&count(slots.cap));
+    table.extend_from_slice(&[0, 0]);
+    for slot in &slots.held {
+        table.extend_from_slice(&slot.id.to_le_bytes());
+        table.extend_from_slice(&slot.lease_end.to_le_bytes());
+    }
+    for waiter in &slots.waiters {
+        table.extend_from_slice(&waiter.id.to_le_bytes());
+        table.extend_from_slice(&waiter.place_end.to_le_bytes());
+        table.extend_from_slice(&waiter.lease_ms.to_le_bytes());
+        table.extend_from_slice(&waiter.tokens.to_le_bytes());
+    }
+    table
+}
+
 /// The bytes of a state holding `slots`, after its 32-byte form `head`. Out of line, so that
 /// encoding a plain bucket, the hot path, stays small.
 #[inline(never)]
 fn encode_table(head: &[u8], slots: &Slots) -> Vec<u8> {
+    if !slots.waiters.is_empty() {
+        return encode_line(head, slots);
+    }
     let mut table = Vec::with_capacity(SLOTS_STATE_HEAD + SLOT_LEN * slots.held.len());
     table.extend_from_slice(head);
     table.extend_from_slice(&slots.next_id.to_le_bytes());
@@ -281,7 +333,9 @@ pub fn parse_state(bytes: &[u8], now_ns: i64) -> Result<State, StateError> {
     }
     let now = now_ns.clamp(0, MAX_NOW_NS);
     let len = bytes.len();
-    if len == PUSHBACK_STATE_LEN || (len != STATE_LEN && slot_count(len).is_some()) {
+    if len == PUSHBACK_STATE_LEN
+        || (len != STATE_LEN && (slot_count(len).is_some() || is_line_len(len)))
+    {
         return parse_wide(bytes, now);
     }
     decode(bytes)
@@ -338,27 +392,15 @@ fn parse_wide(bytes: &[u8], now: i64) -> Result<State, StateError> {
     };
     let tat = instant(field(0)?)?;
     let slots = match slots {
-        None => Slots::default(),
+        None if bytes.len() == PUSHBACK_STATE_LEN => Slots::default(),
+        None => parse_line(bytes, now)?,
         Some(count) => {
-            let next_id = u64::from_le_bytes(field(PUSHBACK_STATE_LEN)?.to_le_bytes());
-            if next_id > MAX_SLOT_ID {
-                return Err(StateError);
+            let next_id = next_slot_id(bytes)?;
+            Slots {
+                next_id,
+                held: parse_slots(bytes, SLOTS_STATE_HEAD, count, next_id, now)?,
+                ..Slots::default()
             }
-            let mut held = Vec::with_capacity(count);
-            let mut last = 0;
-            for i in 0..count {
-                let at = SLOTS_STATE_HEAD + i * SLOT_LEN;
-                let id = u64::from_le_bytes(field(at)?.to_le_bytes());
-                if id <= last || id >= next_id {
-                    return Err(StateError);
-                }
-                last = id;
-                held.push(Slot {
-                    id,
-                    lease_end: instant(field(at + 8)?)?,
-                });
-            }
-            Slots { next_id, held }
         }
     };
     let paused_at = field(8)?;
@@ -393,6 +435,101 @@ fn parse_wide(bytes: &[u8], now: i64) -> Result<State, StateError> {
         pushback: Some(Pushback { paused_until, cut }),
         slots,
         kept: None,
+    })
+}
+
+/// The `u64` at `at` in `bytes`.
+fn u64_at(bytes: &[u8], at: usize) -> Result<u64, StateError> {
+    let field = bytes.get(at..at + 8).ok_or(StateError)?;
+    Ok(u64::from_le_bytes(
+        <[u8; 8]>::try_from(field).map_err(|_| StateError)?,
+    ))
+}
+
+/// A table's next slot id: at most [`MAX_SLOT_ID`].
+fn next_slot_id(bytes: &[u8]) -> Result<u64, StateError> {
+    u64_at(bytes, PUSHBACK_STATE_LEN).and_then(|id| {
+        if id > MAX_SLOT_ID {
+            Err(StateError)
+        } else {
+            Ok(id)
+        }
+    })
+}
+
+/// `count` slots from `at`: ids increasing, from 1, below `next_id`; lease ends instants a
+/// command could write, seen from `now`.
+fn parse_slots(
+    bytes: &[u8],
+    at: usize,
+    count: usize,
+    next_id: u64,
+    now: i64,
+) -> Result<Vec<Slot>, StateError> {
+    let mut held = Vec::with_capacity(count);
+    let mut last = 0;
+    for i in 0..count {
+        let at = at + i * SLOT_LEN;
+        let id = u64_at(bytes, at)?;
+        if id <= last || id >= next_id {
+            return Err(StateError);
+        }
+        last = id;
+        let lease_end = in_range(
+            i64::from_le_bytes(u64_at(bytes, at + 8)?.to_le_bytes()),
+            now,
+        )?;
+        held.push(Slot { id, lease_end });
+    }
+    Ok(held)
+}
+
+/// The table of the form with a line: the counts must give exactly its length, the cap and
+/// the counts be ones a command writes, and the waiters' tickets increasing, below the next
+/// id and held by no slot, with values a join writes.
+#[inline(never)]
+fn parse_line(bytes: &[u8], now: i64) -> Result<Slots, StateError> {
+    let next_id = next_slot_id(bytes)?;
+    let counts = u64_at(bytes, SLOTS_STATE_HEAD)?;
+    let [k, w, cap, pad] = [0, 16, 32, 48].map(|shift| (counts >> shift) & 0xFFFF);
+    let (k, w) = (
+        usize::try_from(k).map_err(|_| StateError)?,
+        usize::try_from(w).map_err(|_| StateError)?,
+    );
+    let exact = LINE_STATE_HEAD + SLOT_LEN * k + WAITER_LEN * w == bytes.len();
+    let bounded = k as u64 <= MAX_INFLIGHT && (1..=MAX_LINE).contains(&(w as u64));
+    if !exact || !bounded || !(1..=MAX_INFLIGHT).contains(&cap) || pad != 0 {
+        return Err(StateError);
+    }
+    let held = parse_slots(bytes, LINE_STATE_HEAD, k, next_id, now)?;
+    let mut waiters = Vec::with_capacity(w);
+    let mut last = 0;
+    for i in 0..w {
+        let at = LINE_STATE_HEAD + SLOT_LEN * k + WAITER_LEN * i;
+        let id = u64_at(bytes, at)?;
+        let place_end = in_range(
+            i64::from_le_bytes(u64_at(bytes, at + 8)?.to_le_bytes()),
+            now,
+        )?;
+        let lease_ms = u64_at(bytes, at + 16)?;
+        let tokens = u64_at(bytes, at + 24)?;
+        let fresh = id > last && id < next_id && !held.iter().any(|s| s.id == id);
+        if !fresh || !(1..=MAX_LEASE_MS).contains(&lease_ms) || tokens > MAX_CAPACITY {
+            return Err(StateError);
+        }
+        last = id;
+        waiters.push(Waiter {
+            id,
+            place_end,
+            lease_ms,
+            tokens,
+        });
+    }
+    Ok(Slots {
+        next_id,
+        held,
+        cap,
+        waiters,
     })
 }
 

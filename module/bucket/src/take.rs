@@ -1,17 +1,19 @@
 //! `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f] [INFLIGHT n]
-//! [LEASE ms]`: one take from a bucket at an instant, and with INFLIGHT a slot for the call. Its arguments (read and written), its arithmetic, its reply and its
-//! docs.
+//! [LEASE ms] [LINE place_ms [WAITER id]]`: one take from a bucket at an instant, with INFLIGHT
+//! a slot for the call, and with LINE a place in the line for one when every slot is held. Its
+//! arguments (read and written), its arithmetic, its reply and its docs.
 
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::limits::{MAX_INFLIGHT, MAX_LEASE_MS};
+use crate::line::{joined, look_again_ms, place_of, renewed_place, settle};
 use crate::refusal::Refusal;
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
 use crate::state::State;
 use crate::throttle_command::{one_key, ThrottleCommand};
-use crate::words::{once, parse_max_wait, parse_tokens, parse_u64, Word};
+use crate::words::{once, parse_max_wait, parse_slot, parse_tokens, parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
 
 /// `INFLIGHT n LEASE ms`: the take also takes a slot for a call in flight.
@@ -23,8 +25,18 @@ pub struct Inflight {
     pub lease_ms: u64,
 }
 
+/// `LINE place_ms [WAITER id]`: a take that finds every slot held (or callers already waiting
+/// for one) joins the quota's line instead of being refused outright.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LineArgs {
+    /// The waiter's place lease, ms: it leaves the line unless it looks again within it.
+    pub place_ms: u64,
+    /// The ticket of a waiter looking again (from the reply that put it in line).
+    pub waiter: Option<u64>,
+}
+
 /// `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f] [INFLIGHT n]
-/// [LEASE ms]`.
+/// [LEASE ms] [LINE place_ms [WAITER id]]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TakeArgs {
     /// The bucket's quota.
@@ -41,6 +53,8 @@ pub struct TakeArgs {
     pub floor: Option<u64>,
     /// A slot for the call in flight, taken with the tokens or not at all.
     pub inflight: Option<Inflight>,
+    /// A place in line for a slot (only with `inflight`, never with `floor`).
+    pub line: Option<LineArgs>,
 }
 
 /// `INFLIGHT n LEASE ms`'s values, INFLIGHT first (THROTTLE.TAKE's and MTAKE's).
@@ -94,6 +108,22 @@ pub struct Outcome {
     pub held_by_slots: bool,
     /// Denied: what held the call back (the reply's last integer). Empty when granted.
     pub refusal: Refusal,
+    /// With LINE, denied: the caller's place in line (1: the head); 0 when not in line.
+    pub place: u64,
+    /// What the call did to the line, for the server's counters.
+    pub line: LineCounts,
+}
+
+/// What a call did to a line: waiters joined, handed a slot, and gone at the end of their
+/// place lease (counted when the call writes the line without them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LineCounts {
+    /// The call joined the line.
+    pub joined: bool,
+    /// Waiters handed a slot.
+    pub handed: u64,
+    /// Waiters that left at the end of their place lease.
+    pub left: u64,
 }
 
 impl Outcome {
@@ -131,15 +161,149 @@ impl Outcome {
 /// slots are held now; otherwise nothing at all is taken or written. Denied because every slot
 /// is held, the wait is until the first lease ends (or the tokens' wait, if longer). `TOKENS 0`
 /// with INFLIGHT takes a slot and no tokens.
-fn take(args: &TakeArgs, stored: Option<&State>, now_ns: i64) -> Outcome {
+fn take(args: &TakeArgs, stored: Option<&State>, now_ns: i64) -> Result<Outcome, ArgError> {
     let bucket = View::at(&args.quota, stored, now_ns);
-    let tokens = take_tokens(args, &bucket);
     // Without INFLIGHT that is the call (a write carries the stored slots over, if any).
     let Some(inflight) = args.inflight else {
-        return tokens;
+        return Ok(take_tokens(args, &bucket));
     };
+    if bucket.slots.waiters.is_empty() {
+        return match args.line {
+            None => Ok(take_slot(args, inflight, &bucket, false)),
+            Some(_) => take_in_line(args, inflight, &bucket, false),
+        };
+    }
+    // The line first: a slot free since (a holder's lease ran out) goes to its head, before
+    // this call, which may be the head's own look.
+    let (tat, slots, handed) = settle(
+        &bucket,
+        bucket.base,
+        bucket.slots.pruned(bucket.now),
+        inflight.cap,
+    );
+    let settled = View {
+        base: tat,
+        slots: &slots,
+        ..bucket
+    };
+    let mut outcome = take_in_line(args, inflight, &settled, !handed.is_empty())?;
+    let stored = bucket.slots.waiters.len() as u64;
+    let live = bucket.slots.waiting(bucket.now).count() as u64;
+    outcome.line.handed = handed.len() as u64;
+    if outcome.write.is_some() {
+        outcome.line.left = stored.saturating_sub(live);
+    }
+    Ok(outcome)
+}
+
+/// [`take`] of a slot by a call that waits in line or may join it (a line is stored, or the
+/// call says LINE): `changed` if settling the line handed a slot, which must be written
+/// whatever the call's own answer.
+fn take_in_line(
+    args: &TakeArgs,
+    inflight: Inflight,
+    bucket: &View<'_>,
+    changed: bool,
+) -> Result<Outcome, ArgError> {
+    let now = bucket.now;
+    let unchanged = || {
+        changed
+            .then(|| bucket.write_all(bucket.base, bucket.pushback, bucket.slots))
+            .flatten()
+    };
+    let Some(line) = args.line else {
+        let full = bucket.slots.waiting(now).next().is_some();
+        return Ok(Outcome {
+            write: unchanged(),
+            ..take_slot(args, inflight, bucket, full)
+        });
+    };
+    let place_end = now + i128::from(line.place_ms) * i128::from(NS_PER_MS);
+    let place_end = i64::try_from(place_end).unwrap_or(i64::MAX);
+    if let Some(id) = line.waiter {
+        // Handed a slot: granted, its tokens taken at the hand-off.
+        if let Some(slot) = bucket.slots.live(now).find(|s| s.id == id) {
+            let lease = i128::from(inflight.lease_ms) * i128::from(NS_PER_MS);
+            let wait = (i128::from(slot.lease_end) - lease - now).max(0);
+            return Ok(Outcome {
+                wait_ns: saturate(wait),
+                write: unchanged(),
+                slot: Some(id),
+                ..inspect(bucket)
+            });
+        }
+        // Still in line: its place renewed.
+        if let Some(place) = place_of(bucket.slots, now, id) {
+            let Some(slots) = renewed_place(bucket.slots, now, id, place_end) else {
+                return Ok(take_slot(args, inflight, bucket, true));
+            };
+            return Ok(waiting(bucket, &slots, line, id, place));
+        }
+        // Neither (it left, or never joined): a take like any other.
+    }
+    let held = bucket.slots.held_at(now);
+    let waiters = bucket.slots.waiting(now).next().is_some();
+    if held < inflight.cap && !waiters {
+        return Ok(take_slot(args, inflight, bucket, false));
+    }
+    let tokens = take_tokens(args, bucket);
+    if !tokens.granted {
+        // Held back by its tokens too: it waits for those, not in line.
+        return Ok(Outcome {
+            write: unchanged(),
+            ..take_slot(args, inflight, bucket, true)
+        });
+    }
+    let Some((slots, waiter, place)) = joined(
+        bucket.slots,
+        now,
+        inflight.cap,
+        place_end,
+        inflight.lease_ms,
+        args.tokens,
+    )?
+    else {
+        return Ok(Outcome {
+            write: unchanged(),
+            ..take_slot(args, inflight, bucket, true)
+        });
+    };
+    let mut outcome = waiting(bucket, &slots, line, waiter.id, place);
+    outcome.line.joined = outcome.write.is_some();
+    Ok(outcome)
+}
+
+/// The reply to a call in line at `place` with ticket `id`, and the write of `slots` (its join,
+/// or its place renewed): denied, for a slot, the wait when to look again.
+fn waiting(
+    bucket: &View<'_>,
+    slots: &crate::Slots,
+    line: LineArgs,
+    id: u64,
+    place: u64,
+) -> Outcome {
+    let write = bucket.write_all(bucket.base, bucket.pushback, slots);
+    let look = look_again_ms(slots, bucket.now, line.place_ms);
+    Outcome {
+        granted: false,
+        wait_ns: i64::try_from(look)
+            .unwrap_or(i64::MAX)
+            .saturating_mul(NS_PER_MS),
+        held_by_slots: true,
+        refusal: Refusal::SLOT | Refusal::LINE,
+        slot: Some(id),
+        place,
+        write,
+        ..inspect(bucket)
+    }
+}
+
+/// The take of tokens and a slot, granted only if a slot is free under the cap: `full` if
+/// none is (every slot held, or callers in line ahead).
+fn take_slot(args: &TakeArgs, inflight: Inflight, bucket: &View<'_>, full: bool) -> Outcome {
+    let tokens = take_tokens(args, bucket);
     let held = bucket.slots.held_at(bucket.now);
-    if held >= inflight.cap {
+    if full || held >= inflight.cap {
         let first_free = bucket
             .slots
             .earliest_end(bucket.now)
@@ -154,6 +318,8 @@ fn take(args: &TakeArgs, stored: Option<&State>, now_ns: i64) -> Outcome {
             slot: None,
             held_by_slots: tokens.granted,
             refusal: tokens.refusal | Refusal::SLOT,
+            place: 0,
+            line: LineCounts::default(),
         };
     }
     if !tokens.granted {
@@ -178,7 +344,7 @@ fn take(args: &TakeArgs, stored: Option<&State>, now_ns: i64) -> Outcome {
             granted: false,
             write: None,
             refusal: Refusal::SLOT,
-            ..inspect(&bucket)
+            ..inspect(bucket)
         };
     };
     Outcome {
@@ -229,6 +395,8 @@ fn take_tokens(args: &TakeArgs, bucket: &View<'_>) -> Outcome {
         slot: None,
         held_by_slots: false,
         refusal,
+        place: 0,
+        line: LineCounts::default(),
     }
 }
 
@@ -259,6 +427,8 @@ pub(crate) fn inspect(bucket: &View<'_>) -> Outcome {
         slot: None,
         held_by_slots: false,
         refusal: Refusal::NONE,
+        place: 0,
+        line: LineCounts::default(),
     }
 }
 
@@ -278,8 +448,11 @@ pub struct TakeReply {
     pub reset_ms: u64,
     /// With `TICKET`: what THROTTLE.GIVE needs to give the tokens back (0: nothing taken).
     pub ticket: Option<u64>,
-    /// With `INFLIGHT`: the slot's id, for THROTTLE.RENEW and RELEASE (0: not granted).
+    /// With `INFLIGHT`: the slot's id, for THROTTLE.RENEW and RELEASE (0: not granted). In
+    /// line (`place` above 0): the waiter's ticket, which its slot's id will be.
     pub slot: Option<u64>,
+    /// With `LINE`: the place in line (1: the head), 0 when not in line.
+    pub place: Option<u64>,
     /// Denied: what held the call back, the reply's last integer. `None` when granted, or
     /// from a server that does not say (a module or library before it did).
     pub refusal: Option<Refusal>,
@@ -292,8 +465,10 @@ pub(crate) static SPEC: Spec = Spec {
         Replies [granted, remaining, wait_ms, reset_ms] (and the ticket with TICKET). With \
         MAXWAIT, reserves tokens that will be there within that many ms; with FLOOR, takes \
         only if that many tokens remain after; with INFLIGHT n LEASE ms, also takes a slot for \
-        a call in flight (fewer than n held), leased for ms, or nothing, and replies its id. \
-        A denial ends with what held it back: 1 tokens, 2 floor, 4 slot, 8 pause, summed.",
+        a call in flight (fewer than n held), leased for ms, or nothing, and replies its id; \
+        with LINE place_ms, a call that finds every slot held joins the line and replies its \
+        ticket and place (WAITER id looks again). A denial ends with what held it back: 1 \
+        tokens, 2 floor, 4 slot, 8 pause, 16 in line, summed.",
     complexity: "O(1)",
     arity: -4,
     flags: "write deny-oom fast",
@@ -309,14 +484,16 @@ pub(crate) static SPEC: Spec = Spec {
         Arg::option("floor", "FLOOR", Kind::Integer),
         Arg::option("inflight", "INFLIGHT", Kind::Integer),
         Arg::option("lease", "LEASE", Kind::Integer),
+        Arg::option("place_ms", "LINE", Kind::Integer),
+        Arg::option("waiter_id", "WAITER", Kind::Integer),
     ],
 };
 
 impl ThrottleCommand for TakeArgs {
     const COMMAND: Command = Command::Take;
-    const REPLY_SHAPE: &'static str = "an array of four to seven integers";
+    const REPLY_SHAPE: &'static str = "an array of four to eight integers";
     type Outcome = Outcome;
-    type Ints = Ints<7>;
+    type Ints = Ints<8>;
     type Reply = TakeReply;
 
     #[inline]
@@ -339,6 +516,8 @@ impl ThrottleCommand for TakeArgs {
         let mut floor = None;
         let mut inflight = None;
         let mut lease = None;
+        let mut line = None;
+        let mut waiter = None;
         let mut ticket = false;
         let mut rest = options;
         while let [name, tail @ ..] = rest {
@@ -360,6 +539,10 @@ impl ThrottleCommand for TakeArgs {
                 (&mut inflight, "INFLIGHT")
             } else if name.eq_ignore_ascii_case(b"LEASE") {
                 (&mut lease, "LEASE")
+            } else if name.eq_ignore_ascii_case(b"LINE") {
+                (&mut line, "LINE")
+            } else if name.eq_ignore_ascii_case(b"WAITER") {
+                (&mut waiter, "WAITER")
             } else {
                 return Err(ArgError::UnknownOption(Command::Take));
             };
@@ -371,6 +554,15 @@ impl ThrottleCommand for TakeArgs {
         }
         if inflight.is_some() != lease.is_some() {
             return Err(ArgError::InflightLease);
+        }
+        if line.is_some() && inflight.is_none() {
+            return Err(ArgError::LineInflight);
+        }
+        if waiter.is_some() && line.is_none() {
+            return Err(ArgError::WaiterLine);
+        }
+        if line.is_some() && floor.is_some() {
+            return Err(ArgError::LineFloor);
         }
 
         // The default TOKENS 1 never exceeds a capacity, which is at least 1.
@@ -390,6 +582,15 @@ impl ThrottleCommand for TakeArgs {
             (Some(cap), Some(lease)) => Some(parse_inflight(cap, lease)?),
             _ => None,
         };
+        let line = match line {
+            None => None,
+            Some(place) => Some(LineArgs {
+                place_ms: parse_u64(place)
+                    .filter(|ms| (1..=MAX_LEASE_MS).contains(ms))
+                    .ok_or(ArgError::PlaceMs)?,
+                waiter: waiter.map(parse_slot).transpose()?,
+            }),
+        };
         Ok(TakeArgs {
             quota,
             tokens,
@@ -397,6 +598,7 @@ impl ThrottleCommand for TakeArgs {
             ticket,
             floor,
             inflight,
+            line,
         })
     }
 
@@ -424,12 +626,18 @@ impl ThrottleCommand for TakeArgs {
                 Word::Number(inflight.lease_ms),
             ]);
         }
+        if let Some(line) = self.line {
+            words.extend([Word::Text("LINE"), Word::Number(line.place_ms)]);
+            if let Some(id) = line.waiter {
+                words.extend([Word::Text("WAITER"), Word::Number(id)]);
+            }
+        }
         words
     }
 
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<Outcome, ArgError> {
-        Ok(take(self, one_key(stored), now_ns))
+        take(self, one_key(stored), now_ns)
     }
 
     #[inline]
@@ -438,7 +646,7 @@ impl ThrottleCommand for TakeArgs {
     }
 
     #[inline]
-    fn reply(&self, outcome: &Outcome) -> Ints<7> {
+    fn reply(&self, outcome: &Outcome) -> Ints<8> {
         let [granted, remaining, wait_ms, reset_ms] = outcome.reply();
         let mut ints = Ints::new([granted, remaining, wait_ms.max(0), reset_ms.max(0)]);
         if self.ticket {
@@ -453,6 +661,9 @@ impl ThrottleCommand for TakeArgs {
         if self.inflight.is_some() {
             ints.push(int(outcome.slot.unwrap_or(0)));
         }
+        if self.line.is_some() {
+            ints.push(int(outcome.place));
+        }
         // Only a denial says why: a granted reply is as it always was, and costs nothing more.
         if !outcome.granted {
             ints.push(int(outcome.refusal.bits()));
@@ -461,8 +672,9 @@ impl ThrottleCommand for TakeArgs {
     }
 
     /// Four integers, then the ticket if the call asked for one (TICKET), then the slot's id
-    /// if it asked for one (INFLIGHT): five integers alone could be either. A denial may end
-    /// with what held it back (a server from before that says nothing: read as `None`).
+    /// if it asked for one (INFLIGHT), then the place in line with LINE: five integers alone
+    /// could be either. A denial may end with what held it back (a server from before that
+    /// says nothing: read as `None`).
     fn decode(&self, ints: &[i64]) -> Option<TakeReply> {
         let (head, tail) = match ints {
             [g, r, w, t, tail @ ..] => ([*g, *r, *w, *t], tail),
@@ -470,11 +682,18 @@ impl ThrottleCommand for TakeArgs {
         };
         let [granted, remaining, wait_ms, reset_ms] = head;
         let granted = flag(granted)?;
-        let asked = usize::from(self.ticket) + usize::from(self.inflight.is_some());
+        let asked = usize::from(self.ticket)
+            + usize::from(self.inflight.is_some())
+            + usize::from(self.line.is_some());
         let (tail, refusal) = match tail.split_at_checked(asked) {
-            Some((tail, [])) => (tail, None),
+            // A server that knows LINE always says why it refused.
+            Some((tail, [])) if granted || self.line.is_none() => (tail, None),
             Some((tail, [bits])) if !granted => (tail, Some(Refusal::from_bits(count(*bits)?))),
             _ => return None,
+        };
+        let (tail, place) = match (self.line.is_some(), tail) {
+            (true, [tail @ .., place]) => (tail, Some(count(*place)?)),
+            _ => (tail, None),
         };
         let (ticket, slot) = match (self.ticket, self.inflight.is_some(), tail) {
             (false, false, []) => (None, None),
@@ -490,6 +709,7 @@ impl ThrottleCommand for TakeArgs {
             reset_ms: count(reset_ms)?,
             ticket,
             slot,
+            place,
             refusal,
         })
     }
@@ -629,6 +849,7 @@ mod tests {
             reset_ms,
             ticket,
             slot,
+            place: None,
             refusal: None,
         };
         // Each call reads the shape its own options make: five integers are a ticket after
@@ -739,7 +960,7 @@ mod tests {
         assert_eq!(
             SPEC.syntax(),
             "key capacity rate [TOKENS tokens] [MAXWAIT maxwait] [TICKET] [FLOOR floor] \
-             [INFLIGHT inflight] [LEASE lease]"
+             [INFLIGHT inflight] [LEASE lease] [LINE place_ms] [WAITER waiter_id]"
         );
     }
 }

@@ -193,6 +193,11 @@ fn errors() -> Vec<(String, Vec<String>)> {
         (ArgError::Lease, vec![]),
         (ArgError::InflightLease, vec![]),
         (ArgError::SlotId, vec![]),
+        (ArgError::LineInflight, vec![]),
+        (ArgError::WaiterLine, vec![]),
+        (ArgError::LineFloor, vec![]),
+        (ArgError::PlaceMs, vec![]),
+        (ArgError::LineFull, vec![]),
     ]);
     // Every variant is above: a new one does not compile here until it is added.
     for (error, _) in &all {
@@ -223,7 +228,12 @@ fn errors() -> Vec<(String, Vec<String>)> {
             | ArgError::Inflight
             | ArgError::Lease
             | ArgError::InflightLease
-            | ArgError::SlotId => {}
+            | ArgError::SlotId
+            | ArgError::LineInflight
+            | ArgError::WaiterLine
+            | ArgError::LineFloor
+            | ArgError::PlaceMs
+            | ArgError::LineFull => {}
         }
     }
     let mut texts: Vec<(String, Vec<String>)> = all

@@ -299,6 +299,7 @@ fn the_state_format() {
                 lease_end: T0 + 2 * MS,
             },
         ],
+        ..Slots::default()
     };
     let state = State {
         tat: T0,

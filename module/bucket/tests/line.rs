@@ -1,0 +1,339 @@
+//! The line for a slot: THROTTLE.TAKE ... INFLIGHT n LEASE ms LINE place_ms [WAITER id] and
+//! THROTTLE.RELEASE's hand-off, as tables of explicit instants, the stored layout, and a
+//! property over random interleavings (never more than the cap held, served in join order).
+
+use proptest::prelude::*;
+use throttle_bucket::{
+    encode_state, parse_state, ArgError, Outcome, Refusal, ReleaseArgs, State, TakeArgs,
+    ThrottleCommand, Write, LINE_STATE_HEAD, MAX_LINE, NS_PER_MS, SLOT_LEN, WAITER_LEN,
+};
+
+/// 2026-12-01T00:00:00Z.
+const T0: i64 = 1_796_083_200 * 1_000_000_000;
+const MS: i64 = NS_PER_MS;
+
+fn words(text: &str) -> Vec<&[u8]> {
+    text.split_whitespace().map(str::as_bytes).collect()
+}
+
+fn after(write: &Option<Write>, before: Option<State>) -> Option<State> {
+    match write {
+        Some(w) => w.stored(),
+        None => before,
+    }
+}
+
+/// A bucket and the server's clock, calls made one after another.
+struct Bucket {
+    state: Option<State>,
+    now: i64,
+    quota: &'static str,
+}
+
+impl Bucket {
+    fn new(quota: &'static str) -> Bucket {
+        Bucket {
+            state: None,
+            now: T0,
+            quota,
+        }
+    }
+
+    fn at(&mut self, ms: i64) -> &mut Bucket {
+        self.now = T0 + ms * MS;
+        self
+    }
+
+    /// A take with `options` after the quota: its reply's integers and outcome.
+    fn take(&mut self, options: &str) -> Result<(Vec<i64>, Outcome), ArgError> {
+        let text = format!("{} {options}", self.quota);
+        let args = TakeArgs::parse(&words(&text)).expect("valid test arguments");
+        let out = args.apply(std::slice::from_ref(&self.state), self.now)?;
+        self.state = after(&out.write, self.state.clone());
+        Ok((args.reply(&out).as_ref().to_vec(), out))
+    }
+
+    fn reply(&mut self, options: &str) -> Vec<i64> {
+        self.take(options).expect("no error").0
+    }
+
+    /// A release: whether the slot was held, and what it announced.
+    fn release(&mut self, slot: i64) -> (bool, Option<String>) {
+        let args = ReleaseArgs::parse(&words(&format!("{} {slot} INFLIGHT 1", self.quota)))
+            .expect("valid test arguments");
+        let out = args
+            .apply(std::slice::from_ref(&self.state), self.now)
+            .expect("no error");
+        self.state = after(&out.write, self.state.clone());
+        let heard = ReleaseArgs::announce(&out).map(|m| m.text());
+        (out.held, heard)
+    }
+}
+
+/// Cap 1, a 5 s lease, a place kept 1 s.
+const LINE: &str = "INFLIGHT 1 LEASE 5000 LINE 1000";
+const IN_LINE: i64 = 4 | 16;
+
+#[test]
+fn the_line_is_served_in_order_at_each_release() {
+    // Ten tokens, one a second: a token taken shows for a while.
+    let mut b = Bucket::new("10 1");
+    let holder = b.at(0).reply(LINE);
+    assert_eq!(holder, [1, 9, 0, 1000, T0 / 1000, 0]);
+    let a = holder[4];
+    // Every slot held: in line, with a ticket and a place; look again within half the place
+    // lease (the holder's lease ends later). Nothing is taken yet.
+    let first = b.at(10).reply(LINE);
+    let ticket = first[4];
+    assert_eq!(first, [0, 9, 500, 990, ticket, 1, IN_LINE]);
+    assert!(ticket > a);
+    let second = b.at(20).reply(LINE);
+    let next = second[4];
+    assert_eq!(second, [0, 9, 500, 980, (T0 + 20 * MS) / 1000, 2, IN_LINE]);
+    // A call without LINE does not overtake the line.
+    let plain = b.at(30).reply("INFLIGHT 1 LEASE 5000");
+    assert_eq!(plain, [0, 9, 4970, 970, 0, 4]);
+    // The release hands the slot to the head at once, and says so.
+    assert_eq!(
+        b.at(100).release(a),
+        (true, Some(format!("handed {ticket} 0")))
+    );
+    // The head finds it held: granted, its token taken at the hand-off.
+    let handed = b.at(110).reply(&format!("{LINE} WAITER {ticket}"));
+    assert_eq!(handed, [1, 8, 0, 1890, ticket, 0]);
+    // The second is now first, its place renewed.
+    let looked = b.at(120).reply(&format!("{LINE} WAITER {next}"));
+    assert_eq!(looked, [0, 8, 500, 1880, next, 1, IN_LINE]);
+    // A release of a slot not held (again) hands nothing.
+    assert_eq!(b.at(130).release(a), (false, None));
+}
+
+#[test]
+fn a_waiter_that_stops_looking_leaves_at_the_end_of_its_place() {
+    let mut b = Bucket::new("100 100");
+    let a = b.at(0).reply(LINE)[4];
+    let gone = b.at(0).reply(LINE)[4];
+    let next = b.at(500).reply(LINE)[4];
+    // `gone`'s place ends at 1000 ms, `next`'s at 1500: the release at 1200 hands to `next`.
+    assert_eq!(
+        b.at(1200).release(a),
+        (true, Some(format!("handed {next} 0")))
+    );
+    // `gone` looks too late: not in line any more, and the slot is held: it joins again.
+    let again = b.at(1300).reply(&format!("{LINE} WAITER {gone}"));
+    assert_eq!(again[5], 1);
+    assert!(again[4] > next);
+}
+
+#[test]
+fn a_holders_lease_running_out_hands_its_slot_at_the_next_look() {
+    let mut b = Bucket::new("100 100");
+    b.at(0).reply(LINE);
+    let waiter = b.at(0).reply(LINE)[4];
+    // It keeps its place by looking every half second; the holder's lease ends at 5000 ms.
+    for ms in (400..5000).step_by(400) {
+        let looked = b.at(ms).reply(&format!("{LINE} WAITER {waiter}"));
+        assert_eq!(looked[5], 1, "at {ms} ms");
+        assert!((1..=500).contains(&looked[2]), "{looked:?}");
+    }
+    let (ints, out) = b.at(5200).take(&format!("{LINE} WAITER {waiter}")).unwrap();
+    assert_eq!(ints, [1, 99, 0, 10, waiter, 0]);
+    assert_eq!(out.line.handed, 1);
+}
+
+#[test]
+fn the_tokens_are_taken_at_the_hand_off_and_the_lease_runs_from_when_they_are_there() {
+    // One token a second: the holder takes it, the waiter's is there 1 s later.
+    let mut b = Bucket::new("1 1");
+    let a = b.at(0).reply(LINE)[4];
+    // Tokens not there within MAXWAIT: not in line, waits for the tokens.
+    assert_eq!(b.at(0).reply(LINE), [0, 0, 5000, 1000, 0, 0, 4 | 1]);
+    let line = "MAXWAIT 2000 INFLIGHT 1 LEASE 5000 LINE 1000";
+    let ticket = b.at(0).reply(line)[4];
+    assert_eq!(
+        b.at(100).release(a),
+        (true, Some(format!("handed {ticket} 900")))
+    );
+    // Looking again: granted, to wait for its tokens as any reservation does.
+    let looked = b.at(300).reply(&format!("{line} WAITER {ticket}"));
+    assert_eq!(looked, [1, 0, 700, 1700, ticket, 0]);
+    // The lease runs from when the tokens are there: 1000 + 5000 ms.
+    let state = b.state.clone().unwrap();
+    assert_eq!(state.slots.held[0].lease_end, T0 + 6000 * MS);
+}
+
+#[test]
+fn a_clock_stepped_back_keeps_places_and_gives_later_tickets() {
+    let mut b = Bucket::new("100 100");
+    let a = b.at(1000).reply(LINE)[4];
+    let waiter = b.at(1000).reply(LINE)[4];
+    // A clock that reads earlier: nobody leaves, a new ticket still follows the ones given.
+    let later = b.at(500).reply(LINE);
+    assert_eq!(later[5], 2, "{later:?}");
+    assert!(later[4] > waiter && waiter > a);
+    assert_eq!(b.at(500).reply(&format!("{LINE} WAITER {waiter}"))[5], 1);
+}
+
+#[test]
+fn the_line_is_bounded() {
+    let mut b = Bucket::new("100000 100000");
+    b.at(0).reply(LINE);
+    for place in 1..=MAX_LINE {
+        assert_eq!(b.at(0).reply(LINE)[5], place as i64);
+    }
+    assert_eq!(b.at(0).take(LINE).map(|_| ()), Err(ArgError::LineFull));
+    // The value stays bounded: 48 bytes, one slot and 1024 waiters.
+    let bytes = encode_state(b.state.as_ref().unwrap());
+    assert_eq!(
+        bytes.as_bytes().len(),
+        LINE_STATE_HEAD + SLOT_LEN + WAITER_LEN * MAX_LINE as usize
+    );
+}
+
+#[test]
+fn line_options_go_with_inflight_and_without_floor() {
+    let bad = |text: &str| TakeArgs::parse(&words(text)).unwrap_err();
+    assert_eq!(bad("8 9 LINE 100"), ArgError::LineInflight);
+    assert_eq!(bad("8 9 INFLIGHT 1 LEASE 9 WAITER 3"), ArgError::WaiterLine);
+    assert_eq!(
+        bad("8 9 FLOOR 1 INFLIGHT 1 LEASE 9 LINE 100"),
+        ArgError::LineFloor
+    );
+    assert_eq!(bad("8 9 INFLIGHT 1 LEASE 9 LINE 0"), ArgError::PlaceMs);
+    assert_eq!(bad("8 9 INFLIGHT 1 LEASE 9 LINE x"), ArgError::PlaceMs);
+    assert_eq!(
+        bad("8 9 INFLIGHT 1 LEASE 9 LINE 5 LINE 5"),
+        ArgError::Repeated("LINE")
+    );
+    let args = TakeArgs::parse(&words("8 9 INFLIGHT 1 LEASE 9 LINE 100 WAITER 77")).unwrap();
+    let line = args.line.unwrap();
+    assert_eq!((line.place_ms, line.waiter), (100, Some(77)));
+    let written: Vec<String> = args.words().into_iter().map(|w| w.to_text()).collect();
+    assert_eq!(
+        written.join(" "),
+        "8 9 INFLIGHT 1 LEASE 9 LINE 100 WAITER 77"
+    );
+    // The reply reads back with its place.
+    let reply = args.decode(&[0, 7, 500, 10, 77, 2, 20]).unwrap();
+    assert_eq!((reply.slot, reply.place), (Some(77), Some(2)));
+    assert_eq!(reply.refusal, Some(Refusal::SLOT | Refusal::LINE));
+    assert_eq!(args.decode(&[0, 7, 500, 10, 77, 20]), None);
+}
+
+#[test]
+fn the_stored_layout_reads_back_and_forged_lines_are_refused() {
+    let mut b = Bucket::new("100 100");
+    b.at(0).reply(LINE);
+    b.at(0).reply(LINE);
+    b.at(0).reply(LINE);
+    let state = b.state.clone().unwrap();
+    let bytes = encode_state(&state).as_bytes().to_vec();
+    assert_eq!(bytes.len(), LINE_STATE_HEAD + SLOT_LEN + 2 * WAITER_LEN);
+    assert_eq!(bytes.len() % 16, 0);
+    assert_eq!(parse_state(&bytes, T0), Ok(state.clone()));
+    // The counts: 1 slot, 2 waiters, cap 1.
+    assert_eq!(&bytes[40..48], &[1, 0, 2, 0, 1, 0, 0, 0]);
+    let forged = |at: usize, value: &[u8]| {
+        let mut forged = bytes.clone();
+        forged[at..at + value.len()].copy_from_slice(value);
+        parse_state(&forged, T0).is_err()
+    };
+    let first_waiter = LINE_STATE_HEAD + SLOT_LEN;
+    assert!(forged(40, &[2, 0]), "a count that is not the length");
+    assert!(forged(44, &[0, 0]), "cap 0");
+    assert!(forged(46, &[1, 0]), "padding");
+    assert!(forged(first_waiter + 16, &[0; 8]), "lease 0");
+    assert!(
+        forged(first_waiter + 24, &[0xFF; 8]),
+        "tokens past any capacity"
+    );
+    let held_id = &bytes[48..56];
+    assert!(forged(first_waiter, held_id), "a ticket a slot holds");
+    let second = &bytes[first_waiter + WAITER_LEN..first_waiter + WAITER_LEN + 8];
+    assert!(forged(first_waiter, second), "tickets not increasing");
+    // Once the line is gone, the bucket has its slot form again.
+    let a = state.slots.held[0].id as i64;
+    b.at(600).release(a);
+    b.at(1100);
+    let (_, out) = b.take("INFLIGHT 1 LEASE 5000").unwrap();
+    assert_eq!(out.line.left, 0);
+}
+
+/// One step of a random schedule: a caller acts, the clock moves.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// Caller k takes with LINE (or looks again, if it is in line).
+    Take(usize),
+    /// Caller k releases the slot it holds, if it holds one.
+    Release(usize),
+    /// The clock moves by this many ms.
+    Wait(i64),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (0..6usize).prop_map(Step::Take),
+        (0..6usize).prop_map(Step::Release),
+        (1..400i64).prop_map(Step::Wait),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Whatever the callers do: never more than the cap held, slots handed in the order the
+    /// waiters joined, a waiter served or gone, and every message names the head.
+    #[test]
+    fn never_past_the_cap_and_served_in_order(steps in prop::collection::vec(step(), 1..120)) {
+        let cap = 2;
+        let line = format!("INFLIGHT {cap} LEASE 700 LINE 300");
+        let mut b = Bucket::new("1000 1000");
+        let mut ms = 0;
+        // Per caller: its ticket while in line, its slot while it holds one.
+        let mut ticket: [Option<i64>; 6] = [None; 6];
+        let mut slot: [Option<i64>; 6] = [None; 6];
+        for step in steps {
+            let mut released = false;
+            match step {
+                Step::Wait(by) => ms += by,
+                Step::Take(k) if slot[k].is_none() => {
+                    let options = match ticket[k] {
+                        Some(id) => format!("{line} WAITER {id}"),
+                        None => line.clone(),
+                    };
+                    let ints = b.at(ms).reply(&options);
+                    if ints[0] == 1 {
+                        slot[k] = Some(ints[4]);
+                        ticket[k] = None;
+                    } else {
+                        prop_assert_eq!(ints[6], IN_LINE);
+                        ticket[k] = Some(ints[4]);
+                    }
+                }
+                Step::Release(k) => {
+                    if let Some(id) = slot[k].take() {
+                        released = b.at(ms).release(id).0;
+                    }
+                }
+                Step::Take(_) => {}
+            }
+            let now = i128::from(T0 + ms * MS);
+            if let Some(state) = &b.state {
+                prop_assert!(state.slots.held_at(now) <= cap);
+                // In order: every slot held was given before any waiter still in line joined
+                // (a slot handed from the line has its waiter's ticket as its id).
+                let newest_held = state.slots.live(now).map(|s| s.id).max();
+                let oldest_waiting = state.slots.waiting(now).map(|w| w.id).min();
+                if let (Some(held), Some(waiting)) = (newest_held, oldest_waiting) {
+                    prop_assert!(held < waiting, "{:?}", state.slots);
+                }
+                // A free slot under the cap with callers waiting lasts only until the next
+                // slot command: the release that freed it handed it.
+                let waiting = state.slots.waiting(now).count();
+                if waiting > 0 && released {
+                    prop_assert_eq!(state.slots.held_at(now), cap);
+                }
+            }
+        }
+    }
+}
