@@ -101,6 +101,10 @@ pub struct InFlightMetrics {
     pub held: u64,
     /// Calls that found every slot held and waited for one.
     pub waits: u64,
+    /// Of those, the calls that waited in the server's line for one.
+    pub joined_line: u64,
+    /// Slots heard handed to a call of this limiter in line: granted with no take of its own.
+    pub heard_handed: u64,
     /// Slots whose lease ran out while their grant held them (a renewal found the slot gone):
     /// a frozen process, or a lease too short for the round trips.
     pub leases_lost: u64,
@@ -376,6 +380,8 @@ pub(crate) struct Metrics {
     debited: AtomicU64,
     slots_held: AtomicU64,
     slot_waits: AtomicU64,
+    joined_line: AtomicU64,
+    heard_handed: AtomicU64,
     leases_lost: AtomicU64,
     slots_released: AtomicU64,
     events: [AtomicU64; Event::COUNT],
@@ -404,6 +410,8 @@ impl Metrics {
             debited: AtomicU64::new(0),
             slots_held: AtomicU64::new(0),
             slot_waits: AtomicU64::new(0),
+            joined_line: AtomicU64::new(0),
+            heard_handed: AtomicU64::new(0),
             leases_lost: AtomicU64::new(0),
             slots_released: AtomicU64::new(0),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -510,6 +518,19 @@ impl Metrics {
         self.facade.slot_event("wait");
     }
 
+    /// A call joined the server's line for a slot (counted as a wait for one too).
+    pub(crate) fn joined_line(&self) {
+        self.waited_for_slot();
+        self.joined_line.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A call in line heard its slot handed to it.
+    pub(crate) fn heard_handed(&self) {
+        self.heard_handed.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.facade.slot_event("handed");
+    }
+
     pub(crate) fn slot_released(&self) {
         self.slots_released.fetch_add(1, Ordering::Relaxed);
     }
@@ -562,6 +583,8 @@ impl Metrics {
             in_flight: InFlightMetrics {
                 held: load(&self.slots_held),
                 waits: load(&self.slot_waits),
+                joined_line: load(&self.joined_line),
+                heard_handed: load(&self.heard_handed),
                 leases_lost: load(&self.leases_lost),
                 released: load(&self.slots_released),
             },

@@ -70,6 +70,9 @@ pub(crate) enum Decision {
     /// Refused for want of a slot: wait for one (a release heard, or the next look of
     /// [`SlotLooks`]), within the deadline, then ask again.
     WaitForSlot,
+    /// In the server's line for a slot: wait to hear it handed over, or look again at the
+    /// reply's wait, within the deadline.
+    WaitInLine,
     /// Stop without the tokens.
     GiveUp(GiveUp),
 }
@@ -109,6 +112,8 @@ pub(crate) enum Refusal {
     Floor,
     /// Every slot for calls in flight is held.
     Slot,
+    /// Every slot is held, and the call waits in the server's line for one, in its turn.
+    Line,
     /// A pause the server confirmed covers the call's reserved send.
     Pause,
 }
@@ -138,7 +143,9 @@ impl Refusal {
         }
         if let Some(said) = reply.said {
             let waits = in_flight.is_some() && max_wait_ms > 0;
-            return Some(if said.contains(Said::SLOT) && waits {
+            return Some(if said.contains(Said::LINE) && reply.in_line.is_some() {
+                Refusal::Line
+            } else if said.contains(Said::SLOT) && waits {
                 Refusal::Slot
             } else if said.contains(Said::FLOOR) {
                 Refusal::Floor
@@ -346,6 +353,7 @@ impl Policy {
             // The slot wait ends by the deadline; the take after it, asking what is left of
             // the deadline, gives up if it is spent.
             Some(Refusal::Slot) => return Decision::WaitForSlot,
+            Some(Refusal::Line) => return Decision::WaitInLine,
             Some(refusal) => refusal,
         };
         let deadline = self.deadline();

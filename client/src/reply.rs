@@ -28,6 +28,8 @@ pub(crate) struct TakeReply {
     pub round_trips: u32,
     /// What the server says held a denial back (`None`: granted, or a server too old to say).
     pub said: Option<throttle_bucket::Refusal>,
+    /// In the server's line for a slot: the call's ticket (its slot's id once handed over).
+    pub in_line: Option<u64>,
 }
 
 impl AsRef<TakeReply> for TakeReply {
@@ -65,6 +67,30 @@ impl From<throttle_bucket::TakeReply> for TakeReply {
             ticket: reply.ticket.unwrap_or(0),
             round_trips: 1,
             said: reply.refusal,
+            in_line: reply.slot.filter(|_| reply.place.is_some_and(|place| place > 0)),
+        }
+    }
+}
+
+impl MTakeTickets {
+    /// The grant of a slot heard handed to a call in line, as `ticket`: its tokens were taken
+    /// at the hand-off, there after `wait`. No take of its own, so no round trip, no ticket to
+    /// give them back with, and no count of tokens left.
+    pub(crate) fn handed(ticket: u64, wait: Duration) -> MTakeTickets {
+        MTakeTickets {
+            reply: TakeReply {
+                granted: true,
+                remaining: 0,
+                wait,
+                reset: Duration::ZERO,
+                ticket: 0,
+                round_trips: 0,
+                said: None,
+                in_line: None,
+            },
+            tickets: vec![0],
+            left: Vec::new(),
+            slot: Some(ticket),
         }
     }
 }
@@ -98,6 +124,8 @@ impl From<MTakeReply> for MTakeTickets {
                 ticket: 0,
                 round_trips: 1,
                 said: reply.refusal,
+                // THROTTLE.MTAKE never puts a call in line.
+                in_line: None,
             },
             tickets: reply.tickets.unwrap_or_default(),
             left,

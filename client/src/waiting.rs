@@ -104,6 +104,30 @@ impl<R: Sync> PauseWatch<R> for NoWatch {
     }
 }
 
+/// How long a call keeps its place in the server's line for a slot without looking again:
+/// one that listens looks every half of it, and one that died leaves the line at most this
+/// long after.
+pub(crate) const PLACE: Duration = Duration::from_secs(3);
+
+/// Where a call that takes a slot stands in the server's line, as its next take is told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// A take that never waits (`try_acquire`): it does not join the line.
+    Outside,
+    /// Not in line: the take may join it, if every slot is held.
+    First,
+    /// In line with this ticket: the take looks again (its place renewed, or its slot found
+    /// handed over).
+    Look(u64),
+    /// Its slot was heard handed over, its tokens there after `wait`: granted, with no take.
+    Handed {
+        /// The ticket, now the slot's id.
+        ticket: u64,
+        /// Until its tokens are there, as the hand-off said.
+        wait: Duration,
+    },
+}
+
 /// A granted call: its last reply and what it took.
 pub(crate) struct Outcome<R> {
     pub reply: R,
@@ -132,7 +156,7 @@ pub(crate) async fn run<A, F, B, G, R, H, W>(
     line: &mut InLine<'_>,
 ) -> Result<Outcome<R>, Error>
 where
-    A: FnMut(u64) -> F,
+    A: FnMut(u64, Place) -> F,
     F: Future<Output = Result<R, Error>>,
     B: FnMut(u64, Resume, Instant) -> G,
     G: Future<Output = Option<R>>,
@@ -153,7 +177,10 @@ where
     let mut slept = Duration::ZERO;
     // A pause that held the call back: its rest is slept out before asking again.
     let mut after_pause: Option<Resume> = None;
+    // Where the next take stands in the server's line for a slot.
+    let mut place = Place::First;
     loop {
+        let asked_place = std::mem::replace(&mut place, Place::First);
         watch.arm();
         let resume = after_pause.take();
         let asked = start.elapsed() + resume.map_or(Duration::ZERO, |r| r.rest);
@@ -173,13 +200,14 @@ where
             Some(reply) => reply,
             None => {
                 line.arm(policy.takes_slots());
-                ask(max_wait_ms).await?
+                ask(max_wait_ms, asked_place).await?
             }
         };
         let replied = Instant::now();
         // A call that asked again together with others may have sent nothing of its own.
         let trips = reply.as_ref().round_trips;
-        round_trips = round_trips.saturating_add(if resume.is_some() {
+        let sent = !matches!(asked_place, Place::Handed { .. });
+        round_trips = round_trips.saturating_add(if resume.is_some() || !sent {
             trips
         } else {
             trips.max(1)
@@ -191,7 +219,7 @@ where
             start.elapsed(),
             fastrand::f64(),
         );
-        if decision != Decision::WaitForSlot {
+        if !matches!(decision, Decision::WaitForSlot | Decision::WaitInLine) {
             // Out of the line for a slot: granted, or held back by something else.
             line.leave_slot_line();
         }
@@ -274,6 +302,33 @@ where
                     deadline: policy.deadline(),
                 };
                 return Err(give_up(metrics, reason, start, round_trips));
+            }
+            Decision::WaitInLine => {
+                let wait = reply.as_ref().wait;
+                let Some(ticket) = reply.as_ref().in_line else {
+                    return Err(give_up(metrics, GiveUp::Attempts(round_trips), start, round_trips));
+                };
+                if matches!(asked_place, Place::First) {
+                    metrics.joined_line();
+                }
+                trace_wait(Refusal::Line, wait, round_trips);
+                match line.wait_in_line(ticket, wait, replied, until).await {
+                    Some(next) => {
+                        if matches!(next, Place::Handed { .. }) {
+                            metrics.heard_handed();
+                        }
+                        place = next;
+                        continue;
+                    }
+                    // Still in line at the deadline: its place lapses with its lease.
+                    None => {
+                        let reason = GiveUp::Deadline {
+                            needed: wait,
+                            deadline: policy.deadline(),
+                        };
+                        return Err(give_up(metrics, reason, start, round_trips));
+                    }
+                }
             }
             Decision::GiveUp(reason) => {
                 return Err(give_up(metrics, reason, start, round_trips));
@@ -456,6 +511,41 @@ impl<'a> InLine<'a> {
         self.slot_turn = None;
         self.looks = SlotLooks::default();
         self.woken_by_freed = false;
+    }
+
+    /// In the server's line with `ticket` after a take `replied`, whose reply said to look again
+    /// after `wait`: until the hand-off of its slot is heard, or the look is due. A call that
+    /// can count on hearing the hand-off looks only to keep its place (every half of
+    /// [`PLACE`]); one that cannot looks when the server says. `None`: the deadline `until`
+    /// came first.
+    async fn wait_in_line(
+        &mut self,
+        ticket: u64,
+        wait: Duration,
+        replied: Instant,
+        until: Option<Instant>,
+    ) -> Option<Place> {
+        let heard = self
+            .ears
+            .zip(self.hearing)
+            .filter(|(ears, (trust, _))| ears.kept(*trust));
+        let look = if heard.is_some() { PLACE / 2 } else { wait };
+        let look = replied + look.max(Duration::from_millis(1));
+        let deadline_first = until.is_some_and(|at| at <= look);
+        let wake = until.map_or(look, |at| look.min(at));
+        let hear = async {
+            match heard {
+                Some((ears, (trust, _))) => tokio::select! {
+                    wait = ears.handed(ticket) => Some(wait),
+                    () = ears.lost(trust) => None,
+                },
+                None => None,
+            }
+        };
+        tokio::select! {
+            Some(wait) = hear => Some(Place::Handed { ticket, wait }),
+            () = tokio::time::sleep_until(wake) => (!deadline_first).then_some(Place::Look(ticket)),
+        }
     }
 
     /// After a take `replied` refused for want of a slot, naming `wait`: in line behind this

@@ -245,8 +245,13 @@ async fn fleet_worker(url: &str, backend: Backend) {
     .await;
     let m = limiter.metrics();
     println!(
-        "\nDONE {} waits {} lost {} round trips {}",
-        m.granted, m.in_flight.waits, m.in_flight.leases_lost, m.round_trips
+        "\nDONE {} waits {} lost {} round trips {} in line {} heard handed {}",
+        m.granted,
+        m.in_flight.waits,
+        m.in_flight.leases_lost,
+        m.round_trips,
+        m.in_flight.joined_line,
+        m.in_flight.heard_handed
     );
 }
 
@@ -339,6 +344,7 @@ fn never_more_than_the_cap_in_flight(flavor: Flavor) {
     for worker in &mut workers {
         let out = worker.finish_ok(deadline);
         let line = out.lines().find(|l| l.starts_with("DONE")).unwrap();
+        println!("{line}");
         let words: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(words[1], (CALLERS * CALLS_EACH).to_string(), "{line}");
         assert_eq!(words[5], "0", "no lease ran out: {line}");

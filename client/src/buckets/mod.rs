@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use throttle_bucket::{
-    GiveArgs, Inflight, Limit, MTakeArgs, PauseArgs, PeekArgs, TakeArgs, ThrottleCommand,
-    MAX_WAIT_MS,
+    GiveArgs, Inflight, Limit, LineArgs, MTakeArgs, PauseArgs, PeekArgs, TakeArgs,
+    ThrottleCommand, MAX_WAIT_MS,
 };
 use tokio::time::Instant;
 use tracing::field::Empty;
@@ -26,7 +26,7 @@ use crate::metrics::{Event, Metrics};
 use crate::policy::Policy;
 use crate::reply::MTakeTickets;
 use crate::report::{FleetReport, Reported, ReportedKey};
-use crate::waiting::{self, record, Held, InLine, Lines};
+use crate::waiting::{self, record, Held, InLine, Lines, Place};
 use crate::{
     Backend, BucketState, Demand, Error, Grant, MetricsSnapshot, Priority, Quota, QuotaError,
     Strategy, SupplierUnit, TryAcquire, Unreachable, DEFAULT_MAX_WAIT,
@@ -435,7 +435,7 @@ where
         let outcome = waiting::run(
             policy.with_slots(in_flight),
             &shared.metrics,
-            |max_wait_ms| self.take_holding(limits, max_wait_ms),
+            |max_wait_ms, place| self.take_holding(limits, max_wait_ms, place),
             |max_wait_ms, resume, at| async move {
                 let taken = self
                     .rebook(limits, max_wait_ms, at, resume.factor_bp)
@@ -496,7 +496,7 @@ where
                         ..
                     },
                 slot,
-            } = self.take_holding(&limits, 0).await?;
+            } = self.take_holding(&limits, 0, Place::Outside).await?;
             let waited = start.elapsed();
             if !reply.granted {
                 metrics.denied();
@@ -653,7 +653,15 @@ where
 
     /// One take round trip with `TICKET`: `THROTTLE.TAKE` for one bucket, `THROTTLE.MTAKE` for
     /// several; failures counted.
-    async fn take(&self, limits: &[Limit], max_wait_ms: u64) -> Result<MTakeTickets, Error> {
+    ///
+    /// A call of one bucket that takes a slot with no floor waits for one in the server's
+    /// line (`LINE`), where it stands at `place`.
+    async fn take(
+        &self,
+        limits: &[Limit],
+        max_wait_ms: u64,
+        place: Place,
+    ) -> Result<MTakeTickets, Error> {
         let shared = &self.shared;
         let inflight = shared.options.in_flight.map(|cap| Inflight {
             cap: cap.cap,
@@ -668,6 +676,7 @@ where
                     ticket: true,
                     floor: limit.floor,
                     inflight,
+                    line: line_args(inflight, limit.floor, place),
                 };
                 let (reply, trips) = self.call_counted(&[bucket.key.as_str()], &args).await;
                 (reply.map(MTakeTickets::from), trips)
@@ -745,6 +754,23 @@ where
             outcome = Empty,
         )
     }
+}
+
+/// `LINE` for a take of a slot (`inflight`) with no floor, as the call stands at `place`
+/// (`None`: no line: a floored call waits for its tokens, and a call with no cap takes no slot).
+fn line_args(inflight: Option<Inflight>, floor: Option<u64>, place: Place) -> Option<LineArgs> {
+    if inflight.is_none() || floor.is_some() {
+        return None;
+    }
+    let waiter = match place {
+        Place::Outside => return None,
+        Place::Look(ticket) => Some(ticket),
+        Place::First | Place::Handed { .. } => None,
+    };
+    Some(LineArgs {
+        place_ms: u64::try_from(waiting::PLACE.as_millis()).unwrap_or(u64::MAX),
+        waiter,
+    })
 }
 
 /// `retry_after` as THROTTLE.PAUSE's `ms`: rounded up, from 1 ms to the longest pause.

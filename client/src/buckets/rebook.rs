@@ -19,6 +19,7 @@ use tokio::time::Instant;
 
 use super::Buckets;
 use crate::reply::MTakeTickets;
+use crate::waiting::Place;
 
 /// A held call joins a batch that fires at most this long after its own pause ends: the calls
 /// one announcement wakes all end their rest on the same instant.
@@ -150,7 +151,8 @@ where
                 floor: None,
             })
             .collect();
-        let taken = match self.take(&limits, max_wait_ms).await {
+        // A rebooked call takes no slot (see `Policy::rebooks`): no line.
+        let taken = match self.take(&limits, max_wait_ms, Place::Outside).await {
             Ok(taken) if taken.reply.granted => taken,
             // Refused within the shortest deadline, or failed: each asks alone, as it would have.
             _ => {

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::Buckets;
 use crate::grant::SlotHold;
 use crate::reply::MTakeTickets;
+use crate::waiting::Place;
 use crate::Error;
 
 /// A take, and the slot it holds (with a cap on calls in flight, when granted).
@@ -36,8 +37,14 @@ where
         &self,
         limits: &[Limit],
         max_wait_ms: u64,
+        place: Place,
     ) -> Result<Slotted, Error> {
-        let taken = self.take(limits, max_wait_ms).await?;
+        let taken = match place {
+            Place::Handed { ticket, wait } => MTakeTickets::handed(ticket, wait),
+            Place::Outside | Place::First | Place::Look(_) => {
+                self.take(limits, max_wait_ms, place).await?
+            }
+        };
         let slot = taken
             .slot
             .filter(|_| taken.reply.granted)

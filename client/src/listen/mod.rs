@@ -7,7 +7,7 @@
 //! can be trusted for a call (up since before the call's take, and answering). What an
 //! announcement says, and whom it covers, is `heard`'s.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
@@ -116,6 +116,9 @@ pub(crate) struct Ears {
     /// Bumped at each slot freed on its first bucket (where a cap's slots are), so a call
     /// waiting for one takes again.
     freed: watch::Sender<u64>,
+    /// The last slots heard handed to a waiter in line on its first bucket (ticket, wait):
+    /// a few, so that a waiter that hears its own before its take's reply still finds it.
+    handed: watch::Sender<VecDeque<(u64, Duration)>>,
     /// The connection on which all of its channels were subscribed (0: none yet).
     subscribed_epoch: AtomicU64,
 }
@@ -250,6 +253,7 @@ impl Announcements {
             recent: Mutex::new(vec![Recent::default(); channels.len()]),
             changed: watch::Sender::new(0),
             freed: watch::Sender::new(0),
+            handed: watch::Sender::new(VecDeque::new()),
             subscribed_epoch: AtomicU64::new(0),
             channels: channels.clone(),
         });
@@ -345,6 +349,21 @@ impl Hub {
             .flatten()
             .filter_map(|(ears, index)| Some((ears.upgrade()?, *index)))
             .collect();
+        if let Some(rest) = message.strip_prefix(HANDED) {
+            let Some(handed) = parse_handed(rest) else {
+                self.dropped.fetch_add(1, Relaxed);
+                return;
+            };
+            for (ears, _) in listeners.iter().filter(|(_, index)| *index == 0) {
+                ears.handed.send_modify(|recent| {
+                    if recent.len() >= HANDED_KEPT {
+                        recent.pop_front();
+                    }
+                    recent.push_back(handed);
+                });
+            }
+            return;
+        }
         if message == throttle_bucket::SLOT_FREED.as_bytes() {
             for (ears, _) in listeners.iter().filter(|(_, index)| *index == 0) {
                 ears.freed.send_modify(|n| *n = n.wrapping_add(1));
@@ -382,6 +401,25 @@ impl Hub {
     }
 }
 
+/// The first word of a hand-off's announcement, with its space.
+const HANDED: &[u8] = b"handed ";
+
+/// How many hand-offs the ears keep: a waiter hears its own within a few of the fleet's.
+const HANDED_KEPT: usize = 64;
+
+/// `<ticket> <wait_ms>` of a hand-off's announcement, if a server could have sent it: a
+/// ticket an id can be, a wait no longer than any take's. Anything else is dropped: a forged
+/// one could only send one waiter ahead of its turn.
+fn parse_handed(rest: &[u8]) -> Option<(u64, Duration)> {
+    let text = std::str::from_utf8(rest).ok()?;
+    let mut words = text.split(' ');
+    let ticket: u64 = words.next()?.parse().ok()?;
+    let wait_ms: u64 = words.next()?.parse().ok()?;
+    let fits = (1..throttle_bucket::MAX_SLOT_ID).contains(&ticket)
+        && wait_ms <= throttle_bucket::MAX_WAIT_MS;
+    (fits && words.next().is_none()).then_some((ticket, Duration::from_millis(wait_ms)))
+}
+
 impl Ears {
     fn lock_recent(&self) -> std::sync::MutexGuard<'_, Vec<Recent>> {
         self.recent.lock().unwrap_or_else(PoisonError::into_inner)
@@ -406,6 +444,25 @@ impl Ears {
     /// it to move ([`Ears::freed_since`]).
     pub(crate) fn freed_seen(&self) -> u64 {
         *self.freed.borrow()
+    }
+
+    /// Resolves once the slot of waiter `ticket` is heard handed to it, with the wait until its
+    /// tokens are there (at once if it already was).
+    pub(crate) async fn handed(&self, ticket: u64) -> Duration {
+        let mut handed = self.handed.subscribe();
+        let found = |recent: &VecDeque<(u64, Duration)>| {
+            recent.iter().find(|(id, _)| *id == ticket).map(|(_, wait)| *wait)
+        };
+        let heard = handed
+            .wait_for(|recent| found(recent).is_some())
+            .await
+            .ok()
+            .and_then(|recent| found(&recent));
+        match heard {
+            Some(wait) => wait,
+            // The ears own the sender: it cannot close while `self` lives.
+            None => std::future::pending().await,
+        }
     }
 
     /// Resolves once a slot freed was heard after `seen` (at once if one already was).

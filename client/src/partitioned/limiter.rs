@@ -532,7 +532,7 @@ impl<C> PartitionedLimiter<C> {
         let outcome = waiting::run(
             Policy::partitioned(deadline),
             &core.metrics,
-            |_max_wait_ms| {
+            |_max_wait_ms, _place| {
                 turn_since.get_or_insert_with(|| TurnSince::new(core, start));
                 std::future::ready(self.look(tokens, floor, start))
             },
@@ -591,6 +591,7 @@ impl<C> PartitionedLimiter<C> {
             round_trips: 0,
             // In process: the loop's own decision, no server's word.
             said: None,
+            in_line: None,
         };
         Ok(Looked { reply, taken })
     }

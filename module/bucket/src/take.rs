@@ -221,13 +221,23 @@ fn take_in_line(
     let place_end = now + i128::from(line.place_ms) * i128::from(NS_PER_MS);
     let place_end = i64::try_from(place_end).unwrap_or(i64::MAX);
     if let Some(id) = line.waiter {
-        // Handed a slot: granted, its tokens taken at the hand-off.
+        // Handed a slot: granted, its tokens taken at the hand-off. Its lease runs from now
+        // at the latest (a waiter that learns of the hand-off late still has all of it).
         if let Some(slot) = bucket.slots.live(now).find(|s| s.id == id) {
             let lease = i128::from(inflight.lease_ms) * i128::from(NS_PER_MS);
-            let wait = (i128::from(slot.lease_end) - lease - now).max(0);
+            let usable = i128::from(slot.lease_end) - lease;
+            let wait = (usable - now).max(0);
+            let renewed = i64::try_from(now + wait + lease)
+                .ok()
+                .filter(|end| *end > slot.lease_end)
+                .and_then(|end| bucket.slots.renewed(now, id, end));
+            let write = match renewed {
+                Some(slots) => bucket.write_all(bucket.base, bucket.pushback, &slots),
+                None => unchanged(),
+            };
             return Ok(Outcome {
                 wait_ns: saturate(wait),
-                write: unchanged(),
+                write,
                 slot: Some(id),
                 ..inspect(bucket)
             });
