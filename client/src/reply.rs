@@ -67,7 +67,9 @@ impl From<throttle_bucket::TakeReply> for TakeReply {
             ticket: reply.ticket.unwrap_or(0),
             round_trips: 1,
             said: reply.refusal,
-            in_line: reply.slot.filter(|_| reply.place.is_some_and(|place| place > 0)),
+            in_line: reply
+                .slot
+                .filter(|_| reply.place.is_some_and(|place| place > 0)),
         }
     }
 }

@@ -107,7 +107,7 @@ impl<R: Sync> PauseWatch<R> for NoWatch {
 /// How long a call keeps its place in the server's line for a slot without looking again:
 /// one that listens looks every half of it, and one that died leaves the line at most this
 /// long after.
-pub(crate) const PLACE: Duration = Duration::from_secs(3);
+pub(crate) const PLACE: Duration = Duration::from_secs(10);
 
 /// Where a call that takes a slot stands in the server's line, as its next take is told.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,6 +223,8 @@ where
             // Out of the line for a slot: granted, or held back by something else.
             line.leave_slot_line();
         }
+        // In the server's line only while its reply says so (a grant holds the ticket's slot).
+        line.server.ticket = reply.as_ref().in_line;
         match decision {
             Decision::Done => {}
             Decision::SleepThenDone(pause) => {
@@ -306,7 +308,12 @@ where
             Decision::WaitInLine => {
                 let wait = reply.as_ref().wait;
                 let Some(ticket) = reply.as_ref().in_line else {
-                    return Err(give_up(metrics, GiveUp::Attempts(round_trips), start, round_trips));
+                    return Err(give_up(
+                        metrics,
+                        GiveUp::Attempts(round_trips),
+                        start,
+                        round_trips,
+                    ));
                 };
                 if matches!(asked_place, Place::First) {
                     metrics.joined_line();
@@ -316,6 +323,7 @@ where
                     Some(next) => {
                         if matches!(next, Place::Handed { .. }) {
                             metrics.heard_handed();
+                            line.server.ticket = None;
                         }
                         place = next;
                         continue;
@@ -402,6 +410,25 @@ pub(crate) struct InLine<'a> {
     /// The last wake was a release heard: if the take after it found no slot, the next such
     /// wake counts only later.
     woken_by_freed: bool,
+    /// Where it stands in the server's line for a slot.
+    server: ServerPlace<'a>,
+}
+
+/// A call's ticket while it stands in the server's line for a slot, and how it leaves: if
+/// the call ends there (gives up, or its future is dropped), its ticket is taken out of the
+/// line, so that it is not handed a slot nobody will use.
+#[derive(Default)]
+struct ServerPlace<'a> {
+    ticket: Option<u64>,
+    leave: Option<Box<dyn Fn(u64) + Send + Sync + 'a>>,
+}
+
+impl Drop for ServerPlace<'_> {
+    fn drop(&mut self) {
+        if let (Some(ticket), Some(leave)) = (self.ticket, self.leave.as_ref()) {
+            leave(ticket);
+        }
+    }
 }
 
 impl<'a> InLine<'a> {
@@ -446,7 +473,14 @@ impl<'a> InLine<'a> {
             slot_turn: None,
             looks: SlotLooks::default(),
             woken_by_freed: false,
+            server: ServerPlace::default(),
         }
+    }
+
+    /// The call takes its ticket out of the server's line with `leave` if it ends there.
+    pub(crate) fn leaving(mut self, leave: impl Fn(u64) + Send + Sync + 'a) -> InLine<'a> {
+        self.server.leave = Some(Box::new(leave));
+        self
     }
 
     /// Waits for the call's turn, if it takes one, until `until`: false past it.

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use throttle_bucket::{
-    GiveArgs, Inflight, Limit, LineArgs, MTakeArgs, PauseArgs, PeekArgs, TakeArgs,
-    ThrottleCommand, MAX_WAIT_MS,
+    GiveArgs, Inflight, Limit, LineArgs, MTakeArgs, PauseArgs, PeekArgs, TakeArgs, ThrottleCommand,
+    MAX_WAIT_MS,
 };
 use tokio::time::Instant;
 use tracing::field::Empty;
@@ -448,7 +448,8 @@ where
                 tickets: Some(slotted.taken.tickets.clone()),
             },
             Watch::new(self),
-            &mut InLine::new(&shared.lines, shared.ears.as_deref(), bulk),
+            &mut InLine::new(&shared.lines, shared.ears.as_deref(), bulk)
+                .leaving(|ticket| self.leave_line(ticket)),
         )
         .instrument(span)
         .await?;

@@ -116,6 +116,21 @@ where
         shared.lines.freed();
     }
 
+    /// Takes ticket `ticket` out of the server's line for a slot, in a task of its own (a call
+    /// that gave up, or whose future was dropped, while it stood there). Without a runtime,
+    /// or if the release fails, the ticket leaves at the end of its place lease.
+    pub(super) fn leave_line(&self, ticket: u64) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let buckets = self.clone();
+        runtime.spawn(async move {
+            if let Err(err) = buckets.release(ticket).await {
+                tracing::debug!(error = %err, ticket, "could not leave the line: its place runs out");
+            }
+        });
+    }
+
     /// `THROTTLE.RENEW` of slot `id` for `lease_ms`: whether it was held.
     async fn renew(&self, id: u64, lease_ms: u64) -> Result<bool, Error> {
         let Some(bucket) = self.shared.buckets.first() else {

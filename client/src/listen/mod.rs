@@ -451,7 +451,10 @@ impl Ears {
     pub(crate) async fn handed(&self, ticket: u64) -> Duration {
         let mut handed = self.handed.subscribe();
         let found = |recent: &VecDeque<(u64, Duration)>| {
-            recent.iter().find(|(id, _)| *id == ticket).map(|(_, wait)| *wait)
+            recent
+                .iter()
+                .find(|(id, _)| *id == ticket)
+                .map(|(_, wait)| *wait)
         };
         let heard = handed
             .wait_for(|recent| found(recent).is_some())

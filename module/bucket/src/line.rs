@@ -134,6 +134,18 @@ pub(crate) fn joined(
     Ok(Some((table, waiter, place)))
 }
 
+/// `slots` (pruned at `now`) without the waiter with ticket `id`, if it is in line: it gave
+/// up, and leaves before its place runs out.
+pub(crate) fn left_line(slots: &Slots, now: i128, id: u64) -> Option<Slots> {
+    place_of(slots, now, id)?;
+    let mut table = slots.pruned(now);
+    table.waiters.retain(|w| w.id != id);
+    if table.waiters.is_empty() {
+        table.cap = 0;
+    }
+    Some(table)
+}
+
 /// `slots` (pruned at `now`) with ticket `id`'s place renewed until `place_end`, if it is in
 /// line.
 pub(crate) fn renewed_place(slots: &Slots, now: i128, id: u64, place_end: i64) -> Option<Slots> {

@@ -6,7 +6,7 @@ use crate::channel::Message;
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{View, Write};
-use crate::line::{settle, Handed};
+use crate::line::{left_line, settle, Handed};
 use crate::reply::{flag, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
@@ -45,7 +45,8 @@ pub struct SlotOutcome {
     pub left: u64,
 }
 
-/// Frees the slot `args.slot` if it is held at `now_ns`; nothing otherwise (a release is
+/// Frees the slot `args.slot` if it is held at `now_ns`, or takes a waiter with that ticket
+/// out of the line; nothing otherwise (a release is
 /// idempotent, and since ids are never reused a late one never frees a newer holder's slot).
 ///
 /// With callers in line for a slot, the freed slot (and any whose lease ran out) goes to the
@@ -53,6 +54,17 @@ pub struct SlotOutcome {
 fn release(args: &ReleaseArgs, stored: Option<&State>, now_ns: i64) -> SlotOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
     let Some(slots) = bucket.slots.released(bucket.now, args.slot) else {
+        // A waiter's ticket: it leaves the line (it gave up, or its call was cancelled).
+        if let Some(slots) = left_line(bucket.slots, bucket.now, args.slot) {
+            let write = bucket.write_all(bucket.base, bucket.pushback, &slots);
+            return SlotOutcome {
+                held: write.is_some(),
+                write,
+                freed_full: false,
+                handed: Vec::new(),
+                left: 0,
+            };
+        }
         return SlotOutcome {
             held: false,
             write: None,
@@ -91,8 +103,9 @@ fn release(args: &ReleaseArgs, stored: Option<&State>, now_ns: i64) -> SlotOutco
 pub(crate) static SPEC: Spec = Spec {
     command: Command::Release,
     summary: "Frees a slot taken with THROTTLE.TAKE ... INFLIGHT at once, announcing it when \
-        INFLIGHT n says the slots were all held. Replies 1 if it was held, 0 if not (released \
-        already, or its lease ran out).",
+        INFLIGHT n says the slots were all held, or hands it to the head of the line for a \
+        slot, announcing `handed <id> <wait_ms>`. A waiter's ticket leaves the line. Replies \
+        1 if it was held (or in line), 0 if not (released already, or its lease ran out).",
     complexity: "O(N) where N is the number of slots held",
     arity: -5,
     flags: "write deny-oom fast",

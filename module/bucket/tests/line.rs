@@ -119,6 +119,12 @@ fn a_waiter_that_stops_looking_leaves_at_the_end_of_its_place() {
         b.at(1200).release(a),
         (true, Some(format!("handed {next} 0")))
     );
+    // A waiter that gives up leaves the line with a release of its ticket.
+    let quits = b.at(1200).reply(LINE)[4];
+    assert_eq!(b.at(1210).release(quits), (true, None));
+    assert_eq!(b.at(1220).release(quits), (false, None));
+    let state = b.state.clone().unwrap();
+    assert!(state.slots.waiters.iter().all(|w| w.id != quits as u64));
     // `gone` looks too late: not in line any more, and the slot is held: it joins again.
     let again = b.at(1300).reply(&format!("{LINE} WAITER {gone}"));
     assert_eq!(again[5], 1);

@@ -1,0 +1,218 @@
+//! What a capped call costs the server when a fleet waits for slots: THROTTLE commands per
+//! call (takes, looks, releases, renewals: the server's own count, `INFO commandstats`), for a
+//! fleet of simulated processes (each its own connection and subscription, as
+//! `redis_throttle::connect` gives a process) sharing one quota capped at `--cap` calls in
+//! flight, against a supplier that holds each call `--hold-ms`. Every process fires its share
+//! of `--calls` at once. The curve over `--procs` shows whether the cost grows with the fleet
+//! (the same calls, split among more processes); each row also says whether the supplier ever
+//! saw more than the cap, and the order the calls were served in (how many were granted
+//! before a call that joined the line earlier).
+//!
+//! ```sh
+//! cargo build --release -p redis-throttle-module
+//! cargo run --release -p throttle-benches --bin line-bench -- [--server redis-8.2] [--backend module] [--procs 2,4,8,16,32] [--calls 40] [--cap 4] [--hold-ms 200] [--not-listening]
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use redis_throttle::prelude::*;
+use redis_throttle::{Backend, Limiter, Quota};
+use throttle_benches::{at_least_one, flavor};
+use throttle_testkit::{Flavor, Server};
+
+/// The command line (`--help` prints it).
+#[derive(Parser)]
+#[command(
+    name = "line-bench",
+    about = "THROTTLE commands per capped call, over the fleet's size"
+)]
+struct Options {
+    /// redis-7.0, redis-8.2, valkey-8.1 or valkey-9.1.
+    #[arg(long = "server", default_value = "redis-8.2", value_parser = flavor)]
+    flavor: Flavor,
+    /// module, library or script.
+    #[arg(long, default_value = "module", value_parser = backend)]
+    backend: Backend,
+    /// The fleet sizes, comma-separated.
+    #[arg(long, default_value = "2,4,8,16,32", value_delimiter = ',')]
+    procs: Vec<usize>,
+    /// Calls in all, split among the processes.
+    #[arg(long, default_value_t = 40, value_parser = at_least_one)]
+    calls: usize,
+    /// The cap on calls in flight.
+    #[arg(long, default_value_t = 4)]
+    cap: u64,
+    /// How long the supplier holds each call, ms.
+    #[arg(long, default_value_t = 200)]
+    hold_ms: u64,
+    /// The processes do not listen for announcements (each asks on its own).
+    #[arg(long)]
+    not_listening: bool,
+}
+
+fn backend(name: &str) -> Result<Backend, String> {
+    match name {
+        "module" => Ok(Backend::Module),
+        "library" => Ok(Backend::Library),
+        "script" => Ok(Backend::Script),
+        _ => Err(format!(
+            "{name:?} is not a backend: module, library or script"
+        )),
+    }
+}
+
+/// The supplier as it sees the calls: open now, the most open at once.
+#[derive(Default)]
+struct Supplier {
+    open: AtomicU64,
+    most: AtomicU64,
+}
+
+impl Supplier {
+    async fn call(&self, hold: Duration) {
+        let open = self.open.fetch_add(1, Relaxed) + 1;
+        self.most.fetch_max(open, Relaxed);
+        tokio::time::sleep(hold).await;
+        self.open.fetch_sub(1, Relaxed);
+    }
+}
+
+/// The THROTTLE commands the server ran since the last `CONFIG RESETSTAT`: the module's
+/// commands, or the FCALLs and EVALSHAs of the library and the script.
+fn throttle_commands(con: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(con)
+        .expect("INFO");
+    info.lines()
+        .filter(|line| {
+            [
+                "cmdstat_throttle.",
+                "cmdstat_fcall:",
+                "cmdstat_evalsha:",
+                "cmdstat_eval:",
+            ]
+            .iter()
+            .any(|prefix| line.starts_with(prefix))
+        })
+        .filter_map(|line| {
+            let fields = line.split_once(':')?.1;
+            fields
+                .split(',')
+                .find_map(|f| f.strip_prefix("calls="))?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// One row: `procs` processes sharing `calls`; commands per call, the most open at once, the
+/// calls served out of the order they began waiting, and the fleet's own round trips.
+async fn fleet(url: &str, key: &str, o: &Options, procs: usize) -> (u64, u64, usize) {
+    let supplier = Arc::new(Supplier::default());
+    let hold = Duration::from_millis(o.hold_ms);
+    let served = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut limiters = Vec::new();
+    for _ in 0..procs {
+        let conn = redis_throttle::connect(url).await.expect("connect");
+        let mut builder = Limiter::builder(key, Quota::new(1_000, 1_000u64).expect("quota"))
+            .backend(o.backend)
+            .max_in_flight(o.cap);
+        if o.not_listening {
+            builder = builder.without_listening();
+        }
+        limiters.push(builder.build(conn).expect("limiter"));
+    }
+    // Let each process's subscription come up before the calls.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for (p, limiter) in limiters.iter().enumerate() {
+        let share = o.calls / procs + usize::from(p < o.calls % procs);
+        for _ in 0..share {
+            let (limiter, supplier, served) =
+                (limiter.clone(), Arc::clone(&supplier), Arc::clone(&served));
+            tasks.push(tokio::spawn(async move {
+                let began = start.elapsed();
+                let grant = limiter.acquire().await.expect("granted");
+                served.lock().expect("lock").push(began);
+                supplier.call(hold).await;
+                drop(grant);
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.expect("call");
+    }
+    // The releases are tasks of their own: wait until every one was answered.
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until {
+        let done: u64 = limiters
+            .iter()
+            .map(|l| {
+                let m = l.metrics().in_flight;
+                m.released + m.leases_lost
+            })
+            .sum();
+        if done >= o.calls as u64 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let trips: u64 = limiters.iter().map(|l| l.metrics().round_trips).sum();
+    // Out of order: a call granted before one that began waiting earlier (within a ms, the
+    // machine decides).
+    let served = served.lock().expect("lock").clone();
+    let overtaken = served
+        .windows(2)
+        .filter(|w| w[1] + Duration::from_millis(1) < w[0])
+        .count();
+    (supplier.most.load(Relaxed), trips, overtaken)
+}
+
+fn main() {
+    let o = Options::parse();
+    let server = Server::builder(o.flavor).start();
+    let url = server.url();
+    let mut con = redis::Client::open(url.as_str())
+        .expect("url")
+        .get_connection()
+        .expect("connect");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!(
+        "{} {:?}, {} calls held {} ms each, cap {}, {}",
+        o.flavor.name(),
+        o.backend,
+        o.calls,
+        o.hold_ms,
+        o.cap,
+        if o.not_listening {
+            "not listening"
+        } else {
+            "listening"
+        }
+    );
+    println!("processes  commands/call  round trips/call  most open  served out of order");
+    for &procs in &o.procs {
+        let key = format!("line-bench:{procs}");
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut con)
+            .expect("RESETSTAT");
+        let (most, trips, overtaken) = runtime.block_on(fleet(&url, &key, &o, procs));
+        let commands = throttle_commands(&mut con);
+        let calls = o.calls as f64;
+        println!(
+            "{procs:>9}  {:>13.2}  {:>16.2}  {most:>9}  {overtaken:>19}",
+            commands as f64 / calls,
+            trips as f64 / calls,
+        );
+    }
+}
