@@ -213,9 +213,15 @@ fn take_in_line(
     };
     let Some(line) = args.line else {
         let full = bucket.slots.waiting(now).next().is_some();
+        let outcome = take_slot(args, inflight, bucket, full);
+        // Granted (the line ran out, or was all handed): its own write, which holds the
+        // settled table. Denied: the settling's, if it handed a slot.
+        if outcome.write.is_some() {
+            return Ok(outcome);
+        }
         return Ok(Outcome {
             write: unchanged(),
-            ..take_slot(args, inflight, bucket, full)
+            ..outcome
         });
     };
     let place_end = now + i128::from(line.place_ms) * i128::from(NS_PER_MS);

@@ -337,3 +337,27 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_grant_past_a_stale_line_is_stored() {
+    // Two slots held and a waiter whose place runs out before their leases end.
+    let mut b = Bucket::new("2 1");
+    let line = "MAXWAIT 5000 INFLIGHT 2 LEASE 100 LINE 50";
+    b.at(0).reply(line);
+    b.at(0).reply(line);
+    assert_eq!(b.at(0).reply(line)[6], IN_LINE);
+    // Everything ran out but the bucket's debt: a plain take is granted, and stored.
+    let plain = "MAXWAIT 5000 INFLIGHT 2 LEASE 100";
+    let (first, out) = b.at(150).take(plain).unwrap();
+    assert_eq!(first[0], 1, "{first:?}");
+    assert!(
+        out.write.is_some(),
+        "a grant writes its tokens and its slot"
+    );
+    let second = b.at(151).reply(plain);
+    assert_eq!(second[0], 1);
+    assert!(
+        second[2] > first[2],
+        "the second waits behind the first: {second:?}"
+    );
+}
