@@ -668,6 +668,7 @@ where
                     ticket: true,
                     floor: limit.floor,
                     inflight,
+                    line: None,
                 };
                 let (reply, trips) = self.call_counted(&[bucket.key.as_str()], &args).await;
                 (reply.map(MTakeTickets::from), trips)

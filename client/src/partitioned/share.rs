@@ -153,6 +153,7 @@ impl Shares {
             ticket: false,
             floor,
             inflight: None,
+            line: None,
         };
         let mut soonest: Option<i64> = None;
         for h in &mut self.held {
