@@ -7,7 +7,8 @@
 --   function with the module command's arguments after the keys:
 --
 --     FCALL throttle_take 1 key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
---         [INFLIGHT n] [LEASE ms] -> {granted, remaining, wait_ms, reset_ms[, ticket][, slot]}
+--         [INFLIGHT n] [LEASE ms] [LINE place_ms] [WAITER id]
+--         -> {granted, remaining, wait_ms, reset_ms[, ticket][, slot][, place][, reason]}
 --     FCALL throttle_mtake N key1 .. keyN capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
 --         [TICKET] [INFLIGHT n] [LEASE ms]
 --         -> {granted, wait_ms, remaining_1, reset_ms_1, ...[, ticket_1, ...][, slot]}
@@ -34,8 +35,9 @@
 -- the same error messages, byte for byte; the arithmetic is the bucket crate's
 -- (`throttle-bucket`), followed step by step below. The state is the instant (ns since the Unix
 -- epoch) at which the bucket is full again, as 8 bytes (the i64, little-endian), or 32 while
--- the supplier's pause or cut is in effect, or 40 + 16 per slot while calls are in flight; it
--- is written with `SET key <state> PXAT <ms>` only when something changes, so a key written by
+-- the supplier's pause or cut is in effect, or 40 + 16 per slot while calls are in flight, or
+-- 48 + 16 per slot + 32 per waiter while callers wait in the line for a slot; it is written
+-- with `SET key <state> PXAT <ms>` only when something changes, so a key written by
 -- the module can be used here and back. The tests hold the two to that, case by case, on every
 -- supported server. `peek`, `slots` and `version` never write: they run under FCALL_RO /
 -- EVALSHA_RO, on a read-only replica and during CLIENT PAUSE WRITE.
@@ -54,7 +56,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 12                     -- of this library; a client replaces an older one
+local VERSION = 13                     -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
@@ -70,6 +72,7 @@ local FRACTION_DIGITS = 24             -- rate digits after the point that count
 local FULL = 10000                     -- the factor of a rate not cut, in basis points
 local MIN_FACTOR = 100                 -- a cut never takes the rate below 1 %
 local MAX_INFLIGHT = 1024              -- slots a bucket holds at most (calls in flight)
+local MAX_LINE = 1024                  -- callers a bucket's line for a slot holds at most
 local MAX_SLOT_ID = 9007199254740992   -- 2^53: every slot id is an exact double
 local TWO32 = 4294967296
 -- Durations below 2^51 ns (26 days) are exact doubles, and so are sums of a few of them:
@@ -106,7 +109,7 @@ local function fail(code, ...)
       max_wait = 'ERR MAXWAIT must be a whole number of milliseconds from 0 to 315360000000 '
         .. '(10 years)',
       take_option = 'ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT '
-        .. 'ms, TICKET, FLOOR f, INFLIGHT n and LEASE ms',
+        .. 'ms, TICKET, FLOOR f, INFLIGHT n, LEASE ms, LINE place_ms and WAITER id',
       mtake_option = 'ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms, '
         .. 'FLOOR f [f ...] (one floor per key), TICKET, INFLIGHT n and LEASE ms',
       release_option = 'ERR unknown option for THROTTLE.RELEASE: the option is INFLIGHT n, the '
@@ -150,6 +153,15 @@ local function fail(code, ...)
         .. '(10 years): longer than a round trip plus the renewal period',
       inflight_lease = 'ERR INFLIGHT and LEASE go together: INFLIGHT n LEASE ms takes a slot '
         .. 'for a call in flight, held for ms unless renewed',
+      line_inflight = 'ERR LINE needs INFLIGHT n LEASE ms: the line is for a slot under that '
+        .. 'cap',
+      waiter_line = 'ERR WAITER needs LINE place_ms: WAITER id looks again at a place in the '
+        .. 'line',
+      line_floor = 'ERR LINE does not go with FLOOR: a floored call waits for its tokens and '
+        .. 'takes again, without a place in line',
+      place_ms = "ERR LINE's place_ms must be a whole number of milliseconds from 1 to "
+        .. '315360000000 (10 years): how long a waiter keeps its place without looking again',
+      line_full = 'ERR the line for a slot is full (1024 waiters): wait a lease and take again',
       slot_id = 'ERR slot must be a slot id from a THROTTLE.TAKE ... INFLIGHT reply (a whole '
         .. 'number from 0 to 9007199254740992)',
       -- The script's and the library's own rules: which command, and one key for the one-key
@@ -549,6 +561,22 @@ local function parse_factor(text)
   return bp
 end
 
+-- A slot id: a whole number from 0 to 2^53 (0 is never held); nil otherwise. Compared as text
+-- past 15 digits, where a double could round a larger one down to 2^53.
+local function parse_slot(text)
+  if text == '' or find(text, '%D') then
+    return nil
+  end
+  local first = find(text, '[^0]')
+  if not first then
+    return 0
+  end
+  local digits = sub(text, first)
+  if #digits > 16 or (#digits == 16 and digits > '9007199254740992') then
+    return nil
+  end
+  return tonum(digits)
+end
 -- The stored state, the module's bytes -----------------------------------------------------
 
 -- The pair of the i64 whose little-endian bytes are b1..b8, for one below 2^63: the high 32
@@ -615,17 +643,12 @@ local function id_le(v)
     hi % 256, floor(hi / 256) % 256, floor(hi / 65536), 0)
 end
 
--- The slot table of a state of `len` bytes (40 + 16 k, k from 1 to 1024: the calls in
--- flight), seen at `now`: {next = id, [i] = {id, s, n}} in id order, or nil if it is not one a
--- command writes (ids from 1, increasing, below the next id, which is at most 2^53; lease
--- ends plausible instants).
-local function slots_of(stored, len, now_s, now_n)
-  local next_id = le_id(stored, 32)
-  if not next_id then
-    return nil
-  end
-  local slots, last = { next = next_id }, 0
-  for at = 40, len - 16, 16 do
+-- The slots in bytes from+1..to of `stored` (16 bytes each) into `slots`, seen at `now`; nil
+-- if they are not ones a command writes (ids from 1, increasing, below the next id, which is
+-- at most 2^53; lease ends plausible instants).
+local function read_slots(stored, slots, from, to, now_s, now_n)
+  local next_id, last = slots.next, 0
+  for at = from, to - 16, 16 do
     local id = le_id(stored, at)
     if not id or id <= last or id >= next_id or byte(stored, at + 16) >= 128 then
       return nil
@@ -640,6 +663,76 @@ local function slots_of(stored, len, now_s, now_n)
   return slots
 end
 
+-- The slot table of a state of `len` bytes (40 + 16 k, k from 1 to 1024: the calls in
+-- flight), seen at `now`: {next = id, [i] = {id, s, n}} in id order, or nil if it is not one a
+-- command writes.
+local function slots_of(stored, len, now_s, now_n)
+  local next_id = le_id(stored, 32)
+  if not next_id then
+    return nil
+  end
+  return read_slots(stored, { next = next_id }, 40, len, now_s, now_n)
+end
+
+-- The table of a state with a line (48 + 16 k + 32 w bytes: the next id, then k, w and the cap
+-- as u16 and two zero bytes, the k slots, the w waiters), seen at `now`: the slots as
+-- `slots_of` reads them, with `cap` and `line`, the waiters in the order they joined, each
+-- {ticket, place_s, place_n, lease_ms, tokens}. nil if it is not one a command writes: the
+-- counts exactly its length (1 to 1024 waiters, at most 1024 slots), the cap 1 to 1024, the
+-- padding zero, the tickets increasing, below the next id and held by no slot, place ends
+-- plausible instants, a lease of 1 to 315360000000 ms and at most 1e15 tokens.
+local function line_of(stored, len, now_s, now_n)
+  local next_id = le_id(stored, 32)
+  if not next_id then
+    return nil
+  end
+  local k1, k2, w1, w2, c1, c2, p1, p2 = byte(stored, 41, 48)
+  local k, w, cap = k1 + k2 * 256, w1 + w2 * 256, c1 + c2 * 256
+  if p1 ~= 0 or p2 ~= 0 or k > MAX_INFLIGHT or w < 1 or w > MAX_LINE or cap < 1
+    or cap > MAX_INFLIGHT or 48 + 16 * k + 32 * w ~= len then
+    return nil
+  end
+  local first_waiter = 48 + 16 * k
+  local slots = read_slots(stored, { next = next_id, cap = cap }, 48, first_waiter, now_s,
+    now_n)
+  if not slots then
+    return nil
+  end
+  local held = {}
+  for i = 1, #slots do
+    held[slots[i][1]] = true
+  end
+  local line, last = {}, 0
+  for at = first_waiter, len - 32, 32 do
+    local id = le_id(stored, at)
+    if not id or id <= last or id >= next_id or held[id] or byte(stored, at + 16) >= 128 then
+      return nil
+    end
+    local ps, pn = le_pair(stored, at + 8)
+    local lease, tokens = le_id(stored, at + 16), le_id(stored, at + 24)
+    if not plausible(ps, pn, now_s, now_n) or not lease or lease < 1 or lease > MAX_WAIT_MS
+      or not tokens or tokens > MAX_CAPACITY then
+      return nil
+    end
+    line[#line + 1] = { id, ps, pn, lease, tokens }
+    last = id
+  end
+  slots.line = line
+  return slots
+end
+
+-- Whether a state of `len` bytes has the slot form (40 + 16 k) or the line form (48 + 16 k +
+-- 32 w, 0 mod 16, whose counts tell exactly), by its length alone: 1 or 2, else nil.
+local function table_form(len)
+  if len >= 56 and len <= 40 + 16 * MAX_INFLIGHT and (len - 40) % 16 == 0 then
+    return 1
+  end
+  if len >= 80 and len <= 48 + 16 * MAX_INFLIGHT + 32 * MAX_LINE and len % 16 == 0 then
+    return 2
+  end
+  return nil
+end
+
 -- The state in `stored` (what `redis.pcall('GET', key)` answered), seen at `now`: the instant
 -- the bucket is full again as a pair, and its pushback {until_s, until_n, cut = {s, n, factor,
 -- recovery_ms} or nil} or nil; nothing for a missing key (a full bucket); or nil, nil, nil and
@@ -651,20 +744,22 @@ local function base_state_of(stored, now_s, now_n)
   -- An error reply is a table, whose length is 0.
   local len, s, n = #stored, nil, nil
   local pushback, slots
-  local table_form = len >= 56 and len <= 40 + 16 * MAX_INFLIGHT and (len - 40) % 16 == 0
-  if len == 8 or len == 32 or table_form then
+  local form = len > 32 and table_form(len)
+  if len == 8 or len == 32 or form then
     local b1, b2, b3, b4, b5, b6, b7, b8 = byte(stored, 1, 8)
     if b8 >= 128 then
       return nil, nil, nil, 'not_bucket'
     end
     s, n = bytes_pair(b1, b2, b3, b4, b5, b6, b7, b8)
-    if table_form then
+    if form == 1 then
       slots = slots_of(stored, len, now_s, now_n)
-      if not slots then
-        return nil, nil, nil, 'not_bucket'
-      end
+    elseif form then
+      slots = line_of(stored, len, now_s, now_n)
     end
-    if len == 32 or (table_form and not find(sub(stored, 9, 32), '^%z*$')) then
+    if form and not slots then
+      return nil, nil, nil, 'not_bucket'
+    end
+    if len == 32 or (form and not find(sub(stored, 9, 32), '^%z*$')) then
       if byte(stored, 16) >= 128 or byte(stored, 24) >= 128 then
         return nil, nil, nil, 'not_bucket'
       end
@@ -710,9 +805,8 @@ local function state_of(stored, now_s, now_n)
   end
   local text_len = len > 1 and byte(stored, len - 1) or 0
   local base_len = len - text_len - 10
-  local table_form = base_len >= 56 and base_len <= 40 + 16 * MAX_INFLIGHT
-    and (base_len - 40) % 16 == 0
-  if not (base_len == 8 or base_len == 32 or table_form) or byte(stored, base_len) == 255 then
+  local form = base_len > 32 and table_form(base_len)
+  if not (base_len == 8 or base_len == 32 or form) or byte(stored, base_len) == 255 then
     return nil, nil, nil, 'not_bucket'
   end
   local capacity = le_id(stored, base_len)
@@ -771,11 +865,13 @@ end
 -- as it is in effect at `now` (a pause not over, a cut not recovered: 32 bytes) and the calls
 -- in flight `slots` whose lease has not run out (after the 32 bytes: the next id, then 16
 -- bytes a slot), the key expiring once all of it is over; DEL when the bucket is full and
--- nothing holds it back. With a `kept` quota, its trailer after all that and no expiry: the
+-- nothing holds it back. The waiters of the table's line whose place has not run out are kept
+-- too (then the counts after the next id, and 32 bytes a waiter after the slots; their places
+-- do not keep the key). With a `kept` quota, its trailer after all that and no expiry: the
 -- quota goes with the key. (The module writes its state the same way, step by step.)
 local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots, kept)
   local until_s, until_n = tat_s, tat_n
-  local held
+  local held, waiting
   if slots then
     for i = 1, #slots do
       local slot = slots[i]
@@ -783,6 +879,14 @@ local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots, kept)
         held = held or {}
         held[#held + 1] = id_le(slot[1]) .. pair_le(slot[2], slot[3])
         until_s, until_n = max(until_s, until_n, slot[2], slot[3])
+      end
+    end
+    local line = slots.line
+    for i = 1, line and #line or 0 do
+      local w = line[i]
+      if lt(now_s, now_n, w[2], w[3]) then
+        waiting = waiting or {}
+        waiting[#waiting + 1] = id_le(w[1]) .. pair_le(w[2], w[3]) .. id_le(w[4]) .. id_le(w[5])
       end
     end
   end
@@ -819,11 +923,22 @@ local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots, kept)
     end
     state = state .. pair_le(pushback.until_s, pushback.until_n) .. tail
   end
-  if held then
+  if held or waiting then
     if not pushback then
       state = state .. string.rep('\0', 24)
     end
-    state = state .. id_le(slots.next) .. table.concat(held)
+    state = state .. id_le(slots.next)
+    if waiting then
+      local k, w, c = held and #held or 0, #waiting, slots.cap
+      state = state .. char(k % 256, floor(k / 256), w % 256, floor(w / 256), c % 256,
+        floor(c / 256), 0, 0)
+    end
+    if held then
+      state = state .. table.concat(held)
+    end
+    if waiting then
+      state = state .. table.concat(waiting)
+    end
   end
   if kept then
     redis.call('SET', key, state .. id_le(kept.capacity) .. kept.text .. char(#kept.text, 255))
@@ -1041,6 +1156,158 @@ local function open(key)
   }
 end
 
+
+-- The line for a slot (THROTTLE.TAKE ... INFLIGHT n LEASE ms LINE place_ms) -----------------
+
+-- A slot table as a write leaves it at `now` (the module's Slots::pruned): the slots whose
+-- lease ran out and the waiters whose place ran out dropped; nil when nothing is left.
+local function pruned(slots, now_s, now_n)
+  if not slots then
+    return nil
+  end
+  local out = { next = slots.next }
+  for i = 1, #slots do
+    local one = slots[i]
+    if lt(now_s, now_n, one[2], one[3]) then
+      out[#out + 1] = one
+    end
+  end
+  local line, waiting = slots.line, nil
+  for i = 1, line and #line or 0 do
+    local w = line[i]
+    if lt(now_s, now_n, w[2], w[3]) then
+      waiting = waiting or {}
+      waiting[#waiting + 1] = w
+    end
+  end
+  if waiting then
+    out.line, out.cap = waiting, slots.cap
+  elseif #out == 0 then
+    return nil
+  end
+  return out
+end
+
+-- How many slots of `slots` are held at `now`, and when the first of them runs out (nil: none).
+local function held_at(slots, now_s, now_n)
+  local held, first_s, first_n = 0, nil, nil
+  for k = 1, slots and #slots or 0 do
+    local one = slots[k]
+    if lt(now_s, now_n, one[2], one[3]) then
+      held = held + 1
+      if not first_s or lt(one[2], one[3], first_s, first_n) then
+        first_s, first_n = one[2], one[3]
+      end
+    end
+  end
+  return held, first_s, first_n
+end
+
+-- Whether a caller waits in the line of `slots` at `now` (its place has not run out).
+local function in_line(slots, now_s, now_n)
+  local line = slots and slots.line
+  for i = 1, line and #line or 0 do
+    if lt(now_s, now_n, line[i][2], line[i][3]) then
+      return true
+    end
+  end
+  return false
+end
+
+-- The id the next slot or waiter of `slots` gets at `now`: the stored next id, or the clock in
+-- µs if that is ahead (ids only grow); one from 2^53 on means the ids ran out.
+local function next_id(slots, now_s, now_n)
+  local id = now_s * 1e6 + floor(now_n / 1000)
+  if slots and slots.next > id then
+    id = slots.next
+  end
+  if id < 1 then
+    id = 1
+  end
+  return id
+end
+
+-- The bucket `b` seen with its state at `tat` instead (after a hand-off took tokens).
+local function view_at(b, tat_s, tat_n)
+  local debt_s, debt_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
+  return { now_s = b.now_s, now_n = b.now_n, base_s = tat_s, base_n = tat_n, debt_s = debt_s,
+    debt_n = debt_n, factor = b.factor, pushback = b.pushback }
+end
+
+-- The line of the (pruned) table `slots` settled at `b`'s now, the module's line::settle: while
+-- fewer than `cap` slots are held, the head waiter gets one, its ticket as the slot's id; its
+-- tokens are taken then, as a take at that instant would (from `tat` on), and its slot's lease
+-- runs from when they are there. A waiter whose tokens would put the bucket more than 20 years
+-- in debt (a forged value) leaves instead. Returns the state after, the table (slots in id
+-- order) and the slots handed, each {id, wait_s, wait_n}.
+local function settle(quota, b, tat_s, tat_n, slots, cap)
+  local now_s, now_n = b.now_s, b.now_n
+  tat_s, tat_n = max(tat_s, tat_n, now_s, now_n)
+  local handed = {}
+  local line = slots and slots.line
+  if not line then
+    return tat_s, tat_n, slots, handed
+  end
+  local held, at = #slots, 1
+  while held < cap and at <= #line do
+    local w = line[at]
+    at = at + 1
+    local tokens = w[5]
+    local wait_s, wait_n, after_s, after_n = 0, 0, tat_s, tat_n
+    -- Past 1e18 ns of tokens the debt is past 20 years for sure (and past exact arithmetic).
+    local fits_debt = tokens * quota.interval <= 1e18
+    if tokens > 0 and fits_debt then
+      wait_s, wait_n = wait_tokens(quota, view_at(b, tat_s, tat_n), b.factor, tokens, nil)
+      local from_s, from_n = max(tat_s, tat_n, add(now_s, now_n, wait_s, wait_n))
+      after_s, after_n = add(from_s, from_n, cost(quota, tokens, b.factor))
+    end
+    if fits_debt and not lt(now_s + MAX_DEBT_S, now_n, after_s, after_n) then
+      tat_s, tat_n = after_s, after_n
+      local end_s, end_n = add(now_s, now_n, wait_s, wait_n)
+      end_s, end_n = add(end_s, end_n, ms_pair(w[4]))
+      slots[#slots + 1] = { w[1], end_s, end_n }
+      handed[#handed + 1] = { w[1], wait_s, wait_n }
+      held = held + 1
+    end
+  end
+  if #handed > 0 then
+    table.sort(slots, function(x, y)
+      return x[1] < y[1]
+    end)
+  end
+  local rest = {}
+  for i = at, #line do
+    rest[#rest + 1] = line[i]
+  end
+  if #rest > 0 then
+    slots.line = rest
+  else
+    slots.line, slots.cap = nil, nil
+  end
+  return tat_s, tat_n, slots, handed
+end
+
+-- When a waiter that hears nothing should look again, in ms: when the first slot held may run
+-- out, but at least every half of its place lease (so that it keeps its place), and never
+-- sooner than 1 ms.
+local function look_again_ms(slots, now_s, now_n, place_ms)
+  local renew = floor(place_ms / 2)
+  if renew < 1 then
+    renew = 1
+  end
+  local _, first_s, first_n = held_at(slots, now_s, now_n)
+  if not first_s then
+    return renew
+  end
+  local ms = ceil_ms(sub2(first_s, first_n, now_s, now_n))
+  if ms < 1 then
+    return 1
+  end
+  if ms > renew then
+    return renew
+  end
+  return ms
+end
 -- The commands, each the module's command of the same name, step by step (take, mtake,
 -- pause, give, peek, cut, sync, debit) -----------------------------------------------------
 
@@ -1059,6 +1326,217 @@ local USAGE = {
   quota = 'capacity rate [CLEAR]',
 }
 
+-- The token part of a take from the bucket `b` (the module's take_tokens): granted (1 or 0),
+-- the wait, the state after (nil unless granted with tokens), the debt after, and on a denial
+-- what held the tokens back.
+local function take_tokens(quota, b, factor, tokens, max_wait_ms, floor_tokens)
+  local granted, wait_s, wait_n, reason = 1, 0, 0, 0
+  local after_s, after_n = b.debt_s, b.debt_n
+  if tokens == 0 then
+    return 1, 0, 0, nil, nil, after_s, after_n, 0
+  end
+  local cost_s, cost_n = cost(quota, tokens, factor)
+  wait_s, wait_n = wait_tokens(quota, b, factor, tokens, floor_tokens)
+  granted = 0
+  local limit_s, limit_n = ms_pair(max_wait_ms)
+  if not lt(limit_s, limit_n, wait_s, wait_n) then
+    -- Taken as of when the tokens are used: the bucket's own slot, unless a deep cut makes
+    -- them wait for the rate to recover, past it.
+    local act_s, act_n = add(b.now_s, b.now_n, wait_s, wait_n)
+    local from_s, from_n = max(b.base_s, b.base_n, act_s, act_n)
+    local tat_s, tat_n = add(from_s, from_n, cost_s, cost_n)
+    -- A floored take never leaves the bucket in debt: its tokens are there now, and no deep
+    -- cut's wait puts its slot past the bucket's fill.
+    local no_debt = true
+    if floor_tokens and floor_tokens > 0 then
+      local ahead_s, ahead_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
+      no_debt = not lt(quota.fill_s, quota.fill_n, ahead_s, ahead_n)
+    end
+    if no_debt and writable(tat_s, tat_n, b) then
+      after_s, after_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
+      return 1, wait_s, wait_n, tat_s, tat_n, after_s, after_n, 0
+    end
+  end
+  -- What held the tokens back (the module's refused_tokens): the floor if the tokens alone
+  -- are there now, else the tokens; and the pause while one is in effect.
+  reason = 1
+  if floor_tokens then
+    local alone_s, alone_n = wait_tokens(quota, b, factor, tokens, nil)
+    if alone_s == 0 and alone_n == 0 then
+      reason = 2
+    end
+  end
+  local pushback = b.pushback
+  if pushback and lt(b.now_s, b.now_n, pushback.until_s, pushback.until_n) then
+    reason = reason + 8
+  end
+  return granted, wait_s, wait_n, nil, nil, after_s, after_n, reason
+end
+
+-- A take with INFLIGHT from a bucket whose table has a line, or by a call with LINE: the
+-- module's take with a line, step by step. The line first: a slot free since (a holder's lease
+-- ran out) goes to its head before this call, which may be the head's own look. Then the call:
+-- without LINE, a take of tokens and a slot that never overtakes the line; with WAITER id of a
+-- slot held (handed to it), granted, its tokens taken at the hand-off; with WAITER id of a place
+-- in line, its place renewed; else a take of a slot if one is free and nobody waits, or a place
+-- at the back of the line if its tokens alone would be granted. Writes and replies.
+local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, floor_tokens, cap,
+    lease_ms, place_ms, waiter_id, ticket)
+  local now_s, now_n = b.now_s, b.now_n
+  local factor = b.factor
+  local handed = 0
+  if slots and slots.line then
+    local tat_s, tat_n, settled, given = settle(quota, b, b.base_s, b.base_n,
+      pruned(slots, now_s, now_n), cap)
+    b, slots, handed = view_at(b, tat_s, tat_n), settled, #given
+  end
+  -- The outcome: granted, wait, debt after, the slot (or ticket), the place, the reason, and
+  -- the write {tat_s, tat_n, table} (nil: none).
+  local o
+  -- The settling's write, if it handed a slot, for a call that writes nothing of its own.
+  local function or_settled(out)
+    if not out.write and handed > 0 then
+      out.write = { b.base_s, b.base_n, slots }
+    end
+    return out
+  end
+  -- A take of tokens and a slot, granted only if a slot is free under the cap: `full` if none
+  -- is (every slot held, or callers in line ahead). The module's take_slot.
+  local function take_slot(full)
+    local granted, wait_s, wait_n, tat_s, tat_n, after_s, after_n, reason =
+      take_tokens(quota, b, factor, tokens, max_wait_ms, floor_tokens)
+    local held, first_s, first_n = held_at(slots, now_s, now_n)
+    if full or held >= cap then
+      if first_s then
+        wait_s, wait_n = max(wait_s, wait_n, sub2(first_s, first_n, now_s, now_n))
+      end
+      return { granted = 0, wait_s = wait_s, wait_n = wait_n, after_s = b.debt_s,
+        after_n = b.debt_n, slot = 0, reason = reason + 4 }
+    end
+    if granted == 0 then
+      return { granted = 0, wait_s = wait_s, wait_n = wait_n, after_s = after_s,
+        after_n = after_n, slot = 0, reason = reason }
+    end
+    if not tat_s then
+      tat_s, tat_n = b.base_s, b.base_n
+    end
+    local id = next_id(slots, now_s, now_n)
+    if id >= MAX_SLOT_ID then
+      -- No id left (a forged table): the slot is what could not be taken.
+      return { granted = 0, wait_s = 0, wait_n = 0, after_s = b.debt_s, after_n = b.debt_n,
+        slot = 0, reason = 4 }
+    end
+    local table_after = pruned(slots, now_s, now_n) or {}
+    table_after.next = id + 1
+    table_after[#table_after + 1] = { id, add(now_s, now_n, ms_pair(lease_ms)) }
+    return { granted = 1, wait_s = wait_s, wait_n = wait_n, after_s = after_s,
+      after_n = after_n, slot = id, write = { tat_s, tat_n, table_after } }
+  end
+  -- Denied in line at `place` with ticket `id`, writing `table` (its join, or its place
+  -- renewed): the wait is when to look again.
+  local function waiting(table_after, id, place)
+    local look = look_again_ms(table_after, now_s, now_n, place_ms)
+    return { granted = 0, wait_s = floor(look / 1000), wait_n = (look % 1000) * 1e6,
+      after_s = b.debt_s, after_n = b.debt_n, slot = id, place = place, reason = 4 + 16,
+      write = { b.base_s, b.base_n, table_after } }
+  end
+  if not place_ms then
+    o = or_settled(take_slot(in_line(slots, now_s, now_n)))
+  else
+    local place_s, place_n = add(now_s, now_n, ms_pair(place_ms))
+    if waiter_id then
+      -- Handed a slot: granted, its tokens taken at the hand-off; the wait until they are
+      -- there (its lease runs from then).
+      for k = 1, slots and #slots or 0 do
+        local one = slots[k]
+        if one[1] == waiter_id and lt(now_s, now_n, one[2], one[3]) then
+          local ws, wn = sub2(one[2], one[3], ms_pair(lease_ms))
+          ws, wn = sub2(ws, wn, now_s, now_n)
+          if ws < 0 then
+            ws, wn = 0, 0
+          end
+          o = or_settled({ granted = 1, wait_s = ws, wait_n = wn, after_s = b.debt_s,
+            after_n = b.debt_n, slot = waiter_id })
+          break
+        end
+      end
+      -- Still in line: its place renewed.
+      if not o then
+        local line, place = slots and slots.line, 0
+        for i = 1, line and #line or 0 do
+          local w = line[i]
+          if lt(now_s, now_n, w[2], w[3]) then
+            place = place + 1
+            if w[1] == waiter_id then
+              local table_after = pruned(slots, now_s, now_n)
+              local renewed = {}
+              for j = 1, #table_after.line do
+                local v = table_after.line[j]
+                if v[1] == waiter_id then
+                  v = { v[1], place_s, place_n, v[4], v[5] }
+                end
+                renewed[j] = v
+              end
+              table_after.line = renewed
+              o = waiting(table_after, waiter_id, place)
+              break
+            end
+          end
+        end
+      end
+      -- Neither (it left, or never joined): a take like any other.
+    end
+    if not o then
+      local held = held_at(slots, now_s, now_n)
+      local waiters = in_line(slots, now_s, now_n)
+      if held < cap and not waiters then
+        o = or_settled(take_slot(false))
+      elseif take_tokens(quota, b, factor, tokens, max_wait_ms, nil) == 0 then
+        -- Held back by its tokens too: it waits for those, not in line.
+        o = or_settled(take_slot(true))
+      else
+        local table_after = pruned(slots, now_s, now_n) or {}
+        local line = table_after.line or {}
+        if #line >= MAX_LINE then
+          return fail('line_full')
+        end
+        local id = next_id(slots, now_s, now_n)
+        if id >= MAX_SLOT_ID then
+          o = or_settled(take_slot(true))
+        else
+          table_after.next, table_after.cap = id + 1, cap
+          line[#line + 1] = { id, place_s, place_n, lease_ms, tokens }
+          table_after.line = line
+          o = waiting(table_after, id, #line)
+        end
+      end
+    end
+  end
+  local write = o.write
+  if write then
+    store(key, write[1], write[2], b.pushback, now_s, now_n, write[3], kept)
+  end
+  local reply = {
+    o.granted,
+    remaining(quota, o.after_s, o.after_n, factor),
+    ceil_ms(o.wait_s, o.wait_n),
+    ceil_ms(o.after_s, o.after_n),
+  }
+  if ticket then
+    -- Only a grant that took tokens has a ticket; a denial that wrote (a join) has none.
+    reply[#reply + 1] = (o.granted == 1 and tokens > 0 and write) and ticket_of(write[1], write[2])
+      or 0
+  end
+  reply[#reply + 1] = o.slot
+  if place_ms then
+    reply[#reply + 1] = o.place or 0
+  end
+  if o.granted == 0 then
+    reply[#reply + 1] = o.reason
+  end
+  return reply
+end
+
 -- TAKE's own, for its fast path. redis.call and redis.pcall, captured on the first call: an
 -- upvalue is one VM step, `redis.call` a global and a field lookup. TIME's seconds, the last
 -- text read and its number: they change once a second, so most calls compare the text (equal
@@ -1072,8 +1550,10 @@ do
   local REPLY = { 0, 0, 0, 0, 0, 0 } -- six slots: TICKET's, then a denial's reason
 
   -- THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f] [INFLIGHT n]
-  -- [LEASE ms]. A denial's reply ends with what held it back, a sum of 1 (the tokens), 2 (the
-  -- floor), 4 (every slot held) and 8 (a pause in effect): the module's Refusal.
+  -- [LEASE ms] [LINE place_ms] [WAITER id]. With LINE, the place in line after the slot (0:
+  -- not in line). A denial's reply ends with what held it back, a sum of 1 (the tokens), 2 (the
+  -- floor), 4 (every slot held), 8 (a pause in effect) and 16 (in line): the module's
+  -- Refusal.
   function take(keys, args) -- the local above
     local count = #args
     if count < 2 then
@@ -1088,7 +1568,7 @@ do
       end
     end
     local tokens_text, wait_text, floor_text, ticket = nil, nil, nil, false
-    local inflight_text, lease_text
+    local inflight_text, lease_text, line_text, waiter_text
     local i = 3
     while i <= count do
       local name = args[i]
@@ -1110,7 +1590,7 @@ do
           i = i + 1
         else
           if name ~= 'TOKENS' and name ~= 'MAXWAIT' and name ~= 'FLOOR' and name ~= 'INFLIGHT'
-            and name ~= 'LEASE' then
+            and name ~= 'LEASE' and name ~= 'LINE' and name ~= 'WAITER' then
             return fail('take_option')
           end
           local value = args[i + 1]
@@ -1119,7 +1599,8 @@ do
           end
           if (name == 'TOKENS' and tokens_text) or (name == 'MAXWAIT' and wait_text)
             or (name == 'FLOOR' and floor_text) or (name == 'INFLIGHT' and inflight_text)
-            or (name == 'LEASE' and lease_text) then
+            or (name == 'LEASE' and lease_text) or (name == 'LINE' and line_text)
+            or (name == 'WAITER' and waiter_text) then
             return fail('repeated', name)
           end
           if name == 'TOKENS' then
@@ -1130,8 +1611,12 @@ do
             floor_text = value
           elseif name == 'INFLIGHT' then
             inflight_text = value
-          else
+          elseif name == 'LEASE' then
             lease_text = value
+          elseif name == 'LINE' then
+            line_text = value
+          else
+            waiter_text = value
           end
           i = i + 2
         end
@@ -1139,6 +1624,15 @@ do
     end
     if (inflight_text == nil) ~= (lease_text == nil) then
       return fail('inflight_lease')
+    end
+    if line_text and not inflight_text then
+      return fail('line_inflight')
+    end
+    if waiter_text and not line_text then
+      return fail('waiter_line')
+    end
+    if line_text and floor_text then
+      return fail('line_floor')
     end
     local tokens, max_wait_ms, floor_tokens = 1, 0, nil
     if tokens_text then
@@ -1174,6 +1668,19 @@ do
       lease_ms = whole(lease_text, MAX_WAIT_MS)
       if not lease_ms or lease_ms < 1 then
         return fail('lease')
+      end
+    end
+    local place_ms, waiter_id
+    if line_text then
+      place_ms = whole(line_text, MAX_WAIT_MS)
+      if not place_ms or place_ms < 1 then
+        return fail('place_ms')
+      end
+      if waiter_text then
+        waiter_id = parse_slot(waiter_text)
+        if not waiter_id then
+          return fail('slot_id')
+        end
       end
     end
 
@@ -1294,48 +1801,13 @@ do
     end
     local base_s, base_n, debt_s, debt_n, factor = view(state_s, state_n, pushback, now_s, now_n)
     local b = { base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n,
-      now_s = now_s, now_n = now_n, pushback = pushback }
-    local granted, wait_s, wait_n, taken, reason = 1, 0, 0, 0, 0
-    local tat_s, tat_n
-    local after_s, after_n = b.debt_s, b.debt_n
-    if tokens > 0 then
-      local cost_s, cost_n = cost(quota, tokens, factor)
-      wait_s, wait_n = wait_tokens(quota, b, factor, tokens, floor_tokens)
-      granted = 0
-      local limit_s, limit_n = ms_pair(max_wait_ms)
-      if not lt(limit_s, limit_n, wait_s, wait_n) then
-        -- Taken as of when the tokens are used: the bucket's own slot, unless a deep cut makes
-        -- them wait for the rate to recover, past it.
-        local act_s, act_n = add(b.now_s, b.now_n, wait_s, wait_n)
-        local from_s, from_n = max(b.base_s, b.base_n, act_s, act_n)
-        tat_s, tat_n = add(from_s, from_n, cost_s, cost_n)
-        -- A floored take never leaves the bucket in debt: its tokens are there now, and no
-        -- deep cut's wait puts its slot past the bucket's fill.
-        local no_debt = true
-        if floor_tokens and floor_tokens > 0 then
-          local ahead_s, ahead_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
-          no_debt = not lt(quota.fill_s, quota.fill_n, ahead_s, ahead_n)
-        end
-        if no_debt and writable(tat_s, tat_n, b) then
-          granted = 1
-          taken = ticket_of(tat_s, tat_n)
-          after_s, after_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
-        end
-      end
-      if granted == 0 then
-        -- What held the tokens back (the module's refused_tokens): the floor if the tokens
-        -- alone are there now, else the tokens; and the pause while one is in effect.
-        reason = 1
-        if floor_tokens then
-          local alone_s, alone_n = wait_tokens(quota, b, factor, tokens, nil)
-          if alone_s == 0 and alone_n == 0 then
-            reason = 2
-          end
-        end
-        if pushback and lt(now_s, now_n, pushback.until_s, pushback.until_n) then
-          reason = reason + 8
-        end
-      end
+      now_s = now_s, now_n = now_n, pushback = pushback, factor = factor }
+    local granted, wait_s, wait_n, tat_s, tat_n, after_s, after_n, reason =
+      take_tokens(quota, b, factor, tokens, max_wait_ms, floor_tokens)
+    local taken = tat_s and ticket_of(tat_s, tat_n) or 0
+    if cap and (place_ms or (slots and slots.line)) then
+      return take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, floor_tokens, cap,
+        lease_ms, place_ms, waiter_id, ticket)
     end
     local slot
     if cap then
@@ -1627,10 +2099,14 @@ local function mtake(keys, args)
       end
     end
     slot = 0
-    if held >= cap then
+    -- Callers in line for a slot (THROTTLE.TAKE ... LINE) go first: MTAKE never overtakes
+    -- them, and leaves the hand-off to their own looks.
+    if held >= cap or in_line(slots, now_s, now_n) then
       -- Every slot held: nothing taken, the wait until the first lease ends (or the tokens',
       -- if longer), every bucket as it stands.
-      wait_s, wait_n = max(wait_s, wait_n, sub2(first_s, first_n, now_s, now_n))
+      if first_s then
+        wait_s, wait_n = max(wait_s, wait_n, sub2(first_s, first_n, now_s, now_n))
+      end
       granted = false
       reason = reason + 4
     elseif tokens_granted then
@@ -1643,7 +2119,7 @@ local function mtake(keys, args)
         granted, wait_s, wait_n, reason = false, 0, 0, 4
       else
         local end_s, end_n = add(now_s, now_n, ms_pair(lease_ms))
-        local table_after = { next = id + 1 }
+        local table_after = { next = id + 1 } -- (no waiter in line: it would have waited)
         for k = 1, slots and #slots or 0 do
           table_after[k] = slots[k]
         end
@@ -1968,23 +2444,6 @@ local function debit(keys, args)
   return { remaining(quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
 end
 
--- A slot id: a whole number from 0 to 2^53 (0 is never held); nil otherwise. Compared as text
--- past 15 digits, where a double could round a larger one down to 2^53.
-local function parse_slot(text)
-  if text == '' or find(text, '%D') then
-    return nil
-  end
-  local first = find(text, '[^0]')
-  if not first then
-    return 0
-  end
-  local digits = sub(text, first)
-  if #digits > 16 or (#digits == 16 and digits > '9007199254740992') then
-    return nil
-  end
-  return tonum(digits)
-end
-
 -- The slots of `b` with the one whose id is `id` changed by `change` (given the slot, it
 -- returns the new one, or nil to drop it), if it is held at `b`'s now; nil if it is not.
 local function with_slot(b, id, change)
@@ -1992,7 +2451,7 @@ local function with_slot(b, id, change)
   for k = 1, slots and #slots or 0 do
     local one = slots[k]
     if one[1] == id and lt(b.now_s, b.now_n, one[2], one[3]) then
-      local changed = { next = slots.next }
+      local changed = { next = slots.next, line = slots.line, cap = slots.cap }
       for j = 1, #slots do
         if j ~= k then
           changed[#changed + 1] = slots[j]
@@ -2039,7 +2498,8 @@ local function renew(keys, args)
 end
 
 -- THROTTLE.RELEASE key capacity rate slot [INFLIGHT n]: with INFLIGHT, a slot freed from a
--- table that held n is announced, so that a caller waiting for one looks again at once.
+-- table that held n is announced, so that a caller waiting for one looks again at once; with
+-- callers in line, the slot is handed to the head and announced as `handed <id> <wait_ms>`.
 local function release(keys, args)
   if #args < 3 then
     return fail('arity', 'release')
@@ -2090,10 +2550,25 @@ local function release(keys, args)
   if not slots then
     return 0
   end
-  store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, slots, b.kept)
+  -- With callers in line, the freed slot (and any whose lease ran out) goes to the head of the
+  -- line at once, under the cap the line waits under; its tokens are taken then.
+  local tat_s, tat_n, handed = b.base_s, b.base_n, nil
+  slots = pruned(slots, b.now_s, b.now_n)
+  if slots and slots.line then
+    if b.kept then
+      quota = b.kept.q -- a quota kept at the server wins over the caller's
+    end
+    tat_s, tat_n, slots, handed = settle(quota, b, tat_s, tat_n, slots, slots.cap)
+  end
+  store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, slots, b.kept)
   -- After the write, and protected: a server that refuses the announcement (an ACL without
-  -- the channel) still frees the slot; the waiters find it when they look again.
-  if cap and held >= cap then
+  -- the channel) still frees the slot; the waiters find it when they look again. The first
+  -- waiter handed a slot hears it with its ticket and its tokens' wait.
+  local first = handed and handed[1]
+  if first then
+    redis.pcall('SPUBLISH', pause_channel(keys[1]),
+      string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
+  elseif cap and held >= cap then
     redis.pcall('SPUBLISH', pause_channel(keys[1]), 'freed')
   end
   return 1

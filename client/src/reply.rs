@@ -301,7 +301,7 @@ mod tests {
                 panic!("{value:?} read as a reply");
             };
             assert!(
-                reply.contains("four to seven integers from THROTTLE.TAKE"),
+                reply.contains("four to eight integers from THROTTLE.TAKE"),
                 "{reply}"
             );
         }

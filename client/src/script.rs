@@ -13,7 +13,8 @@
 //!
 //! ```text
 //! FCALL throttle_take 1 key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
-//!     [INFLIGHT n] [LEASE ms] -> [granted, remaining, wait_ms, reset_ms(, ticket)(, slot)]
+//!     [INFLIGHT n] [LEASE ms] [LINE place_ms] [WAITER id]
+//!     -> [granted, remaining, wait_ms, reset_ms(, ticket)(, slot)(, place)(, reason)]
 //! FCALL throttle_mtake N key_1 .. key_N capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
 //!     [TICKET] [INFLIGHT n] [LEASE ms]
 //!     -> [granted, wait_ms, remaining_1, reset_ms_1, ...(, ticket_1, ...)(, slot)]
@@ -67,7 +68,7 @@ pub const LIBRARY: &str = concat!("#!lua name=throttle\n", include_str!("../lua/
 /// byte for byte (a version proves nothing: the loader writes it); it loads its own (`FUNCTION
 /// LOAD REPLACE`, where its user may) over none or one whose code says an older version, and
 /// refuses any other ([`Error::ForeignLibrary`](crate::Error::ForeignLibrary)).
-pub const LIBRARY_VERSION: u64 = 12;
+pub const LIBRARY_VERSION: u64 = 13;
 
 #[cfg(test)]
 mod tests {

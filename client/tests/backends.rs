@@ -832,6 +832,7 @@ fn commands_read_their_own_replies_on_every_backend() {
                 ticket: true,
                 floor: None,
                 inflight,
+                line: None,
             };
             let taken = commands.call("backends:commands", &take).await.unwrap();
             assert!(taken.granted, "{backend:?}: {taken:?}");

@@ -8,7 +8,8 @@
 --   function with the module command's arguments after the keys:
 --
 --     FCALL throttle_take 1 key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f]
---         [INFLIGHT n] [LEASE ms] -> {granted, remaining, wait_ms, reset_ms[, ticket][, slot]}
+--         [INFLIGHT n] [LEASE ms] [LINE place_ms] [WAITER id]
+--         -> {granted, remaining, wait_ms, reset_ms[, ticket][, slot][, place][, reason]}
 --     FCALL throttle_mtake N key1 .. keyN capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
 --         [TICKET] [INFLIGHT n] [LEASE ms]
 --         -> {granted, wait_ms, remaining_1, reset_ms_1, ...[, ticket_1, ...][, slot]}
@@ -35,8 +36,9 @@
 -- the same error messages, byte for byte; the arithmetic is the bucket crate's
 -- (`throttle-bucket`), followed step by step below. The state is the instant (ns since the Unix
 -- epoch) at which the bucket is full again, as 8 bytes (the i64, little-endian), or 32 while
--- the supplier's pause or cut is in effect, or 40 + 16 per slot while calls are in flight; it
--- is written with `SET key <state> PXAT <ms>` only when something changes, so a key written by
+-- the supplier's pause or cut is in effect, or 40 + 16 per slot while calls are in flight, or
+-- 48 + 16 per slot + 32 per waiter while callers wait in the line for a slot; it is written
+-- with `SET key <state> PXAT <ms>` only when something changes, so a key written by
 -- the module can be used here and back. The tests hold the two to that, case by case, on every
 -- supported server. `peek`, `slots` and `version` never write: they run under FCALL_RO /
 -- EVALSHA_RO, on a read-only replica and during CLIENT PAUSE WRITE.
@@ -55,7 +57,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 12                     -- of this library; a client replaces an older one
+local VERSION = 13                     -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
@@ -71,6 +73,7 @@ local FRACTION_DIGITS = 24             -- rate digits after the point that count
 local FULL = 10000                     -- the factor of a rate not cut, in basis points
 local MIN_FACTOR = 100                 -- a cut never takes the rate below 1 %
 local MAX_INFLIGHT = 1024              -- slots a bucket holds at most (calls in flight)
+local MAX_LINE = 1024                  -- callers a bucket's line for a slot holds at most
 local MAX_SLOT_ID = 9007199254740992   -- 2^53: every slot id is an exact double
 local TWO32 = 4294967296
 -- Durations below 2^51 ns (26 days) are exact doubles, and so are sums of a few of them:

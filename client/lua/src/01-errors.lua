@@ -18,7 +18,7 @@ local function fail(code, ...)
       max_wait = 'ERR MAXWAIT must be a whole number of milliseconds from 0 to 315360000000 '
         .. '(10 years)',
       take_option = 'ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT '
-        .. 'ms, TICKET, FLOOR f, INFLIGHT n and LEASE ms',
+        .. 'ms, TICKET, FLOOR f, INFLIGHT n, LEASE ms, LINE place_ms and WAITER id',
       mtake_option = 'ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms, '
         .. 'FLOOR f [f ...] (one floor per key), TICKET, INFLIGHT n and LEASE ms',
       release_option = 'ERR unknown option for THROTTLE.RELEASE: the option is INFLIGHT n, the '
@@ -62,6 +62,15 @@ local function fail(code, ...)
         .. '(10 years): longer than a round trip plus the renewal period',
       inflight_lease = 'ERR INFLIGHT and LEASE go together: INFLIGHT n LEASE ms takes a slot '
         .. 'for a call in flight, held for ms unless renewed',
+      line_inflight = 'ERR LINE needs INFLIGHT n LEASE ms: the line is for a slot under that '
+        .. 'cap',
+      waiter_line = 'ERR WAITER needs LINE place_ms: WAITER id looks again at a place in the '
+        .. 'line',
+      line_floor = 'ERR LINE does not go with FLOOR: a floored call waits for its tokens and '
+        .. 'takes again, without a place in line',
+      place_ms = "ERR LINE's place_ms must be a whole number of milliseconds from 1 to "
+        .. '315360000000 (10 years): how long a waiter keeps its place without looking again',
+      line_full = 'ERR the line for a slot is full (1024 waiters): wait a lease and take again',
       slot_id = 'ERR slot must be a slot id from a THROTTLE.TAKE ... INFLIGHT reply (a whole '
         .. 'number from 0 to 9007199254740992)',
       -- The script's and the library's own rules: which command, and one key for the one-key

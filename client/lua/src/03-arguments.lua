@@ -283,3 +283,19 @@ local function parse_factor(text)
   return bp
 end
 
+-- A slot id: a whole number from 0 to 2^53 (0 is never held); nil otherwise. Compared as text
+-- past 15 digits, where a double could round a larger one down to 2^53.
+local function parse_slot(text)
+  if text == '' or find(text, '%D') then
+    return nil
+  end
+  local first = find(text, '[^0]')
+  if not first then
+    return 0
+  end
+  local digits = sub(text, first)
+  if #digits > 16 or (#digits == 16 and digits > '9007199254740992') then
+    return nil
+  end
+  return tonum(digits)
+end

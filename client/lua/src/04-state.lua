@@ -65,17 +65,12 @@ local function id_le(v)
     hi % 256, floor(hi / 256) % 256, floor(hi / 65536), 0)
 end
 
--- The slot table of a state of `len` bytes (40 + 16 k, k from 1 to 1024: the calls in
--- flight), seen at `now`: {next = id, [i] = {id, s, n}} in id order, or nil if it is not one a
--- command writes (ids from 1, increasing, below the next id, which is at most 2^53; lease
--- ends plausible instants).
-local function slots_of(stored, len, now_s, now_n)
-  local next_id = le_id(stored, 32)
-  if not next_id then
-    return nil
-  end
-  local slots, last = { next = next_id }, 0
-  for at = 40, len - 16, 16 do
+-- The slots in bytes from+1..to of `stored` (16 bytes each) into `slots`, seen at `now`; nil
+-- if they are not ones a command writes (ids from 1, increasing, below the next id, which is
+-- at most 2^53; lease ends plausible instants).
+local function read_slots(stored, slots, from, to, now_s, now_n)
+  local next_id, last = slots.next, 0
+  for at = from, to - 16, 16 do
     local id = le_id(stored, at)
     if not id or id <= last or id >= next_id or byte(stored, at + 16) >= 128 then
       return nil
@@ -90,6 +85,76 @@ local function slots_of(stored, len, now_s, now_n)
   return slots
 end
 
+-- The slot table of a state of `len` bytes (40 + 16 k, k from 1 to 1024: the calls in
+-- flight), seen at `now`: {next = id, [i] = {id, s, n}} in id order, or nil if it is not one a
+-- command writes.
+local function slots_of(stored, len, now_s, now_n)
+  local next_id = le_id(stored, 32)
+  if not next_id then
+    return nil
+  end
+  return read_slots(stored, { next = next_id }, 40, len, now_s, now_n)
+end
+
+-- The table of a state with a line (48 + 16 k + 32 w bytes: the next id, then k, w and the cap
+-- as u16 and two zero bytes, the k slots, the w waiters), seen at `now`: the slots as
+-- `slots_of` reads them, with `cap` and `line`, the waiters in the order they joined, each
+-- {ticket, place_s, place_n, lease_ms, tokens}. nil if it is not one a command writes: the
+-- counts exactly its length (1 to 1024 waiters, at most 1024 slots), the cap 1 to 1024, the
+-- padding zero, the tickets increasing, below the next id and held by no slot, place ends
+-- plausible instants, a lease of 1 to 315360000000 ms and at most 1e15 tokens.
+local function line_of(stored, len, now_s, now_n)
+  local next_id = le_id(stored, 32)
+  if not next_id then
+    return nil
+  end
+  local k1, k2, w1, w2, c1, c2, p1, p2 = byte(stored, 41, 48)
+  local k, w, cap = k1 + k2 * 256, w1 + w2 * 256, c1 + c2 * 256
+  if p1 ~= 0 or p2 ~= 0 or k > MAX_INFLIGHT or w < 1 or w > MAX_LINE or cap < 1
+    or cap > MAX_INFLIGHT or 48 + 16 * k + 32 * w ~= len then
+    return nil
+  end
+  local first_waiter = 48 + 16 * k
+  local slots = read_slots(stored, { next = next_id, cap = cap }, 48, first_waiter, now_s,
+    now_n)
+  if not slots then
+    return nil
+  end
+  local held = {}
+  for i = 1, #slots do
+    held[slots[i][1]] = true
+  end
+  local line, last = {}, 0
+  for at = first_waiter, len - 32, 32 do
+    local id = le_id(stored, at)
+    if not id or id <= last or id >= next_id or held[id] or byte(stored, at + 16) >= 128 then
+      return nil
+    end
+    local ps, pn = le_pair(stored, at + 8)
+    local lease, tokens = le_id(stored, at + 16), le_id(stored, at + 24)
+    if not plausible(ps, pn, now_s, now_n) or not lease or lease < 1 or lease > MAX_WAIT_MS
+      or not tokens or tokens > MAX_CAPACITY then
+      return nil
+    end
+    line[#line + 1] = { id, ps, pn, lease, tokens }
+    last = id
+  end
+  slots.line = line
+  return slots
+end
+
+-- Whether a state of `len` bytes has the slot form (40 + 16 k) or the line form (48 + 16 k +
+-- 32 w, 0 mod 16, whose counts tell exactly), by its length alone: 1 or 2, else nil.
+local function table_form(len)
+  if len >= 56 and len <= 40 + 16 * MAX_INFLIGHT and (len - 40) % 16 == 0 then
+    return 1
+  end
+  if len >= 80 and len <= 48 + 16 * MAX_INFLIGHT + 32 * MAX_LINE and len % 16 == 0 then
+    return 2
+  end
+  return nil
+end
+
 -- The state in `stored` (what `redis.pcall('GET', key)` answered), seen at `now`: the instant
 -- the bucket is full again as a pair, and its pushback {until_s, until_n, cut = {s, n, factor,
 -- recovery_ms} or nil} or nil; nothing for a missing key (a full bucket); or nil, nil, nil and
@@ -101,20 +166,22 @@ local function base_state_of(stored, now_s, now_n)
   -- An error reply is a table, whose length is 0.
   local len, s, n = #stored, nil, nil
   local pushback, slots
-  local table_form = len >= 56 and len <= 40 + 16 * MAX_INFLIGHT and (len - 40) % 16 == 0
-  if len == 8 or len == 32 or table_form then
+  local form = len > 32 and table_form(len)
+  if len == 8 or len == 32 or form then
     local b1, b2, b3, b4, b5, b6, b7, b8 = byte(stored, 1, 8)
     if b8 >= 128 then
       return nil, nil, nil, 'not_bucket'
     end
     s, n = bytes_pair(b1, b2, b3, b4, b5, b6, b7, b8)
-    if table_form then
+    if form == 1 then
       slots = slots_of(stored, len, now_s, now_n)
-      if not slots then
-        return nil, nil, nil, 'not_bucket'
-      end
+    elseif form then
+      slots = line_of(stored, len, now_s, now_n)
     end
-    if len == 32 or (table_form and not find(sub(stored, 9, 32), '^%z*$')) then
+    if form and not slots then
+      return nil, nil, nil, 'not_bucket'
+    end
+    if len == 32 or (form and not find(sub(stored, 9, 32), '^%z*$')) then
       if byte(stored, 16) >= 128 or byte(stored, 24) >= 128 then
         return nil, nil, nil, 'not_bucket'
       end
@@ -160,9 +227,8 @@ local function state_of(stored, now_s, now_n)
   end
   local text_len = len > 1 and byte(stored, len - 1) or 0
   local base_len = len - text_len - 10
-  local table_form = base_len >= 56 and base_len <= 40 + 16 * MAX_INFLIGHT
-    and (base_len - 40) % 16 == 0
-  if not (base_len == 8 or base_len == 32 or table_form) or byte(stored, base_len) == 255 then
+  local form = base_len > 32 and table_form(base_len)
+  if not (base_len == 8 or base_len == 32 or form) or byte(stored, base_len) == 255 then
     return nil, nil, nil, 'not_bucket'
   end
   local capacity = le_id(stored, base_len)

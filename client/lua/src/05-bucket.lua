@@ -43,11 +43,13 @@ end
 -- as it is in effect at `now` (a pause not over, a cut not recovered: 32 bytes) and the calls
 -- in flight `slots` whose lease has not run out (after the 32 bytes: the next id, then 16
 -- bytes a slot), the key expiring once all of it is over; DEL when the bucket is full and
--- nothing holds it back. With a `kept` quota, its trailer after all that and no expiry: the
+-- nothing holds it back. The waiters of the table's line whose place has not run out are kept
+-- too (then the counts after the next id, and 32 bytes a waiter after the slots; their places
+-- do not keep the key). With a `kept` quota, its trailer after all that and no expiry: the
 -- quota goes with the key. (The module writes its state the same way, step by step.)
 local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots, kept)
   local until_s, until_n = tat_s, tat_n
-  local held
+  local held, waiting
   if slots then
     for i = 1, #slots do
       local slot = slots[i]
@@ -55,6 +57,14 @@ local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots, kept)
         held = held or {}
         held[#held + 1] = id_le(slot[1]) .. pair_le(slot[2], slot[3])
         until_s, until_n = max(until_s, until_n, slot[2], slot[3])
+      end
+    end
+    local line = slots.line
+    for i = 1, line and #line or 0 do
+      local w = line[i]
+      if lt(now_s, now_n, w[2], w[3]) then
+        waiting = waiting or {}
+        waiting[#waiting + 1] = id_le(w[1]) .. pair_le(w[2], w[3]) .. id_le(w[4]) .. id_le(w[5])
       end
     end
   end
@@ -91,11 +101,22 @@ local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots, kept)
     end
     state = state .. pair_le(pushback.until_s, pushback.until_n) .. tail
   end
-  if held then
+  if held or waiting then
     if not pushback then
       state = state .. string.rep('\0', 24)
     end
-    state = state .. id_le(slots.next) .. table.concat(held)
+    state = state .. id_le(slots.next)
+    if waiting then
+      local k, w, c = held and #held or 0, #waiting, slots.cap
+      state = state .. char(k % 256, floor(k / 256), w % 256, floor(w / 256), c % 256,
+        floor(c / 256), 0, 0)
+    end
+    if held then
+      state = state .. table.concat(held)
+    end
+    if waiting then
+      state = state .. table.concat(waiting)
+    end
   end
   if kept then
     redis.call('SET', key, state .. id_le(kept.capacity) .. kept.text .. char(#kept.text, 255))
@@ -313,3 +334,155 @@ local function open(key)
   }
 end
 
+
+-- The line for a slot (THROTTLE.TAKE ... INFLIGHT n LEASE ms LINE place_ms) -----------------
+
+-- A slot table as a write leaves it at `now` (the module's Slots::pruned): the slots whose
+-- lease ran out and the waiters whose place ran out dropped; nil when nothing is left.
+local function pruned(slots, now_s, now_n)
+  if not slots then
+    return nil
+  end
+  local out = { next = slots.next }
+  for i = 1, #slots do
+    local one = slots[i]
+    if lt(now_s, now_n, one[2], one[3]) then
+      out[#out + 1] = one
+    end
+  end
+  local line, waiting = slots.line, nil
+  for i = 1, line and #line or 0 do
+    local w = line[i]
+    if lt(now_s, now_n, w[2], w[3]) then
+      waiting = waiting or {}
+      waiting[#waiting + 1] = w
+    end
+  end
+  if waiting then
+    out.line, out.cap = waiting, slots.cap
+  elseif #out == 0 then
+    return nil
+  end
+  return out
+end
+
+-- How many slots of `slots` are held at `now`, and when the first of them runs out (nil: none).
+local function held_at(slots, now_s, now_n)
+  local held, first_s, first_n = 0, nil, nil
+  for k = 1, slots and #slots or 0 do
+    local one = slots[k]
+    if lt(now_s, now_n, one[2], one[3]) then
+      held = held + 1
+      if not first_s or lt(one[2], one[3], first_s, first_n) then
+        first_s, first_n = one[2], one[3]
+      end
+    end
+  end
+  return held, first_s, first_n
+end
+
+-- Whether a caller waits in the line of `slots` at `now` (its place has not run out).
+local function in_line(slots, now_s, now_n)
+  local line = slots and slots.line
+  for i = 1, line and #line or 0 do
+    if lt(now_s, now_n, line[i][2], line[i][3]) then
+      return true
+    end
+  end
+  return false
+end
+
+-- The id the next slot or waiter of `slots` gets at `now`: the stored next id, or the clock in
+-- µs if that is ahead (ids only grow); one from 2^53 on means the ids ran out.
+local function next_id(slots, now_s, now_n)
+  local id = now_s * 1e6 + floor(now_n / 1000)
+  if slots and slots.next > id then
+    id = slots.next
+  end
+  if id < 1 then
+    id = 1
+  end
+  return id
+end
+
+-- The bucket `b` seen with its state at `tat` instead (after a hand-off took tokens).
+local function view_at(b, tat_s, tat_n)
+  local debt_s, debt_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
+  return { now_s = b.now_s, now_n = b.now_n, base_s = tat_s, base_n = tat_n, debt_s = debt_s,
+    debt_n = debt_n, factor = b.factor, pushback = b.pushback }
+end
+
+-- The line of the (pruned) table `slots` settled at `b`'s now, the module's line::settle: while
+-- fewer than `cap` slots are held, the head waiter gets one, its ticket as the slot's id; its
+-- tokens are taken then, as a take at that instant would (from `tat` on), and its slot's lease
+-- runs from when they are there. A waiter whose tokens would put the bucket more than 20 years
+-- in debt (a forged value) leaves instead. Returns the state after, the table (slots in id
+-- order) and the slots handed, each {id, wait_s, wait_n}.
+local function settle(quota, b, tat_s, tat_n, slots, cap)
+  local now_s, now_n = b.now_s, b.now_n
+  tat_s, tat_n = max(tat_s, tat_n, now_s, now_n)
+  local handed = {}
+  local line = slots and slots.line
+  if not line then
+    return tat_s, tat_n, slots, handed
+  end
+  local held, at = #slots, 1
+  while held < cap and at <= #line do
+    local w = line[at]
+    at = at + 1
+    local tokens = w[5]
+    local wait_s, wait_n, after_s, after_n = 0, 0, tat_s, tat_n
+    -- Past 1e18 ns of tokens the debt is past 20 years for sure (and past exact arithmetic).
+    local fits_debt = tokens * quota.interval <= 1e18
+    if tokens > 0 and fits_debt then
+      wait_s, wait_n = wait_tokens(quota, view_at(b, tat_s, tat_n), b.factor, tokens, nil)
+      local from_s, from_n = max(tat_s, tat_n, add(now_s, now_n, wait_s, wait_n))
+      after_s, after_n = add(from_s, from_n, cost(quota, tokens, b.factor))
+    end
+    if fits_debt and not lt(now_s + MAX_DEBT_S, now_n, after_s, after_n) then
+      tat_s, tat_n = after_s, after_n
+      local end_s, end_n = add(now_s, now_n, wait_s, wait_n)
+      end_s, end_n = add(end_s, end_n, ms_pair(w[4]))
+      slots[#slots + 1] = { w[1], end_s, end_n }
+      handed[#handed + 1] = { w[1], wait_s, wait_n }
+      held = held + 1
+    end
+  end
+  if #handed > 0 then
+    table.sort(slots, function(x, y)
+      return x[1] < y[1]
+    end)
+  end
+  local rest = {}
+  for i = at, #line do
+    rest[#rest + 1] = line[i]
+  end
+  if #rest > 0 then
+    slots.line = rest
+  else
+    slots.line, slots.cap = nil, nil
+  end
+  return tat_s, tat_n, slots, handed
+end
+
+-- When a waiter that hears nothing should look again, in ms: when the first slot held may run
+-- out, but at least every half of its place lease (so that it keeps its place), and never
+-- sooner than 1 ms.
+local function look_again_ms(slots, now_s, now_n, place_ms)
+  local renew = floor(place_ms / 2)
+  if renew < 1 then
+    renew = 1
+  end
+  local _, first_s, first_n = held_at(slots, now_s, now_n)
+  if not first_s then
+    return renew
+  end
+  local ms = ceil_ms(sub2(first_s, first_n, now_s, now_n))
+  if ms < 1 then
+    return 1
+  end
+  if ms > renew then
+    return renew
+  end
+  return ms
+end

@@ -1,4 +1,215 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
+-- The token part of a take from the bucket `b` (the module's take_tokens): granted (1 or 0),
+-- the wait, the state after (nil unless granted with tokens), the debt after, and on a denial
+-- what held the tokens back.
+local function take_tokens(quota, b, factor, tokens, max_wait_ms, floor_tokens)
+  local granted, wait_s, wait_n, reason = 1, 0, 0, 0
+  local after_s, after_n = b.debt_s, b.debt_n
+  if tokens == 0 then
+    return 1, 0, 0, nil, nil, after_s, after_n, 0
+  end
+  local cost_s, cost_n = cost(quota, tokens, factor)
+  wait_s, wait_n = wait_tokens(quota, b, factor, tokens, floor_tokens)
+  granted = 0
+  local limit_s, limit_n = ms_pair(max_wait_ms)
+  if not lt(limit_s, limit_n, wait_s, wait_n) then
+    -- Taken as of when the tokens are used: the bucket's own slot, unless a deep cut makes
+    -- them wait for the rate to recover, past it.
+    local act_s, act_n = add(b.now_s, b.now_n, wait_s, wait_n)
+    local from_s, from_n = max(b.base_s, b.base_n, act_s, act_n)
+    local tat_s, tat_n = add(from_s, from_n, cost_s, cost_n)
+    -- A floored take never leaves the bucket in debt: its tokens are there now, and no deep
+    -- cut's wait puts its slot past the bucket's fill.
+    local no_debt = true
+    if floor_tokens and floor_tokens > 0 then
+      local ahead_s, ahead_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
+      no_debt = not lt(quota.fill_s, quota.fill_n, ahead_s, ahead_n)
+    end
+    if no_debt and writable(tat_s, tat_n, b) then
+      after_s, after_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
+      return 1, wait_s, wait_n, tat_s, tat_n, after_s, after_n, 0
+    end
+  end
+  -- What held the tokens back (the module's refused_tokens): the floor if the tokens alone
+  -- are there now, else the tokens; and the pause while one is in effect.
+  reason = 1
+  if floor_tokens then
+    local alone_s, alone_n = wait_tokens(quota, b, factor, tokens, nil)
+    if alone_s == 0 and alone_n == 0 then
+      reason = 2
+    end
+  end
+  local pushback = b.pushback
+  if pushback and lt(b.now_s, b.now_n, pushback.until_s, pushback.until_n) then
+    reason = reason + 8
+  end
+  return granted, wait_s, wait_n, nil, nil, after_s, after_n, reason
+end
+
+-- A take with INFLIGHT from a bucket whose table has a line, or by a call with LINE: the
+-- module's take with a line, step by step. The line first: a slot free since (a holder's lease
+-- ran out) goes to its head before this call, which may be the head's own look. Then the call:
+-- without LINE, a take of tokens and a slot that never overtakes the line; with WAITER id of a
+-- slot held (handed to it), granted, its tokens taken at the hand-off; with WAITER id of a place
+-- in line, its place renewed; else a take of a slot if one is free and nobody waits, or a place
+-- at the back of the line if its tokens alone would be granted. Writes and replies.
+local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, floor_tokens, cap,
+    lease_ms, place_ms, waiter_id, ticket)
+  local now_s, now_n = b.now_s, b.now_n
+  local factor = b.factor
+  local handed = 0
+  if slots and slots.line then
+    local tat_s, tat_n, settled, given = settle(quota, b, b.base_s, b.base_n,
+      pruned(slots, now_s, now_n), cap)
+    b, slots, handed = view_at(b, tat_s, tat_n), settled, #given
+  end
+  -- The outcome: granted, wait, debt after, the slot (or ticket), the place, the reason, and
+  -- the write {tat_s, tat_n, table} (nil: none).
+  local o
+  -- The settling's write, if it handed a slot, for a call that writes nothing of its own.
+  local function or_settled(out)
+    if not out.write and handed > 0 then
+      out.write = { b.base_s, b.base_n, slots }
+    end
+    return out
+  end
+  -- A take of tokens and a slot, granted only if a slot is free under the cap: `full` if none
+  -- is (every slot held, or callers in line ahead). The module's take_slot.
+  local function take_slot(full)
+    local granted, wait_s, wait_n, tat_s, tat_n, after_s, after_n, reason =
+      take_tokens(quota, b, factor, tokens, max_wait_ms, floor_tokens)
+    local held, first_s, first_n = held_at(slots, now_s, now_n)
+    if full or held >= cap then
+      if first_s then
+        wait_s, wait_n = max(wait_s, wait_n, sub2(first_s, first_n, now_s, now_n))
+      end
+      return { granted = 0, wait_s = wait_s, wait_n = wait_n, after_s = b.debt_s,
+        after_n = b.debt_n, slot = 0, reason = reason + 4 }
+    end
+    if granted == 0 then
+      return { granted = 0, wait_s = wait_s, wait_n = wait_n, after_s = after_s,
+        after_n = after_n, slot = 0, reason = reason }
+    end
+    if not tat_s then
+      tat_s, tat_n = b.base_s, b.base_n
+    end
+    local id = next_id(slots, now_s, now_n)
+    if id >= MAX_SLOT_ID then
+      -- No id left (a forged table): the slot is what could not be taken.
+      return { granted = 0, wait_s = 0, wait_n = 0, after_s = b.debt_s, after_n = b.debt_n,
+        slot = 0, reason = 4 }
+    end
+    local table_after = pruned(slots, now_s, now_n) or {}
+    table_after.next = id + 1
+    table_after[#table_after + 1] = { id, add(now_s, now_n, ms_pair(lease_ms)) }
+    return { granted = 1, wait_s = wait_s, wait_n = wait_n, after_s = after_s,
+      after_n = after_n, slot = id, write = { tat_s, tat_n, table_after } }
+  end
+  -- Denied in line at `place` with ticket `id`, writing `table` (its join, or its place
+  -- renewed): the wait is when to look again.
+  local function waiting(table_after, id, place)
+    local look = look_again_ms(table_after, now_s, now_n, place_ms)
+    return { granted = 0, wait_s = floor(look / 1000), wait_n = (look % 1000) * 1e6,
+      after_s = b.debt_s, after_n = b.debt_n, slot = id, place = place, reason = 4 + 16,
+      write = { b.base_s, b.base_n, table_after } }
+  end
+  if not place_ms then
+    o = or_settled(take_slot(in_line(slots, now_s, now_n)))
+  else
+    local place_s, place_n = add(now_s, now_n, ms_pair(place_ms))
+    if waiter_id then
+      -- Handed a slot: granted, its tokens taken at the hand-off; the wait until they are
+      -- there (its lease runs from then).
+      for k = 1, slots and #slots or 0 do
+        local one = slots[k]
+        if one[1] == waiter_id and lt(now_s, now_n, one[2], one[3]) then
+          local ws, wn = sub2(one[2], one[3], ms_pair(lease_ms))
+          ws, wn = sub2(ws, wn, now_s, now_n)
+          if ws < 0 then
+            ws, wn = 0, 0
+          end
+          o = or_settled({ granted = 1, wait_s = ws, wait_n = wn, after_s = b.debt_s,
+            after_n = b.debt_n, slot = waiter_id })
+          break
+        end
+      end
+      -- Still in line: its place renewed.
+      if not o then
+        local line, place = slots and slots.line, 0
+        for i = 1, line and #line or 0 do
+          local w = line[i]
+          if lt(now_s, now_n, w[2], w[3]) then
+            place = place + 1
+            if w[1] == waiter_id then
+              local table_after = pruned(slots, now_s, now_n)
+              local renewed = {}
+              for j = 1, #table_after.line do
+                local v = table_after.line[j]
+                if v[1] == waiter_id then
+                  v = { v[1], place_s, place_n, v[4], v[5] }
+                end
+                renewed[j] = v
+              end
+              table_after.line = renewed
+              o = waiting(table_after, waiter_id, place)
+              break
+            end
+          end
+        end
+      end
+      -- Neither (it left, or never joined): a take like any other.
+    end
+    if not o then
+      local held = held_at(slots, now_s, now_n)
+      local waiters = in_line(slots, now_s, now_n)
+      if held < cap and not waiters then
+        o = or_settled(take_slot(false))
+      elseif take_tokens(quota, b, factor, tokens, max_wait_ms, nil) == 0 then
+        -- Held back by its tokens too: it waits for those, not in line.
+        o = or_settled(take_slot(true))
+      else
+        local table_after = pruned(slots, now_s, now_n) or {}
+        local line = table_after.line or {}
+        if #line >= MAX_LINE then
+          return fail('line_full')
+        end
+        local id = next_id(slots, now_s, now_n)
+        if id >= MAX_SLOT_ID then
+          o = or_settled(take_slot(true))
+        else
+          table_after.next, table_after.cap = id + 1, cap
+          line[#line + 1] = { id, place_s, place_n, lease_ms, tokens }
+          table_after.line = line
+          o = waiting(table_after, id, #line)
+        end
+      end
+    end
+  end
+  local write = o.write
+  if write then
+    store(key, write[1], write[2], b.pushback, now_s, now_n, write[3], kept)
+  end
+  local reply = {
+    o.granted,
+    remaining(quota, o.after_s, o.after_n, factor),
+    ceil_ms(o.wait_s, o.wait_n),
+    ceil_ms(o.after_s, o.after_n),
+  }
+  if ticket then
+    -- Only a grant that took tokens has a ticket; a denial that wrote (a join) has none.
+    reply[#reply + 1] = (o.granted == 1 and tokens > 0 and write) and ticket_of(write[1], write[2])
+      or 0
+  end
+  reply[#reply + 1] = o.slot
+  if place_ms then
+    reply[#reply + 1] = o.place or 0
+  end
+  if o.granted == 0 then
+    reply[#reply + 1] = o.reason
+  end
+  return reply
+end
+
 -- TAKE's own, for its fast path. redis.call and redis.pcall, captured on the first call: an
 -- upvalue is one VM step, `redis.call` a global and a field lookup. TIME's seconds, the last
 -- text read and its number: they change once a second, so most calls compare the text (equal
@@ -12,8 +223,10 @@ do
   local REPLY = { 0, 0, 0, 0, 0, 0 } -- six slots: TICKET's, then a denial's reason
 
   -- THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f] [INFLIGHT n]
-  -- [LEASE ms]. A denial's reply ends with what held it back, a sum of 1 (the tokens), 2 (the
-  -- floor), 4 (every slot held) and 8 (a pause in effect): the module's Refusal.
+  -- [LEASE ms] [LINE place_ms] [WAITER id]. With LINE, the place in line after the slot (0:
+  -- not in line). A denial's reply ends with what held it back, a sum of 1 (the tokens), 2 (the
+  -- floor), 4 (every slot held), 8 (a pause in effect) and 16 (in line): the module's
+  -- Refusal.
   function take(keys, args) -- the local above
     local count = #args
     if count < 2 then
@@ -28,7 +241,7 @@ do
       end
     end
     local tokens_text, wait_text, floor_text, ticket = nil, nil, nil, false
-    local inflight_text, lease_text
+    local inflight_text, lease_text, line_text, waiter_text
     local i = 3
     while i <= count do
       local name = args[i]
@@ -50,7 +263,7 @@ do
           i = i + 1
         else
           if name ~= 'TOKENS' and name ~= 'MAXWAIT' and name ~= 'FLOOR' and name ~= 'INFLIGHT'
-            and name ~= 'LEASE' then
+            and name ~= 'LEASE' and name ~= 'LINE' and name ~= 'WAITER' then
             return fail('take_option')
           end
           local value = args[i + 1]
@@ -59,7 +272,8 @@ do
           end
           if (name == 'TOKENS' and tokens_text) or (name == 'MAXWAIT' and wait_text)
             or (name == 'FLOOR' and floor_text) or (name == 'INFLIGHT' and inflight_text)
-            or (name == 'LEASE' and lease_text) then
+            or (name == 'LEASE' and lease_text) or (name == 'LINE' and line_text)
+            or (name == 'WAITER' and waiter_text) then
             return fail('repeated', name)
           end
           if name == 'TOKENS' then
@@ -70,8 +284,12 @@ do
             floor_text = value
           elseif name == 'INFLIGHT' then
             inflight_text = value
-          else
+          elseif name == 'LEASE' then
             lease_text = value
+          elseif name == 'LINE' then
+            line_text = value
+          else
+            waiter_text = value
           end
           i = i + 2
         end
@@ -79,6 +297,15 @@ do
     end
     if (inflight_text == nil) ~= (lease_text == nil) then
       return fail('inflight_lease')
+    end
+    if line_text and not inflight_text then
+      return fail('line_inflight')
+    end
+    if waiter_text and not line_text then
+      return fail('waiter_line')
+    end
+    if line_text and floor_text then
+      return fail('line_floor')
     end
     local tokens, max_wait_ms, floor_tokens = 1, 0, nil
     if tokens_text then
@@ -114,6 +341,19 @@ do
       lease_ms = whole(lease_text, MAX_WAIT_MS)
       if not lease_ms or lease_ms < 1 then
         return fail('lease')
+      end
+    end
+    local place_ms, waiter_id
+    if line_text then
+      place_ms = whole(line_text, MAX_WAIT_MS)
+      if not place_ms or place_ms < 1 then
+        return fail('place_ms')
+      end
+      if waiter_text then
+        waiter_id = parse_slot(waiter_text)
+        if not waiter_id then
+          return fail('slot_id')
+        end
       end
     end
 
@@ -234,48 +474,13 @@ do
     end
     local base_s, base_n, debt_s, debt_n, factor = view(state_s, state_n, pushback, now_s, now_n)
     local b = { base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n,
-      now_s = now_s, now_n = now_n, pushback = pushback }
-    local granted, wait_s, wait_n, taken, reason = 1, 0, 0, 0, 0
-    local tat_s, tat_n
-    local after_s, after_n = b.debt_s, b.debt_n
-    if tokens > 0 then
-      local cost_s, cost_n = cost(quota, tokens, factor)
-      wait_s, wait_n = wait_tokens(quota, b, factor, tokens, floor_tokens)
-      granted = 0
-      local limit_s, limit_n = ms_pair(max_wait_ms)
-      if not lt(limit_s, limit_n, wait_s, wait_n) then
-        -- Taken as of when the tokens are used: the bucket's own slot, unless a deep cut makes
-        -- them wait for the rate to recover, past it.
-        local act_s, act_n = add(b.now_s, b.now_n, wait_s, wait_n)
-        local from_s, from_n = max(b.base_s, b.base_n, act_s, act_n)
-        tat_s, tat_n = add(from_s, from_n, cost_s, cost_n)
-        -- A floored take never leaves the bucket in debt: its tokens are there now, and no
-        -- deep cut's wait puts its slot past the bucket's fill.
-        local no_debt = true
-        if floor_tokens and floor_tokens > 0 then
-          local ahead_s, ahead_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
-          no_debt = not lt(quota.fill_s, quota.fill_n, ahead_s, ahead_n)
-        end
-        if no_debt and writable(tat_s, tat_n, b) then
-          granted = 1
-          taken = ticket_of(tat_s, tat_n)
-          after_s, after_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
-        end
-      end
-      if granted == 0 then
-        -- What held the tokens back (the module's refused_tokens): the floor if the tokens
-        -- alone are there now, else the tokens; and the pause while one is in effect.
-        reason = 1
-        if floor_tokens then
-          local alone_s, alone_n = wait_tokens(quota, b, factor, tokens, nil)
-          if alone_s == 0 and alone_n == 0 then
-            reason = 2
-          end
-        end
-        if pushback and lt(now_s, now_n, pushback.until_s, pushback.until_n) then
-          reason = reason + 8
-        end
-      end
+      now_s = now_s, now_n = now_n, pushback = pushback, factor = factor }
+    local granted, wait_s, wait_n, tat_s, tat_n, after_s, after_n, reason =
+      take_tokens(quota, b, factor, tokens, max_wait_ms, floor_tokens)
+    local taken = tat_s and ticket_of(tat_s, tat_n) or 0
+    if cap and (place_ms or (slots and slots.line)) then
+      return take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, floor_tokens, cap,
+        lease_ms, place_ms, waiter_id, ticket)
     end
     local slot
     if cap then

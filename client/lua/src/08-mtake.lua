@@ -219,10 +219,14 @@ local function mtake(keys, args)
       end
     end
     slot = 0
-    if held >= cap then
+    -- Callers in line for a slot (THROTTLE.TAKE ... LINE) go first: MTAKE never overtakes
+    -- them, and leaves the hand-off to their own looks.
+    if held >= cap or in_line(slots, now_s, now_n) then
       -- Every slot held: nothing taken, the wait until the first lease ends (or the tokens',
       -- if longer), every bucket as it stands.
-      wait_s, wait_n = max(wait_s, wait_n, sub2(first_s, first_n, now_s, now_n))
+      if first_s then
+        wait_s, wait_n = max(wait_s, wait_n, sub2(first_s, first_n, now_s, now_n))
+      end
       granted = false
       reason = reason + 4
     elseif tokens_granted then
@@ -235,7 +239,7 @@ local function mtake(keys, args)
         granted, wait_s, wait_n, reason = false, 0, 0, 4
       else
         local end_s, end_n = add(now_s, now_n, ms_pair(lease_ms))
-        local table_after = { next = id + 1 }
+        local table_after = { next = id + 1 } -- (no waiter in line: it would have waited)
         for k = 1, slots and #slots or 0 do
           table_after[k] = slots[k]
         end

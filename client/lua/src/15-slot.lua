@@ -1,21 +1,4 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
--- A slot id: a whole number from 0 to 2^53 (0 is never held); nil otherwise. Compared as text
--- past 15 digits, where a double could round a larger one down to 2^53.
-local function parse_slot(text)
-  if text == '' or find(text, '%D') then
-    return nil
-  end
-  local first = find(text, '[^0]')
-  if not first then
-    return 0
-  end
-  local digits = sub(text, first)
-  if #digits > 16 or (#digits == 16 and digits > '9007199254740992') then
-    return nil
-  end
-  return tonum(digits)
-end
-
 -- The slots of `b` with the one whose id is `id` changed by `change` (given the slot, it
 -- returns the new one, or nil to drop it), if it is held at `b`'s now; nil if it is not.
 local function with_slot(b, id, change)
@@ -23,7 +6,7 @@ local function with_slot(b, id, change)
   for k = 1, slots and #slots or 0 do
     local one = slots[k]
     if one[1] == id and lt(b.now_s, b.now_n, one[2], one[3]) then
-      local changed = { next = slots.next }
+      local changed = { next = slots.next, line = slots.line, cap = slots.cap }
       for j = 1, #slots do
         if j ~= k then
           changed[#changed + 1] = slots[j]

@@ -1,6 +1,7 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
 -- THROTTLE.RELEASE key capacity rate slot [INFLIGHT n]: with INFLIGHT, a slot freed from a
--- table that held n is announced, so that a caller waiting for one looks again at once.
+-- table that held n is announced, so that a caller waiting for one looks again at once; with
+-- callers in line, the slot is handed to the head and announced as `handed <id> <wait_ms>`.
 local function release(keys, args)
   if #args < 3 then
     return fail('arity', 'release')
@@ -51,10 +52,25 @@ local function release(keys, args)
   if not slots then
     return 0
   end
-  store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, slots, b.kept)
+  -- With callers in line, the freed slot (and any whose lease ran out) goes to the head of the
+  -- line at once, under the cap the line waits under; its tokens are taken then.
+  local tat_s, tat_n, handed = b.base_s, b.base_n, nil
+  slots = pruned(slots, b.now_s, b.now_n)
+  if slots and slots.line then
+    if b.kept then
+      quota = b.kept.q -- a quota kept at the server wins over the caller's
+    end
+    tat_s, tat_n, slots, handed = settle(quota, b, tat_s, tat_n, slots, slots.cap)
+  end
+  store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, slots, b.kept)
   -- After the write, and protected: a server that refuses the announcement (an ACL without
-  -- the channel) still frees the slot; the waiters find it when they look again.
-  if cap and held >= cap then
+  -- the channel) still frees the slot; the waiters find it when they look again. The first
+  -- waiter handed a slot hears it with its ticket and its tokens' wait.
+  local first = handed and handed[1]
+  if first then
+    redis.pcall('SPUBLISH', pause_channel(keys[1]),
+      string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
+  elseif cap and held >= cap then
     redis.pcall('SPUBLISH', pause_channel(keys[1]), 'freed')
   end
   return 1

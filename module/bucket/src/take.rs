@@ -138,8 +138,12 @@ impl Outcome {
     }
 
     /// The reply's fifth element with `TICKET`: the state after the take in µs, 0 when
-    /// nothing was taken.
+    /// nothing was taken (a denial, even one that wrote: a join, a place renewed, a line
+    /// settled).
     pub fn ticket(&self) -> i64 {
+        if !self.granted {
+            return 0;
+        }
         self.write.as_ref().map_or(0, Write::ticket_us)
     }
 }
@@ -211,12 +215,21 @@ fn take_in_line(
             .then(|| bucket.write_all(bucket.base, bucket.pushback, bucket.slots))
             .flatten()
     };
+    // A take that wrote (granted) holds the settled table in its own write; one that did not
+    // writes the settling's, if it handed a slot.
+    let or_settled = |outcome: Outcome| {
+        if outcome.write.is_some() {
+            outcome
+        } else {
+            Outcome {
+                write: unchanged(),
+                ..outcome
+            }
+        }
+    };
     let Some(line) = args.line else {
         let full = bucket.slots.waiting(now).next().is_some();
-        return Ok(Outcome {
-            write: unchanged(),
-            ..take_slot(args, inflight, bucket, full)
-        });
+        return Ok(or_settled(take_slot(args, inflight, bucket, full)));
     };
     let place_end = now + i128::from(line.place_ms) * i128::from(NS_PER_MS);
     let place_end = i64::try_from(place_end).unwrap_or(i64::MAX);
@@ -254,7 +267,7 @@ fn take_in_line(
     let held = bucket.slots.held_at(now);
     let waiters = bucket.slots.waiting(now).next().is_some();
     if held < inflight.cap && !waiters {
-        return Ok(take_slot(args, inflight, bucket, false));
+        return Ok(or_settled(take_slot(args, inflight, bucket, false)));
     }
     let tokens = take_tokens(args, bucket);
     if !tokens.granted {

@@ -343,3 +343,62 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_grant_past_a_stale_line_is_stored() {
+    // Two slots held and a waiter whose place runs out before their leases end.
+    let mut b = Bucket::new("2 1");
+    let line = "MAXWAIT 5000 INFLIGHT 2 LEASE 100 LINE 50";
+    b.at(0).reply(line);
+    b.at(0).reply(line);
+    assert_eq!(b.at(0).reply(line)[6], IN_LINE);
+    // Everything ran out but the bucket's debt: a plain take is granted, and stored.
+    let plain = "MAXWAIT 5000 INFLIGHT 2 LEASE 100";
+    let (first, out) = b.at(150).take(plain).unwrap();
+    assert_eq!(first[0], 1, "{first:?}");
+    assert!(
+        out.write.is_some(),
+        "a grant writes its tokens and its slot"
+    );
+    let second = b.at(151).reply(plain);
+    assert_eq!(second[0], 1);
+    assert!(
+        second[2] > first[2],
+        "the second waits behind the first: {second:?}"
+    );
+}
+
+#[test]
+fn a_denial_that_writes_has_no_ticket() {
+    let mut b = Bucket::new("10 1");
+    let line = "INFLIGHT 1 LEASE 5000 LINE 1000 TICKET";
+    let holder = b.at(0).reply(line);
+    assert_eq!(holder[0], 1);
+    assert!(holder[4] > 0, "a grant's ticket");
+    // Joining writes the line, but takes nothing: no ticket THROTTLE.GIVE could honour.
+    let joined = b.at(10).reply(line);
+    assert_eq!(joined[..5], [0, 9, 500, 990, 0]);
+    assert_eq!(joined[6..], [1, IN_LINE]);
+    let looked = b.at(20).reply(&format!("{line} WAITER {}", joined[5]));
+    assert_eq!(looked[4], 0);
+}
+
+#[test]
+fn a_denial_after_a_hand_off_stores_the_hand_off() {
+    // Cap 2: two holders whose leases run out, one waiter with time left on its place.
+    let mut b = Bucket::new("3 1");
+    let line = "MAXWAIT 3000 INFLIGHT 2 LEASE 100 LINE 5000";
+    b.at(0).reply(line);
+    b.at(0).reply(line);
+    let waiter = b.at(0).reply(line);
+    assert_eq!(waiter[6], IN_LINE);
+    // At 200 ms a LINE take with no MAXWAIT: the settling hands the waiter a slot, which
+    // leaves one free, but this call's token is not there. Denied, and the hand-off is kept.
+    let (ints, out) = b.at(200).take("INFLIGHT 2 LEASE 100 LINE 5000").unwrap();
+    assert_eq!(ints[0], 0, "{ints:?}");
+    assert_eq!(out.line.handed, 1);
+    assert!(out.write.is_some(), "the hand-off is written");
+    let state = b.state.clone().unwrap();
+    assert_eq!(state.slots.held.len(), 1);
+    assert_eq!(state.slots.held[0].id as i64, waiter[4]);
+}

@@ -165,3 +165,79 @@ pub fn announces_a_freed_slot_the_same(flavor: Flavor) {
         );
     }
 }
+
+/// A release that hands a slot to the line announces `handed <id> <wait_ms>` for the first
+/// waiter handed, with or without INFLIGHT n, from the module, the library and the script
+/// alike; the last release, with nobody in line, `freed`.
+pub fn announces_a_hand_off_the_same(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let sha = load(&mut con);
+    for runner in [Runner::Module, Runner::Library, Runner::Script] {
+        let key = format!("{{line}}:{runner:?}");
+        let channel = String::from_utf8(throttle_bucket::pause_channel(key.as_bytes()))
+            .expect("a text channel");
+        let mut subscriber = Subscriber::new(server.conn(), &channel);
+        let keys = [key.clone()];
+        let mut call = |name: &str, args: &str| -> Vec<i64> {
+            let args: Vec<&str> = args.split_whitespace().collect();
+            let value: redis::Value = command(runner, &sha, name, &keys, &args)
+                .query(&mut con)
+                .unwrap_or_else(|e| panic!("{runner:?} {name} {args:?}: {e}"));
+            match value {
+                redis::Value::Int(n) => vec![n],
+                redis::Value::Array(items) => items
+                    .iter()
+                    .map(|v| match v {
+                        redis::Value::Int(n) => *n,
+                        other => panic!("{runner:?} {name}: {other:?}"),
+                    })
+                    .collect(),
+                other => panic!("{runner:?} {name}: {other:?}"),
+            }
+        };
+        // One token every 1000 s: the holder takes it, the second waiter's is there later.
+        let line = "1 0.001 MAXWAIT 315360000000 INFLIGHT 1 LEASE 60000 LINE 5000";
+        let holder = call("take", line);
+        assert_eq!(holder[0], 1, "{flavor} {runner:?}: {holder:?}");
+        let first = call("take", "1 0.001 TOKENS 0 INFLIGHT 1 LEASE 60000 LINE 5000");
+        let second = call("take", line);
+        assert_eq!(
+            first[4..],
+            [first[4], 1, 20],
+            "{flavor} {runner:?}: {first:?}"
+        );
+        assert_eq!(
+            second[4..],
+            [second[4], 2, 20],
+            "{flavor} {runner:?}: {second:?}"
+        );
+        assert_eq!(call("release", &format!("1 0.001 {}", holder[4])), [1]);
+        assert_eq!(
+            call("release", &format!("1 0.001 {} INFLIGHT 1", first[4])),
+            [1]
+        );
+        assert_eq!(
+            call("release", &format!("1 0.001 {} INFLIGHT 1", second[4])),
+            [1]
+        );
+        let heard: Vec<String> = (0..3).map(|_| subscriber.message()[1].clone()).collect();
+        assert_eq!(
+            heard[0],
+            format!("handed {} 0", first[4]),
+            "{flavor} {runner:?}"
+        );
+        let words: Vec<&str> = heard[1].split(' ').collect();
+        assert_eq!(
+            words[..2],
+            ["handed", &second[4].to_string()],
+            "{flavor} {runner:?}"
+        );
+        let wait: i64 = words[2].parse().expect("ms");
+        assert!(
+            (990_000..=1_000_000).contains(&wait),
+            "{flavor} {runner:?}: {heard:?}"
+        );
+        assert_eq!(heard[2], throttle_bucket::SLOT_FREED, "{flavor} {runner:?}");
+    }
+}

@@ -6,8 +6,8 @@ use redis::{Connection, Value};
 use throttle_testkit::{FakeClock, Flavor, Server};
 
 use super::script::{
-    clamped_now_ns, command, key_ticket_of, load, runner, server_now_ns, slot_of, ticket_of, S,
-    SIDES,
+    clamped_now_ns, command, key_ticket_of, line_id_of, load, runner, server_now_ns, slot_of,
+    ticket_of, S, SIDES,
 };
 use super::table::Before::{FromNow, Missing, Raw};
 use super::table::CASES;
@@ -70,6 +70,14 @@ fn run_cases(flavor: Flavor, con: &mut Connection) {
         let mut replies: [Vec<Value>; SIDES.len()] = Default::default();
         let mut number = 0;
         for (step_no, step) in case.steps.iter().enumerate() {
+            // `sleep ms`, a step of its own: the clock moves on (a lease or a place runs out).
+            if let [call] = step {
+                if let Some(ms) = call.strip_prefix("sleep ") {
+                    let ms = ms.parse().expect("sleep ms");
+                    std::thread::sleep(std::time::Duration::from_millis(ms));
+                    continue;
+                }
+            }
             let mut pipe = redis::pipe();
             pipe.atomic();
             for (side, side_replies) in replies.iter().enumerate() {
@@ -86,6 +94,10 @@ fn run_cases(flavor: Flavor, con: &mut Connection) {
                         .map(|w| {
                             if let Some(k) = w.strip_prefix('@') {
                                 return slot_of(&side_replies[k.parse::<usize>().unwrap()])
+                                    .to_string();
+                            }
+                            if let Some(k) = w.strip_prefix('#') {
+                                return line_id_of(&side_replies[k.parse::<usize>().unwrap()])
                                     .to_string();
                             }
                             w.to_owned()

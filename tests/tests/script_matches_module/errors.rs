@@ -235,6 +235,244 @@ const PUSHBACK_BAD: &[(&str, &[&[u8]])] = &[
         "take",
         &[b"8", b"9", b"INFLIGHT", b"1", b"LEASE", b"1", b"FOO"],
     ),
+    // TAKE ... LINE place_ms [WAITER id]: with INFLIGHT, without FLOOR, WAITER with LINE; the
+    // pairings after the structure, before the values; place_ms after the other values, then
+    // the waiter's id.
+    ("take", &[b"8", b"9", b"LINE", b"100"]),
+    ("take", &[b"8", b"9", b"LEASE", b"9", b"LINE", b"100"]),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"9",
+            b"WAITER",
+            b"3",
+        ],
+    ),
+    ("take", &[b"8", b"9", b"LINE", b"0", b"WAITER", b"x"]),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"FLOOR",
+            b"1",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"9",
+            b"LINE",
+            b"100",
+        ],
+    ),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"FLOOR",
+            b"9",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"9",
+            b"LINE",
+            b"0",
+        ],
+    ),
+    (
+        "take",
+        &[b"8", b"9", b"INFLIGHT", b"1", b"LEASE", b"9", b"LINE", b"0"],
+    ),
+    (
+        "take",
+        &[b"8", b"9", b"INFLIGHT", b"1", b"LEASE", b"9", b"LINE", b"x"],
+    ),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"9",
+            b"LINE",
+            b"1.5",
+        ],
+    ),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"9",
+            b"LINE",
+            b"315360000001",
+        ],
+    ),
+    (
+        "take",
+        &[b"8", b"9", b"INFLIGHT", b"1", b"LEASE", b"9", b"LINE"],
+    ),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"9",
+            b"line",
+            b"5",
+            b"LINE",
+            b"5",
+        ],
+    ),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"9",
+            b"LINE",
+            b"5",
+            b"WAITER",
+        ],
+    ),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"9",
+            b"LINE",
+            b"5",
+            b"WAITER",
+            b"x",
+        ],
+    ),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"9",
+            b"LINE",
+            b"5",
+            b"WAITER",
+            b"-1",
+        ],
+    ),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"9",
+            b"LINE",
+            b"5",
+            b"WAITER",
+            b"9007199254740993",
+        ],
+    ),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"9",
+            b"LINE",
+            b"5",
+            b"waiter",
+            b"1",
+            b"WAITER",
+            b"1",
+        ],
+    ),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"INFLIGHT",
+            b"0",
+            b"LEASE",
+            b"9",
+            b"LINE",
+            b"0",
+            b"WAITER",
+            b"x",
+        ],
+    ),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"9",
+            b"LINE",
+            b"0",
+            b"WAITER",
+            b"x",
+        ],
+    ),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"TOKENS",
+            b"9",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"9",
+            b"LINE",
+            b"0",
+        ],
+    ),
+    (
+        "take",
+        &[
+            b"8",
+            b"9",
+            b"INFLIGHT",
+            b"1",
+            b"LEASE",
+            b"9",
+            b"LINE",
+            b"5",
+            b"QUEUE",
+            b"1",
+        ],
+    ),
     // RENEW, RELEASE, SLOTS
     ("renew", &[b"8", b"9", b"1"]),
     ("renew", &[b"8", b"9", b"1", b"1", b"1"]),
@@ -562,6 +800,22 @@ pub fn same_errors(flavor: Flavor) {
         &bad_slot_table(server_now_ns(&mut con), [5, 5], 100, false),
         &bad_slot_table(server_now_ns(&mut con), [5, 100], 100, false),
         &bad_slot_table(server_now_ns(&mut con), [5, 6], 100, true),
+        // Of a line's length (48 + 16 k + 32 w): text, and lines no command writes.
+        &"a".repeat(48 + 16 + 32),
+        &bad_line(server_now_ns(&mut con), |b| b[40] = 2),
+        &bad_line(server_now_ns(&mut con), |b| b[44] = 0),
+        &bad_line(server_now_ns(&mut con), |b| b[46] = 1),
+        &bad_line(server_now_ns(&mut con), |b| b[64 + 16..64 + 24].fill(0)),
+        &bad_line(server_now_ns(&mut con), |b| b[64 + 24..64 + 32].fill(0x7f)),
+        &bad_line(server_now_ns(&mut con), |b| {
+            b[64..72].copy_from_slice(&5u64.to_le_bytes())
+        }),
+        &bad_line(server_now_ns(&mut con), |b| {
+            b[64..72].copy_from_slice(&100u64.to_le_bytes())
+        }),
+        &bad_line(server_now_ns(&mut con), |b| {
+            b[64 + 8..64 + 16].copy_from_slice(&12345u64.to_le_bytes())
+        }),
     ]
     .iter()
     .enumerate()
@@ -626,6 +880,42 @@ pub fn same_errors(flavor: Flavor) {
     let mut expected = holders.clone();
     expected.sort();
     assert_eq!(keys, expected, "{flavor}: a bad call wrote a key");
+
+    // The line holds 1024 waiters: the next join is refused with the same error from every
+    // runner, and writes nothing.
+    let join = "100000 100000 INFLIGHT 1 LEASE 60000 LINE 60000";
+    let words: Vec<&str> = join.split_whitespace().collect();
+    let mut refused = None;
+    for runner in [Runner::Module, Runner::Library, Runner::Script] {
+        let key = vec![format!("full:{runner:?}")];
+        let mut pipe = redis::pipe();
+        for _ in 0..throttle_bucket::MAX_LINE {
+            pipe.add_command(command(runner, &sha, "take", &key, &words));
+            pipe.ignore();
+        }
+        pipe.add_command(command(runner, &sha, "take", &key, &words));
+        let (last,): (Vec<i64>,) = pipe
+            .query(&mut con)
+            .unwrap_or_else(|e| panic!("{flavor} {runner:?}: {e}"));
+        assert_eq!(last[5..], [1024, 4 | 16], "{flavor} {runner:?}: {last:?}");
+        let before: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+        let reply = outcome(command(runner, &sha, "take", &key, &words).query(&mut con));
+        let after: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+        assert_eq!(after, before, "{flavor} {runner:?}: a refused join wrote");
+        assert_eq!(
+            before.len(),
+            throttle_bucket::LINE_STATE_HEAD
+                + throttle_bucket::SLOT_LEN
+                + throttle_bucket::WAITER_LEN * 1024
+        );
+        let module = refused.get_or_insert_with(|| reply.clone());
+        assert!(module.starts_with("error"), "{flavor}: {module}");
+        assert_eq!(
+            &reply, module,
+            "{flavor} {runner:?} (left) vs module (right)"
+        );
+        let _: () = redis::cmd("DEL").arg(&key).query(&mut con).unwrap();
+    }
 
     // The script's own rules: which command (case-insensitive), and one key for the one-key
     // commands.
@@ -704,6 +994,35 @@ fn cut_below_the_floor(now_ns: i128) -> String {
     let now = instant(now_ns + 60 * S);
     let packed = ((50u64 << 48) | 100).to_le_bytes(); // 50 bp, 100 ms
     let bytes = [now, now, now, packed].concat();
+    String::from_utf8(bytes).expect("ASCII")
+}
+
+/// A state with a line (48 + 16 k + 32 w bytes: one slot, id 5, and one waiter, ticket 6,
+/// under cap 1, next id 100, both ending a minute from now; its lease 100 ms, 1 token) that `forge` makes one no command
+/// writes, as text the test's SET can send (every byte below 0x80).
+fn bad_line(now_ns: i128, forge: impl Fn(&mut Vec<u8>)) -> String {
+    let instant = |at: i128| -> [u8; 8] {
+        let mut bytes = (at as i64).to_le_bytes();
+        for b in &mut bytes {
+            *b &= 0x7f;
+        }
+        bytes
+    };
+    let later = instant(now_ns + 60 * S);
+    let mut bytes = [
+        &later[..],
+        &[0; 24],
+        &100u64.to_le_bytes(),
+        &[1, 0, 1, 0, 1, 0, 0, 0],
+        &5u64.to_le_bytes(),
+        &later,
+        &6u64.to_le_bytes(),
+        &later,
+        &100u64.to_le_bytes(),
+        &1u64.to_le_bytes(),
+    ]
+    .concat();
+    forge(&mut bytes);
     String::from_utf8(bytes).expect("ASCII")
 }
 

@@ -93,7 +93,7 @@ pub fn command<A: redis::ToRedisArgs>(
 /// The fifth element of a THROTTLE.TAKE ... TICKET reply (the slot follows it with INFLIGHT).
 pub fn ticket_of(reply: &Value) -> i64 {
     match reply {
-        Value::Array(items) if items.len() == 5 || items.len() == 6 => match items[4] {
+        Value::Array(items) if (5..=8).contains(&items.len()) => match items[4] {
             Value::Int(ticket) => ticket,
             ref other => panic!("a ticket that is not an integer: {other:?}"),
         },
@@ -109,6 +109,21 @@ pub fn slot_of(reply: &Value) -> i64 {
             ref other => panic!("a slot that is not an integer: {other:?}"),
         },
         other => panic!("not an INFLIGHT reply: {other:?}"),
+    }
+}
+
+/// The id in a THROTTLE.TAKE ... LINE reply: the slot's id when granted, the waiter's ticket in
+/// line, 0 otherwise; the integer before the place (and before the reason, on a denial).
+pub fn line_id_of(reply: &Value) -> i64 {
+    match reply {
+        Value::Array(items) if items.len() >= 6 => {
+            let back = if items[0] == Value::Int(1) { 2 } else { 3 };
+            match items[items.len() - back] {
+                Value::Int(id) => id,
+                ref other => panic!("an id that is not an integer: {other:?}"),
+            }
+        }
+        other => panic!("not a LINE reply: {other:?}"),
     }
 }
 

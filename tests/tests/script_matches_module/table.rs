@@ -23,8 +23,11 @@ use Before::{FromNow, Missing, Raw};
 /// as one MULTI. A call is `command keys args...`: the keys as letters (`a`, or `a,b` for
 /// THROTTLE.MTAKE), and `$k` in the arguments stands for the ticket replied by the case's call
 /// number `k` (counting from 0 over every step), `$k.j` for the ticket of key `j` (from 0, in
-/// the call's key order) replied by an MTAKE ... TICKET, and `@k` for the slot id replied by the
-/// call number `k` (a TAKE ... INFLIGHT: its last integer).
+/// the call's key order) replied by an MTAKE ... TICKET, `@k` for the slot id replied by the
+/// call number `k` (a granted TAKE ... INFLIGHT: its last integer), and `#k` for the id in a
+/// TAKE ... LINE reply (the slot's id when granted, the waiter's ticket in line: the integer
+/// before the place). A step that is only `sleep ms` waits that long (a lease or a place runs
+/// out; on a clock clamped to the year 2200 nothing runs out).
 pub struct Case {
     pub before: &'static [Before],
     pub steps: &'static [&'static [&'static str]],
@@ -786,6 +789,164 @@ pub const CASES: &[Case] = &[
             &["quota a 5 1000 CLEAR", "peek a 10 10"],
         ],
     },
+    // ---- The line for a slot: TAKE ... INFLIGHT n LEASE ms LINE place_ms [WAITER id], and
+    // RELEASE's hand-off. Cap 1: a holder, three waiters (with TICKET, with 2 tokens, a shorter
+    // place); a plain take and MTAKE do not overtake them; a look renews a place; releases hand
+    // the slot in order; other commands carry the line over.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &["take a 10 1 INFLIGHT 1 LEASE 60000 LINE 5000"],
+            &[
+                "take a 10 1 INFLIGHT 1 LEASE 60000 LINE 5000",
+                "take a 10 1 TICKET INFLIGHT 1 LEASE 60000 LINE 5000",
+                "take a 10 1 TOKENS 2 INFLIGHT 1 LEASE 60000 LINE 4000",
+            ],
+            &[
+                "take a 10 1 INFLIGHT 1 LEASE 60000",
+                "mtake a 10 1 1 INFLIGHT 1 LEASE 60000",
+                "mtake a 10 1 1 INFLIGHT 2 LEASE 60000",
+                "take a 10 1 INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #2",
+                "slots a 10 1",
+            ],
+            &[
+                "release a 10 1 #0 INFLIGHT 1",
+                "take a 10 1 INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #1",
+                "take a 10 1 TICKET INFLIGHT 1 LEASE 60000 line 5000 waiter #2",
+            ],
+            &[
+                "release a 10 1 #1",
+                "take a 10 1 TICKET INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #2",
+                "take a 10 1 TOKENS 2 INFLIGHT 1 LEASE 60000 LINE 4000 WAITER #3",
+            ],
+            &[
+                "pause a 10 1 100",
+                "renew a 10 1 #2 30000",
+                "debit a 10 1 1",
+                "take a 10 1 INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #3",
+                "release a 10 1 #2 INFLIGHT 1",
+                "take a 10 1 TOKENS 2 TICKET INFLIGHT 1 LEASE 60000 LINE 4000 WAITER #3",
+            ],
+        ],
+    },
+    // A waiter whose tokens must wait (one a second, reserved with MAXWAIT): handed the slot at
+    // the release, its tokens taken then; its lease runs from when they are there. Without
+    // MAXWAIT a caller is held back by its tokens, not in line. TOKENS 0 waits for a slot alone.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &["take a 1 1 MAXWAIT 5000 INFLIGHT 1 LEASE 60000 LINE 5000"],
+            &[
+                "take a 1 1 INFLIGHT 1 LEASE 60000 LINE 5000",
+                "take a 1 1 TICKET MAXWAIT 5000 INFLIGHT 1 LEASE 60000 LINE 5000",
+                "take a 1 1 TOKENS 0 MAXWAIT 5000 INFLIGHT 1 LEASE 60000 LINE 5000",
+            ],
+            &[
+                "release a 1 1 #0 INFLIGHT 1",
+                "take a 1 1 TICKET MAXWAIT 5000 INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #2",
+                "slots a 1 1",
+                "take a 1 1 TOKENS 0 MAXWAIT 5000 INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #3",
+            ],
+            &[
+                "release a 1 1 #2 INFLIGHT 1",
+                "take a 1 1 TOKENS 0 MAXWAIT 5000 INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #3",
+            ],
+        ],
+    },
+    // A waiter whose place ran out (LINE 1) is not in line when it looks: it joins again. The
+    // holder's lease ran out: the next look hands the slot to the head (with TICKET: the state
+    // after its take), and a plain take still waits behind the rest of the line.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &["take a 10 10 INFLIGHT 1 LEASE 30 LINE 5000"],
+            &[
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 1",
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000 TICKET",
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+            ],
+            &["sleep 60"],
+            &[
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #1",
+                "take a 10 10 TICKET INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #2",
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #3",
+                "take a 10 10 INFLIGHT 1 LEASE 60000",
+                "release a 10 10 #2",
+            ],
+        ],
+    },
+    // Cap 2: leases and places run out together; then plain takes are granted (and stored:
+    // the second waits behind the first).
+    Case {
+        before: &[Missing],
+        steps: &[
+            &[
+                "take a 2 1 MAXWAIT 5000 INFLIGHT 2 LEASE 20 LINE 10",
+                "take a 2 1 MAXWAIT 5000 INFLIGHT 2 LEASE 20 LINE 10",
+                "take a 2 1 MAXWAIT 5000 INFLIGHT 2 LEASE 20 LINE 10",
+            ],
+            &["sleep 60"],
+            &[
+                "take a 2 1 MAXWAIT 5000 INFLIGHT 2 LEASE 60000",
+                "take a 2 1 MAXWAIT 5000 INFLIGHT 2 LEASE 60000",
+                "take a 2 1 MAXWAIT 5000 INFLIGHT 2 LEASE 60000",
+            ],
+        ],
+    },
+    // Cap 2, both leases run out: a LINE take hands both slots to the waiters, and is itself
+    // denied for its tokens (the hand-offs are stored); the waiters find their slots.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &[
+                "take a 3 1 MAXWAIT 3000 INFLIGHT 2 LEASE 20 LINE 5000",
+                "take a 3 1 MAXWAIT 3000 INFLIGHT 2 LEASE 20 LINE 5000",
+                "take a 3 1 MAXWAIT 3000 INFLIGHT 2 LEASE 100 LINE 5000",
+                "take a 3 1 MAXWAIT 3000 INFLIGHT 2 LEASE 100 LINE 5000",
+            ],
+            &["sleep 60"],
+            &[
+                "take a 3 1 TICKET INFLIGHT 2 LEASE 100 LINE 5000",
+                "take a 3 1 TICKET MAXWAIT 3000 INFLIGHT 2 LEASE 100 LINE 5000 WAITER #2",
+                "take a 3 1 TICKET MAXWAIT 9000 INFLIGHT 2 LEASE 100 LINE 5000 WAITER #3",
+            ],
+        ],
+    },
+    // A line with no slot held (the holder's lease ran out, nobody looked): pause, cut, sync,
+    // give, resume and a kept quota carry it over; the waiters then find their slots.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &["take a 10 10 INFLIGHT 1 LEASE 20 LINE 5000 TICKET"],
+            &[
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+            ],
+            &["sleep 60"],
+            &["pause a 10 10 1000"],
+            &["cut a 10 10 1000 0.5 30000", "sync a 10 10 3 1000", "give a 10 10 1 $0"],
+            &["resume a 10 10", "quota a 5 1", "slots a 10 10", "peek a 10 10"],
+            &[
+                "take a 10 10 INFLIGHT 3 LEASE 60000 LINE 5000 WAITER #1",
+                "take a 10 10 INFLIGHT 3 LEASE 60000 LINE 5000 WAITER #2",
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+            ],
+            &["quota a 5 1 CLEAR"],
+        ],
+    },
+    // MTAKE with a line on its first key waits behind it (no hand-off); on a later key the line
+    // is not its concern. A LINE take that finds a free slot is granted, its place 0.
+    case!(
+        &[Missing, Missing],
+        &[
+            "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+            "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+            "take b 10 10 TOKENS 0 TICKET INFLIGHT 1 LEASE 60000 LINE 5000",
+            "mtake a,b 10 10 1 10 10 1 INFLIGHT 2 LEASE 1000",
+            "mtake b,a 10 10 1 10 10 1 INFLIGHT 2 LEASE 1000 TICKET",
+            "mtake b,a 10 10 1 10 10 1 INFLIGHT 1 LEASE 1000 TICKET",
+        ],
+    ),
     // ---- What held a denial back, the reply's last integer (1 tokens, 2 floor, 4 every slot
     // held, 8 a pause, summed), after the ticket and the slot; TAKE and MTAKE.
     case!(
