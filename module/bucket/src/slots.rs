@@ -67,9 +67,11 @@ impl Slots {
         self.live(now).map(|s| s.lease_end).min()
     }
 
-    /// When the last lease stored ends (`None`: no table).
+    /// When the last lease stored ends, a slot's or a waiter's place (`None`: no table): the
+    /// key lives until then, so that the line keeps its order.
     pub fn latest_end(&self) -> Option<i64> {
-        self.held.iter().map(|s| s.lease_end).max()
+        let slots = self.held.iter().map(|s| s.lease_end);
+        slots.chain(self.waiters.iter().map(|w| w.place_end)).max()
     }
 
     /// The table as written at `now`: the slots whose lease ran out and the waiters whose

@@ -3,11 +3,12 @@
 //! a slot for the call, and with LINE a place in the line for one when every slot is held. Its
 //! arguments (read and written), its arithmetic, its reply and its docs.
 
+use crate::channel::Message;
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::limits::{MAX_INFLIGHT, MAX_LEASE_MS};
-use crate::line::{joined, look_again_ms, place_of, renewed_place, settle};
+use crate::line::{joined, look_again_ms, place_of, renewed_place, settle, Handed};
 use crate::refusal::Refusal;
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
@@ -112,6 +113,11 @@ pub struct Outcome {
     pub place: u64,
     /// What the call did to the line, for the server's counters.
     pub line: LineCounts,
+    /// A waiter's look that found its slot handed over: its tokens were taken at the
+    /// hand-off, so the reply's ticket is 0 (nothing of this call's to give back).
+    pub handed_look: bool,
+    /// The first waiter the call's settling of the line handed a slot (announced).
+    pub handed: Option<Handed>,
 }
 
 /// What a call did to a line: waiters joined, handed a slot, and gone at the end of their
@@ -141,7 +147,7 @@ impl Outcome {
     /// nothing was taken (a denial, even one that wrote: a join, a place renewed, a line
     /// settled).
     pub fn ticket(&self) -> i64 {
-        if !self.granted {
+        if !self.granted || self.handed_look {
             return 0;
         }
         self.write.as_ref().map_or(0, Write::ticket_us)
@@ -196,6 +202,8 @@ fn take(args: &TakeArgs, stored: Option<&State>, now_ns: i64) -> Result<Outcome,
     outcome.line.handed = handed.len() as u64;
     if outcome.write.is_some() {
         outcome.line.left = stored.saturating_sub(live);
+        // Announced, so that a waiter whose holder's lease ran out goes ahead at once.
+        outcome.handed = handed.first().copied();
     }
     Ok(outcome)
 }
@@ -252,6 +260,7 @@ fn take_in_line(
                 wait_ns: saturate(wait),
                 write,
                 slot: Some(id),
+                handed_look: true,
                 ..inspect(bucket)
             });
         }
@@ -343,6 +352,8 @@ fn take_slot(args: &TakeArgs, inflight: Inflight, bucket: &View<'_>, full: bool)
             refusal: tokens.refusal | Refusal::SLOT,
             place: 0,
             line: LineCounts::default(),
+            handed_look: false,
+            handed: None,
         };
     }
     if !tokens.granted {
@@ -420,6 +431,8 @@ fn take_tokens(args: &TakeArgs, bucket: &View<'_>) -> Outcome {
         refusal,
         place: 0,
         line: LineCounts::default(),
+        handed_look: false,
+        handed: None,
     }
 }
 
@@ -452,6 +465,8 @@ pub(crate) fn inspect(bucket: &View<'_>) -> Outcome {
         refusal: Refusal::NONE,
         place: 0,
         line: LineCounts::default(),
+        handed_look: false,
+        handed: None,
     }
 }
 
@@ -666,6 +681,11 @@ impl ThrottleCommand for TakeArgs {
     #[inline]
     fn write(outcome: &Outcome, key: usize) -> Option<&Write> {
         outcome.write.as_ref().filter(|_| key == 0)
+    }
+
+    #[inline]
+    fn announce(outcome: &Outcome) -> Option<Message> {
+        outcome.handed.map(Message::Handed)
     }
 
     #[inline]

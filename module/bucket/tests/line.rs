@@ -402,3 +402,45 @@ fn a_denial_after_a_hand_off_stores_the_hand_off() {
     assert_eq!(state.slots.held.len(), 1);
     assert_eq!(state.slots.held[0].id as i64, waiter[4]);
 }
+
+#[test]
+fn a_late_look_renews_the_handed_slot_and_replies_no_ticket() {
+    let mut b = Bucket::new("10 1");
+    let a = b.at(0).reply(LINE)[4];
+    let ticket = b.at(0).reply(LINE)[4];
+    // Handed at 100 ms: its lease ends at 5100 ms. The waiter looks only at 3000 ms: the slot
+    // is its for a whole lease from then, and a ticket would give back tokens it did not take
+    // in this call.
+    b.at(100).release(a);
+    let looked = b
+        .at(3000)
+        .reply(&format!("TICKET {LINE} WAITER {ticket}"));
+    assert_eq!(looked, [1, 10, 0, 0, 0, ticket, 0]);
+    let state = b.state.clone().unwrap();
+    assert_eq!(state.slots.held[0].lease_end, T0 + 8000 * MS);
+}
+
+#[test]
+fn a_take_that_hands_a_run_out_slot_announces_it() {
+    let mut b = Bucket::new("100 100");
+    let long = "INFLIGHT 1 LEASE 5000 LINE 10000";
+    b.at(0).reply(long);
+    let waiter = b.at(0).reply(long)[4];
+    // The holder's lease ends at 5000 ms; another caller's take at 5100 settles the line.
+    let text = format!("100 100 {long}");
+    let args = TakeArgs::parse(&words(&text)).unwrap();
+    let out = args.apply(std::slice::from_ref(&b.state), T0 + 5100 * MS).unwrap();
+    let heard = TakeArgs::announce(&out).map(|m| m.text());
+    assert_eq!(heard, Some(format!("handed {waiter} 0")));
+    assert_eq!(args.reply(&out).as_ref()[5], 1, "the caller is now first in line");
+}
+
+#[test]
+fn the_key_lives_while_a_waiter_keeps_its_place() {
+    let mut b = Bucket::new("100 100");
+    // A holder with a short lease, a waiter whose place lasts longer.
+    let a = b.at(0).reply("INFLIGHT 1 LEASE 100 LINE 1000")[4];
+    let (_, out) = b.at(0).take("INFLIGHT 1 LEASE 100 LINE 1000").unwrap();
+    assert_eq!(out.write.unwrap().expire_at_ms(), Some(T0 / MS + 1000));
+    assert!(a > 0);
+}
