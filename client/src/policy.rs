@@ -177,6 +177,31 @@ const LONGEST_LOOK: Duration = Duration::from_millis(50);
 /// by its pings.
 const HEARD_LOOK: Duration = Duration::from_secs(1);
 
+/// The soonest a call in the server's line looks again, and the pace it guesses per place
+/// ahead of it before it has seen the line move.
+const LINE_FIRST_LOOK: Duration = Duration::from_millis(50);
+
+/// When a call in the server's line that cannot hear the hand-off looks again: when its turn
+/// should come at the pace the line moved since it joined (`in_line` ago, at place `first`; at
+/// place `place` now), or, with no progress seen yet, after [`LINE_FIRST_LOOK`] per place
+/// ahead and at least as long again as it has waited; never later than the server's `hint`
+/// (when a holder's lease may run out, or its place needs keeping), never sooner than
+/// [`LINE_FIRST_LOOK`].
+pub(crate) fn line_look(hint: Duration, in_line: Duration, first: u64, place: u64) -> Duration {
+    let due = match first.checked_sub(place).filter(|moved| *moved > 0) {
+        Some(moved) => {
+            // A quarter late rather than early: a look too soon costs a round trip, one a
+            // little late only the slot's idle moment.
+            let per_place = in_line / u32::try_from(moved).unwrap_or(u32::MAX);
+            (per_place * 5 / 4).saturating_mul(u32::try_from(place).unwrap_or(u32::MAX))
+        }
+        None => {
+            in_line.max(LINE_FIRST_LOOK.saturating_mul(u32::try_from(place).unwrap_or(u32::MAX)))
+        }
+    };
+    due.clamp(LINE_FIRST_LOOK, hint.max(LINE_FIRST_LOOK))
+}
+
 /// When a call waiting for a slot looks again: one call's state, from its first refusal for a
 /// slot to its grant (or another refusal).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -416,6 +441,7 @@ mod tests {
             ticket: 0,
             round_trips: 1,
             said: None,
+            in_line: None,
         }
     }
 
@@ -433,6 +459,36 @@ mod tests {
         max_jitter: Duration::from_millis(20),
         max_attempts: 3,
     };
+
+    #[test]
+    fn a_call_in_line_looks_when_its_turn_should_come() {
+        let hint = MS * 5_000;
+        // (in line for, place at join, place now, look after)
+        let table = [
+            // Just joined at place 36: a guess of 50 ms a place.
+            (0, 36, 36, 1_800),
+            // 40 ms later at 35: a place per 40 ms, 35 places to go, a quarter late.
+            (40, 36, 35, 1_750),
+            // At the head after 1.4 s: the next release is due in a place's time.
+            (1_400, 36, 1, 50),
+            // No progress in 400 ms: as long again.
+            (400, 5, 5, 400),
+            (400, 10, 10, 500),
+            // A pace slower than the hint: the hint.
+            (3_000, 40, 39, 5_000),
+            // A place that jumped back (a ticket that left and joined again): as no progress.
+            (100, 3, 9, 450),
+        ];
+        for (in_line, first, place, look) in table {
+            assert_eq!(
+                line_look(hint, MS * in_line, first, place),
+                MS * look,
+                "{in_line} ms in line, from place {first} to {place}"
+            );
+        }
+        // A server's hint under the first look still waits the first look.
+        assert_eq!(line_look(MS * 10, MS * 0, 1, 1), LINE_FIRST_LOOK);
+    }
 
     #[test]
     fn reserve_asks_for_the_deadline_and_sleeps_exactly_the_wait() {

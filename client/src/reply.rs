@@ -28,8 +28,9 @@ pub(crate) struct TakeReply {
     pub round_trips: u32,
     /// What the server says held a denial back (`None`: granted, or a server too old to say).
     pub said: Option<throttle_bucket::Refusal>,
-    /// In the server's line for a slot: the call's ticket (its slot's id once handed over).
-    pub in_line: Option<u64>,
+    /// In the server's line for a slot: the call's ticket (its slot's id once handed over)
+    /// and its place (1: the head).
+    pub in_line: Option<(u64, u64)>,
 }
 
 impl AsRef<TakeReply> for TakeReply {
@@ -67,9 +68,7 @@ impl From<throttle_bucket::TakeReply> for TakeReply {
             ticket: reply.ticket.unwrap_or(0),
             round_trips: 1,
             said: reply.refusal,
-            in_line: reply
-                .slot
-                .filter(|_| reply.place.is_some_and(|place| place > 0)),
+            in_line: reply.slot.zip(reply.place).filter(|(_, place)| *place > 0),
         }
     }
 }
@@ -204,6 +203,7 @@ mod tests {
                 ticket: 0,
                 round_trips: 1,
                 said: None,
+                in_line: None,
             }
         );
         assert_eq!(
@@ -216,6 +216,7 @@ mod tests {
                 ticket: 0,
                 round_trips: 1,
                 said: None,
+                in_line: None,
             }
         );
         assert_eq!(

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::listen::{Ears, Trust};
 use crate::metrics::{Event, Metrics};
-use crate::policy::{Decision, GiveUp, Policy, Refusal, SlotLooks};
+use crate::policy::{line_look, Decision, GiveUp, Policy, Refusal, SlotLooks};
 use crate::reply::TakeReply;
 use crate::Error;
 
@@ -224,7 +224,7 @@ where
             line.leave_slot_line();
         }
         // In the server's line only while its reply says so (a grant holds the ticket's slot).
-        line.server.ticket = reply.as_ref().in_line;
+        line.server.ticket = reply.as_ref().in_line.map(|(ticket, _)| ticket);
         match decision {
             Decision::Done => {}
             Decision::SleepThenDone(pause) => {
@@ -307,7 +307,7 @@ where
             }
             Decision::WaitInLine => {
                 let wait = reply.as_ref().wait;
-                let Some(ticket) = reply.as_ref().in_line else {
+                let Some((ticket, place_now)) = reply.as_ref().in_line else {
                     return Err(give_up(
                         metrics,
                         GiveUp::Attempts(round_trips),
@@ -317,9 +317,13 @@ where
                 };
                 if matches!(asked_place, Place::First) {
                     metrics.joined_line();
+                    line.server.joined = Some((replied, place_now));
                 }
                 trace_wait(Refusal::Line, wait, round_trips);
-                match line.wait_in_line(ticket, wait, replied, until).await {
+                match line
+                    .wait_in_line(ticket, place_now, wait, replied, until)
+                    .await
+                {
                     Some(next) => {
                         if matches!(next, Place::Handed { .. }) {
                             metrics.heard_handed();
@@ -420,6 +424,8 @@ pub(crate) struct InLine<'a> {
 #[derive(Default)]
 struct ServerPlace<'a> {
     ticket: Option<u64>,
+    /// When it joined the line, and its place then.
+    joined: Option<(Instant, u64)>,
     leave: Option<Box<dyn Fn(u64) + Send + Sync + 'a>>,
 }
 
@@ -547,14 +553,16 @@ impl<'a> InLine<'a> {
         self.woken_by_freed = false;
     }
 
-    /// In the server's line with `ticket` after a take `replied`, whose reply said to look again
-    /// after `wait`: until the hand-off of its slot is heard, or the look is due. A call that
-    /// can count on hearing the hand-off looks only to keep its place (every half of
-    /// [`PLACE`]); one that cannot looks when the server says. `None`: the deadline `until`
-    /// came first.
+    /// At `place` in the server's line with `ticket` after a take `replied`, whose reply said
+    /// to look again after `wait` at the latest: until the hand-off of its slot is heard, or
+    /// the look is due. A call that can count on hearing the hand-off looks when the server
+    /// says (to keep its place, or when a holder's lease may run out); one that cannot looks
+    /// when its progress in line says its turn comes ([`line_look`]). `None`: the deadline
+    /// `until` came first.
     async fn wait_in_line(
         &mut self,
         ticket: u64,
+        place: u64,
         wait: Duration,
         replied: Instant,
         until: Option<Instant>,
@@ -563,7 +571,10 @@ impl<'a> InLine<'a> {
             .ears
             .zip(self.hearing)
             .filter(|(ears, (trust, _))| ears.kept(*trust));
-        let look = if heard.is_some() { PLACE / 2 } else { wait };
+        let look = match (heard, self.server.joined) {
+            (None, Some((at, first))) => line_look(wait, replied.duration_since(at), first, place),
+            _ => wait,
+        };
         let look = replied + look.max(Duration::from_millis(1));
         let deadline_first = until.is_some_and(|at| at <= look);
         let wake = until.map_or(look, |at| look.min(at));
