@@ -1,9 +1,11 @@
 //! A second client, in another language, held to the command reference: the Python fleet
 //! member (`client/examples/python/fleet_member.py`, redis-py) and a Rust process share one
 //! quota with a cap of 4 calls in flight, each with 4 callers, against an HTTP supplier that
-//! holds every call 20 ms and counts the calls open at once. The supplier never sees more than
-//! the cap, both processes make calls, every call each counts is one the supplier saw from it,
-//! and every slot the Python member took it released.
+//! holds every call 50 ms and counts the calls open at once, for 30 s. Both wait for slots in
+//! the server's line, so with equal demand each gets half the calls, give or take a tenth,
+//! whatever language it is written in. The supplier never sees more than the cap, no call gives
+//! up, every call each counts is one the supplier saw from it, and every slot the Python member
+//! took it released.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -20,8 +22,8 @@ throttle_e2e::per_server!(python_and_rust_share_one_cap);
 
 const CAP: u64 = 4;
 const TASKS: usize = 4;
-const HOLD: Duration = Duration::from_millis(20);
-const RUN: Duration = Duration::from_secs(3);
+const HOLD: Duration = Duration::from_millis(50);
+const RUN: Duration = Duration::from_secs(30);
 /// A thousand tokens a second: the cap, not the tokens, holds calls back here.
 const CAPACITY: u64 = 1000;
 const RATE: &str = "1000";
@@ -191,9 +193,13 @@ fn python_and_rust_share_one_cap(flavor: Flavor) {
     assert!(rust_calls > 0 && python_calls > 0, "{:?}", seen.by_client);
     let share = python_calls as f64 / (python_calls + rust_calls) as f64;
     println!(
-        "{flavor:?}: python {python_calls} calls ({:.0} %, {} takes), rust {rust_calls}, at most {} open",
+        "{flavor:?}: python {python_calls} calls ({:.1} %, {} takes), rust {rust_calls}, at most {} open",
         share * 100.0,
         field(summary, "takes"),
         seen.most
+    );
+    assert!(
+        (0.4..=0.6).contains(&share),
+        "equal demand, unequal shares: python {python_calls}, rust {rust_calls}"
     );
 }

@@ -10,6 +10,9 @@ THROTTLE module, the function library, or the script (--script client/lua/thrott
         --capacity 10 --rate 10 --inflight 4 --lease-ms 5000 \\
         --supplier http://127.0.0.1:8080/ --tasks 4 --seconds 30
 
+Waits for a slot in the server's line (TAKE ... LINE), hearing its hand-off on the key's
+channel (`handed <ticket> <wait_ms>`) or looking again with WAITER when the reply says.
+
 Prints one JSON line at the end: calls made, takes and releases sent, calls that gave up.
 """
 
@@ -21,6 +24,61 @@ import urllib.error
 import urllib.request
 
 import redis
+
+# How long a waiter keeps its place without looking again (the reply says when to look).
+PLACE_MS = 10_000
+
+
+def pause_channel(key):
+    """The key's channel, in the key's own hash slot (the command reference's rule)."""
+    prefix = "throttle:pause:"
+    open_at = key.find("{")
+    if open_at >= 0:
+        close_at = key.find("}", open_at + 1)
+        if close_at > open_at + 1:
+            return prefix + key
+    if key and "}" not in key:
+        return prefix + "{" + key + "}"
+    return key
+
+
+class Ears:
+    """Hears the hand-offs announced on the key's channel (SSUBSCRIBE, in a thread)."""
+
+    def __init__(self, url, key):
+        self.handed = {}
+        self.cond = threading.Condition()
+        client = redis.Redis.from_url(url, socket_timeout=None)
+        self.con = client.connection_pool.get_connection("SSUBSCRIBE")
+        self.con.send_command("SSUBSCRIBE", pause_channel(key))
+        self.con.read_response()  # the subscription's confirmation
+        threading.Thread(target=self.listen, daemon=True).start()
+
+    def listen(self):
+        while True:
+            try:
+                kind, _, message = self.con.read_response()[:3]
+            except (redis.ConnectionError, ValueError):
+                return  # the waiters look again on their own
+            words = message.split() if kind == b"smessage" else []
+            if len(words) == 3 and words[0] == b"handed":
+                with self.cond:
+                    # A few: a waiter may hear its own before its take's reply.
+                    if len(self.handed) > 256:
+                        self.handed.pop(next(iter(self.handed)))
+                    self.handed[int(words[1])] = int(words[2])
+                    self.cond.notify_all()
+
+    def wait_for(self, ticket, seconds):
+        """The wait_ms of `ticket`'s hand-off, once heard within `seconds`, else None."""
+        end = time.monotonic() + seconds
+        with self.cond:
+            while ticket not in self.handed:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return None
+                self.cond.wait(left)
+            return self.handed.pop(ticket)
 
 
 class Throttle:
@@ -74,6 +132,7 @@ class Member:
         con = redis.Redis.from_url(opts.url, socket_timeout=5)
         self.quota = (opts.capacity, opts.rate)
         self.throttle = Throttle(con, opts.key, self.quota, opts.script)
+        self.ears = Ears(opts.url, opts.key)
         self.lock = threading.Lock()
         self.counts = {"calls": 0, "takes": 0, "releases": 0, "gave_up": 0, "pauses": 0}
 
@@ -84,26 +143,39 @@ class Member:
     def take(self, deadline):
         """A slot and a token, or None past the deadline (step 3 of the guide)."""
         o = self.opts
-        backoff = 0.002
+        ticket = None
         while True:
             left_ms = int((deadline - time.monotonic()) * 1000)
             if left_ms < 0:
+                if ticket is not None:
+                    # Gave up in line: leave it, so that no slot is handed to nobody.
+                    self.throttle("release", o.key, *self.quota, ticket)
                 return None
+            line = ["LINE", PLACE_MS] + (["WAITER", ticket] if ticket else [])
             reply = self.throttle(
                 "take", o.key, *self.quota, "MAXWAIT", left_ms, "INFLIGHT", o.inflight,
-                "LEASE", o.lease_ms,
+                "LEASE", o.lease_ms, *line,
             )
             self.count("takes")
-            granted, wait_ms, slot = reply[0], reply[2], reply[-1]
+            # [granted, remaining, wait_ms, reset_ms, slot or ticket, place(, reason)]
+            granted, wait_ms, slot = reply[0], reply[2], reply[4]
             if granted == 1:
                 time.sleep(wait_ms / 1000)  # a reservation: the token is ours at its time
                 return slot
+            if reply[-1] & 16:
+                # In line: the slot comes in our turn. Hear it handed, or look again when
+                # the reply says (to keep the place, or when a lease may run out).
+                ticket = slot
+                heard = self.ears.wait_for(ticket, min(wait_ms, max(left_ms, 0)) / 1000)
+                if heard is not None:
+                    time.sleep(heard / 1000)  # its tokens were taken at the hand-off
+                    return ticket
+                continue
+            ticket = None
             if wait_ms > left_ms:
                 return None
-            # Refused for a slot or for tokens: look again after a short wait that doubles,
-            # never longer than the wait the server named.
-            time.sleep(min(backoff, max(wait_ms, 1) / 1000))
-            backoff = min(backoff * 2, 0.05)
+            # Held back by its tokens (or a pause): they are there after wait_ms.
+            time.sleep(max(wait_ms, 1) / 1000)
 
     def call(self):
         o = self.opts
