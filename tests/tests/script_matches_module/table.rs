@@ -934,6 +934,21 @@ pub const CASES: &[Case] = &[
             &["quota a 5 1 CLEAR"],
         ],
     },
+    // A waiter whose place outlives every slot's lease keeps the key alive until its place
+    // ends (the expiry compared after each step); once the holder's lease ran out the key is
+    // still there, and the waiter's look finds its slot.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &[
+                "take a 10 10 INFLIGHT 1 LEASE 50 LINE 10000",
+                "take a 10 10 INFLIGHT 1 LEASE 50 LINE 10000",
+            ],
+            &["sleep 80"],
+            &["peek a 10 10", "slots a 10 10"],
+            &["take a 10 10 TICKET INFLIGHT 1 LEASE 50 LINE 10000 WAITER #1"],
+        ],
+    },
     // MTAKE with a line on its first key waits behind it (no hand-off); on a later key the line
     // is not its concern. A LINE take that finds a free slot is granted, its place 0.
     case!(
