@@ -934,6 +934,37 @@ pub const CASES: &[Case] = &[
             &["quota a 5 1 CLEAR"],
         ],
     },
+    // A waiter that gives up releases its ticket: it leaves the line (1), and a second release
+    // of it finds nothing (0); the last waiter's leaving drops the line. With the holder's lease
+    // run out, a leaving hands nothing: the next look does.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &[
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+                "take a 10 10 TOKENS 2 INFLIGHT 1 LEASE 60000 LINE 4000",
+            ],
+            &["release a 10 10 #1", "slots a 10 10"],
+            &["release a 10 10 #1 INFLIGHT 1", "take a 10 10 INFLIGHT 1 LEASE 60000"],
+            &["release a 10 10 #2 INFLIGHT 1", "slots a 10 10"],
+            &["release a 10 10 #2", "release a 10 10 #0 INFLIGHT 1"],
+        ],
+    },
+    Case {
+        before: &[Missing],
+        steps: &[
+            &[
+                "take a 10 10 INFLIGHT 1 LEASE 20 LINE 5000",
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+            ],
+            &["sleep 60"],
+            &["release a 10 10 #1", "slots a 10 10"],
+            &["take a 10 10 TICKET INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #2"],
+            &["release a 10 10 #2", "release a 10 10 #2"],
+        ],
+    },
     // A waiter whose place outlives every slot's lease keeps the key alive until its place
     // ends (the expiry compared after each step); once the holder's lease ran out the key is
     // still there, and the waiter's look finds its slot.
