@@ -1383,14 +1383,16 @@ end
 -- this call's to give back), its lease renewed to a whole one from now if it learns late; with
 -- WAITER id of a place in line, its place renewed; else a take of a slot if one is free and
 -- nobody waits, or a place at the back of the line if its tokens alone would be granted.
--- Writes and replies.
+-- Writes, announces the first waiter the settling handed a slot (`handed <id> <wait_ms>`, as
+-- RELEASE does) if it wrote, and replies.
 local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, floor_tokens, cap,
     lease_ms, place_ms, waiter_id, ticket)
   local now_s, now_n = b.now_s, b.now_n
   local factor = b.factor
-  local handed = 0
+  local handed, given = 0, nil
   if slots and slots.line then
-    local tat_s, tat_n, settled, given = settle(quota, b, b.base_s, b.base_n,
+    local tat_s, tat_n, settled
+    tat_s, tat_n, settled, given = settle(quota, b, b.base_s, b.base_n,
       pruned(slots, now_s, now_n), cap)
     b, slots, handed = view_at(b, tat_s, tat_n), settled, #given
   end
@@ -1532,6 +1534,13 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
   local write = o.write
   if write then
     store(key, write[1], write[2], b.pushback, now_s, now_n, write[3], kept)
+    -- After the write, and protected, as RELEASE's: a waiter whose holder's lease ran out
+    -- goes ahead at once.
+    local first = handed > 0 and given[1]
+    if first then
+      redis.pcall('SPUBLISH', pause_channel(key),
+        string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
+    end
   end
   local reply = {
     o.granted,
