@@ -412,9 +412,7 @@ fn a_late_look_renews_the_handed_slot_and_replies_no_ticket() {
     // is its for a whole lease from then, and a ticket would give back tokens it did not take
     // in this call.
     b.at(100).release(a);
-    let looked = b
-        .at(3000)
-        .reply(&format!("TICKET {LINE} WAITER {ticket}"));
+    let looked = b.at(3000).reply(&format!("TICKET {LINE} WAITER {ticket}"));
     assert_eq!(looked, [1, 10, 0, 0, 0, ticket, 0]);
     let state = b.state.clone().unwrap();
     assert_eq!(state.slots.held[0].lease_end, T0 + 8000 * MS);
@@ -429,10 +427,16 @@ fn a_take_that_hands_a_run_out_slot_announces_it() {
     // The holder's lease ends at 5000 ms; another caller's take at 5100 settles the line.
     let text = format!("100 100 {long}");
     let args = TakeArgs::parse(&words(&text)).unwrap();
-    let out = args.apply(std::slice::from_ref(&b.state), T0 + 5100 * MS).unwrap();
+    let out = args
+        .apply(std::slice::from_ref(&b.state), T0 + 5100 * MS)
+        .unwrap();
     let heard = TakeArgs::announce(&out).map(|m| m.text());
     assert_eq!(heard, Some(format!("handed {waiter} 0")));
-    assert_eq!(args.reply(&out).as_ref()[5], 1, "the caller is now first in line");
+    assert_eq!(
+        args.reply(&out).as_ref()[5],
+        1,
+        "the caller is now first in line"
+    );
 }
 
 #[test]
