@@ -21,7 +21,8 @@
 --     FCALL throttle_sync 1 key capacity rate remaining reset_ms -> {lowered, remaining, reset_ms}
 --     FCALL throttle_debit 1 key capacity rate n               -> {remaining, reset_ms}
 --     FCALL throttle_renew 1 key capacity rate slot ms         -> 1 if held (renewed), else 0
---     FCALL throttle_release 1 key capacity rate slot [INFLIGHT n] -> 1 if held (freed), else 0
+--     FCALL throttle_release 1 key capacity rate slot [INFLIGHT n]
+--         -> 1 if held (freed) or a waiter's ticket in line (it leaves), else 0
 --     FCALL_RO throttle_slots 1 key capacity rate              -> {held, first_lease_ms}
 --     FCALL throttle_resume 1 key capacity rate                -> 1 if a pause or cut ended, else 0
 --     FCALL throttle_quota 1 key capacity rate [CLEAR]         -> {changed, remaining, reset_ms}
@@ -866,9 +867,10 @@ end
 -- in flight `slots` whose lease has not run out (after the 32 bytes: the next id, then 16
 -- bytes a slot), the key expiring once all of it is over; DEL when the bucket is full and
 -- nothing holds it back. The waiters of the table's line whose place has not run out are kept
--- too (then the counts after the next id, and 32 bytes a waiter after the slots; their places
--- do not keep the key). With a `kept` quota, its trailer after all that and no expiry: the
--- quota goes with the key. (The module writes its state the same way, step by step.)
+-- too (then the counts after the next id, and 32 bytes a waiter after the slots), and the key
+-- lives until the last place ends, so that the line keeps its order. With a `kept` quota, its
+-- trailer after all that and no expiry: the quota goes with the key. (The module writes its
+-- state the same way, step by step.)
 local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots, kept)
   local until_s, until_n = tat_s, tat_n
   local held, waiting
@@ -887,6 +889,7 @@ local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots, kept)
       if lt(now_s, now_n, w[2], w[3]) then
         waiting = waiting or {}
         waiting[#waiting + 1] = id_le(w[1]) .. pair_le(w[2], w[3]) .. id_le(w[4]) .. id_le(w[5])
+        until_s, until_n = max(until_s, until_n, w[2], w[3])
       end
     end
   end
@@ -1377,16 +1380,20 @@ end
 -- module's take with a line, step by step. The line first: a slot free since (a holder's lease
 -- ran out) goes to its head before this call, which may be the head's own look. Then the call:
 -- without LINE, a take of tokens and a slot that never overtakes the line; with WAITER id of a
--- slot held (handed to it), granted, its tokens taken at the hand-off; with WAITER id of a place
--- in line, its place renewed; else a take of a slot if one is free and nobody waits, or a place
--- at the back of the line if its tokens alone would be granted. Writes and replies.
+-- slot held (handed to it), granted, its tokens taken at the hand-off (no ticket: nothing of
+-- this call's to give back), its lease renewed to a whole one from now if it learns late; with
+-- WAITER id of a place in line, its place renewed; else a take of a slot if one is free and
+-- nobody waits, or a place at the back of the line if its tokens alone would be granted.
+-- Writes, announces the first waiter the settling handed a slot (`handed <id> <wait_ms>`, as
+-- RELEASE does) if it wrote, and replies.
 local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, floor_tokens, cap,
     lease_ms, place_ms, waiter_id, ticket)
   local now_s, now_n = b.now_s, b.now_n
   local factor = b.factor
-  local handed = 0
+  local handed, given = 0, nil
   if slots and slots.line then
-    local tat_s, tat_n, settled, given = settle(quota, b, b.base_s, b.base_n,
+    local tat_s, tat_n, settled
+    tat_s, tat_n, settled, given = settle(quota, b, b.base_s, b.base_n,
       pruned(slots, now_s, now_n), cap)
     b, slots, handed = view_at(b, tat_s, tat_n), settled, #given
   end
@@ -1446,7 +1453,8 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
     local place_s, place_n = add(now_s, now_n, ms_pair(place_ms))
     if waiter_id then
       -- Handed a slot: granted, its tokens taken at the hand-off; the wait until they are
-      -- there (its lease runs from then).
+      -- there (its lease runs from then). A waiter that learns of it late still has a whole
+      -- lease from now: the slot's lease renewed, and written, only if that ends later.
       for k = 1, slots and #slots or 0 do
         local one = slots[k]
         if one[1] == waiter_id and lt(now_s, now_n, one[2], one[3]) then
@@ -1455,8 +1463,20 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
           if ws < 0 then
             ws, wn = 0, 0
           end
-          o = or_settled({ granted = 1, wait_s = ws, wait_n = wn, after_s = b.debt_s,
-            after_n = b.debt_n, slot = waiter_id })
+          o = { granted = 1, wait_s = ws, wait_n = wn, after_s = b.debt_s, after_n = b.debt_n,
+            slot = waiter_id, handed_look = true }
+          local end_s, end_n = add(now_s, now_n, ws, wn)
+          end_s, end_n = add(end_s, end_n, ms_pair(lease_ms))
+          if lt(one[2], one[3], end_s, end_n) then
+            local table_after = pruned(slots, now_s, now_n)
+            for j = 1, #table_after do
+              if table_after[j][1] == waiter_id then
+                table_after[j] = { waiter_id, end_s, end_n }
+              end
+            end
+            o.write = { b.base_s, b.base_n, table_after }
+          end
+          o = or_settled(o)
           break
         end
       end
@@ -1515,6 +1535,13 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
   local write = o.write
   if write then
     store(key, write[1], write[2], b.pushback, now_s, now_n, write[3], kept)
+    -- After the write, and protected, as RELEASE's: a waiter whose holder's lease ran out
+    -- goes ahead at once.
+    local first = handed > 0 and given[1]
+    if first then
+      redis.pcall('SPUBLISH', pause_channel(key),
+        string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
+    end
   end
   local reply = {
     o.granted,
@@ -1523,9 +1550,10 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
     ceil_ms(o.after_s, o.after_n),
   }
   if ticket then
-    -- Only a grant that took tokens has a ticket; a denial that wrote (a join) has none.
-    reply[#reply + 1] = (o.granted == 1 and tokens > 0 and write) and ticket_of(write[1], write[2])
-      or 0
+    -- Only a grant that took tokens has a ticket; a denial that wrote (a join) has none, nor
+    -- a handed look (its tokens were taken at the hand-off).
+    reply[#reply + 1] = (o.granted == 1 and tokens > 0 and write and not o.handed_look)
+      and ticket_of(write[1], write[2]) or 0
   end
   reply[#reply + 1] = o.slot
   if place_ms then
@@ -2499,7 +2527,9 @@ end
 
 -- THROTTLE.RELEASE key capacity rate slot [INFLIGHT n]: with INFLIGHT, a slot freed from a
 -- table that held n is announced, so that a caller waiting for one looks again at once; with
--- callers in line, the slot is handed to the head and announced as `handed <id> <wait_ms>`.
+-- callers in line, the slot is handed to the head and announced as `handed <id> <wait_ms>`. A
+-- waiter's ticket in line leaves the line (it gave up, or its call was cancelled): written,
+-- nothing announced. 1 if the slot was held (or the ticket in line), else 0.
 local function release(keys, args)
   if #args < 3 then
     return fail('arity', 'release')
@@ -2548,6 +2578,27 @@ local function release(keys, args)
     return nil
   end)
   if not slots then
+    -- A waiter's ticket: it leaves the line (the module's line::left_line), with no settling.
+    local line = b.slots and b.slots.line
+    for i = 1, line and #line or 0 do
+      local w = line[i]
+      if w[1] == id and lt(b.now_s, b.now_n, w[2], w[3]) then
+        local table_after = pruned(b.slots, b.now_s, b.now_n)
+        local rest = {}
+        for j = 1, #table_after.line do
+          if table_after.line[j][1] ~= id then
+            rest[#rest + 1] = table_after.line[j]
+          end
+        end
+        if #rest > 0 then
+          table_after.line = rest
+        else
+          table_after.line, table_after.cap = nil, nil
+        end
+        store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, table_after, b.kept)
+        return 1
+      end
+    end
     return 0
   end
   -- With callers in line, the freed slot (and any whose lease ran out) goes to the head of the

@@ -22,7 +22,8 @@
 --     FCALL throttle_sync 1 key capacity rate remaining reset_ms -> {lowered, remaining, reset_ms}
 --     FCALL throttle_debit 1 key capacity rate n               -> {remaining, reset_ms}
 --     FCALL throttle_renew 1 key capacity rate slot ms         -> 1 if held (renewed), else 0
---     FCALL throttle_release 1 key capacity rate slot [INFLIGHT n] -> 1 if held (freed), else 0
+--     FCALL throttle_release 1 key capacity rate slot [INFLIGHT n]
+--         -> 1 if held (freed) or a waiter's ticket in line (it leaves), else 0
 --     FCALL_RO throttle_slots 1 key capacity rate              -> {held, first_lease_ms}
 --     FCALL throttle_resume 1 key capacity rate                -> 1 if a pause or cut ended, else 0
 --     FCALL throttle_quota 1 key capacity rate [CLEAR]         -> {changed, remaining, reset_ms}

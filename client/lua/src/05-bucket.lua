@@ -44,9 +44,10 @@ end
 -- in flight `slots` whose lease has not run out (after the 32 bytes: the next id, then 16
 -- bytes a slot), the key expiring once all of it is over; DEL when the bucket is full and
 -- nothing holds it back. The waiters of the table's line whose place has not run out are kept
--- too (then the counts after the next id, and 32 bytes a waiter after the slots; their places
--- do not keep the key). With a `kept` quota, its trailer after all that and no expiry: the
--- quota goes with the key. (The module writes its state the same way, step by step.)
+-- too (then the counts after the next id, and 32 bytes a waiter after the slots), and the key
+-- lives until the last place ends, so that the line keeps its order. With a `kept` quota, its
+-- trailer after all that and no expiry: the quota goes with the key. (The module writes its
+-- state the same way, step by step.)
 local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots, kept)
   local until_s, until_n = tat_s, tat_n
   local held, waiting
@@ -65,6 +66,7 @@ local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots, kept)
       if lt(now_s, now_n, w[2], w[3]) then
         waiting = waiting or {}
         waiting[#waiting + 1] = id_le(w[1]) .. pair_le(w[2], w[3]) .. id_le(w[4]) .. id_le(w[5])
+        until_s, until_n = max(until_s, until_n, w[2], w[3])
       end
     end
   end

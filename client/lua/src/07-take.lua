@@ -50,16 +50,20 @@ end
 -- module's take with a line, step by step. The line first: a slot free since (a holder's lease
 -- ran out) goes to its head before this call, which may be the head's own look. Then the call:
 -- without LINE, a take of tokens and a slot that never overtakes the line; with WAITER id of a
--- slot held (handed to it), granted, its tokens taken at the hand-off; with WAITER id of a place
--- in line, its place renewed; else a take of a slot if one is free and nobody waits, or a place
--- at the back of the line if its tokens alone would be granted. Writes and replies.
+-- slot held (handed to it), granted, its tokens taken at the hand-off (no ticket: nothing of
+-- this call's to give back), its lease renewed to a whole one from now if it learns late; with
+-- WAITER id of a place in line, its place renewed; else a take of a slot if one is free and
+-- nobody waits, or a place at the back of the line if its tokens alone would be granted.
+-- Writes, announces the first waiter the settling handed a slot (`handed <id> <wait_ms>`, as
+-- RELEASE does) if it wrote, and replies.
 local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, floor_tokens, cap,
     lease_ms, place_ms, waiter_id, ticket)
   local now_s, now_n = b.now_s, b.now_n
   local factor = b.factor
-  local handed = 0
+  local handed, given = 0, nil
   if slots and slots.line then
-    local tat_s, tat_n, settled, given = settle(quota, b, b.base_s, b.base_n,
+    local tat_s, tat_n, settled
+    tat_s, tat_n, settled, given = settle(quota, b, b.base_s, b.base_n,
       pruned(slots, now_s, now_n), cap)
     b, slots, handed = view_at(b, tat_s, tat_n), settled, #given
   end
@@ -119,7 +123,8 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
     local place_s, place_n = add(now_s, now_n, ms_pair(place_ms))
     if waiter_id then
       -- Handed a slot: granted, its tokens taken at the hand-off; the wait until they are
-      -- there (its lease runs from then).
+      -- there (its lease runs from then). A waiter that learns of it late still has a whole
+      -- lease from now: the slot's lease renewed, and written, only if that ends later.
       for k = 1, slots and #slots or 0 do
         local one = slots[k]
         if one[1] == waiter_id and lt(now_s, now_n, one[2], one[3]) then
@@ -128,8 +133,20 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
           if ws < 0 then
             ws, wn = 0, 0
           end
-          o = or_settled({ granted = 1, wait_s = ws, wait_n = wn, after_s = b.debt_s,
-            after_n = b.debt_n, slot = waiter_id })
+          o = { granted = 1, wait_s = ws, wait_n = wn, after_s = b.debt_s, after_n = b.debt_n,
+            slot = waiter_id, handed_look = true }
+          local end_s, end_n = add(now_s, now_n, ws, wn)
+          end_s, end_n = add(end_s, end_n, ms_pair(lease_ms))
+          if lt(one[2], one[3], end_s, end_n) then
+            local table_after = pruned(slots, now_s, now_n)
+            for j = 1, #table_after do
+              if table_after[j][1] == waiter_id then
+                table_after[j] = { waiter_id, end_s, end_n }
+              end
+            end
+            o.write = { b.base_s, b.base_n, table_after }
+          end
+          o = or_settled(o)
           break
         end
       end
@@ -188,6 +205,13 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
   local write = o.write
   if write then
     store(key, write[1], write[2], b.pushback, now_s, now_n, write[3], kept)
+    -- After the write, and protected, as RELEASE's: a waiter whose holder's lease ran out
+    -- goes ahead at once.
+    local first = handed > 0 and given[1]
+    if first then
+      redis.pcall('SPUBLISH', pause_channel(key),
+        string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
+    end
   end
   local reply = {
     o.granted,
@@ -196,9 +220,10 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
     ceil_ms(o.after_s, o.after_n),
   }
   if ticket then
-    -- Only a grant that took tokens has a ticket; a denial that wrote (a join) has none.
-    reply[#reply + 1] = (o.granted == 1 and tokens > 0 and write) and ticket_of(write[1], write[2])
-      or 0
+    -- Only a grant that took tokens has a ticket; a denial that wrote (a join) has none, nor
+    -- a handed look (its tokens were taken at the hand-off).
+    reply[#reply + 1] = (o.granted == 1 and tokens > 0 and write and not o.handed_look)
+      and ticket_of(write[1], write[2]) or 0
   end
   reply[#reply + 1] = o.slot
   if place_ms then

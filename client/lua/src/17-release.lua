@@ -1,7 +1,9 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
 -- THROTTLE.RELEASE key capacity rate slot [INFLIGHT n]: with INFLIGHT, a slot freed from a
 -- table that held n is announced, so that a caller waiting for one looks again at once; with
--- callers in line, the slot is handed to the head and announced as `handed <id> <wait_ms>`.
+-- callers in line, the slot is handed to the head and announced as `handed <id> <wait_ms>`. A
+-- waiter's ticket in line leaves the line (it gave up, or its call was cancelled): written,
+-- nothing announced. 1 if the slot was held (or the ticket in line), else 0.
 local function release(keys, args)
   if #args < 3 then
     return fail('arity', 'release')
@@ -50,6 +52,27 @@ local function release(keys, args)
     return nil
   end)
   if not slots then
+    -- A waiter's ticket: it leaves the line (the module's line::left_line), with no settling.
+    local line = b.slots and b.slots.line
+    for i = 1, line and #line or 0 do
+      local w = line[i]
+      if w[1] == id and lt(b.now_s, b.now_n, w[2], w[3]) then
+        local table_after = pruned(b.slots, b.now_s, b.now_n)
+        local rest = {}
+        for j = 1, #table_after.line do
+          if table_after.line[j][1] ~= id then
+            rest[#rest + 1] = table_after.line[j]
+          end
+        end
+        if #rest > 0 then
+          table_after.line = rest
+        else
+          table_after.line, table_after.cap = nil, nil
+        end
+        store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, table_after, b.kept)
+        return 1
+      end
+    end
     return 0
   end
   -- With callers in line, the freed slot (and any whose lease ran out) goes to the head of the

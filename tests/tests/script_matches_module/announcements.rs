@@ -241,3 +241,71 @@ pub fn announces_a_hand_off_the_same(flavor: Flavor) {
         assert_eq!(heard[2], throttle_bucket::SLOT_FREED, "{flavor} {runner:?}");
     }
 }
+
+/// A take whose settling of the line hands a slot (the holder's lease ran out with a waiter in
+/// line) announces `handed <id> <wait_ms>` for that waiter, with LINE (the caller joins behind)
+/// or without (the caller is denied), from the module, the library and the script alike; the
+/// handed waiter's own look hands nothing and announces nothing. A probe pause marks the end.
+pub fn announces_a_hand_off_at_a_take_the_same(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let sha = load(&mut con);
+    for runner in [Runner::Module, Runner::Library, Runner::Script] {
+        let key = format!("{{take-line}}:{runner:?}");
+        let channel = String::from_utf8(throttle_bucket::pause_channel(key.as_bytes()))
+            .expect("a text channel");
+        let mut subscriber = Subscriber::new(server.conn(), &channel);
+        let keys = [key.clone()];
+        let mut call = |name: &str, args: &str| -> Vec<i64> {
+            let args: Vec<&str> = args.split_whitespace().collect();
+            let value: redis::Value = command(runner, &sha, name, &keys, &args)
+                .query(&mut con)
+                .unwrap_or_else(|e| panic!("{runner:?} {name} {args:?}: {e}"));
+            match value {
+                redis::Value::Int(n) => vec![n],
+                redis::Value::Array(items) => items
+                    .iter()
+                    .map(|v| match v {
+                        redis::Value::Int(n) => *n,
+                        other => panic!("{runner:?} {name}: {other:?}"),
+                    })
+                    .collect(),
+                other => panic!("{runner:?} {name}: {other:?}"),
+            }
+        };
+        let sleep = || std::thread::sleep(std::time::Duration::from_millis(300));
+        // Leases of 200 ms: the holder's runs out while a waiter is in line.
+        let line = "10 10 INFLIGHT 1 LEASE 200 LINE 5000";
+        let holder = call("take", line);
+        assert_eq!(holder[0], 1, "{flavor} {runner:?}: {holder:?}");
+        let first = call("take", line);
+        assert_eq!(first[5..], [1, 20], "{flavor} {runner:?}: {first:?}");
+        sleep();
+        // Another caller's LINE take hands the slot to `first`, and joins behind it.
+        let other = call("take", line);
+        assert_eq!(other[0], 0, "{flavor} {runner:?}: {other:?}");
+        assert_eq!(other[5..], [1, 20], "{flavor} {runner:?}: {other:?}");
+        let look = call("take", &format!("{line} WAITER {}", first[4]));
+        assert_eq!(look[0], 1, "{flavor} {runner:?}: {look:?}");
+        assert_eq!(look[4..], [first[4], 0], "{flavor} {runner:?}: {look:?}");
+        sleep();
+        // `first`'s lease ran out: a take without LINE hands the slot to `other`, and is
+        // denied (every slot held).
+        let plain = call("take", "10 10 INFLIGHT 1 LEASE 200");
+        assert_eq!(plain[0], 0, "{flavor} {runner:?}: {plain:?}");
+        call("pause", "10 10 1000");
+        let heard: Vec<String> = (0..3).map(|_| subscriber.message()[1].clone()).collect();
+        assert_eq!(
+            heard[..2],
+            [
+                format!("handed {} 0", first[4]),
+                format!("handed {} 0", other[4])
+            ],
+            "{flavor} {runner:?}: {heard:?}"
+        );
+        assert!(
+            heard[2].starts_with("1000 "),
+            "{flavor} {runner:?}: {heard:?}"
+        );
+    }
+}

@@ -934,6 +934,76 @@ pub const CASES: &[Case] = &[
             &["quota a 5 1 CLEAR"],
         ],
     },
+    // A waiter handed its slot at a release that looks only later: granted with no ticket (its
+    // tokens were taken at the hand-off), and its slot's lease renewed to a whole one from the
+    // look (written, so the expiry moves); a second look at the same instant, and one with a
+    // shorter LEASE (its lease not started yet, as it reads it), write nothing.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &[
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+                "take a 10 10 TICKET INFLIGHT 1 LEASE 1000 LINE 5000",
+            ],
+            &["release a 10 10 #0"],
+            &["sleep 20"],
+            &[
+                "take a 10 10 TICKET INFLIGHT 1 LEASE 1000 LINE 5000 WAITER #1",
+                "slots a 10 10",
+                "take a 10 10 TICKET INFLIGHT 1 LEASE 1000 LINE 5000 WAITER #1",
+            ],
+            &[
+                "take a 10 10 TICKET INFLIGHT 1 LEASE 10 LINE 5000 WAITER #1",
+                "slots a 10 10",
+            ],
+        ],
+    },
+    // A waiter that gives up releases its ticket: it leaves the line (1), and a second release
+    // of it finds nothing (0); the last waiter's leaving drops the line. With the holder's lease
+    // run out, a leaving hands nothing: the next look does.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &[
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+                "take a 10 10 TOKENS 2 INFLIGHT 1 LEASE 60000 LINE 4000",
+            ],
+            &["release a 10 10 #1", "slots a 10 10"],
+            &["release a 10 10 #1 INFLIGHT 1", "take a 10 10 INFLIGHT 1 LEASE 60000"],
+            &["release a 10 10 #2 INFLIGHT 1", "slots a 10 10"],
+            &["release a 10 10 #2", "release a 10 10 #0 INFLIGHT 1"],
+        ],
+    },
+    Case {
+        before: &[Missing],
+        steps: &[
+            &[
+                "take a 10 10 INFLIGHT 1 LEASE 20 LINE 5000",
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+                "take a 10 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+            ],
+            &["sleep 60"],
+            &["release a 10 10 #1", "slots a 10 10"],
+            &["take a 10 10 TICKET INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #2"],
+            &["release a 10 10 #2", "release a 10 10 #2"],
+        ],
+    },
+    // A waiter whose place outlives every slot's lease keeps the key alive until its place
+    // ends (the expiry compared after each step); once the holder's lease ran out the key is
+    // still there, and the waiter's look finds its slot.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &[
+                "take a 10 10 INFLIGHT 1 LEASE 50 LINE 10000",
+                "take a 10 10 INFLIGHT 1 LEASE 50 LINE 10000",
+            ],
+            &["sleep 80"],
+            &["peek a 10 10", "slots a 10 10"],
+            &["take a 10 10 TICKET INFLIGHT 1 LEASE 50 LINE 10000 WAITER #1"],
+        ],
+    },
     // MTAKE with a line on its first key waits behind it (no hand-off); on a later key the line
     // is not its concern. A LINE take that finds a free slot is granted, its place 0.
     case!(
