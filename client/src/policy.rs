@@ -181,10 +181,15 @@ const HEARD_LOOK: Duration = Duration::from_secs(1);
 /// ahead of it before it has seen the line move.
 const LINE_FIRST_LOOK: Duration = Duration::from_millis(50);
 
+/// The longest a call at the head of the server's line that has seen it not move waits
+/// between looks: a slot handed to it sits idle until it looks.
+const LINE_HEAD_LOOK: Duration = Duration::from_millis(250);
+
 /// When a call in the server's line that cannot hear the hand-off looks again: when its turn
 /// should come at the pace the line moved since it joined (`in_line` ago, at place `first`; at
 /// place `place` now), or, with no progress seen yet, after [`LINE_FIRST_LOOK`] per place
-/// ahead and at least as long again as it has waited; never later than the server's `hint`
+/// ahead, and at least as long again as it has waited up to [`LINE_HEAD_LOOK`]; never later
+/// than the server's `hint`
 /// (when a holder's lease may run out, or its place needs keeping), never sooner than
 /// [`LINE_FIRST_LOOK`].
 pub(crate) fn line_look(hint: Duration, in_line: Duration, first: u64, place: u64) -> Duration {
@@ -195,9 +200,9 @@ pub(crate) fn line_look(hint: Duration, in_line: Duration, first: u64, place: u6
             let per_place = in_line / u32::try_from(moved).unwrap_or(u32::MAX);
             (per_place * 5 / 4).saturating_mul(u32::try_from(place).unwrap_or(u32::MAX))
         }
-        None => {
-            in_line.max(LINE_FIRST_LOOK.saturating_mul(u32::try_from(place).unwrap_or(u32::MAX)))
-        }
+        None => in_line
+            .min(LINE_HEAD_LOOK)
+            .max(LINE_FIRST_LOOK.saturating_mul(u32::try_from(place).unwrap_or(u32::MAX))),
     };
     due.clamp(LINE_FIRST_LOOK, hint.max(LINE_FIRST_LOOK))
 }
@@ -471,13 +476,15 @@ mod tests {
             (40, 36, 35, 1_750),
             // At the head after 1.4 s: the next release is due in a place's time.
             (1_400, 36, 1, 50),
-            // No progress in 400 ms: as long again.
-            (400, 5, 5, 400),
+            // No progress in 200 ms: as long again, at most 250 ms, at least 50 ms a place.
+            (200, 5, 5, 250),
+            (200, 2, 2, 200),
+            (400, 2, 2, 250),
             (400, 10, 10, 500),
             // A pace slower than the hint: the hint.
             (3_000, 40, 39, 5_000),
             // A place that jumped back (a ticket that left and joined again): as no progress.
-            (100, 3, 9, 450),
+            (300, 3, 9, 450),
         ];
         for (in_line, first, place, look) in table {
             assert_eq!(

@@ -10,6 +10,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use tokio::sync::{futures::Notified, Mutex, MutexGuard, Notify};
@@ -372,12 +373,37 @@ pub(crate) struct Lines {
     freed: Notify,
     slot: Mutex<()>,
     bulk: Mutex<()>,
+    /// The process's calls in the server's line that cannot hear a hand-off, and what wakes
+    /// the first of them to look when the process releases a slot (the server may have handed
+    /// it to that call).
+    deaf_in_line: AtomicUsize,
+    released_here: Notify,
 }
 
 impl Lines {
-    /// A slot of this process was released: its waiters look again at once.
+    /// A slot of this process was released: its waiters look again at once, and the first of
+    /// its calls in the server's line that cannot hear the hand-off looks.
     pub(crate) fn freed(&self) {
         self.freed.notify_waiters();
+        if self.deaf_in_line.load(Relaxed) > 0 {
+            self.released_here.notify_one();
+        }
+    }
+}
+
+/// Counts a call in the server's line that cannot hear its hand-off, while it waits.
+struct Deaf<'a>(&'a AtomicUsize);
+
+impl<'a> Deaf<'a> {
+    fn new(count: &'a AtomicUsize) -> Deaf<'a> {
+        count.fetch_add(1, Relaxed);
+        Deaf(count)
+    }
+}
+
+impl Drop for Deaf<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
     }
 }
 
@@ -578,6 +604,17 @@ impl<'a> InLine<'a> {
         let look = replied + look.max(Duration::from_millis(1));
         let deadline_first = until.is_some_and(|at| at <= look);
         let wake = until.map_or(look, |at| look.min(at));
+        // Deaf to the hand-off: a release in this process wakes the first such call to look.
+        let deaf = self
+            .lines
+            .filter(|_| heard.is_none())
+            .map(|lines| (Deaf::new(&lines.deaf_in_line), &lines.released_here));
+        let released_here = async {
+            match &deaf {
+                Some((_, released)) => released.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         let hear = async {
             match heard {
                 Some((ears, (trust, _))) => tokio::select! {
@@ -589,6 +626,7 @@ impl<'a> InLine<'a> {
         };
         tokio::select! {
             Some(wait) = hear => Some(Place::Handed { ticket, wait }),
+            () = released_here => Some(Place::Look(ticket)),
             () = tokio::time::sleep_until(wake) => (!deadline_first).then_some(Place::Look(ticket)),
         }
     }

@@ -544,9 +544,10 @@ fn a_cancelled_wait_holds_nothing(flavor: Flavor) {
     });
 }
 
-/// Two processes (each its connection; the waiter its subscription): the waiter, refused for
-/// the one slot, hears the holder's release announced and takes again at once. The first
-/// lease ends in 10 s and a listening waiter looks on its own within 1 s.
+/// Two processes (each its connection; the waiter its subscription): the waiter, in the
+/// server's line for the one slot, hears the holder's release hand it over and goes ahead with
+/// no take of its own. The first lease ends in 10 s and a listening waiter looks on its own
+/// only to keep its place (every 5 s).
 fn a_release_in_another_process_wakes_a_listening_waiter(flavor: Flavor) {
     let server = Server::start(flavor);
     let backend = backend_on(flavor);

@@ -30,7 +30,7 @@ fn capped() -> Capped<impl Build<Limiter<FakeServer>>> {
     Capped {
         build,
         table,
-        decided: Decided::taken_with_the_tokens(2),
+        decided: Decided::in_the_servers_line(2),
     }
 }
 

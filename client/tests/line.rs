@@ -109,7 +109,10 @@ fn a_caller_dropped_in_line_leaves_it(flavor: Flavor) {
             .expect("the second caller is served at the release, before any lease runs out")
             .unwrap()
             .unwrap();
-        println!("{flavor}: the second caller went ahead {:?} after the release", released.elapsed());
+        println!(
+            "{flavor}: the second caller went ahead {:?} after the release",
+            released.elapsed()
+        );
         assert!(grant.slot().is_some());
     });
 }

@@ -55,8 +55,9 @@ fn capped() -> Capped<impl Build<PartitionedLimiter<FakeLeases>>> {
         // round trips in the 10.5 s (its lease taken and renewed, the fleet's signals read).
         held_trips: 1 + 10 + 9,
         cap: 1,
-        // Refused at 0, looks at 2, 6, 14, 30, 62 ms and every 50 ms to 662 ms, granted at 700.
-        waiter_trips: 1 + 5 + 12 + 1,
+        // Its slot's wait in the server's line (`Decided::in_the_servers_line`).
+        waiter_trips: Decided::in_the_servers_line(1).waiter_trips,
+        found_elsewhere: Decided::in_the_servers_line(1).found_elsewhere,
         // Denied for want of a slot: its fixed pause (`NO_SLOT_PAUSE`), not the lease left.
         retry_after: 10 * MS,
     };

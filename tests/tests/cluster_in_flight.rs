@@ -42,7 +42,7 @@ fn a_slot_freed_on_another_shard_is_heard(flavor: Flavor) {
             .listen(&announcements)
             .build(conn.clone())
             .unwrap();
-        // Refused once, then granted on hearing the release: two takes in all.
+        // In line once, then granted on hearing the release hand it a slot: one take in all.
         contract::in_flight::a_release_elsewhere_wakes_a_listening_waiter(
             &holder,
             &waiter,
