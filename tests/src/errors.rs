@@ -17,7 +17,8 @@ pub const NUMKEYS: &str = "ERR numkeys must be a whole number from 1 to 16";
 pub const DUPLICATE: &str =
     "ERR the keys of THROTTLE.MTAKE must be distinct: name each bucket once";
 pub const TAKE_UNKNOWN: &str = "ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, \
-                                MAXWAIT ms, TICKET, FLOOR f, INFLIGHT n and LEASE ms";
+                                MAXWAIT ms, TICKET, FLOOR f, INFLIGHT n, LEASE ms, LINE \
+                                place_ms and WAITER id";
 pub const FACTOR: &str =
     "ERR factor must be a decimal from 0.01 to 1, like 0.7: the rate is multiplied by it";
 pub const RECOVERY: &str = "ERR recovery_ms must be a whole number of milliseconds from 1 to \

@@ -87,7 +87,7 @@ const COMMANDS: [Expected; 13] = [
     Expected {
         name: "throttle.take",
         syntax: "key capacity rate [TOKENS tokens] [MAXWAIT maxwait] [TICKET] [FLOOR floor] \
-            [INFLIGHT inflight] [LEASE lease]",
+            [INFLIGHT inflight] [LEASE lease] [LINE place_ms] [WAITER waiter_id]",
         arity: -4,
         flags: &["write", "denyoom", "fast"],
         range: [1, 1, 1],
@@ -96,6 +96,10 @@ const COMMANDS: [Expected; 13] = [
         getkeys: &[
             ("THROTTLE.TAKE k 8 9", &["k"]),
             ("THROTTLE.TAKE k2 8 9 TOKENS 2 MAXWAIT 5 TICKET", &["k2"]),
+            (
+                "THROTTLE.TAKE k3 8 9 INFLIGHT 1 LEASE 9 LINE 100 WAITER 7",
+                &["k3"],
+            ),
         ],
         wrong_arity: &["THROTTLE.TAKE", "THROTTLE.TAKE k", "THROTTLE.TAKE k 8"],
     },

@@ -21,7 +21,7 @@ fn counter(info: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("INFO throttle has no number {field}:\n{info}"))
 }
 
-const COUNTERS: [&str; 26] = [
+const COUNTERS: [&str; 29] = [
     "calls_take",
     "calls_mtake",
     "calls_pause",
@@ -41,6 +41,9 @@ const COUNTERS: [&str; 26] = [
     "held_by_slots",
     "slots_renewed",
     "slots_released",
+    "line_joined",
+    "line_handed",
+    "line_left",
     "tokens_given_back",
     "pauses",
     "cuts",
@@ -215,6 +218,40 @@ fn pushback_counters(flavor: Flavor) {
             ("syncs_lowered", 1),
             ("tokens_debited", 32),
             ("errors", 1),
+        ],
+    );
+}
+
+/// The line for a slot: a caller joins (`line_joined`), a release hands the slot to the head
+/// (`line_handed`), and a waiter that stopped looking is dropped at the next write of the
+/// line (`line_left`).
+fn line_counters(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let line = "THROTTLE.TAKE l 100 1000 INFLIGHT 1 LEASE 60000 LINE";
+    let Value::Array(held) = ok(&mut con, &format!("{line} 60000")) else {
+        panic!("TAKE ... LINE");
+    };
+    let Some(Value::Int(holder)) = held.get(4) else {
+        panic!("no slot: {held:?}");
+    };
+    let _ = ok(&mut con, &format!("{line} 60000"));
+    // A place of 50 ms, which it lets run out.
+    let _ = ok(&mut con, &format!("{line} 50"));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let _ = ok(&mut con, &format!("THROTTLE.RELEASE l 100 1000 {holder}"));
+    assert_counters(
+        &mut con,
+        &[
+            ("calls_take", 3),
+            ("calls_release", 1),
+            ("granted", 1),
+            ("denied", 2),
+            ("held_by_slots", 2),
+            ("slots_released", 1),
+            ("line_joined", 2),
+            ("line_handed", 1),
+            ("line_left", 1),
         ],
     );
 }
@@ -405,6 +442,7 @@ per_server!(
     take_counters,
     other_counters,
     pushback_counters,
+    line_counters,
     eviction_policy_warns,
     no_eviction_no_warning,
     a_promoted_replica_warns

@@ -214,6 +214,23 @@ fn bad_calls_write_nothing(flavor: Flavor) {
             "THROTTLE.TAKE b 100 10 LEASE 1",
             "ERR INFLIGHT and LEASE go together",
         ),
+        ("THROTTLE.TAKE b 100 10 LINE 100", "ERR LINE needs INFLIGHT"),
+        (
+            "THROTTLE.TAKE b 100 10 INFLIGHT 1 LEASE 9 WAITER 3",
+            "ERR WAITER needs LINE",
+        ),
+        (
+            "THROTTLE.TAKE b 100 10 FLOOR 1 INFLIGHT 1 LEASE 9 LINE 100",
+            "ERR LINE does not go with FLOOR",
+        ),
+        (
+            "THROTTLE.TAKE b 100 10 INFLIGHT 1 LEASE 9 LINE 0",
+            "ERR LINE's place_ms must be",
+        ),
+        (
+            "THROTTLE.TAKE b 100 10 INFLIGHT 1 LEASE 9 LINE 10 WAITER x",
+            "ERR slot must be",
+        ),
         ("THROTTLE.RENEW b 100 10 x 1000", "ERR slot must be"),
         ("THROTTLE.RENEW b 100 10 1 0", "ERR the lease must be"),
         ("THROTTLE.RELEASE b 100 10 -1", "ERR slot must be"),
@@ -257,6 +274,24 @@ fn replicas_get_the_resulting_state(flavor: Flavor) {
     assert_eq!(renew(&mut con, "p", a, 120_000), 1);
     assert_eq!(release(&mut con, "p", b), 1);
     pair.assert_replica_same("renewed and released");
+    // The line: a join, a hand-off at a release, a look: each replicated as the state.
+    let in_line = format!("{QUOTA} INFLIGHT 1 LEASE 60000 LINE 60000");
+    let holder = take_any(&mut con, "q", &in_line)[4];
+    let waiter = take_any(&mut con, "q", &in_line);
+    assert_eq!(
+        (waiter[0], waiter[5], waiter[6]),
+        (0, 1, 20),
+        "{flavor}: in line"
+    );
+    pair.assert_replica_same("a caller in line");
+    assert_eq!(release(&mut con, "q", holder), 1);
+    pair.assert_replica_same("the slot handed to the head of the line");
+    let looked = take_any(&mut con, "q", &format!("{in_line} WAITER {}", waiter[4]));
+    assert_eq!(
+        (looked[0], looked[4]),
+        (1, waiter[4]),
+        "{flavor}: handed over"
+    );
     // The read-only command answers on the replica; the writes are refused there.
     let mut rcon = pair.replica.conn();
     assert_eq!(slots(&mut rcon, "p")[0], 1, "{flavor}");
