@@ -494,7 +494,7 @@ mod tests {
             );
         }
         // A server's hint under the first look still waits the first look.
-        assert_eq!(line_look(MS * 10, MS * 0, 1, 1), LINE_FIRST_LOOK);
+        assert_eq!(line_look(MS * 10, Duration::ZERO, 1, 1), LINE_FIRST_LOOK);
     }
 
     #[test]
