@@ -10,10 +10,10 @@ use crate::gcra::{ceil_ms, ceil_ms_wide, View, Write};
 use crate::limits::{MAX_WAIT_MS, MIN_FACTOR_BP};
 use crate::pause::paused;
 use crate::reply::{count, flag, int, Ints};
-use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::{self, State, FULL_FACTOR_BP};
 use crate::throttle_command::{one_key, ThrottleCommand};
-use crate::words::{parse_u64, Word};
+use crate::words::{parse_within, Word};
 use crate::Quota;
 
 /// `THROTTLE.CUT key capacity rate ms factor recovery_ms`.
@@ -159,18 +159,13 @@ pub struct CutReply {
 }
 
 /// THROTTLE.CUT as the server registers and documents it.
-pub(crate) static SPEC: Spec = Spec {
-    command: Command::Cut,
-    summary: "The supplier is congested: pauses the bucket for ms and multiplies its rate by \
+pub(crate) static SPEC: Spec = Spec::writes(
+    Command::Cut,
+    "The supplier is congested: pauses the bucket for ms and multiplies its rate by \
         factor (once per episode: a cut during a pause changes only the pause), never below 1% \
         of the configured rate; the rate climbs back linearly over recovery_ms. Replies [cut, \
         next_ms, factor_bp, recovered_ms].",
-    complexity: "O(1)",
-    arity: 7,
-    flags: "write deny-oom fast",
-    acl_categories: "write fast",
-    keys: Keys::One(Access::ReadWrite),
-    args: &[
+    &[
         KEY,
         CAPACITY,
         RATE,
@@ -178,7 +173,7 @@ pub(crate) static SPEC: Spec = Spec {
         Arg::new("factor", Kind::Double),
         Arg::new("recovery_ms", Kind::Integer),
     ],
-};
+);
 
 impl ThrottleCommand for CutArgs {
     const COMMAND: Command = Command::Cut;
@@ -187,24 +182,12 @@ impl ThrottleCommand for CutArgs {
     type Ints = Ints<4>;
     type Reply = CutReply;
 
-    #[inline]
-    fn spec() -> &'static Spec {
-        &SPEC
-    }
-
     /// Validates the words after the key: `capacity rate ms factor recovery_ms`.
     fn parse(args: &[&[u8]]) -> Result<CutArgs, ArgError> {
-        let [capacity, rate, ms, factor, recovery] = args else {
-            return Err(ArgError::Arity(Command::Cut));
-        };
-        let quota = Quota::parse(capacity, rate)?;
-        let pause_ms = parse_u64(ms)
-            .filter(|ms| (1..=MAX_WAIT_MS).contains(ms))
-            .ok_or(ArgError::PauseMs)?;
+        let (quota, [ms, factor, recovery]) = Quota::split(args, Command::Cut)?;
+        let pause_ms = parse_within(ms, 1..=MAX_WAIT_MS, ArgError::PauseMs)?;
         let factor_bp = parse_factor(factor).ok_or(ArgError::Factor)?;
-        let recovery_ms = parse_u64(recovery)
-            .filter(|ms| (1..=MAX_WAIT_MS).contains(ms))
-            .ok_or(ArgError::Recovery)?;
+        let recovery_ms = parse_within(recovery, 1..=MAX_WAIT_MS, ArgError::Recovery)?;
         Ok(CutArgs {
             quota,
             pause_ms,
@@ -215,14 +198,11 @@ impl ThrottleCommand for CutArgs {
 
     /// The words after the key.
     fn words(&self) -> Vec<Word<'_>> {
-        let [capacity, rate] = self.quota.words();
-        vec![
-            capacity,
-            rate,
+        self.quota.with([
             Word::Number(self.pause_ms),
             Word::BasisPoints(self.factor_bp),
             Word::Number(self.recovery_ms),
-        ]
+        ])
     }
 
     #[inline]
@@ -270,11 +250,7 @@ impl ThrottleCommand for CutArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cut_args(text: &str) -> Result<CutArgs, ArgError> {
-        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
-        CutArgs::parse(&words)
-    }
+    use crate::testing::{call, read_back, refuses, words, written};
 
     #[test]
     fn factors_are_decimals_from_a_hundredth_to_one() {
@@ -307,12 +283,12 @@ mod tests {
     #[test]
     fn arguments() {
         use ArgError::*;
-        let args = cut_args("10 10 1000 0.7 30000").unwrap();
+        let args: CutArgs = call("10 10 1000 0.7 30000");
         assert_eq!(
             (args.pause_ms, args.factor_bp, args.recovery_ms),
             (1000, 7000, 30_000)
         );
-        for (text, expected) in [
+        refuses::<CutArgs>(&[
             ("10 10 1000 0.7", Arity(Command::Cut)),
             ("10 10 1000 0.7 1 1", Arity(Command::Cut)),
             ("0 10 1000 0.7 1", Capacity),
@@ -321,14 +297,15 @@ mod tests {
             ("10 10 1000 1.5 1", Factor),
             ("10 10 1000 0.7 0", Recovery),
             ("10 10 1000 0.7 315360000001", Recovery),
-        ] {
-            assert_eq!(cut_args(text), Err(expected), "{text}");
-        }
+        ]);
         for text in ["10 10 1000 0.7 30000", "10 10 1 1 1", "10 10 5 0.0101 7"] {
-            let args = cut_args(text).unwrap();
-            let written: Vec<String> = args.words().into_iter().map(Word::to_text).collect();
-            let back: Vec<&[u8]> = written.iter().map(String::as_bytes).collect();
-            assert_eq!(CutArgs::parse(&back), Ok(args), "{text} -> {written:?}");
+            let args: CutArgs = call(text);
+            let written = written(&args).join(" ");
+            assert_eq!(
+                CutArgs::parse(&words(&written)),
+                Ok(args),
+                "{text} -> {written}"
+            );
         }
         assert_eq!(SPEC.syntax(), "key capacity rate ms factor recovery_ms");
     }
@@ -341,13 +318,12 @@ mod tests {
             factor_bp: 7000,
             recovered_ms: 30_000,
         };
-        let args = cut_args("10 10 1000 0.7 30000").unwrap();
+        let args: CutArgs = call("10 10 1000 0.7 30000");
         assert_eq!(args.decode(&[1, 1000, 7000, 30_000]), Some(reply));
         assert_eq!(args.decode(&[1, 0, 10_001, 0]), None);
         assert_eq!(args.decode(&[2, 0, 0, 0]), None);
         // What the server sends reads back as what the arithmetic decided.
         let outcome = args.apply(&[None], 1_764_547_200_000_000_000).unwrap();
-        let ints = args.reply(&outcome);
-        assert_eq!(args.decode(ints.as_slice()), Some(outcome.reply()));
+        assert_eq!(read_back(&args, &outcome), Some(outcome.reply()));
     }
 }

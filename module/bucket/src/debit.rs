@@ -8,10 +8,10 @@ use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::limits::{MAX_CAPACITY, MAX_DEBT_NS};
 use crate::reply::{count, int, Ints};
-use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::throttle_command::{one_key, ThrottleCommand};
-use crate::words::{parse_u64, Word};
+use crate::words::{parse_within, Word};
 use crate::Quota;
 
 /// `THROTTLE.DEBIT key capacity rate n`.
@@ -78,18 +78,13 @@ pub struct DebitReply {
 }
 
 /// THROTTLE.DEBIT as the server registers and documents it.
-pub(crate) static SPEC: Spec = Spec {
-    command: Command::Debit,
-    summary: "Takes n tokens now, into debt whatever the bucket holds: a call that cost more \
+pub(crate) static SPEC: Spec = Spec::writes(
+    Command::Debit,
+    "Takes n tokens now, into debt whatever the bucket holds: a call that cost more \
         than it took settles the difference. Refused past 20 years of debt. Replies \
         [remaining, reset_ms].",
-    complexity: "O(1)",
-    arity: 5,
-    flags: "write deny-oom fast",
-    acl_categories: "write fast",
-    keys: Keys::One(Access::ReadWrite),
-    args: &[KEY, CAPACITY, RATE, Arg::new("n", Kind::Integer)],
-};
+    &[KEY, CAPACITY, RATE, Arg::new("n", Kind::Integer)],
+);
 
 impl ThrottleCommand for DebitArgs {
     const COMMAND: Command = Command::Debit;
@@ -98,27 +93,16 @@ impl ThrottleCommand for DebitArgs {
     type Ints = Ints<2>;
     type Reply = DebitReply;
 
-    #[inline]
-    fn spec() -> &'static Spec {
-        &SPEC
-    }
-
     /// Validates the words after the key: `capacity rate n`.
     fn parse(args: &[&[u8]]) -> Result<DebitArgs, ArgError> {
-        let [capacity, rate, n] = args else {
-            return Err(ArgError::Arity(Command::Debit));
-        };
-        let quota = Quota::parse(capacity, rate)?;
-        let tokens = parse_u64(n)
-            .filter(|n| *n <= MAX_CAPACITY)
-            .ok_or(ArgError::DebitTokens)?;
+        let (quota, [n]) = Quota::split(args, Command::Debit)?;
+        let tokens = parse_within(n, 0..=MAX_CAPACITY, ArgError::DebitTokens)?;
         Ok(DebitArgs { quota, tokens })
     }
 
     /// The words after the key.
     fn words(&self) -> Vec<Word<'_>> {
-        let [capacity, rate] = self.quota.words();
-        vec![capacity, rate, Word::Number(self.tokens)]
+        self.quota.with([Word::Number(self.tokens)])
     }
 
     #[inline]
@@ -152,45 +136,33 @@ impl ThrottleCommand for DebitArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{call, parse, read_back, refuses, written};
 
     #[test]
     fn arguments() {
         use ArgError::*;
-        let parse = |text: &str| {
-            let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
-            DebitArgs::parse(&words)
-        };
         assert_eq!(
-            parse("10 10 25").map(|a| a.tokens),
+            parse::<DebitArgs>("10 10 25").map(|a| a.tokens),
             Ok(25),
             "above the capacity"
         );
-        for (text, expected) in [
+        refuses::<DebitArgs>(&[
             ("10 10", Arity(Command::Debit)),
             ("10 10 1 2", Arity(Command::Debit)),
             ("10 10 -1", DebitTokens),
             ("10 10 1000000000000001", DebitTokens),
             ("10 x 1", Rate),
-        ] {
-            assert_eq!(parse(text), Err(expected), "{text}");
-        }
-        let written: Vec<String> = parse("10 10 25")
-            .unwrap()
-            .words()
-            .into_iter()
-            .map(Word::to_text)
-            .collect();
-        assert_eq!(written, ["10", "10", "25"]);
+        ]);
+        let args: DebitArgs = call("10 10 25");
+        assert_eq!(written(&args), ["10", "10", "25"]);
         assert_eq!(SPEC.syntax(), "key capacity rate n");
         let reply = DebitReply {
             remaining: 0,
             reset_ms: 3500,
         };
-        let args = parse("10 10 25").unwrap();
         assert_eq!(args.decode(&[0, 3500]), Some(reply));
         assert_eq!(args.decode(&[0, -1]), None);
         let outcome = args.apply(&[None], 1_764_547_200_000_000_000).unwrap();
-        let ints = args.reply(&outcome);
-        assert_eq!(args.decode(ints.as_slice()), Some(outcome.reply()));
+        assert_eq!(read_back(&args, &outcome), Some(outcome.reply()));
     }
 }

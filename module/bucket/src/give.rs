@@ -7,10 +7,10 @@ use crate::gcra::{View, Write};
 use crate::limits::MAX_TICKET_US;
 use crate::reply::count;
 use crate::reply::{int, Ints};
-use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::throttle_command::{one_key, only, ThrottleCommand};
-use crate::words::{parse_u64, Word};
+use crate::words::{parse_within, Word};
 use crate::Quota;
 
 /// `THROTTLE.GIVE key capacity rate n ticket`.
@@ -90,23 +90,18 @@ fn give(args: &GiveArgs, stored: Option<&State>, now_ns: i64) -> GiveOutcome {
 }
 
 /// THROTTLE.GIVE as the server registers and documents it.
-pub(crate) static SPEC: Spec = Spec {
-    command: Command::Give,
-    summary: "Gives back the tokens of a take made with TICKET while nothing was taken after \
+pub(crate) static SPEC: Spec = Spec::writes(
+    Command::Give,
+    "Gives back the tokens of a take made with TICKET while nothing was taken after \
         it, never beyond a full bucket. Replies the tokens given back.",
-    complexity: "O(1)",
-    arity: 6,
-    flags: "write deny-oom fast",
-    acl_categories: "write fast",
-    keys: Keys::One(Access::ReadWrite),
-    args: &[
+    &[
         KEY,
         CAPACITY,
         RATE,
         Arg::new("n", Kind::Integer),
         Arg::new("ticket", Kind::Integer),
     ],
-};
+);
 
 impl ThrottleCommand for GiveArgs {
     const COMMAND: Command = Command::Give;
@@ -117,25 +112,12 @@ impl ThrottleCommand for GiveArgs {
     /// The tokens given back.
     type Reply = u64;
 
-    #[inline]
-    fn spec() -> &'static Spec {
-        &SPEC
-    }
-
     /// Validates the words after the key: `capacity rate n ticket`.
     fn parse(args: &[&[u8]]) -> Result<GiveArgs, ArgError> {
-        let [capacity, rate, n, ticket] = args else {
-            return Err(ArgError::Arity(Command::Give));
-        };
-        let quota = Quota::parse(capacity, rate)?;
-        let tokens = parse_u64(n)
-            .filter(|n| *n <= quota.capacity)
-            .ok_or(ArgError::GiveTokens {
-                capacity: quota.capacity,
-            })?;
-        let ticket_us = parse_u64(ticket)
-            .filter(|t| *t <= MAX_TICKET_US)
-            .ok_or(ArgError::Ticket)?;
+        let (quota, [n, ticket]) = Quota::split(args, Command::Give)?;
+        let capacity = quota.capacity;
+        let tokens = parse_within(n, 0..=capacity, ArgError::GiveTokens { capacity })?;
+        let ticket_us = parse_within(ticket, 0..=MAX_TICKET_US, ArgError::Ticket)?;
         Ok(GiveArgs {
             quota,
             tokens,
@@ -145,13 +127,8 @@ impl ThrottleCommand for GiveArgs {
 
     /// The words after the key.
     fn words(&self) -> Vec<Word<'_>> {
-        let [capacity, rate] = self.quota.words();
-        vec![
-            capacity,
-            rate,
-            Word::Number(self.tokens),
-            Word::Number(self.ticket_us),
-        ]
+        self.quota
+            .with([Word::Number(self.tokens), Word::Number(self.ticket_us)])
     }
 
     #[inline]
@@ -179,33 +156,26 @@ impl ThrottleCommand for GiveArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn give(text: &str) -> Result<GiveArgs, ArgError> {
-        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
-        GiveArgs::parse(&words)
-    }
+    use crate::testing::{parse, refuses, written};
 
     #[test]
     fn arguments() {
         use ArgError::*;
-        let args = give("8 9 3 1764547200000123").unwrap();
+        let args = parse::<GiveArgs>("8 9 3 1764547200000123").unwrap();
         assert_eq!((args.tokens, args.ticket_us), (3, 1_764_547_200_000_123));
         assert_eq!(
-            give("8 9 0 9223372036854775").map(|a| a.ticket_us),
+            parse::<GiveArgs>("8 9 0 9223372036854775").map(|a| a.ticket_us),
             Ok(MAX_TICKET_US)
         );
-        for (text, expected) in [
+        refuses::<GiveArgs>(&[
             ("8 9 3", Arity(Command::Give)),
             ("8 9 9 1", GiveTokens { capacity: 8 }),
             ("8 9 x 1", GiveTokens { capacity: 8 }),
             ("8 9 1 -1", Ticket),
             ("8 9 1 9223372036854776", Ticket),
             ("8 9 1 1.5", Ticket),
-        ] {
-            assert_eq!(give(text), Err(expected), "{text}");
-        }
-        let written: Vec<String> = args.words().into_iter().map(Word::to_text).collect();
-        assert_eq!(written, ["8", "9", "3", "1764547200000123"]);
+        ]);
+        assert_eq!(written(&args), ["8", "9", "3", "1764547200000123"]);
         assert_eq!(SPEC.syntax(), "key capacity rate n ticket");
     }
 }

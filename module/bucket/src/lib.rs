@@ -39,6 +39,8 @@ pub mod spec;
 mod state;
 mod sync;
 mod take;
+#[cfg(test)]
+mod testing;
 mod throttle_command;
 mod words;
 

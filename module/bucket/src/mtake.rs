@@ -605,10 +605,7 @@ impl ThrottleCommand for MTakeArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn words(text: &str) -> Vec<&[u8]> {
-        text.split_whitespace().map(str::as_bytes).collect()
-    }
+    use crate::testing::words;
 
     #[test]
     fn shape_keys_and_options() {

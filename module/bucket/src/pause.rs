@@ -8,10 +8,10 @@ use crate::gcra::{ceil_ms, cost, saturate, View, Write};
 use crate::limits::MAX_WAIT_MS;
 use crate::reply::count;
 use crate::reply::Ints;
-use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::{Pushback, RateCut, State, FULL_FACTOR_BP};
 use crate::throttle_command::{one_key, only, ThrottleCommand};
-use crate::words::{parse_u64, Word};
+use crate::words::{parse_within, Word};
 use crate::{Quota, NS_PER_MS};
 
 /// `THROTTLE.PAUSE key capacity rate ms`.
@@ -92,17 +92,12 @@ pub(crate) fn paused(bucket: &View<'_>, cut: Option<RateCut>, pause_ms: u64) -> 
 }
 
 /// THROTTLE.PAUSE as the server registers and documents it.
-pub(crate) static SPEC: Spec = Spec {
-    command: Command::Pause,
-    summary: "Pauses a bucket: its next token is there ms from now, then it refills from one \
+pub(crate) static SPEC: Spec = Spec::writes(
+    Command::Pause,
+    "Pauses a bucket: its next token is there ms from now, then it refills from one \
         token. Never shortens a longer pause or a debt. Replies the ms until the next token.",
-    complexity: "O(1)",
-    arity: 5,
-    flags: "write deny-oom fast",
-    acl_categories: "write fast",
-    keys: Keys::One(Access::ReadWrite),
-    args: &[KEY, CAPACITY, RATE, Arg::new("ms", Kind::Integer)],
-};
+    &[KEY, CAPACITY, RATE, Arg::new("ms", Kind::Integer)],
+);
 
 impl ThrottleCommand for PauseArgs {
     const COMMAND: Command = Command::Pause;
@@ -113,27 +108,16 @@ impl ThrottleCommand for PauseArgs {
     /// Ms until the next token.
     type Reply = u64;
 
-    #[inline]
-    fn spec() -> &'static Spec {
-        &SPEC
-    }
-
     /// Validates the words after the key: `capacity rate ms`.
     fn parse(args: &[&[u8]]) -> Result<PauseArgs, ArgError> {
-        let [capacity, rate, ms] = args else {
-            return Err(ArgError::Arity(Command::Pause));
-        };
-        let quota = Quota::parse(capacity, rate)?;
-        let pause_ms = parse_u64(ms)
-            .filter(|ms| (1..=MAX_WAIT_MS).contains(ms))
-            .ok_or(ArgError::PauseMs)?;
+        let (quota, [ms]) = Quota::split(args, Command::Pause)?;
+        let pause_ms = parse_within(ms, 1..=MAX_WAIT_MS, ArgError::PauseMs)?;
         Ok(PauseArgs { quota, pause_ms })
     }
 
     /// The words after the key.
     fn words(&self) -> Vec<Word<'_>> {
-        let [capacity, rate] = self.quota.words();
-        vec![capacity, rate, Word::Number(self.pause_ms)]
+        self.quota.with([Word::Number(self.pause_ms)])
     }
 
     #[inline]
@@ -166,31 +150,25 @@ impl ThrottleCommand for PauseArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn pause(text: &str) -> Result<PauseArgs, ArgError> {
-        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
-        PauseArgs::parse(&words)
-    }
+    use crate::testing::{call, parse, refuses};
 
     #[test]
     fn arguments() {
         use ArgError::*;
-        assert_eq!(pause("8 9 1500").map(|a| a.pause_ms), Ok(1500));
+        assert_eq!(parse::<PauseArgs>("8 9 1500").map(|a| a.pause_ms), Ok(1500));
         assert_eq!(
-            pause("8 9 315360000000").map(|a| a.pause_ms),
+            parse::<PauseArgs>("8 9 315360000000").map(|a| a.pause_ms),
             Ok(MAX_WAIT_MS)
         );
-        for (text, expected) in [
+        refuses::<PauseArgs>(&[
             ("8 9", Arity(Command::Pause)),
             ("8 9 1 2", Arity(Command::Pause)),
             ("0 9 1", Capacity),
             ("8 9 0", PauseMs),
             ("8 9 315360000001", PauseMs),
             ("8 9 1.5", PauseMs),
-        ] {
-            assert_eq!(pause(text), Err(expected), "{text}");
-        }
-        let args = pause("8 9 1500").unwrap();
+        ]);
+        let args: PauseArgs = call("8 9 1500");
         assert_eq!(
             args.words(),
             [Word::Number(8), Word::Text("9"), Word::Number(1500)]

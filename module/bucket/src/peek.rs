@@ -6,7 +6,7 @@ use crate::error::ArgError;
 use crate::gcra::Write;
 use crate::gcra::{ceil_ms, saturate, View};
 use crate::reply::{count, int, Ints};
-use crate::spec::{Access, Keys, Spec, CAPACITY, KEY, RATE};
+use crate::spec::{Spec, CAPACITY, KEY, RATE};
 use crate::state::{State, FULL_FACTOR_BP};
 use crate::take::inspect;
 use crate::throttle_command::{one_key, ThrottleCommand};
@@ -75,18 +75,13 @@ pub struct PeekReply {
 /// THROTTLE.PEEK as the server registers and documents it. Read-only: allowed on a read-only
 /// replica, in EVAL_RO and `no-writes` functions, during CLIENT PAUSE WRITE and when the server
 /// is out of memory.
-pub(crate) static SPEC: Spec = Spec {
-    command: Command::Peek,
-    summary: "Reads a bucket without taking or writing anything. Replies [1, remaining, 0, \
+pub(crate) static SPEC: Spec = Spec::reads(
+    Command::Peek,
+    "Reads a bucket without taking or writing anything. Replies [1, remaining, 0, \
         reset_ms, paused_ms, factor_bp]: what THROTTLE.TAKE ... TOKENS 0 replies, then how long \
         the bucket is paused and its rate's factor in basis points.",
-    complexity: "O(1)",
-    arity: 4,
-    flags: "readonly fast",
-    acl_categories: "read fast",
-    keys: Keys::One(Access::ReadOnly),
-    args: &[KEY, CAPACITY, RATE],
-};
+    &[KEY, CAPACITY, RATE],
+);
 
 impl ThrottleCommand for PeekArgs {
     const COMMAND: Command = Command::Peek;
@@ -96,19 +91,10 @@ impl ThrottleCommand for PeekArgs {
     type Ints = Ints<6>;
     type Reply = PeekReply;
 
-    #[inline]
-    fn spec() -> &'static Spec {
-        &SPEC
-    }
-
     /// Validates the words after the key: `capacity rate`.
     fn parse(args: &[&[u8]]) -> Result<PeekArgs, ArgError> {
-        let [capacity, rate] = args else {
-            return Err(ArgError::Arity(Command::Peek));
-        };
-        Ok(PeekArgs {
-            quota: Quota::parse(capacity, rate)?,
-        })
+        let (quota, []) = Quota::split(args, Command::Peek)?;
+        Ok(PeekArgs { quota })
     }
 
     /// The words after the key.
@@ -158,21 +144,16 @@ impl ThrottleCommand for PeekArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn words(text: &str) -> Vec<&[u8]> {
-        text.split_whitespace().map(str::as_bytes).collect()
-    }
+    use crate::testing::{call, read_back, refuses};
 
     #[test]
     fn takes_exactly_a_quota() {
         use ArgError::*;
-        assert!(PeekArgs::parse(&words("8 9")).is_ok());
-        assert_eq!(PeekArgs::parse(&words("8")), Err(Arity(Command::Peek)));
-        assert_eq!(
-            PeekArgs::parse(&words("8 9 TOKENS 0")),
-            Err(Arity(Command::Peek))
-        );
-        assert_eq!(PeekArgs::parse(&words("8 x")), Err(Rate));
+        refuses::<PeekArgs>(&[
+            ("8", Arity(Command::Peek)),
+            ("8 9 TOKENS 0", Arity(Command::Peek)),
+            ("8 x", Rate),
+        ]);
         assert_eq!(SPEC.syntax(), "key capacity rate");
         let reply = PeekReply {
             remaining: 3,
@@ -180,7 +161,7 @@ mod tests {
             paused_ms: 1000,
             factor_bp: 7000,
         };
-        let args = PeekArgs::parse(&words("8 9")).unwrap();
+        let args: PeekArgs = call("8 9");
         let outcome = PeekOutcome {
             remaining: 3,
             reset_ns: 699_000_001,
@@ -188,9 +169,8 @@ mod tests {
             factor_bp: 7000,
         };
         assert_eq!(outcome.reply(), reply);
-        let ints = args.reply(&outcome);
-        assert_eq!(ints.as_slice(), [1, 3, 0, 700, 1000, 7000]);
-        assert_eq!(args.decode(ints.as_slice()), Some(reply));
+        assert_eq!(args.reply(&outcome).as_slice(), [1, 3, 0, 700, 1000, 7000]);
+        assert_eq!(read_back(&args, &outcome), Some(reply));
         assert_eq!(args.decode(&[1, 3, 0, 700]), None);
         assert_eq!(args.decode(&[0, 3, 0, 700, 0, 10_000]), None);
     }

@@ -1,5 +1,6 @@
 //! A bucket's quota, `capacity rate`: the first two words after the key of every command.
 
+use crate::command::Command;
 use crate::error::ArgError;
 use crate::interval::{parse_rate, Decimal};
 use crate::limits::{MAX_CAPACITY, MAX_FILL_NS};
@@ -56,6 +57,25 @@ impl Quota {
     /// `capacity rate`, as every command has them after its key.
     pub fn words(&self) -> [Word<'_>; 2] {
         [Word::Number(self.capacity), Word::Text(self.rate())]
+    }
+
+    /// The words of a call that starts with a quota (every one-key command's, after the key):
+    /// the quota, then the `N` words after it; any other count is `command`'s arity error,
+    /// before a word is read.
+    pub(crate) fn split<'a, const N: usize>(
+        words: &[&'a [u8]],
+        command: Command,
+    ) -> Result<(Quota, [&'a [u8]; N]), ArgError> {
+        let [capacity, rate, rest @ ..] = words else {
+            return Err(ArgError::Arity(command));
+        };
+        let rest = <[&[u8]; N]>::try_from(rest).map_err(|_| ArgError::Arity(command))?;
+        Ok((Quota::parse(capacity, rate)?, rest))
+    }
+
+    /// The words of a call: this quota, then `rest`.
+    pub(crate) fn with<'a>(&'a self, rest: impl IntoIterator<Item = Word<'a>>) -> Vec<Word<'a>> {
+        self.words().into_iter().chain(rest).collect()
     }
 }
 

@@ -8,7 +8,7 @@ use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::reply::{count, flag, int, Ints};
-use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::throttle_command::{one_key, ThrottleCommand};
 use crate::words::Word;
@@ -82,19 +82,14 @@ fn keep(args: &QuotaArgs, stored: Option<&State>, now_ns: i64) -> QuotaOutcome {
 const CLEAR: Arg = Arg::option("clear", "CLEAR", Kind::PureToken);
 
 /// THROTTLE.QUOTA as the server registers and documents it: a write, like THROTTLE.PAUSE.
-pub(crate) static SPEC: Spec = Spec {
-    command: Command::Quota,
-    summary: "Keeps a quota for the key at the server: every THROTTLE command on the key then \
+pub(crate) static SPEC: Spec = Spec::writes(
+    Command::Quota,
+    "Keeps a quota for the key at the server: every THROTTLE command on the key then \
         uses it, whatever quota its caller sends, and the key keeps no TTL. With CLEAR, gives \
         the key back to its callers' quotas. The bucket's state instant is kept. Replies \
         [changed, remaining, reset_ms] under the quota in effect after the call.",
-    complexity: "O(1)",
-    arity: -4,
-    flags: "write deny-oom fast",
-    acl_categories: "write fast",
-    keys: Keys::One(Access::ReadWrite),
-    args: &[KEY, CAPACITY, RATE, CLEAR],
-};
+    &[KEY, CAPACITY, RATE, CLEAR],
+);
 
 impl ThrottleCommand for QuotaArgs {
     const COMMAND: Command = Command::Quota;
@@ -102,11 +97,6 @@ impl ThrottleCommand for QuotaArgs {
     type Outcome = QuotaOutcome;
     type Ints = Ints<3>;
     type Reply = QuotaReply;
-
-    #[inline]
-    fn spec() -> &'static Spec {
-        &SPEC
-    }
 
     /// Validates the words after the key: `capacity rate [CLEAR]`.
     fn parse(args: &[&[u8]]) -> Result<QuotaArgs, ArgError> {
@@ -171,54 +161,31 @@ mod tests {
     use super::*;
     use crate::slots::{Slot, Slots};
     use crate::state::{encode_state, parse_state, Pushback};
+    use crate::testing::{call, parse, run, MS, NOW};
     use crate::{PeekArgs, TakeArgs};
-
-    /// 2026-12-01T00:00:00Z.
-    const NOW: i64 = 1_796_083_200 * 1_000_000_000;
-    const MS: i64 = 1_000_000;
-
-    fn call<C: ThrottleCommand>(text: &str) -> C {
-        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
-        C::parse(&words).unwrap()
-    }
-
-    /// `text` on the bucket `stored` at `now`: what it replies and what the key holds after.
-    fn run<C: ThrottleCommand>(
-        text: &str,
-        stored: Option<State>,
-        now: i64,
-    ) -> (Vec<i64>, Option<State>) {
-        let args: C = call(text);
-        let outcome = args.apply(std::slice::from_ref(&stored), now).unwrap();
-        let after = match C::write(&outcome, 0) {
-            Some(write) => write.stored(),
-            None => stored,
-        };
-        (args.reply(&outcome).as_ref().to_vec(), after)
-    }
 
     #[test]
     fn a_kept_quota_is_what_every_call_computes_with() {
         // The fleet sends 10 tokens at 10/s; the operator keeps 20 at 20/s.
-        let (reply, kept) = run::<QuotaArgs>("20 20", None, NOW);
+        let (reply, kept, _) = run::<QuotaArgs>("20 20", None, NOW);
         assert_eq!(reply, [1, 20, 0], "set: a full bucket of 20");
         let state = kept.clone().unwrap();
         assert_eq!(state.kept, Some(Box::new(call::<QuotaArgs>("20 20").quota)));
         // A call with the callers' quota takes from the kept one: 20 in a burst, not 10.
         let mut bucket = kept;
         for n in (0..20).rev() {
-            let (reply, after) = run::<TakeArgs>("10 10", bucket, NOW);
+            let (reply, after, _) = run::<TakeArgs>("10 10", bucket, NOW);
             assert_eq!(reply[..2], [1, n], "take {}", 20 - n);
             bucket = after;
         }
-        let (reply, after) = run::<TakeArgs>("10 10", bucket, NOW);
+        let (reply, after, _) = run::<TakeArgs>("10 10", bucket, NOW);
         assert_eq!(
             reply,
             [0, 0, 50, 1000, 1],
             "refilled at 20/s: one token in 50 ms; held back by the tokens (1)"
         );
         // Full again, the key is kept (it would be deleted without a kept quota): no TTL.
-        let (reply, full) = run::<PeekArgs>("10 10", after.clone(), NOW + 1000 * MS);
+        let (reply, full, _) = run::<PeekArgs>("10 10", after.clone(), NOW + 1000 * MS);
         assert_eq!(reply, [1, 20, 0, 0, 0, 10_000]);
         let args: TakeArgs = call("10 10 TOKENS 1");
         let outcome = args.apply(&[full], NOW + 2000 * MS).unwrap();
@@ -226,7 +193,7 @@ mod tests {
         assert_eq!(write.expire_at_ms(), None, "no TTL while a quota is kept");
         assert!(write.stored().unwrap().kept.is_some());
         // Cleared: the callers' quota again, the instant kept.
-        let (reply, cleared) = run::<QuotaArgs>("10 10 CLEAR", after, NOW);
+        let (reply, cleared, _) = run::<QuotaArgs>("10 10 CLEAR", after, NOW);
         assert_eq!(reply, [1, 0, 1000], "in debt 1 s: at 10/s, none left");
         assert_eq!(
             cleared.map(|s| (s.tat, s.kept)),
@@ -252,7 +219,7 @@ mod tests {
             },
             kept: None,
         };
-        let (reply, after) = run::<QuotaArgs>("4 2", Some(stored.clone()), NOW);
+        let (reply, after, _) = run::<QuotaArgs>("4 2", Some(stored.clone()), NOW);
         assert_eq!(
             reply,
             [1, 3, 500],
@@ -352,14 +319,12 @@ mod tests {
     #[test]
     fn options() {
         assert!(call::<QuotaArgs>("1 1 Clear").clear);
-        let words: Vec<&[u8]> = vec![b"1", b"1", b"KEEP"];
         assert_eq!(
-            QuotaArgs::parse(&words),
+            parse::<QuotaArgs>("1 1 KEEP"),
             Err(ArgError::UnknownOption(Command::Quota))
         );
-        let words: Vec<&[u8]> = vec![b"1"];
         assert_eq!(
-            QuotaArgs::parse(&words),
+            parse::<QuotaArgs>("1"),
             Err(ArgError::Arity(Command::Quota))
         );
         let args = call::<QuotaArgs>("5 0.5 CLEAR");

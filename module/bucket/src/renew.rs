@@ -7,7 +7,7 @@ use crate::error::ArgError;
 use crate::gcra::{View, Write};
 use crate::release::SlotOutcome;
 use crate::reply::{flag, Ints};
-use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::take::parse_lease;
 use crate::throttle_command::{one_key, only, ThrottleCommand};
@@ -44,24 +44,20 @@ fn renew(args: &RenewArgs, stored: Option<&State>, now_ns: i64) -> SlotOutcome {
 }
 
 /// THROTTLE.RENEW as the server registers and documents it.
-pub(crate) static SPEC: Spec = Spec {
-    command: Command::Renew,
-    summary: "Extends the lease of a slot taken with THROTTLE.TAKE ... INFLIGHT to ms from now, \
+pub(crate) static SPEC: Spec = Spec::writes(
+    Command::Renew,
+    "Extends the lease of a slot taken with THROTTLE.TAKE ... INFLIGHT to ms from now, \
         if it is still held. Replies 1 if it was, 0 if not (its lease ran out, or it was \
         released).",
-    complexity: "O(N) where N is the number of slots held",
-    arity: 6,
-    flags: "write deny-oom fast",
-    acl_categories: "write fast",
-    keys: Keys::One(Access::ReadWrite),
-    args: &[
+    &[
         KEY,
         CAPACITY,
         RATE,
         Arg::new("slot", Kind::Integer),
         Arg::new("ms", Kind::Integer),
     ],
-};
+)
+.costs("O(N) where N is the number of slots held");
 
 impl ThrottleCommand for RenewArgs {
     const COMMAND: Command = Command::Renew;
@@ -72,18 +68,11 @@ impl ThrottleCommand for RenewArgs {
     /// The slot was held, and is renewed.
     type Reply = bool;
 
-    #[inline]
-    fn spec() -> &'static Spec {
-        &SPEC
-    }
-
     /// Validates the words after the key: `capacity rate slot ms`.
     fn parse(args: &[&[u8]]) -> Result<RenewArgs, ArgError> {
-        let [capacity, rate, slot, ms] = args else {
-            return Err(ArgError::Arity(Command::Renew));
-        };
+        let (quota, [slot, ms]) = Quota::split(args, Command::Renew)?;
         Ok(RenewArgs {
-            quota: Quota::parse(capacity, rate)?,
+            quota,
             slot: parse_slot(slot)?,
             lease_ms: parse_lease(ms)?,
         })
@@ -91,13 +80,8 @@ impl ThrottleCommand for RenewArgs {
 
     /// The words after the key.
     fn words(&self) -> Vec<Word<'_>> {
-        let [capacity, rate] = self.quota.words();
-        vec![
-            capacity,
-            rate,
-            Word::Number(self.slot),
-            Word::Number(self.lease_ms),
-        ]
+        self.quota
+            .with([Word::Number(self.slot), Word::Number(self.lease_ms)])
     }
 
     #[inline]
@@ -124,18 +108,14 @@ impl ThrottleCommand for RenewArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn renew(text: &str) -> Result<RenewArgs, ArgError> {
-        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
-        RenewArgs::parse(&words)
-    }
+    use crate::testing::{call, refuses, written};
 
     #[test]
     fn arguments() {
         use ArgError::*;
-        let args = renew("8 9 1796083200000000 5000").unwrap();
+        let args: RenewArgs = call("8 9 1796083200000000 5000");
         assert_eq!((args.slot, args.lease_ms), (1_796_083_200_000_000, 5000));
-        for (text, expected) in [
+        refuses::<RenewArgs>(&[
             ("8 9 1", Arity(Command::Renew)),
             ("8 9 1 2 3", Arity(Command::Renew)),
             ("8 9 x 1", SlotId),
@@ -145,11 +125,8 @@ mod tests {
             ("8 9 1 315360000001", Lease),
             ("8 9 1 x", Lease),
             ("0 9 1 1", Capacity),
-        ] {
-            assert_eq!(renew(text), Err(expected), "{text}");
-        }
-        let written: Vec<String> = args.words().into_iter().map(Word::to_text).collect();
-        assert_eq!(written, ["8", "9", "1796083200000000", "5000"]);
+        ]);
+        assert_eq!(written(&args), ["8", "9", "1796083200000000", "5000"]);
         assert_eq!(SPEC.syntax(), "key capacity rate slot ms");
     }
 }

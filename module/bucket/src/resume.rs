@@ -6,7 +6,7 @@ use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{in_effect, View, Write};
 use crate::reply::{flag, Ints};
-use crate::spec::{Access, Keys, Spec, CAPACITY, KEY, RATE};
+use crate::spec::{Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::throttle_command::{one_key, only, ThrottleCommand};
 use crate::words::Word;
@@ -61,18 +61,13 @@ fn resume(quota: &Quota, stored: Option<&State>, now_ns: i64) -> ResumeOutcome {
 }
 
 /// THROTTLE.RESUME as the server registers and documents it: a write, like THROTTLE.PAUSE.
-pub(crate) static SPEC: Spec = Spec {
-    command: Command::Resume,
-    summary: "Ends a bucket's pause and its cut now, keeping its state (no refill) and every \
+pub(crate) static SPEC: Spec = Spec::writes(
+    Command::Resume,
+    "Ends a bucket's pause and its cut now, keeping its state (no refill) and every \
         slot held. Replies 1 if a pause or a cut was ended, 0 if there was none (then nothing \
         is written).",
-    complexity: "O(1)",
-    arity: 4,
-    flags: "write deny-oom fast",
-    acl_categories: "write fast",
-    keys: Keys::One(Access::ReadWrite),
-    args: &[KEY, CAPACITY, RATE],
-};
+    &[KEY, CAPACITY, RATE],
+);
 
 impl ThrottleCommand for ResumeArgs {
     const COMMAND: Command = Command::Resume;
@@ -83,19 +78,10 @@ impl ThrottleCommand for ResumeArgs {
     /// Whether a pause or a cut was ended.
     type Reply = bool;
 
-    #[inline]
-    fn spec() -> &'static Spec {
-        &SPEC
-    }
-
     /// Validates the words after the key: `capacity rate`.
     fn parse(args: &[&[u8]]) -> Result<ResumeArgs, ArgError> {
-        let [capacity, rate] = args else {
-            return Err(ArgError::Arity(Command::Resume));
-        };
-        Ok(ResumeArgs {
-            quota: Quota::parse(capacity, rate)?,
-        })
+        let (quota, []) = Quota::split(args, Command::Resume)?;
+        Ok(ResumeArgs { quota })
     }
 
     /// The words after the key.
@@ -129,37 +115,11 @@ mod tests {
     use super::*;
     use crate::slots::{Slot, Slots};
     use crate::state::{Pushback, RateCut};
+    use crate::testing::{call, refuses, run_read, MS, NOW};
     use crate::{CutArgs, PauseArgs, PeekArgs, TakeArgs};
 
-    /// 2026-12-01T00:00:00Z.
-    const NOW: i64 = 1_796_083_200 * 1_000_000_000;
-    const MS: i64 = 1_000_000;
-
-    fn call<C: ThrottleCommand>(text: &str) -> C {
-        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
-        C::parse(&words).unwrap()
-    }
-
-    /// Runs `text` (the words after the key) on `stored` at `now`, and the state after it.
-    fn run<C: ThrottleCommand>(
-        text: &str,
-        stored: Option<State>,
-        now: i64,
-    ) -> (C::Reply, Option<State>, bool) {
-        let args: C = call(text);
-        let outcome = args.apply(std::slice::from_ref(&stored), now).unwrap();
-        let write = C::write(&outcome, 0).cloned();
-        let reply = args.decode(args.reply(&outcome).as_ref()).unwrap();
-        let wrote = write.is_some();
-        let after = match write {
-            Some(write) => write.stored(),
-            None => stored,
-        };
-        (reply, after, wrote)
-    }
-
     fn peek(stored: &Option<State>, now: i64) -> crate::PeekReply {
-        run::<PeekArgs>("10 10", stored.clone(), now).0
+        run_read::<PeekArgs>("10 10", stored.clone(), now).0
     }
 
     fn slots(ends: &[i64]) -> Slots {
@@ -175,17 +135,14 @@ mod tests {
 
     #[test]
     fn arguments() {
-        let parse = |text: &str| {
-            let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
-            ResumeArgs::parse(&words)
-        };
-        assert!(parse("8 9").is_ok());
-        assert_eq!(parse("8"), Err(ArgError::Arity(Command::Resume)));
-        assert_eq!(parse("8 9 1000"), Err(ArgError::Arity(Command::Resume)));
-        assert_eq!(parse("0 9"), Err(ArgError::Capacity));
-        assert_eq!(parse("8 x"), Err(ArgError::Rate));
+        refuses::<ResumeArgs>(&[
+            ("8", ArgError::Arity(Command::Resume)),
+            ("8 9 1000", ArgError::Arity(Command::Resume)),
+            ("0 9", ArgError::Capacity),
+            ("8 x", ArgError::Rate),
+        ]);
         assert_eq!(SPEC.syntax(), "key capacity rate");
-        let args = parse("8 9").unwrap();
+        let args: ResumeArgs = call("8 9");
         assert_eq!(args.words(), [Word::Number(8), Word::Text("9")]);
         assert_eq!(args.decode(&[1]), Some(true));
         assert_eq!(args.decode(&[0]), Some(false));
@@ -196,11 +153,11 @@ mod tests {
     #[test]
     fn pause_then_resume_keeps_the_state_and_ends_the_pause() {
         // 3 tokens taken, then a 5 s pause: the state the pause left is kept as it is.
-        let (_, taken, _) = run::<TakeArgs>("10 10 TOKENS 3", None, NOW);
-        let (_, paused, _) = run::<PauseArgs>("10 10 5000", taken, NOW);
+        let (_, taken, _) = run_read::<TakeArgs>("10 10 TOKENS 3", None, NOW);
+        let (_, paused, _) = run_read::<PauseArgs>("10 10 5000", taken, NOW);
         let at = NOW + 1000 * MS;
         assert_eq!(peek(&paused, at).paused_ms, 4000);
-        let (ended, resumed, wrote) = run::<ResumeArgs>("10 10", paused.clone(), at);
+        let (ended, resumed, wrote) = run_read::<ResumeArgs>("10 10", paused.clone(), at);
         assert!(ended && wrote);
         let resumed = resumed.unwrap();
         let paused = paused.unwrap();
@@ -211,21 +168,21 @@ mod tests {
         assert_eq!(seen.factor_bp, 10_000);
         assert_eq!(seen.remaining, peek(&Some(paused), at).remaining);
         // A second resume has nothing to end: it writes nothing.
-        let (ended, _, wrote) = run::<ResumeArgs>("10 10", Some(resumed), at);
+        let (ended, _, wrote) = run_read::<ResumeArgs>("10 10", Some(resumed), at);
         assert!(!ended && !wrote);
     }
 
     #[test]
     fn cut_then_resume_restores_the_rate_at_the_same_instant() {
-        let (_, taken, _) = run::<TakeArgs>("10 10 TOKENS 5", None, NOW);
-        let (_, cut, _) = run::<CutArgs>("10 10 1000 0.5 60000", taken, NOW);
+        let (_, taken, _) = run_read::<TakeArgs>("10 10 TOKENS 5", None, NOW);
+        let (_, cut, _) = run_read::<CutArgs>("10 10 1000 0.5 60000", taken, NOW);
         let cut = cut.unwrap();
         assert!(cut.pushback.and_then(|p| p.cut).is_some());
         // After the pause ran out, the cut alone is still in effect: resume ends it.
         let at = NOW + 2000 * MS;
         assert_eq!(peek(&Some(cut.clone()), at).paused_ms, 0);
         assert!(peek(&Some(cut.clone()), at).factor_bp < 10_000);
-        let (ended, resumed, wrote) = run::<ResumeArgs>("10 10", Some(cut.clone()), at);
+        let (ended, resumed, wrote) = run_read::<ResumeArgs>("10 10", Some(cut.clone()), at);
         assert!(ended && wrote);
         match &resumed {
             Some(state) => {
@@ -255,7 +212,7 @@ mod tests {
             kept: None,
         };
         let at = NOW + 1000 * MS;
-        let (ended, after, _) = run::<ResumeArgs>("10 10", Some(state.clone()), at);
+        let (ended, after, _) = run_read::<ResumeArgs>("10 10", Some(state.clone()), at);
         assert!(ended);
         let after = after.unwrap();
         assert_eq!(after.tat, state.tat);
@@ -271,7 +228,7 @@ mod tests {
             tat: NOW - 1000 * MS,
             ..state
         };
-        let (ended, after, _) = run::<ResumeArgs>("10 10", Some(full), at);
+        let (ended, after, _) = run_read::<ResumeArgs>("10 10", Some(full), at);
         assert!(ended);
         assert_eq!(after.map(|s| s.slots.held_at(i128::from(at))), Some(2));
     }
@@ -294,7 +251,7 @@ mod tests {
             kept: None,
         };
         for stored in [None, Some(State::plain(NOW + 500 * MS)), Some(over)] {
-            let (ended, after, wrote) = run::<ResumeArgs>("10 10", stored.clone(), at);
+            let (ended, after, wrote) = run_read::<ResumeArgs>("10 10", stored.clone(), at);
             assert!(!ended && !wrote, "{stored:?}");
             assert_eq!(after, stored);
         }
@@ -305,16 +262,16 @@ mod tests {
         // Paused and cut by a clock 10 s ahead of this one: both are in effect here, and the
         // state (ahead of this clock) is kept, never moved to this clock's now.
         let ahead = NOW + 10_000 * MS;
-        let (_, paused, _) = run::<CutArgs>("10 10 2000 0.5 5000", None, ahead);
+        let (_, paused, _) = run_read::<CutArgs>("10 10 2000 0.5 5000", None, ahead);
         let paused = paused.unwrap();
-        let (ended, after, _) = run::<ResumeArgs>("10 10", Some(paused.clone()), NOW);
+        let (ended, after, _) = run_read::<ResumeArgs>("10 10", Some(paused.clone()), NOW);
         assert!(ended);
         let after = after.unwrap();
         assert_eq!(after.tat, paused.tat);
         assert_eq!(after.pushback, None);
         // A clock before 1970 or past the clamp reads as one inside it: no panic.
         for now in [i64::MIN, -1, i64::MAX] {
-            let _ = run::<ResumeArgs>("10 10", Some(paused.clone()), now);
+            let _ = run_read::<ResumeArgs>("10 10", Some(paused.clone()), now);
         }
     }
 }

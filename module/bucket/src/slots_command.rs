@@ -5,7 +5,7 @@ use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::reply::{count, int, Ints};
-use crate::spec::{Access, Keys, Spec, CAPACITY, KEY, RATE};
+use crate::spec::{Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::throttle_command::{one_key, ThrottleCommand};
 use crate::words::Word;
@@ -49,18 +49,14 @@ pub struct SlotsReply {
 }
 
 /// THROTTLE.SLOTS as the server registers and documents it: read-only, like THROTTLE.PEEK.
-pub(crate) static SPEC: Spec = Spec {
-    command: Command::Slots,
-    summary: "Reads a bucket's calls in flight without writing anything. Replies [held, \
+pub(crate) static SPEC: Spec = Spec::reads(
+    Command::Slots,
+    "Reads a bucket's calls in flight without writing anything. Replies [held, \
         first_lease_ms]: the slots held now and the ms until the first of their leases runs \
         out (0, 0 when none is held).",
-    complexity: "O(N) where N is the number of slots held",
-    arity: 4,
-    flags: "readonly fast",
-    acl_categories: "read fast",
-    keys: Keys::One(Access::ReadOnly),
-    args: &[KEY, CAPACITY, RATE],
-};
+    &[KEY, CAPACITY, RATE],
+)
+.costs("O(N) where N is the number of slots held");
 
 impl ThrottleCommand for SlotsArgs {
     const COMMAND: Command = Command::Slots;
@@ -70,19 +66,10 @@ impl ThrottleCommand for SlotsArgs {
     type Ints = Ints<2>;
     type Reply = SlotsReply;
 
-    #[inline]
-    fn spec() -> &'static Spec {
-        &SPEC
-    }
-
     /// Validates the words after the key: `capacity rate`.
     fn parse(args: &[&[u8]]) -> Result<SlotsArgs, ArgError> {
-        let [capacity, rate] = args else {
-            return Err(ArgError::Arity(Command::Slots));
-        };
-        Ok(SlotsArgs {
-            quota: Quota::parse(capacity, rate)?,
-        })
+        let (quota, []) = Quota::split(args, Command::Slots)?;
+        Ok(SlotsArgs { quota })
     }
 
     /// The words after the key.

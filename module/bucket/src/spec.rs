@@ -137,10 +137,64 @@ impl Arg {
 }
 
 impl Spec {
+    /// A one-key command that writes, in O(1): flagged `write deny-oom fast`, in the ACL
+    /// categories `write fast`, its arity counted from `args`.
+    pub(crate) const fn writes(
+        command: Command,
+        summary: &'static str,
+        args: &'static [Arg],
+    ) -> Spec {
+        Spec {
+            command,
+            summary,
+            complexity: "O(1)",
+            arity: arity(args),
+            flags: "write deny-oom fast",
+            acl_categories: "write fast",
+            keys: Keys::One(Access::ReadWrite),
+            args,
+        }
+    }
+
+    /// A one-key command that only reads, in O(1): flagged `readonly fast`, in the ACL
+    /// categories `read fast`, its arity counted from `args`.
+    pub(crate) const fn reads(
+        command: Command,
+        summary: &'static str,
+        args: &'static [Arg],
+    ) -> Spec {
+        Spec {
+            flags: "readonly fast",
+            acl_categories: "read fast",
+            keys: Keys::One(Access::ReadOnly),
+            ..Spec::writes(command, summary, args)
+        }
+    }
+
+    /// This spec with another complexity than O(1).
+    pub(crate) const fn costs(self, complexity: &'static str) -> Spec {
+        Spec { complexity, ..self }
+    }
+
     /// The arguments as a manual writes them: `key capacity rate [TOKENS tokens] ...`.
     pub fn syntax(&self) -> String {
         syntax(self.args)
     }
+}
+
+/// The arity the server checks for a command whose arguments are `args`: the command's name and
+/// each argument; with an optional one, at least the name and those before it (negative).
+const fn arity(args: &[Arg]) -> i32 {
+    let mut count = 1;
+    let mut rest = args;
+    while let [arg, tail @ ..] = rest {
+        if arg.optional {
+            return -count;
+        }
+        count += 1;
+        rest = tail;
+    }
+    count
 }
 
 fn syntax(args: &[Arg]) -> String {
@@ -152,3 +206,18 @@ pub(crate) const KEY: Arg = Arg::new("key", Kind::Key);
 pub(crate) const CAPACITY: Arg = Arg::new("capacity", Kind::Integer);
 pub(crate) const RATE: Arg = Arg::new("rate", Kind::Double);
 pub(crate) const MAXWAIT: Arg = Arg::option("maxwait", "MAXWAIT", Kind::Integer);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_one_key_commands_arity_is_counted_from_its_arguments() {
+        for command in Command::ALL {
+            let spec = command.spec();
+            if let Keys::One(_) = spec.keys {
+                assert_eq!(spec.arity, arity(spec.args), "{command:?}");
+            }
+        }
+    }
+}

@@ -10,10 +10,10 @@ use crate::gcra::{ceil_ms, View, Write};
 use crate::limits::{MAX_CAPACITY, MAX_WAIT_MS};
 use crate::pause::paused;
 use crate::reply::{count, flag, int, Ints};
-use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
+use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::throttle_command::{one_key, ThrottleCommand};
-use crate::words::{parse_u64, Word};
+use crate::words::{parse_within, Word};
 use crate::Quota;
 
 /// `THROTTLE.SYNC key capacity rate remaining reset_ms`.
@@ -107,25 +107,20 @@ pub struct SyncReply {
 }
 
 /// THROTTLE.SYNC as the server registers and documents it.
-pub(crate) static SPEC: Spec = Spec {
-    command: Command::Sync,
-    summary: "The supplier said how much of its quota is left: lowers the bucket to at most \
+pub(crate) static SPEC: Spec = Spec::writes(
+    Command::Sync,
+    "The supplier said how much of its quota is left: lowers the bucket to at most \
         remaining tokens (never raises it), and when nothing remains pauses it for reset_ms. \
         Writes nothing when the bucket already holds no more. Replies [lowered, remaining, \
         reset_ms].",
-    complexity: "O(1)",
-    arity: 6,
-    flags: "write deny-oom fast",
-    acl_categories: "write fast",
-    keys: Keys::One(Access::ReadWrite),
-    args: &[
+    &[
         KEY,
         CAPACITY,
         RATE,
         Arg::new("remaining", Kind::Integer),
         Arg::new("reset_ms", Kind::Integer),
     ],
-};
+);
 
 impl ThrottleCommand for SyncArgs {
     const COMMAND: Command = Command::Sync;
@@ -134,23 +129,11 @@ impl ThrottleCommand for SyncArgs {
     type Ints = Ints<3>;
     type Reply = SyncReply;
 
-    #[inline]
-    fn spec() -> &'static Spec {
-        &SPEC
-    }
-
     /// Validates the words after the key: `capacity rate remaining reset_ms`.
     fn parse(args: &[&[u8]]) -> Result<SyncArgs, ArgError> {
-        let [capacity, rate, remaining, reset] = args else {
-            return Err(ArgError::Arity(Command::Sync));
-        };
-        let quota = Quota::parse(capacity, rate)?;
-        let remaining = parse_u64(remaining)
-            .filter(|n| *n <= MAX_CAPACITY)
-            .ok_or(ArgError::Remaining)?;
-        let reset_ms = parse_u64(reset)
-            .filter(|ms| *ms <= MAX_WAIT_MS)
-            .ok_or(ArgError::ResetMs)?;
+        let (quota, [remaining, reset]) = Quota::split(args, Command::Sync)?;
+        let remaining = parse_within(remaining, 0..=MAX_CAPACITY, ArgError::Remaining)?;
+        let reset_ms = parse_within(reset, 0..=MAX_WAIT_MS, ArgError::ResetMs)?;
         Ok(SyncArgs {
             quota,
             remaining,
@@ -160,13 +143,8 @@ impl ThrottleCommand for SyncArgs {
 
     /// The words after the key.
     fn words(&self) -> Vec<Word<'_>> {
-        let [capacity, rate] = self.quota.words();
-        vec![
-            capacity,
-            rate,
-            Word::Number(self.remaining),
-            Word::Number(self.reset_ms),
-        ]
+        self.quota
+            .with([Word::Number(self.remaining), Word::Number(self.reset_ms)])
     }
 
     #[inline]
@@ -210,29 +188,22 @@ impl ThrottleCommand for SyncArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sync_args(text: &str) -> Result<SyncArgs, ArgError> {
-        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
-        SyncArgs::parse(&words)
-    }
+    use crate::testing::{call, parse, read_back, refuses, written};
 
     #[test]
     fn arguments() {
         use ArgError::*;
-        let args = sync_args("10 10 3 5000").unwrap();
+        let args: SyncArgs = call("10 10 3 5000");
         assert_eq!((args.remaining, args.reset_ms), (3, 5000));
-        assert!(sync_args("10 10 1000000000000000 0").is_ok());
-        for (text, expected) in [
+        assert!(parse::<SyncArgs>("10 10 1000000000000000 0").is_ok());
+        refuses::<SyncArgs>(&[
             ("10 10 3", Arity(Command::Sync)),
             ("10 10 -1 0", Remaining),
             ("10 10 1000000000000001 0", Remaining),
             ("10 10 3 315360000001", ResetMs),
             ("10 10 3 x", ResetMs),
-        ] {
-            assert_eq!(sync_args(text), Err(expected), "{text}");
-        }
-        let written: Vec<String> = args.words().into_iter().map(Word::to_text).collect();
-        assert_eq!(written, ["10", "10", "3", "5000"]);
+        ]);
+        assert_eq!(written(&args), ["10", "10", "3", "5000"]);
         assert_eq!(SPEC.syntax(), "key capacity rate remaining reset_ms");
         let reply = SyncReply {
             lowered: true,
@@ -244,7 +215,6 @@ mod tests {
         assert_eq!(args.decode(&[1, 3]), None);
         // What the server sends reads back as what the arithmetic decided.
         let outcome = args.apply(&[None], 1_764_547_200_000_000_000).unwrap();
-        let ints = args.reply(&outcome);
-        assert_eq!(args.decode(ints.as_slice()), Some(outcome.reply()));
+        assert_eq!(read_back(&args, &outcome), Some(outcome.reply()));
     }
 }

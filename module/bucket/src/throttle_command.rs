@@ -48,8 +48,11 @@ pub trait ThrottleCommand: Sized {
     /// The reply read back from its integers.
     type Reply;
 
-    /// How the server registers and documents it.
-    fn spec() -> &'static Spec;
+    /// How the server registers and documents it: its command's spec.
+    #[inline]
+    fn spec() -> &'static Spec {
+        Self::COMMAND.spec()
+    }
 
     /// Validates the words after the key (THROTTLE.MTAKE: after the command name, its numkeys
     /// and keys included, since it checks them).
@@ -110,6 +113,7 @@ pub(crate) fn only(ints: &[i64]) -> Option<i64> {
 mod tests {
     use super::*;
     use crate::spec::{Access, Keys};
+    use crate::testing::call;
     use crate::{
         CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, QuotaArgs, ReleaseArgs,
         RenewArgs, ResumeArgs, SlotsArgs, SyncArgs, TakeArgs,
@@ -140,11 +144,6 @@ mod tests {
         agrees_with_its_spec::<SlotsArgs>();
         agrees_with_its_spec::<ResumeArgs>();
         agrees_with_its_spec::<QuotaArgs>();
-    }
-
-    fn call<C: ThrottleCommand>(text: &str) -> C {
-        let words: Vec<&[u8]> = text.split_whitespace().map(str::as_bytes).collect();
-        C::parse(&words).unwrap()
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! A command's words: how the arguments are read from them (the module, the tests' fake) and
 //! written to them (the client), so both sides follow one definition.
 
+use std::ops::RangeInclusive;
+
 use crate::error::ArgError;
 use crate::limits::{MAX_SLOT_ID, MAX_WAIT_MS};
 
@@ -45,25 +47,29 @@ pub(crate) fn parse_u64(text: &[u8]) -> Option<u64> {
     })
 }
 
+/// A whole number in `range`, or `error`: every bounded count, id and duration of the commands'
+/// words.
+pub(crate) fn parse_within(
+    text: &[u8],
+    range: RangeInclusive<u64>,
+    error: ArgError,
+) -> Result<u64, ArgError> {
+    parse_u64(text).filter(|n| range.contains(n)).ok_or(error)
+}
+
 /// `TOKENS n` (or an MTAKE triple's tokens): 0..=capacity.
 pub(crate) fn parse_tokens(text: &[u8], capacity: u64) -> Result<u64, ArgError> {
-    parse_u64(text)
-        .filter(|n| *n <= capacity)
-        .ok_or(ArgError::Tokens { capacity })
+    parse_within(text, 0..=capacity, ArgError::Tokens { capacity })
 }
 
 /// A slot id, as THROTTLE.RENEW and RELEASE take it: 0..=MAX_SLOT_ID (0 is never held).
 pub(crate) fn parse_slot(text: &[u8]) -> Result<u64, ArgError> {
-    parse_u64(text)
-        .filter(|id| *id <= MAX_SLOT_ID)
-        .ok_or(ArgError::SlotId)
+    parse_within(text, 0..=MAX_SLOT_ID, ArgError::SlotId)
 }
 
 /// `MAXWAIT ms`: 0..=MAX_WAIT_MS.
 pub(crate) fn parse_max_wait(text: &[u8]) -> Result<u64, ArgError> {
-    parse_u64(text)
-        .filter(|ms| *ms <= MAX_WAIT_MS)
-        .ok_or(ArgError::MaxWait)
+    parse_within(text, 0..=MAX_WAIT_MS, ArgError::MaxWait)
 }
 
 /// Stores an option's value in `slot`, refusing one given twice.

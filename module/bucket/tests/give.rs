@@ -3,17 +3,8 @@
 
 use throttle_bucket::{GiveArgs, Outcome, State, TakeArgs, ThrottleCommand, Write};
 
-/// The call on one bucket whose stored state is `stored`, at `now`, as the module runs it.
-fn on<C: ThrottleCommand>(call: &C, stored: Option<&State>, now: i64) -> C::Outcome {
-    call.apply(&[stored.cloned()], now).unwrap()
-}
-
-const T0: i64 = 1_764_547_200_000_000_000;
-const MS: i64 = 1_000_000;
-
-fn words(text: &str) -> Vec<&[u8]> {
-    text.split_whitespace().map(str::as_bytes).collect()
-}
+mod instants;
+use instants::{on, words, MS, T0};
 
 /// A bucket threaded through calls: the instant it is full again (`None`: no key).
 struct Bucket(Option<i64>);

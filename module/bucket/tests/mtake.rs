@@ -4,17 +4,8 @@ use throttle_bucket::{
     GiveArgs, MOutcome, MTakeArgs, Refusal, State, TakeArgs, ThrottleCommand, Write,
 };
 
-/// The call on one bucket whose stored state is `stored`, at `now`, as the module runs it.
-fn on<C: ThrottleCommand>(call: &C, stored: Option<&State>, now: i64) -> C::Outcome {
-    call.apply(&[stored.cloned()], now).unwrap()
-}
-
-const T0: i64 = 1_764_547_200_000_000_000;
-const MS: i64 = 1_000_000;
-
-fn words(text: &str) -> Vec<&[u8]> {
-    text.split_whitespace().map(str::as_bytes).collect()
-}
+mod instants;
+use instants::{on, words, MS, T0};
 
 fn run(text: &str, stored: &[Option<i64>], now: i64) -> (MOutcome, Vec<i64>) {
     let stored: Vec<Option<State>> = stored.iter().map(|s| s.map(State::plain)).collect();
@@ -98,27 +89,43 @@ fn zero_tokens_inspect_and_a_bucket_with_zero_is_left_alone() {
     assert_eq!(out.buckets()[0].write, None);
 }
 
-#[test]
-fn one_key_is_the_same_as_throttle_take() {
+/// `calls` calls of THROTTLE.TAKE `take` and of THROTTLE.MTAKE `mtake` on one key, `step_ms` ms
+/// and `step_ns` ns apart, reply alike and write the same state.
+fn one_key_is_throttle_take(take: &str, mtake: &str, calls: i64, step_ms: i64, step_ns: i64) {
     let mut stored = None;
-    for k in 0..12 {
-        let now = T0 + k * 37 * MS + k * 333;
+    for k in 0..calls {
+        let now = T0 + k * step_ms * MS + k * step_ns;
         let single = on(
-            &TakeArgs::parse(&words("8 9 TOKENS 2 MAXWAIT 300 TICKET")).unwrap(),
+            &TakeArgs::parse(&words(take)).unwrap(),
             stored.map(State::plain).as_ref(),
             now,
         );
-        let (multi, reply) = run("1 a 8 9 2 MAXWAIT 300 TICKET", &[stored], now);
+        let (multi, reply) = run(mtake, &[stored], now);
         let [granted, remaining, wait, reset] = single.reply();
         let mut expected = vec![granted, wait, remaining, reset, single.ticket()];
         if granted == 0 {
             expected.push(single.refusal.bits() as i64);
         }
-        assert_eq!(reply, expected, "call {k}");
-        assert_eq!(multi.refusal, single.refusal, "call {k}");
-        assert_eq!(multi.buckets()[0].write, single.write, "call {k}");
+        assert_eq!(reply, expected, "{mtake}: call {k}");
+        assert_eq!(multi.refusal, single.refusal, "{mtake}: call {k}");
+        assert_eq!(multi.buckets()[0].write, single.write, "{mtake}: call {k}");
+        assert_eq!(
+            multi.held_by_floor, single.held_by_floor,
+            "{mtake}: call {k}"
+        );
         stored = single.write.clone().and_then(|w| w.tat()).or(stored);
     }
+}
+
+#[test]
+fn one_key_is_the_same_as_throttle_take() {
+    one_key_is_throttle_take(
+        "8 9 TOKENS 2 MAXWAIT 300 TICKET",
+        "1 a 8 9 2 MAXWAIT 300 TICKET",
+        12,
+        37,
+        333,
+    );
 }
 
 fn give_back(
@@ -268,24 +275,11 @@ fn a_floored_key_reserves_only_its_tokens_there_now() {
 
 #[test]
 fn a_one_key_floored_multi_take_is_throttle_take() {
-    let mut stored = None;
-    for k in 0..16 {
-        let now = T0 + k * 23 * MS + k * 777;
-        let single = on(
-            &TakeArgs::parse(&words("8 9 TOKENS 2 FLOOR 3 MAXWAIT 300 TICKET")).unwrap(),
-            stored.map(State::plain).as_ref(),
-            now,
-        );
-        let (multi, reply) = run("1 a 8 9 2 MAXWAIT 300 FLOOR 3 TICKET", &[stored], now);
-        let [granted, remaining, wait, reset] = single.reply();
-        let mut expected = vec![granted, wait, remaining, reset, single.ticket()];
-        if granted == 0 {
-            expected.push(single.refusal.bits() as i64);
-        }
-        assert_eq!(reply, expected, "call {k}");
-        assert_eq!(multi.refusal, single.refusal, "call {k}");
-        assert_eq!(multi.buckets()[0].write, single.write, "call {k}");
-        assert_eq!(multi.held_by_floor, single.held_by_floor, "call {k}");
-        stored = single.write.clone().and_then(|w| w.tat()).or(stored);
-    }
+    one_key_is_throttle_take(
+        "8 9 TOKENS 2 FLOOR 3 MAXWAIT 300 TICKET",
+        "1 a 8 9 2 MAXWAIT 300 FLOOR 3 TICKET",
+        16,
+        23,
+        777,
+    );
 }

@@ -7,17 +7,8 @@ use throttle_bucket::{
     ThrottleCommand, Write, MAX_DEBT_NS,
 };
 
-/// The call on one bucket whose stored state is `stored`, at `now`, as the module runs it.
-fn on<C: ThrottleCommand>(call: &C, stored: Option<&State>, now: i64) -> C::Outcome {
-    call.apply(&[stored.cloned()], now).unwrap()
-}
-
-const T0: i64 = 1_764_547_200_000_000_000;
-const MS: i64 = 1_000_000;
-
-fn words(text: &str) -> Vec<&[u8]> {
-    text.split_whitespace().map(str::as_bytes).collect()
-}
+mod instants;
+use instants::{on, words, MS, T0};
 
 fn stored(write: Option<Write>) -> Option<State> {
     write.and_then(|w| w.stored())
