@@ -105,6 +105,11 @@ pub struct InFlightMetrics {
     pub joined_line: u64,
     /// Slots heard handed to a call of this limiter in line: granted with no take of its own.
     pub heard_handed: u64,
+    /// Calls of this limiter in the server's line now.
+    pub in_line: u64,
+    /// The place in the server's line last told to a call of this limiter (1: first); 0
+    /// before any call joined it.
+    pub last_place: u64,
     /// Slots whose lease ran out while their grant held them (a renewal found the slot gone):
     /// a frozen process, or a lease too short for the round trips.
     pub leases_lost: u64,
@@ -382,6 +387,8 @@ pub(crate) struct Metrics {
     slot_waits: AtomicU64,
     joined_line: AtomicU64,
     heard_handed: AtomicU64,
+    in_line: AtomicU64,
+    last_place: AtomicU64,
     leases_lost: AtomicU64,
     slots_released: AtomicU64,
     events: [AtomicU64; Event::COUNT],
@@ -412,6 +419,8 @@ impl Metrics {
             slot_waits: AtomicU64::new(0),
             joined_line: AtomicU64::new(0),
             heard_handed: AtomicU64::new(0),
+            in_line: AtomicU64::new(0),
+            last_place: AtomicU64::new(0),
             leases_lost: AtomicU64::new(0),
             slots_released: AtomicU64::new(0),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -524,6 +533,35 @@ impl Metrics {
         self.joined_line.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A call entered the server's line (`true`) or left it.
+    pub(crate) fn in_line(&self, entered: bool) {
+        let change = if entered {
+            self.in_line.fetch_add(1, Ordering::Relaxed);
+            1.0
+        } else {
+            // Never below 0, whatever the order of an entry and its end.
+            if self
+                .in_line
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_err()
+            {
+                return;
+            }
+            -1.0
+        };
+        #[cfg(feature = "metrics")]
+        self.facade.in_line(change);
+        #[cfg(not(feature = "metrics"))]
+        let _ = change;
+    }
+
+    /// The server told a call of this limiter its place in line.
+    pub(crate) fn placed(&self, place: u64) {
+        self.last_place.store(place, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.facade.place(place);
+    }
+
     /// A call in line heard its slot handed to it.
     pub(crate) fn heard_handed(&self) {
         self.heard_handed.fetch_add(1, Ordering::Relaxed);
@@ -585,6 +623,8 @@ impl Metrics {
                 waits: load(&self.slot_waits),
                 joined_line: load(&self.joined_line),
                 heard_handed: load(&self.heard_handed),
+                in_line: load(&self.in_line),
+                last_place: load(&self.last_place),
                 leases_lost: load(&self.leases_lost),
                 released: load(&self.slots_released),
             },
@@ -629,6 +669,8 @@ mod facade {
     pub(super) const PUSHBACK: &str = "throttle_pushback_total";
     pub(super) const SLOTS: &str = "throttle_slots_total";
     pub(super) const IN_FLIGHT: &str = "throttle_in_flight";
+    pub(super) const IN_LINE: &str = "throttle_in_line";
+    pub(super) const LINE_PLACE: &str = "throttle_line_place";
 
     /// Looks the metrics up on every event rather than caching handles, so a recorder
     /// installed after the limiter was built still receives everything.
@@ -655,6 +697,14 @@ mod facade {
                 "Calls in flight under a cap, by event: waits for a slot, leases lost."
             );
             ::metrics::describe_gauge!(IN_FLIGHT, "Slots the limiter's grants hold now.");
+            ::metrics::describe_gauge!(
+                IN_LINE,
+                "Calls of the limiter in the server's line for a slot now."
+            );
+            ::metrics::describe_gauge!(
+                LINE_PLACE,
+                "The place in the server's line last told to a call of the limiter."
+            );
             Facade {
                 name: name.to_owned(),
             }
@@ -662,6 +712,14 @@ mod facade {
 
         pub(super) fn in_flight(&self, change: f64) {
             ::metrics::gauge!(IN_FLIGHT, "limiter" => self.name.clone()).increment(change);
+        }
+
+        pub(super) fn in_line(&self, change: f64) {
+            ::metrics::gauge!(IN_LINE, "limiter" => self.name.clone()).increment(change);
+        }
+
+        pub(super) fn place(&self, place: u64) {
+            ::metrics::gauge!(LINE_PLACE, "limiter" => self.name.clone()).set(place as f64);
         }
 
         pub(super) fn slot_event(&self, event: &'static str) {

@@ -180,6 +180,10 @@ where
     let mut after_pause: Option<Resume> = None;
     // Where the next take stands in the server's line for a slot.
     let mut place = Place::First;
+    let mut counted = Counted {
+        metrics,
+        in_line: false,
+    };
     loop {
         let asked_place = std::mem::replace(&mut place, Place::First);
         watch.arm();
@@ -226,6 +230,7 @@ where
         }
         // In the server's line only while its reply says so (a grant holds the ticket's slot).
         line.server.ticket = reply.as_ref().in_line.map(|(ticket, _)| ticket);
+        counted.stands(reply.as_ref().in_line.map(|(_, place)| place));
         match decision {
             Decision::Done => {}
             Decision::SleepThenDone(pause) => {
@@ -329,6 +334,7 @@ where
                         if matches!(next, Place::Handed { .. }) {
                             metrics.heard_handed();
                             line.server.ticket = None;
+                            counted.stands(None);
                         }
                         place = next;
                         continue;
@@ -356,6 +362,32 @@ where
             slept,
             round_trips,
         });
+    }
+}
+
+/// A call counted in its limiter's metrics while it stands in the server's line, and no
+/// longer once it is out: granted, handed its slot, or ended there (its future dropped too).
+struct Counted<'m> {
+    metrics: &'m Metrics,
+    in_line: bool,
+}
+
+impl Counted<'_> {
+    /// At `place` in line, or out of it (`None`).
+    fn stands(&mut self, place: Option<u64>) {
+        if let Some(place) = place {
+            self.metrics.placed(place);
+        }
+        if self.in_line != place.is_some() {
+            self.in_line = place.is_some();
+            self.metrics.in_line(self.in_line);
+        }
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.stands(None);
     }
 }
 

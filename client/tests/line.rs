@@ -1,8 +1,10 @@
 //! The server's line for a slot, end to end on the four servers (each with one of the three
 //! backends): callers in different processes (each limiter its own connection and
 //! subscription, as `redis_throttle::connect` gives a process), some listening and some not,
-//! are granted in the order they joined; a caller that is dropped while in line leaves it, so
-//! the next one is served at the release, not after its place or a lease runs out.
+//! are granted in the order they joined, each told its place; a caller that is dropped while
+//! in line leaves it, so the next one is served at the release, not after its place or a lease
+//! runs out; a waiter whose process is killed (SIGKILL) holds up the one behind it for no more
+//! than the slot lease of the slot handed to it.
 //!
 //! Timing on a shared machine: the order is the server's and checked exactly; how soon a
 //! waiter goes ahead after a release, loosely.
@@ -12,13 +14,23 @@ use std::time::Duration;
 
 use redis_throttle::prelude::*;
 use redis_throttle::{Backend, Connection, Limiter, Quota};
-use throttle_e2e::{runtime, within_async, Flavor, Server};
+use throttle_e2e::{runtime, within, within_async, Flavor, Server};
+use throttle_testkit::ChildTest;
 use tokio::time::Instant;
 
 throttle_e2e::per_server!(
     callers_are_served_in_the_order_they_joined,
-    a_caller_dropped_in_line_leaves_it
+    a_caller_dropped_in_line_leaves_it,
+    a_killed_waiter_holds_up_the_next_for_a_lease_at_most
 );
+
+/// The slot lease of every process here: what a slot handed to a dead waiter is held for.
+const LEASE: Duration = Duration::from_secs(5);
+/// How late past the server's instant a listening waiter may be served on a loaded machine.
+const LOOSE: Duration = Duration::from_secs(3);
+
+const URL: &str = "THROTTLE_LINE_URL";
+const BACKEND: &str = "THROTTLE_LINE_BACKEND";
 
 /// Each server with one of the backends, so that all three are run.
 fn backend_on(flavor: Flavor) -> Backend {
@@ -35,7 +47,7 @@ async fn process(url: &str, key: &str, backend: Backend, listening: bool) -> Lim
     let mut builder = Limiter::builder(key, Quota::new(1_000, 1_000u64).unwrap())
         .backend(backend)
         .max_in_flight(1)
-        .slot_lease(Duration::from_secs(5));
+        .slot_lease(LEASE);
     if !listening {
         builder = builder.without_listening();
     }
@@ -61,7 +73,8 @@ fn callers_are_served_in_the_order_they_joined(flavor: Flavor) {
         let served = Arc::new(Mutex::new(Vec::new()));
         let mut callers = Vec::new();
         // Six processes join one after another, every other one not listening.
-        for caller in 0..6 {
+        let mut limiters = Vec::new();
+        for caller in 0..6u64 {
             let limiter = process(&url, "ordered", backend, caller % 2 == 0).await;
             let (waiting, served) = (limiter.clone(), Arc::clone(&served));
             callers.push(tokio::spawn(async move {
@@ -71,6 +84,9 @@ fn callers_are_served_in_the_order_they_joined(flavor: Flavor) {
                 drop(grant);
             }));
             joined(&limiter, &format!("caller {caller} in line")).await;
+            let told = limiter.metrics().in_flight;
+            assert_eq!((told.in_line, told.last_place), (1, caller + 1));
+            limiters.push(limiter);
         }
         drop(held);
         for caller in callers {
@@ -80,6 +96,13 @@ fn callers_are_served_in_the_order_they_joined(flavor: Flavor) {
                 .unwrap();
         }
         assert_eq!(*served.lock().unwrap(), [0, 1, 2, 3, 4, 5]);
+        for limiter in limiters {
+            assert_eq!(
+                limiter.metrics().in_flight.in_line,
+                0,
+                "out of line once served"
+            );
+        }
     });
 }
 
@@ -112,6 +135,101 @@ fn a_caller_dropped_in_line_leaves_it(flavor: Flavor) {
         println!(
             "{flavor}: the second caller went ahead {:?} after the release",
             released.elapsed()
+        );
+        assert!(grant.slot().is_some());
+        assert_eq!(
+            first.metrics().in_flight.in_line,
+            0,
+            "the dropped call left"
+        );
+    });
+}
+
+/// Run as a worker process by the test below (the server and backend in its environment):
+/// one call joins the line on `killed`, says so in `killed:joined`, and waits there until the
+/// process is killed (a minute at most).
+#[test]
+fn waiter_process() {
+    let (Ok(url), Ok(backend)) = (std::env::var(URL), std::env::var(BACKEND)) else {
+        return;
+    };
+    let backend = match backend.as_str() {
+        "script" => Backend::Script,
+        "library" => Backend::Library,
+        _ => Backend::Module,
+    };
+    runtime().block_on(async {
+        let limiter = process(&url, "killed", backend, true).await;
+        let waiting = limiter.clone();
+        let call = tokio::spawn(async move { waiting.acquire().await.map(drop) });
+        joined(&limiter, "the waiter process in line").await;
+        let mut conn = redis_throttle::connect(&url).await.unwrap();
+        let _: () = redis::cmd("SET")
+            .arg("killed:joined")
+            .arg(1)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(60), call).await;
+    });
+}
+
+fn a_killed_waiter_holds_up_the_next_for_a_lease_at_most(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let (url, backend) = (server.url(), backend_on(flavor));
+    let name = match backend {
+        Backend::Script => "script",
+        Backend::Library => "library",
+        _ => "module",
+    };
+    let mut waiter = ChildTest::spawn(
+        "waiter_process",
+        &[(URL, url.clone()), (BACKEND, name.to_owned())],
+    );
+    runtime().block_on(async {
+        let holder = process(&url, "killed", backend, true).await;
+        let held = holder.acquire().await.unwrap();
+        within(
+            "the waiter process in line",
+            Duration::from_secs(30),
+            || {
+                let joined: Option<u64> = redis::cmd("GET")
+                    .arg("killed:joined")
+                    .query(&mut server.conn())
+                    .unwrap();
+                joined
+            },
+        );
+        let behind = process(&url, "killed", backend, true).await;
+        let waiting = behind.clone();
+        let next = tokio::spawn(async move { waiting.acquire().await });
+        joined(&behind, "the caller behind the waiter process").await;
+        assert_eq!(
+            behind.metrics().in_flight.last_place,
+            2,
+            "behind the killed waiter"
+        );
+        waiter.kill();
+        // The release hands the slot to the dead waiter, still first in line: the caller
+        // behind it is served when that slot's lease runs out, not at its own place's end.
+        let released = Instant::now();
+        drop(held);
+        let grant = tokio::time::timeout(LEASE + LOOSE + LOOSE, next)
+            .await
+            .expect("the caller behind is served once the dead waiter's slot lease runs out")
+            .unwrap()
+            .unwrap();
+        let waited = released.elapsed();
+        println!(
+            "{flavor}: the caller behind the killed waiter went ahead {waited:?} after the release"
+        );
+        assert!(
+            waited + Duration::from_millis(1) >= LEASE,
+            "served {waited:?} after the release, before the dead waiter's lease ran out"
+        );
+        assert!(
+            waited <= LEASE + LOOSE,
+            "served {waited:?} after the release, its lease is {LEASE:?}"
         );
         assert!(grant.slot().is_some());
     });

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use metrics::{
-    Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+    Counter, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
+    SharedString, Unit,
 };
 use redis_throttle::{Error, Limiter, Quota};
 use throttle_e2e::fake::FakeServer;
@@ -22,10 +23,28 @@ impl HistogramFn for Samples {
     }
 }
 
-/// Counters and histograms by `name{label=value,...}` (labels sorted).
+#[derive(Default)]
+struct Level(Mutex<f64>);
+
+impl GaugeFn for Level {
+    fn increment(&self, value: f64) {
+        *self.0.lock().unwrap() += value;
+    }
+
+    fn decrement(&self, value: f64) {
+        *self.0.lock().unwrap() -= value;
+    }
+
+    fn set(&self, value: f64) {
+        *self.0.lock().unwrap() = value;
+    }
+}
+
+/// Counters, gauges and histograms by `name{label=value,...}` (labels sorted).
 #[derive(Default)]
 struct TestRecorder {
     counters: Mutex<HashMap<String, Arc<AtomicU64>>>,
+    gauges: Mutex<HashMap<String, Arc<Level>>>,
     histograms: Mutex<HashMap<String, Arc<Samples>>>,
     described: Mutex<Vec<String>>,
 }
@@ -46,6 +65,14 @@ impl TestRecorder {
             .unwrap()
             .get(name)
             .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    fn gauge(&self, name: &str) -> f64 {
+        self.gauges
+            .lock()
+            .unwrap()
+            .get(name)
+            .map_or(0.0, |g| *g.0.lock().unwrap())
     }
 
     fn samples(&self, name: &str) -> Vec<f64> {
@@ -79,8 +106,15 @@ impl Recorder for TestRecorder {
         Counter::from_arc(counter)
     }
 
-    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-        Gauge::noop()
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        let gauge = self
+            .gauges
+            .lock()
+            .unwrap()
+            .entry(render(key))
+            .or_default()
+            .clone();
+        Gauge::from_arc(gauge)
     }
 
     fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
@@ -192,12 +226,24 @@ async fn a_wait_for_a_slot_goes_to_the_metrics_facade() {
         .build(FakeServer::new())
         .unwrap();
     let held = limiter.acquire().await.unwrap();
-    assert!(matches!(
-        limiter
+    let waiting = limiter.clone();
+    let call = tokio::spawn(async move {
+        waiting
             .acquire_with(Demand::call().within(Duration::from_millis(100)))
-            .await,
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // In the server's line, first, while it waits.
+    assert_eq!(recorder.gauge("throttle_in_line{limiter=llm}"), 1.0);
+    assert_eq!(recorder.gauge("throttle_line_place{limiter=llm}"), 1.0);
+    assert_eq!(limiter.metrics().in_flight.in_line, 1);
+    assert!(matches!(
+        call.await.unwrap(),
         Err(Error::DeadlineExceeded { .. })
     ));
+    assert_eq!(recorder.gauge("throttle_in_line{limiter=llm}"), 0.0);
+    let in_flight = limiter.metrics().in_flight;
+    assert_eq!((in_flight.in_line, in_flight.last_place), (0, 1));
     drop(held);
     assert_eq!(
         recorder.counter("throttle_slots_total{event=wait,limiter=llm}"),
