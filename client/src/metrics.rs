@@ -317,7 +317,10 @@ impl WaitHistogram {
 
     /// Number of waits counted.
     pub fn count(&self) -> u64 {
-        self.counts.iter().sum()
+        // Saturating: a histogram read back from a report holds whatever the report said.
+        self.counts
+            .iter()
+            .fold(0u64, |sum, n| sum.saturating_add(*n))
     }
 
     /// An upper bound for the `q` quantile (`0.0..=1.0`): the bound of the bucket it falls
@@ -330,7 +333,7 @@ impl WaitHistogram {
         let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
         let mut seen = 0;
         for (bound, count) in self.buckets() {
-            seen += count;
+            seen = u64::saturating_add(seen, count);
             if seen >= rank {
                 return bound;
             }
@@ -350,6 +353,16 @@ impl WaitHistogram {
         Some(WaitHistogram {
             counts: counts.try_into().ok()?,
         })
+    }
+
+    /// Both counted together, bucket by bucket, saturating.
+    pub(crate) fn plus(&self, other: &WaitHistogram) -> WaitHistogram {
+        WaitHistogram {
+            counts: std::array::from_fn(|i| {
+                let at = |h: &WaitHistogram| h.counts.get(i).copied().unwrap_or(0);
+                at(self).saturating_add(at(other))
+            }),
+        }
     }
 
     /// What was counted since `earlier`, bucket by bucket.

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
-use redis_throttle::report::{report_key, FleetReport, Report, REPORT_PATTERN};
+use redis_throttle::report::{report_key, Counter, FleetReport, Report, REPORT_PATTERN};
 use redis_throttle::{Limiter, Quota};
 use throttle_e2e::multiplexed;
 use throttle_testkit::{Flavor, Server};
@@ -74,7 +74,7 @@ async fn each_process_reports_its_counts_and_drops_out_when_it_stops() {
 
     let key_a = report_key("quota:reported", fleet_a.process());
     let key_b = report_key("quota:reported", fleet_b.process());
-    let report = report_until(&mut con, &key_a, |r| r.total.granted == 5).await;
+    let report = report_until(&mut con, &key_a, |r| r.total.get(Counter::Granted) == 5).await;
     assert_eq!(report.key, "quota:reported");
     assert_eq!(report.process, fleet_a.process());
     assert_eq!(report.period_ms, 500);
@@ -83,19 +83,20 @@ async fn each_process_reports_its_counts_and_drops_out_when_it_stops() {
         (100, "100"),
         "the limiter's quota"
     );
-    assert_eq!(report.total.round_trips, 5);
+    assert_eq!(report.total.get(Counter::RoundTrips), 5);
     assert_eq!(report.total.waits.count(), 5);
-    let other = report_until(&mut con, &key_b, |r| r.total.granted == 1).await;
+    let other = report_until(&mut con, &key_b, |r| r.total.get(Counter::Granted) == 1).await;
     assert_eq!(other.key, report.key, "one quota, two processes");
     // A period later the grants are behind: the period's own counts are 0, the totals stay.
-    let quiet = report_until(&mut con, &key_a, |r| r.period.granted == 0).await;
-    assert_eq!(quiet.total.granted, 5);
+    let quiet = report_until(&mut con, &key_a, |r| r.period.get(Counter::Granted) == 0).await;
+    assert_eq!(quiet.total.get(Counter::Granted), 5);
     // The next grant is in the one period's count (the report of that period lives a whole
     // period: a look every 20 ms sees it unless the machine stalls this task that long).
     a.acquire().await.unwrap();
-    let busy = report_until(&mut con, &key_a, |r| r.total.granted == 6).await;
+    let busy = report_until(&mut con, &key_a, |r| r.total.get(Counter::Granted) == 6).await;
     assert_eq!(
-        busy.period.granted, 1,
+        busy.period.get(Counter::Granted),
+        1,
         "the last period's own grant: {busy:?}"
     );
 
@@ -164,7 +165,7 @@ async fn a_partitioned_limiter_reports_under_its_quota_name() {
         .unwrap()
         .unwrap();
     let report = report_until(&mut con, &report_key("parts", fleet.process()), |r| {
-        r.total.granted == 1
+        r.total.get(Counter::Granted) == 1
     })
     .await;
     assert_eq!(report.key, "parts");
@@ -174,7 +175,7 @@ async fn a_partitioned_limiter_reports_under_its_quota_name() {
         "the whole quota's"
     );
     assert!(
-        report.total.round_trips >= 1,
+        report.total.get(Counter::RoundTrips) >= 1,
         "its lease requests: {report:?}"
     );
 }
@@ -199,12 +200,12 @@ async fn a_capped_limiter_reports_its_calls_in_flight() {
         tokio::spawn(async move { limiter.acquire().await })
     };
     let key = report_key("quota:capped", fleet.process());
-    let report = report_until(&mut con, &key, |r| r.total.slot_waits == 1).await;
+    let report = report_until(&mut con, &key, |r| r.total.get(Counter::SlotWaits) == 1).await;
     assert_eq!(report.in_flight, 2, "{report:?}");
     drop(held);
     let third = waiting.await.unwrap().unwrap();
     let report = report_until(&mut con, &key, |r| r.in_flight == 1).await;
-    assert_eq!(report.total.granted, 3);
-    assert_eq!(report.total.leases_lost, 0);
+    assert_eq!(report.total.get(Counter::Granted), 3);
+    assert_eq!(report.total.get(Counter::LeasesLost), 0);
     drop(third);
 }

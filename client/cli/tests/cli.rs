@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use redis_throttle::prelude::*;
-use redis_throttle::report::{report_key, FleetReport};
+use redis_throttle::report::{report_key, Counter, FleetReport};
 use redis_throttle::{Limiter, Quota, TryAcquire};
 use serde_json::Value as Json;
 use throttle_testkit::{Flavor, Server};
@@ -87,7 +87,7 @@ async fn status_shows_a_reported_quota_and_one_found_by_its_pattern_and_a_pause(
         limiter.acquire().await.unwrap();
     }
     report_when(&mut con, "quota:reported", fleet.process(), BOUND, |r| {
-        r.total.granted == 3
+        r.total.get(Counter::Granted) == 3
     })
     .await;
     // ... one no process reports, and a string that is no bucket.

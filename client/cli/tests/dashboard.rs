@@ -23,7 +23,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use redis_throttle::prelude::*;
-use redis_throttle::report::{report_key, FleetReport};
+use redis_throttle::report::{report_key, Counter, FleetReport};
 use redis_throttle::{HttpEvent, Limiter, Quota};
 use serde_json::Value as Json;
 use throttle_testkit::{Flavor, Server};
@@ -210,7 +210,7 @@ async fn the_page_shows_each_quota_its_charts_and_the_pause() {
     paused.pause(Duration::from_secs(60)).await.unwrap();
     for key in [PAUSED, CALM] {
         report_when(&mut con, key, fleet.process(), BOUND, |r| {
-            r.total.granted > 0
+            r.total.get(Counter::Granted) > 0
         })
         .await;
     }

@@ -4,7 +4,8 @@
 //! `v1 at=<unix ms> period=<ms> process=<id> capacity=<n> rate=<decimal> in_flight=<slots held
 //! now> max_in_flight=<the cap, 0 without> max_wait=<ms> granted=.. denied=.. gave_up=.. errors=..
 //! round_trips=.. pauses=.. cuts=.. syncs=.. r429=.. r503=.. held_pause=.. held_floor=..
-//! slot_waits=.. leases_lost=.. waits=<17 counts> p.granted=.. ... p.waits=<17 counts>
+//! slot_waits=.. joined_line=.. handed=.. leases_lost=.. waits=<17 counts> p.granted=.. ...
+//! p.waits=<17 counts>
 //! key=<the bucket's key>`: the counters since the limiter was built,
 //! then (`p.`) those of the last period alone, so that one read gives rates and the wait
 //! quantiles of now; the bucket's quota as the limiter has it (the server does not keep it),
@@ -16,41 +17,15 @@
 //! A reader older than it skips it, as any field whose name it does not know and whose value is
 //! a whole number: every later field is added that way.
 
+use super::Counter;
 use crate::metrics::WaitHistogram;
 use crate::MetricsSnapshot;
 
-/// Counters of a limiter, since it was built or over one period.
+/// Counters of a limiter, since it was built or over one period: one value per [`Counter`],
+/// and the granted calls' waits.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct Counts {
-    /// Calls granted.
-    pub granted: u64,
-    /// `try_acquire` calls refused.
-    pub denied: u64,
-    /// Calls that gave up (a deadline).
-    pub gave_up: u64,
-    /// Calls that failed otherwise.
-    pub errors: u64,
-    /// Round trips to Redis.
-    pub round_trips: u64,
-    /// Pauses set (a 429's `Retry-After`, a cut).
-    pub pauses: u64,
-    /// Cuts that cut the rate.
-    pub cuts: u64,
-    /// Syncs to the supplier's count that lowered the bucket.
-    pub syncs: u64,
-    /// 429 responses the HTTP layers saw.
-    pub responses_429: u64,
-    /// 503 responses the HTTP layers saw.
-    pub responses_503: u64,
-    /// Reserved calls a pause held back.
-    pub held_by_pause: u64,
-    /// Bulk takes refused to keep the floor (or for want of tokens now).
-    pub held_by_floor: u64,
-    /// Calls that found every slot held (a cap on calls in flight) and waited for one.
-    pub slot_waits: u64,
-    /// Slots whose lease ran out while their grant held them.
-    pub leases_lost: u64,
+    values: [u64; Counter::COUNT],
     /// The granted calls' waits.
     pub waits: WaitHistogram,
 }
@@ -89,62 +64,39 @@ impl Counts {
     /// The counts of a snapshot.
     pub fn of(snapshot: &MetricsSnapshot) -> Counts {
         Counts {
-            granted: snapshot.granted,
-            denied: snapshot.denied,
-            gave_up: snapshot.gave_up,
-            errors: snapshot.errors,
-            round_trips: snapshot.round_trips,
-            pauses: snapshot.pauses,
-            cuts: snapshot.pushback.cuts,
-            syncs: snapshot.pushback.syncs,
-            responses_429: snapshot.pushback.responses_429,
-            responses_503: snapshot.pushback.responses_503,
-            held_by_pause: snapshot.pushback.held_by_pause,
-            held_by_floor: snapshot.held_by_floor,
-            slot_waits: snapshot.in_flight.waits,
-            leases_lost: snapshot.in_flight.leases_lost,
+            values: Counter::ALL.map(|c| c.of(snapshot)),
             waits: snapshot.wait_histogram.clone(),
         }
+    }
+
+    /// The value of `counter`.
+    pub fn get(&self, counter: Counter) -> u64 {
+        self.values.get(counter.index()).copied().unwrap_or(0)
+    }
+
+    /// These counts with `counter` at `value`.
+    pub fn with(mut self, counter: Counter, value: u64) -> Counts {
+        if let Some(slot) = self.values.get_mut(counter.index()) {
+            *slot = value;
+        }
+        self
     }
 
     /// What was counted since `earlier` (0 where a counter went down: a new limiter).
     pub fn since(&self, earlier: &Counts) -> Counts {
         Counts {
-            granted: self.granted.saturating_sub(earlier.granted),
-            denied: self.denied.saturating_sub(earlier.denied),
-            gave_up: self.gave_up.saturating_sub(earlier.gave_up),
-            errors: self.errors.saturating_sub(earlier.errors),
-            round_trips: self.round_trips.saturating_sub(earlier.round_trips),
-            pauses: self.pauses.saturating_sub(earlier.pauses),
-            cuts: self.cuts.saturating_sub(earlier.cuts),
-            syncs: self.syncs.saturating_sub(earlier.syncs),
-            responses_429: self.responses_429.saturating_sub(earlier.responses_429),
-            responses_503: self.responses_503.saturating_sub(earlier.responses_503),
-            held_by_pause: self.held_by_pause.saturating_sub(earlier.held_by_pause),
-            held_by_floor: self.held_by_floor.saturating_sub(earlier.held_by_floor),
-            slot_waits: self.slot_waits.saturating_sub(earlier.slot_waits),
-            leases_lost: self.leases_lost.saturating_sub(earlier.leases_lost),
+            values: Counter::ALL.map(|c| self.get(c).saturating_sub(earlier.get(c))),
             waits: self.waits.since(&earlier.waits),
         }
     }
 
-    fn fields(&self) -> [(&'static str, u64); 14] {
-        [
-            ("granted", self.granted),
-            ("denied", self.denied),
-            ("gave_up", self.gave_up),
-            ("errors", self.errors),
-            ("round_trips", self.round_trips),
-            ("pauses", self.pauses),
-            ("cuts", self.cuts),
-            ("syncs", self.syncs),
-            ("r429", self.responses_429),
-            ("r503", self.responses_503),
-            ("held_pause", self.held_by_pause),
-            ("held_floor", self.held_by_floor),
-            ("slot_waits", self.slot_waits),
-            ("leases_lost", self.leases_lost),
-        ]
+    /// Both counted together, saturating: the fleet's counts, summed over its processes'
+    /// reports (which hold whatever their writers put there).
+    pub fn plus(&self, other: &Counts) -> Counts {
+        Counts {
+            values: Counter::ALL.map(|c| self.get(c).saturating_add(other.get(c))),
+            waits: self.waits.plus(&other.waits),
+        }
     }
 
     fn set(&mut self, name: &str, value: &str) -> Option<()> {
@@ -153,33 +105,18 @@ impl Counts {
             self.waits = WaitHistogram::from_counts(&counts?)?;
             return Some(());
         }
-        let value: u64 = value.parse().ok()?;
-        let field = match name {
-            "granted" => &mut self.granted,
-            "denied" => &mut self.denied,
-            "gave_up" => &mut self.gave_up,
-            "errors" => &mut self.errors,
-            "round_trips" => &mut self.round_trips,
-            "pauses" => &mut self.pauses,
-            "cuts" => &mut self.cuts,
-            "syncs" => &mut self.syncs,
-            "r429" => &mut self.responses_429,
-            "r503" => &mut self.responses_503,
-            "held_pause" => &mut self.held_by_pause,
-            "held_floor" => &mut self.held_by_floor,
-            "slot_waits" => &mut self.slot_waits,
-            "leases_lost" => &mut self.leases_lost,
-            // A field of a later version: skipped, so that an older tool still reads it.
-            _ => return Some(()),
+        // A field of a later version: skipped, so that an older tool still reads it.
+        let Some(counter) = Counter::named(name) else {
+            return Some(());
         };
-        *field = value;
+        *self = std::mem::take(self).with(counter, value.parse().ok()?);
         Some(())
     }
 
     fn write(&self, prefix: &str, line: &mut String) {
         use std::fmt::Write as _;
-        for (name, value) in self.fields() {
-            let _ = write!(line, " {prefix}{name}={value}");
+        for counter in Counter::ALL {
+            let _ = write!(line, " {prefix}{}={}", counter.name(), self.get(counter));
         }
         let waits: Vec<String> = self.waits.counts().iter().map(u64::to_string).collect();
         let _ = write!(line, " {prefix}waits={}", waits.join(","));
@@ -250,15 +187,16 @@ mod tests {
         waits[0] = 7;
         waits[3] = 2;
         let total = Counts {
-            granted: 9,
-            denied: 1,
-            round_trips: 10,
-            pauses: 1,
-            responses_429: 1,
-            slot_waits: 2,
             waits: WaitHistogram::from_counts(&waits).unwrap(),
             ..Counts::default()
-        };
+        }
+        .with(Counter::Granted, 9)
+        .with(Counter::Denied, 1)
+        .with(Counter::RoundTrips, 10)
+        .with(Counter::Pauses, 1)
+        .with(Counter::Responses429, 1)
+        .with(Counter::SlotWaits, 2)
+        .with(Counter::HeardHanded, 2);
         let report = Report {
             key: "quota:pix with spaces".to_owned(),
             process: "00ab-42".to_owned(),
@@ -269,10 +207,7 @@ mod tests {
             in_flight: 3,
             max_in_flight: 4,
             max_wait_ms: Some(60_000),
-            period: total.since(&Counts {
-                granted: 4,
-                ..Counts::default()
-            }),
+            period: total.since(&Counts::default().with(Counter::Granted, 4)),
             total,
         };
         let line = report.encode();
@@ -280,10 +215,13 @@ mod tests {
             "v1 at=1733300000123 period=5000 process=00ab-42 capacity=10 rate=0.5 in_flight=3 \
              max_in_flight=4 max_wait=60000 granted=9 "
         ));
-        assert!(line.contains(" slot_waits=2 leases_lost=0 "), "{line}");
+        assert!(
+            line.contains(" slot_waits=2 joined_line=0 handed=2 leases_lost=0 "),
+            "{line}"
+        );
         assert!(line.ends_with(" key=quota:pix with spaces"), "{line}");
         assert_eq!(Report::parse(&line), Some(report.clone()));
-        assert_eq!(report.period.granted, 5);
+        assert_eq!(report.period.get(Counter::Granted), 5);
         assert_eq!(
             report.total.waits.quantile(0.9),
             Some(Duration::from_millis(10))
@@ -303,7 +241,10 @@ mod tests {
             assert_eq!(Report::parse(bad), None, "{bad:?}");
         }
         let later = Report::parse("v1 at=1 slots=3 granted=2 key=k").unwrap();
-        assert_eq!((later.total.granted, later.key.as_str()), (2, "k"));
+        assert_eq!(
+            (later.total.get(Counter::Granted), later.key.as_str()),
+            (2, "k")
+        );
         // A line of a writer older than `max_wait` has none.
         assert_eq!(later.max_wait_ms, None);
     }

@@ -19,8 +19,10 @@ use redis::aio::ConnectionLike;
 use crate::abort_on_drop::AbortOnDrop;
 use crate::{Error, MetricsSnapshot};
 
+mod counter;
 mod line;
 
+pub use counter::Counter;
 pub use line::{Counts, Report};
 
 /// How often a process reports unless told ([`FleetReport::every`]).

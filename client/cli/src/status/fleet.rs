@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use redis_throttle::report::Report;
+use redis_throttle::report::{Counter, Counts, Report};
 use redis_throttle::WaitHistogram;
 use serde::Serialize;
 
@@ -65,64 +65,46 @@ pub(crate) fn quota_of(reports: &[Report]) -> Option<((u64, String), Option<Stri
 /// The fleet's counters of one key from its processes' reports.
 pub(crate) fn fleet_of(reports: &[Report]) -> Fleet {
     let mut grants_per_s = 0.0;
-    let (mut responses_429, mut held_by_pause, mut held_by_floor) = (0, 0, 0);
-    let (mut in_flight, mut slot_waits, mut leases_lost) = (None::<u64>, 0, 0);
+    // The counters are whatever the reports say: the sums saturate, never wrap.
+    let (mut period, mut total) = (Counts::default(), Counts::default());
+    let mut in_flight = None::<u64>;
     let mut max_in_flight = None::<u64>;
-    let mut summed: Vec<(Option<Duration>, u64)> = WaitHistogram::default().buckets().collect();
     for report in reports {
         if report.period_ms > 0 {
-            grants_per_s += report.period.granted as f64 * 1000.0 / report.period_ms as f64;
+            grants_per_s +=
+                report.period.get(Counter::Granted) as f64 * 1000.0 / report.period_ms as f64;
         }
-        // The counters are whatever the reports say: the sums saturate, never wrap.
-        responses_429 = u64::saturating_add(responses_429, report.period.responses_429);
-        held_by_pause = u64::saturating_add(held_by_pause, report.period.held_by_pause);
-        held_by_floor = u64::saturating_add(held_by_floor, report.period.held_by_floor);
-        slot_waits = u64::saturating_add(slot_waits, report.period.slot_waits);
-        leases_lost = u64::saturating_add(leases_lost, report.total.leases_lost);
+        period = period.plus(&report.period);
+        total = total.plus(&report.total);
         // A process that names a cap, holds slots or ever waited for one has a cap.
-        if report.max_in_flight > 0 || report.in_flight > 0 || report.total.slot_waits > 0 {
+        if report.max_in_flight > 0
+            || report.in_flight > 0
+            || report.total.get(Counter::SlotWaits) > 0
+        {
             in_flight = Some(in_flight.unwrap_or(0).saturating_add(report.in_flight));
         }
         if report.max_in_flight > 0 {
             max_in_flight = max_in_flight.max(Some(report.max_in_flight));
         }
-        for (slot, (_, count)) in summed.iter_mut().zip(report.period.waits.buckets()) {
-            slot.1 = slot.1.saturating_add(count);
-        }
     }
-    let waits = summed
-        .iter()
-        .fold(0u64, |sum, (_, n)| sum.saturating_add(*n));
+    let quantile_ms = |q| {
+        let bound: Option<Duration> = period.waits.quantile(q);
+        bound.map(|b| u64::try_from(b.as_millis()).unwrap_or(u64::MAX))
+    };
     Fleet {
         processes: reports.len(),
         grants_per_s,
-        responses_429,
-        held_by_pause,
-        held_by_floor,
+        responses_429: period.get(Counter::Responses429),
+        held_by_pause: period.get(Counter::HeldByPause),
+        held_by_floor: period.get(Counter::HeldByFloor),
         in_flight,
         max_in_flight,
-        slot_waits,
-        leases_lost,
-        waits,
-        wait_p50_le_ms: quantile_ms(&summed, waits, 0.5),
-        wait_p99_le_ms: quantile_ms(&summed, waits, 0.99),
+        slot_waits: period.get(Counter::SlotWaits),
+        leases_lost: total.get(Counter::LeasesLost),
+        waits: period.waits.count(),
+        wait_p50_le_ms: quantile_ms(0.5),
+        wait_p99_le_ms: quantile_ms(0.99),
     }
-}
-
-/// The bound of the bucket the `q` quantile falls in, as `WaitHistogram::quantile` computes it.
-fn quantile_ms(buckets: &[(Option<Duration>, u64)], total: u64, q: f64) -> Option<u64> {
-    if total == 0 {
-        return None;
-    }
-    let rank = ((q * total as f64).ceil() as u64).max(1);
-    let mut seen = 0;
-    for (bound, count) in buckets {
-        seen = u64::saturating_add(seen, *count);
-        if seen >= rank {
-            return bound.map(|b| u64::try_from(b.as_millis()).unwrap_or(u64::MAX));
-        }
-    }
-    None
 }
 
 /// The last bound of the wait histogram, ms: a quantile above it has no bound.
