@@ -163,10 +163,12 @@ impl LimiterBuilder {
     /// Caps the calls in flight across the fleet at `n` (1 to 1024), beside the rate: each
     /// grant also holds one of the bucket's `n` slots, taken with its tokens in the same
     /// `THROTTLE.TAKE` (the tokens and a slot, or neither), until the grant is dropped. While
-    /// every slot is held a call waits for one, within its deadline: woken at once by a slot
-    /// released in this process, and by one released elsewhere when the limiter
-    /// [listens](Self::listen) (else looking again every 2 to 50 ms). A
-    /// grant renews its slot's lease every third of [`slot_lease`](Self::slot_lease) while
+    /// every slot is held a call waits for one, within its deadline, in the server's line
+    /// (`THROTTLE.TAKE ... LINE`): the callers of every process are handed the freed slots in
+    /// the order they joined, each told the moment it is its turn where the limiter
+    /// [listens](Self::listen) (else looking again when its progress in line says). A
+    /// floored call ([`Priority::Bulk`](crate::Priority::Bulk)) does not join the line: it
+    /// looks again when a slot is released. A grant renews its slot's lease every third of [`slot_lease`](Self::slot_lease) while
     /// held, and releases it when dropped (given back, settled, its future cancelled, a panic);
     /// a process that dies frees its slots when their leases run out. Every limiter on the key
     /// must give the same `n`. Checked in [`build`](Self::build).

@@ -288,7 +288,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
     /// Whatever the callers do: never more than the cap held, slots handed in the order the
-    /// waiters joined, a waiter served or gone, and every message names the head.
+    /// waiters joined, and every waiter served or gone once places and leases run out.
     #[test]
     fn never_past_the_cap_and_served_in_order(steps in prop::collection::vec(step(), 1..120)) {
         let cap = 2;
@@ -341,6 +341,14 @@ proptest! {
                 }
             }
         }
+        // Every waiter served or gone: once every place and every lease has run out, a take
+        // is granted and leaves no line behind.
+        ms += 2_000;
+        let ints = b.at(ms).reply(&format!("INFLIGHT {cap} LEASE 700"));
+        prop_assert_eq!(ints[0], 1);
+        let state = b.state.as_ref().expect("a grant is stored");
+        prop_assert!(state.slots.waiters.is_empty(), "{:?}", state.slots);
+        prop_assert_eq!(state.slots.held.len(), 1);
     }
 }
 
