@@ -1,14 +1,14 @@
 //! `watch`: the `status` table, cleared and drawn again every period.
 
 use std::io::Write as _;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::time::MissedTickBehavior;
 
 use crate::args::{seconds, QuotaArg};
 use crate::failure::{fail, Failure};
 use crate::server::Server;
-use crate::status::{gather_all, table};
+use crate::status::{gather_all, table, unix_ms};
 
 /// The shortest period: each one is a SCAN of the reports and a pipeline of PEEKs.
 pub(crate) const MIN_EVERY_MS: u64 = 100;
@@ -80,13 +80,6 @@ pub(crate) fn frame(title: &str, url: &str, every_ms: u64, at_ms: u64, body: &st
 pub(crate) fn clock(at_ms: u64) -> String {
     let s = at_ms / 1000 % 86_400;
     format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-}
-
-/// Now, ms since the Unix epoch.
-pub(crate) fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

@@ -139,6 +139,30 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// The supplier's limit on calls open at once, its slow spell and the bucket phase's cap:
+    /// "(at most 4, a 429 for concurrency above; slow from 0 s to 3 s, 400 to 800 ms a call);
+    /// the bucket phase: a cap of 4 calls in flight (max_in_flight)".
+    pub fn supplier_rules(&self) -> String {
+        let limit = self
+            .supplier_max_open()
+            .map_or("no limit on them".to_owned(), |n| {
+                format!("at most {n}, a 429 for concurrency above")
+            });
+        let spell = self.slow_spell().map_or("no slow spell".to_owned(), |s| {
+            let (from, until) = (s.from_s, s.until_s);
+            format!(
+                "slow from {from} s to {until} s, {} to {} ms a call",
+                s.min_ms, s.max_ms
+            )
+        });
+        let cap = self
+            .max_in_flight()
+            .map_or("no cap on calls in flight".to_owned(), |n| {
+                format!("a cap of {n} calls in flight (max_in_flight)")
+            });
+        format!("({limit}; {spell}); the bucket phase: {cap}")
+    }
+
     /// Calls in all, across replicas (planned: a sustained run makes as many as it can).
     pub fn total_calls(&self) -> u64 {
         u64::from(self.replicas) * u64::from(self.calls)

@@ -14,7 +14,6 @@ use tokio::task::JoinHandle;
 use crate::cli::{Phase, RunArgs};
 use crate::fleet::{self, Plan};
 use crate::open_calls::OpenChange;
-use crate::report::open_calls::rules;
 use crate::theory;
 use crate::upstream::{Arrival, Upstream, UpstreamConfig, INTEGRATOR_HEADER};
 use crate::wire::{CallRecord, ReplicaStats};
@@ -95,7 +94,7 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
     if args.watches_open_calls() {
         eprintln!(
             "pix-demo: the supplier's calls open at once {}",
-            rules(args)
+            args.supplier_rules()
         );
     }
     // A key of its own per run: a bucket left by an earlier run (or on a shared server)

@@ -5,10 +5,9 @@ use std::fmt;
 
 use crate::command::Command;
 use crate::limits::{
-    MAX_CAPACITY, MAX_FILL_NS, MAX_INFLIGHT, MAX_KEYS, MAX_LEASE_MS, MAX_RATE, MAX_SLOT_ID,
-    MAX_WAIT_MS, MIN_RATE,
+    MAX_CAPACITY, MAX_FILL_NS, MAX_INFLIGHT, MAX_KEYS, MAX_LEASE_MS, MAX_LINE, MAX_RATE,
+    MAX_SLOT_ID, MAX_WAIT_MS, MIN_RATE,
 };
-use crate::line::MAX_LINE;
 
 /// What is wrong with a call. `Display` gives the error reply, which starts with `ERR`; the Lua
 /// twin of the commands sends the very same text.

@@ -56,10 +56,10 @@ pub use give::{GiveArgs, GiveOutcome};
 pub use interval::Interval;
 pub use limits::{
     EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_CAPACITY, MAX_DEBT_NS, MAX_FILL_NS, MAX_INFLIGHT,
-    MAX_KEYS, MAX_LEASE_MS, MAX_NOW_NS, MAX_RATE, MAX_SLOT_ID, MAX_TICKET_US, MAX_WAIT_MS,
-    MIN_FACTOR_BP, MIN_RATE,
+    MAX_KEYS, MAX_LEASE_MS, MAX_LINE, MAX_NOW_NS, MAX_RATE, MAX_SLOT_ID, MAX_TICKET_US,
+    MAX_WAIT_MS, MIN_FACTOR_BP, MIN_RATE,
 };
-pub use line::{Handed, Waiter, MAX_LINE};
+pub use line::Handed;
 pub use mtake::{BucketAfter, Limit, MOutcome, MTakeArgs, MTakeReply};
 pub use pause::{PauseArgs, PauseOutcome};
 pub use peek::{PeekArgs, PeekOutcome, PeekReply};
@@ -70,7 +70,7 @@ pub use release::{ReleaseArgs, SlotOutcome};
 pub use renew::RenewArgs;
 pub use reply::Ints;
 pub use resume::{ResumeArgs, ResumeOutcome};
-pub use slots::{Slot, Slots};
+pub use slots::{Slot, Slots, Waiter};
 pub use slots_command::{SlotsArgs, SlotsOutcome, SlotsReply};
 pub use spec::Spec;
 pub use state::{

@@ -62,3 +62,7 @@ pub const MAX_LEASE_MS: u64 = MAX_WAIT_MS;
 /// Largest slot id: 2^53, so that the Lua twin's numbers (doubles) hold every id exactly.
 /// Ids start from the server's clock in µs (about 1.8e15 in 2026), far below it.
 pub const MAX_SLOT_ID: u64 = 1 << 53;
+
+/// The most waiters a line holds (32 bytes each in the bucket's value): past it a call is
+/// refused with an error, and waits its reply's time before it takes again.
+pub const MAX_LINE: u64 = 1024;

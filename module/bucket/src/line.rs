@@ -14,26 +14,9 @@
 
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms_wide, View};
-use crate::limits::MAX_DEBT_NS;
-use crate::slots::{Slot, Slots};
+use crate::limits::{MAX_DEBT_NS, MAX_LINE};
+use crate::slots::{Slot, Slots, Waiter};
 use crate::NS_PER_MS;
-
-/// The most waiters a line holds (32 bytes each in the bucket's value): past it a call is
-/// refused with an error, and waits its reply's time before it takes again.
-pub const MAX_LINE: u64 = 1024;
-
-/// One caller waiting for a slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Waiter {
-    /// Its ticket: the id its slot will have (from the slots' own counter: never reused).
-    pub id: u64,
-    /// When its place lease ends, ns since the Unix epoch: from then on it has left.
-    pub place_end: i64,
-    /// Its slot's lease, ms from when its tokens are there.
-    pub lease_ms: u64,
-    /// The tokens it takes when it is handed a slot.
-    pub tokens: u64,
-}
 
 /// A slot handed to a waiter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

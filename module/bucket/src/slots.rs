@@ -16,7 +16,6 @@
 //! a write carries it over with the slots, dropping the waiters whose place ran out.
 
 use crate::limits::{MAX_INFLIGHT, MAX_SLOT_ID};
-use crate::line::Waiter;
 
 /// One call in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -25,6 +24,19 @@ pub struct Slot {
     pub id: u64,
     /// When its lease ends, ns since the Unix epoch: from then on it is not held.
     pub lease_end: i64,
+}
+
+/// One caller waiting for a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Waiter {
+    /// Its ticket: the id its slot will have (from the slots' own counter: never reused).
+    pub id: u64,
+    /// When its place lease ends, ns since the Unix epoch: from then on it has left.
+    pub place_end: i64,
+    /// Its slot's lease, ms from when its tokens are there.
+    pub lease_ms: u64,
+    /// The tokens it takes when it is handed a slot.
+    pub tokens: u64,
 }
 
 /// The slots a bucket holds, in id order, with the id the next one gets. Empty (the default):

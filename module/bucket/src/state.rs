@@ -35,11 +35,10 @@
 use std::fmt;
 
 use crate::limits::{
-    EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_CAPACITY, MAX_INFLIGHT, MAX_LEASE_MS, MAX_NOW_NS,
-    MAX_SLOT_ID, MAX_WAIT_MS, MIN_FACTOR_BP,
+    EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_CAPACITY, MAX_INFLIGHT, MAX_LEASE_MS, MAX_LINE,
+    MAX_NOW_NS, MAX_SLOT_ID, MAX_WAIT_MS, MIN_FACTOR_BP,
 };
-use crate::line::{Waiter, MAX_LINE};
-use crate::slots::{Slot, Slots};
+use crate::slots::{Slot, Slots, Waiter};
 use crate::Quota;
 
 /// Bytes in the state of a bucket neither paused nor cut.

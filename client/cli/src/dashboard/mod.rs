@@ -26,8 +26,7 @@ use crate::args::QuotaArg;
 use crate::failure::{fail, Failure};
 
 use crate::server::Server;
-use crate::status::{gather_all, Row};
-use crate::watch::unix_ms;
+use crate::status::{gather_all, unix_ms, Row};
 
 use chart::{charts, Charts, Frame, HEIGHT, WIDTH};
 use ring::{History, Sample};

@@ -6,6 +6,7 @@ mod slots;
 mod table;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis::Value;
 use redis_throttle::report::{report_key, Report, REPORT_PATTERN};
@@ -22,10 +23,9 @@ use fleet::fleet_of;
 #[cfg(test)]
 pub(crate) use fleet::Fleet;
 pub(crate) use fleet::{last_wait_bound_ms, quota_of};
-pub(crate) use slots::in_flight;
 #[cfg(test)]
-pub(crate) use slots::Slots;
-pub(crate) use table::{table, Row, State};
+pub(crate) use table::Slots;
+pub(crate) use table::{in_flight, table, Row, State};
 
 /// Keys per SCAN step, MGET and pipeline.
 const BATCH: usize = 1000;
@@ -49,6 +49,13 @@ pub(crate) async fn run(
     } else {
         Ok(table(&gathered.rows, &gathered.footer))
     }
+}
+
+/// Now, ms since the Unix epoch.
+pub(crate) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The quotas `status`, `watch` and the dashboard show: [`gather`] on the server at `url`
@@ -286,7 +293,7 @@ pub(crate) async fn gather(
 /// (its bytes are the bucket's state, which the bucket crate reads). A key the server will not
 /// GET, or that holds no bucket, keeps none as far as the table goes: PEEK says the rest.
 async fn kept_all(server: &Server, rows: &[Row]) -> Result<Vec<Option<Quota>>, Failure> {
-    let now_ns = i64::try_from(crate::watch::unix_ms())
+    let now_ns = i64::try_from(unix_ms())
         .unwrap_or(i64::MAX / 1_000_000)
         .saturating_mul(1_000_000);
     let mut kept = Vec::with_capacity(rows.len());

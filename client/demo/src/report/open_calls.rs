@@ -10,7 +10,6 @@ use serde::Serialize;
 use crate::cli::{Phase, RunArgs};
 use crate::open_calls::{most_open, open_per_bin, SlowSpell};
 use crate::scenario::{PhaseOutcome, OTHER_APP_PREFIX};
-use crate::theory::num;
 
 /// The width of the bins of [`OpenCallsReport::open_per_bin`].
 pub const BIN: Duration = Duration::from_millis(100);
@@ -130,36 +129,12 @@ pub fn open_calls(args: &RunArgs, outcome: &PhaseOutcome) -> Option<OpenCallsRep
     })
 }
 
-/// The supplier's limit on calls open at once, its slow spell and the bucket phase's cap:
-/// "(at most 4, a 429 for concurrency above; slow from 0 s to 3 s, 400 to 800 ms a call);
-/// the bucket phase: a cap of 4 calls in flight (max_in_flight)".
-pub fn rules(args: &RunArgs) -> String {
-    let limit = args
-        .supplier_max_open()
-        .map_or("no limit on them".to_owned(), |n| {
-            format!("at most {n}, a 429 for concurrency above")
-        });
-    let spell = args.slow_spell().map_or("no slow spell".to_owned(), |s| {
-        let (from, until) = (num(s.from_s), num(s.until_s));
-        format!(
-            "slow from {from} s to {until} s, {} to {} ms a call",
-            s.min_ms, s.max_ms
-        )
-    });
-    let cap = args
-        .max_in_flight()
-        .map_or("no cap on calls in flight".to_owned(), |n| {
-            format!("a cap of {n} calls in flight (max_in_flight)")
-        });
-    format!("({limit}; {spell}); the bucket phase: {cap}")
-}
-
 /// The supplier's rules, then per phase its figures and its seconds.
 pub fn render(out: &mut String, args: &RunArgs, phases: &[(Phase, &OpenCallsReport)]) {
     let _ = writeln!(
         out,
         "\ncalls open at once, as the supplier counts them {}",
-        rules(args)
+        args.supplier_rules()
     );
     for (phase, report) in phases {
         let _ = writeln!(
