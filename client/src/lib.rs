@@ -11,12 +11,9 @@
 )]
 
 mod abort_on_drop;
-mod backend;
 pub mod backlog;
 mod bucket_state;
 mod buckets;
-mod commands;
-mod connect;
 mod demand;
 #[cfg(doctest)]
 mod doc_tests;
@@ -26,42 +23,39 @@ mod grant;
 #[cfg(any(feature = "tower", feature = "reqwest"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "tower", feature = "reqwest"))))]
 pub mod http;
-mod in_flight;
 mod limiter;
-mod listen;
 mod metrics;
 mod multi;
 pub mod partitioned;
-mod policy;
 mod prioritized;
 mod pushback;
 mod quota;
-mod reply;
 pub mod report;
-pub mod script;
 mod throttle;
 mod waiting;
+mod wire;
 
-pub use backend::Backend;
 pub use bucket_state::BucketState;
-pub use commands::Commands;
-pub use connect::{connect, connection_config, Connection, FAIL_FAST};
 pub use demand::{Demand, Priority};
 pub use error::Error;
 pub use failure::{Unreachable, DEFAULT_MAX_WAIT};
 pub use grant::{Grant, TryAcquire};
-pub use in_flight::{DEFAULT_LEASE, MIN_LEASE};
 pub use limiter::{Limiter, LimiterBuilder};
-pub use listen::Announcements;
 pub use metrics::{
     HttpEvent, InFlightMetrics, LeaseMetrics, MetricsSnapshot, PushbackMetrics, WaitHistogram,
 };
 pub use multi::{MultiLimiter, MultiLimiterBuilder};
-pub use policy::Strategy;
 pub use prioritized::Prioritized;
 pub use pushback::{Cut, CutReport, Remaining, Settled, SupplierCount, SupplierUnit};
 pub use quota::{Quota, QuotaError, Rate};
 pub use throttle::Throttle;
+pub use waiting::in_flight::{DEFAULT_LEASE, MIN_LEASE};
+pub use waiting::policy::Strategy;
+pub use wire::backend::Backend;
+pub use wire::commands::Commands;
+pub use wire::connect::{connect, connection_config, Connection, FAIL_FAST};
+pub use wire::listen::Announcements;
+pub use wire::script;
 
 /// What every use of a limiter needs: `use redis_throttle::prelude::*;` brings in the
 /// [`Throttle`] trait (the limiters' calls) and the [`Demand`] a call can carry.

@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::buckets::{option_setters, throttle_through_buckets, Bucket, Buckets, Cost, Options};
-use crate::in_flight::InFlight;
+use crate::waiting::in_flight::InFlight;
 use crate::{Backend, Error, Quota, Strategy, SupplierUnit};
 
 /// A shared token bucket in Redis: a key and a [`Quota`], over a redis-rs async connection.

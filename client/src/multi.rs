@@ -8,7 +8,7 @@ use std::time::Duration;
 use throttle_bucket::MAX_KEYS;
 
 use crate::buckets::{option_setters, throttle_through_buckets, Bucket, Buckets, Cost, Options};
-use crate::in_flight::InFlight;
+use crate::waiting::in_flight::InFlight;
 use crate::{Backend, Error, Quota, QuotaError, SupplierUnit};
 
 /// Several limits at once, all or nothing: suppliers publish more than one (10 per second

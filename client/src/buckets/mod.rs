@@ -2,7 +2,7 @@
 //! their builders: one or more buckets in Redis taken together, over a redis-rs async
 //! connection. One bucket is taken with `THROTTLE.TAKE`, several with `THROTTLE.MTAKE`; every
 //! other operation goes bucket by bucket. The I/O lives here; what to do with each reply is
-//! [`crate::policy`]'s decision, and the supplier's side (cut, sync, settle, the pause check) is
+//! [`crate::waiting::policy`]'s decision, and the supplier's side (cut, sync, settle, the pause check) is
 //! in `pushback`.
 
 use std::sync::Arc;
@@ -17,16 +17,16 @@ use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::Instrument;
 
-use crate::backend::Dispatch;
-use crate::commands;
 use crate::grant::Receipt;
-use crate::in_flight::InFlight;
-use crate::listen::{Ears, Listening};
 use crate::metrics::{Event, Metrics};
-use crate::policy::Policy;
-use crate::reply::MTakeTickets;
 use crate::report::{FleetReport, Reported, ReportedKey};
+use crate::waiting::in_flight::InFlight;
+use crate::waiting::policy::Policy;
 use crate::waiting::{self, record, Held, InLine, Lines, Place};
+use crate::wire::backend::Dispatch;
+use crate::wire::commands;
+use crate::wire::listen::{Ears, Listening};
+use crate::wire::reply::MTakeTickets;
 use crate::{
     Backend, BucketState, Demand, Error, Grant, MetricsSnapshot, Priority, Quota, QuotaError,
     Strategy, SupplierUnit, TryAcquire, Unreachable, DEFAULT_MAX_WAIT,
@@ -153,14 +153,14 @@ macro_rules! option_setters {
         /// A limiter built over [`connect`](crate::connect)'s connection listens with the
         /// subscription it carries without being told.
         pub fn listen(mut self, announcements: &$crate::Announcements) -> Self {
-            self.options.listen = $crate::listen::Listening::On(announcements.clone());
+            self.options.listen = $crate::wire::listen::Listening::On(announcements.clone());
             self
         }
 
         /// Does not listen, even over [`connect`](crate::connect)'s connection: a reserved
         /// call asks the server (one `THROTTLE.PEEK` per bucket) after its sleep instead.
         pub fn without_listening(mut self) -> Self {
-            self.options.listen = $crate::listen::Listening::Off;
+            self.options.listen = $crate::wire::listen::Listening::Off;
             self
         }
 

@@ -18,8 +18,8 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::Buckets;
-use crate::reply::MTakeTickets;
 use crate::waiting::Place;
+use crate::wire::reply::MTakeTickets;
 
 /// A held call joins a batch that fires at most this long after its own pause ends: the calls
 /// one announcement wakes all end their rest on the same instant.

@@ -1,4 +1,4 @@
-//! A limiter's slots for calls in flight, the I/O beside [`crate::in_flight`]: the take that
+//! A limiter's slots for calls in flight, the I/O beside [`crate::waiting::in_flight`]: the take that
 //! holds a slot, and the task that keeps one (renews its lease while the grant holds it,
 //! releases it when the grant goes). A call waits for one in [`crate::waiting`].
 
@@ -9,8 +9,8 @@ use tokio::time::Instant;
 
 use super::Buckets;
 use crate::grant::SlotHold;
-use crate::reply::MTakeTickets;
 use crate::waiting::Place;
+use crate::wire::reply::MTakeTickets;
 use crate::Error;
 
 /// A take, and the slot it holds (with a cap on calls in flight, when granted).
@@ -20,8 +20,8 @@ pub(super) struct Slotted {
     pub(super) slot: Option<SlotHold>,
 }
 
-impl AsRef<crate::reply::TakeReply> for Slotted {
-    fn as_ref(&self) -> &crate::reply::TakeReply {
+impl AsRef<crate::wire::reply::TakeReply> for Slotted {
+    fn as_ref(&self) -> &crate::wire::reply::TakeReply {
         &self.taken.reply
     }
 }

@@ -13,9 +13,9 @@ use tokio::time::Instant;
 
 use super::slots::Slotted;
 use super::Buckets;
-use crate::listen::{Cover, Trust};
 use crate::metrics::Event;
 use crate::waiting::{Covered, PauseWatch, Resume, Slept};
+use crate::wire::listen::{Cover, Trust};
 use crate::Error;
 
 /// One call's watch over its buckets' pauses.
@@ -222,7 +222,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::listen::BucketCover;
+    use crate::wire::listen::BucketCover;
 
     const MS: Duration = Duration::from_millis(1);
 

@@ -15,7 +15,7 @@ use super::metrics::Counters;
 use super::plan::{Rules, Timing};
 use super::quota::PartitionedQuota;
 use super::share::Shares;
-use crate::listen::Ears;
+use crate::wire::listen::Ears;
 
 /// A change to one of this process's leases, for [`PartitionedLimiterBuilder::on_lease`].
 ///

@@ -21,10 +21,10 @@ use super::quota::PartitionedQuota;
 use super::share::Take;
 use crate::grant::Receipt;
 use crate::metrics::Metrics;
-use crate::policy::Policy;
-use crate::reply::TakeReply;
 use crate::report::ReportedKey;
+use crate::waiting::policy::Policy;
 use crate::waiting::{self, InLine, NoWatch};
+use crate::wire::reply::TakeReply;
 use crate::{Demand, Error, Grant, Limiter, Priority, QuotaError, Throttle as _, TryAcquire};
 
 mod throttle;
@@ -101,7 +101,7 @@ pub struct PartitionedLimiterBuilder {
     max_held: Option<u32>,
     observer: Option<Observer>,
     max_wait: Duration,
-    announcements: crate::listen::Listening,
+    announcements: crate::wire::listen::Listening,
     report: Option<crate::report::FleetReport>,
     max_in_flight: Option<u64>,
     slot_lease: Duration,
@@ -198,14 +198,14 @@ impl PartitionedLimiterBuilder {
     /// announcement is heard only where the quota's name hashes to the node `announcements`
     /// names; elsewhere the renewal round reads it.
     pub fn listen(mut self, announcements: &crate::Announcements) -> Self {
-        self.announcements = crate::listen::Listening::On(announcements.clone());
+        self.announcements = crate::wire::listen::Listening::On(announcements.clone());
         self
     }
 
     /// Does not listen, even over [`connect`](crate::connect)'s connection (which a limiter
     /// otherwise listens with): the fleet's pauses are read at the renewal rounds.
     pub fn without_listening(mut self) -> Self {
-        self.announcements = crate::listen::Listening::Off;
+        self.announcements = crate::wire::listen::Listening::Off;
         self
     }
 
@@ -398,7 +398,7 @@ impl PartitionedLimiter<()> {
             max_held: None,
             observer: None,
             max_wait: crate::DEFAULT_MAX_WAIT,
-            announcements: crate::listen::Listening::default(),
+            announcements: crate::wire::listen::Listening::default(),
             report: None,
             max_in_flight: None,
             slot_lease: crate::DEFAULT_LEASE,

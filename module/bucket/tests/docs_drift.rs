@@ -1,6 +1,6 @@
 //! The texts the bucket crate defines, found where they are written down again: every command's
 //! syntax ([`Spec::syntax`]) in the command reference (module/README.md), the Lua twin's header
-//! (client/lua/throttle.lua) and the client's script docs (client/src/script.rs); every error
+//! (client/lua/throttle.lua) and the client's script docs (client/src/wire/script.rs); every error
 //! text (each [`ArgError`], [`StateError`], [`WRONG_TYPE`]) in the reference's error table and
 //! in the Lua twin's texts. A change to one that the others miss fails here.
 //!
@@ -17,7 +17,7 @@ use throttle_bucket::{
 
 const README: &str = include_str!("../../README.md");
 const LUA: &str = include_str!("../../../client/lua/throttle.lua");
-const SCRIPT_RS: &str = include_str!("../../../client/src/script.rs");
+const SCRIPT_RS: &str = include_str!("../../../client/src/wire/script.rs");
 
 /// A word of a syntax: `[TOKENS` is the token TOKENS with its bracket.
 fn bare(word: &str) -> &str {
@@ -117,7 +117,7 @@ fn every_syntax_is_in_the_command_reference() {
 fn every_syntax_is_in_the_lua_and_the_script_docs() {
     for (file, text) in [
         ("client/lua/throttle.lua", LUA),
-        ("client/src/script.rs", SCRIPT_RS),
+        ("client/src/wire/script.rs", SCRIPT_RS),
     ] {
         for (command, syntax, counted) in syntaxes() {
             let function = format!(" throttle_{} ", command.short_name());

@@ -6,7 +6,11 @@
 //! process (no round trip: a refusal is a token not there yet, looked at again at the next one
 //! or when the partitions change). It owns the call's deadline, its count of round trips and its
 //! wait metrics; each wait is traced with its reason (`RUST_LOG=redis_throttle=trace`). The I/O
-//! of a take is the caller's `ask`; the decisions are the policy's.
+//! of a take is the caller's `ask`; the decisions are the policy's (`policy.rs`, pure, beside
+//! it), and a cap on calls in flight's lease arithmetic is `in_flight.rs`'s.
+
+pub(crate) mod in_flight;
+pub(crate) mod policy;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,10 +20,10 @@ use std::time::Duration;
 use tokio::sync::{futures::Notified, Mutex, MutexGuard, Notify};
 use tokio::time::Instant;
 
-use crate::listen::{Ears, Trust};
 use crate::metrics::{Event, Metrics};
-use crate::policy::{line_look, Decision, GiveUp, Policy, Refusal, SlotLooks};
-use crate::reply::TakeReply;
+use crate::waiting::policy::{line_look, Decision, GiveUp, Policy, Refusal, SlotLooks};
+use crate::wire::listen::{Ears, Trust};
+use crate::wire::reply::TakeReply;
 use crate::Error;
 
 /// Something held while a reserved call sleeps until its tokens are usable: dropped with the

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use redis::aio::ConnectionLike;
 use throttle_bucket::ThrottleCommand;
 
-use crate::backend::{Call, Dispatch};
-use crate::{reply, Backend, Error};
+use crate::wire::backend::{Call, Dispatch};
+use crate::wire::reply;
+use crate::{Backend, Error};
 
 /// The command `args` on `keys` (one, or THROTTLE.MTAKE's) through `dispatch`, its reply read
 /// back by `args`, and the round trips it took.

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use throttle_bucket::{Refusal as Said, MAX_WAIT_MS};
 
-use crate::in_flight::InFlight;
-use crate::reply::TakeReply;
+use crate::waiting::in_flight::InFlight;
+use crate::wire::reply::TakeReply;
 
 /// How [`Throttle::acquire`](crate::Throttle::acquire) waits for tokens.
 ///

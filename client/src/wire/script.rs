@@ -57,11 +57,14 @@
 //! ```
 
 /// The script's Lua source, for `SCRIPT LOAD` and `EVALSHA`.
-pub const SOURCE: &str = include_str!("../lua/throttle.lua");
+pub const SOURCE: &str = include_str!("../../lua/throttle.lua");
 
 /// The same source as a function library, for `FUNCTION LOAD`: the `#!lua name=throttle` line
 /// in front.
-pub const LIBRARY: &str = concat!("#!lua name=throttle\n", include_str!("../lua/throttle.lua"));
+pub const LIBRARY: &str = concat!(
+    "#!lua name=throttle\n",
+    include_str!("../../lua/throttle.lua")
+);
 
 /// The library's version, which `FCALL_RO throttle_version 0` answers and its code says
 /// (`local VERSION = n`). A client uses the server's library only if its code is [`LIBRARY`],
