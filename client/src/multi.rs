@@ -134,7 +134,9 @@ impl MultiLimiterBuilder {
     /// Caps the calls in flight across the fleet at `n` (1 to 1024), beside the limits, as
     /// [`LimiterBuilder::max_in_flight`](crate::LimiterBuilder::max_in_flight) does: each grant
     /// also holds a slot, taken in the same `THROTTLE.MTAKE` as every limit's tokens (all of
-    /// them and a slot, or nothing), until the grant is dropped. The slots live in the **first
+    /// them and a slot, or nothing), until the grant is dropped. While every slot is held a
+    /// call waits for one in that bucket's line on the server, served in the order the callers
+    /// joined: its slot first, then every limit's tokens. The slots live in the **first
     /// limit's** bucket: every limiter that shares the cap must give the same first key and the
     /// same `n` (a [`Limiter`](crate::Limiter) on that key with `max_in_flight(n)` shares it
     /// too). Checked in [`build`](Self::build).

@@ -12,14 +12,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis_throttle::prelude::*;
-use redis_throttle::{Backend, Connection, Limiter, Quota};
+use redis_throttle::{
+    Backend, Connection, InFlightMetrics, Limiter, MultiLimiter, Quota, Throttle,
+};
 use throttle_e2e::{runtime, within, within_async, Flavor, Server};
 use throttle_testkit::ChildTest;
 use tokio::time::Instant;
 
 throttle_e2e::per_server!(
     callers_are_served_in_the_order_they_joined,
+    callers_of_several_buckets_wait_in_the_same_line,
     a_caller_dropped_in_line_leaves_it,
     a_killed_waiter_holds_up_the_next_for_a_lease_at_most
 );
@@ -106,6 +108,82 @@ fn callers_are_served_in_the_order_they_joined(flavor: Flavor) {
     });
 }
 
+/// A process's `MultiLimiter` on `key` (the cap's slots are its bucket's) and a second bucket
+/// of its own, capped at one call in flight, listening or not.
+async fn several(
+    url: &str,
+    key: &str,
+    backend: Backend,
+    listening: bool,
+) -> MultiLimiter<Connection> {
+    let mut builder = MultiLimiter::builder()
+        .limit(key, Quota::new(1_000, 1_000u64).unwrap(), 1)
+        .limit(
+            format!("{key}:minute"),
+            Quota::new(1_000, 100u64).unwrap(),
+            1,
+        )
+        .backend(backend)
+        .max_in_flight(1)
+        .slot_lease(LEASE);
+    if !listening {
+        builder = builder.without_listening();
+    }
+    builder
+        .build(redis_throttle::connect(url).await.unwrap())
+        .unwrap()
+}
+
+/// Calls `limiter` once as caller `caller`, saying when it was served, and holds the grant
+/// 20 ms.
+async fn serve<T: Throttle + 'static>(limiter: T, caller: u64, served: Arc<Mutex<Vec<u64>>>) {
+    let grant = limiter.acquire().await.unwrap();
+    served.lock().unwrap().push(caller);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    drop(grant);
+}
+
+/// Callers of one bucket and of several (a `MultiLimiter` whose first key is the bucket) wait
+/// in one line and are served in the order they joined, each told its place.
+fn callers_of_several_buckets_wait_in_the_same_line(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let (url, backend) = (server.url(), backend_on(flavor));
+    runtime().block_on(async {
+        let holder = process(&url, "mixed", backend, true).await;
+        let held = holder.acquire().await.unwrap();
+        let served = Arc::new(Mutex::new(Vec::new()));
+        let mut callers = Vec::new();
+        for caller in 0..4u64 {
+            let listening = caller < 2;
+            let served = Arc::clone(&served);
+            let in_flight: Box<dyn Fn() -> InFlightMetrics> = if caller % 2 == 0 {
+                let limiter = several(&url, "mixed", backend, listening).await;
+                callers.push(tokio::spawn(serve(limiter.clone(), caller, served)));
+                Box::new(move || limiter.metrics().in_flight)
+            } else {
+                let limiter = process(&url, "mixed", backend, listening).await;
+                callers.push(tokio::spawn(serve(limiter.clone(), caller, served)));
+                Box::new(move || limiter.metrics().in_flight)
+            };
+            within_async(
+                &format!("caller {caller} in line"),
+                Duration::from_secs(10),
+                || (in_flight().joined_line > 0).then_some(()),
+            )
+            .await;
+            assert_eq!(in_flight().last_place, caller + 1);
+        }
+        drop(held);
+        for caller in callers {
+            tokio::time::timeout(Duration::from_secs(60), caller)
+                .await
+                .expect("every caller served within a minute")
+                .unwrap();
+        }
+        assert_eq!(*served.lock().unwrap(), [0, 1, 2, 3]);
+    });
+}
+
 fn a_caller_dropped_in_line_leaves_it(flavor: Flavor) {
     let server = Server::start(flavor);
     let (url, backend) = (server.url(), backend_on(flavor));
@@ -182,13 +260,14 @@ fn a_killed_waiter_holds_up_the_next_for_a_lease_at_most(flavor: Flavor) {
         Backend::Library => "library",
         _ => "module",
     };
-    let mut waiter = ChildTest::spawn(
-        "waiter_process",
-        &[(URL, url.clone()), (BACKEND, name.to_owned())],
-    );
     runtime().block_on(async {
         let holder = process(&url, "killed", backend, true).await;
         let held = holder.acquire().await.unwrap();
+        // Started once the slot is held, so that its call waits in line.
+        let mut waiter = ChildTest::spawn(
+            "waiter_process",
+            &[(URL, url.clone()), (BACKEND, name.to_owned())],
+        );
         within(
             "the waiter process in line",
             Duration::from_secs(30),

@@ -1,7 +1,8 @@
 //! A cap on calls in flight for a `MultiLimiter` on paused tokio time, against the in-memory
 //! server that runs the module's own arithmetic: the contract scenarios
 //! (`throttle_e2e::contract::in_flight_paused`), with the slot taken in the first limit's
-//! bucket in the same THROTTLE.MTAKE as every limit's tokens, renewed and released there, and
+//! bucket in the same THROTTLE.MTAKE as every limit's tokens when one is free, else waited for
+//! in that bucket's line and then every limit's tokens taken; renewed and released there, and
 //! shared with a `Limiter` capped on that key.
 
 use redis_throttle::prelude::*;
@@ -43,7 +44,7 @@ fn capped() -> Capped<impl Build<MultiLimiter<FakeServer>>> {
     Capped {
         build: move |cap, lease| build(&fake, cap, lease),
         table,
-        decided: Decided::taken_with_the_tokens(1),
+        decided: Decided::in_line_for_the_slot_alone(1),
     }
 }
 
@@ -123,4 +124,38 @@ async fn a_limiter_capped_on_the_first_key_shares_the_cap() {
     let grant = multi.acquire().await.unwrap();
     assert!(grant.slot().is_some());
     assert_eq!(table(&fake, FIRST, 100, 100).slots().await.0, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_handed_its_slot_takes_every_limits_tokens() {
+    let fake = FakeServer::new();
+    let limiter = build(&fake, 1, LEASE).unwrap();
+    let held = limiter.acquire().await.unwrap();
+    let second = {
+        let limiter = limiter.clone();
+        tokio::spawn(async move { limiter.acquire().await })
+    };
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let in_flight = limiter.metrics().in_flight;
+    assert_eq!(
+        (in_flight.joined_line, in_flight.in_line),
+        (1, 1),
+        "in the first key's line"
+    );
+    // The second key refilled the first call's token meanwhile (10 a second).
+    assert_eq!(
+        remaining(&fake, SECOND, 1000, 10).await,
+        1000,
+        "no token taken in line"
+    );
+    drop(held);
+    let grant = second.await.unwrap().unwrap();
+    assert!(grant.slot().is_some());
+    assert_eq!(
+        remaining(&fake, SECOND, 1000, 10).await,
+        999,
+        "its token, once handed its slot"
+    );
+    assert_eq!(table(&fake, FIRST, 100, 100).slots().await.0, 1);
+    assert_eq!(limiter.metrics().in_flight.in_line, 0);
 }

@@ -10,7 +10,7 @@
 //!
 //! ```sh
 //! cargo build --release -p redis-throttle-module
-//! cargo run --release -p throttle-benches --bin line-bench -- [--server redis-8.2] [--backend module] [--procs 2,4,8,16,32] [--calls 40] [--cap 4] [--hold-ms 200] [--not-listening]
+//! cargo run --release -p throttle-benches --bin line-bench -- [--server redis-8.2] [--backend module] [--procs 2,4,8,16,32] [--calls 40] [--cap 4] [--hold-ms 200] [--not-listening] [--several]
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -18,8 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use redis_throttle::prelude::*;
-use redis_throttle::{Backend, Limiter, Quota};
+use redis_throttle::{Backend, Limiter, MultiLimiter, Quota, Throttle};
 use throttle_benches::{at_least_one, flavor};
 use throttle_testkit::{Flavor, Server};
 
@@ -51,6 +50,10 @@ struct Options {
     /// The processes do not listen for announcements (each asks on its own).
     #[arg(long)]
     not_listening: bool,
+    /// Each call takes from two buckets (a `MultiLimiter` whose first key holds the slots)
+    /// instead of one.
+    #[arg(long)]
+    several: bool,
 }
 
 fn backend(name: &str) -> Result<Backend, String> {
@@ -109,16 +112,30 @@ fn throttle_commands(con: &mut redis::Connection) -> u64 {
         .sum()
 }
 
-/// One row: `procs` processes sharing `calls`; commands per call, the most open at once, the
-/// calls served out of the order they began waiting, and the fleet's own round trips.
+/// One row: `procs` processes sharing `calls`, each process's limiter on `key` (and a
+/// second bucket of its own with `--several`).
 async fn fleet(url: &str, key: &str, o: &Options, procs: usize) -> (u64, u64, usize) {
-    let supplier = Arc::new(Supplier::default());
-    let hold = Duration::from_millis(o.hold_ms);
-    let served = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let quota = || Quota::new(1_000, 1_000u64).expect("quota");
+    if o.several {
+        let mut limiters = Vec::new();
+        for _ in 0..procs {
+            let conn = redis_throttle::connect(url).await.expect("connect");
+            let mut builder = MultiLimiter::builder()
+                .limit(key, quota(), 1)
+                .limit(format!("{key}:second"), quota(), 1)
+                .backend(o.backend)
+                .max_in_flight(o.cap);
+            if o.not_listening {
+                builder = builder.without_listening();
+            }
+            limiters.push(builder.build(conn).expect("limiter"));
+        }
+        return run(limiters, o).await;
+    }
     let mut limiters = Vec::new();
     for _ in 0..procs {
         let conn = redis_throttle::connect(url).await.expect("connect");
-        let mut builder = Limiter::builder(key, Quota::new(1_000, 1_000u64).expect("quota"))
+        let mut builder = Limiter::builder(key, quota())
             .backend(o.backend)
             .max_in_flight(o.cap);
         if o.not_listening {
@@ -126,6 +143,16 @@ async fn fleet(url: &str, key: &str, o: &Options, procs: usize) -> (u64, u64, us
         }
         limiters.push(builder.build(conn).expect("limiter"));
     }
+    run(limiters, o).await
+}
+
+/// The calls of one row, each process's share at once: the most open at once, the fleet's
+/// own round trips, and the calls served out of the order they began waiting.
+async fn run<T: Throttle + Clone + 'static>(limiters: Vec<T>, o: &Options) -> (u64, u64, usize) {
+    let procs = limiters.len();
+    let supplier = Arc::new(Supplier::default());
+    let hold = Duration::from_millis(o.hold_ms);
+    let served = Arc::new(std::sync::Mutex::new(Vec::new()));
     // Let each process's subscription come up before the calls.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let start = Instant::now();
@@ -187,12 +214,17 @@ fn main() {
         .build()
         .expect("runtime");
     println!(
-        "{} {:?}, {} calls held {} ms each, cap {}, {}",
+        "{} {:?}, {} calls held {} ms each, cap {}, {}, {}",
         o.flavor.name(),
         o.backend,
         o.calls,
         o.hold_ms,
         o.cap,
+        if o.several {
+            "two buckets a call (MultiLimiter)"
+        } else {
+            "one bucket a call"
+        },
         if o.not_listening {
             "not listening"
         } else {

@@ -652,11 +652,13 @@ where
         result.inspect_err(|_| self.shared.metrics.error())
     }
 
-    /// One take round trip with `TICKET`: `THROTTLE.TAKE` for one bucket, `THROTTLE.MTAKE` for
-    /// several; failures counted.
+    /// The take of a call at `place` with `TICKET`: `THROTTLE.TAKE` for one bucket,
+    /// `THROTTLE.MTAKE` for several; failures counted.
     ///
-    /// A call of one bucket that takes a slot with no floor waits for one in the server's
-    /// line (`LINE`), where it stands at `place`.
+    /// A call that takes a slot with no floor waits for one in the server's line (`LINE`),
+    /// where it stands at `place`: one bucket's take joins it, and a slot handed to it there
+    /// comes with its tokens (no round trip); several buckets' take joins it with a take of
+    /// the slot alone ([`Buckets::take_several`]).
     async fn take(
         &self,
         limits: &[Limit],
@@ -664,12 +666,12 @@ where
         place: Place,
     ) -> Result<MTakeTickets, Error> {
         let shared = &self.shared;
-        let inflight = shared.options.in_flight.map(|cap| Inflight {
-            cap: cap.cap,
-            lease_ms: cap.lease_ms(),
-        });
-        let (result, round_trips) = match (shared.buckets.as_slice(), limits) {
-            ([bucket], [limit]) => {
+        let inflight = self.inflight();
+        let (result, round_trips) = match (shared.buckets.as_slice(), limits, place) {
+            ([_], [_], Place::Handed { ticket, wait }) => {
+                (Ok(MTakeTickets::handed(ticket, wait)), 0)
+            }
+            ([bucket], [limit], _) => {
                 let args = TakeArgs {
                     quota: limit.quota,
                     tokens: limit.tokens,
@@ -682,20 +684,7 @@ where
                 let (reply, trips) = self.call_counted(&[bucket.key.as_str()], &args).await;
                 (reply.map(MTakeTickets::from), trips)
             }
-            _ => {
-                let mut args = MTakeArgs::new(limits, max_wait_ms).ok_or_else(|| {
-                    Error::from(QuotaError::Limits {
-                        problem: format!("{} given", limits.len()),
-                    })
-                })?;
-                args.ticket = true;
-                // The slot is the first bucket's (THROTTLE.MTAKE takes it there), where RENEW
-                // and RELEASE go too.
-                args.inflight = inflight;
-                let keys: Vec<&str> = shared.buckets.iter().map(|b| b.key.as_str()).collect();
-                let (reply, trips) = self.call_counted(&keys, &args).await;
-                (reply.map(MTakeTickets::from), trips)
-            }
+            _ => self.take_several(limits, max_wait_ms, place).await,
         };
         let mut taken = result.inspect_err(|err| {
             debug_assert!(!err.is_give_up());
@@ -705,6 +694,34 @@ where
         })?;
         taken.reply.round_trips = round_trips;
         Ok(taken)
+    }
+
+    /// The cap on calls in flight as the commands take it.
+    fn inflight(&self) -> Option<Inflight> {
+        self.shared.options.in_flight.map(|cap| Inflight {
+            cap: cap.cap,
+            lease_ms: cap.lease_ms(),
+        })
+    }
+
+    /// `THROTTLE.MTAKE ... TICKET` of `limits` within `max_wait_ms`, with the slot of the cap
+    /// on calls in flight (`inflight`, taken in the first bucket, where RENEW and RELEASE go
+    /// too) or without one.
+    async fn mtake(
+        &self,
+        limits: &[Limit],
+        max_wait_ms: u64,
+        inflight: Option<Inflight>,
+    ) -> (Result<MTakeTickets, Error>, u32) {
+        let Some(mut args) = MTakeArgs::new(limits, max_wait_ms) else {
+            let problem = format!("{} given", limits.len());
+            return (Err(Error::from(QuotaError::Limits { problem })), 0);
+        };
+        args.ticket = true;
+        args.inflight = inflight;
+        let keys: Vec<&str> = self.shared.buckets.iter().map(|b| b.key.as_str()).collect();
+        let (reply, trips) = self.call_counted(&keys, &args).await;
+        (reply.map(MTakeTickets::from), trips)
     }
 
     /// The command `args` on `key` through the backend, its reply read back by `args`: one

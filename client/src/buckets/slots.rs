@@ -3,15 +3,15 @@
 //! releases it when the grant goes). A call waits for one in [`crate::waiting`].
 
 use redis::aio::ConnectionLike;
-use throttle_bucket::{Limit, ReleaseArgs, RenewArgs};
+use throttle_bucket::{Limit, LineArgs, Refusal, ReleaseArgs, RenewArgs, TakeArgs};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::Buckets;
+use super::{line_args, Buckets};
 use crate::grant::SlotHold;
 use crate::waiting::Place;
 use crate::wire::reply::MTakeTickets;
-use crate::Error;
+use crate::{Error, QuotaError};
 
 /// A take, and the slot it holds (with a cap on calls in flight, when granted).
 #[derive(Debug)]
@@ -24,6 +24,14 @@ impl AsRef<crate::wire::reply::TakeReply> for Slotted {
     fn as_ref(&self) -> &crate::wire::reply::TakeReply {
         &self.taken.reply
     }
+}
+
+/// Where a call of several buckets stands after a take of its slot in the line.
+enum LineTake {
+    /// It holds the slot with this id.
+    Holds(u64),
+    /// The take's reply: in line (or refused).
+    Answer(Box<MTakeTickets>),
 }
 
 impl<C> Buckets<C>
@@ -39,17 +47,110 @@ where
         max_wait_ms: u64,
         place: Place,
     ) -> Result<Slotted, Error> {
-        let taken = match place {
-            Place::Handed { ticket, wait } => MTakeTickets::handed(ticket, wait),
-            Place::Outside | Place::First | Place::Look(_) => {
-                self.take(limits, max_wait_ms, place).await?
-            }
-        };
+        let taken = self.take(limits, max_wait_ms, place).await?;
         let slot = taken
             .slot
             .filter(|_| taken.reply.granted)
             .map(|id| self.hold_slot(id));
         Ok(Slotted { taken, slot })
+    }
+
+    /// The take of several buckets by a call at `place`, and its round trips. Capped with no
+    /// floor, the call waits for its slot in the first bucket's line, as one bucket's call
+    /// does, but THROTTLE.RELEASE hands a slot over with that bucket's tokens only: so the
+    /// call joins the line with a take of the slot alone (`TOKENS 0 ... LINE`), and once it
+    /// holds a slot (free at once, or handed over) one THROTTLE.MTAKE without INFLIGHT takes
+    /// every bucket's tokens. A call that finds a slot free takes it with its tokens in one
+    /// THROTTLE.MTAKE, as without the line; one that gets its slot and then not its tokens
+    /// gives the slot back.
+    pub(super) async fn take_several(
+        &self,
+        limits: &[Limit],
+        max_wait_ms: u64,
+        place: Place,
+    ) -> (Result<MTakeTickets, Error>, u32) {
+        let inflight = self.inflight();
+        let floored = limits.iter().any(|l| l.floor.is_some());
+        let line = if floored {
+            None
+        } else {
+            line_args(inflight, None, place)
+        };
+        let mut trips = 0;
+        let held = if let Place::Handed { ticket, .. } = place {
+            ticket
+        } else {
+            let Some(line) = line else {
+                return self.mtake(limits, max_wait_ms, inflight).await;
+            };
+            if !matches!(place, Place::Look(_)) {
+                // Its slot with every bucket's tokens first, as when one is free.
+                let (taken, t) = self.mtake(limits, max_wait_ms, inflight).await;
+                trips += t;
+                match taken {
+                    // Refused for a slot alone (every slot held, or callers in line ahead):
+                    // it joins the line.
+                    Ok(taken)
+                        if !taken.reply.granted && taken.reply.said == Some(Refusal::SLOT) => {}
+                    other => return (other, trips),
+                }
+            }
+            let (taken, t) = self.slot_in_line(limits, line).await;
+            trips += t;
+            match taken {
+                Ok(LineTake::Holds(id)) => id,
+                Ok(LineTake::Answer(in_line)) => return (Ok(*in_line), trips),
+                Err(err) => return (Err(err), trips),
+            }
+        };
+        // Holding slot `held`: every bucket's tokens.
+        let (taken, t) = self.mtake(limits, max_wait_ms, None).await;
+        trips += t;
+        match taken {
+            Ok(mut taken) if taken.reply.granted => {
+                taken.slot = Some(held);
+                (Ok(taken), trips)
+            }
+            other => {
+                // No tokens (or no answer): the slot goes back, to the next caller in line.
+                self.leave_line(held);
+                (other, trips)
+            }
+        }
+    }
+
+    /// A take of the first bucket's slot alone in its line (`TOKENS 0 ... LINE`, a look with
+    /// the call's ticket if `line` has one): the slot it holds now (free, or handed over), or
+    /// the reply that puts it in line.
+    async fn slot_in_line(
+        &self,
+        limits: &[Limit],
+        line: LineArgs,
+    ) -> (Result<LineTake, Error>, u32) {
+        let (Some(bucket), Some(limit)) = (self.shared.buckets.first(), limits.first()) else {
+            return (
+                Err(Error::from(QuotaError::Limits {
+                    problem: "none given".to_owned(),
+                })),
+                0,
+            );
+        };
+        let args = TakeArgs {
+            quota: limit.quota,
+            tokens: 0,
+            max_wait_ms: 0,
+            ticket: false,
+            floor: None,
+            inflight: self.inflight(),
+            line: Some(line),
+        };
+        let (reply, trips) = self.call_counted(&[bucket.key.as_str()], &args).await;
+        let taken = reply.map(MTakeTickets::from);
+        let held = taken.map(|taken| match taken.slot {
+            Some(id) if taken.reply.granted => LineTake::Holds(id),
+            _ => LineTake::Answer(Box::new(taken)),
+        });
+        (held, trips)
     }
 
     /// Holds slot `id` for a grant: renewed while held, released once the hold is dropped.

@@ -111,6 +111,20 @@ impl Decided {
             ..Decided::taken_with_the_tokens(cap)
         }
     }
+
+    /// What a limiter of several buckets decides (`MultiLimiter`): its call takes its slot
+    /// with its tokens when one is free; refused for a slot, it joins the first bucket's line
+    /// with a take of the slot alone, looks as [`Decided::in_the_servers_line`] does, and
+    /// once handed its slot takes every bucket's tokens in one more round trip.
+    pub fn in_line_for_the_slot_alone(cap: u64) -> Decided {
+        let line = Decided::in_the_servers_line(cap);
+        Decided {
+            // The refused take and the join at 0, the looks, the hand-off and the tokens.
+            waiter_trips: line.waiter_trips + 2,
+            found_elsewhere: (line.found_elsewhere.0, line.found_elsewhere.1 + 2),
+            ..line
+        }
+    }
 }
 
 /// Builds a limiter with a cap and a slot lease.
