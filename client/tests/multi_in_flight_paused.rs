@@ -159,3 +159,49 @@ async fn a_call_handed_its_slot_takes_every_limits_tokens() {
     assert_eq!(table(&fake, FIRST, 100, 100).slots().await.0, 1);
     assert_eq!(limiter.metrics().in_flight.in_line, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_handed_its_slot_without_the_tokens_in_time_gives_the_slot_back() {
+    let fake = FakeServer::new();
+    // The second limit holds one token and refills one a second.
+    let slow = || Quota::new(1, 1u64).unwrap();
+    let limiter = MultiLimiter::builder()
+        .limit(FIRST, Quota::new(100, 100u64).unwrap(), 1)
+        .limit(SECOND, slow(), 1)
+        .backend(Backend::Module)
+        .pause_check(false)
+        .max_in_flight(1)
+        .slot_lease(LEASE)
+        .build(fake.clone())
+        .unwrap();
+    let held = limiter.acquire().await.unwrap();
+    // Its token comes back at 1 s, within the call's 1.5 s: it waits in line for the slot.
+    let second = {
+        let limiter = limiter.clone();
+        tokio::spawn(async move {
+            limiter
+                .acquire_with(Demand::call().within(Duration::from_millis(1_500)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(limiter.metrics().in_flight.in_line, 1);
+    // Another caller of the second limit reserves that token meanwhile (the next at 2 s).
+    let other = Limiter::builder(SECOND, slow())
+        .backend(Backend::Module)
+        .pause_check(false)
+        .build(fake.clone())
+        .unwrap();
+    let reserved = tokio::spawn(async move { other.acquire().await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Handed the slot at 100 ms, the call finds its token past its deadline: it gives the
+    // slot back, and the cap is free again.
+    drop(held);
+    let err = second.await.unwrap().unwrap_err();
+    assert!(matches!(err, Error::DeadlineExceeded { .. }), "{err}");
+    settle().await;
+    assert_eq!(table(&fake, FIRST, 100, 100).slots().await, (0, 0));
+    let in_flight = limiter.metrics().in_flight;
+    assert_eq!((in_flight.in_line, in_flight.held), (0, 0));
+    reserved.await.unwrap().unwrap();
+}

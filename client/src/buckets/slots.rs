@@ -34,13 +34,35 @@ enum LineTake {
     Answer(Box<MTakeTickets>),
 }
 
+/// A slot a call of several buckets holds while it takes their tokens: released when dropped
+/// unless the call got them (`id` taken).
+struct SlotBack<'a, C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    buckets: &'a Buckets<C>,
+    id: Option<u64>,
+}
+
+impl<C> Drop for SlotBack<'_, C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            self.buckets.leave_line(id);
+        }
+    }
+}
+
 impl<C> Buckets<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// One take of `limits` within `max_wait_ms` (one round trip), holding its slot when the
-    /// limiter caps calls in flight and the take is granted. A refusal for want of a slot is
-    /// waited out by the loop (`crate::waiting`).
+    /// One take of `limits` within `max_wait_ms` (one round trip; several buckets' call that
+    /// waited in line, two), holding its slot when the limiter caps calls in flight and the
+    /// take is granted. A refusal for want of a slot is waited out by the loop
+    /// (`crate::waiting`).
     pub(super) async fn take_holding(
         &self,
         limits: &[Limit],
@@ -103,19 +125,20 @@ where
                 Err(err) => return (Err(err), trips),
             }
         };
-        // Holding slot `held`: every bucket's tokens.
+        // Holding slot `held`: every bucket's tokens. Without them (refused, no answer, or the
+        // call dropped meanwhile) the slot goes back, to the next caller in line.
+        let mut slot = SlotBack {
+            buckets: self,
+            id: Some(held),
+        };
         let (taken, t) = self.mtake(limits, max_wait_ms, None).await;
         trips += t;
         match taken {
             Ok(mut taken) if taken.reply.granted => {
-                taken.slot = Some(held);
+                taken.slot = slot.id.take();
                 (Ok(taken), trips)
             }
-            other => {
-                // No tokens (or no answer): the slot goes back, to the next caller in line.
-                self.leave_line(held);
-                (other, trips)
-            }
+            other => (other, trips),
         }
     }
 
@@ -217,9 +240,11 @@ where
         shared.lines.freed();
     }
 
-    /// Takes ticket `ticket` out of the server's line for a slot, in a task of its own (a call
-    /// that gave up, or whose future was dropped, while it stood there). Without a runtime,
-    /// or if the release fails, the ticket leaves at the end of its place lease.
+    /// Takes ticket `ticket` out of the server's line for a slot (a call that gave up, or
+    /// whose future was dropped, while it stood there), or gives back the slot handed to it
+    /// (a call of several buckets that did not get their tokens), in a task of its own.
+    /// Without a runtime, or if the release fails, the ticket leaves at the end of its place
+    /// lease, and the slot at the end of its own.
     pub(super) fn leave_line(&self, ticket: u64) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
