@@ -3,7 +3,11 @@
 //! the bucket and a client subscribes where it already sends its calls.
 
 use crate::gcra::ceil_ms;
+use crate::limits::{
+    LATEST_STATE_AHEAD_NS, MAX_SLOT_ID, MAX_TICKET_US, MAX_WAIT_MS, MIN_FACTOR_BP,
+};
 use crate::line::Handed;
+use crate::state::FULL_FACTOR_BP;
 
 /// What THROTTLE.PAUSE, CUT and SYNC announce when they make a bucket's pause last longer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +65,81 @@ impl Message {
                 format!("{SLOT_HANDED} {} {}", handed.id, ceil_ms(handed.wait_ns))
             }
         }
+    }
+}
+
+/// A message read back from a bucket's channel, as a server could have sent it: what
+/// [`Message::text`] writes, or an older server's pause of one word (`<pause_ms>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Announced {
+    /// A pause, from when it was published; the bucket's state right after it (µs, a
+    /// `TICKET`) and its rate factor, from servers that say them.
+    Pause {
+        /// How long the pause lasts, ms.
+        pause_ms: u64,
+        /// Every reservation made before the pause has a ticket at most this.
+        state_us: Option<u64>,
+        /// The rate factor after the call, in basis points (10 000: not cut).
+        factor_bp: Option<u16>,
+    },
+    /// [`Message::SlotFreed`].
+    SlotFreed,
+    /// [`Message::Handed`]: the waiter's ticket, now its slot's id, and the ms until its
+    /// tokens are there.
+    Handed {
+        /// The waiter's ticket.
+        id: u64,
+        /// Until its tokens are there, ms.
+        wait_ms: u64,
+    },
+}
+
+impl Announced {
+    /// Reads a message heard when the wall clock read `now_us` (µs since the Unix epoch).
+    /// Anyone who may publish on the channel can say anything on it, so a message no server
+    /// could have sent is `None`: a pause past the longest `THROTTLE.PAUSE`, a state farther
+    /// ahead of the clock than any bucket's can be (or past the largest ticket), a factor
+    /// outside a cut's range, a ticket no slot can have, a hand-off's wait past the longest
+    /// take's, or any other word.
+    pub fn parse(message: &[u8], now_us: u64) -> Option<Announced> {
+        let text = std::str::from_utf8(message).ok()?;
+        if text == SLOT_FREED {
+            return Some(Announced::SlotFreed);
+        }
+        let mut words = text.split(' ');
+        let first = words.next()?;
+        let mut number = || -> Option<Option<u64>> {
+            match words.next() {
+                None => Some(None),
+                Some(word) => Some(Some(word.parse().ok()?)),
+            }
+        };
+        let announced = if first == SLOT_HANDED {
+            let (id, wait_ms) = (number()??, number()??);
+            let fits = (1..MAX_SLOT_ID).contains(&id) && wait_ms <= MAX_WAIT_MS;
+            fits.then_some(Announced::Handed { id, wait_ms })?
+        } else {
+            let pause_ms: u64 = first.parse().ok()?;
+            let (state_us, factor_bp) = (number()?, number()?);
+            let latest_us = now_us.saturating_add(LATEST_STATE_AHEAD_NS.unsigned_abs() / 1000);
+            let factor_bp = match factor_bp {
+                None => None,
+                Some(f) => Some(
+                    u16::try_from(f)
+                        .ok()
+                        .filter(|f| (MIN_FACTOR_BP..=FULL_FACTOR_BP).contains(f))?,
+                ),
+            };
+            let in_range = pause_ms <= MAX_WAIT_MS
+                && state_us.is_none_or(|s| s <= latest_us.min(MAX_TICKET_US));
+            in_range.then_some(Announced::Pause {
+                pause_ms,
+                state_us,
+                factor_bp,
+            })?
+        };
+        // Nothing after the last word a server writes.
+        number()?.is_none().then_some(announced)
     }
 }
 
@@ -159,6 +238,114 @@ mod tests {
             };
             assert_eq!(heard.message(), text);
         }
+    }
+
+    /// The wall clock when the tables' messages are heard: 2024-12-04, µs.
+    const NOW_US: u64 = 1_733_300_000_000_000;
+
+    #[test]
+    fn what_a_server_writes_reads_back() {
+        let pause = Message::Pause(Announcement {
+            pause_ns: 250_000_000,
+            ticket_us: 1_733_300_000_123_456,
+            factor_bp: 5_000,
+        });
+        let handed = Message::Handed(Handed {
+            id: 1_733_300_000_000_001,
+            wait_ns: 1_500_000,
+        });
+        let cases = [
+            (
+                pause,
+                Announced::Pause {
+                    pause_ms: 250,
+                    state_us: Some(1_733_300_000_123_456),
+                    factor_bp: Some(5_000),
+                },
+            ),
+            (Message::SlotFreed, Announced::SlotFreed),
+            (
+                handed,
+                Announced::Handed {
+                    id: 1_733_300_000_000_001,
+                    wait_ms: 2,
+                },
+            ),
+        ];
+        for (message, announced) in cases {
+            let text = message.text();
+            assert_eq!(
+                Announced::parse(text.as_bytes(), NOW_US),
+                Some(announced),
+                "{text}"
+            );
+        }
+        // An older server's pause: one word.
+        assert_eq!(
+            Announced::parse(b"1500", NOW_US),
+            Some(Announced::Pause {
+                pause_ms: 1500,
+                state_us: None,
+                factor_bp: None
+            })
+        );
+    }
+
+    #[test]
+    fn messages_no_server_could_send_are_refused() {
+        // The longest pause, the farthest state, the factors and hand-offs a server can send.
+        let longest = format!("{MAX_WAIT_MS} {NOW_US} 10000");
+        let far = NOW_US + LATEST_STATE_AHEAD_NS.unsigned_abs() / 1000;
+        let farthest = format!("1 {far} {MIN_FACTOR_BP}");
+        let last_id = format!("handed {} {MAX_WAIT_MS}", MAX_SLOT_ID - 1);
+        for good in [
+            longest.as_str(),
+            farthest.as_str(),
+            "0",
+            "1 0 10000",
+            "handed 1 0",
+            last_id.as_str(),
+        ] {
+            assert!(
+                Announced::parse(good.as_bytes(), NOW_US).is_some(),
+                "{good}"
+            );
+        }
+        let too_long = format!("{} {NOW_US} 10000", MAX_WAIT_MS + 1);
+        let too_far = format!("1 {} 10000", far + 1);
+        let below_floor = format!("1 {NOW_US} {}", MIN_FACTOR_BP - 1);
+        let no_such_id = format!("handed {MAX_SLOT_ID} 0");
+        let handed_too_long = format!("handed 5 {}", MAX_WAIT_MS + 1);
+        for bad in [
+            "86400000 18446744073709551615 10000", // a ticket no clock reaches: a frozen fleet
+            "1 18446744073709551615 5000",         // a forged cut
+            too_long.as_str(),
+            too_far.as_str(),
+            below_floor.as_str(),
+            "1 1733300000000000 10001", // a factor above the configured rate
+            "1 1733300000000000 0",
+            "1 1733300000000000 65536",
+            "18446744073709551616", // past u64
+            "",
+            "x",
+            "1 2 3 4",
+            "-1",
+            "1  2",
+            "1 y",
+            "freed ",
+            "Freed",
+            "handed",
+            "handed 5",
+            "handed 0 1",
+            "handed 5 1 2",
+            "handed -5 1",
+            "handed 5 x",
+            no_such_id.as_str(),
+            handed_too_long.as_str(),
+        ] {
+            assert_eq!(Announced::parse(bad.as_bytes(), NOW_US), None, "{bad:?}");
+        }
+        assert_eq!(Announced::parse(b"\xff\xfe", NOW_US), None);
     }
 
     #[test]

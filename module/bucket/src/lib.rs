@@ -45,7 +45,8 @@ mod throttle_command;
 mod words;
 
 pub use channel::{
-    key_slot, pause_channel, pause_channel_patterns, Announcement, Message, SLOT_FREED, SLOT_HANDED,
+    key_slot, pause_channel, pause_channel_patterns, Announced, Announcement, Message, SLOT_FREED,
+    SLOT_HANDED,
 };
 pub use command::Command;
 pub use cut::{CutArgs, CutOutcome, CutReply};

@@ -4,13 +4,14 @@
 //! The server publishes a message on a bucket's pause channel each time a call makes the
 //! bucket's pause last longer (THROTTLE.PAUSE, a cut, a sync that found nothing left):
 //! `<pause_ms>`, or `<pause_ms> <state_us> <factor_bp>` from servers that say more (the bucket's
-//! state right after the call, in the units of a `TICKET`, and its rate factor).
+//! state right after the call, in the units of a `TICKET`, and its rate factor). The bucket
+//! crate reads it (`throttle_bucket::Announced`, beside the text the server writes), and drops
+//! what no server could have sent.
 //!
 //! Anyone who may publish on the channel can say anything on it, so what is heard is a hint:
-//! a message whose fields no server could have sent is dropped here, and one that would hold a
-//! call back is confirmed with the server before it does (the limiter's `watch`).
+//! one that would hold a call back is confirmed with the server before it does (the limiter's
+//! `watch`).
 
-use throttle_bucket::{FULL_FACTOR_BP, LATEST_STATE_AHEAD_NS, MAX_WAIT_MS, MIN_FACTOR_BP};
 use tokio::time::{Duration, Instant};
 
 /// One announcement, as heard at `at` (this process's clock).
@@ -28,40 +29,20 @@ pub(crate) struct Heard {
 }
 
 impl Heard {
-    /// Reads a message heard at `at`, when the wall clock read `now_us` (µs since the Unix
-    /// epoch); `None` for one that is not an announcement a server could have sent: a pause
-    /// past the longest `THROTTLE.PAUSE`, a state farther ahead of the clock than any bucket's
-    /// can be (or past the largest ticket), a factor outside the cut's range.
-    pub(crate) fn parse(message: &[u8], at: Instant, now_us: u64) -> Option<Heard> {
-        let text = std::str::from_utf8(message).ok()?;
-        let mut words = text.split(' ');
-        let pause_ms: u64 = words.next()?.parse().ok()?;
-        let state_us = match words.next() {
-            None => None,
-            Some(word) => Some(word.parse().ok()?),
-        };
-        let factor_bp = match words.next() {
-            None => None,
-            Some(word) => Some(word.parse().ok()?),
-        };
-        if words.next().is_some() {
-            return None;
-        }
-        let latest_us = now_us.saturating_add(LATEST_STATE_AHEAD_NS.unsigned_abs() / 1000);
-        let in_range = pause_ms <= MAX_WAIT_MS
-            && state_us.is_none_or(|s| s <= latest_us.min(throttle_bucket::MAX_TICKET_US))
-            && factor_bp.is_none_or(|f| {
-                (u64::from(MIN_FACTOR_BP)..=u64::from(FULL_FACTOR_BP)).contains(&f)
-            });
-        if !in_range {
-            return None;
-        }
-        Some(Heard {
+    /// A pause of `pause_ms` (with the bucket's state and rate factor, where the server said
+    /// them), heard at `at`.
+    pub(crate) fn new(
+        at: Instant,
+        pause_ms: u64,
+        state_us: Option<u64>,
+        factor_bp: Option<u16>,
+    ) -> Heard {
+        Heard {
             at,
             pause: Duration::from_millis(pause_ms),
             state_us,
-            factor_bp,
-        })
+            factor_bp: factor_bp.map(u64::from),
+        }
     }
 
     /// When the pause ends, on this process's clock, at the latest: the server published it
@@ -86,7 +67,7 @@ impl Heard {
     /// Whether it says the call cut the rate.
     pub(crate) fn cut(&self) -> bool {
         self.factor_bp
-            .is_some_and(|f| f < u64::from(FULL_FACTOR_BP))
+            .is_some_and(|f| f < u64::from(throttle_bucket::FULL_FACTOR_BP))
     }
 }
 
@@ -137,6 +118,19 @@ mod tests {
     /// The wall clock when the tables' messages are heard: 2024-12-04, µs.
     const NOW_US: u64 = 1_733_300_000_000_000;
 
+    /// `message`, as read by the bucket crate, heard at `at`.
+    fn heard(message: &[u8], at: Instant) -> Heard {
+        let Some(throttle_bucket::Announced::Pause {
+            pause_ms,
+            state_us,
+            factor_bp,
+        }) = throttle_bucket::Announced::parse(message, NOW_US)
+        else {
+            panic!("not a pause: {message:?}");
+        };
+        Heard::new(at, pause_ms, state_us, factor_bp)
+    }
+
     fn at(ms: u64) -> Instant {
         // Instants of one base, so the tables read as ms after it.
         thread_local!(static BASE: Instant = Instant::now());
@@ -144,53 +138,9 @@ mod tests {
     }
 
     #[test]
-    fn messages_read_back() {
-        let heard = Heard::parse(b"1500", at(0), NOW_US).unwrap();
-        assert_eq!(
-            (heard.pause, heard.state_us, heard.factor_bp),
-            (Duration::from_millis(1500), None, None)
-        );
-        let heard = Heard::parse(b"250 1733300000123456 5000", at(0), NOW_US).unwrap();
-        assert_eq!(heard.state_us, Some(1_733_300_000_123_456));
-        assert_eq!(heard.factor_bp, Some(5000));
-        for bad in [&b""[..], b"x", b"1 2 3 4", b"-1", b"1  2", b"1 y"] {
-            assert_eq!(Heard::parse(bad, at(0), NOW_US), None, "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn messages_no_server_could_send_are_dropped() {
-        // The longest pause, the farthest state and the factors a server can announce.
-        let longest = format!("{MAX_WAIT_MS} {NOW_US} 10000");
-        let far = NOW_US + LATEST_STATE_AHEAD_NS.unsigned_abs() / 1000;
-        let farthest = format!("1 {far} {MIN_FACTOR_BP}");
-        for good in [longest.as_str(), farthest.as_str(), "0", "1 0 10000"] {
-            assert!(
-                Heard::parse(good.as_bytes(), at(0), NOW_US).is_some(),
-                "{good}"
-            );
-        }
-        let too_long = format!("{} {NOW_US} 10000", MAX_WAIT_MS + 1);
-        let too_far = format!("1 {} 10000", far + 1);
-        let below_floor = format!("1 {NOW_US} {}", MIN_FACTOR_BP - 1);
-        for bad in [
-            "86400000 18446744073709551615 10000", // the trial's freeze: a ticket no clock reaches
-            "1 18446744073709551615 5000",         // the trial's forged cut
-            too_long.as_str(),
-            too_far.as_str(),
-            below_floor.as_str(),
-            "1 1733300000000000 10001", // a factor above the configured rate
-            "1 1733300000000000 0",
-            "18446744073709551616", // past u64
-        ] {
-            assert_eq!(Heard::parse(bad.as_bytes(), at(0), NOW_US), None, "{bad}");
-        }
-    }
-
-    #[test]
     fn a_pause_covers_what_was_reserved_before_it_and_sent_inside_it() {
         // Heard at 100 ms: paused for 1000 ms, the state after it 5_000.
-        let heard = Heard::parse(b"1000 5000 10000", at(100), NOW_US).unwrap();
+        let heard = heard(b"1000 5000 10000", at(100));
         // (ticket, send at ms, covered)
         let table = [
             (4_000, 200, true),    // reserved before, sent inside
@@ -210,14 +160,14 @@ mod tests {
 
     #[test]
     fn a_cut_covers_every_reservation_before_it() {
-        let heard = Heard::parse(b"1000 5000 2500", at(100), NOW_US).unwrap();
+        let heard = heard(b"1000 5000 2500", at(100));
         assert!(heard.covers(4_000, at(60_000)));
         assert!(!heard.covers(5_001, at(200)));
     }
 
     #[test]
     fn without_the_state_every_reservation_sent_inside_is_covered() {
-        let heard = Heard::parse(b"1000", at(100), NOW_US).unwrap();
+        let heard = heard(b"1000", at(100));
         assert!(heard.covers(9_999_999, at(1_099)));
         assert!(!heard.covers(9_999_999, at(1_100)));
     }
@@ -225,7 +175,7 @@ mod tests {
     #[test]
     fn the_last_four_are_kept() {
         let mut recent = Recent::default();
-        let cut = Heard::parse(b"10 5000 2500", at(0), NOW_US).unwrap();
+        let cut = heard(b"10 5000 2500", at(0));
         recent.push(cut);
         assert_eq!(
             recent.covers(4_000, at(60_000)),
@@ -233,7 +183,7 @@ mod tests {
             "the cut covers it"
         );
         for i in 0..3 {
-            recent.push(Heard::parse(b"10 6000 10000", at(i), NOW_US).unwrap());
+            recent.push(heard(b"10 6000 10000", at(i)));
         }
         assert_eq!(
             recent.covers(4_000, at(60_000)),
@@ -245,7 +195,7 @@ mod tests {
             Some((at(12), false)),
             "the latest end of those that do"
         );
-        recent.push(Heard::parse(b"10 6000 10000", at(3), NOW_US).unwrap());
+        recent.push(heard(b"10 6000 10000", at(3)));
         assert_eq!(
             recent.covers(4_000, at(60_000)),
             None,

@@ -19,6 +19,8 @@ mod heard;
 mod link;
 mod subscriber;
 
+use throttle_bucket::Announced;
+
 use crate::abort_on_drop::AbortOnDrop;
 use heard::Recent;
 
@@ -349,38 +351,42 @@ impl Hub {
             .flatten()
             .filter_map(|(ears, index)| Some((ears.upgrade()?, *index)))
             .collect();
-        if let Some(rest) = message.strip_prefix(HANDED) {
-            let Some(handed) = parse_handed(rest) else {
-                self.dropped.fetch_add(1, Relaxed);
-                return;
-            };
-            for (ears, _) in listeners.iter().filter(|(_, index)| *index == 0) {
-                ears.handed.send_modify(|recent| {
-                    if recent.len() >= HANDED_KEPT {
-                        recent.pop_front();
-                    }
-                    recent.push_back(handed);
-                });
-            }
-            return;
-        }
-        if message == throttle_bucket::SLOT_FREED.as_bytes() {
-            for (ears, _) in listeners.iter().filter(|(_, index)| *index == 0) {
-                ears.freed.send_modify(|n| *n = n.wrapping_add(1));
-            }
-            return;
-        }
         let now_us = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
-        let Some(heard) = heard::Heard::parse(message, Instant::now(), now_us) else {
-            self.dropped.fetch_add(1, Relaxed);
-            tracing::debug!(
-                channel = %String::from_utf8_lossy(channel).escape_debug(),
-                message = %String::from_utf8_lossy(message).escape_debug(),
-                "not an announcement a server could have sent; dropped"
-            );
-            return;
+        let heard = match Announced::parse(message, now_us) {
+            Some(Announced::Handed { id, wait_ms }) => {
+                let handed = (id, Duration::from_millis(wait_ms));
+                for (ears, _) in listeners.iter().filter(|(_, index)| *index == 0) {
+                    ears.handed.send_modify(|recent| {
+                        if recent.len() >= HANDED_KEPT {
+                            recent.pop_front();
+                        }
+                        recent.push_back(handed);
+                    });
+                }
+                return;
+            }
+            Some(Announced::SlotFreed) => {
+                for (ears, _) in listeners.iter().filter(|(_, index)| *index == 0) {
+                    ears.freed.send_modify(|n| *n = n.wrapping_add(1));
+                }
+                return;
+            }
+            Some(Announced::Pause {
+                pause_ms,
+                state_us,
+                factor_bp,
+            }) => heard::Heard::new(Instant::now(), pause_ms, state_us, factor_bp),
+            None => {
+                self.dropped.fetch_add(1, Relaxed);
+                tracing::debug!(
+                    channel = %String::from_utf8_lossy(channel).escape_debug(),
+                    message = %String::from_utf8_lossy(message).escape_debug(),
+                    "not an announcement a server could have sent; dropped"
+                );
+                return;
+            }
         };
         for (ears, index) in listeners {
             if let Some(recent) = ears.lock_recent().get_mut(index) {
@@ -401,24 +407,8 @@ impl Hub {
     }
 }
 
-/// The first word of a hand-off's announcement, with its space.
-const HANDED: &[u8] = b"handed ";
-
 /// How many hand-offs the ears keep: a waiter hears its own within a few of the fleet's.
 const HANDED_KEPT: usize = 64;
-
-/// `<ticket> <wait_ms>` of a hand-off's announcement, if a server could have sent it: a
-/// ticket an id can be, a wait no longer than any take's. Anything else is dropped: a forged
-/// one could only send one waiter ahead of its turn.
-fn parse_handed(rest: &[u8]) -> Option<(u64, Duration)> {
-    let text = std::str::from_utf8(rest).ok()?;
-    let mut words = text.split(' ');
-    let ticket: u64 = words.next()?.parse().ok()?;
-    let wait_ms: u64 = words.next()?.parse().ok()?;
-    let fits = (1..throttle_bucket::MAX_SLOT_ID).contains(&ticket)
-        && wait_ms <= throttle_bucket::MAX_WAIT_MS;
-    (fits && words.next().is_none()).then_some((ticket, Duration::from_millis(wait_ms)))
-}
 
 impl Ears {
     fn lock_recent(&self) -> std::sync::MutexGuard<'_, Vec<Recent>> {
