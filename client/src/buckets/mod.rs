@@ -449,7 +449,7 @@ where
             },
             Watch::new(self),
             &mut InLine::new(&shared.lines, shared.ears.as_deref(), bulk)
-                .leaving(|ticket| self.leave_line(ticket)),
+                .leaving(|ticket| self.leave_line(ticket), &shared.metrics),
         )
         .instrument(span)
         .await?;

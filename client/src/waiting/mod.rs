@@ -184,10 +184,6 @@ where
     let mut after_pause: Option<Resume> = None;
     // Where the next take stands in the server's line for a slot.
     let mut place = Place::First;
-    let mut counted = Counted {
-        metrics,
-        in_line: false,
-    };
     loop {
         let asked_place = std::mem::replace(&mut place, Place::First);
         watch.arm();
@@ -233,8 +229,7 @@ where
             line.leave_slot_line();
         }
         // In the server's line only while its reply says so (a grant holds the ticket's slot).
-        line.server.ticket = reply.as_ref().in_line.map(|(ticket, _)| ticket);
-        counted.stands(reply.as_ref().in_line.map(|(_, place)| place));
+        line.server.stand(reply.as_ref().in_line);
         match decision {
             Decision::Done => {}
             Decision::SleepThenDone(pause) => {
@@ -337,8 +332,7 @@ where
                     Some(next) => {
                         if matches!(next, Place::Handed { .. }) {
                             metrics.heard_handed();
-                            line.server.ticket = None;
-                            counted.stands(None);
+                            line.server.stand(None);
                         }
                         place = next;
                         continue;
@@ -366,32 +360,6 @@ where
             slept,
             round_trips,
         });
-    }
-}
-
-/// A call counted in its limiter's metrics while it stands in the server's line, and no
-/// longer once it is out: granted, handed its slot, or ended there (its future dropped too).
-struct Counted<'m> {
-    metrics: &'m Metrics,
-    in_line: bool,
-}
-
-impl Counted<'_> {
-    /// At `place` in line, or out of it (`None`).
-    fn stands(&mut self, place: Option<u64>) {
-        if let Some(place) = place {
-            self.metrics.placed(place);
-        }
-        if self.in_line != place.is_some() {
-            self.in_line = place.is_some();
-            self.metrics.in_line(self.in_line);
-        }
-    }
-}
-
-impl Drop for Counted<'_> {
-    fn drop(&mut self) {
-        self.stands(None);
     }
 }
 
@@ -480,15 +448,33 @@ pub(crate) struct InLine<'a> {
     server: ServerPlace<'a>,
 }
 
-/// A call's ticket while it stands in the server's line for a slot, and how it leaves: if
-/// the call ends there (gives up, or its future is dropped), its ticket is taken out of the
-/// line, so that it is not handed a slot nobody will use.
+/// A call's ticket while it stands in the server's line for a slot, counted in its
+/// limiter's metrics (`in_line`, `last_place`) while it does, and how it leaves: if the call
+/// ends there (gives up, or its future is dropped), its ticket is taken out of the line, so
+/// that it is not handed a slot nobody will use.
 #[derive(Default)]
 struct ServerPlace<'a> {
     ticket: Option<u64>,
     /// When it joined the line, and its place then.
     joined: Option<(Instant, u64)>,
     leave: Option<Box<dyn Fn(u64) + Send + Sync + 'a>>,
+    metrics: Option<&'a Metrics>,
+}
+
+impl ServerPlace<'_> {
+    /// In line with `(ticket, place)`, as the last reply said, or out of it (`None`: granted,
+    /// handed its slot, or refused for something else).
+    fn stand(&mut self, in_line: Option<(u64, u64)>) {
+        if let Some(metrics) = self.metrics {
+            if let Some((_, place)) = in_line {
+                metrics.placed(place);
+            }
+            if self.ticket.is_some() != in_line.is_some() {
+                metrics.in_line(in_line.is_some());
+            }
+        }
+        self.ticket = in_line.map(|(ticket, _)| ticket);
+    }
 }
 
 impl Drop for ServerPlace<'_> {
@@ -496,6 +482,7 @@ impl Drop for ServerPlace<'_> {
         if let (Some(ticket), Some(leave)) = (self.ticket, self.leave.as_ref()) {
             leave(ticket);
         }
+        self.stand(None);
     }
 }
 
@@ -545,9 +532,15 @@ impl<'a> InLine<'a> {
         }
     }
 
-    /// The call takes its ticket out of the server's line with `leave` if it ends there.
-    pub(crate) fn leaving(mut self, leave: impl Fn(u64) + Send + Sync + 'a) -> InLine<'a> {
+    /// The call takes its ticket out of the server's line with `leave` if it ends there, and
+    /// is counted in `metrics` while it stands there.
+    pub(crate) fn leaving(
+        mut self,
+        leave: impl Fn(u64) + Send + Sync + 'a,
+        metrics: &'a Metrics,
+    ) -> InLine<'a> {
         self.server.leave = Some(Box::new(leave));
+        self.server.metrics = Some(metrics);
         self
     }
 
