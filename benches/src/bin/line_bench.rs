@@ -114,7 +114,7 @@ fn throttle_commands(con: &mut redis::Connection) -> u64 {
 
 /// One row: `procs` processes sharing `calls`, each process's limiter on `key` (and a
 /// second bucket of its own with `--several`).
-async fn fleet(url: &str, key: &str, o: &Options, procs: usize) -> (u64, u64, usize) {
+async fn fleet(url: &str, key: &str, o: &Options, procs: usize) -> (u64, u64, usize, Duration) {
     let quota = || Quota::new(1_000, 1_000u64).expect("quota");
     if o.several {
         let mut limiters = Vec::new();
@@ -147,8 +147,12 @@ async fn fleet(url: &str, key: &str, o: &Options, procs: usize) -> (u64, u64, us
 }
 
 /// The calls of one row, each process's share at once: the most open at once, the fleet's
-/// own round trips, and the calls served out of the order they began waiting.
-async fn run<T: Throttle + Clone + 'static>(limiters: Vec<T>, o: &Options) -> (u64, u64, usize) {
+/// own round trips, the calls served out of the order they began waiting, and how long the
+/// calls took from the first take to the last call's end.
+async fn run<T: Throttle + Clone + 'static>(
+    limiters: Vec<T>,
+    o: &Options,
+) -> (u64, u64, usize, Duration) {
     let procs = limiters.len();
     let supplier = Arc::new(Supplier::default());
     let hold = Duration::from_millis(o.hold_ms);
@@ -174,6 +178,7 @@ async fn run<T: Throttle + Clone + 'static>(limiters: Vec<T>, o: &Options) -> (u
     for task in tasks {
         task.await.expect("call");
     }
+    let took = start.elapsed();
     // The releases are tasks of their own: wait until every one was answered.
     let until = Instant::now() + Duration::from_secs(30);
     while Instant::now() < until {
@@ -197,7 +202,7 @@ async fn run<T: Throttle + Clone + 'static>(limiters: Vec<T>, o: &Options) -> (u
         .windows(2)
         .filter(|w| w[1] + Duration::from_millis(1) < w[0])
         .count();
-    (supplier.most.load(Relaxed), trips, overtaken)
+    (supplier.most.load(Relaxed), trips, overtaken, took)
 }
 
 fn main() {
@@ -231,20 +236,29 @@ fn main() {
             "listening"
         }
     );
-    println!("processes  commands/call  round trips/call  most open  served out of order");
+    // The shortest the calls can take: the cap's rounds of `hold_ms` each.
+    let rounds = o
+        .calls
+        .div_ceil(usize::try_from(o.cap.max(1)).unwrap_or(usize::MAX));
+    let shortest =
+        Duration::from_millis(o.hold_ms).saturating_mul(u32::try_from(rounds).unwrap_or(u32::MAX));
+    println!(
+        "processes  commands/call  round trips/call  most open  served out of order  took/shortest"
+    );
     for &procs in &o.procs {
         let key = format!("line-bench:{procs}");
         let _: () = redis::cmd("CONFIG")
             .arg("RESETSTAT")
             .query(&mut con)
             .expect("RESETSTAT");
-        let (most, trips, overtaken) = runtime.block_on(fleet(&url, &key, &o, procs));
+        let (most, trips, overtaken, took) = runtime.block_on(fleet(&url, &key, &o, procs));
         let commands = throttle_commands(&mut con);
         let calls = o.calls as f64;
         println!(
-            "{procs:>9}  {:>13.2}  {:>16.2}  {most:>9}  {overtaken:>19}",
+            "{procs:>9}  {:>13.2}  {:>16.2}  {most:>9}  {overtaken:>19}  {:>13.2}",
             commands as f64 / calls,
             trips as f64 / calls,
+            took.as_secs_f64() / shortest.as_secs_f64().max(f64::MIN_POSITIVE),
         );
     }
 }
