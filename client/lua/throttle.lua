@@ -10,8 +10,9 @@
 --         [INFLIGHT n] [LEASE ms] [LINE place_ms] [WAITER id]
 --         -> {granted, remaining, wait_ms, reset_ms[, ticket][, slot][, place][, reason]}
 --     FCALL throttle_mtake N key1 .. keyN capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
---         [TICKET] [INFLIGHT n] [LEASE ms]
---         -> {granted, wait_ms, remaining_1, reset_ms_1, ...[, ticket_1, ...][, slot]}
+--         [TICKET] [INFLIGHT n] [LEASE ms] [LINE place_ms] [WAITER id]
+--         -> {granted, wait_ms, remaining_1, reset_ms_1, ...[, ticket_1, ...][, slot][, place]
+--             [, reason]}
 --     FCALL throttle_pause 1 key capacity rate ms              -> ms until the next token
 --     FCALL throttle_give 1 key capacity rate n ticket         -> tokens given back
 --     FCALL_RO throttle_peek 1 key capacity rate
@@ -57,7 +58,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 13                     -- of this library; a client replaces an older one
+local VERSION = 14                     -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
@@ -112,7 +113,8 @@ local function fail(code, ...)
       take_option = 'ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT '
         .. 'ms, TICKET, FLOOR f, INFLIGHT n, LEASE ms, LINE place_ms and WAITER id',
       mtake_option = 'ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms, '
-        .. 'FLOOR f [f ...] (one floor per key), TICKET, INFLIGHT n and LEASE ms',
+        .. 'FLOOR f [f ...] (one floor per key), TICKET, INFLIGHT n, LEASE ms, LINE place_ms and '
+        .. 'WAITER id',
       release_option = 'ERR unknown option for THROTTLE.RELEASE: the option is INFLIGHT n, the '
         .. 'cap the slot was taken under',
       quota_option = "ERR unknown option for THROTTLE.QUOTA: the option is CLEAR, which gives "
@@ -127,7 +129,7 @@ local function fail(code, ...)
       numkeys = 'ERR numkeys must be a whole number from 1 to 16',
       triples = 'ERR THROTTLE.MTAKE needs capacity, rate and tokens for each of its %d keys, '
         .. 'in key order, then the options (MAXWAIT ms, FLOOR f [f ...], TICKET, INFLIGHT n, '
-        .. 'LEASE ms)',
+        .. 'LEASE ms, LINE place_ms, WAITER id)',
       duplicate = 'ERR the keys of THROTTLE.MTAKE must be distinct: name each bucket once',
       floor = 'ERR FLOOR must be a whole number of tokens below the capacity (%d) that '
         .. "leaves room for the call's TOKENS",
@@ -577,6 +579,37 @@ local function parse_slot(text)
     return nil
   end
   return tonum(digits)
+end
+
+-- INFLIGHT n LEASE ms's values (take's and mtake's, as the module's parse_inflight): the cap and
+-- the lease, or nil and the error's name.
+local function parse_inflight(inflight_text, lease_text)
+  local cap = whole(inflight_text, MAX_INFLIGHT)
+  if not cap or cap < 1 then
+    return nil, nil, 'inflight'
+  end
+  local lease_ms = whole(lease_text, MAX_WAIT_MS)
+  if not lease_ms or lease_ms < 1 then
+    return nil, nil, 'lease'
+  end
+  return cap, lease_ms
+end
+
+-- LINE place_ms [WAITER id]'s values (take's and mtake's, as the module's parse_line): the
+-- place lease and the waiter's ticket (nil without WAITER), or nil and the error's name.
+local function parse_line(line_text, waiter_text)
+  local place_ms = whole(line_text, MAX_WAIT_MS)
+  if not place_ms or place_ms < 1 then
+    return nil, nil, 'place_ms'
+  end
+  if not waiter_text then
+    return place_ms, nil
+  end
+  local waiter_id = parse_slot(waiter_text)
+  if not waiter_id then
+    return nil, nil, 'slot_id'
+  end
+  return place_ms, waiter_id
 end
 -- The stored state, the module's bytes -----------------------------------------------------
 
@@ -1311,6 +1344,38 @@ local function look_again_ms(slots, now_s, now_n, place_ms)
   end
   return ms
 end
+
+-- The place of ticket `id` in the line of `slots` at `now` (1: the head), or nil: the module's
+-- line::place_of.
+local function place_of(slots, now_s, now_n, id)
+  local line, place = slots and slots.line, 0
+  for i = 1, line and #line or 0 do
+    local w = line[i]
+    if lt(now_s, now_n, w[2], w[3]) then
+      place = place + 1
+      if w[1] == id then
+        return place
+      end
+    end
+  end
+  return nil
+end
+
+-- `slots` (pruned at `now`) with ticket `id`'s place renewed until `place_s, place_n`, `id` being
+-- in line: the module's line::renewed_place.
+local function renewed_place(slots, now_s, now_n, id, place_s, place_n)
+  local table_after = pruned(slots, now_s, now_n)
+  local renewed = {}
+  for k = 1, #table_after.line do
+    local v = table_after.line[k]
+    if v[1] == id then
+      v = { v[1], place_s, place_n, v[4], v[5] }
+    end
+    renewed[k] = v
+  end
+  table_after.line = renewed
+  return table_after
+end
 -- The commands, each the module's command of the same name, step by step (take, mtake,
 -- pause, give, peek, cut, sync, debit) -----------------------------------------------------
 
@@ -1481,28 +1546,10 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
         end
       end
       -- Still in line: its place renewed.
-      if not o then
-        local line, place = slots and slots.line, 0
-        for i = 1, line and #line or 0 do
-          local w = line[i]
-          if lt(now_s, now_n, w[2], w[3]) then
-            place = place + 1
-            if w[1] == waiter_id then
-              local table_after = pruned(slots, now_s, now_n)
-              local renewed = {}
-              for j = 1, #table_after.line do
-                local v = table_after.line[j]
-                if v[1] == waiter_id then
-                  v = { v[1], place_s, place_n, v[4], v[5] }
-                end
-                renewed[j] = v
-              end
-              table_after.line = renewed
-              o = waiting(table_after, waiter_id, place)
-              break
-            end
-          end
-        end
+      local place = not o and place_of(slots, now_s, now_n, waiter_id)
+      if place then
+        o = waiting(renewed_place(slots, now_s, now_n, waiter_id, place_s, place_n), waiter_id,
+          place)
       end
       -- Neither (it left, or never joined): a take like any other.
     end
@@ -1689,26 +1736,16 @@ do
     end
     local cap, lease_ms
     if inflight_text then
-      cap = whole(inflight_text, MAX_INFLIGHT)
-      if not cap or cap < 1 then
-        return fail('inflight')
-      end
-      lease_ms = whole(lease_text, MAX_WAIT_MS)
-      if not lease_ms or lease_ms < 1 then
-        return fail('lease')
+      cap, lease_ms, err = parse_inflight(inflight_text, lease_text)
+      if not cap then
+        return fail(err)
       end
     end
     local place_ms, waiter_id
     if line_text then
-      place_ms = whole(line_text, MAX_WAIT_MS)
-      if not place_ms or place_ms < 1 then
-        return fail('place_ms')
-      end
-      if waiter_text then
-        waiter_id = parse_slot(waiter_text)
-        if not waiter_id then
-          return fail('slot_id')
-        end
+      place_ms, waiter_id, err = parse_line(line_text, waiter_text)
+      if not place_ms then
+        return fail(err)
       end
     end
 
@@ -1908,7 +1945,8 @@ do
 end
 
 -- THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
--- [TICKET] [INFLIGHT n LEASE ms]. A denial ends with what held it back, as take's.
+-- [TICKET] [INFLIGHT n LEASE ms] [LINE place_ms [WAITER id]]. With LINE, the place in the first
+-- bucket's line after the slot. A denial ends with what held it back, as take's.
 local function mtake(keys, args)
   local count, nargs = #keys, #args
   -- The server's arity check first: the module's call has numkeys, the keys and what follows.
@@ -1943,7 +1981,7 @@ local function mtake(keys, args)
     quotas[i], tokens[i] = quota, n
   end
   local wait_text, floors_at, ticket = nil, nil, false
-  local inflight_text, lease_text
+  local inflight_text, lease_text, line_text, waiter_text
   local i = 3 * count + 1
   while i <= nargs do
     local name = string.upper(args[i])
@@ -1972,18 +2010,23 @@ local function mtake(keys, args)
       end
       floors_at = i + 1
       i = i + 1 + count
-    elseif name == 'INFLIGHT' or name == 'LEASE' then
+    elseif name == 'INFLIGHT' or name == 'LEASE' or name == 'LINE' or name == 'WAITER' then
       local value = args[i + 1]
       if not value then
         return fail('missing', name, name)
       end
-      if (name == 'INFLIGHT' and inflight_text) or (name == 'LEASE' and lease_text) then
+      if (name == 'INFLIGHT' and inflight_text) or (name == 'LEASE' and lease_text)
+          or (name == 'LINE' and line_text) or (name == 'WAITER' and waiter_text) then
         return fail('repeated', name)
       end
       if name == 'INFLIGHT' then
         inflight_text = value
-      else
+      elseif name == 'LEASE' then
         lease_text = value
+      elseif name == 'LINE' then
+        line_text = value
+      else
+        waiter_text = value
       end
       i = i + 2
     else
@@ -1992,6 +2035,15 @@ local function mtake(keys, args)
   end
   if (inflight_text == nil) ~= (lease_text == nil) then
     return fail('inflight_lease')
+  end
+  if line_text and not inflight_text then
+    return fail('line_inflight')
+  end
+  if waiter_text and not line_text then
+    return fail('waiter_line')
+  end
+  if line_text and floors_at then
+    return fail('line_floor')
   end
   local max_wait_ms = 0
   if wait_text then
@@ -2011,15 +2063,18 @@ local function mtake(keys, args)
       end
     end
   end
-  local cap, lease_ms
+  local cap, lease_ms, err
   if inflight_text then
-    cap = whole(inflight_text, MAX_INFLIGHT)
-    if not cap or cap < 1 then
-      return fail('inflight')
+    cap, lease_ms, err = parse_inflight(inflight_text, lease_text)
+    if not cap then
+      return fail(err)
     end
-    lease_ms = whole(lease_text, MAX_WAIT_MS)
-    if not lease_ms or lease_ms < 1 then
-      return fail('lease')
+  end
+  local place_ms, waiter_id
+  if line_text then
+    place_ms, waiter_id, err = parse_line(line_text, waiter_text)
+    if not place_ms then
+      return fail(err)
     end
   end
 
@@ -2037,6 +2092,17 @@ local function mtake(keys, args)
     local b = { pushback = pushback, now_s = now_s, now_n = now_n, slots = slots, kept = kept }
     b.base_s, b.base_n, b.debt_s, b.debt_n, b.factor = view(s, n, pushback, now_s, now_n)
     buckets[k] = b
+  end
+  -- The first bucket's line, settled first (the module's mtake, as take's): a slot free since
+  -- (a holder's lease ran out) goes to its head, before this call, which may be its own look.
+  local given = {}
+  local first = buckets[1]
+  if cap and first.slots and first.slots.line then
+    local tat_s, tat_n, settled
+    tat_s, tat_n, settled, given = settle(quotas[1], first, first.base_s, first.base_n,
+      pruned(first.slots, now_s, now_n), cap)
+    first.base_s, first.base_n, first.slots = tat_s, tat_n, settled
+    first.debt_s, first.debt_n = sub2(tat_s, tat_n, now_s, now_n)
   end
 
   -- The wait is the longest of the buckets' own waits (with their floors). A bucket with a
@@ -2109,27 +2175,106 @@ local function mtake(keys, args)
     wait_s, wait_n = 0, 0
   end
   granted = tokens_granted
-  local slot
+  -- The slot, in the first key's bucket (the module's mtake::take_slot, step by step): taken
+  -- with every bucket's tokens if one is free under the cap and nobody waits; with WAITER id of
+  -- a slot handed to it, confirmed with the tokens (its lease from when they are there), or
+  -- without them passed on down the line; with WAITER id of a place in line, that place
+  -- renewed; with LINE and the tokens granted, a place at the back of the line for the slot
+  -- alone. `line_write` {tat_s, tat_n, table} is what a denial writes to the first bucket.
+  local slot, place, line_write = nil, 0, nil
   if cap then
-    -- The slot, in the first key's bucket: granted only with every bucket's tokens, and only
-    -- if fewer than `cap` slots are held there now; the module's mtake, step by step (as
-    -- take's). The lease runs from now.
-    local b = buckets[1]
+    local b = first
     local slots = b.slots
-    local held, first_s, first_n = 0, nil, nil
-    for k = 1, slots and #slots or 0 do
+    local held, first_s, first_n = held_at(slots, now_s, now_n)
+    slot = 0
+    local handed_slot
+    for k = 1, (waiter_id and slots) and #slots or 0 do
       local one = slots[k]
-      if lt(now_s, now_n, one[2], one[3]) then
-        held = held + 1
-        if not first_s or lt(one[2], one[3], first_s, first_n) then
-          first_s, first_n = one[2], one[3]
-        end
+      if one[1] == waiter_id and lt(now_s, now_n, one[2], one[3]) then
+        handed_slot = one
+        break
       end
     end
-    slot = 0
-    -- Callers in line for a slot (THROTTLE.TAKE ... LINE) go first: MTAKE never overtakes
-    -- them, and leaves the hand-off to their own looks.
-    if held >= cap or in_line(slots, now_s, now_n) then
+    local in_place = waiter_id and not handed_slot and place_of(slots, now_s, now_n, waiter_id)
+    -- Denied in line at `at` with ticket `id`, writing `table_after`: the wait is when to
+    -- look again.
+    local function waiting(table_after, id, at)
+      local look = look_again_ms(table_after, now_s, now_n, place_ms)
+      granted, wait_s, wait_n, reason = false, floor(look / 1000), (look % 1000) * 1e6, 4 + 16
+      slot, place, line_write = id, at, { b.base_s, b.base_n, table_after }
+    end
+    if handed_slot and not tokens_granted then
+      -- Its tokens not there in time: the slot goes on down the line at once.
+      local rest = { next = slots.next, line = slots.line, cap = slots.cap }
+      for k = 1, #slots do
+        if slots[k][1] ~= waiter_id then
+          rest[#rest + 1] = slots[k]
+        end
+      end
+      local tat_s, tat_n, table_after, more = settle(quotas[1], b, b.base_s, b.base_n,
+        pruned(rest, now_s, now_n), cap)
+      for k = 1, #more do
+        given[#given + 1] = more[k]
+      end
+      line_write = { tat_s, tat_n, table_after }
+    elseif handed_slot then
+      -- Handed a slot: its lease runs from when the tokens are there, renewed only if that
+      -- ends later.
+      local end_s, end_n = add(now_s, now_n, wait_s, wait_n)
+      end_s, end_n = add(end_s, end_n, ms_pair(lease_ms))
+      local table_after = pruned(slots, now_s, now_n)
+      if lt(handed_slot[2], handed_slot[3], end_s, end_n) then
+        for k = 1, #table_after do
+          if table_after[k][1] == waiter_id then
+            table_after[k] = { waiter_id, end_s, end_n }
+          end
+        end
+      end
+      b.slots, slot = table_after, waiter_id
+      if not b.tat_s then
+        b.tat_s, b.tat_n = b.base_s, b.base_n
+      end
+    elseif in_place then
+      -- Still in line: its place renewed.
+      local place_s, place_n = add(now_s, now_n, ms_pair(place_ms))
+      waiting(renewed_place(slots, now_s, now_n, waiter_id, place_s, place_n), waiter_id,
+        in_place)
+    elseif held < cap and not in_line(slots, now_s, now_n) then
+      if tokens_granted then
+        local id = next_id(slots, now_s, now_n)
+        if id >= MAX_SLOT_ID then
+          -- No id left (a forged table): nothing taken, no wait to give.
+          granted, wait_s, wait_n, reason = false, 0, 0, 4
+        else
+          local table_after = pruned(slots, now_s, now_n) or {}
+          table_after.next = id + 1
+          table_after[#table_after + 1] = { id, add(now_s, now_n, ms_pair(lease_ms)) }
+          b.slots, slot = table_after, id
+          if not b.tat_s then
+            -- No tokens from the first bucket: its state stays, now holding the slot.
+            b.tat_s, b.tat_n = b.base_s, b.base_n
+          end
+        end
+      end
+    elseif place_ms and tokens_granted then
+      -- Every slot held, or callers in line ahead: a place at the back of the line, for the
+      -- slot alone (its tokens are taken at its look).
+      local table_after = pruned(slots, now_s, now_n) or {}
+      local line = table_after.line or {}
+      if #line >= MAX_LINE then
+        return fail('line_full')
+      end
+      local id = next_id(slots, now_s, now_n)
+      if id >= MAX_SLOT_ID then
+        granted, wait_s, wait_n, reason = false, 0, 0, 4
+      else
+        local place_s, place_n = add(now_s, now_n, ms_pair(place_ms))
+        table_after.next, table_after.cap = id + 1, cap
+        line[#line + 1] = { id, place_s, place_n, lease_ms, 0 }
+        table_after.line = line
+        waiting(table_after, id, #line)
+      end
+    else
       -- Every slot held: nothing taken, the wait until the first lease ends (or the tokens',
       -- if longer), every bucket as it stands.
       if first_s then
@@ -2137,36 +2282,26 @@ local function mtake(keys, args)
       end
       granted = false
       reason = reason + 4
-    elseif tokens_granted then
-      local id = now_s * 1e6 + floor(now_n / 1000)
-      if slots and slots.next > id then
-        id = slots.next
-      end
-      if id >= MAX_SLOT_ID then
-        -- No id left (a forged table): nothing taken, no wait to give.
-        granted, wait_s, wait_n, reason = false, 0, 0, 4
-      else
-        local end_s, end_n = add(now_s, now_n, ms_pair(lease_ms))
-        local table_after = { next = id + 1 } -- (no waiter in line: it would have waited)
-        for k = 1, slots and #slots or 0 do
-          table_after[k] = slots[k]
-        end
-        table_after[#table_after + 1] = { id, end_s, end_n }
-        b.slots, slot = table_after, id
-        if not b.tat_s then
-          -- No tokens from the first bucket: its state stays, now holding the slot.
-          b.tat_s, b.tat_n = b.base_s, b.base_n
-        end
-      end
+    end
+    if not line_write and #given > 0 then
+      -- The settling's write, for a call denied with no write of its own.
+      line_write = { b.base_s, b.base_n, b.slots }
     end
   end
   local reply = { granted and 1 or 0, ceil_ms(wait_s, wait_n) }
+  local first_written = false
   for k = 1, count do
     local b = buckets[k]
     local debt_s, debt_n = b.debt_s, b.debt_n
     if granted and b.tat_s then
       store(keys[k], b.tat_s, b.tat_n, b.pushback, now_s, now_n, b.slots, b.kept)
       debt_s, debt_n = sub2(b.tat_s, b.tat_n, now_s, now_n)
+      first_written = first_written or k == 1
+    elseif k == 1 and not granted and line_write then
+      store(keys[1], line_write[1], line_write[2], b.pushback, now_s, now_n, line_write[3],
+        b.kept)
+      debt_s, debt_n = sub2(line_write[1], line_write[2], now_s, now_n)
+      first_written = true
     end
     reply[2 * k + 1] = remaining(quotas[k], debt_s, debt_n, b.factor)
     reply[2 * k + 2] = ceil_ms(debt_s, debt_n)
@@ -2180,9 +2315,18 @@ local function mtake(keys, args)
         or 0
     end
   end
-  -- With INFLIGHT, last: the slot's id (0: not granted).
+  -- After the writes, and protected, as RELEASE's: a waiter whose holder's lease ran out (or
+  -- whose handed slot this call passed on) goes ahead at once.
+  if first_written and given[1] then
+    redis.pcall('SPUBLISH', pause_channel(keys[1]),
+      string.format('handed %.0f %.0f', given[1][1], ceil_ms(given[1][2], given[1][3])))
+  end
+  -- With INFLIGHT: the slot's id (0: not granted; in line, the ticket); with LINE, the place.
   if slot then
     reply[#reply + 1] = slot
+  end
+  if place_ms then
+    reply[#reply + 1] = place
   end
   -- On a denial, last: what held it back.
   if not granted then

@@ -2,8 +2,8 @@
 //! server that runs the module's own arithmetic: the contract scenarios
 //! (`throttle_e2e::contract::in_flight_paused`), with the slot taken in the first limit's
 //! bucket in the same THROTTLE.MTAKE as every limit's tokens when one is free, else waited for
-//! in that bucket's line and then every limit's tokens taken; renewed and released there, and
-//! shared with a `Limiter` capped on that key.
+//! in that bucket's line (`MTAKE ... LINE`), every limit's tokens taken by the look that finds
+//! it handed; renewed and released there, and shared with a `Limiter` capped on that key.
 
 use redis_throttle::prelude::*;
 use std::time::Duration;
@@ -44,7 +44,7 @@ fn capped() -> Capped<impl Build<MultiLimiter<FakeServer>>> {
     Capped {
         build: move |cap, lease| build(&fake, cap, lease),
         table,
-        decided: Decided::in_line_for_the_slot_alone(1),
+        decided: Decided::in_the_servers_line(1),
     }
 }
 
@@ -194,8 +194,8 @@ async fn a_call_handed_its_slot_without_the_tokens_in_time_gives_the_slot_back()
         .unwrap();
     let reserved = tokio::spawn(async move { other.acquire().await });
     tokio::time::sleep(Duration::from_millis(50)).await;
-    // Handed the slot at 100 ms, the call finds its token past its deadline: it gives the
-    // slot back, and the cap is free again.
+    // Handed the slot at 100 ms, the call finds its token past its deadline: the server
+    // passes the slot on (nobody else waits), and the cap is free again.
     drop(held);
     let err = second.await.unwrap().unwrap_err();
     assert!(matches!(err, Error::DeadlineExceeded { .. }), "{err}");

@@ -45,6 +45,8 @@ impl Counted for TakeArgs {
 
 impl Counted for MTakeArgs {
     fn count(&self, outcome: &Self::Outcome) {
+        let line = outcome.line;
+        stats::line(line.joined, line.handed, line.left);
         // A call of 0 tokens only inspects, unless it takes a slot (INFLIGHT): then it is
         // granted or denied like any take, as THROTTLE.TAKE's.
         if self.limits().iter().any(|l| l.tokens > 0) || self.inflight.is_some() {

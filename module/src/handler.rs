@@ -60,7 +60,8 @@ pub(crate) extern "C" fn one_key<C: Counted>(
 }
 
 /// Most words a valid THROTTLE.MTAKE has: numkeys, 16 keys, 16 triples, MAXWAIT ms, FLOOR and
-/// 16 floors, TICKET, INFLIGHT n, LEASE ms.
+/// 16 floors, TICKET, INFLIGHT n, LEASE ms (LINE place_ms WAITER id, which go without FLOOR,
+/// make fewer).
 const MTAKE_WORDS: usize = 1 + 4 * MAX_KEYS + 2 + 1 + MAX_KEYS + 1 + 4;
 
 /// The handler for THROTTLE.MTAKE (`keys::mtake_entry` sends it every call that is not a
@@ -91,6 +92,10 @@ pub(crate) extern "C" fn mtake(
             if let (Some(write), Some(bucket)) = (MTakeArgs::write(&outcome, i), bucket) {
                 bucket.write(write)?;
             }
+        }
+        // A slot its line handed on, announced on the first key's channel (where the line is).
+        if let (Some(heard), Some(&key)) = (MTakeArgs::announce(&outcome), keys.first()) {
+            announce::publish(ctx, key, &heard);
         }
         finish::<MTakeArgs>(reply, &parsed, &outcome);
         Ok(())

@@ -32,8 +32,8 @@ pub const DEBIT_TOKENS: &str = "ERR n must be a whole number of tokens from 0 to
 pub const TOO_DEEP: &str = "ERR THROTTLE.DEBIT would put the bucket more than 20 years in \
                             debt: debit fewer tokens, or DEL the key to start a full bucket";
 pub const MTAKE_UNKNOWN: &str = "ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT \
-                                 ms, FLOOR f [f ...] (one floor per key), TICKET, INFLIGHT n \
-                                 and LEASE ms";
+                                 ms, FLOOR f [f ...] (one floor per key), TICKET, INFLIGHT n, \
+                                 LEASE ms, LINE place_ms and WAITER id";
 pub const WRONGTYPE: &str = "WRONGTYPE the key holds a value that is not a string, so not \
                              a THROTTLE bucket: use another key";
 pub const NOT_BUCKET: &str = "ERR the key holds a string that is not a THROTTLE bucket \
@@ -57,7 +57,7 @@ pub fn triples(keys: usize) -> String {
     format!(
         "ERR THROTTLE.MTAKE needs capacity, rate and tokens for each of its {keys} keys, \
          in key order, then the options (MAXWAIT ms, FLOOR f [f ...], TICKET, INFLIGHT n, \
-         LEASE ms)"
+         LEASE ms, LINE place_ms, WAITER id)"
     )
 }
 

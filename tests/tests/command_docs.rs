@@ -107,7 +107,7 @@ const COMMANDS: [Expected; 13] = [
         name: "throttle.mtake",
         syntax: "numkeys key [key ...] capacity rate tokens [capacity rate tokens ...] \
                  [MAXWAIT maxwait] [FLOOR floor [floor ...]] [TICKET] [INFLIGHT inflight] \
-                 [LEASE lease]",
+                 [LEASE lease] [LINE place_ms] [WAITER waiter_id]",
         arity: -6,
         flags: &["write", "denyoom", "fast", "movablekeys"],
         range: [0, 0, 0],
@@ -126,6 +126,10 @@ const COMMANDS: [Expected; 13] = [
             ),
             (
                 "THROTTLE.MTAKE 2 {a}x {a}y 8 9 1 8 9 1 INFLIGHT 2 LEASE 1000",
+                &["{a}x", "{a}y"],
+            ),
+            (
+                "THROTTLE.MTAKE 2 {a}x {a}y 8 9 1 8 9 1 INFLIGHT 2 LEASE 9 LINE 100 WAITER 7",
                 &["{a}x", "{a}y"],
             ),
         ],

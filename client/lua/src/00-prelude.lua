@@ -11,8 +11,9 @@
 --         [INFLIGHT n] [LEASE ms] [LINE place_ms] [WAITER id]
 --         -> {granted, remaining, wait_ms, reset_ms[, ticket][, slot][, place][, reason]}
 --     FCALL throttle_mtake N key1 .. keyN capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
---         [TICKET] [INFLIGHT n] [LEASE ms]
---         -> {granted, wait_ms, remaining_1, reset_ms_1, ...[, ticket_1, ...][, slot]}
+--         [TICKET] [INFLIGHT n] [LEASE ms] [LINE place_ms] [WAITER id]
+--         -> {granted, wait_ms, remaining_1, reset_ms_1, ...[, ticket_1, ...][, slot][, place]
+--             [, reason]}
 --     FCALL throttle_pause 1 key capacity rate ms              -> ms until the next token
 --     FCALL throttle_give 1 key capacity rate n ticket         -> tokens given back
 --     FCALL_RO throttle_peek 1 key capacity rate
@@ -58,7 +59,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 13                     -- of this library; a client replaces an older one
+local VERSION = 14                     -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery

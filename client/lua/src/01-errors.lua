@@ -20,7 +20,8 @@ local function fail(code, ...)
       take_option = 'ERR unknown option for THROTTLE.TAKE: the options are TOKENS n, MAXWAIT '
         .. 'ms, TICKET, FLOOR f, INFLIGHT n, LEASE ms, LINE place_ms and WAITER id',
       mtake_option = 'ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms, '
-        .. 'FLOOR f [f ...] (one floor per key), TICKET, INFLIGHT n and LEASE ms',
+        .. 'FLOOR f [f ...] (one floor per key), TICKET, INFLIGHT n, LEASE ms, LINE place_ms and '
+        .. 'WAITER id',
       release_option = 'ERR unknown option for THROTTLE.RELEASE: the option is INFLIGHT n, the '
         .. 'cap the slot was taken under',
       quota_option = "ERR unknown option for THROTTLE.QUOTA: the option is CLEAR, which gives "
@@ -35,7 +36,7 @@ local function fail(code, ...)
       numkeys = 'ERR numkeys must be a whole number from 1 to 16',
       triples = 'ERR THROTTLE.MTAKE needs capacity, rate and tokens for each of its %d keys, '
         .. 'in key order, then the options (MAXWAIT ms, FLOOR f [f ...], TICKET, INFLIGHT n, '
-        .. 'LEASE ms)',
+        .. 'LEASE ms, LINE place_ms, WAITER id)',
       duplicate = 'ERR the keys of THROTTLE.MTAKE must be distinct: name each bucket once',
       floor = 'ERR FLOOR must be a whole number of tokens below the capacity (%d) that '
         .. "leaves room for the call's TOKENS",

@@ -299,3 +299,34 @@ local function parse_slot(text)
   end
   return tonum(digits)
 end
+
+-- INFLIGHT n LEASE ms's values (take's and mtake's, as the module's parse_inflight): the cap and
+-- the lease, or nil and the error's name.
+local function parse_inflight(inflight_text, lease_text)
+  local cap = whole(inflight_text, MAX_INFLIGHT)
+  if not cap or cap < 1 then
+    return nil, nil, 'inflight'
+  end
+  local lease_ms = whole(lease_text, MAX_WAIT_MS)
+  if not lease_ms or lease_ms < 1 then
+    return nil, nil, 'lease'
+  end
+  return cap, lease_ms
+end
+
+-- LINE place_ms [WAITER id]'s values (take's and mtake's, as the module's parse_line): the
+-- place lease and the waiter's ticket (nil without WAITER), or nil and the error's name.
+local function parse_line(line_text, waiter_text)
+  local place_ms = whole(line_text, MAX_WAIT_MS)
+  if not place_ms or place_ms < 1 then
+    return nil, nil, 'place_ms'
+  end
+  if not waiter_text then
+    return place_ms, nil
+  end
+  local waiter_id = parse_slot(waiter_text)
+  if not waiter_id then
+    return nil, nil, 'slot_id'
+  end
+  return place_ms, waiter_id
+end

@@ -488,3 +488,35 @@ local function look_again_ms(slots, now_s, now_n, place_ms)
   end
   return ms
 end
+
+-- The place of ticket `id` in the line of `slots` at `now` (1: the head), or nil: the module's
+-- line::place_of.
+local function place_of(slots, now_s, now_n, id)
+  local line, place = slots and slots.line, 0
+  for i = 1, line and #line or 0 do
+    local w = line[i]
+    if lt(now_s, now_n, w[2], w[3]) then
+      place = place + 1
+      if w[1] == id then
+        return place
+      end
+    end
+  end
+  return nil
+end
+
+-- `slots` (pruned at `now`) with ticket `id`'s place renewed until `place_s, place_n`, `id` being
+-- in line: the module's line::renewed_place.
+local function renewed_place(slots, now_s, now_n, id, place_s, place_n)
+  local table_after = pruned(slots, now_s, now_n)
+  local renewed = {}
+  for k = 1, #table_after.line do
+    local v = table_after.line[k]
+    if v[1] == id then
+      v = { v[1], place_s, place_n, v[4], v[5] }
+    end
+    renewed[k] = v
+  end
+  table_after.line = renewed
+  return table_after
+end

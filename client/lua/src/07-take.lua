@@ -151,28 +151,10 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
         end
       end
       -- Still in line: its place renewed.
-      if not o then
-        local line, place = slots and slots.line, 0
-        for i = 1, line and #line or 0 do
-          local w = line[i]
-          if lt(now_s, now_n, w[2], w[3]) then
-            place = place + 1
-            if w[1] == waiter_id then
-              local table_after = pruned(slots, now_s, now_n)
-              local renewed = {}
-              for j = 1, #table_after.line do
-                local v = table_after.line[j]
-                if v[1] == waiter_id then
-                  v = { v[1], place_s, place_n, v[4], v[5] }
-                end
-                renewed[j] = v
-              end
-              table_after.line = renewed
-              o = waiting(table_after, waiter_id, place)
-              break
-            end
-          end
-        end
+      local place = not o and place_of(slots, now_s, now_n, waiter_id)
+      if place then
+        o = waiting(renewed_place(slots, now_s, now_n, waiter_id, place_s, place_n), waiter_id,
+          place)
       end
       -- Neither (it left, or never joined): a take like any other.
     end
@@ -359,26 +341,16 @@ do
     end
     local cap, lease_ms
     if inflight_text then
-      cap = whole(inflight_text, MAX_INFLIGHT)
-      if not cap or cap < 1 then
-        return fail('inflight')
-      end
-      lease_ms = whole(lease_text, MAX_WAIT_MS)
-      if not lease_ms or lease_ms < 1 then
-        return fail('lease')
+      cap, lease_ms, err = parse_inflight(inflight_text, lease_text)
+      if not cap then
+        return fail(err)
       end
     end
     local place_ms, waiter_id
     if line_text then
-      place_ms = whole(line_text, MAX_WAIT_MS)
-      if not place_ms or place_ms < 1 then
-        return fail('place_ms')
-      end
-      if waiter_text then
-        waiter_id = parse_slot(waiter_text)
-        if not waiter_id then
-          return fail('slot_id')
-        end
+      place_ms, waiter_id, err = parse_line(line_text, waiter_text)
+      if not place_ms then
+        return fail(err)
       end
     end
 

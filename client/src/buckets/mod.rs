@@ -656,9 +656,9 @@ where
     /// `THROTTLE.MTAKE` for several; failures counted.
     ///
     /// A call that takes a slot with no floor waits for one in the server's line (`LINE`),
-    /// where it stands at `place`: one bucket's take joins it, and a slot handed to it there
-    /// comes with its tokens (no round trip); several buckets' take joins it with a take of
-    /// the slot alone ([`Buckets::take_several`]).
+    /// where it stands at `place`: a slot handed to one bucket's call comes with its tokens
+    /// (no round trip); one handed to several buckets' call comes alone, and its look takes
+    /// their tokens ([`Buckets::take_several`]).
     async fn take(
         &self,
         limits: &[Limit],
@@ -706,12 +706,13 @@ where
 
     /// `THROTTLE.MTAKE ... TICKET` of `limits` within `max_wait_ms`, with the slot of the cap
     /// on calls in flight (`inflight`, taken in the first bucket, where RENEW and RELEASE go
-    /// too) or without one.
+    /// too) or without one, and with `line` its place in that bucket's line.
     async fn mtake(
         &self,
         limits: &[Limit],
         max_wait_ms: u64,
         inflight: Option<Inflight>,
+        line: Option<LineArgs>,
     ) -> (Result<MTakeTickets, Error>, u32) {
         let Some(mut args) = MTakeArgs::new(limits, max_wait_ms) else {
             let problem = format!("{} given", limits.len());
@@ -719,6 +720,7 @@ where
         };
         args.ticket = true;
         args.inflight = inflight;
+        args.line = line;
         let keys: Vec<&str> = self.shared.buckets.iter().map(|b| b.key.as_str()).collect();
         let (reply, trips) = self.call_counted(&keys, &args).await;
         (reply.map(MTakeTickets::from), trips)
@@ -782,8 +784,10 @@ fn line_args(inflight: Option<Inflight>, floor: Option<u64>, place: Place) -> Op
     }
     let waiter = match place {
         Place::Outside => return None,
-        Place::Look(ticket) => Some(ticket),
-        Place::First | Place::Handed { .. } => None,
+        // A look: to keep its place, or (one bucket's deaf to the hand-off, several buckets'
+        // handed the slot alone) to take its slot.
+        Place::Look(ticket) | Place::Handed { ticket, .. } => Some(ticket),
+        Place::First => None,
     };
     Some(LineArgs {
         place_ms: u64::try_from(waiting::PLACE.as_millis()).unwrap_or(u64::MAX),

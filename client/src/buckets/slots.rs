@@ -3,7 +3,7 @@
 //! releases it when the grant goes). A call waits for one in [`crate::waiting`].
 
 use redis::aio::ConnectionLike;
-use throttle_bucket::{Limit, LineArgs, Refusal, ReleaseArgs, RenewArgs, TakeArgs};
+use throttle_bucket::{Limit, ReleaseArgs, RenewArgs};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -11,7 +11,7 @@ use super::{line_args, Buckets};
 use crate::grant::SlotHold;
 use crate::waiting::Place;
 use crate::wire::reply::MTakeTickets;
-use crate::{Error, QuotaError};
+use crate::Error;
 
 /// A take, and the slot it holds (with a cap on calls in flight, when granted).
 #[derive(Debug)]
@@ -26,17 +26,9 @@ impl AsRef<crate::wire::reply::TakeReply> for Slotted {
     }
 }
 
-/// Where a call of several buckets stands after a take of its slot in the line.
-enum LineTake {
-    /// It holds the slot with this id.
-    Holds(u64),
-    /// The take's reply: in line (or refused).
-    Answer(Box<MTakeTickets>),
-}
-
-/// A slot a call of several buckets holds while it takes their tokens: released when dropped
-/// unless the call got them (`id` taken).
-struct SlotBack<'a, C>
+/// A slot heard handed to a call of several buckets, its until the look that takes their
+/// tokens answers: given back when dropped unless that look was answered (`id` taken).
+struct HandedSlot<'a, C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
@@ -44,7 +36,7 @@ where
     id: Option<u64>,
 }
 
-impl<C> Drop for SlotBack<'_, C>
+impl<C> Drop for HandedSlot<'_, C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
@@ -77,14 +69,12 @@ where
         Ok(Slotted { taken, slot })
     }
 
-    /// The take of several buckets by a call at `place`, and its round trips. Capped with no
-    /// floor, the call waits for its slot in the first bucket's line, as one bucket's call
-    /// does, but THROTTLE.RELEASE hands a slot over with that bucket's tokens only: so the
-    /// call joins the line with a take of the slot alone (`TOKENS 0 ... LINE`), and once it
-    /// holds a slot (free at once, or handed over) one THROTTLE.MTAKE without INFLIGHT takes
-    /// every bucket's tokens. A call that finds a slot free takes it with its tokens in one
-    /// THROTTLE.MTAKE, as without the line; one that gets its slot and then not its tokens
-    /// gives the slot back.
+    /// The take of several buckets by a call at `place`, and its round trips: one
+    /// THROTTLE.MTAKE, which with a cap on calls in flight and no floor waits for its slot in
+    /// the first bucket's line (`LINE`), as one bucket's take does. A slot handed to it there
+    /// comes without the tokens (THROTTLE.RELEASE names the first key only), so the call's
+    /// look (`WAITER`) takes every bucket's; the server passes the slot on if they are not
+    /// there in time. A call dropped before that look is answered gives the slot back.
     pub(super) async fn take_several(
         &self,
         limits: &[Limit],
@@ -98,82 +88,19 @@ where
         } else {
             line_args(inflight, None, place)
         };
-        let mut trips = 0;
-        let held = if let Place::Handed { ticket, .. } = place {
-            ticket
-        } else {
-            let Some(line) = line else {
-                return self.mtake(limits, max_wait_ms, inflight).await;
-            };
-            if !matches!(place, Place::Look(_)) {
-                // Its slot with every bucket's tokens first, as when one is free.
-                let (taken, t) = self.mtake(limits, max_wait_ms, inflight).await;
-                trips += t;
-                match taken {
-                    // Refused for a slot alone (every slot held, or callers in line ahead):
-                    // it joins the line.
-                    Ok(taken)
-                        if !taken.reply.granted && taken.reply.said == Some(Refusal::SLOT) => {}
-                    other => return (other, trips),
-                }
-            }
-            let (taken, t) = self.slot_in_line(limits, line).await;
-            trips += t;
-            match taken {
-                Ok(LineTake::Holds(id)) => id,
-                Ok(LineTake::Answer(in_line)) => return (Ok(*in_line), trips),
-                Err(err) => return (Err(err), trips),
-            }
-        };
-        // Holding slot `held`: every bucket's tokens. Without them (refused, no answer, or the
-        // call dropped meanwhile) the slot goes back, to the next caller in line.
-        let mut slot = SlotBack {
+        let mut handed = HandedSlot {
             buckets: self,
-            id: Some(held),
+            id: match place {
+                Place::Handed { ticket, .. } => Some(ticket),
+                _ => None,
+            },
         };
-        let (taken, t) = self.mtake(limits, max_wait_ms, None).await;
-        trips += t;
-        match taken {
-            Ok(mut taken) if taken.reply.granted => {
-                taken.slot = slot.id.take();
-                (Ok(taken), trips)
-            }
-            other => (other, trips),
+        let (taken, trips) = self.mtake(limits, max_wait_ms, inflight, line).await;
+        if taken.is_ok() {
+            // Granted, the grant holds the slot; refused, the server passed it on.
+            handed.id = None;
         }
-    }
-
-    /// A take of the first bucket's slot alone in its line (`TOKENS 0 ... LINE`, a look with
-    /// the call's ticket if `line` has one): the slot it holds now (free, or handed over), or
-    /// the reply that puts it in line.
-    async fn slot_in_line(
-        &self,
-        limits: &[Limit],
-        line: LineArgs,
-    ) -> (Result<LineTake, Error>, u32) {
-        let (Some(bucket), Some(limit)) = (self.shared.buckets.first(), limits.first()) else {
-            return (
-                Err(Error::from(QuotaError::Limits {
-                    problem: "none given".to_owned(),
-                })),
-                0,
-            );
-        };
-        let args = TakeArgs {
-            quota: limit.quota,
-            tokens: 0,
-            max_wait_ms: 0,
-            ticket: false,
-            floor: None,
-            inflight: self.inflight(),
-            line: Some(line),
-        };
-        let (reply, trips) = self.call_counted(&[bucket.key.as_str()], &args).await;
-        let taken = reply.map(MTakeTickets::from);
-        let held = taken.map(|taken| match taken.slot {
-            Some(id) if taken.reply.granted => LineTake::Holds(id),
-            _ => LineTake::Answer(Box::new(taken)),
-        });
-        (held, trips)
+        (taken, trips)
     }
 
     /// Holds slot `id` for a grant: renewed while held, released once the hold is dropped.
@@ -242,7 +169,8 @@ where
 
     /// Takes ticket `ticket` out of the server's line for a slot (a call that gave up, or
     /// whose future was dropped, while it stood there), or gives back the slot handed to it
-    /// (a call of several buckets that did not get their tokens), in a task of its own.
+    /// (a call of several buckets dropped before its look took their tokens), in a task of its
+    /// own.
     /// Without a runtime, or if the release fails, the ticket leaves at the end of its place
     /// lease, and the slot at the end of its own.
     pub(super) fn leave_line(&self, ticket: u64) {

@@ -125,8 +125,7 @@ impl From<MTakeReply> for MTakeTickets {
                 ticket: 0,
                 round_trips: 1,
                 said: reply.refusal,
-                // THROTTLE.MTAKE never puts a call in line.
-                in_line: None,
+                in_line: reply.slot.zip(reply.place).filter(|(_, place)| *place > 0),
             },
             tickets: reply.tickets.unwrap_or_default(),
             left,

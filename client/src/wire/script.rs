@@ -16,8 +16,9 @@
 //!     [INFLIGHT n] [LEASE ms] [LINE place_ms] [WAITER id]
 //!     -> [granted, remaining, wait_ms, reset_ms(, ticket)(, slot)(, place)(, reason)]
 //! FCALL throttle_mtake N key_1 .. key_N capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
-//!     [TICKET] [INFLIGHT n] [LEASE ms]
-//!     -> [granted, wait_ms, remaining_1, reset_ms_1, ...(, ticket_1, ...)(, slot)]
+//!     [TICKET] [INFLIGHT n] [LEASE ms] [LINE place_ms] [WAITER id]
+//!     -> [granted, wait_ms, remaining_1, reset_ms_1, ...(, ticket_1, ...)(, slot)(, place)
+//!         (, reason)]
 //!                                                                (N from 1 to 16)
 //! FCALL throttle_pause 1 key capacity rate ms                  -> ms until the next token
 //! FCALL throttle_give 1 key capacity rate n ticket             -> tokens given back
@@ -71,7 +72,7 @@ pub const LIBRARY: &str = concat!(
 /// byte for byte (a version proves nothing: the loader writes it); it loads its own (`FUNCTION
 /// LOAD REPLACE`, where its user may) over none or one whose code says an older version, and
 /// refuses any other ([`Error::ForeignLibrary`](crate::Error::ForeignLibrary)).
-pub const LIBRARY_VERSION: u64 = 13;
+pub const LIBRARY_VERSION: u64 = 14;
 
 #[cfg(test)]
 mod tests {

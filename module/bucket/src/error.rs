@@ -128,7 +128,8 @@ impl fmt::Display for ArgError {
             ),
             ArgError::UnknownOption(Command::MTake) => f.write_str(
                 "ERR unknown option for THROTTLE.MTAKE: the options are MAXWAIT ms, FLOOR f \
-                 [f ...] (one floor per key), TICKET, INFLIGHT n and LEASE ms",
+                 [f ...] (one floor per key), TICKET, INFLIGHT n, LEASE ms, LINE place_ms and \
+                 WAITER id",
             ),
             ArgError::UnknownOption(Command::Release) => f.write_str(
                 "ERR unknown option for THROTTLE.RELEASE: the option is INFLIGHT n, the cap the \
@@ -163,7 +164,8 @@ impl fmt::Display for ArgError {
             ArgError::Triples { keys } => write!(
                 f,
                 "ERR THROTTLE.MTAKE needs capacity, rate and tokens for each of its {keys} \
-                 keys, in key order, then the options (MAXWAIT ms, FLOOR f [f ...], TICKET, INFLIGHT n, LEASE ms)"
+                 keys, in key order, then the options (MAXWAIT ms, FLOOR f [f ...], TICKET, INFLIGHT n, \
+                 LEASE ms, LINE place_ms, WAITER id)"
             ),
             ArgError::DuplicateKey => f.write_str(
                 "ERR the keys of THROTTLE.MTAKE must be distinct: name each bucket once",

@@ -1,17 +1,23 @@
 //! `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
-//! [TICKET] [INFLIGHT n LEASE ms]`: take from several buckets at once, from every one or from
-//! none, and with INFLIGHT a slot for the call in the first key's bucket. Its arguments,
-//! arithmetic, reply and docs.
+//! [TICKET] [INFLIGHT n LEASE ms] [LINE place_ms [WAITER id]]`: take from several buckets at
+//! once, from every one or from none, with INFLIGHT a slot for the call in the first key's
+//! bucket, and with LINE a place in that bucket's line for one. Its arguments, arithmetic,
+//! reply and docs.
 
+use crate::channel::Message;
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::limits::MAX_KEYS;
+use crate::line::{joined, look_again_ms, place_of, renewed_place, settle, Handed};
 use crate::refusal::Refusal;
 use crate::reply::{count, flag, int, Ints};
+use crate::slots::Slots;
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
 use crate::state::State;
-use crate::take::{parse_floor, parse_inflight, Inflight};
+use crate::take::{
+    check_line, parse_floor, parse_inflight, parse_line, Inflight, LineArgs, LineCounts,
+};
 use crate::throttle_command::ThrottleCommand;
 use crate::words::{once, parse_max_wait, parse_tokens, parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
@@ -28,7 +34,7 @@ pub struct Limit {
 }
 
 /// `THROTTLE.MTAKE numkeys key [key ...] capacity rate tokens [...] [MAXWAIT ms] [FLOOR f ...]
-/// [TICKET] [INFLIGHT n LEASE ms]`.
+/// [TICKET] [INFLIGHT n LEASE ms] [LINE place_ms [WAITER id]]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MTakeArgs {
     len: usize,
@@ -40,11 +46,15 @@ pub struct MTakeArgs {
     /// A slot for the call in flight, in the first key's bucket, taken with every bucket's
     /// tokens or not at all.
     pub inflight: Option<Inflight>,
+    /// A place in the first bucket's line for a slot (only with `inflight`, never with a
+    /// floor).
+    pub line: Option<LineArgs>,
 }
 
 impl MTakeArgs {
     /// The call for `limits` (1 to [`MAX_KEYS`], in key order), as a client makes it, without
-    /// TICKET or INFLIGHT (set [`MTakeArgs::ticket`] and [`MTakeArgs::inflight`] for them);
+    /// TICKET, INFLIGHT or LINE (set [`MTakeArgs::ticket`], [`MTakeArgs::inflight`] and
+    /// [`MTakeArgs::line`] for them);
     /// `None` for none or too many.
     pub fn new(limits: &[Limit], max_wait_ms: u64) -> Option<MTakeArgs> {
         let first = *limits.first()?;
@@ -59,6 +69,7 @@ impl MTakeArgs {
             max_wait_ms,
             ticket: false,
             inflight: None,
+            line: None,
         })
     }
     /// One limit per key, in key order.
@@ -97,6 +108,13 @@ pub struct MOutcome {
     /// Denied: what held the call back, over every bucket (the reply's last integer). Empty
     /// when granted.
     pub refusal: Refusal,
+    /// With LINE, denied: the caller's place in the first bucket's line (1: the head); 0 when
+    /// not in line.
+    pub place: u64,
+    /// What the call did to the line, for the server's counters.
+    pub line: LineCounts,
+    /// The first waiter the call's settling of the line handed a slot (announced).
+    pub handed: Option<Handed>,
     len: usize,
     buckets: [BucketAfter; MAX_KEYS],
     /// Which buckets gave tokens: only those have a ticket (the first key's write may hold a
@@ -125,7 +143,8 @@ impl MOutcome {
 }
 
 /// THROTTLE.MTAKE's reply read back: whether granted, the wait, each bucket's `remaining`
-/// and `reset_ms`, in key order, with TICKET each bucket's ticket, and with INFLIGHT the slot.
+/// and `reset_ms`, in key order, with TICKET each bucket's ticket, with INFLIGHT the slot, and
+/// with LINE the place in line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MTakeReply {
     /// Every bucket gave its tokens.
@@ -139,8 +158,11 @@ pub struct MTakeReply {
     /// (0: nothing taken from it).
     pub tickets: Option<Vec<u64>>,
     /// With INFLIGHT: the slot's id in the first key's bucket, for THROTTLE.RENEW and RELEASE
-    /// (0: not granted).
+    /// (0: not granted). In line (`place` above 0): the waiter's ticket, which its slot's id
+    /// will be.
     pub slot: Option<u64>,
+    /// With LINE: the place in the first bucket's line (1: the head), 0 when not in line.
+    pub place: Option<u64>,
     /// Denied: what held the call back, the reply's last integer. `None` when granted, or
     /// from a server that does not say (a module or library before it did).
     pub refusal: Option<Refusal>,
@@ -160,20 +182,62 @@ pub struct MTakeReply {
 /// THROTTLE.TAKE does: granted only if every bucket's tokens are and fewer than `n` slots are
 /// held in the first key now; otherwise nothing at all is taken or written. Denied because
 /// every slot is held, the wait is until the first lease ends (or the tokens' wait, if longer).
-fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
+///
+/// With `LINE place_ms` a call whose tokens would be granted but that finds every slot held (or
+/// callers in line ahead) joins the first bucket's line, as THROTTLE.TAKE's, for the slot
+/// alone: a release hands it the slot, and its look (`WAITER id`) then takes every bucket's
+/// tokens, its lease running from when they are there. A handed look that cannot have its
+/// tokens within MAXWAIT gives the slot back at once, to the next in line.
+fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> Result<MOutcome, ArgError> {
     let limits = args.limits();
     let len = limits.len().min(stored.len());
+    // The first bucket's line, settled first (as THROTTLE.TAKE's): a slot free since (a
+    // holder's lease ran out) goes to its head, before this call, which may be its own look.
+    let settled: Slots;
     let mut views: [Option<(View<'_>, u64, bool)>; MAX_KEYS] = Default::default();
-    let mut wait = 0i128;
-    let mut wait_unfloored = 0i128;
     for ((view, limit), state) in views.iter_mut().zip(limits).zip(stored) {
         let bucket = View::at(&limit.quota, state.as_ref(), now_ns);
-        // A bucket asked for nothing is only inspected: its debt delays no one.
-        if limit.tokens > 0 {
-            wait = wait.max(bucket.wait_for(limit.tokens, limit.floor.unwrap_or(0)));
-            wait_unfloored = wait_unfloored.max(bucket.wait_for(limit.tokens, 0));
-        }
         *view = Some((bucket, limit.tokens, limit.floor.is_some_and(|f| f > 0)));
+    }
+    let stored_waiters = match views.first() {
+        Some(Some((first, _, _))) => first.slots.waiters.len() as u64,
+        _ => 0,
+    };
+    let mut handed = Vec::new();
+    if let (Some(inflight), Some(Some((first, tokens, floored)))) =
+        (args.inflight, views.first().copied())
+    {
+        if stored_waiters > 0 {
+            let (tat, slots, given) = settle(
+                &first,
+                first.base,
+                first.slots.pruned(first.now),
+                inflight.cap,
+            );
+            settled = slots;
+            handed = given;
+            let view = View {
+                base: tat,
+                slots: &settled,
+                ..first
+            };
+            if let Some(slot) = views.first_mut() {
+                *slot = Some((view, tokens, floored));
+            }
+        }
+    }
+
+    let mut wait = 0i128;
+    let mut wait_unfloored = 0i128;
+    for (view, limit) in views.iter().zip(limits) {
+        let Some((bucket, tokens, _)) = view else {
+            break;
+        };
+        // A bucket asked for nothing is only inspected: its debt delays no one.
+        if *tokens > 0 {
+            wait = wait.max(bucket.wait_for(*tokens, limit.floor.unwrap_or(0)));
+            wait_unfloored = wait_unfloored.max(bucket.wait_for(*tokens, 0));
+        }
     }
     let takes_any = limits.iter().any(|l| l.tokens > 0);
     let within = wait <= i128::from(args.max_wait_ms) * i128::from(NS_PER_MS);
@@ -209,57 +273,50 @@ fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
     if !tokens_granted {
         refusal = refused_tokens_of(&views, held_by_floor);
     }
-    let mut wait_ns = if takes_any { saturate(wait) } else { 0 };
-    let mut granted = tokens_granted;
-    let mut slot = None;
-    let mut held_by_slots = false;
-    if let (Some(inflight), Some(Some((first, _, _))), Some(after)) =
-        (args.inflight, views.first(), buckets.first_mut())
-    {
-        // Callers in line for a slot (THROTTLE.TAKE ... LINE) go first: MTAKE never overtakes
-        // them, and leaves the hand-off to their own looks.
-        let line = first.slots.waiting(first.now).next().is_some();
-        if line || first.slots.held_at(first.now) >= inflight.cap {
-            // Every slot held: nothing taken, the wait until the first lease ends (or the
-            // tokens', if longer), every bucket as it stands.
-            let first_free = first
-                .slots
-                .earliest_end(first.now)
-                .map_or(0, |end| i128::from(end) - first.now);
-            wait_ns = wait_ns.max(saturate(first_free));
-            held_by_slots = tokens_granted;
-            refusal |= Refusal::SLOT;
-            granted = false;
-        } else if tokens_granted {
-            // The first bucket's write, with its tokens if it gave any, now holds the slot too.
-            let tat = after
-                .write
-                .as_ref()
-                .and_then(Write::tat)
-                .map_or(first.base, i128::from);
-            let lease_end = first.now + i128::from(inflight.lease_ms) * i128::from(NS_PER_MS);
-            let written = i64::try_from(lease_end)
-                .ok()
-                .and_then(|end| first.slots.acquire(first.now, end))
-                .and_then(|(slots, id)| Some((first.write_all(tat, first.pushback, &slots)?, id)));
-            match written {
-                Some((write, id)) => {
-                    after.write = Some(write);
-                    slot = Some(id);
-                }
-                None => {
-                    // No id or no room left (a forged table): nothing taken, no wait to give.
-                    wait_ns = 0;
-                    refusal = Refusal::SLOT;
-                    granted = false;
-                }
-            }
-        }
-        if !granted {
-            buckets.iter_mut().for_each(|b| b.write = None);
+    let mut outcome = MOutcome {
+        granted: tokens_granted,
+        wait_ns: if takes_any { saturate(wait) } else { 0 },
+        held_by_floor,
+        slot: None,
+        held_by_slots: false,
+        refusal,
+        place: 0,
+        line: LineCounts::default(),
+        handed: None,
+        len,
+        buckets,
+        took: [false; MAX_KEYS],
+    };
+    // What the call writes to the first bucket when it is denied: its line changed.
+    let mut line_write = None;
+    if let (Some(inflight), Some(Some((first, _, _)))) = (args.inflight, views.first()) {
+        line_write = take_slot(args, inflight, first, wait, &mut outcome, &mut handed)?;
+    }
+    if !outcome.granted {
+        outcome.buckets.iter_mut().for_each(|b| b.write = None);
+        if let (Some(after), Some(Some((first, _, _)))) =
+            (outcome.buckets.first_mut(), views.first())
+        {
+            // The line's own change, or the settling's if it handed a slot.
+            after.write = line_write.or_else(|| {
+                (!handed.is_empty())
+                    .then(|| first.write_all(first.base, first.pushback, first.slots))
+                    .flatten()
+            });
         }
     }
-    for (after, view) in buckets.iter_mut().zip(&views) {
+    let first_written = outcome.buckets.first().is_some_and(|b| b.write.is_some());
+    if args.inflight.is_some() && first_written {
+        let live = match views.first() {
+            Some(Some((first, _, _))) => first.slots.waiting(first.now).count() as u64,
+            _ => 0,
+        };
+        outcome.line.handed = handed.len() as u64;
+        outcome.line.left = stored_waiters.saturating_sub(live);
+        // Announced, so that a waiter whose holder's lease ran out goes ahead at once.
+        outcome.handed = handed.first().copied();
+    }
+    for (after, view) in outcome.buckets.iter_mut().zip(&views) {
         let Some((bucket, _, _)) = view else { break };
         let debt = after
             .write
@@ -269,21 +326,168 @@ fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> MOutcome {
         after.remaining = bucket.remaining(debt);
         after.reset_ns = saturate(debt);
     }
-    let mut took = [false; MAX_KEYS];
-    for (took, limit) in took.iter_mut().zip(limits) {
-        *took = granted && limit.tokens > 0;
+    for (took, limit) in outcome.took.iter_mut().zip(limits) {
+        *took = outcome.granted && limit.tokens > 0;
     }
-    MOutcome {
-        granted,
-        wait_ns,
-        held_by_floor,
-        slot,
-        held_by_slots,
-        refusal,
-        len,
-        buckets,
-        took,
+    Ok(outcome)
+}
+
+/// The slot part of a multi-take, in the first key's bucket (`first`, its line settled), after
+/// its tokens were decided (`outcome.granted`, with the tokens' `wait`): the slot taken with
+/// them (written into the first bucket's write), a handed slot confirmed or given back, a place
+/// in line joined or renewed, or a denial for want of a slot. Returns what to write to the
+/// first bucket if the call is denied (its line changed); the slots handed on go to `handed`.
+fn take_slot(
+    args: &MTakeArgs,
+    inflight: Inflight,
+    first: &View<'_>,
+    wait: i128,
+    outcome: &mut MOutcome,
+    handed: &mut Vec<Handed>,
+) -> Result<Option<Write>, ArgError> {
+    let now = first.now;
+    let tokens_granted = outcome.granted;
+    let lease = i128::from(inflight.lease_ms) * i128::from(NS_PER_MS);
+    // The first bucket's state with this call's tokens, if it took any.
+    let tat = outcome
+        .buckets
+        .first()
+        .and_then(|b| b.write.as_ref())
+        .and_then(Write::tat)
+        .map_or(first.base, i128::from);
+    let waiter = args.line.and_then(|line| line.waiter);
+    // Handed a slot: its tokens now, its lease from when they are there (a waiter that learns
+    // of the hand-off late still has all of it); without them, the slot goes on down the line.
+    if let Some(slot) = waiter.and_then(|id| first.slots.live(now).find(|s| s.id == id)) {
+        let id = slot.id;
+        if !tokens_granted {
+            let table = first
+                .slots
+                .released(now, id)
+                .unwrap_or_else(|| first.slots.pruned(now));
+            let (tat, table, more) = settle(first, first.base, table, inflight.cap);
+            handed.extend(more);
+            return Ok(first.write_all(tat, first.pushback, &table));
+        }
+        let wait = if outcome.wait_ns > 0 { wait } else { 0 };
+        let table = i64::try_from(now + wait + lease)
+            .ok()
+            .filter(|end| *end > slot.lease_end)
+            .and_then(|end| first.slots.renewed(now, id, end))
+            .unwrap_or_else(|| first.slots.pruned(now));
+        return Ok(grant_slot(first, tat, &table, id, outcome));
     }
+    let place_end = args.line.map(|line| {
+        i64::try_from(now + i128::from(line.place_ms) * i128::from(NS_PER_MS)).unwrap_or(i64::MAX)
+    });
+    // Still in line: its place renewed.
+    if let (Some(id), Some(place_end), Some(line)) = (waiter, place_end, args.line) {
+        if let Some(place) = place_of(first.slots, now, id) {
+            if let Some(table) = renewed_place(first.slots, now, id, place_end) {
+                return Ok(in_line(first, &table, line.place_ms, id, place, outcome));
+            }
+        }
+    }
+    let in_line_ahead = first.slots.waiting(now).next().is_some();
+    if !in_line_ahead && first.slots.held_at(now) < inflight.cap {
+        if !tokens_granted {
+            return Ok(None);
+        }
+        // A slot free: taken with the tokens, leased from now.
+        let acquired = i64::try_from(now + lease)
+            .ok()
+            .and_then(|end| first.slots.acquire(now, end));
+        return Ok(match acquired {
+            Some((table, id)) => grant_slot(first, tat, &table, id, outcome),
+            None => refuse_slot(outcome, None),
+        });
+    }
+    // Every slot held, or callers in line ahead: a call whose tokens would be granted joins the
+    // line with LINE, for the slot alone (its tokens are taken at its look).
+    if let (Some(line), Some(place_end), true) = (args.line, place_end, tokens_granted) {
+        let Some((table, waiter, place)) = joined(
+            first.slots,
+            now,
+            inflight.cap,
+            place_end,
+            inflight.lease_ms,
+            0,
+        )?
+        else {
+            return Ok(refuse_slot(outcome, None));
+        };
+        let write = in_line(first, &table, line.place_ms, waiter.id, place, outcome);
+        outcome.line.joined = write.is_some();
+        return Ok(write);
+    }
+    // Nothing taken: the wait until the first lease ends (or the tokens', if longer).
+    let first_free = first
+        .slots
+        .earliest_end(now)
+        .map_or(0, |end| i128::from(end) - now);
+    Ok(refuse_slot(outcome, Some(first_free)))
+}
+
+/// The call holds slot `id` of `table`: the first bucket's write with its tokens (`tat`) and the
+/// table; a state that cannot be written (a forged one) refuses the call.
+fn grant_slot(
+    first: &View<'_>,
+    tat: i128,
+    table: &Slots,
+    id: u64,
+    outcome: &mut MOutcome,
+) -> Option<Write> {
+    match first.write_all(tat, first.pushback, table) {
+        Some(write) => {
+            if let Some(after) = outcome.buckets.first_mut() {
+                after.write = Some(write);
+            }
+            outcome.slot = Some(id);
+            None
+        }
+        None => refuse_slot(outcome, None),
+    }
+}
+
+/// Denied in line at `place` with ticket `id`, writing `table` (its join, or its place
+/// renewed): for a slot, the wait when to look again.
+fn in_line(
+    first: &View<'_>,
+    table: &Slots,
+    place_ms: u64,
+    id: u64,
+    place: u64,
+    outcome: &mut MOutcome,
+) -> Option<Write> {
+    let look = look_again_ms(table, first.now, place_ms);
+    outcome.granted = false;
+    outcome.wait_ns = i64::try_from(look)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(NS_PER_MS);
+    outcome.held_by_slots = true;
+    outcome.refusal = Refusal::SLOT | Refusal::LINE;
+    outcome.slot = Some(id);
+    outcome.place = place;
+    first.write_all(first.base, first.pushback, table)
+}
+
+/// Denied for want of a slot, nothing written: with the wait until one may be free
+/// (`first_free`, or the tokens' wait if longer), or none (no id or no room left in a forged
+/// table: no wait to give).
+fn refuse_slot(outcome: &mut MOutcome, first_free: Option<i128>) -> Option<Write> {
+    match first_free {
+        Some(first_free) => {
+            outcome.wait_ns = outcome.wait_ns.max(saturate(first_free));
+            outcome.held_by_slots = outcome.granted;
+            outcome.refusal |= Refusal::SLOT;
+        }
+        None => {
+            outcome.wait_ns = 0;
+            outcome.refusal = Refusal::SLOT;
+        }
+    }
+    outcome.granted = false;
+    None
 }
 
 /// What held back a multi-take's tokens: the floor or the tokens (as THROTTLE.TAKE's), and the
@@ -313,10 +517,12 @@ pub(crate) static SPEC: Spec = Spec {
     summary: "Takes tokens from several buckets at once, from all or from none (one capacity, \
         rate and tokens triple per key, in key order); with FLOOR, only if each bucket keeps \
         its floor; with INFLIGHT n LEASE ms, also takes a slot for a call in flight in the \
-        first key's bucket (fewer than n held), leased for ms, or nothing. Replies [granted, \
-        wait_ms, then remaining and reset_ms per bucket] (then one ticket per bucket with \
-        TICKET, then the slot's id with INFLIGHT, then on a denial what held it back: 1 \
-        tokens, 2 floor, 4 slot, 8 pause, summed).",
+        first key's bucket (fewer than n held), leased for ms, or nothing; with LINE place_ms, \
+        a call that finds every slot held joins that bucket's line and replies its ticket and \
+        place (WAITER id looks again, and takes the tokens once handed the slot). Replies \
+        [granted, wait_ms, then remaining and reset_ms per bucket] (then one ticket per bucket \
+        with TICKET, then the slot's id with INFLIGHT, then the place with LINE, then on a \
+        denial what held it back: 1 tokens, 2 floor, 4 slot, 8 pause, 16 in line, summed).",
     complexity: "O(N) where N is the number of keys",
     arity: -6,
     flags: "write deny-oom fast getkeys-api",
@@ -339,15 +545,17 @@ pub(crate) static SPEC: Spec = Spec {
         Arg::option("ticket", "TICKET", Kind::PureToken),
         Arg::option("inflight", "INFLIGHT", Kind::Integer),
         Arg::option("lease", "LEASE", Kind::Integer),
+        Arg::option("place_ms", "LINE", Kind::Integer),
+        Arg::option("waiter_id", "WAITER", Kind::Integer),
     ],
 };
 
 impl ThrottleCommand for MTakeArgs {
     const COMMAND: Command = Command::MTake;
     const REPLY_SHAPE: &'static str = "an array of integers: two, two or three per key, the \
-        slot with INFLIGHT, and the reason on a denial";
+        slot with INFLIGHT, the place with LINE, and the reason on a denial";
     type Outcome = MOutcome;
-    type Ints = Ints<{ 4 + 3 * MAX_KEYS }>;
+    type Ints = Ints<{ 5 + 3 * MAX_KEYS }>;
     type Reply = MTakeReply;
 
     #[inline]
@@ -395,6 +603,8 @@ impl ThrottleCommand for MTakeArgs {
         let mut max_wait = None;
         let mut inflight = None;
         let mut lease = None;
+        let mut line = None;
+        let mut waiter = None;
         let mut floors: Option<&[&[u8]]> = None;
         let mut ticket = false;
         let mut rest = options;
@@ -423,6 +633,18 @@ impl ThrottleCommand for MTakeArgs {
                 };
                 once(&mut lease, value, "LEASE")?;
                 rest = tail;
+            } else if name.eq_ignore_ascii_case(b"LINE") {
+                let [value, tail @ ..] = tail else {
+                    return Err(ArgError::MissingValue("LINE"));
+                };
+                once(&mut line, value, "LINE")?;
+                rest = tail;
+            } else if name.eq_ignore_ascii_case(b"WAITER") {
+                let [value, tail @ ..] = tail else {
+                    return Err(ArgError::MissingValue("WAITER"));
+                };
+                once(&mut waiter, value, "WAITER")?;
+                rest = tail;
             } else if name.eq_ignore_ascii_case(b"FLOOR") {
                 let (values, tail) = tail
                     .split_at_checked(len)
@@ -438,6 +660,12 @@ impl ThrottleCommand for MTakeArgs {
         if inflight.is_some() != lease.is_some() {
             return Err(ArgError::InflightLease);
         }
+        check_line(
+            line.is_some(),
+            waiter.is_some(),
+            inflight.is_some(),
+            floors.is_some(),
+        )?;
         let max_wait_ms = match max_wait {
             None => 0,
             Some(text) => parse_max_wait(text)?,
@@ -451,6 +679,7 @@ impl ThrottleCommand for MTakeArgs {
             (Some(cap), Some(lease)) => Some(parse_inflight(cap, lease)?),
             _ => None,
         };
+        let line = line.map(|place| parse_line(place, waiter)).transpose()?;
         let Some(first) = parsed.first().copied().flatten() else {
             return Err(shape);
         };
@@ -464,11 +693,13 @@ impl ThrottleCommand for MTakeArgs {
             max_wait_ms,
             ticket,
             inflight,
+            line,
         })
     }
 
     /// The words after the keys: one `capacity rate tokens` triple per key, then MAXWAIT if
-    /// it is not 0, FLOOR if any key has one, TICKET, and INFLIGHT n LEASE ms. (The module's
+    /// it is not 0, FLOOR if any key has one, TICKET, INFLIGHT n LEASE ms, and LINE place_ms
+    /// [WAITER id]. (The module's
     /// call has `numkeys` and the keys before them.)
     fn words(&self) -> Vec<Word<'_>> {
         let mut words = Vec::with_capacity(4 * self.len + 8);
@@ -498,6 +729,9 @@ impl ThrottleCommand for MTakeArgs {
                 Word::Number(inflight.lease_ms),
             ]);
         }
+        if let Some(line) = self.line {
+            words.extend(line.words());
+        }
         words
     }
 
@@ -508,7 +742,7 @@ impl ThrottleCommand for MTakeArgs {
 
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<MOutcome, ArgError> {
-        Ok(mtake(self, stored, now_ns))
+        mtake(self, stored, now_ns)
     }
 
     #[inline]
@@ -516,8 +750,14 @@ impl ThrottleCommand for MTakeArgs {
         outcome.buckets().get(key).and_then(|b| b.write.as_ref())
     }
 
+    #[inline]
+    fn announce(outcome: &MOutcome) -> Option<Message> {
+        outcome.handed.map(Message::Handed)
+    }
+
     /// `granted, wait_ms`, then `remaining, reset_ms` per key, then with TICKET one ticket per
-    /// key, then with INFLIGHT the slot's id (0: not granted).
+    /// key, then with INFLIGHT the slot's id (0: not granted, or the ticket in line), then with
+    /// LINE the place in line (0: not in line).
     #[inline]
     fn reply(&self, outcome: &MOutcome) -> Self::Ints {
         let tickets = outcome
@@ -536,6 +776,9 @@ impl ThrottleCommand for MTakeArgs {
         );
         if self.inflight.is_some() {
             ints.push(int(outcome.slot.unwrap_or(0)));
+        }
+        if self.line.is_some() {
+            ints.push(int(outcome.place));
         }
         // Only a denial says why, last: a granted reply is as it always was.
         if !outcome.granted {
@@ -556,7 +799,8 @@ impl ThrottleCommand for MTakeArgs {
         let pairs = keys.checked_mul(2)?;
         let expected = pairs
             .checked_add(if ticket { keys } else { 0 })?
-            .checked_add(usize::from(self.inflight.is_some()))?;
+            .checked_add(usize::from(self.inflight.is_some()))?
+            .checked_add(usize::from(self.line.is_some()))?;
         let granted = flag(*granted)?;
         // A denial may end with what held it back (a server from before says nothing).
         let (rest, refusal) = match rest.split_at_checked(expected) {
@@ -579,9 +823,10 @@ impl ThrottleCommand for MTakeArgs {
         } else {
             None
         };
-        let slot = match slot {
-            [] => None,
-            [id] => Some(count(*id)?),
+        let (slot, place) = match (slot, self.line.is_some()) {
+            ([], false) => (None, None),
+            ([id], false) => (Some(count(*id)?), None),
+            ([id, place], true) => (Some(count(*id)?), Some(count(*place)?)),
             _ => return None,
         };
         let buckets = buckets
@@ -597,6 +842,7 @@ impl ThrottleCommand for MTakeArgs {
             buckets,
             tickets,
             slot,
+            place,
             refusal,
         })
     }
@@ -713,6 +959,7 @@ mod tests {
                 buckets: vec![(9, 100), (2, 4000)],
                 tickets: None,
                 slot: None,
+                place: None,
                 refusal: None,
             }
         );
@@ -736,6 +983,19 @@ mod tests {
         assert_eq!(
             (denied.tickets, denied.slot, denied.refusal),
             (Some(vec![0, 0]), Some(0), Some(Refusal::from_bits(5)))
+        );
+        // In line: the ticket, then the place, then the reason.
+        let line = call("2 a b 10 10 1 25 5 2 INFLIGHT 1 LEASE 100 LINE 500");
+        let waiting = line.decode(&[0, 40, 9, 100, 2, 4000, 77, 3, 20]).unwrap();
+        assert_eq!(
+            (waiting.slot, waiting.place, waiting.refusal),
+            (Some(77), Some(3), Some(Refusal::SLOT | Refusal::LINE))
+        );
+        assert_eq!(line.decode(&[0, 40, 9, 100, 2, 4000, 77]), None);
+        assert_eq!(line.decode(&[0, 40, 9, 100, 2, 4000, 77, 3, 20, 1]), None);
+        assert_eq!(
+            slotted.decode(&[0, 300, 9, 100, 2, 4000, 0, 0, 0, 3, 5]),
+            None
         );
         let held = plain.decode(&[0, 300, 9, 100, 2, 4000, 9]).unwrap();
         assert_eq!(held.refusal, Some(Refusal::TOKENS | Refusal::PAUSE));
@@ -763,7 +1023,7 @@ mod tests {
             SPEC.syntax(),
             "numkeys key [key ...] capacity rate tokens [capacity rate tokens ...] \
              [MAXWAIT maxwait] [FLOOR floor [floor ...]] [TICKET] [INFLIGHT inflight] \
-             [LEASE lease]"
+             [LEASE lease] [LINE place_ms] [WAITER waiter_id]"
         );
     }
 }

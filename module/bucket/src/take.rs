@@ -36,6 +36,17 @@ pub struct LineArgs {
     pub waiter: Option<u64>,
 }
 
+impl LineArgs {
+    /// `LINE place_ms`, and `WAITER id` for a look.
+    pub(crate) fn words(&self) -> Vec<Word<'static>> {
+        let mut words = vec![Word::Text("LINE"), Word::Number(self.place_ms)];
+        if let Some(id) = self.waiter {
+            words.extend([Word::Text("WAITER"), Word::Number(id)]);
+        }
+        words
+    }
+}
+
 /// `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f] [INFLIGHT n]
 /// [LEASE ms] [LINE place_ms [WAITER id]]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +89,36 @@ pub(crate) fn parse_lease(text: &[u8]) -> Result<u64, ArgError> {
     parse_u64(text)
         .filter(|ms| (1..=MAX_LEASE_MS).contains(ms))
         .ok_or(ArgError::Lease)
+}
+
+/// `LINE place_ms [WAITER id]`'s values (THROTTLE.TAKE's and MTAKE's).
+pub(crate) fn parse_line(place: &[u8], waiter: Option<&[u8]>) -> Result<LineArgs, ArgError> {
+    Ok(LineArgs {
+        place_ms: parse_u64(place)
+            .filter(|ms| (1..=MAX_LEASE_MS).contains(ms))
+            .ok_or(ArgError::PlaceMs)?,
+        waiter: waiter.map(parse_slot).transpose()?,
+    })
+}
+
+/// The structure of `LINE` and `WAITER` beside the other options (THROTTLE.TAKE's and
+/// MTAKE's): LINE needs INFLIGHT, WAITER needs LINE, and LINE does not go with FLOOR.
+pub(crate) fn check_line(
+    line: bool,
+    waiter: bool,
+    inflight: bool,
+    floor: bool,
+) -> Result<(), ArgError> {
+    if line && !inflight {
+        return Err(ArgError::LineInflight);
+    }
+    if waiter && !line {
+        return Err(ArgError::WaiterLine);
+    }
+    if line && floor {
+        return Err(ArgError::LineFloor);
+    }
+    Ok(())
 }
 
 /// `FLOOR f`: fewer tokens than the capacity, and with the call's own at most the capacity.
@@ -593,15 +634,12 @@ impl ThrottleCommand for TakeArgs {
         if inflight.is_some() != lease.is_some() {
             return Err(ArgError::InflightLease);
         }
-        if line.is_some() && inflight.is_none() {
-            return Err(ArgError::LineInflight);
-        }
-        if waiter.is_some() && line.is_none() {
-            return Err(ArgError::WaiterLine);
-        }
-        if line.is_some() && floor.is_some() {
-            return Err(ArgError::LineFloor);
-        }
+        check_line(
+            line.is_some(),
+            waiter.is_some(),
+            inflight.is_some(),
+            floor.is_some(),
+        )?;
 
         // The default TOKENS 1 never exceeds a capacity, which is at least 1.
         let tokens = match tokens {
@@ -620,15 +658,7 @@ impl ThrottleCommand for TakeArgs {
             (Some(cap), Some(lease)) => Some(parse_inflight(cap, lease)?),
             _ => None,
         };
-        let line = match line {
-            None => None,
-            Some(place) => Some(LineArgs {
-                place_ms: parse_u64(place)
-                    .filter(|ms| (1..=MAX_LEASE_MS).contains(ms))
-                    .ok_or(ArgError::PlaceMs)?,
-                waiter: waiter.map(parse_slot).transpose()?,
-            }),
-        };
+        let line = line.map(|place| parse_line(place, waiter)).transpose()?;
         Ok(TakeArgs {
             quota,
             tokens,
@@ -665,10 +695,7 @@ impl ThrottleCommand for TakeArgs {
             ]);
         }
         if let Some(line) = self.line {
-            words.extend([Word::Text("LINE"), Word::Number(line.place_ms)]);
-            if let Some(id) = line.waiter {
-                words.extend([Word::Text("WAITER"), Word::Number(id)]);
-            }
+            words.extend(line.words());
         }
         words
     }

@@ -216,5 +216,8 @@ fn inflight_parses_as_take_s_and_reads_back() {
         assert_eq!(MTakeArgs::parse(&words(text)), Err(expected), "{text}");
     }
     let unknown = UnknownOption(Command::MTake).to_string();
-    assert!(unknown.contains("INFLIGHT n and LEASE ms"), "{unknown}");
+    assert!(
+        unknown.contains("INFLIGHT n, LEASE ms, LINE place_ms and WAITER id"),
+        "{unknown}"
+    );
 }

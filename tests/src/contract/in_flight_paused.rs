@@ -96,9 +96,10 @@ impl Decided {
         }
     }
 
-    /// What a limiter decides that waits for its slot in the server's line (`Limiter`, and a
-    /// `PartitionedLimiter`'s slots), where nothing announces a hand-off (the fake publishes
-    /// nothing): it looks as its progress in line says (`line_look`).
+    /// What a limiter decides that waits for its slot in the server's line (`Limiter`,
+    /// `MultiLimiter`, and a `PartitionedLimiter`'s slots), where nothing announces a hand-off
+    /// (the fake publishes nothing): it looks as its progress in line says (`line_look`). A
+    /// look of several buckets' call that finds its slot handed takes their tokens with it.
     pub fn in_the_servers_line(cap: u64) -> Decided {
         Decided {
             // Joined the line at 0, looked at 50, 100, 200, 400 and 650 ms (its place never
@@ -109,20 +110,6 @@ impl Decided {
             // released at 1 s was handed to it.
             found_elsewhere: (ms(1_150), 1 + 7),
             ..Decided::taken_with_the_tokens(cap)
-        }
-    }
-
-    /// What a limiter of several buckets decides (`MultiLimiter`): its call takes its slot
-    /// with its tokens when one is free; refused for a slot, it joins the first bucket's line
-    /// with a take of the slot alone, looks as [`Decided::in_the_servers_line`] does, and
-    /// once handed its slot takes every bucket's tokens in one more round trip.
-    pub fn in_line_for_the_slot_alone(cap: u64) -> Decided {
-        let line = Decided::in_the_servers_line(cap);
-        Decided {
-            // The refused take and the join at 0, the looks, the hand-off and the tokens.
-            waiter_trips: line.waiter_trips + 2,
-            found_elsewhere: (line.found_elsewhere.0, line.found_elsewhere.1 + 2),
-            ..line
         }
     }
 }

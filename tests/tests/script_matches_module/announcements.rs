@@ -179,23 +179,8 @@ pub fn announces_a_hand_off_the_same(flavor: Flavor) {
             .expect("a text channel");
         let mut subscriber = Subscriber::new(server.conn(), &channel);
         let keys = [key.clone()];
-        let mut call = |name: &str, args: &str| -> Vec<i64> {
-            let args: Vec<&str> = args.split_whitespace().collect();
-            let value: redis::Value = command(runner, &sha, name, &keys, &args)
-                .query(&mut con)
-                .unwrap_or_else(|e| panic!("{runner:?} {name} {args:?}: {e}"));
-            match value {
-                redis::Value::Int(n) => vec![n],
-                redis::Value::Array(items) => items
-                    .iter()
-                    .map(|v| match v {
-                        redis::Value::Int(n) => *n,
-                        other => panic!("{runner:?} {name}: {other:?}"),
-                    })
-                    .collect(),
-                other => panic!("{runner:?} {name}: {other:?}"),
-            }
-        };
+        let mut call =
+            |name: &str, args: &str| call_ints(&mut con, (runner, &sha), name, &keys, args);
         // One token every 1000 s: the holder takes it, the second waiter's is there later.
         let line = "1 0.001 MAXWAIT 315360000000 INFLIGHT 1 LEASE 60000 LINE 5000";
         let holder = call("take", line);
@@ -256,23 +241,8 @@ pub fn announces_a_hand_off_at_a_take_the_same(flavor: Flavor) {
             .expect("a text channel");
         let mut subscriber = Subscriber::new(server.conn(), &channel);
         let keys = [key.clone()];
-        let mut call = |name: &str, args: &str| -> Vec<i64> {
-            let args: Vec<&str> = args.split_whitespace().collect();
-            let value: redis::Value = command(runner, &sha, name, &keys, &args)
-                .query(&mut con)
-                .unwrap_or_else(|e| panic!("{runner:?} {name} {args:?}: {e}"));
-            match value {
-                redis::Value::Int(n) => vec![n],
-                redis::Value::Array(items) => items
-                    .iter()
-                    .map(|v| match v {
-                        redis::Value::Int(n) => *n,
-                        other => panic!("{runner:?} {name}: {other:?}"),
-                    })
-                    .collect(),
-                other => panic!("{runner:?} {name}: {other:?}"),
-            }
-        };
+        let mut call =
+            |name: &str, args: &str| call_ints(&mut con, (runner, &sha), name, &keys, args);
         let sleep = || std::thread::sleep(std::time::Duration::from_millis(300));
         // Leases of 200 ms: the holder's runs out while a waiter is in line.
         let line = "10 10 INFLIGHT 1 LEASE 200 LINE 5000";
@@ -307,5 +277,79 @@ pub fn announces_a_hand_off_at_a_take_the_same(flavor: Flavor) {
             heard[2].starts_with("1000 "),
             "{flavor} {runner:?}: {heard:?}"
         );
+    }
+}
+
+/// A multi-take's line: a release hands the slot to a waiter of several keys with no tokens
+/// (`handed <id> 0`), and that waiter's look, whose second key's tokens are gone, passes the
+/// slot on to the next waiter and announces it; from the module, the library and the script
+/// alike. A probe pause marks the end.
+pub fn announces_a_multi_take_passing_its_slot_on_the_same(flavor: Flavor) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let sha = load(&mut con);
+    for runner in [Runner::Module, Runner::Library, Runner::Script] {
+        let first = format!("{{mtake-line}}:{runner:?}:a");
+        let second = format!("{{mtake-line}}:{runner:?}:b");
+        let channel = String::from_utf8(throttle_bucket::pause_channel(first.as_bytes()))
+            .expect("a text channel");
+        let mut subscriber = Subscriber::new(server.conn(), &channel);
+        let mut call = |name: &str, keys: &[&String], args: &str| {
+            let keys: Vec<String> = keys.iter().map(|k| (*k).clone()).collect();
+            call_ints(&mut con, (runner, &sha), name, &keys, args)
+        };
+        let both = [&first, &second];
+        let line = "10 10 1 10 1 1 INFLIGHT 1 LEASE 60000 LINE 5000";
+        let holder = call("mtake", &both, line);
+        assert_eq!(holder[0], 1, "{flavor} {runner:?}: {holder:?}");
+        let waiter = call("mtake", &both, line);
+        assert_eq!(waiter[7..], [1, 20], "{flavor} {runner:?}: {waiter:?}");
+        let next = call("take", &[&first], "10 10 INFLIGHT 1 LEASE 60000 LINE 5000");
+        assert_eq!(next[5..], [2, 20], "{flavor} {runner:?}: {next:?}");
+        let released = call(
+            "release",
+            &[&first],
+            &format!("10 10 {} INFLIGHT 1", holder[6]),
+        );
+        assert_eq!(released, [1], "{flavor} {runner:?}");
+        // The second key's tokens gone: the waiter's look is refused for them (1), and the
+        // slot goes on to `next`.
+        call("debit", &[&second], "10 1 10");
+        let look = call("mtake", &both, &format!("{line} WAITER {}", waiter[6]));
+        assert_eq!(look[0], 0, "{flavor} {runner:?}: {look:?}");
+        assert_eq!(look[6..], [0, 0, 1], "{flavor} {runner:?}: {look:?}");
+        call("pause", &[&first], "10 10 1000");
+        let heard: Vec<String> = (0..3).map(|_| subscriber.message()[1].clone()).collect();
+        assert_eq!(
+            heard[..2],
+            [
+                format!("handed {} 0", waiter[6]),
+                format!("handed {} 0", next[4])
+            ],
+            "{flavor} {runner:?}: {heard:?}"
+        );
+        assert!(
+            heard[2].starts_with("1000 "),
+            "{flavor} {runner:?}: {heard:?}"
+        );
+    }
+}
+
+/// `name` on `keys` with `args` (words) through `runner` (and the script's `sha`): its reply's
+/// integers, one for an integer reply.
+fn call_ints(
+    con: &mut redis::Connection,
+    (runner, sha): (Runner, &str),
+    name: &str,
+    keys: &[String],
+    args: &str,
+) -> Vec<i64> {
+    let args: Vec<&str> = args.split_whitespace().collect();
+    let value: redis::Value = command(runner, sha, name, keys, &args)
+        .query(con)
+        .unwrap_or_else(|e| panic!("{runner:?} {name} {args:?}: {e}"));
+    match value {
+        redis::Value::Int(n) => vec![n],
+        other => throttle_e2e::ints(&other),
     }
 }

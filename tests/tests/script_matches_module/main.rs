@@ -23,7 +23,8 @@ mod table;
 
 use announcements::{
     a_refused_announcement_writes_nothing, announces_a_freed_slot_the_same,
-    announces_a_hand_off_at_a_take_the_same, announces_a_hand_off_the_same, announces_the_same,
+    announces_a_hand_off_at_a_take_the_same, announces_a_hand_off_the_same,
+    announces_a_multi_take_passing_its_slot_on_the_same, announces_the_same,
 };
 use cases::{same_replies_on_a_clock_past_2200, same_replies_state_and_expiry};
 use errors::same_errors;
@@ -50,6 +51,7 @@ per_server! {
     announces_a_freed_slot_the_same: [Redis70, Redis82, Valkey81, Valkey91],
     announces_a_hand_off_the_same: [Redis70, Redis82, Valkey81, Valkey91],
     announces_a_hand_off_at_a_take_the_same: [Redis70, Redis82, Valkey81, Valkey91],
+    announces_a_multi_take_passing_its_slot_on_the_same: [Redis70, Redis82, Valkey81, Valkey91],
     a_refused_announcement_writes_nothing: [Redis70, Redis82, Valkey81, Valkey91],
     same_errors: [Redis70, Redis82, Valkey81, Valkey91],
     replicates_effects_not_the_script: [Redis70, Redis82, Valkey81, Valkey91],

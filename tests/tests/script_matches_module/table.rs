@@ -893,6 +893,42 @@ pub const CASES: &[Case] = &[
             ],
         ],
     },
+    // MTAKE ... LINE: a call of two keys waits in the first key's line for the slot alone,
+    // beside one-key waiters (a call whose tokens are short does not join; a look renews its
+    // place; a call without LINE does not overtake); handed the slot, its look takes both keys'
+    // tokens (with TICKET, its own tickets). A handed look whose tokens are not there passes
+    // the slot on to the next waiter at once.
+    Case {
+        before: &[Missing, Missing],
+        steps: &[
+            &["mtake a,b 10 1 1 10 1 1 INFLIGHT 1 LEASE 60000 LINE 5000"],
+            &[
+                "mtake a,b 10 1 1 10 1 1 INFLIGHT 1 LEASE 60000 LINE 5000",
+                "take a 10 1 INFLIGHT 1 LEASE 60000 LINE 5000",
+                "mtake a,b 10 1 1 10 1 10 INFLIGHT 1 LEASE 60000 LINE 5000",
+            ],
+            &[
+                "mtake a,b 10 1 1 10 1 1 INFLIGHT 1 LEASE 60000 LINE 4000 WAITER #1",
+                "mtake a,b 10 1 1 10 1 1 INFLIGHT 1 LEASE 60000",
+            ],
+            &[
+                "release a 10 1 #0 INFLIGHT 1",
+                "mtake a,b 10 1 1 10 1 1 TICKET INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #1",
+                "mtake a,b 10 1 1 10 1 1 INFLIGHT 1 LEASE 60000 LINE 5000",
+                "take a 10 1 INFLIGHT 1 LEASE 60000 LINE 5000",
+            ],
+            &[
+                "release a 10 1 #1 INFLIGHT 1",
+                "take a 10 1 INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #2",
+                "debit b 10 1 10",
+                "release a 10 1 #2 INFLIGHT 1",
+                "mtake a,b 10 1 1 10 1 1 INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #8",
+                "take a 10 1 INFLIGHT 1 LEASE 60000 LINE 5000 WAITER #9",
+                "slots a 10 1",
+                "peek b 10 1",
+            ],
+        ],
+    },
     // Cap 2, both leases run out: a LINE take hands both slots to the waiters, and is itself
     // denied for its tokens (the hand-offs are stored); the waiters find their slots.
     Case {
