@@ -615,37 +615,9 @@ impl ThrottleCommand for MTakeArgs {
                 }
                 ticket = true;
                 rest = tail;
-            } else if name.eq_ignore_ascii_case(b"MAXWAIT") {
-                let [value, tail @ ..] = tail else {
-                    return Err(ArgError::MissingValue("MAXWAIT"));
-                };
-                once(&mut max_wait, value, "MAXWAIT")?;
-                rest = tail;
-            } else if name.eq_ignore_ascii_case(b"INFLIGHT") {
-                let [value, tail @ ..] = tail else {
-                    return Err(ArgError::MissingValue("INFLIGHT"));
-                };
-                once(&mut inflight, value, "INFLIGHT")?;
-                rest = tail;
-            } else if name.eq_ignore_ascii_case(b"LEASE") {
-                let [value, tail @ ..] = tail else {
-                    return Err(ArgError::MissingValue("LEASE"));
-                };
-                once(&mut lease, value, "LEASE")?;
-                rest = tail;
-            } else if name.eq_ignore_ascii_case(b"LINE") {
-                let [value, tail @ ..] = tail else {
-                    return Err(ArgError::MissingValue("LINE"));
-                };
-                once(&mut line, value, "LINE")?;
-                rest = tail;
-            } else if name.eq_ignore_ascii_case(b"WAITER") {
-                let [value, tail @ ..] = tail else {
-                    return Err(ArgError::MissingValue("WAITER"));
-                };
-                once(&mut waiter, value, "WAITER")?;
-                rest = tail;
-            } else if name.eq_ignore_ascii_case(b"FLOOR") {
+                continue;
+            }
+            if name.eq_ignore_ascii_case(b"FLOOR") {
                 let (values, tail) = tail
                     .split_at_checked(len)
                     .ok_or(ArgError::Floors { keys: len })?;
@@ -653,9 +625,26 @@ impl ThrottleCommand for MTakeArgs {
                     return Err(ArgError::Repeated("FLOOR"));
                 }
                 rest = tail;
+                continue;
+            }
+            let (slot, label) = if name.eq_ignore_ascii_case(b"MAXWAIT") {
+                (&mut max_wait, "MAXWAIT")
+            } else if name.eq_ignore_ascii_case(b"INFLIGHT") {
+                (&mut inflight, "INFLIGHT")
+            } else if name.eq_ignore_ascii_case(b"LEASE") {
+                (&mut lease, "LEASE")
+            } else if name.eq_ignore_ascii_case(b"LINE") {
+                (&mut line, "LINE")
+            } else if name.eq_ignore_ascii_case(b"WAITER") {
+                (&mut waiter, "WAITER")
             } else {
                 return Err(ArgError::UnknownOption(Command::MTake));
-            }
+            };
+            let [value, tail @ ..] = tail else {
+                return Err(ArgError::MissingValue(label));
+            };
+            once(slot, value, label)?;
+            rest = tail;
         }
         if inflight.is_some() != lease.is_some() {
             return Err(ArgError::InflightLease);
