@@ -1376,6 +1376,26 @@ local function renewed_place(slots, now_s, now_n, id, place_s, place_n)
   table_after.line = renewed
   return table_after
 end
+
+-- `slots` (pruned at `now`) with a waiter at the back of the line under `cap` (its place kept
+-- until `place_s, place_n`, its slot's lease `lease_ms`, its tokens), and its ticket: the
+-- module's line::joined. nil and 'line_full' past the longest line; nil alone if the ids ran
+-- out (a forged table).
+local function joined(slots, now_s, now_n, cap, place_s, place_n, lease_ms, tokens)
+  local table_after = pruned(slots, now_s, now_n) or {}
+  local line = table_after.line or {}
+  if #line >= MAX_LINE then
+    return nil, 'line_full'
+  end
+  local id = next_id(slots, now_s, now_n)
+  if id >= MAX_SLOT_ID then
+    return nil
+  end
+  table_after.next, table_after.cap = id + 1, cap
+  line[#line + 1] = { id, place_s, place_n, lease_ms, tokens }
+  table_after.line = line
+  return table_after, nil, id
+end
 -- The commands, each the module's command of the same name, step by step (take, mtake,
 -- pause, give, peek, cut, sync, debit) -----------------------------------------------------
 
@@ -1562,19 +1582,15 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
         -- Held back by its tokens too: it waits for those, not in line.
         o = or_settled(take_slot(true))
       else
-        local table_after = pruned(slots, now_s, now_n) or {}
-        local line = table_after.line or {}
-        if #line >= MAX_LINE then
-          return fail('line_full')
+        local table_after, full, id = joined(slots, now_s, now_n, cap, place_s, place_n,
+          lease_ms, tokens)
+        if full then
+          return fail(full)
         end
-        local id = next_id(slots, now_s, now_n)
-        if id >= MAX_SLOT_ID then
-          o = or_settled(take_slot(true))
+        if table_after then
+          o = waiting(table_after, id, #table_after.line)
         else
-          table_after.next, table_after.cap = id + 1, cap
-          line[#line + 1] = { id, place_s, place_n, lease_ms, tokens }
-          table_after.line = line
-          o = waiting(table_after, id, #line)
+          o = or_settled(take_slot(true))
         end
       end
     end
@@ -2259,20 +2275,16 @@ local function mtake(keys, args)
     elseif place_ms and tokens_granted then
       -- Every slot held, or callers in line ahead: a place at the back of the line, for the
       -- slot alone (its tokens are taken at its look).
-      local table_after = pruned(slots, now_s, now_n) or {}
-      local line = table_after.line or {}
-      if #line >= MAX_LINE then
-        return fail('line_full')
+      local place_s, place_n = add(now_s, now_n, ms_pair(place_ms))
+      local table_after, full, id = joined(slots, now_s, now_n, cap, place_s, place_n, lease_ms,
+        0)
+      if full then
+        return fail(full)
       end
-      local id = next_id(slots, now_s, now_n)
-      if id >= MAX_SLOT_ID then
-        granted, wait_s, wait_n, reason = false, 0, 0, 4
+      if table_after then
+        waiting(table_after, id, #table_after.line)
       else
-        local place_s, place_n = add(now_s, now_n, ms_pair(place_ms))
-        table_after.next, table_after.cap = id + 1, cap
-        line[#line + 1] = { id, place_s, place_n, lease_ms, 0 }
-        table_after.line = line
-        waiting(table_after, id, #line)
+        granted, wait_s, wait_n, reason = false, 0, 0, 4
       end
     else
       -- Every slot held: nothing taken, the wait until the first lease ends (or the tokens',

@@ -520,3 +520,23 @@ local function renewed_place(slots, now_s, now_n, id, place_s, place_n)
   table_after.line = renewed
   return table_after
 end
+
+-- `slots` (pruned at `now`) with a waiter at the back of the line under `cap` (its place kept
+-- until `place_s, place_n`, its slot's lease `lease_ms`, its tokens), and its ticket: the
+-- module's line::joined. nil and 'line_full' past the longest line; nil alone if the ids ran
+-- out (a forged table).
+local function joined(slots, now_s, now_n, cap, place_s, place_n, lease_ms, tokens)
+  local table_after = pruned(slots, now_s, now_n) or {}
+  local line = table_after.line or {}
+  if #line >= MAX_LINE then
+    return nil, 'line_full'
+  end
+  local id = next_id(slots, now_s, now_n)
+  if id >= MAX_SLOT_ID then
+    return nil
+  end
+  table_after.next, table_after.cap = id + 1, cap
+  line[#line + 1] = { id, place_s, place_n, lease_ms, tokens }
+  table_after.line = line
+  return table_after, nil, id
+end

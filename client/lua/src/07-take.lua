@@ -167,19 +167,15 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
         -- Held back by its tokens too: it waits for those, not in line.
         o = or_settled(take_slot(true))
       else
-        local table_after = pruned(slots, now_s, now_n) or {}
-        local line = table_after.line or {}
-        if #line >= MAX_LINE then
-          return fail('line_full')
+        local table_after, full, id = joined(slots, now_s, now_n, cap, place_s, place_n,
+          lease_ms, tokens)
+        if full then
+          return fail(full)
         end
-        local id = next_id(slots, now_s, now_n)
-        if id >= MAX_SLOT_ID then
-          o = or_settled(take_slot(true))
+        if table_after then
+          o = waiting(table_after, id, #table_after.line)
         else
-          table_after.next, table_after.cap = id + 1, cap
-          line[#line + 1] = { id, place_s, place_n, lease_ms, tokens }
-          table_after.line = line
-          o = waiting(table_after, id, #line)
+          o = or_settled(take_slot(true))
         end
       end
     end

@@ -314,20 +314,16 @@ local function mtake(keys, args)
     elseif place_ms and tokens_granted then
       -- Every slot held, or callers in line ahead: a place at the back of the line, for the
       -- slot alone (its tokens are taken at its look).
-      local table_after = pruned(slots, now_s, now_n) or {}
-      local line = table_after.line or {}
-      if #line >= MAX_LINE then
-        return fail('line_full')
+      local place_s, place_n = add(now_s, now_n, ms_pair(place_ms))
+      local table_after, full, id = joined(slots, now_s, now_n, cap, place_s, place_n, lease_ms,
+        0)
+      if full then
+        return fail(full)
       end
-      local id = next_id(slots, now_s, now_n)
-      if id >= MAX_SLOT_ID then
-        granted, wait_s, wait_n, reason = false, 0, 0, 4
+      if table_after then
+        waiting(table_after, id, #table_after.line)
       else
-        local place_s, place_n = add(now_s, now_n, ms_pair(place_ms))
-        table_after.next, table_after.cap = id + 1, cap
-        line[#line + 1] = { id, place_s, place_n, lease_ms, 0 }
-        table_after.line = line
-        waiting(table_after, id, #line)
+        granted, wait_s, wait_n, reason = false, 0, 0, 4
       end
     else
       -- Every slot held: nothing taken, the wait until the first lease ends (or the tokens',

@@ -1030,6 +1030,18 @@ pub fn same_errors(flavor: Flavor) {
             &reply, module,
             "{flavor} {runner:?} (left) vs module (right)"
         );
+        // A multi-take joins the same line, and is refused the same way.
+        let keys = vec![key[0].clone(), format!("full:{runner:?}:second")];
+        let several: Vec<&str> = "100000 100000 1 10 10 1 INFLIGHT 1 LEASE 60000 LINE 60000"
+            .split_whitespace()
+            .collect();
+        let reply = outcome(command(runner, &sha, "mtake", &keys, &several).query(&mut con));
+        assert_eq!(&reply, module, "{flavor} {runner:?}: MTAKE");
+        let after: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+        assert_eq!(
+            after, before,
+            "{flavor} {runner:?}: a refused MTAKE join wrote"
+        );
         let _: () = redis::cmd("DEL").arg(&key).query(&mut con).unwrap();
     }
 
