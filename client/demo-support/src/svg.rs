@@ -1,6 +1,7 @@
 //! What both demos' charts are drawn with, as hand-written SVG: the document around the
-//! panels, text and boxes, the time axis of counts per 100 ms, and round numbers for the
-//! count axis. What each chart shows stays in its demo.
+//! panels, text and boxes, a panel's frame and what is drawn in it ([`Plot`]), the time axis
+//! of counts per 100 ms, and round numbers for the count axis. What each chart shows stays in
+//! its demo.
 
 use std::fmt::Write;
 
@@ -40,6 +41,199 @@ pub fn vertical_label(out: &mut String, x: f64, y: f64, label: &str) {
         r##"<text x="{x}" y="{y:.1}" font-size="11" fill="#555" text-anchor="middle" transform="rotate(-90 {x} {y:.1})">{}</text>"##,
         escape(label)
     );
+}
+
+/// A panel's plot area: time from 0 to `t_max` across `left..right`, values from 0 to `y_max`
+/// up `top..top + height`.
+pub struct Plot {
+    pub left: f64,
+    pub right: f64,
+    pub top: f64,
+    pub height: f64,
+    pub t_max: f64,
+    pub y_max: f64,
+}
+
+impl Plot {
+    pub fn x(&self, t: f64) -> f64 {
+        self.left + t / self.t_max * (self.right - self.left)
+    }
+
+    pub fn y(&self, v: f64) -> f64 {
+        self.top + self.height - v / self.y_max * self.height
+    }
+
+    pub fn bottom(&self) -> f64 {
+        self.top + self.height
+    }
+
+    /// Title, frame, grid and ticks on both axes, the count axis named `y_label` and the time
+    /// axis `x_label`.
+    pub fn frame(&self, out: &mut String, title: &str, y_label: &str, x_label: &str) {
+        let (left, right, bottom) = (self.left, self.right, self.bottom());
+        text(out, left, self.top - 10.0, 14.0, "start", "#111", title);
+        let y_step = nice_step(self.y_max / 5.0);
+        let mut v = 0.0;
+        while v <= self.y_max + 1e-9 {
+            let y = self.y(v);
+            let _ = writeln!(
+                out,
+                r##"<line x1="{left:.1}" y1="{y:.1}" x2="{right:.1}" y2="{y:.1}" stroke="#eee"/>"##
+            );
+            text(
+                out,
+                left - 6.0,
+                y + 4.0,
+                11.0,
+                "end",
+                "#555",
+                &v.to_string(),
+            );
+            v += y_step;
+        }
+        let t_step = match self.t_max {
+            t if t <= 6.0 => 0.5,
+            t if t <= 20.0 => 1.0,
+            _ => 5.0,
+        };
+        let mut t = 0.0;
+        while t <= self.t_max + 1e-9 {
+            let (x, tick) = (self.x(t), bottom + 4.0);
+            let _ = writeln!(
+                out,
+                r##"<line x1="{x:.1}" y1="{bottom:.1}" x2="{x:.1}" y2="{tick:.1}" stroke="#999"/>"##
+            );
+            text(
+                out,
+                x,
+                bottom + 16.0,
+                11.0,
+                "middle",
+                "#555",
+                &format!("{t:.1} s"),
+            );
+            t += t_step;
+        }
+        let (width, height) = (right - left, self.height);
+        let _ = writeln!(
+            out,
+            r##"<rect x="{left:.1}" y="{:.1}" width="{width:.1}" height="{height:.1}" fill="none" stroke="#999"/>"##,
+            self.top
+        );
+        vertical_label(out, 18.0, self.top + height / 2.0, y_label);
+        text(out, right, bottom + 32.0, 11.0, "end", "#555", x_label);
+    }
+
+    /// A dashed horizontal line at `v`, if it is inside the plot, with `label` right of it.
+    pub fn hline(&self, out: &mut String, v: f64, color: &str, label: &str) {
+        if v > self.y_max {
+            return;
+        }
+        let (left, right, y) = (self.left, self.right, self.y(v));
+        let _ = writeln!(
+            out,
+            r#"<line x1="{left:.1}" y1="{y:.1}" x2="{right:.1}" y2="{y:.1}" stroke="{color}" stroke-width="1.5" stroke-dasharray="5 4"/>"#
+        );
+        if !label.is_empty() {
+            text(out, right + 6.0, y + 4.0, 11.0, "start", color, label);
+        }
+    }
+
+    /// A shaded span from `from` to `to` seconds, full height, behind what follows.
+    pub fn band(&self, out: &mut String, (from, to): (f64, f64), color: &str, opacity: f64) {
+        let (x0, x1) = (self.x(from.max(0.0)), self.x(to.min(self.t_max)));
+        if x1 > x0 {
+            let _ = writeln!(
+                out,
+                r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{color}" fill-opacity="{opacity}"/>"#,
+                self.top,
+                x1 - x0,
+                self.height
+            );
+        }
+    }
+
+    /// A line through `(t, v)` points (with `steps`, a step up or down at each, from 0 at
+    /// the start to the end of the plot), cut at the frame; `style` is its stroke's attributes.
+    pub fn line(
+        &self,
+        out: &mut String,
+        points: &[(f64, f64)],
+        steps: bool,
+        color: &str,
+        style: &str,
+    ) {
+        let mut d = String::new();
+        let mut to = |t: f64, v: f64| {
+            let op = if d.is_empty() { "M" } else { " L" };
+            let _ = write!(d, "{op}{:.1},{:.1}", self.x(t), self.y(v));
+        };
+        let mut level = 0.0;
+        if steps {
+            to(0.0, 0.0);
+        }
+        for &(t, v) in points {
+            if steps {
+                to(t, level);
+            }
+            to(t, v);
+            level = v;
+        }
+        if steps {
+            to(self.t_max, level);
+        }
+        let id = format!("clip{:.0}", self.top);
+        if !out.contains(&format!(r#"id="{id}""#)) {
+            let (width, height) = (self.right - self.left, self.height);
+            let _ = writeln!(
+                out,
+                r#"<clipPath id="{id}"><rect x="{:.1}" y="{:.1}" width="{width:.1}" height="{height:.1}"/></clipPath>"#,
+                self.left, self.top
+            );
+        }
+        let _ = writeln!(
+            out,
+            r#"<path d="{d}" fill="none" stroke="{color}"{style} clip-path="url(#{id})"/>"#
+        );
+    }
+
+    pub fn dot(&self, out: &mut String, t: f64, v: f64, radius: f64, color: &str) {
+        let (x, y) = (self.x(t), self.y(v));
+        let _ = writeln!(
+            out,
+            r#"<circle cx="{x:.1}" cy="{y:.1}" r="{radius}" fill="{color}"/>"#
+        );
+    }
+
+    /// Bars of `width` seconds from `t`, one per count, stacked in `colors`' order.
+    pub fn stacked(&self, out: &mut String, t: f64, width: f64, counts: &[u32], colors: &[&str]) {
+        let w = (self.x(width) - self.x(0.0) - 2.0).max(1.0);
+        let mut level = 0.0;
+        for (&n, color) in counts.iter().zip(colors) {
+            if n > 0 {
+                let next = level + f64::from(n);
+                let y = self.y(next);
+                rect(out, self.x(t) + 1.0, y, w, self.y(level) - y, color);
+                level = next;
+            }
+        }
+    }
+}
+
+/// A colour's key: a box and its label.
+pub fn swatch(out: &mut String, x: f64, y: f64, color: &str, label: &str) {
+    rect(out, x, y, 14.0, 12.0, color);
+    text(out, x + 20.0, y + 10.0, 12.0, "start", "#333", label);
+}
+
+/// A line's key: a short line in its `style` and its label.
+pub fn legend_line(out: &mut String, (x, y): (f64, f64), color: &str, style: &str, label: &str) {
+    let (y, end) = (y + 6.0, x + 24.0);
+    let _ = writeln!(
+        out,
+        r#"<line x1="{x:.1}" y1="{y:.1}" x2="{end:.1}" y2="{y:.1}" stroke="{color}"{style}/>"#
+    );
+    text(out, x + 30.0, y + 4.0, 12.0, "start", "#333", label);
 }
 
 pub fn rect(out: &mut String, x: f64, y: f64, w: f64, h: f64, color: &str) {

@@ -1,22 +1,18 @@
-//! The timeline chart, as a hand-written SVG: requests per 100 ms for each phase (served and
-//! refused, against the upstream's burst and quota), then the cumulative count the upstream
-//! received against its allowance line, so the burst, the plateau and the line never
-//! crossed are visible at a glance.
+//! The timeline chart, as SVG: requests per 100 ms for each phase (served and refused,
+//! against the upstream's burst and quota), then what the upstream received against its rule
+//! (the cumulative count against its line, or the last second's against its window), the
+//! calls open at the supplier when the run is about them, and the bucket phase per second
+//! when there is pushback to see.
 
 use std::fmt::Write;
 
 use demo_support::svg::{
-    bin_count, bin_of, document, nice_ceiling, nice_step, rect, text, time_axis_end,
-    vertical_label, BIN_S as BIN,
+    bin_count, bin_of, document, legend_line, nice_ceiling, swatch, text, time_axis_end, Plot,
+    BIN_S as BIN,
 };
 
 use crate::limit::UpstreamMode;
 use crate::report::pushback::PushbackReport;
-use crate::theory;
-
-mod open_calls;
-
-pub use open_calls::OpenCallsSpec;
 
 /// One phase as the upstream saw it.
 pub struct PhaseSeries {
@@ -27,8 +23,8 @@ pub struct PhaseSeries {
     pub arrivals: Vec<(f64, bool)>,
     /// When the fleet was paused after a 429: from the pause to the end of its Retry-After.
     pub pauses: Vec<(f64, f64)>,
-    /// The supplier's count of calls open, at every change: seconds after the shared start,
-    /// and the count then (empty when the run is not about them).
+    /// The supplier's count of calls open at every change (seconds after the shared start,
+    /// the count then; empty when the run is not about them).
     pub open: Vec<(f64, u32)>,
     /// When the supplier refused a call for concurrency, seconds after the shared start.
     pub too_many_open: Vec<f64>,
@@ -41,16 +37,27 @@ pub struct ChartSpec {
     pub quota: u32,
     pub capacity: u64,
     pub rate: f64,
-    /// The bucket phase second by second (fleet sends and 429s, the other application, the
-    /// rate factor), shown under the rest when there is pushback to see.
+    /// The bucket phase second by second, when there is pushback to see.
     pub per_second: Option<PushbackReport>,
     /// The panel of calls open at once, when the run is about them.
     pub open_calls: Option<OpenCallsSpec>,
 }
 
+/// What the panel of calls open at once is drawn against.
+pub struct OpenCallsSpec {
+    /// The supplier's limit on calls open at once.
+    pub supplier_max_open: Option<u32>,
+    /// The fleet's cap on calls in flight (the bucket phase's).
+    pub max_in_flight: Option<u64>,
+    /// The slow spell, in seconds from each phase's start.
+    pub slow: Option<(f64, f64)>,
+}
+
 const WIDTH: f64 = 1040.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 240.0; // room for the legends
+const LEGEND_X: f64 = WIDTH - RIGHT + 20.0;
+const TIME: &str = "time since the replicas fired";
 
 const SERVED: &str = "#2e9d5b";
 const REFUSED: &str = "#d64541";
@@ -58,7 +65,23 @@ const ALLOWANCE: &str = "#e08a00";
 const PAUSED: &str = "#9aa7b8";
 const OTHER_APP: &str = "#8e44ad";
 const FACTOR: &str = "#1f6fb2";
+const SLOW: &str = "#f0b429";
 const PHASE_COLORS: [&str; 2] = ["#8e44ad", "#1f6fb2"];
+const WIDE: &str = r#" stroke-width="3""#;
+const PHASE_LINE: &str = r#" stroke-width="2""#;
+const THIN_DASHED: &str = r#" stroke-width="1.2" stroke-dasharray="6 4""#;
+
+fn plot(top: f64, height: f64, t_max: f64, y_max: f64) -> Plot {
+    let (left, right) = (LEFT, WIDTH - RIGHT);
+    Plot {
+        left,
+        right,
+        top,
+        height,
+        t_max,
+        y_max,
+    }
+}
 
 pub fn render(spec: &ChartSpec, phases: &[PhaseSeries]) -> String {
     let last = phases
@@ -68,29 +91,24 @@ pub fn render(spec: &ChartSpec, phases: &[PhaseSeries]) -> String {
         .chain(phases.iter().flat_map(|p| p.open.last().map(|o| o.0)))
         .fold(0.0_f64, f64::max);
     let t_max = time_axis_end(last);
-
-    let bars_height = 170.0;
-    let cumulative_height = 300.0;
     let mut y = 70.0;
     let mut body = String::new();
     for (index, phase) in phases.iter().enumerate() {
-        bars(&mut body, spec, phase, y, bars_height, t_max, index == 0);
-        y += bars_height + 70.0;
+        bars(&mut body, spec, phase, y, t_max, index == 0);
+        y += 240.0;
     }
     match spec.mode {
-        UpstreamMode::Bucket => cumulative(&mut body, spec, phases, y, cumulative_height, t_max),
-        UpstreamMode::Window => trailing(&mut body, spec, phases, y, cumulative_height, t_max),
+        UpstreamMode::Bucket => cumulative(&mut body, spec, phases, y, t_max),
+        UpstreamMode::Window => trailing(&mut body, spec, phases, y, t_max),
     }
-    y += cumulative_height + 60.0;
+    y += 360.0;
     if let Some(open) = &spec.open_calls {
-        let height = 220.0;
-        open_calls::panel(&mut body, open, phases, y, height, t_max);
-        y += height + 70.0;
+        open_calls(&mut body, open, phases, y, t_max);
+        y += 290.0;
     }
     if let Some(report) = &spec.per_second {
-        let height = 260.0;
-        per_second(&mut body, spec, report, y, height);
-        y += height + 60.0;
+        per_second(&mut body, spec, report, y);
+        y += 320.0;
     }
     document(WIDTH, y + 10.0, &spec.heading, 17.0, &body)
 }
@@ -101,305 +119,136 @@ fn bars(
     spec: &ChartSpec,
     phase: &PhaseSeries,
     top: f64,
-    height: f64,
     t_max: f64,
     legend: bool,
 ) {
     let bins = bin_count(t_max);
-    let mut counts = vec![(0u32, 0u32); bins];
+    let mut counts = vec![[0u32; 2]; bins];
     for &(t, served) in &phase.arrivals {
-        let bin = bin_of(t, bins);
-        if served {
-            counts[bin].0 += 1;
-        } else {
-            counts[bin].1 += 1;
-        }
+        counts[bin_of(t, bins)][usize::from(!served)] += 1;
     }
-    let busiest = counts.iter().map(|(s, r)| s + r).max().unwrap_or(0);
+    let busiest = counts.iter().map(|c| c[0] + c[1]).max().unwrap_or(0);
     let burst = f64::from(spec.quota);
-    let y_max = nice_ceiling(f64::from(busiest).max(burst) * 1.1);
-    let axes = Axes::new(top, height, t_max, y_max);
-    let title = if phase.subtitle.is_empty() {
-        phase.title.clone()
-    } else {
-        format!("{}: {}", phase.title, phase.subtitle)
+    let plot = plot(
+        top,
+        170.0,
+        t_max,
+        nice_ceiling(f64::from(busiest).max(burst) * 1.1),
+    );
+    let title = match phase.subtitle.as_str() {
+        "" => phase.title.clone(),
+        subtitle => format!("{}: {subtitle}", phase.title),
     };
-    axes.frame(out, &title, "requests per 100 ms");
-    pause_bands(out, &axes, &phase.pauses, true);
-
-    let bin_width = axes.x(BIN) - axes.x(0.0);
-    for (i, &(served, refused)) in counts.iter().enumerate() {
-        let x = axes.x(i as f64 * BIN) + 1.0;
-        let w = (bin_width - 2.0).max(1.0);
-        let y_served = axes.y(f64::from(served));
-        let y_total = axes.y(f64::from(served + refused));
-        if served > 0 {
-            rect(out, x, y_served, w, axes.y(0.0) - y_served, SERVED);
-        }
-        if refused > 0 {
-            rect(out, x, y_total, w, y_served - y_total, REFUSED);
-        }
+    plot.frame(out, &title, "requests per 100 ms", TIME);
+    pause_bands(out, &plot, &phase.pauses, true);
+    for (i, c) in counts.iter().enumerate() {
+        plot.stacked(out, i as f64 * BIN, BIN, c, &[SERVED, REFUSED]);
     }
-    let per_bin = f64::from(spec.quota) * BIN;
+    let (quota, per_bin) = (spec.quota, burst * BIN);
     let (burst_label, quota_label) = match spec.mode {
         UpstreamMode::Bucket => (
-            format!("upstream burst: {}", spec.quota),
-            format!(
-                "quota {}/s = {} per 100 ms",
-                spec.quota,
-                theory::num(per_bin)
-            ),
+            format!("upstream burst: {quota}"),
+            format!("quota {quota}/s = {per_bin} per 100 ms"),
         ),
         UpstreamMode::Window => (
-            format!("window: {} in any 1 s", spec.quota),
-            format!(
-                "{}/s on average = {} per 100 ms",
-                spec.quota,
-                theory::num(per_bin)
-            ),
+            format!("window: {quota} in any 1 s"),
+            format!("{quota}/s on average = {per_bin} per 100 ms"),
         ),
     };
-    axes.hline(out, burst, "#777", &burst_label);
-    axes.hline(out, per_bin, ALLOWANCE, &quota_label);
+    plot.hline(out, burst, "#777", &burst_label);
+    plot.hline(out, per_bin, ALLOWANCE, &quota_label);
     if legend {
-        let x = WIDTH - RIGHT + 20.0;
-        swatch(out, x, top + 10.0, SERVED, "served (200)");
-        swatch(out, x, top + 30.0, REFUSED, "refused (429)");
+        swatch(out, LEGEND_X, top + 10.0, SERVED, "served (200)");
+        swatch(out, LEGEND_X, top + 30.0, REFUSED, "refused (429)");
     }
     if !phase.pauses.is_empty() {
-        let x = WIDTH - RIGHT + 20.0;
-        let _ = writeln!(
+        swatch(
             out,
-            r#"<rect x="{x:.1}" y="{:.1}" width="14" height="12" fill="{PAUSED}" fill-opacity="0.35"/>"#,
-            top + 50.0
-        );
-        text(
-            out,
-            x + 20.0,
-            top + 60.0,
-            12.0,
-            "start",
-            "#333",
+            LEGEND_X,
+            top + 50.0,
+            PAUSED,
             "fleet paused (Retry-After)",
         );
     }
 }
 
-/// The bucket phase per second: the fleet's served and refused calls stacked, the other
-/// application's calls beside them, and the bucket's rate factor (lowest sampled in each
-/// second) on a scale of its own, 0 to 100 % at the right.
-fn per_second(out: &mut String, spec: &ChartSpec, report: &PushbackReport, top: f64, height: f64) {
-    let t_max = (report.seconds.len() as f64).max(1.0);
-    let busiest = report
-        .seconds
-        .iter()
-        .map(|s| s.fleet_sent.max(s.other_sent))
-        .max()
-        .unwrap_or(0);
-    let y_max = nice_ceiling(f64::from(busiest).max(f64::from(spec.quota)) * 1.15);
-    let axes = Axes::new(top, height, t_max, y_max);
-    let title = format!(
-        "bucket phase per second: {} fleet sends, {} refused; other application {} sent, {} refused; {} cut{}",
-        report.fleet_sent,
-        report.fleet_refused,
-        report.other_sent,
-        report.other_refused,
-        report.cuts,
-        if report.cuts == 1 { "" } else { "s" },
-    );
-    axes.frame(out, &title, "requests per second");
-    let slot = axes.x(1.0) - axes.x(0.0);
-    let w = ((slot - 2.0) / 2.0).max(1.0);
-    for s in &report.seconds {
-        let x = axes.x(f64::from(s.t)) + 1.0;
-        let y_served = axes.y(f64::from(s.fleet_served));
-        let y_total = axes.y(f64::from(s.fleet_sent));
-        if s.fleet_served > 0 {
-            rect(out, x, y_served, w, axes.y(0.0) - y_served, SERVED);
-        }
-        if s.fleet_sent > s.fleet_served {
-            rect(out, x, y_total, w, y_served - y_total, REFUSED);
-        }
-        if s.other_sent > 0 {
-            let y_other = axes.y(f64::from(s.other_sent));
-            rect(out, x + w, y_other, w, axes.y(0.0) - y_other, OTHER_APP);
-        }
-    }
-    axes.hline(
-        out,
-        f64::from(spec.quota),
-        ALLOWANCE,
-        &format!("supplier: {}/s", spec.quota),
-    );
-    axes.hline(
-        out,
-        spec.rate,
-        "#777",
-        &format!("bucket: {}/s", theory::num(spec.rate)),
-    );
-    // The rate factor, 0 at the bottom to 1 at the top.
-    let points: Vec<String> = report
-        .seconds
-        .iter()
-        .filter_map(|s| {
-            s.factor_min_bp.map(|bp| {
-                let y = top + height - f64::from(bp) / 10_000.0 * height;
-                format!("{:.1},{y:.1}", axes.x(f64::from(s.t) + 0.5))
-            })
-        })
-        .collect();
-    if !points.is_empty() {
-        let _ = writeln!(
-            out,
-            r#"<polyline points="{}" fill="none" stroke="{FACTOR}" stroke-width="2"/>"#,
-            points.join(" ")
-        );
-    }
-    let right = axes.x(t_max);
-    for pct in [0, 50, 100] {
-        let y = top + height - f64::from(pct) / 100.0 * height;
-        text(
-            out,
-            right + 4.0,
-            y + 4.0,
-            11.0,
-            "start",
-            FACTOR,
-            &format!("{pct} %"),
-        );
-    }
-    if let Some(stop) = report.other_app_stop_s {
-        if stop < t_max {
-            let x = axes.x(stop);
-            let _ = writeln!(
-                out,
-                r##"<line x1="{x:.1}" y1="{top:.1}" x2="{x:.1}" y2="{:.1}" stroke="#555" stroke-dasharray="4 3"/>"##,
-                top + height
-            );
-            text(
-                out,
-                x + 4.0,
-                top + 14.0,
-                11.0,
-                "start",
-                "#333",
-                "other application stops",
-            );
-        }
-    }
-    let x = WIDTH - RIGHT + 40.0;
-    swatch(out, x, top + 10.0, SERVED, "fleet served (200)");
-    swatch(out, x, top + 30.0, REFUSED, "fleet refused (429)");
-    swatch(out, x, top + 50.0, OTHER_APP, "other application");
-    swatch(out, x, top + 70.0, FACTOR, "bucket rate factor");
-}
-
 /// Shaded spans where the fleet was paused after a 429, behind the data; `label` names the
 /// first one at its top.
-fn pause_bands(out: &mut String, axes: &Axes, pauses: &[(f64, f64)], label: bool) {
-    for (i, &(from, to)) in pauses.iter().enumerate() {
-        let (x0, x1) = (axes.x(from.max(0.0)), axes.x(to.min(axes.t_max)));
-        if x1 <= x0 {
-            continue;
-        }
-        let _ = writeln!(
+fn pause_bands(out: &mut String, plot: &Plot, pauses: &[(f64, f64)], label: bool) {
+    for &span in pauses {
+        plot.band(out, span, PAUSED, 0.35);
+    }
+    if let (true, Some(&(from, to))) = (label, pauses.first()) {
+        let label = format!("paused {from:.3} s to {to:.3} s");
+        text(
             out,
-            r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{PAUSED}" fill-opacity="0.35"/>"#,
-            axes.top,
-            x1 - x0,
-            axes.height
+            plot.x(from.max(0.0)) + 4.0,
+            plot.top + 14.0,
+            11.0,
+            "start",
+            "#445",
+            &label,
         );
-        if label && i == 0 {
-            text(
-                out,
-                x0 + 4.0,
-                axes.top + 14.0,
-                11.0,
-                "start",
-                "#445",
-                &format!("paused {:.3} s to {:.3} s", from, to),
-            );
-        }
     }
 }
 
 /// Bucket mode: cumulative arrivals per phase against the upstream's allowance line,
-/// `quota + quota·t` (its bucket is full when the replicas fire).
-fn cumulative(
-    out: &mut String,
-    spec: &ChartSpec,
-    phases: &[PhaseSeries],
-    top: f64,
-    height: f64,
-    t_max: f64,
-) {
+/// `quota + quota·t` (its bucket is full when the replicas fire), and the shared bucket's
+/// release line, `capacity + rate·t`.
+fn cumulative(out: &mut String, spec: &ChartSpec, phases: &[PhaseSeries], top: f64, t_max: f64) {
     let most = phases.iter().map(|p| p.arrivals.len()).max().unwrap_or(0) as f64;
-    let allowed_at_end = theory::allowance(spec.quota, t_max);
+    let (q, capacity) = (f64::from(spec.quota), spec.capacity as f64);
+    let allowed_at_end = q + q * t_max;
     let y_max = nice_ceiling(most.max(allowed_at_end.min(most * 1.5)) * 1.05);
-    let axes = Axes::new(top, height, t_max, y_max);
-    axes.frame_over_pauses(
+    let plot = plot(top, 300.0, t_max, y_max);
+    let title = "calls received by the upstream so far, against what it allows";
+    frame_over_pauses(out, &plot, phases, title, "calls (cumulative)");
+    plot.line(
         out,
-        phases,
-        "calls received by the upstream so far, against what it allows",
-        "calls (cumulative)",
+        &[(0.0, q), (t_max, allowed_at_end)],
+        false,
+        ALLOWANCE,
+        WIDE,
     );
-    let allowance = format!(
-        "M{:.1},{:.1} L{:.1},{:.1}",
-        axes.x(0.0),
-        axes.y(theory::allowance(spec.quota, 0.0)),
-        axes.x(t_max),
-        axes.y(allowed_at_end)
-    );
-    clip_path(out, &axes, &allowance, ALLOWANCE, 3.0, "");
-    // The shared bucket's own release line, thin: capacity + rate·t.
-    let release = format!(
-        "M{:.1},{:.1} L{:.1},{:.1}",
-        axes.x(0.0),
-        axes.y(theory::bucket_release(spec.capacity, spec.rate, 0.0)),
-        axes.x(t_max),
-        axes.y(theory::bucket_release(spec.capacity, spec.rate, t_max))
-    );
-    clip_path(out, &axes, &release, "#999", 1.2, DASHED);
-
+    let release = [(0.0, capacity), (t_max, capacity + spec.rate * t_max)];
+    plot.line(out, &release, false, "#999", THIN_DASHED);
     let counted: Vec<Vec<(f64, f64, bool)>> = phases
         .iter()
         .map(|p| {
-            p.arrivals
-                .iter()
-                .enumerate()
+            let numbered = p.arrivals.iter().enumerate();
+            numbered
                 .map(|(i, &(t, served))| (t, (i + 1) as f64, served))
                 .collect()
         })
         .collect();
-    draw_steps(out, &axes, phases, &counted);
+    let lines: Vec<Vec<(f64, f64)>> = counted
+        .iter()
+        .map(|line| line.iter().map(|&(t, n, _)| (t, n)).collect())
+        .collect();
+    phase_lines(out, &plot, &lines, &counted);
+    let allowance = format!("allowed: {q} + {q}·t", q = spec.quota);
     legends(
         out,
         top,
         phases,
-        &format!("allowed: {q} + {q}·t", q = spec.quota),
-        &format!("bucket: {} + {}·t", spec.capacity, theory::num(spec.rate)),
+        &allowance,
+        &format!("bucket: {} + {}·t", spec.capacity, spec.rate),
     );
 }
 
 /// Window mode: a sliding window has no cumulative line (it allows `quota` in every
 /// one-second span), so this counts, at each moment, the calls of the last second.
-fn trailing(
-    out: &mut String,
-    spec: &ChartSpec,
-    phases: &[PhaseSeries],
-    top: f64,
-    height: f64,
-    t_max: f64,
-) {
-    let burst_second = theory::bucket_release(spec.capacity, spec.rate, 1.0);
+fn trailing(out: &mut String, spec: &ChartSpec, phases: &[PhaseSeries], top: f64, t_max: f64) {
+    let burst_second = spec.capacity as f64 + spec.rate;
     let counted: Vec<Vec<(f64, f64, bool)>> = phases
         .iter()
         .map(|p| {
             let times: Vec<f64> = p.arrivals.iter().map(|&(t, _)| t).collect();
+            let inside = crate::theory::trailing_counts(&times).into_iter();
             p.arrivals
                 .iter()
-                .zip(theory::trailing_counts(&times))
-                .map(|(&(t, served), inside)| (t, inside as f64, served))
+                .zip(inside)
+                .map(|(&(t, s), n)| (t, n as f64, s))
                 .collect()
         })
         .collect();
@@ -408,295 +257,264 @@ fn trailing(
         .flatten()
         .map(|&(_, n, _)| n)
         .fold(0.0, f64::max);
-    let y_max = nice_ceiling(most.max(f64::from(spec.quota)).max(burst_second) * 1.1);
-    let axes = Axes::new(top, height, t_max, y_max);
-    axes.frame_over_pauses(
-        out,
-        phases,
-        "calls received by the upstream in the last second, against its window",
-        "calls in the last 1 s",
+    let q = f64::from(spec.quota);
+    let plot = plot(
+        top,
+        300.0,
+        t_max,
+        nice_ceiling(most.max(q).max(burst_second) * 1.1),
     );
-    let limit = axes.y(f64::from(spec.quota));
-    let window = format!(
-        "M{:.1},{limit:.1} L{:.1},{limit:.1}",
-        axes.x(0.0),
-        axes.x(t_max)
-    );
-    clip_path(out, &axes, &window, ALLOWANCE, 3.0, "");
-    axes.hline(out, burst_second, "#999", "");
-
+    let title = "calls received by the upstream in the last second, against its window";
+    frame_over_pauses(out, &plot, phases, title, "calls in the last 1 s");
+    plot.line(out, &[(0.0, q), (t_max, q)], false, ALLOWANCE, WIDE);
+    plot.hline(out, burst_second, "#999", "");
     // Between arrivals the count also falls, as calls leave the window.
-    let mut stepped = Vec::with_capacity(counted.len());
-    for phase in phases {
-        let mut events: Vec<(f64, f64)> = phase
-            .arrivals
-            .iter()
-            .flat_map(|&(t, _)| [(t, 1.0), (t + 1.0, -1.0)])
-            .collect();
-        // At one instant, a call leaving goes before one arriving: (t - 1 s, t].
-        events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
-        let mut level = 0.0;
-        let mut line = Vec::with_capacity(events.len());
-        for (t, delta) in events {
-            level += delta;
-            line.push((t, level, true));
-        }
-        stepped.push(line);
-    }
-    draw_steps(out, &axes, phases, &stepped);
-    for points in &counted {
-        refused_dots(out, &axes, points);
-    }
+    let stepped: Vec<Vec<(f64, f64)>> = phases
+        .iter()
+        .map(|phase| {
+            let mut events: Vec<(f64, f64)> = phase
+                .arrivals
+                .iter()
+                .flat_map(|&(t, _)| [(t, 1.0), (t + 1.0, -1.0)])
+                .collect();
+            // At one instant, a call leaving goes before one arriving: (t - 1 s, t].
+            events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+            let mut level = 0.0;
+            events
+                .into_iter()
+                .map(|(t, delta)| {
+                    (t, {
+                        level += delta;
+                        level
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    phase_lines(out, &plot, &stepped, &counted);
+    let bucket = format!("bucket: {} + {} in 1 s", spec.capacity, spec.rate);
     legends(
         out,
         top,
         phases,
         &format!("window: {} in any 1 s", spec.quota),
-        &format!(
-            "bucket: {} + {} in 1 s",
-            spec.capacity,
-            theory::num(spec.rate)
-        ),
+        &bucket,
     );
 }
 
-const DASHED: &str = r#" stroke-dasharray="6 4""#;
-
-/// A step line per phase through `(t, level)` points, with refused calls as red dots.
-fn draw_steps(
-    out: &mut String,
-    axes: &Axes,
-    phases: &[PhaseSeries],
-    points: &[Vec<(f64, f64, bool)>],
-) {
-    for ((_, line), color) in phases.iter().zip(points).zip(PHASE_COLORS) {
-        let mut d = format!("M{:.1},{:.1}", axes.x(0.0), axes.y(0.0));
-        let mut level = 0.0;
-        for &(t, next, _) in line {
-            let _ = write!(
-                d,
-                " L{:.1},{:.1} L{:.1},{:.1}",
-                axes.x(t),
-                axes.y(level),
-                axes.x(t),
-                axes.y(next)
-            );
-            level = next;
-        }
-        let _ = write!(d, " L{:.1},{:.1}", axes.x(axes.t_max), axes.y(level));
-        clip_path(out, axes, &d, color, 2.0, "");
-        refused_dots(out, axes, line);
+/// The last panels' frame, with every phase's pauses shaded behind the data (unlabelled: the
+/// phases' own panels name them).
+fn frame_over_pauses(out: &mut String, plot: &Plot, phases: &[PhaseSeries], title: &str, y: &str) {
+    plot.frame(out, title, y, TIME);
+    for phase in phases {
+        pause_bands(out, plot, &phase.pauses, false);
     }
 }
 
-fn refused_dots(out: &mut String, axes: &Axes, points: &[(f64, f64, bool)]) {
-    for &(t, level, served) in points {
+/// A step line per phase, and its refused calls as red dots on it.
+fn phase_lines(
+    out: &mut String,
+    plot: &Plot,
+    lines: &[Vec<(f64, f64)>],
+    calls: &[Vec<(f64, f64, bool)>],
+) {
+    for (line, color) in lines.iter().zip(PHASE_COLORS) {
+        plot.line(out, line, true, color, PHASE_LINE);
+    }
+    for &(t, level, served) in calls.iter().flatten() {
         if !served {
-            let _ = writeln!(
-                out,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="2.6" fill="{REFUSED}"/>"#,
-                axes.x(t),
-                axes.y(level)
-            );
+            plot.dot(out, t, level, 2.6, REFUSED);
         }
     }
 }
 
 fn legends(out: &mut String, top: f64, phases: &[PhaseSeries], allowance: &str, bucket: &str) {
-    let x = WIDTH - RIGHT + 20.0;
-    legend_line(out, x, top + 10.0, ALLOWANCE, 3.0, "", allowance);
-    legend_line(out, x, top + 30.0, "#999", 1.2, DASHED, bucket);
+    legend_line(out, (LEGEND_X, top + 10.0), ALLOWANCE, WIDE, allowance);
+    legend_line(out, (LEGEND_X, top + 30.0), "#999", THIN_DASHED, bucket);
     phase_legends(out, top + 50.0, phases, "refused (429)");
 }
 
 /// A line's key per phase from `top`, then the red dot's (`refused`), right of a panel; the
 /// dot's y.
 fn phase_legends(out: &mut String, top: f64, phases: &[PhaseSeries], refused: &str) -> f64 {
-    let x = WIDTH - RIGHT + 20.0;
     for (i, (phase, color)) in phases.iter().zip(PHASE_COLORS).enumerate() {
-        legend_line(out, x, top + 20.0 * i as f64, color, 2.0, "", &phase.title);
+        legend_line(
+            out,
+            (LEGEND_X, top + 20.0 * i as f64),
+            color,
+            PHASE_LINE,
+            &phase.title,
+        );
     }
     let y = top + 20.0 * phases.len() as f64;
+    let (x, dot_y) = (LEGEND_X + 12.0, y + 6.0);
     let _ = writeln!(
         out,
-        r#"<circle cx="{:.1}" cy="{:.1}" r="2.6" fill="{REFUSED}"/>"#,
-        x + 12.0,
-        y + 6.0
+        r#"<circle cx="{x:.1}" cy="{dot_y:.1}" r="2.6" fill="{REFUSED}"/>"#
     );
-    text(out, x + 30.0, y + 10.0, 12.0, "start", "#333", refused);
+    text(
+        out,
+        LEGEND_X + 30.0,
+        y + 10.0,
+        12.0,
+        "start",
+        "#333",
+        refused,
+    );
     y
 }
 
-struct Axes {
+/// The supplier's own count of calls open over each phase, a step at every change, against
+/// its limit and the fleet's cap, with the slow spell shaded behind and each refusal for
+/// concurrency a dot on the limit.
+fn open_calls(
+    out: &mut String,
+    spec: &OpenCallsSpec,
+    phases: &[PhaseSeries],
     top: f64,
-    height: f64,
     t_max: f64,
-    y_max: f64,
-}
-
-impl Axes {
-    fn new(top: f64, height: f64, t_max: f64, y_max: f64) -> Axes {
-        Axes {
-            top,
-            height,
-            t_max,
-            y_max,
-        }
-    }
-
-    fn x(&self, t: f64) -> f64 {
-        LEFT + t / self.t_max * (WIDTH - LEFT - RIGHT)
-    }
-
-    fn y(&self, v: f64) -> f64 {
-        self.top + self.height - v / self.y_max * self.height
-    }
-
-    fn bottom(&self) -> f64 {
-        self.top + self.height
-    }
-
-    /// Title, frame, grid and ticks on both axes.
-    fn frame(&self, out: &mut String, title: &str, y_label: &str) {
-        let (left, right) = (self.x(0.0), self.x(self.t_max));
-        text(out, left, self.top - 10.0, 14.0, "start", "#111", title);
-        let y_step = nice_step(self.y_max / 5.0);
-        let mut v = 0.0;
-        while v <= self.y_max + 1e-9 {
-            let y = self.y(v);
-            let _ = writeln!(
-                out,
-                r##"<line x1="{left:.1}" y1="{y:.1}" x2="{right:.1}" y2="{y:.1}" stroke="#eee"/>"##
-            );
-            text(
-                out,
-                left - 6.0,
-                y + 4.0,
-                11.0,
-                "end",
-                "#555",
-                &theory::num(v),
-            );
-            v += y_step;
-        }
-        let x_step = if self.t_max <= 6.0 {
-            0.5
-        } else if self.t_max <= 20.0 {
-            1.0
-        } else {
-            5.0
-        };
-        let mut t = 0.0;
-        while t <= self.t_max + 1e-9 {
-            let x = self.x(t);
-            let _ = writeln!(
-                out,
-                r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#999"/>"##,
-                self.bottom(),
-                self.bottom() + 4.0
-            );
-            text(
-                out,
-                x,
-                self.bottom() + 16.0,
-                11.0,
-                "middle",
-                "#555",
-                &format!("{t:.1} s"),
-            );
-            t += x_step;
-        }
-        let _ = writeln!(
+) {
+    let most = phases
+        .iter()
+        .flat_map(|p| p.open.iter().map(|&(_, n)| n))
+        .max()
+        .unwrap_or(0);
+    let limit = spec.supplier_max_open.map_or(0.0, f64::from);
+    let cap = spec.max_in_flight.map_or(0.0, |n| n as f64);
+    let y_max = nice_ceiling(f64::from(most).max(limit).max(cap).max(1.0) * 1.25);
+    let plot = plot(top, 220.0, t_max, y_max);
+    let title =
+        "calls open at the supplier at once (its own count), against its limit and the fleet's cap";
+    plot.frame(out, title, "calls open", TIME);
+    if let Some((from, until)) = spec.slow.filter(|&(from, _)| from < t_max) {
+        plot.band(out, (from, until), SLOW, 0.18);
+        text(
             out,
-            r##"<rect x="{left:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="none" stroke="#999"/>"##,
-            self.top,
-            right - left,
-            self.height
+            plot.x(from.max(0.0)) + 4.0,
+            top + 14.0,
+            11.0,
+            "start",
+            "#7a5b00",
+            "slow spell",
         );
-        vertical_label(out, 18.0, self.top + self.height / 2.0, y_label);
+    }
+    // Labelled inside the plot, at its right end, so that they never meet the legends; the
+    // cap under its line, so that a cap equal to the limit keeps both labels apart.
+    let right = plot.right - 4.0;
+    if let Some(n) = spec.supplier_max_open {
+        plot.hline(out, limit, REFUSED, "");
+        let label = format!("supplier's limit: {n}");
         text(
             out,
             right,
-            self.bottom() + 32.0,
+            plot.y(limit) - 4.0,
             11.0,
             "end",
-            "#555",
-            "time since the replicas fired",
+            REFUSED,
+            &label,
         );
     }
-
-    /// The last panel's frame, with every phase's pauses shaded behind the data (unlabelled:
-    /// the phases' own panels name them).
-    fn frame_over_pauses(
-        &self,
-        out: &mut String,
-        phases: &[PhaseSeries],
-        title: &str,
-        y_label: &str,
-    ) {
-        self.frame(out, title, y_label);
-        for phase in phases {
-            pause_bands(out, self, &phase.pauses, false);
+    if let Some(n) = spec.max_in_flight {
+        plot.hline(out, cap, SERVED, "");
+        text(
+            out,
+            right,
+            plot.y(cap) + 14.0,
+            11.0,
+            "end",
+            SERVED,
+            &format!("fleet's cap: {n}"),
+        );
+    }
+    for (phase, color) in phases.iter().zip(PHASE_COLORS) {
+        let line: Vec<(f64, f64)> = phase.open.iter().map(|&(t, n)| (t, f64::from(n))).collect();
+        plot.line(out, &line, true, color, PHASE_LINE);
+        for &t in &phase.too_many_open {
+            plot.dot(out, t, limit, 2.6, REFUSED);
         }
     }
+    let y = phase_legends(out, top + 40.0, phases, "refused for concurrency");
+    if spec.slow.is_some() {
+        swatch(out, LEGEND_X, y + 20.0, SLOW, "slow spell");
+    }
+}
 
-    /// A labelled horizontal reference line, if it is inside the plot.
-    fn hline(&self, out: &mut String, v: f64, color: &str, label: &str) {
-        if v > self.y_max {
-            return;
-        }
-        let (left, right, y) = (self.x(0.0), self.x(self.t_max), self.y(v));
+/// The bucket phase per second: the fleet's served and refused calls stacked, the other
+/// application's calls beside them, and the bucket's rate factor (lowest sampled in each
+/// second) on a scale of its own, 0 to 100 % at the right.
+fn per_second(out: &mut String, spec: &ChartSpec, report: &PushbackReport, top: f64) {
+    let t_max = (report.seconds.len() as f64).max(1.0);
+    let seconds = &report.seconds;
+    let busiest = seconds
+        .iter()
+        .map(|s| s.fleet_sent.max(s.other_sent))
+        .max()
+        .unwrap_or(0);
+    let q = f64::from(spec.quota);
+    let plot = plot(
+        top,
+        260.0,
+        t_max,
+        nice_ceiling(f64::from(busiest).max(q) * 1.15),
+    );
+    let cuts = report.cuts;
+    let title = format!(
+        "bucket phase per second: {} fleet sends, {} refused; other application {} sent, {} \
+         refused; {cuts} cut{}",
+        report.fleet_sent,
+        report.fleet_refused,
+        report.other_sent,
+        report.other_refused,
+        if cuts == 1 { "" } else { "s" },
+    );
+    plot.frame(out, &title, "requests per second", TIME);
+    for s in seconds {
+        let (t, refused) = (f64::from(s.t), s.fleet_sent - s.fleet_served);
+        plot.stacked(out, t, 0.5, &[s.fleet_served, refused], &[SERVED, REFUSED]);
+        plot.stacked(out, t + 0.5, 0.5, &[s.other_sent], &[OTHER_APP]);
+    }
+    plot.hline(out, q, ALLOWANCE, &format!("supplier: {}/s", spec.quota));
+    plot.hline(out, spec.rate, "#777", &format!("bucket: {}/s", spec.rate));
+    // The rate factor, 0 at the bottom to 1 at the top.
+    let factor = Plot { y_max: 1.0, ..plot };
+    let points: Vec<(f64, f64)> = seconds
+        .iter()
+        .filter_map(|s| Some((f64::from(s.t) + 0.5, f64::from(s.factor_min_bp?) / 1e4)))
+        .collect();
+    factor.line(out, &points, false, FACTOR, PHASE_LINE);
+    for pct in [0, 50, 100] {
+        let y = factor.y(f64::from(pct) / 100.0) + 4.0;
+        text(
+            out,
+            plot.right + 4.0,
+            y,
+            11.0,
+            "start",
+            FACTOR,
+            &format!("{pct} %"),
+        );
+    }
+    if let Some(stop) = report.other_app_stop_s.filter(|&stop| stop < t_max) {
+        let (x, bottom) = (plot.x(stop), plot.bottom());
         let _ = writeln!(
             out,
-            r#"<line x1="{left:.1}" y1="{y:.1}" x2="{right:.1}" y2="{y:.1}" stroke="{color}" stroke-width="1.5" stroke-dasharray="5 4"/>"#
+            r##"<line x1="{x:.1}" y1="{top:.1}" x2="{x:.1}" y2="{bottom:.1}" stroke="#555" stroke-dasharray="4 3"/>"##
         );
-        if !label.is_empty() {
-            text(out, right + 6.0, y + 4.0, 11.0, "start", color, label);
-        }
-    }
-}
-
-fn clip_path(out: &mut String, axes: &Axes, d: &str, color: &str, width: f64, extra: &str) {
-    // Lines that leave the plot are cut at its frame.
-    let id = format!("clip{:.0}", axes.top);
-    if !out.contains(&format!(r#"id="{id}""#)) {
-        let _ = writeln!(
+        text(
             out,
-            r#"<clipPath id="{id}"><rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}"/></clipPath>"#,
-            axes.x(0.0),
-            axes.top,
-            axes.x(axes.t_max) - axes.x(0.0),
-            axes.height
+            x + 4.0,
+            top + 14.0,
+            11.0,
+            "start",
+            "#333",
+            "other application stops",
         );
     }
-    let _ = writeln!(
-        out,
-        r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="{width}"{extra} clip-path="url(#{id})"/>"#
-    );
-}
-
-fn swatch(out: &mut String, x: f64, y: f64, color: &str, label: &str) {
-    rect(out, x, y, 14.0, 12.0, color);
-    text(out, x + 20.0, y + 10.0, 12.0, "start", "#333", label);
-}
-
-fn legend_line(
-    out: &mut String,
-    x: f64,
-    y: f64,
-    color: &str,
-    width: f64,
-    extra: &str,
-    label: &str,
-) {
-    let _ = writeln!(
-        out,
-        r#"<line x1="{x:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="{width}"{extra}/>"#,
-        y + 6.0,
-        x + 24.0,
-        y + 6.0
-    );
-    text(out, x + 30.0, y + 10.0, 12.0, "start", "#333", label);
+    let x = LEGEND_X + 20.0;
+    swatch(out, x, top + 10.0, SERVED, "fleet served (200)");
+    swatch(out, x, top + 30.0, REFUSED, "fleet refused (429)");
+    swatch(out, x, top + 50.0, OTHER_APP, "other application");
+    swatch(out, x, top + 70.0, FACTOR, "bucket rate factor");
 }
 
 #[cfg(test)]

@@ -9,28 +9,6 @@ use std::time::Duration;
 use crate::cli::{RunArgs, StrategyArg, MAX_ATTEMPTS};
 use crate::limit::{retry_after_seconds, Allowance, UpstreamMode, Verdict};
 
-/// When each of `calls` simultaneous calls may go through a full bucket of `capacity`
-/// that refills one token per `interval`: `capacity` at once, then one per interval.
-pub fn bucket_schedule(calls: u64, capacity: u64, interval: Duration) -> Vec<Duration> {
-    (0..calls)
-        .map(|k| match (k + 1).checked_sub(capacity) {
-            Some(late) if late > 0 => interval * u32::try_from(late).unwrap_or(u32::MAX),
-            _ => Duration::ZERO,
-        })
-        .collect()
-}
-
-/// The upstream's verdicts on calls arriving exactly at `arrivals` (in order):
-/// `(served, refused)`.
-pub fn replay(mode: UpstreamMode, quota: u32, arrivals: &[Duration]) -> (u64, u64) {
-    let mut allowance = Allowance::new(mode, quota);
-    let served = arrivals
-        .iter()
-        .filter(|&&t| allowance.check(t) == Verdict::Served)
-        .count() as u64;
-    (served, arrivals.len() as u64 - served)
-}
-
 /// The bucket phase on an ideal machine (no time on the wire, no time in Redis), with the
 /// replicas obeying the supplier: every 429 pauses the shared bucket for its `Retry-After`
 /// (`THROTTLE.PAUSE`'s rule), and the call takes a token again and is sent again, at most
@@ -170,13 +148,6 @@ pub fn most_served(mode: UpstreamMode, quota: u32, calls: u64, span: Duration) -
     u64::try_from(most).unwrap_or(u64::MAX).min(calls)
 }
 
-/// Bucket mode: the most calls the upstream can have served `t` seconds after a moment
-/// its bucket was full: `quota + quota·t`.
-pub fn allowance(quota: u32, t: f64) -> f64 {
-    let q = f64::from(quota);
-    q + q * t.max(0.0)
-}
-
 /// The least room the upstream's rule left over a phase, given the arrivals' offsets in
 /// seconds from a moment its allowance was whole (negative: the fleet went over it).
 /// Bucket: under `quota + quota·t`. Window: under `quota` in each arrival's trailing second.
@@ -186,7 +157,7 @@ pub fn headroom(mode: UpstreamMode, quota: u32, arrivals: &[f64]) -> Option<f64>
         UpstreamMode::Bucket => arrivals
             .iter()
             .enumerate()
-            .map(|(i, &t)| allowance(quota, t) - (i + 1) as f64)
+            .map(|(i, &t)| q + q * t.max(0.0) - (i + 1) as f64)
             .reduce(f64::min),
         UpstreamMode::Window => trailing_counts(arrivals)
             .into_iter()
@@ -209,11 +180,6 @@ pub fn trailing_counts(arrivals: &[f64]) -> Vec<usize> {
             i + 1 - oldest
         })
         .collect()
-}
-
-/// The most the shared bucket lets through in `t` seconds: `capacity + rate·t`.
-pub fn bucket_release(capacity: u64, rate: f64, t: f64) -> f64 {
-    capacity as f64 + rate * t.max(0.0)
 }
 
 /// Why a bucket of `capacity` and `rate` does or does not keep the fleet inside the
@@ -239,7 +205,7 @@ pub fn fit(mode: UpstreamMode, quota: u32, capacity: u64, rate: f64) -> Fit {
                     "the upstream's bucket holds {quota} and refills {quota}/s, so the shared \
                      bucket fits when capacity <= {quota} and rate <= {quota}/s (here {capacity} \
                      and {}/s)",
-                    num(rate)
+                    rate
                 ),
                 example: (!fits).then(|| (capacity.min(u64::from(quota)), u64::from(quota))),
             }
@@ -255,8 +221,8 @@ pub fn fit(mode: UpstreamMode, quota: u32, capacity: u64, rate: f64) -> Fit {
                 reason: format!(
                     "a strict sliding window needs capacity + rate <= quota in any second: \
                      {capacity} + {} = {} {} {quota}",
-                    num(rate),
-                    num(released),
+                    rate,
+                    released,
                     if fits { "<=" } else { ">" }
                 ),
                 // Half burst, half refill; with a quota of 1 no refill rate is left.
@@ -266,16 +232,40 @@ pub fn fit(mode: UpstreamMode, quota: u32, capacity: u64, rate: f64) -> Fit {
     }
 }
 
-/// A rate as a person writes it: `9`, `4.5`.
-pub fn num(x: f64) -> String {
-    format!("{x}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const INTERVAL_9: Duration = Duration::from_nanos(111_111_112);
+
+    /// When each of `calls` simultaneous calls may go through a full bucket: `capacity` at
+    /// once, then one per interval.
+    fn bucket_schedule(calls: u64, capacity: u64, interval: Duration) -> Vec<Duration> {
+        (0..calls)
+            .map(|k| interval * u32::try_from((k + 1).saturating_sub(capacity)).unwrap())
+            .collect()
+    }
+
+    /// The upstream's verdicts on calls arriving exactly at `arrivals`: (served, refused).
+    fn replay(mode: UpstreamMode, quota: u32, arrivals: &[Duration]) -> (u64, u64) {
+        let mut allowance = Allowance::new(mode, quota);
+        let served = arrivals
+            .iter()
+            .filter(|&&t| allowance.check(t) == Verdict::Served)
+            .count() as u64;
+        (served, arrivals.len() as u64 - served)
+    }
+
+    #[test]
+    fn one_attempt_reserved_is_the_plain_schedule_replayed() {
+        for (mode, capacity) in [(UpstreamMode::Window, 8), (UpstreamMode::Bucket, 11)] {
+            let once = obey(mode, 10, 40, capacity, INTERVAL_9, StrategyArg::Reserve, 1);
+            let schedule = bucket_schedule(40, capacity, INTERVAL_9);
+            assert_eq!(once.refused(), replay(mode, 10, &schedule).1);
+            let sent: Vec<Duration> = once.arrivals.iter().map(|a| a.0).collect();
+            assert_eq!(sent, schedule);
+        }
+    }
 
     #[test]
     fn forty_calls_through_8_at_9_per_second_take_32_intervals() {
@@ -432,8 +422,6 @@ mod tests {
 
     #[test]
     fn allowance_and_headroom() {
-        assert_eq!(allowance(10, 0.0), 10.0);
-        assert_eq!(allowance(10, 3.5), 45.0);
         let secs = |schedule: Vec<Duration>| -> Vec<f64> {
             schedule.iter().map(Duration::as_secs_f64).collect()
         };
@@ -450,6 +438,5 @@ mod tests {
         assert_eq!(headroom(UpstreamMode::Window, 10, &five), Some(1.0));
         assert_eq!(headroom(UpstreamMode::Bucket, 10, &[]), None);
         assert_eq!(trailing_counts(&[0.0, 0.5, 1.0, 1.0, 2.5]), [1, 2, 2, 3, 1]);
-        assert_eq!(bucket_release(8, 9.0, 2.0), 26.0);
     }
 }

@@ -263,13 +263,13 @@ pub fn render(out: &mut String, report: &PushbackReport, phase: Served, args: &R
         out,
         "\nbucket phase per second (cut on 429: {}, recovery {} s; pause check: {}; supplier's count: {}; Retry-After: {}; other application: {})",
         if report.cut { "0.7" } else { "off, pause only" },
-        crate::theory::num(report.cut_recovery_s),
+        report.cut_recovery_s,
         if report.pause_check { "on" } else { "off" },
         if report.supplier_headers { "sent and read" } else { "not sent" },
         if report.retry_after { "sent" } else { "none, as nginx" },
         match (report.other_app_rate, report.other_app_stop_s) {
-            (Some(rate), Some(stop)) => format!("{}/s until {} s", crate::theory::num(rate), crate::theory::num(stop)),
-            (Some(rate), None) => format!("{}/s throughout", crate::theory::num(rate)),
+            (Some(rate), Some(stop)) => format!("{}/s until {} s", rate, stop),
+            (Some(rate), None) => format!("{}/s throughout", rate),
             _ => "none".to_owned(),
         }
     );
@@ -350,11 +350,11 @@ pub fn render(out: &mut String, report: &PushbackReport, phase: Served, args: &R
         let _ = writeln!(
             out,
             "  refused after the first {} s: {} of {} fleet sends = {:.2} % (target <= {} %): {}",
-            crate::theory::num(WARM_UP_S),
+            WARM_UP_S,
             report.refused_after_warm_up,
             report.sent_after_warm_up,
             share * 100.0,
-            crate::theory::num(TARGET_REFUSED_SHARE * 100.0),
+            TARGET_REFUSED_SHARE * 100.0,
             verdict(share <= TARGET_REFUSED_SHARE)
         );
     }
@@ -362,12 +362,12 @@ pub fn render(out: &mut String, report: &PushbackReport, phase: Served, args: &R
         let _ = writeln!(
             out,
             "  served while the other application ran ({} s to {} s): {:.2}/s of {}/s left = {:.1} % (target >= {} %, {:.2}/s): {}",
-            crate::theory::num(WARM_UP_S),
-            crate::theory::num(report.other_app_stop_s.unwrap_or(f64::NAN)),
+            WARM_UP_S,
+            report.other_app_stop_s.unwrap_or(f64::NAN),
             rate,
-            crate::theory::num(left),
+            left,
             rate / left * 100.0,
-            crate::theory::num(TARGET_SERVED_SHARE * 100.0),
+            TARGET_SERVED_SHARE * 100.0,
             TARGET_SERVED_SHARE * left,
             verdict(rate >= TARGET_SERVED_SHARE * left)
         );
@@ -378,12 +378,12 @@ pub fn render(out: &mut String, report: &PushbackReport, phase: Served, args: &R
         let _ = writeln!(
             out,
             "  back to >= {} % of the configured {}/s ({:.2}/s served over a trailing {} s) after the other application stopped: {} (target <= the recovery time, {} s; watched {:.0} s): {}",
-            crate::theory::num(TARGET_RECOVERED_SHARE * 100.0),
-            crate::theory::num(args.rate),
+            TARGET_RECOVERED_SHARE * 100.0,
+            args.rate,
             need,
-            crate::theory::num(RECOVERY_WINDOW_S),
+            RECOVERY_WINDOW_S,
             report.recovered_after_s.map_or("not within the run".to_owned(), |s| format!("{s:.1} s")),
-            crate::theory::num(target),
+            target,
             watched,
             verdict(report.recovered_after_s.is_some_and(|s| s <= target))
         );

@@ -241,8 +241,10 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
         }
     };
     let predicted_refused_without_pause = (outcome.phase == Phase::Bucket).then(|| {
-        let schedule = theory::bucket_schedule(calls, args.capacity, interval);
-        theory::replay(args.upstream_mode, args.quota, &schedule).1
+        // One attempt, reserved at the start: the plain schedule, nobody obeying a 429.
+        let once = StrategyArg::Reserve;
+        let (mode, quota, capacity) = (args.upstream_mode, args.quota, args.capacity);
+        theory::obey(mode, quota, calls, capacity, interval, once, 1).refused()
     });
     let count = |status: u16| {
         outcome

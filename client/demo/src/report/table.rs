@@ -5,7 +5,6 @@ use std::fmt::Write;
 use crate::cli::Phase;
 use crate::limit::UpstreamMode;
 use crate::report::summary::{PhaseReport, Summary};
-use crate::theory::num;
 
 pub fn render(out: &mut String, summary: &Summary) {
     let phases = &summary.phases;
@@ -62,8 +61,8 @@ pub fn render(out: &mut String, summary: &Summary) {
         rule_row(summary.upstream_mode),
         &|p| match p.min_headroom {
             None => "-".to_owned(),
-            Some(h) if h < 0.0 => format!("crossed by {}", num(-h.floor())),
-            Some(h) => format!("never crossed ({} spare)", num(h.floor())),
+            Some(h) if h < 0.0 => format!("crossed by {}", -h.floor()),
+            Some(h) => format!("never crossed ({} spare)", h.floor()),
         },
     );
     row(out, "predicted served / refused †", &|p| {

@@ -6,7 +6,6 @@ use std::fmt::Write;
 use crate::cli::{Phase, RunArgs, StrategyArg};
 use crate::report::summary::Summary;
 use crate::report::{open_calls, pushback, table};
-use crate::theory::num;
 
 pub fn text(summary: &Summary, args: &RunArgs) -> String {
     let mut out = String::new();
@@ -73,7 +72,7 @@ fn setup(out: &mut String, summary: &Summary) {
         "shared bucket: key {}, capacity {}, rate {}/s (one token every {:.3} ms), strategy {}{}",
         summary.key,
         summary.capacity,
-        num(summary.rate),
+        summary.rate,
         summary.token_interval_ms,
         summary.strategy.name(),
         if summary.strategy_defaulted && summary.strategy == StrategyArg::Poll {
