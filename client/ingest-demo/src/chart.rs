@@ -1,184 +1,213 @@
-//! The pattern's "rate-limited flow" chart, as a hand-written SVG: writes per 100 ms against
-//! time for each phase (stored, duplicate and refused stacked, and phase 4's answered
-//! queries), with the quota line. Phase 4's panels, and the strip of its queries' waits
-//! under each, are in `priority`.
-
-pub mod priority;
+//! The pattern's "rate-limited flow" chart, as SVG: a panel per phase (phase 4: per run) of
+//! writes per 100 ms (stored, duplicate and refused stacked, and phase 4's answered queries)
+//! against the quota line, and under each of phase 4's a strip of every query's wait for its
+//! tokens against the target.
 
 use std::fmt::Write;
 
 use demo_support::svg::{
-    bin_count, bin_of, document, nice_ceiling, text, time_axis_end, vertical_label, BIN_S as BIN,
+    bin_count, bin_of, document, nice_ceiling, swatch, text, time_axis_end, Plot, BIN_S as BIN,
 };
 
-use crate::db::Verdict;
-use crate::phases::Point;
+use crate::db::{Verdict, RU_PER_WRITE};
+use crate::phases::priority::PrioritySummary;
+use crate::phases::{Point, RATE_RU};
+use crate::report::Summary;
 
-pub struct Panel {
-    pub title: String,
-    pub points: Vec<Point>,
+struct Panel {
+    title: String,
+    points: Vec<Point>,
     /// A moment to mark (the kill), in seconds after the start.
-    pub mark: Option<(f64, String)>,
+    mark: Option<(f64, String)>,
     /// Phase 4: the queries' waits, in a strip under the panel.
-    pub waits: Option<priority::Waits>,
+    waits: Option<Waits>,
+}
+
+/// The queries' waits of one run.
+struct Waits {
+    /// (seconds after the start the query was due, its wait in ms).
+    points: Vec<(f64, f64)>,
+    /// The p99 target, ms (2 ms over the measured round trip's p99), and the measured p99.
+    target_ms: f64,
+    p99_ms: f64,
+    /// The strip's top, ms: the same for every run, so they compare at a glance.
+    y_max_ms: f64,
 }
 
 const WIDTH: f64 = 1000.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 190.0;
 const HEIGHT: f64 = 200.0;
+/// The waits strip's height.
+const STRIP: f64 = 110.0;
+/// Between a panel's bottom and the next one's (or its waits strip's) top.
+const GAP: f64 = 70.0;
+const TIME: &str = "seconds after the start";
 
 const STORED: &str = "#2e9d5b";
 const DUPLICATE: &str = "#e0a800";
 const REFUSED: &str = "#d64541";
 const ANSWERED: &str = "#7b4fc9";
 const QUOTA: &str = "#1f6fb2";
-/// Between a panel's bottom and the next one's (or its waits strip's) top.
-const GAP: f64 = 70.0;
 
-/// `per_bin_quota`: writes the quota allows per 100 ms.
-pub fn render(heading: &str, per_bin_quota: f64, panels: &[Panel]) -> String {
-    let last = panels
-        .iter()
-        .flat_map(|p| p.points.iter().map(|pt| pt.t))
-        .fold(0.0_f64, f64::max);
-    // A common time axis, so the phases compare at a glance.
-    let t_max = time_axis_end(last);
-    let queries = panels
-        .iter()
-        .any(|p| p.points.iter().any(|pt| pt.verdict == Verdict::Answered));
+fn plot(top: f64, height: f64, t_max: f64, y_max: f64) -> Plot {
+    let (left, right) = (LEFT, WIDTH - RIGHT);
+    Plot {
+        left,
+        right,
+        top,
+        height,
+        t_max,
+        y_max,
+    }
+}
+
+pub fn render(summary: &Summary) -> String {
+    let mut panels = Vec::new();
+    if let Some(r) = &summary.retry {
+        panels.push(Panel {
+            title: format!(
+                "{}: {} sent, {} refused, all stored after {:.2} s",
+                r.title, r.sent, r.refused, r.time_s
+            ),
+            points: r.points.clone(),
+            mark: None,
+            waits: None,
+        });
+    }
+    for b in [&summary.backlog, &summary.kill].into_iter().flatten() {
+        panels.push(Panel {
+            title: format!(
+                "{}: {} sent, {} refused, {} duplicates, finished at {:.2} s (predicted {:.2} s)",
+                b.title, b.sent, b.refused, b.duplicates, b.finish_s, b.predicted_s
+            ),
+            points: b.points.clone(),
+            mark: b
+                .kill
+                .as_ref()
+                .map(|k| (k.at_s, format!("worker {} SIGKILLed", k.worker))),
+            waits: None,
+        });
+    }
+    if let Some(p) = &summary.priority {
+        panels.extend(priority_panels(p));
+    }
+    let heading = format!(
+        "Rate-limited flow: {} records of {RU_PER_WRITE} RU into {RATE_RU} RU/s, writes per 100 ms",
+        summary.records
+    );
+    draw(
+        &heading,
+        RATE_RU as f64 / RU_PER_WRITE as f64 * BIN,
+        &panels,
+    )
+}
+
+/// Phase 4: a panel per run, with the queries' waits on one scale for both.
+fn priority_panels(p: &PrioritySummary) -> Vec<Panel> {
+    let runs = p.runs.iter();
+    let y_max_ms = nice_ceiling(
+        runs.clone()
+            .flat_map(|r| r.waits.iter().map(|w| w.1))
+            .chain(runs.clone().map(|r| r.interactive.target_p99_ms))
+            .fold(1.0_f64, f64::max)
+            * 1.1,
+    );
+    runs.map(|r| {
+        let (i, b) = (&r.interactive, &r.bulk);
+        Panel {
+            title: format!(
+                "phase 4, {}: bulk finished at {:.2} s (ideal {:.2} s), {} refused; \
+                 queries' wait p99 {:.2} ms (round trip p99 {:.2} ms)",
+                r.label,
+                b.finish_s,
+                b.ideal_s,
+                b.refused + i.refused,
+                i.wait_p99_ms,
+                i.round_trip_p99_ms
+            ),
+            points: r.points.clone(),
+            mark: None,
+            waits: Some(Waits {
+                points: r.waits.clone(),
+                target_ms: i.target_p99_ms,
+                p99_ms: i.wait_p99_ms,
+                y_max_ms,
+            }),
+        }
+    })
+    .collect()
+}
+
+/// `quota`: writes the quota allows per 100 ms. A common time axis, so the phases compare at
+/// a glance.
+fn draw(heading: &str, quota: f64, panels: &[Panel]) -> String {
+    let points = || panels.iter().flat_map(|p| &p.points);
+    let t_max = time_axis_end(points().map(|pt| pt.t).fold(0.0_f64, f64::max));
+    let queries = points().any(|pt| pt.verdict == Verdict::Answered);
     let mut body = String::new();
     let mut y = 60.0;
     for (i, panel) in panels.iter().enumerate() {
-        draw(&mut body, panel, y, t_max, per_bin_quota);
+        bars(&mut body, panel, y, t_max, quota);
         if i == 0 {
             legend(&mut body, y, queries);
         }
         y += HEIGHT + GAP;
         if let Some(waits) = &panel.waits {
-            priority::draw_waits(
-                &mut body,
-                waits,
-                y - GAP + 45.0,
-                (LEFT, WIDTH - RIGHT),
-                t_max,
-            );
-            y += priority::HEIGHT + GAP - 20.0;
+            waits_strip(&mut body, waits, y - GAP + 45.0, t_max);
+            y += STRIP + GAP - 20.0;
         }
     }
     document(WIDTH, y, heading, 16.0, &body)
 }
 
-fn draw(out: &mut String, panel: &Panel, top: f64, t_max: f64, quota: f64) {
+fn bars(out: &mut String, panel: &Panel, top: f64, t_max: f64, quota: f64) {
     let bins = bin_count(t_max);
     let mut counts = vec![[0u32; 4]; bins];
     for p in &panel.points {
-        let bin = bin_of(p.t, bins);
-        let slot = match p.verdict {
-            Verdict::Stored => 0,
-            Verdict::Duplicate => 1,
-            Verdict::Refused => 2,
-            Verdict::Answered => 3,
-        };
-        counts[bin][slot] += 1;
+        let verdicts = [
+            Verdict::Stored,
+            Verdict::Duplicate,
+            Verdict::Refused,
+            Verdict::Answered,
+        ];
+        let slot = verdicts.iter().position(|&v| v == p.verdict).unwrap_or(0);
+        counts[bin_of(p.t, bins)][slot] += 1;
     }
     let busiest = counts
         .iter()
         .map(|c| c.iter().sum::<u32>())
         .max()
         .unwrap_or(0);
-    let y_max = nice_ceiling(f64::from(busiest).max(quota) * 1.1);
-    let x = |t: f64| LEFT + t / t_max * (WIDTH - LEFT - RIGHT);
-    let y = |v: f64| top + HEIGHT - v / y_max * HEIGHT;
-
-    text(out, LEFT, top - 10.0, 14.0, "start", "#111", &panel.title);
-    let _ = writeln!(
-        out,
-        r##"<rect x="{LEFT}" y="{top}" width="{:.1}" height="{HEIGHT}" fill="none" stroke="#999"/>"##,
-        WIDTH - LEFT - RIGHT
+    let plot = plot(
+        top,
+        HEIGHT,
+        t_max,
+        nice_ceiling(f64::from(busiest).max(quota) * 1.1),
     );
-    // Ticks: every 0.5 s, and five on the count axis.
-    let mut t = 0.0;
-    while t <= t_max + 1e-9 {
-        text(
-            out,
-            x(t),
-            top + HEIGHT + 15.0,
-            11.0,
-            "middle",
-            "#555",
-            &format!("{t:.1}"),
-        );
-        t += 0.5;
-    }
-    text(
-        out,
-        x(t_max),
-        top + HEIGHT + 30.0,
-        11.0,
-        "end",
-        "#555",
-        "seconds after the start",
-    );
-    for i in 0..=5 {
-        let v = y_max * f64::from(i) / 5.0;
-        text(
-            out,
-            LEFT - 6.0,
-            y(v) + 4.0,
-            11.0,
-            "end",
-            "#555",
-            &format!("{v:.0}"),
-        );
-    }
-    vertical_label(out, 18.0, top + HEIGHT / 2.0, "writes per 100 ms");
-    let w = (x(BIN) - x(0.0) - 1.0).max(0.5);
+    plot.frame(out, &panel.title, "writes per 100 ms", TIME);
     for (i, c) in counts.iter().enumerate() {
-        let mut level = 0.0;
-        for (n, color) in c.iter().zip([STORED, DUPLICATE, REFUSED, ANSWERED]) {
-            if *n > 0 {
-                let next = level + f64::from(*n);
-                let _ = writeln!(
-                    out,
-                    r#"<rect x="{:.1}" y="{:.1}" width="{w:.1}" height="{:.1}" fill="{color}"/>"#,
-                    x(i as f64 * BIN) + 0.5,
-                    y(next),
-                    y(level) - y(next)
-                );
-                level = next;
-            }
-        }
+        plot.stacked(
+            out,
+            i as f64 * BIN,
+            BIN,
+            c,
+            &[STORED, DUPLICATE, REFUSED, ANSWERED],
+        );
     }
-    let _ = writeln!(
-        out,
-        r#"<line x1="{LEFT}" y1="{q:.1}" x2="{:.1}" y2="{q:.1}" stroke="{QUOTA}" stroke-width="2" stroke-dasharray="6 4"/>"#,
-        x(t_max),
-        q = y(quota)
-    );
-    text(
-        out,
-        x(t_max) + 6.0,
-        y(quota) + 4.0,
-        11.0,
-        "start",
-        QUOTA,
-        &format!("quota: {quota:.0} per 100 ms"),
-    );
+    plot.hline(out, quota, QUOTA, &format!("quota: {quota:.0} per 100 ms"));
     if let Some((at, label)) = &panel.mark {
+        let (x, bottom) = (plot.x(*at), plot.bottom());
         let _ = writeln!(
             out,
-            r##"<line x1="{0:.1}" y1="{top}" x2="{0:.1}" y2="{1:.1}" stroke="#111" stroke-width="1.5"/>"##,
-            x(*at),
-            top + HEIGHT
+            r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{bottom:.1}" stroke="#111" stroke-width="1.5"/>"##
         );
-        text(out, x(*at) + 4.0, top + 14.0, 11.0, "start", "#111", label);
+        text(out, x + 4.0, top + 14.0, 11.0, "start", "#111", label);
     }
 }
 
 /// The colors' key, right of the first panel; the queries' only when there are some.
 fn legend(out: &mut String, top: f64, queries: bool) {
-    let lx = WIDTH - RIGHT + 20.0;
     let mut keys = vec![
         (STORED, "stored (201)"),
         (DUPLICATE, "duplicate, ignored (200)"),
@@ -188,13 +217,39 @@ fn legend(out: &mut String, top: f64, queries: bool) {
         keys.push((ANSWERED, "query answered (200)"));
     }
     for (i, (color, label)) in keys.iter().enumerate() {
-        let ly = top + 30.0 + 20.0 * i as f64;
-        let _ = writeln!(
+        swatch(
             out,
-            r#"<rect x="{lx:.1}" y="{ly:.1}" width="12" height="12" fill="{color}"/>"#
+            WIDTH - RIGHT + 20.0,
+            top + 30.0 + 20.0 * i as f64,
+            color,
+            label,
         );
-        text(out, lx + 18.0, ly + 10.0, 11.0, "start", "#333", label);
     }
+}
+
+/// Every query's wait (a wait off the scale at its top), the target and the measured p99.
+fn waits_strip(out: &mut String, w: &Waits, top: f64, t_max: f64) {
+    let plot = plot(top, STRIP, t_max, w.y_max_ms);
+    plot.frame(out, "", "query wait, ms", "");
+    for &(t, ms) in &w.points {
+        plot.dot(out, t, ms.min(w.y_max_ms), 2.0, ANSWERED);
+    }
+    plot.hline(
+        out,
+        w.target_ms,
+        REFUSED,
+        &format!("target p99 {:.2} ms", w.target_ms),
+    );
+    let p99 = format!("measured p99 {:.2} ms", w.p99_ms);
+    text(
+        out,
+        plot.right + 6.0,
+        plot.bottom() - 4.0,
+        11.0,
+        "start",
+        ANSWERED,
+        &p99,
+    );
 }
 
 #[cfg(test)]
@@ -217,7 +272,7 @@ mod tests {
                 verdict: Verdict::Duplicate,
             },
         ];
-        let svg = render(
+        let svg = draw(
             "a <test> & co",
             200.0,
             &[Panel {
@@ -230,6 +285,22 @@ mod tests {
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("a &lt;test&gt; &amp; co"));
         assert!(svg.contains(STORED) && svg.contains(REFUSED) && svg.contains(DUPLICATE));
-        assert!(svg.contains("quota: 200 per 100 ms"));
+        assert!(svg.contains("quota: 200 per 100 ms") && svg.contains(">kill</text>"));
+    }
+
+    #[test]
+    fn draws_every_wait_and_the_target() {
+        let waits = Waits {
+            points: vec![(0.1, 0.3), (0.2, 3.5), (0.3, 40.0)],
+            target_ms: 2.4,
+            p99_ms: 3.5,
+            y_max_ms: 5.0,
+        };
+        let mut out = String::new();
+        waits_strip(&mut out, &waits, 100.0, 1.0);
+        assert_eq!(out.matches("<circle").count(), 3);
+        assert!(out.contains("target p99 2.40 ms") && out.contains("measured p99 3.50 ms"));
+        // A wait off the scale sits at its top, not above the strip.
+        assert!(out.contains(r#"cy="100.0""#), "{out}");
     }
 }

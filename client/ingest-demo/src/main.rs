@@ -93,7 +93,7 @@ fn demo(args: &RunArgs) -> ExitCode {
     };
     summary.chart = args
         .output
-        .save_chart(PROGRAM, "flow.svg", &render_chart(&summary));
+        .save_chart(PROGRAM, "flow.svg", &chart::render(&summary));
     args.output
         .print(PROGRAM, &report::text(&summary), &summary)
 }
@@ -137,45 +137,4 @@ async fn scenario(args: &RunArgs, redis_url: &str) -> Result<Phases, String> {
         kill,
         priority,
     })
-}
-
-fn render_chart(summary: &Summary) -> String {
-    let mut panels = Vec::new();
-    if let Some(r) = &summary.retry {
-        panels.push(chart::Panel {
-            title: format!(
-                "{}: {} sent, {} refused, all stored after {:.2} s",
-                r.title, r.sent, r.refused, r.time_s
-            ),
-            points: r.points.clone(),
-            mark: None,
-            waits: None,
-        });
-    }
-    for b in [&summary.backlog, &summary.kill].into_iter().flatten() {
-        panels.push(chart::Panel {
-            title: format!(
-                "{}: {} sent, {} refused, {} duplicates, finished at {:.2} s (predicted {:.2} s)",
-                b.title, b.sent, b.refused, b.duplicates, b.finish_s, b.predicted_s
-            ),
-            points: b.points.clone(),
-            mark: b
-                .kill
-                .as_ref()
-                .map(|k| (k.at_s, format!("worker {} SIGKILLed", k.worker))),
-            waits: None,
-        });
-    }
-    if let Some(p) = &summary.priority {
-        panels.extend(chart::priority::panels(p));
-    }
-    let per_bin = RATE_RU as f64 / RU_PER_WRITE as f64 * 0.1;
-    chart::render(
-        &format!(
-            "Rate-limited flow: {} records of {RU_PER_WRITE} RU into {RATE_RU} RU/s, writes per 100 ms",
-            summary.records
-        ),
-        per_bin,
-        &panels,
-    )
 }
