@@ -39,6 +39,8 @@ pub struct ChartSpec {
     pub rate: f64,
     /// The bucket phase second by second, when there is pushback to see.
     pub per_second: Option<PushbackReport>,
+    /// When the other application stops, seconds after the start.
+    pub other_app_stop_s: Option<f64>,
     /// The panel of calls open at once, when the run is about them.
     pub open_calls: Option<OpenCallsSpec>,
 }
@@ -457,7 +459,7 @@ fn per_second(out: &mut String, spec: &ChartSpec, report: &PushbackReport, top: 
         t_max,
         nice_ceiling(f64::from(busiest).max(q) * 1.15),
     );
-    let cuts = report.cuts;
+    let cuts = report.limiters.cuts;
     let title = format!(
         "bucket phase per second: {} fleet sends, {} refused; other application {} sent, {} \
          refused; {cuts} cut{}",
@@ -494,7 +496,7 @@ fn per_second(out: &mut String, spec: &ChartSpec, report: &PushbackReport, top: 
             &format!("{pct} %"),
         );
     }
-    if let Some(stop) = report.other_app_stop_s.filter(|&stop| stop < t_max) {
+    if let Some(stop) = spec.other_app_stop_s.filter(|&stop| stop < t_max) {
         let (x, bottom) = (plot.x(stop), plot.bottom());
         let _ = writeln!(
             out,
@@ -529,6 +531,7 @@ mod tests {
             capacity: 8,
             rate: 9.0,
             per_second: None,
+            other_app_stop_s: None,
             open_calls: None,
         }
     }

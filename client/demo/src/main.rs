@@ -105,6 +105,7 @@ fn demo(args: &RunArgs) -> ExitCode {
         capacity: args.capacity,
         rate: args.rate,
         per_second: summary.pushback.clone().filter(|_| summary.show_pushback),
+        other_app_stop_s: args.other_app_stop_after,
         open_calls: args.watches_open_calls().then(|| OpenCallsSpec {
             supplier_max_open: args.supplier_max_open(),
             max_in_flight: args.max_in_flight(),

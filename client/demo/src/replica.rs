@@ -1,20 +1,9 @@
 //! One replica of the bank's service, in a process of its own: it opens its connections,
-//! says it is ready, waits for the shared start instant, fires all its PIX status queries
-//! at once (through the shared bucket in phase 2), and reports each one as a JSON line.
-//!
-//! In phase 2 the supplier's word wins, as the library's HTTP layers pass it on (done here by
-//! hand, so that every send is timed and recorded): a 429 pauses the shared bucket for its
-//! `Retry-After` (1 s without one) and cuts its rate to 0.7, climbing back over the recovery
-//! time (`THROTTLE.CUT`; `--no-cut`: `THROTTLE.PAUSE` only), so the whole fleet stops and
-//! slows down, not just this replica; the supplier's own count in its rate-limit headers
-//! lowers the bucket (`THROTTLE.SYNC`); and the call takes a token again and is sent again,
-//! at most [`MAX_ATTEMPTS`] times in all. A reserved call looks at the bucket after its sleep
-//! (the limiter's pause check; `--no-pause-check`: it does not) and waits out a pause another
-//! replica set meanwhile. Phase 1 shows what happens without the limiter: one send per call,
-//! no retry.
-//!
-//! With a duration, the replica keeps `workers` calls going, one after another, until it
-//! runs out: a sustained load instead of one burst.
+//! says it is ready, waits for the shared start instant, fires its PIX status queries (through
+//! the shared bucket in phase 2; with a duration, `workers` calls going one after another),
+//! and reports each one as a JSON line. In phase 2 a 429 pauses and cuts the shared bucket
+//! and the supplier's count syncs it, as the library's HTTP layers do (by hand here, so that
+//! every send is timed); docs/demos.md tells the story.
 
 use redis_throttle::prelude::*;
 use std::process::ExitCode;
@@ -25,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use demo_support::child::{self, say, ChildArgs, FromDemo};
 use demo_support::redis_server::connect_async;
 use demo_support::shared_start::micros;
-use redis_throttle::http::{read_supplier_count, RetryPolicy};
+use redis_throttle::http::{parse_retry_after, read_supplier_count, RetryPolicy};
 use redis_throttle::redis::aio::ConnectionManager;
 use redis_throttle::report::FleetReport;
 use redis_throttle::{Announcements, Limiter, Quota, Rate};
@@ -34,7 +23,7 @@ use tokio::time::{timeout, Instant};
 use crate::cli::{Phase, MAX_ATTEMPTS};
 use crate::fleet::Plan;
 use crate::upstream::INTEGRATOR_HEADER;
-use crate::wire::{call_id, Attempt, CallRecord, PauseRecord, ReplicaMessage, ReplicaStats};
+use crate::wire::{call_id, CallRecord, LimiterCounts, ReplicaMessage, ReplicaStats};
 
 /// Bound on one HTTP call, connection included.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -51,94 +40,80 @@ pub fn main(args: ChildArgs) -> ExitCode {
     })
 }
 
+/// What every call of this replica shares.
+struct Calls {
+    replica: u32,
+    /// The upstream's `/pix`.
+    url: String,
+    integrator: String,
+    start_at: Instant,
+    max_wait: Duration,
+    policy: RetryPolicy,
+    limiter: Option<Limiter<ConnectionManager>>,
+    /// The next call's number.
+    next: AtomicU32,
+}
+
 async fn run(index: u32, args: &Plan) -> Result<(), String> {
     let limiter = match args.phase {
         Phase::Direct => None,
         Phase::Bucket => Some(limiter(args).await?),
     };
-    let url = format!("{}/pix", args.upstream.trim_end_matches('/'));
     // One keep-alive connection per call, opened now, so no TCP handshake lands in the
     // timed part and every call starts from the same place.
     let mut clients = Vec::with_capacity(args.calls as usize);
     for _ in 0..args.calls {
         clients.push(warm_client(&args.upstream).await?);
     }
-
     let mut from_demo = FromDemo::listen("pix-demo replica");
     say(&ReplicaMessage::Ready)?;
     let start_at = from_demo.start(START_TIMEOUT).await?;
-
-    let max_wait = args.max_wait;
-    let policy = if args.no_cut {
-        RetryPolicy::default().no_cut()
-    } else {
-        RetryPolicy::default().cut_rate(0.7, args.cut_recovery)
-    };
-    let mut tasks = Vec::with_capacity(clients.len());
-    let calls = Calls {
+    let calls = Arc::new(Calls {
         replica: index,
-        url,
+        url: format!("{}/pix", args.upstream.trim_end_matches('/')),
         integrator: args.integrator.clone(),
-        max_wait,
-        policy,
-    };
-    match args.duration {
-        None => {
-            for (n, client) in (0..args.calls).zip(clients) {
-                let (call, limiter) = (calls.call(n), limiter.clone());
-                tasks.push(tokio::spawn(async move {
-                    vec![one_call(call, start_at, client, limiter).await]
-                }));
-            }
-        }
-        Some(duration) => {
-            let until = start_at + duration;
-            let next = Arc::new(AtomicU32::new(0));
-            for client in clients {
-                let (next, limiter, calls) = (Arc::clone(&next), limiter.clone(), calls.clone());
-                tasks.push(tokio::spawn(async move {
-                    let mut records = Vec::new();
-                    tokio::time::sleep_until(start_at).await;
-                    while Instant::now() < until {
-                        let call = calls.call(next.fetch_add(1, Ordering::Relaxed));
-                        records
-                            .push(one_call(call, start_at, client.clone(), limiter.clone()).await);
+        start_at,
+        max_wait: args.max_wait,
+        policy: match args.no_cut {
+            true => RetryPolicy::default().no_cut(),
+            false => RetryPolicy::default().cut_rate(0.7, args.cut_recovery),
+        },
+        limiter: limiter.clone(),
+        next: AtomicU32::new(0),
+    });
+    // A call per connection at once; with a duration, each connection's calls one after
+    // another until it is over.
+    let until = args.duration.map(|d| start_at + d);
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .map(|client| {
+            let calls = Arc::clone(&calls);
+            tokio::spawn(async move {
+                let mut records = Vec::new();
+                loop {
+                    records.push(calls.one(&client).await);
+                    if until.is_none_or(|until| Instant::now() >= until) {
+                        return records;
                     }
-                    records
-                }));
-            }
-        }
-    }
+                }
+            })
+        })
+        .collect();
     // Reported after the last call, so no printing happens while calls are timed.
-    let mut records = Vec::with_capacity(tasks.len());
+    let mut records = Vec::new();
     for task in tasks {
         records.extend(task.await.map_err(|e| format!("a call task failed: {e}"))?);
     }
     for record in records {
         say(&ReplicaMessage::Call(record))?;
     }
-    let mut stats = ReplicaStats {
+    say(&ReplicaMessage::Done(ReplicaStats {
         replica: index,
-        ..ReplicaStats::default()
-    };
-    if let Some(limiter) = &limiter {
-        let metrics = limiter.metrics();
-        stats.backend = Some(limiter.backend().name().to_owned());
-        stats.granted = metrics.granted;
-        stats.pauses = metrics.pauses;
-        stats.tokens_given_back = metrics.tokens_given_back;
-        stats.round_trips = metrics.round_trips;
-        let pushback = &metrics.pushback;
-        stats.cuts = pushback.cuts;
-        stats.cuts_same_episode = pushback.cuts_same_episode;
-        stats.syncs = pushback.syncs;
-        stats.syncs_unchanged = pushback.syncs_unchanged;
-        stats.held_by_pause = pushback.held_by_pause;
-        stats.pauses_unchanged = pushback.pauses_unchanged;
-        stats.slot_waits = metrics.in_flight.waits;
-        stats.leases_lost = metrics.in_flight.leases_lost;
-    }
-    say(&ReplicaMessage::Done(stats))
+        backend: limiter.as_ref().map(|l| l.backend().name().to_owned()),
+        counts: limiter
+            .as_ref()
+            .map_or_else(LimiterCounts::default, |l| LimiterCounts::of(&l.metrics())),
+    }))
 }
 
 /// The shared bucket, checked once (the backend answers, the quota is valid) before the
@@ -205,180 +180,114 @@ async fn warm_client(upstream: &str) -> Result<reqwest::Client, String> {
     Ok(client)
 }
 
-/// What every call of this replica shares.
-#[derive(Clone)]
-struct Calls {
-    replica: u32,
-    /// The upstream's `/pix`.
-    url: String,
-    integrator: String,
-    max_wait: Duration,
-    policy: RetryPolicy,
-}
-
 impl Calls {
-    fn call(&self, call: u32) -> Call {
-        Call {
+    /// The next call: its token (bucket phase), its sends, and what each 429 asks of the
+    /// fleet, timed from the shared start.
+    async fn one(&self, client: &reqwest::Client) -> CallRecord {
+        let call = self.next.fetch_add(1, Ordering::Relaxed);
+        let url = format!("{}/{}/status", self.url, call_id(self.replica, call));
+        tokio::time::sleep_until(self.start_at).await;
+        let began = Instant::now();
+        let mut record = CallRecord {
             replica: self.replica,
             call,
-            url: format!("{}/{}/status", self.url, call_id(self.replica, call)),
-            integrator: self.integrator.clone(),
-            max_wait: self.max_wait,
-            policy: self.policy,
-        }
-    }
-}
-
-struct Call {
-    replica: u32,
-    call: u32,
-    url: String,
-    integrator: String,
-    max_wait: Duration,
-    policy: RetryPolicy,
-}
-
-async fn one_call(
-    call: Call,
-    start_at: Instant,
-    client: reqwest::Client,
-    limiter: Option<Limiter<ConnectionManager>>,
-) -> CallRecord {
-    tokio::time::sleep_until(start_at).await;
-    let began = Instant::now();
-    let mut record = CallRecord {
-        replica: call.replica,
-        call: call.call,
-        start_us: micros(began.saturating_duration_since(start_at)),
-        wait_us: 0,
-        slept_us: 0,
-        sent_us: 0,
-        status: 0,
-        round_trips: 0,
-        error: None,
-        attempts: Vec::new(),
-    };
-    // Direct: one send, whatever the answer (what happens without the limiter).
-    let attempts = if limiter.is_some() { MAX_ATTEMPTS } else { 1 };
-    for _ in 0..attempts {
-        let asked = Instant::now();
-        // Tokens left in the bucket after this take: a supplier's count at or above it
-        // cannot lower the bucket, so it costs no round trip (as the HTTP layers do).
-        let mut left_after_take = u64::MAX;
-        // The grant lives until the answer is read: with a cap on calls in flight it holds
-        // the call's slot, and the next call may have it only once this one is done.
-        let mut grant = None;
-        if let Some(limiter) = &limiter {
-            // The limiter's own deadline refuses a longer wait without taking a token; the
-            // outer timeout also bounds the round trips.
-            let left = call.max_wait.saturating_sub(began.elapsed());
-            let got = timeout(
-                left + REDIS_TIMEOUT,
-                limiter.acquire_with(Demand::call().within(left)),
-            )
-            .await;
-            record.wait_us += micros(asked.elapsed());
-            match got {
-                Ok(Ok(granted)) => {
-                    record.round_trips += granted.round_trips;
-                    record.slept_us += micros(granted.slept);
-                    left_after_take = granted.remaining;
-                    grant = Some(granted);
-                }
-                Ok(Err(err)) => {
-                    record.error = Some(format!("no token: {err}"));
-                    return record;
-                }
-                Err(_) => {
-                    record.error = Some(format!("no token within {:?}", left + REDIS_TIMEOUT));
-                    return record;
-                }
-            }
-        }
-        let sent = Instant::now();
-        let mut this = Attempt {
-            wait_us: micros(sent.saturating_duration_since(asked)),
-            sent_us: micros(sent.saturating_duration_since(start_at)),
-            status: 0,
-            retry_after_s: None,
-            pause: None,
-            cut: None,
-            synced: None,
+            start_us: micros(began.saturating_duration_since(self.start_at)),
+            ..CallRecord::default()
         };
-        record.sent_us = this.sent_us;
-        let response = client
-            .get(&call.url)
-            .header(INTEGRATOR_HEADER, &call.integrator)
-            .send()
-            .await;
-        let mut count = redis_throttle::SupplierCount::default();
-        match response {
-            Ok(response) => {
-                this.status = response.status().as_u16();
-                this.retry_after_s = response
-                    .headers()
-                    .get(reqwest::header::RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse().ok());
-                if call.policy.syncs_with_supplier() {
-                    count = read_supplier_count(response.headers(), SystemTime::now());
+        // Direct: one send, whatever the answer (what happens without the limiter).
+        let attempts = if self.limiter.is_some() {
+            MAX_ATTEMPTS
+        } else {
+            1
+        };
+        for _ in 0..attempts {
+            let asked = Instant::now();
+            // The grant lives until the answer is read: with a cap on calls in flight it holds
+            // the call's slot, and the next call may have it only once this one is done.
+            let mut grant = None;
+            if let Some(limiter) = &self.limiter {
+                // The limiter's own deadline refuses a longer wait without taking a token; the
+                // outer timeout also bounds the round trips.
+                let left = self.max_wait.saturating_sub(began.elapsed());
+                let demand = Demand::call().within(left);
+                let got = timeout(left + REDIS_TIMEOUT, limiter.acquire_with(demand)).await;
+                record.wait_us += micros(asked.elapsed());
+                match got {
+                    Ok(Ok(granted)) => {
+                        record.round_trips += granted.round_trips;
+                        record.slept_us += micros(granted.slept);
+                        grant = Some(granted);
+                    }
+                    Ok(Err(err)) => record.error = Some(format!("no token: {err}")),
+                    Err(_) => {
+                        record.error = Some(format!("no token within {:?}", left + REDIS_TIMEOUT))
+                    }
                 }
-                let _ = response.bytes().await;
+                if record.error.is_some() {
+                    return record;
+                }
             }
-            Err(err) => record.error = Some(format!("HTTP: {err}")),
-        }
-        // The call is over: its slot, if it holds one, goes back.
-        drop(grant);
-        record.status = this.status;
-        let refused = this.status == 429;
-        if let (true, Some(limiter)) = (refused, &limiter) {
-            // The supplier's word stops (and slows) the whole fleet, also on the last attempt.
-            let asked_for = this
-                .retry_after_s
-                .map(Duration::from_secs)
-                .or(count.retry_after)
-                .unwrap_or(DEFAULT_PAUSE);
-            let at = Instant::now();
-            let paused = match call.policy.cut_for(asked_for) {
-                Some(cut) => timeout(REDIS_TIMEOUT, limiter.cut(cut)).await.map(|r| {
-                    r.map(|report| {
-                        this.cut = Some(report.cut);
-                        report.next
-                    })
-                }),
-                None => timeout(REDIS_TIMEOUT, limiter.pause(asked_for)).await,
+            record.sent_us = micros(self.start_at.elapsed());
+            record.sends += 1;
+            let response = client
+                .get(&url)
+                .header(INTEGRATOR_HEADER, &self.integrator)
+                .send()
+                .await;
+            let mut count = redis_throttle::SupplierCount::default();
+            let mut retry_after = None;
+            match response {
+                Ok(response) => {
+                    record.status = response.status().as_u16();
+                    let now = SystemTime::now();
+                    retry_after = (response.headers().get(reqwest::header::RETRY_AFTER))
+                        .and_then(|v| parse_retry_after(v.as_bytes(), now));
+                    if self.policy.syncs_with_supplier() {
+                        count = read_supplier_count(response.headers(), now);
+                    }
+                    let _ = response.bytes().await;
+                }
+                Err(err) => record.error = Some(format!("HTTP: {err}")),
+            }
+            // The call is over: its slot, if it holds one, goes back.
+            let left_after_take = grant.take().map_or(u64::MAX, |g| g.remaining);
+            let refused = record.status == 429;
+            record.refused += u32::from(refused);
+            let Some(limiter) = &self.limiter else {
+                break;
             };
-            this.pause = Some(PauseRecord {
-                at_us: micros(at.saturating_duration_since(start_at)),
-                asked_ms: u64::try_from(asked_for.as_millis()).unwrap_or(u64::MAX),
-                next_token_ms: match &paused {
-                    Ok(Ok(next)) => Some(u64::try_from(next.as_millis()).unwrap_or(u64::MAX)),
-                    _ => None,
-                },
-                error: match paused {
-                    Ok(Ok(_)) => None,
-                    Ok(Err(err)) => Some(err.to_string()),
-                    Err(_) => Some(format!("no answer within {REDIS_TIMEOUT:?}")),
-                },
-            });
-        }
-        if let Some(limiter) = &limiter {
-            // The supplier's count, when it says less is left than the bucket holds, or
-            // nothing with a reset: the bucket comes down to it. After the cut, as the HTTP
-            // layers do: a count of 0 first would pause the episode and the cut not cut.
+            if refused {
+                // The supplier's word stops (and slows) the whole fleet, also on the last
+                // attempt.
+                let pause = retry_after.or(count.retry_after).unwrap_or(DEFAULT_PAUSE);
+                let at_us = micros(self.start_at.elapsed());
+                record
+                    .pauses
+                    .push((at_us, u64::try_from(pause.as_millis()).unwrap_or(u64::MAX)));
+                // One that fails leaves the bucket as it was: the next 429 asks again.
+                let _ = match self.policy.cut_for(pause) {
+                    Some(cut) => timeout(REDIS_TIMEOUT, limiter.cut(cut))
+                        .await
+                        .map(|r| r.is_ok()),
+                    None => timeout(REDIS_TIMEOUT, limiter.pause(pause))
+                        .await
+                        .map(|r| r.is_ok()),
+                };
+            }
+            // The supplier's count, when it says less is left than the take left in the
+            // bucket, or nothing with a reset: the bucket comes down to it. After the cut, as
+            // the HTTP layers do: a count of 0 first would pause the episode and the cut not
+            // cut.
             let says_less = count
                 .requests
                 .is_some_and(|r| r.left < left_after_take || (r.left == 0 && !r.reset.is_zero()));
             if says_less {
-                if let Ok(Ok(changed)) = timeout(REDIS_TIMEOUT, limiter.sync(count)).await {
-                    this.synced = Some(changed);
-                }
+                let _ = timeout(REDIS_TIMEOUT, limiter.sync(count)).await;
+            }
+            if !refused || record.error.is_some() {
+                break;
             }
         }
-        record.attempts.push(this);
-        if !refused || record.error.is_some() {
-            break;
-        }
+        record
     }
-    record
 }

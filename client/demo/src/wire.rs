@@ -24,37 +24,74 @@ impl ChildMessage for ReplicaMessage {
     }
 }
 
-/// One replica's limiter, as it reports itself (`Limiter::metrics`) after its calls.
+/// One replica's limiter, as it reports itself after its calls.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReplicaStats {
     pub replica: u32,
     /// What served the calls: `module` or `script` (`None` when direct: no limiter).
     pub backend: Option<String>,
+    #[serde(flatten)]
+    pub counts: LimiterCounts,
+}
+
+/// A limiter's counters (`Limiter::metrics`), or the fleet's, summed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LimiterCounts {
     pub granted: u64,
     pub pauses: u64,
-    pub tokens_given_back: u64,
     pub round_trips: u64,
     /// `MetricsSnapshot::pushback`: cuts that cut the rate, cuts of an episode already cut,
     /// syncs that lowered the bucket and those that changed nothing, reserved calls a pause
-    /// held back, pauses that changed nothing.
-    #[serde(default)]
+    /// held back, pauses that changed nothing (the bucket owed tokens further out).
     pub cuts: u64,
-    #[serde(default)]
     pub cuts_same_episode: u64,
-    #[serde(default)]
     pub syncs: u64,
-    #[serde(default)]
     pub syncs_unchanged: u64,
-    #[serde(default)]
     pub held_by_pause: u64,
-    #[serde(default)]
     pub pauses_unchanged: u64,
     /// `MetricsSnapshot::in_flight`, with a cap on calls in flight: calls that found every
     /// slot held and waited for one, and slots whose lease ran out while held.
-    #[serde(default)]
     pub slot_waits: u64,
-    #[serde(default)]
     pub leases_lost: u64,
+}
+
+impl LimiterCounts {
+    pub fn of(m: &redis_throttle::MetricsSnapshot) -> LimiterCounts {
+        let (p, in_flight) = (&m.pushback, &m.in_flight);
+        LimiterCounts {
+            granted: m.granted,
+            pauses: m.pauses,
+            round_trips: m.round_trips,
+            cuts: p.cuts,
+            cuts_same_episode: p.cuts_same_episode,
+            syncs: p.syncs,
+            syncs_unchanged: p.syncs_unchanged,
+            held_by_pause: p.held_by_pause,
+            pauses_unchanged: p.pauses_unchanged,
+            slot_waits: in_flight.waits,
+            leases_lost: in_flight.leases_lost,
+        }
+    }
+
+    /// The replicas' counters, summed.
+    pub fn total(stats: &[ReplicaStats]) -> LimiterCounts {
+        stats.iter().fold(LimiterCounts::default(), |t, s| {
+            let c = &s.counts;
+            LimiterCounts {
+                granted: t.granted + c.granted,
+                pauses: t.pauses + c.pauses,
+                round_trips: t.round_trips + c.round_trips,
+                cuts: t.cuts + c.cuts,
+                cuts_same_episode: t.cuts_same_episode + c.cuts_same_episode,
+                syncs: t.syncs + c.syncs,
+                syncs_unchanged: t.syncs_unchanged + c.syncs_unchanged,
+                held_by_pause: t.held_by_pause + c.held_by_pause,
+                pauses_unchanged: t.pauses_unchanged + c.pauses_unchanged,
+                slot_waits: t.slot_waits + c.slot_waits,
+                leases_lost: t.leases_lost + c.leases_lost,
+            }
+        })
+    }
 }
 
 /// The id a call carries in its URL (`/pix/{id}/status`), so the upstream's log says whose
@@ -68,66 +105,31 @@ pub fn replica_of(id: &str) -> Option<u32> {
     id.strip_prefix('E')?.get(..2)?.parse().ok()
 }
 
-/// One query, timed by the replica. Offsets are from the shared start instant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One query, timed by the replica. Offsets are from the shared start instant, in µs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CallRecord {
     pub replica: u32,
     pub call: u32,
-    /// When the task began, in µs after the start (about 0: all fire together).
+    /// When the task began (about 0: all fire together).
     pub start_us: u64,
-    /// Time spent getting a token from the shared bucket, in µs, over every attempt (0
-    /// when direct).
+    /// Time spent getting tokens from the shared bucket, over every send (0 when direct), and
+    /// of it the sleeps the server asked for: the rest is the machine's (round trips, a
+    /// timer's lateness).
     pub wait_us: u64,
-    /// Of `wait_us`, the sleeps the server asked for (its reservations' waits), in µs: the
-    /// rest is the machine's (round trips, a timer's lateness).
-    #[serde(default)]
     pub slept_us: u64,
-    /// When the last attempt went out, in µs after the start.
+    /// When the last send went out.
     pub sent_us: u64,
-    /// The last attempt's HTTP status, or 0 when no answer came.
+    /// The last send's HTTP status, or 0 when no answer came.
     pub status: u16,
-    /// Round trips to Redis for the tokens, over every attempt.
+    /// Round trips to Redis for the tokens, over every send.
     pub round_trips: u32,
     /// Why the call failed before an HTTP status, if it did.
     pub error: Option<String>,
-    /// Every send, in order: one when direct or when the first was served.
-    pub attempts: Vec<Attempt>,
-}
-
-/// One send of a call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Attempt {
-    /// Time spent getting this attempt's token, in µs.
-    pub wait_us: u64,
-    /// When the request went out, in µs after the start.
-    pub sent_us: u64,
-    /// The HTTP status, or 0 when no answer came.
-    pub status: u16,
-    /// The 429's `Retry-After`, in seconds.
-    pub retry_after_s: Option<u64>,
-    /// The pause this attempt's 429 set on the shared bucket.
-    pub pause: Option<PauseRecord>,
-    /// This attempt's 429 cut the bucket's rate (`false`: the same episode, it only paused;
-    /// `None`: no cut sent).
-    #[serde(default)]
-    pub cut: Option<bool>,
-    /// The supplier's count was sent to the bucket (`THROTTLE.SYNC`): whether it lowered it.
-    #[serde(default)]
-    pub synced: Option<bool>,
-}
-
-/// A `THROTTLE.PAUSE` a replica sent after a 429.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PauseRecord {
-    /// When it was sent, in µs after the start.
-    pub at_us: u64,
-    /// How long the pause was asked for (the supplier's Retry-After), in ms.
-    pub asked_ms: u64,
-    /// The server's reply: ms until the bucket's next token. More than `asked_ms` when the
-    /// bucket already owed tokens further out (reservations keep their slots).
-    pub next_token_ms: Option<u64>,
-    /// Why the pause failed, if it did.
-    pub error: Option<String>,
+    /// Sends (one when direct or when the first was served), and the 429s among them.
+    pub sends: u32,
+    pub refused: u32,
+    /// The pauses its 429s set on the shared bucket: when, and how long they asked for (ms).
+    pub pauses: Vec<(u64, u64)>,
 }
 
 #[cfg(test)]
@@ -150,15 +152,9 @@ mod tests {
             status: 200,
             round_trips: 1,
             error: None,
-            attempts: vec![Attempt {
-                wait_us: 111_000,
-                sent_us: 111_020,
-                status: 200,
-                retry_after_s: None,
-                pause: None,
-                cut: None,
-                synced: None,
-            }],
+            sends: 2,
+            refused: 1,
+            pauses: vec![(60_000, 1_000)],
         });
         let line = serde_json::to_string(&call).unwrap();
         assert!(
@@ -169,10 +165,14 @@ mod tests {
         let done = ReplicaMessage::Done(ReplicaStats {
             replica: 1,
             backend: Some("script".to_owned()),
-            ..ReplicaStats::default()
+            counts: LimiterCounts {
+                cuts: 2,
+                ..LimiterCounts::default()
+            },
         });
         let line = serde_json::to_string(&done).unwrap();
         assert!(line.starts_with(r#"{"type":"done","replica":1,"#), "{line}");
+        assert!(line.contains(r#","cuts":2,"#), "flat: {line}");
         assert_eq!(serde_json::from_str::<ReplicaMessage>(&line).unwrap(), done);
     }
 

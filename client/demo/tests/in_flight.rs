@@ -58,7 +58,7 @@ fn assert_the_supplier_counts(phase: &Value) {
         "{phase}"
     );
     let seconds = open["seconds"].as_array().expect("seconds");
-    let served: u64 = seconds.iter().map(|s| int(&s["served"])).sum();
+    let served: u64 = seconds.iter().map(|s| int(&s["fleet_served"])).sum();
     assert_eq!(served, int(&phase["served"]), "{open}");
     // The spell covers the first two seconds, and only them.
     for s in seconds {

@@ -6,6 +6,7 @@
 pub mod chart_series;
 pub mod open_calls;
 pub mod pushback;
+pub mod seconds;
 pub mod summary;
 pub mod table;
 pub mod text;

@@ -3,13 +3,15 @@
 //! calls that waited for a slot, and the count second by second beside the slow spell.
 
 use std::fmt::Write;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::cli::{Phase, RunArgs};
 use crate::open_calls::{most_open, open_per_bin, SlowSpell};
-use crate::scenario::{PhaseOutcome, OTHER_APP_PREFIX};
+use crate::report::seconds::{seconds, Second};
+use crate::scenario::PhaseOutcome;
+use crate::wire::LimiterCounts;
 
 /// The width of the bins of [`OpenCallsReport::open_per_bin`].
 pub const BIN: Duration = Duration::from_millis(100);
@@ -38,21 +40,7 @@ pub struct OpenCallsReport {
     /// The most open in each [`BIN`] from the shared start.
     pub bin_s: f64,
     pub open_per_bin: Vec<u32>,
-    pub seconds: Vec<OpenSecond>,
-}
-
-/// One second of the phase, `[t, t + 1)` from the shared start.
-#[derive(Debug, Clone, Serialize)]
-pub struct OpenSecond {
-    pub t: u32,
-    /// The fleet's calls the supplier served, and refused for concurrency and for the rate.
-    pub served: u32,
-    pub refused_for_concurrency: u32,
-    pub refused_for_rate: u32,
-    /// The most open at once in the second.
-    pub most_open: u32,
-    /// Some of the second is inside the slow spell.
-    pub slow: bool,
+    pub seconds: Vec<Second>,
 }
 
 /// The phase's calls open at once, when the run is about them.
@@ -60,57 +48,19 @@ pub fn open_calls(args: &RunArgs, outcome: &PhaseOutcome) -> Option<OpenCallsRep
     if !args.watches_open_calls() {
         return None;
     }
-    let since = |at: std::time::Instant| at.saturating_duration_since(outcome.start);
-    let fleet = outcome
-        .arrivals
-        .iter()
-        .filter(|a| !a.id.starts_with(OTHER_APP_PREFIX));
-    let last = outcome
-        .arrivals
-        .iter()
-        .map(|a| a.at)
-        .chain(outcome.open_log.iter().map(|c| c.at))
-        .map(|at| since(at).as_secs_f64())
+    let since = |at: Instant| at.saturating_duration_since(outcome.start).as_secs_f64();
+    let changes = outcome.open_log.iter().map(|c| c.at);
+    let last = (outcome.arrivals.iter().map(|a| a.at).chain(changes))
+        .map(since)
         .fold(0.0_f64, f64::max);
     let bins = (last / BIN.as_secs_f64()).floor() as usize + 1;
     let per_bin = open_per_bin(&outcome.open_log, outcome.start, BIN, bins);
-    let n = last.floor() as usize + 1;
     let spell = args.slow_spell();
-    let mut seconds: Vec<OpenSecond> = (0..n)
-        .map(|t| OpenSecond {
-            t: t as u32,
-            served: 0,
-            refused_for_concurrency: 0,
-            refused_for_rate: 0,
-            // Ten bins a second.
-            most_open: per_bin
-                .iter()
-                .skip(t * 10)
-                .take(10)
-                .copied()
-                .max()
-                .unwrap_or(0),
-            slow: spell.is_some_and(|s| s.from_s < (t + 1) as f64 && s.until_s > t as f64),
-        })
-        .collect();
-    let (mut for_concurrency, mut for_rate) = (0, 0);
-    for a in fleet {
-        let second = &mut seconds[(since(a.at).as_secs_f64().floor() as usize).min(n - 1)];
-        match (a.status, a.too_many_open) {
-            (200, _) => second.served += 1,
-            (429, true) => {
-                second.refused_for_concurrency += 1;
-                for_concurrency += 1;
-            }
-            (429, false) => {
-                second.refused_for_rate += 1;
-                for_rate += 1;
-            }
-            _ => {}
-        }
-    }
+    let seconds = seconds(outcome, last, &per_bin, spell);
+    let for_concurrency = outcome.arrivals.iter().filter(|a| a.too_many_open).count() as u64;
+    let refused = outcome.arrivals.iter().filter(|a| a.status == 429).count() as u64;
     let capped = outcome.phase == Phase::Bucket && args.max_in_flight().is_some();
-    let sum = |f: fn(&crate::wire::ReplicaStats) -> u64| outcome.stats.iter().map(f).sum::<u64>();
+    let counts = LimiterCounts::total(&outcome.stats);
     Some(OpenCallsReport {
         supplier_max_open: args.supplier_max_open(),
         max_in_flight: args
@@ -120,9 +70,9 @@ pub fn open_calls(args: &RunArgs, outcome: &PhaseOutcome) -> Option<OpenCallsRep
         most_open: most_open(&outcome.open_log),
         open_at_end: outcome.open_log.last().map_or(0, |c| c.open),
         refused_for_concurrency: for_concurrency,
-        refused_for_rate: for_rate,
-        slot_waits: capped.then(|| sum(|s| s.slot_waits)),
-        leases_lost: capped.then(|| sum(|s| s.leases_lost)),
+        refused_for_rate: refused - for_concurrency,
+        slot_waits: capped.then_some(counts.slot_waits),
+        leases_lost: capped.then_some(counts.leases_lost),
         bin_s: BIN.as_secs_f64(),
         open_per_bin: per_bin,
         seconds,
@@ -165,9 +115,9 @@ pub fn render(out: &mut String, args: &RunArgs, phases: &[(Phase, &OpenCallsRepo
                 out,
                 "{:>7}  {:>6}  {:>16}  {:>11}  {:>9}  {}",
                 format!("{}-{}", s.t, s.t + 1),
-                s.served,
+                s.fleet_served,
                 s.refused_for_concurrency,
-                s.refused_for_rate,
+                s.fleet_refused - s.refused_for_concurrency,
                 s.most_open,
                 if s.slow { "yes" } else { "" }
             );

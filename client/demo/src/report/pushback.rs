@@ -4,8 +4,14 @@
 
 use serde::Serialize;
 
+use std::fmt::Write;
+
 use crate::cli::{Phase, RunArgs};
-use crate::scenario::{PhaseOutcome, OTHER_APP_PREFIX};
+use crate::report::seconds::{seconds, Second};
+use crate::report::summary::PhaseReport;
+use crate::scenario::PhaseOutcome;
+use crate::upstream::Arrival;
+use crate::wire::LimiterCounts;
 
 /// Fleet calls in the first seconds are not counted against the refused-share target: the
 /// fleet learns the supplier's capacity there.
@@ -19,29 +25,15 @@ pub const RECOVERY_WINDOW_S: f64 = 3.0;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PushbackReport {
-    pub cut: bool,
-    pub cut_recovery_s: f64,
-    pub pause_check: bool,
-    pub supplier_headers: bool,
-    pub retry_after: bool,
-    pub other_app_rate: Option<f64>,
-    pub other_app_stop_s: Option<f64>,
     pub seconds: Vec<Second>,
     pub fleet_sent: u64,
     pub fleet_refused: u64,
     pub other_sent: u64,
     pub other_refused: u64,
-    /// The replicas' limiters, summed (`MetricsSnapshot`).
-    pub granted: u64,
-    pub round_trips: u64,
+    /// The replicas' limiters, summed.
+    #[serde(flatten)]
+    pub limiters: LimiterCounts,
     pub round_trips_per_grant: Option<f64>,
-    pub cuts: u64,
-    pub cuts_same_episode: u64,
-    pub syncs: u64,
-    pub syncs_unchanged: u64,
-    pub held_by_pause: u64,
-    pub pauses: u64,
-    pub pauses_unchanged: u64,
     /// The lowest rate factor sampled, in basis points.
     pub lowest_factor_bp: Option<u16>,
     /// Fleet 429s over fleet sends, from [`WARM_UP_S`] to the end.
@@ -63,82 +55,19 @@ pub struct PushbackReport {
     pub watched_after_stop_s: Option<f64>,
 }
 
-/// One second of the phase, `[t, t + 1)` from the shared start.
-#[derive(Debug, Clone, Serialize)]
-pub struct Second {
-    pub t: u32,
-    pub fleet_sent: u32,
-    pub fleet_served: u32,
-    pub fleet_refused: u32,
-    pub other_sent: u32,
-    pub other_refused: u32,
-    /// The lowest and the last rate factor sampled in the second, basis points.
-    pub factor_min_bp: Option<u16>,
-    pub factor_last_bp: Option<u16>,
-    /// A pause was sampled in the second.
-    pub paused: bool,
-}
-
 pub fn pushback(args: &RunArgs, outcome: &PhaseOutcome) -> Option<PushbackReport> {
     if outcome.phase != Phase::Bucket {
         return None;
     }
-    let at =
-        |a: &crate::upstream::Arrival| a.at.saturating_duration_since(outcome.start).as_secs_f64();
-    let is_other = |id: &str| id.starts_with(OTHER_APP_PREFIX);
-    let all = || outcome.arrivals.iter().chain(&outcome.other_arrivals);
-    let last = all()
+    let at = |a: &Arrival| a.at.saturating_duration_since(outcome.start).as_secs_f64();
+    let last = (outcome.arrivals.iter().chain(&outcome.other_arrivals))
         .map(at)
         .chain(outcome.samples.iter().map(|s| s.t_s))
         .fold(0.0_f64, f64::max);
-    let n = last.floor() as usize + 1;
-    let mut seconds: Vec<Second> = (0..n)
-        .map(|t| Second {
-            t: t as u32,
-            fleet_sent: 0,
-            fleet_served: 0,
-            fleet_refused: 0,
-            other_sent: 0,
-            other_refused: 0,
-            factor_min_bp: None,
-            factor_last_bp: None,
-            paused: false,
-        })
-        .collect();
-    let (mut fleet_sent, mut fleet_refused, mut other_sent, mut other_refused) = (0, 0, 0, 0);
-    for a in all() {
-        let second = &mut seconds[(at(a).floor() as usize).min(n - 1)];
-        let refused = a.status == 429;
-        if is_other(&a.id) {
-            second.other_sent += 1;
-            second.other_refused += u32::from(refused);
-            other_sent += 1;
-            other_refused += u64::from(refused);
-        } else {
-            second.fleet_sent += 1;
-            second.fleet_served += u32::from(a.status == 200);
-            second.fleet_refused += u32::from(refused);
-            fleet_sent += 1;
-            fleet_refused += u64::from(refused);
-        }
-    }
-    for s in &outcome.samples {
-        let second = &mut seconds[(s.t_s.floor() as usize).min(n - 1)];
-        second.factor_min_bp = Some(
-            second
-                .factor_min_bp
-                .map_or(s.factor_bp, |m| m.min(s.factor_bp)),
-        );
-        second.factor_last_bp = Some(s.factor_bp);
-        second.paused |= s.paused_ms > 0;
-    }
+    let seconds = seconds(outcome, last, &[], None);
+    let sum = |f: fn(&Second) -> u32| seconds.iter().map(|s| u64::from(f(s))).sum::<u64>();
 
-    let fleet: Vec<(f64, u16)> = outcome
-        .arrivals
-        .iter()
-        .filter(|a| !is_other(&a.id))
-        .map(|a| (at(a), a.status))
-        .collect();
+    let fleet: Vec<(f64, u16)> = outcome.arrivals.iter().map(|a| (at(a), a.status)).collect();
     let after: Vec<_> = fleet.iter().filter(|(t, _)| *t >= WARM_UP_S).collect();
     let refused_after = after.iter().filter(|(_, s)| *s == 429).count() as u64;
     let sustained = args.duration.is_some();
@@ -192,32 +121,16 @@ pub fn pushback(args: &RunArgs, outcome: &PhaseOutcome) -> Option<PushbackReport
             Some(i) => after.get(i + 1).map(|s| s.t_s - stop),
         }
     });
-    let sum = |f: fn(&crate::wire::ReplicaStats) -> u64| outcome.stats.iter().map(f).sum::<u64>();
-    let granted = sum(|s| s.granted);
-    let round_trips = sum(|s| s.round_trips);
+    let limiters = LimiterCounts::total(&outcome.stats);
+    let grants = limiters.granted;
     Some(PushbackReport {
-        cut: !args.no_cut,
-        cut_recovery_s: args.cut_recovery,
-        pause_check: !args.no_pause_check,
-        supplier_headers: args.supplier_headers,
-        retry_after: !args.no_retry_after,
-        other_app_rate: args.other_app,
-        other_app_stop_s: args.other_app_stop_after,
+        fleet_sent: sum(|s| s.fleet_sent),
+        fleet_refused: sum(|s| s.fleet_refused),
+        other_sent: sum(|s| s.other_sent),
+        other_refused: sum(|s| s.other_refused),
         seconds,
-        fleet_sent,
-        fleet_refused,
-        other_sent,
-        other_refused,
-        granted,
-        round_trips,
-        round_trips_per_grant: (granted > 0).then(|| round_trips as f64 / granted as f64),
-        cuts: sum(|s| s.cuts),
-        cuts_same_episode: sum(|s| s.cuts_same_episode),
-        syncs: sum(|s| s.syncs),
-        syncs_unchanged: sum(|s| s.syncs_unchanged),
-        held_by_pause: sum(|s| s.held_by_pause),
-        pauses: sum(|s| s.pauses),
-        pauses_unchanged: sum(|s| s.pauses_unchanged),
+        limiters,
+        round_trips_per_grant: (grants > 0).then(|| limiters.round_trips as f64 / grants as f64),
         lowest_factor_bp: outcome.samples.iter().map(|s| s.factor_bp).min(),
         refused_share_after_warm_up: (sustained && !after.is_empty())
             .then(|| refused_after as f64 / after.len() as f64),
@@ -246,28 +159,17 @@ fn factor(bp: Option<u16>) -> String {
     })
 }
 
-/// What the bucket phase served, for the targets' figures.
-#[derive(Clone, Copy, Debug)]
-pub struct Served {
-    pub calls: u64,
-    pub refused: u64,
-    pub unserved: u64,
-    /// Fired to the last call, in seconds.
-    pub total_s: Option<f64>,
-}
-
 /// The per-second table, the limiter's pushback counters, and the targets' figures.
-pub fn render(out: &mut String, report: &PushbackReport, phase: Served, args: &RunArgs) {
-    use std::fmt::Write;
+pub fn render(out: &mut String, report: &PushbackReport, phase: &PhaseReport, args: &RunArgs) {
     let _ = writeln!(
         out,
         "\nbucket phase per second (cut on 429: {}, recovery {} s; pause check: {}; supplier's count: {}; Retry-After: {}; other application: {})",
-        if report.cut { "0.7" } else { "off, pause only" },
-        report.cut_recovery_s,
-        if report.pause_check { "on" } else { "off" },
-        if report.supplier_headers { "sent and read" } else { "not sent" },
-        if report.retry_after { "sent" } else { "none, as nginx" },
-        match (report.other_app_rate, report.other_app_stop_s) {
+        if args.no_cut { "off, pause only" } else { "0.7" },
+        args.cut_recovery,
+        if args.no_pause_check { "off" } else { "on" },
+        if args.supplier_headers { "sent and read" } else { "not sent" },
+        if args.no_retry_after { "none, as nginx" } else { "sent" },
+        match (args.other_app, args.other_app_stop_after) {
             (Some(rate), Some(stop)) => format!("{}/s until {} s", rate, stop),
             (Some(rate), None) => format!("{}/s throughout", rate),
             _ => "none".to_owned(),
@@ -304,16 +206,16 @@ pub fn render(out: &mut String, report: &PushbackReport, phase: Served, args: &R
     let _ = writeln!(
         out,
         "limiters: {} grants, {} round trips ({} per grant), {} cuts (+{} in an episode already cut), {} pauses ({} changed nothing), {} syncs lowered the bucket ({} changed nothing), {} reserved calls held by a pause; lowest rate factor {}",
-        report.granted,
-        report.round_trips,
+        report.limiters.granted,
+        report.limiters.round_trips,
         report.round_trips_per_grant.map_or("-".to_owned(), |r| format!("{r:.2}")),
-        report.cuts,
-        report.cuts_same_episode,
-        report.pauses,
-        report.pauses_unchanged,
-        report.syncs,
-        report.syncs_unchanged,
-        report.held_by_pause,
+        report.limiters.cuts,
+        report.limiters.cuts_same_episode,
+        report.limiters.pauses,
+        report.limiters.pauses_unchanged,
+        report.limiters.syncs,
+        report.limiters.syncs_unchanged,
+        report.limiters.held_by_pause,
         factor(report.lowest_factor_bp),
     );
 
@@ -363,7 +265,7 @@ pub fn render(out: &mut String, report: &PushbackReport, phase: Served, args: &R
             out,
             "  served while the other application ran ({} s to {} s): {:.2}/s of {}/s left = {:.1} % (target >= {} %, {:.2}/s): {}",
             WARM_UP_S,
-            report.other_app_stop_s.unwrap_or(f64::NAN),
+            args.other_app_stop_after.unwrap_or(f64::NAN),
             rate,
             left,
             rate / left * 100.0,

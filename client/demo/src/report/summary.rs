@@ -12,7 +12,7 @@ use crate::report::open_calls::{open_calls, OpenCallsReport};
 use crate::report::pushback::{pushback, PushbackReport};
 use crate::scenario::{Outcome, PhaseOutcome};
 use crate::theory;
-use crate::wire::replica_of;
+use crate::wire::{replica_of, LimiterCounts};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -83,8 +83,6 @@ pub struct PhaseReport {
     pub pauses_absorbed: u64,
     /// Sends after the first, over every call.
     pub retries: u64,
-    /// Tokens the limiters gave back (`THROTTLE.GIVE`).
-    pub tokens_given_back: u64,
     /// What served the calls: `module`, `script`, `mixed`, or `None` when direct.
     pub backend: Option<String>,
     /// The upstream's first 429, from the shared start, on its clock, and its Retry-After.
@@ -109,8 +107,6 @@ pub struct PhaseReport {
     /// From the upstream's first arrival to its last. Can come out a little under the ideal
     /// when the first calls spent longer on the way than the last one.
     pub arrival_span_s: Option<f64>,
-    /// From the first call sent to the last, on the replicas' clocks.
-    pub sent_span_s: Option<f64>,
     /// The total the bucket allows at best (0 when direct: everything at once).
     pub ideal_total_s: f64,
     /// What the knobs predict. Through the bucket: the upstream's verdicts on an ideal
@@ -271,13 +267,11 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
         ),
         _ => (None, None),
     };
-    let sent = answered.iter().map(|r| r.sent_us);
-    let sent_span_s = sent
-        .clone()
+    let last_sent_s = answered
+        .iter()
+        .map(|r| r.sent_us)
         .max()
-        .zip(sent.clone().min())
-        .map(|(last, first)| (last - first) as f64 / 1e6);
-    let last_sent_s = sent.max().map(|us| us as f64 / 1e6);
+        .map(|us| us as f64 / 1e6);
     let first_token_s = answered
         .iter()
         .map(|r| r.start_us + r.wait_us)
@@ -312,23 +306,13 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
             ),
             _ => (None, None),
         };
-    let attempts = outcome.records.iter().flat_map(|r| &r.attempts);
-    let pause_records: Vec<_> = attempts.clone().filter_map(|a| a.pause.as_ref()).collect();
-    // A pause that takes effect puts the next token exactly `asked` away; one the bucket
-    // absorbs leaves it where it was, further out. A cut that cut the rate set the pause
-    // itself (its next token may come a cut interval later): never absorbed.
-    let pauses_absorbed = attempts
-        .clone()
-        .filter(|a| a.cut != Some(true))
-        .filter_map(|a| a.pause.as_ref())
-        .filter(|p| p.next_token_ms.is_some_and(|next| next > p.asked_ms))
-        .count() as u64;
     let pause_windows = merge(
-        pause_records
-            .iter()
-            .map(|p| {
-                let at = p.at_us as f64 / 1e6;
-                (at, at + p.asked_ms as f64 / 1e3)
+        (outcome.records.iter().flat_map(|r| &r.pauses))
+            .map(|&(at_us, asked_ms)| {
+                (
+                    at_us as f64 / 1e6,
+                    (at_us as f64 / 1e3 + asked_ms as f64) / 1e3,
+                )
             })
             .collect(),
     );
@@ -358,15 +342,14 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
         errors: errors.len() as u64,
         error_samples: errors.into_iter().take(5).collect(),
         unserved: outcome.records.iter().filter(|r| r.status != 200).count() as u64,
-        seen_429: attempts.clone().filter(|a| a.status == 429).count() as u64,
-        pauses: limiters.then(|| outcome.stats.iter().map(|s| s.pauses).sum()),
-        pauses_absorbed,
+        seen_429: outcome.records.iter().map(|r| u64::from(r.refused)).sum(),
+        pauses: limiters.then(|| LimiterCounts::total(&outcome.stats).pauses),
+        pauses_absorbed: LimiterCounts::total(&outcome.stats).pauses_unchanged,
         retries: outcome
             .records
             .iter()
-            .map(|r| r.attempts.len().saturating_sub(1) as u64)
+            .map(|r| u64::from(r.sends.saturating_sub(1)))
             .sum(),
-        tokens_given_back: outcome.stats.iter().map(|s| s.tokens_given_back).sum(),
         backend: served_by(outcome),
         first_429_s: first_429.map(|a| since_start(a.at).as_secs_f64()),
         first_retry_after_s: first_429.and_then(|a| a.retry_after_s),
@@ -386,7 +369,6 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
             .collect(),
         total_s: offsets.last().map(|&(t, _)| t),
         arrival_span_s: arrival_span.map(|d| d.as_secs_f64()),
-        sent_span_s,
         first_token_s,
         last_sent_s,
         ideal_total_s: obeyed.as_ref().map_or(0.0, |o| o.last().as_secs_f64()),

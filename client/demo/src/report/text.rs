@@ -27,13 +27,7 @@ pub fn text(summary: &Summary, args: &RunArgs) -> String {
         &summary.pushback,
         summary.phases.iter().find(|p| p.phase == Phase::Bucket),
     ) {
-        let served = pushback::Served {
-            calls: phase.calls,
-            refused: phase.refused,
-            unserved: phase.unserved,
-            total_s: phase.total_s,
-        };
-        pushback::render(&mut out, report, served, args);
+        pushback::render(&mut out, report, phase, args);
     }
     let open: Vec<_> = summary
         .phases
