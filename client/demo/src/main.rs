@@ -1,10 +1,7 @@
-//! `pix-demo`: the PIX-status scenario redis-throttle exists for. Two replicas of a bank's
-//! service (separate processes) each query 20 PIX statuses at the same moment from an API
-//! that allows 10 per second per integrator: first directly, then through one shared bucket
-//! in Redis. Prints a table per phase and writes a timeline chart.
-//!
-//! Everything it starts (the private Redis, the mock API, the replicas) stops when it ends,
-//! also on an error or Ctrl-C.
+//! `pix-demo`: the PIX-status scenario (docs/demos.md). Replicas of a bank's service query an
+//! API that allows 10 per second per integrator, directly and then through one shared bucket;
+//! a table per phase and a timeline chart. Everything it starts stops when it ends, also on an
+//! error or Ctrl-C.
 
 mod chart;
 mod cli;

@@ -1,15 +1,8 @@
-//! The mock upstream: a central-bank style API, `GET /pix/{id}/status`, with its own limit
-//! per integrator (the `x-integrator` header), kept here by its own clock. It trusts nothing
-//! the callers say about time or about their limiter: above the limit it answers 429, with
-//! `Retry-After` or without (as nginx's `limit_req` with `limit_req_status 429` does), and,
-//! when asked, tells every caller what is left of its allowance in `X-RateLimit-*` headers
-//! computed from that same limit. It records every call's arrival for the report and the
-//! chart.
-//!
-//! Optionally it also limits the calls open at once per integrator (above the limit a 429,
-//! refused for concurrency, counted apart from the rate's), and has a slow spell during which
-//! every call it serves takes hundreds of ms (`crate::open_calls`); it then logs its count of
-//! open calls at every change.
+//! The mock upstream: a central-bank style API, `GET /pix/{id}/status`, limited per
+//! integrator (the `x-integrator` header) by its own clock, trusting nothing the callers say.
+//! Above the limit a 429 (with `Retry-After`, or bare as nginx's `limit_req`); optionally its
+//! count in `X-RateLimit-*` headers, a limit on calls open at once and a slow spell
+//! (`crate::open_calls`). It logs every arrival, and its count of open calls at every change.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

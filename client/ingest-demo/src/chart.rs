@@ -79,7 +79,12 @@ pub fn render(summary: &Summary) -> String {
         panels.push(Panel {
             title: format!(
                 "{}: {} sent, {} refused, {} duplicates, finished at {:.2} s (predicted {:.2} s)",
-                b.title, b.sent, b.refused, b.duplicates, b.finish_s, b.predicted_s
+                b.title,
+                b.writes.sent,
+                b.writes.refused,
+                b.writes.duplicates,
+                b.writes.finish_s,
+                b.predicted_s
             ),
             points: b.points.clone(),
             mark: b
@@ -114,14 +119,14 @@ fn priority_panels(p: &PrioritySummary) -> Vec<Panel> {
             * 1.1,
     );
     runs.map(|r| {
-        let (i, b) = (&r.interactive, &r.bulk);
+        let (i, b) = (&r.interactive, &r.bulk.writes);
         Panel {
             title: format!(
                 "phase 4, {}: bulk finished at {:.2} s (ideal {:.2} s), {} refused; \
                  queries' wait p99 {:.2} ms (round trip p99 {:.2} ms)",
                 r.label,
                 b.finish_s,
-                b.ideal_s,
+                r.bulk.ideal_s,
                 b.refused + i.refused,
                 i.wait_p99_ms,
                 i.round_trip_p99_ms

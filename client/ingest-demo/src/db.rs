@@ -1,9 +1,7 @@
-//! The mock database: `PUT /docs/{id}` writes one record for [`RU_PER_WRITE`] request units
-//! out of a token bucket it keeps itself (like a database provisioned for 20 000 RU/s), and
-//! `GET /query/{id}` answers an interactive query for [`RU_PER_QUERY`] out of the same one.
-//! Above it, 429 with `Retry-After` (whole seconds, as HTTP has it) and `x-ms-retry-after-ms`. A
-//! record id it already stored is a duplicate: 200, not stored again, counted. It trusts
-//! nothing the callers say about time or their limiter, and logs every write it saw.
+//! The mock database: `PUT /docs/{id}` writes a record for [`RU_PER_WRITE`] and
+//! `GET /query/{id}` answers a query for [`RU_PER_QUERY`], both out of one bucket it keeps
+//! itself; above it a 429 with `Retry-After` and `x-ms-retry-after-ms`. A record already stored
+//! is a duplicate (200, not stored again). It logs every call.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

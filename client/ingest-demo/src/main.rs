@@ -1,20 +1,8 @@
-//! `ingest-demo`: the cloud Rate Limiting pattern's example. 10 000 records of 10 request
-//! units go into a database provisioned for 20 000 RU/s, written by 3 worker processes:
-//!
-//! 1. sent all at once and retried on error: the database refuses most of them, and the
-//!    job sends about three times the records it lands;
-//! 2. pushed into a redis-throttle backlog (two streams, queues A and B) and drained
-//!    through one shared bucket of 20 000 RU at 20 000 RU/s: nothing refused, and the
-//!    finish time is known before the start;
-//! 3. the same with one worker SIGKILLed mid-run: its records are claimed by the others
-//!    and every record is stored exactly once;
-//! 4. the backlog drained beside interactive queries (50/s of 10 RU) on the same bucket:
-//!    first without priority (the queries wait behind the bulk load's reservations), then
-//!    with the bulk load at `Priority::Bulk { floor }` (they find their tokens at once).
-//!
-//! Prints a table per phase and writes the "rate-limited flow" chart. Everything it starts
-//! (the private Redis, the mock database, the workers) stops when it ends, also on an error
-//! or Ctrl-C.
+//! `ingest-demo`: the cloud Rate Limiting pattern's example, 10 000 records of 10 RU into a
+//! database of 20 000 RU/s by 3 worker processes, in four phases (`phases`): retry on error,
+//! a backlog, a backlog with a worker killed, bulk beside interactive queries. Prints a table
+//! per phase and writes a chart; docs/demos.md tells the story. Everything it starts stops
+//! when it ends, also on an error or Ctrl-C.
 
 mod chart;
 mod cli;

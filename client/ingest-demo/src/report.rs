@@ -56,10 +56,8 @@ fn retry_table(out: &mut String, r: &RetrySummary) {
         "\n{} ({} workers send all {} at once, retry each refused one after Retry-After)",
         r.title, r.workers, r.records
     );
-    let _ = writeln!(
-        out,
-        "  {:<7} {:>8} {:>8} {:>8} {:>9} {:>9} {:>12} {:>16}",
-        "try", "sent", "stored", "refused", "first s", "span s", "bucket: most", "document: sent"
+    out.push_str(
+        "  try         sent   stored  refused   first s    span s bucket: most   document: sent\n",
     );
     for w in &r.waves {
         let _ = writeln!(
@@ -75,11 +73,7 @@ fn retry_table(out: &mut String, r: &RetrySummary) {
             w.document_sent
         );
     }
-    let _ = writeln!(
-        out,
-        "  {:<22} {:>10} {:>10} {:>10} {:>9}",
-        "", "sent", "refused", "stored", "time s"
-    );
+    out.push_str("                               sent    refused     stored    time s\n");
     let _ = writeln!(
         out,
         "  {:<22} {:>10} {:>10} {:>10} {:>9.3}",
@@ -134,23 +128,19 @@ fn backlog_table(out: &mut String, b: &BacklogSummary) {
             s.drain_time_s
         );
     }
-    let _ = writeln!(
-        out,
-        "  {:<10} {:>8} {:>8} {:>8} {:>11} {:>6} {:>10} {:>12} {:>10}",
-        "", "sent", "refused", "stored", "duplicates", "lost", "ideal s", "predicted s", "finish s"
-    );
+    out.push_str("                 sent  refused   stored  duplicates   lost    ideal s  predicted s   finish s\n");
     let _ = writeln!(
         out,
         "  {:<10} {:>8} {:>8} {:>8} {:>11} {:>6} {:>10.3} {:>12.3} {:>10.3}",
         "measured",
-        b.sent,
-        b.refused,
-        b.stored,
-        b.duplicates,
-        b.lost,
+        b.writes.sent,
+        b.writes.refused,
+        b.writes.stored,
+        b.writes.duplicates,
+        b.writes.lost,
         b.ideal_s,
         b.predicted_s,
-        b.finish_s
+        b.writes.finish_s
     );
     let _ = writeln!(
         out,
@@ -164,11 +154,11 @@ fn backlog_table(out: &mut String, b: &BacklogSummary) {
         b.last_grant_s,
         b.last_grant_s - b.ideal_s,
         b.max_trip_s * 1e3,
-        b.max_wait_s,
+        b.writes.max_wait_s,
         b.drained_s,
         b.throttled,
         b.dead_letters,
-        b.errors
+        b.writes.errors
     );
     if let Some(k) = &b.kill {
         let _ = writeln!(
@@ -185,17 +175,17 @@ fn backlog_table(out: &mut String, b: &BacklogSummary) {
             k.claimed,
             k.claimed_after_s
                 .map_or("never".to_owned(), |s| format!("{s:.3} s")),
-            b.duplicates
+            b.writes.duplicates
         );
     }
     let _ = writeln!(
         out,
         "  every record stored exactly once: {} ({} pushed, {} stored, {} lost, {} unexpected)",
-        yes(b.lost == 0 && b.unexpected == 0 && b.stored == b.records),
-        b.records,
-        b.stored,
-        b.lost,
-        b.unexpected
+        yes(b.writes.stored_once),
+        b.writes.records,
+        b.writes.stored,
+        b.writes.lost,
+        b.writes.unexpected
     );
 }
 

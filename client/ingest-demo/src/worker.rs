@@ -1,11 +1,7 @@
-//! The worker processes (this same executable, hidden subcommands). Each opens its
-//! connections, says `ready`, waits for the shared start, works, and reports one JSON line.
-//!
-//! - Phase 1 (`retry-worker`): sends its share of the records at once and retries each
-//!   refused one after the database's `Retry-After`.
-//! - Phases 2, 3 and 4 (`backlog-worker`): one backlog [`Worker`] loop per stream, every
-//!   record's cost taken from the one shared bucket (at bulk priority with `--floor`), until
-//!   the demo says stop (or is gone).
+//! The worker processes (hidden subcommands): each opens its connections, says `ready`,
+//! waits for the shared start, works, and reports one JSON line. Phase 1's sends its records
+//! at once and retries each refused one after `Retry-After`; the backlog's runs a backlog
+//! [`Worker`] loop per stream on the shared bucket until the demo says stop.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

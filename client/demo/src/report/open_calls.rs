@@ -105,11 +105,7 @@ pub fn render(out: &mut String, args: &RunArgs, phases: &[(Phase, &OpenCallsRepo
                 _ => String::new(),
             }
         );
-        let _ = writeln!(
-            out,
-            "{:>7}  {:>6}  {:>16}  {:>11}  {:>9}  slow",
-            "s", "served", "429 concurrency", "429 rate", "most open"
-        );
+        out.push_str("      s  served   429 concurrency     429 rate  most open  slow\n");
         for s in &report.seconds {
             let _ = writeln!(
                 out,

@@ -175,10 +175,8 @@ pub fn render(out: &mut String, report: &PushbackReport, phase: &PhaseReport, ar
             _ => "none".to_owned(),
         }
     );
-    let _ = writeln!(
-        out,
-        "{:>5}  {:>10}  {:>11}  {:>10}  {:>11}  {:>13}  paused",
-        "s", "fleet sent", "fleet 429s", "other sent", "other 429s", "rate factor"
+    out.push_str(
+        "    s  fleet sent   fleet 429s  other sent   other 429s    rate factor  paused\n",
     );
     for s in &report.seconds {
         let _ = writeln!(

@@ -76,20 +76,11 @@ pub struct KillSummary {
 pub struct BacklogSummary {
     pub phase: &'static str,
     pub title: &'static str,
-    pub records: u64,
     pub workers: u32,
     pub queue_a: u64,
     pub queue_b: u64,
-    pub sent: u64,
-    pub refused: u64,
-    /// Distinct records in the database.
-    pub stored: u64,
-    /// Writes of a record already there (at least once delivery): ignored by the database.
-    pub duplicates: u64,
-    pub errors: u64,
-    /// Pushed and not in the database; in the database and never pushed.
-    pub lost: u64,
-    pub unexpected: u64,
+    #[serde(flatten)]
+    pub writes: Writes,
     /// The shared bucket's burst (the database's less the margin); its rate is the database's.
     pub bucket_capacity_ru: u64,
     /// The database cannot store them all sooner: (records·RU − its burst) / rate.
@@ -100,15 +91,12 @@ pub struct BacklogSummary {
     pub predicted_s: f64,
     pub bucket_remaining: u64,
     pub stats: Vec<StreamStats>,
-    /// From the start to the last record stored, by the database's clock.
-    pub finish_s: f64,
     /// From the start until the demo saw both queues empty.
     pub drained_s: f64,
     /// The last handler call began this long after the start (its tokens were just granted).
     pub last_grant_s: f64,
     /// The longest write, handler call to answer.
     pub max_trip_s: f64,
-    pub max_wait_s: f64,
     pub throttled: u64,
     pub claimed: u64,
     pub handed_back: u64,
@@ -118,6 +106,59 @@ pub struct BacklogSummary {
     pub refused_at_s: Vec<f64>,
     #[serde(skip)]
     pub points: Vec<Point>,
+}
+
+/// A backlog run's writes as the database counted them, against what was pushed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Writes {
+    pub records: u64,
+    pub sent: u64,
+    pub refused: u64,
+    /// Distinct records stored; writes of one already there (at least once delivery: ignored
+    /// by the database); pushed and never stored; stored and never pushed.
+    pub stored: u64,
+    pub duplicates: u64,
+    pub lost: u64,
+    pub unexpected: u64,
+    pub stored_once: bool,
+    /// The workers' writes that got no answer or an unexpected one.
+    pub errors: u64,
+    /// From the start to the last record stored, by the database's clock.
+    pub finish_s: f64,
+    /// The longest wait of a record for its tokens.
+    pub max_wait_s: f64,
+}
+
+impl Writes {
+    /// `writes` (the database's log of them) and the ids it stored, against `pushed`.
+    pub(super) fn count(
+        writes: &[Arrival],
+        (pushed, stored_ids): (&HashSet<String>, &HashSet<String>),
+        reports: &[WorkerReport],
+        start: std::time::Instant,
+    ) -> Writes {
+        let count = |v: Verdict| writes.iter().filter(|a| a.verdict == v).count() as u64;
+        let finish = (writes.iter().filter(|a| a.verdict == Verdict::Stored))
+            .map(|a| a.at)
+            .max()
+            .unwrap_or(start);
+        let lost = pushed.difference(stored_ids).count() as u64;
+        let unexpected = stored_ids.difference(pushed).count() as u64;
+        let (records, stored) = (pushed.len() as u64, stored_ids.len() as u64);
+        Writes {
+            records,
+            sent: writes.len() as u64,
+            refused: count(Verdict::Refused),
+            stored,
+            duplicates: count(Verdict::Duplicate),
+            lost,
+            unexpected,
+            stored_once: lost == 0 && unexpected == 0 && stored == records,
+            errors: reports.iter().map(|r| r.errors).sum(),
+            finish_s: secs_between(start, finish),
+            max_wait_s: reports.iter().map(|r| r.max_wait_us).max().unwrap_or(0) as f64 / 1e6,
+        }
+    }
 }
 
 /// A backlog phase's names and knobs.
@@ -381,13 +422,6 @@ async fn tally(
         reports,
     } = drained;
     let start_std = start.into_std();
-    let count = |v: Verdict| arrivals.iter().filter(|a| a.verdict == v).count() as u64;
-    let finish = arrivals
-        .iter()
-        .filter(|a| a.verdict == Verdict::Stored)
-        .map(|a| a.at)
-        .max()
-        .unwrap_or(start_std);
     let sum = |f: fn(&WorkerReport) -> u64| reports.iter().map(f).sum::<u64>();
     let max = |f: fn(&WorkerReport) -> u64| reports.iter().map(f).max().unwrap_or(0);
     let kill = killed.map(|(at, stored_before, held)| {
@@ -406,28 +440,24 @@ async fn tally(
     Ok(BacklogSummary {
         phase: plan.phase,
         title: plan.title,
-        records,
         workers: env.args.workers,
         queue_a: queues.sizes[0],
         queue_b: queues.sizes[1],
-        sent: arrivals.len() as u64,
-        refused: count(Verdict::Refused),
-        stored: stored_ids.len() as u64,
-        duplicates: count(Verdict::Duplicate),
-        errors: sum(|r| r.errors),
-        lost: queues.pushed.difference(&stored_ids).count() as u64,
-        unexpected: stored_ids.difference(&queues.pushed).count() as u64,
+        writes: Writes::count(
+            &arrivals,
+            (&queues.pushed, &stored_ids),
+            &reports,
+            start_std,
+        ),
         bucket_capacity_ru: plan.capacity,
         database_min_s: ideal(records, CAPACITY_RU).as_secs_f64(),
         ideal_s: ideal(records, plan.capacity).as_secs_f64(),
         predicted_s: prediction.predicted.as_secs_f64(),
         bucket_remaining: prediction.bucket_remaining,
         stats: prediction.stats,
-        finish_s: secs_between(start_std, finish),
         drained_s: (drained_at - start).as_secs_f64(),
         last_grant_s: max(|r| r.last_grant_us) as f64 / 1e6,
         max_trip_s: max(|r| r.max_trip_us) as f64 / 1e6,
-        max_wait_s: max(|r| r.max_wait_us) as f64 / 1e6,
         throttled: sum(|r| r.throttled),
         claimed: sum(|r| r.claimed),
         handed_back: sum(|r| r.handed_back),

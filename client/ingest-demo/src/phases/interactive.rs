@@ -1,12 +1,8 @@
 //! Phase 4's interactive side, in the demo's process: queries of [`RU_PER_QUERY`] at
-//! [`QUERIES_PER_S`], on the bulk load's limiter key, each waiting for its tokens at
-//! interactive priority and then asking the database; and, between them, a probe timing one
-//! Redis round trip (`THROTTLE.PEEK`) on the same connection, three times a period (more samples
-//! than queries, so its p99 is the steadier of the two), which is what a query's wait is
+//! [`QUERIES_PER_S`] on the bulk load's limiter key, open loop (query `i` is due `i` periods
+//! after the start, however the ones before it fare), and between them a probe timing one
+//! Redis round trip (`THROTTLE.PEEK`) on the same connection, which a query's wait is
 //! compared with.
-//!
-//! Open loop, as users are: query `i` is due `i` periods after the start whether or not the
-//! ones before it are done, so a slow one does not hide the wait of the next.
 
 use redis_throttle::prelude::*;
 use std::time::Duration;

@@ -1,22 +1,16 @@
-//! Phase 4, two workflows on the database's one quota: the backlog drains the records while
-//! interactive queries run beside it on the same limiter key, twice. First on one shared
-//! bucket without priority: the bulk load's reservations put the bucket in debt, and the
-//! queries queue behind it. Then with the bulk load at `Priority::Bulk { floor }`: it takes
-//! only tokens that are there now and uses them once the floor is back behind them (one
-//! reservation per worker at a time), so the queries find their tokens at once. Each
-//! run: fill the queues (phase 2's), start the workers and the queries together, drain
-//! (phase 2's), tally.
+//! Phase 4: the backlog drained beside interactive queries on the same limiter key, twice:
+//! without priority, then with the bulk load at `Priority::Bulk { floor }`. Each run fills
+//! the queues and drains them as phase 2 does, with the queries going meanwhile.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::db::{Arrival, Verdict, RU_PER_QUERY, RU_PER_WRITE};
-use crate::phases::backlog::{drain, fill_queues, Drained, Plan, Queues};
+use crate::phases::backlog::{drain, fill_queues, Drained, Plan, Queues, Writes};
 use crate::phases::interactive::{beyond_floor, quantile, Interactive, Samples, QUERIES_PER_S};
 use crate::phases::workers::Workers;
-use crate::phases::{points, secs_between, Env, Point, RATE_RU};
+use crate::phases::{points, Env, Point, RATE_RU};
 use crate::wire::WorkerReport;
 
 /// The target for the queries' p99 wait with the floor: this much over the round trip.
@@ -82,20 +76,8 @@ pub struct InteractiveFigures {
 /// The bulk load's side of a run.
 #[derive(Debug, Clone, Serialize)]
 pub struct BulkFigures {
-    pub records: u64,
-    /// Writes the database saw, and refused.
-    pub sent: u64,
-    pub refused: u64,
-    /// Distinct records stored; writes of one already there; pushed and never stored; stored
-    /// and never pushed.
-    pub stored: u64,
-    pub duplicates: u64,
-    pub lost: u64,
-    pub unexpected: u64,
-    pub stored_once: bool,
-    pub errors: u64,
-    /// From the start to the last record stored, by the database's clock.
-    pub finish_s: f64,
+    #[serde(flatten)]
+    pub writes: Writes,
     /// The soonest the bucket allows beside the queries: its burst above the floor at once,
     /// then the rate they leave, (records·RU − (burst − floor)) / (rate − queries·RU).
     pub ideal_s: f64,
@@ -106,7 +88,6 @@ pub struct BulkFigures {
     /// The workers' limiter requests, and per record done.
     pub round_trips: u64,
     pub round_trips_per_record: f64,
-    pub max_wait_s: f64,
 }
 
 pub async fn priority_phase(env: &Env<'_>) -> Result<PrioritySummary, String> {
@@ -211,11 +192,14 @@ fn tally(
         floor_ru: plan.floor,
         interactive,
         bulk: bulk_figures(
-            env.records(),
-            &writes,
-            (queues, &stored_ids),
+            Writes::count(
+                &writes,
+                (&queues.pushed, &stored_ids),
+                &drained.reports,
+                start,
+            ),
             &drained.reports,
-            (start, ideal),
+            ideal,
         ),
         waits: samples
             .queries
@@ -258,47 +242,18 @@ fn interactive_figures(samples: &Samples) -> InteractiveFigures {
     }
 }
 
-/// The bulk load's side: the database's log of the writes and its store, against what was
-/// pushed; the workers' reports; the finish against the ideal.
-fn bulk_figures(
-    records: u64,
-    writes: &[Arrival],
-    (queues, stored_ids): (&Queues, &HashSet<String>),
-    reports: &[WorkerReport],
-    (start, ideal): (std::time::Instant, Duration),
-) -> BulkFigures {
-    let finish = writes
-        .iter()
-        .filter(|a| a.verdict == Verdict::Stored)
-        .map(|a| a.at)
-        .max()
-        .unwrap_or(start);
-    let finish_s = secs_between(start, finish);
+/// The bulk load's side: its writes, the workers' round trips, the finish against the ideal.
+fn bulk_figures(writes: Writes, reports: &[WorkerReport], ideal: Duration) -> BulkFigures {
     let ideal_s = ideal.as_secs_f64();
-    let sum = |f: fn(&WorkerReport) -> u64| reports.iter().map(f).sum::<u64>();
-    let (lost, unexpected) = (
-        queues.pushed.difference(stored_ids).count() as u64,
-        stored_ids.difference(&queues.pushed).count() as u64,
-    );
-    let stored = stored_ids.len() as u64;
-    let round_trips = sum(|r| r.round_trips);
+    let round_trips = reports.iter().map(|r| r.round_trips).sum::<u64>();
+    let done = reports.iter().map(|r| r.done).sum::<u64>();
     BulkFigures {
-        records,
-        sent: writes.len() as u64,
-        refused: count(writes, Verdict::Refused),
-        stored,
-        duplicates: count(writes, Verdict::Duplicate),
-        lost,
-        unexpected,
-        stored_once: lost == 0 && unexpected == 0 && stored == records,
-        errors: sum(|r| r.errors),
-        finish_s,
         ideal_s,
-        steady_ideal_s: at_bulk_rate(records * RU_PER_WRITE).as_secs_f64(),
-        late: (finish_s - ideal_s) / ideal_s.max(1e-9),
+        steady_ideal_s: at_bulk_rate(writes.records * RU_PER_WRITE).as_secs_f64(),
+        late: (writes.finish_s - ideal_s) / ideal_s.max(1e-9),
         round_trips,
-        round_trips_per_record: round_trips as f64 / sum(|r| r.done).max(1) as f64,
-        max_wait_s: reports.iter().map(|r| r.max_wait_us).max().unwrap_or(0) as f64 / 1e6,
+        round_trips_per_record: round_trips as f64 / done.max(1) as f64,
+        writes,
     }
 }
 

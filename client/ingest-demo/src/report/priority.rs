@@ -30,20 +30,7 @@ pub fn table(out: &mut String, p: &PrioritySummary) {
 }
 
 fn interactive_rows(out: &mut String, runs: &[PriorityRun]) {
-    let _ = writeln!(
-        out,
-        "  {:<13} {:>7} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>4}",
-        "interactive",
-        "queries",
-        "slept",
-        "wait p50",
-        "wait p99",
-        "wait max",
-        "trip p50",
-        "trip p99",
-        "target p99",
-        "met"
-    );
+    out.push_str("  interactive   queries  slept  wait p50  wait p99  wait max  trip p50  trip p99  target p99  met\n");
     for r in runs {
         let i = &r.interactive;
         let _ = writeln!(
@@ -64,23 +51,9 @@ fn interactive_rows(out: &mut String, runs: &[PriorityRun]) {
 }
 
 fn bulk_rows(out: &mut String, runs: &[PriorityRun]) {
-    let _ = writeln!(
-        out,
-        "  {:<13} {:>7} {:>8} {:>7} {:>5} {:>5} {:>5} {:>9} {:>8} {:>7} {:>13}",
-        "bulk",
-        "sent",
-        "refused",
-        "stored",
-        "dup",
-        "lost",
-        "once",
-        "finish s",
-        "ideal s",
-        "late",
-        "trips/record"
-    );
+    out.push_str("  bulk             sent  refused  stored   dup  lost  once  finish s  ideal s    late  trips/record\n");
     for r in runs {
-        let b = &r.bulk;
+        let b = &r.bulk.writes;
         let _ = writeln!(
             out,
             "  {:<13} {:>7} {:>8} {:>7} {:>5} {:>5} {:>5} {:>9.3} {:>8.3} {:>6.1}% {:>13.2}",
@@ -92,15 +65,15 @@ fn bulk_rows(out: &mut String, runs: &[PriorityRun]) {
             b.lost,
             yes(b.stored_once),
             b.finish_s,
-            b.ideal_s,
-            b.late * 100.0,
-            b.round_trips_per_record
+            r.bulk.ideal_s,
+            r.bulk.late * 100.0,
+            r.bulk.round_trips_per_record
         );
     }
 }
 
 fn targets(out: &mut String, r: &PriorityRun) {
-    let (i, b) = (&r.interactive, &r.bulk);
+    let (i, b) = (&r.interactive, &r.bulk.writes);
     let covered = i.beyond_floor.map_or(String::new(), |n| {
         format!(" (bursts beyond what the floor covers: {n})")
     });
@@ -120,7 +93,7 @@ fn targets(out: &mut String, r: &PriorityRun) {
         i.target_p99_ms,
         yes(i.wait_p99_ms <= i.target_p99_ms),
         TARGET_LATE * 100.0,
-        yes(b.late <= TARGET_LATE),
+        yes(r.bulk.late <= TARGET_LATE),
         yes(b.stored_once),
         b.lost,
         b.unexpected,
