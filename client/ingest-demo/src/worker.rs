@@ -4,7 +4,6 @@
 //! [`Worker`] loop per stream on the shared bucket until the demo says stop.
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,31 +51,13 @@ fn who(index: u32) -> String {
     format!("ingest-demo worker {index}")
 }
 
-#[derive(Default)]
-struct Counts {
-    sent: AtomicU64,
-    stored: AtomicU64,
-    duplicates: AtomicU64,
-    refused: AtomicU64,
-    errors: AtomicU64,
-    last_grant_us: AtomicU64,
-    max_trip_us: AtomicU64,
-}
+/// A worker's own count, shared by its writes (none holds it across an await).
+type Counts = std::sync::Mutex<WorkerReport>;
 
-impl Counts {
-    fn report(&self, index: u32) -> WorkerReport {
-        WorkerReport {
-            index,
-            sent: self.sent.load(Relaxed),
-            stored: self.stored.load(Relaxed),
-            duplicates: self.duplicates.load(Relaxed),
-            refused: self.refused.load(Relaxed),
-            errors: self.errors.load(Relaxed),
-            last_grant_us: self.last_grant_us.load(Relaxed),
-            max_trip_us: self.max_trip_us.load(Relaxed),
-            ..WorkerReport::default()
-        }
-    }
+fn count(counts: &Counts, f: impl FnOnce(&mut WorkerReport)) {
+    f(&mut counts
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()));
 }
 
 /// What a write came to.
@@ -98,7 +79,7 @@ async fn put(
     attempt: u64,
     counts: &Counts,
 ) -> Answer {
-    counts.sent.fetch_add(1, Relaxed);
+    count(counts, |c| c.sent += 1);
     let response = client
         .put(format!("{db}/docs/{id}"))
         .header(ATTEMPT_HEADER, attempt.to_string())
@@ -108,7 +89,7 @@ async fn put(
     let response = match response {
         Ok(response) => response,
         Err(err) => {
-            counts.errors.fetch_add(1, Relaxed);
+            count(counts, |c| c.errors += 1);
             return Answer::Error(format!("HTTP: {err}"));
         }
     };
@@ -132,22 +113,22 @@ async fn put(
     let _ = response.bytes().await;
     match status {
         201 => {
-            counts.stored.fetch_add(1, Relaxed);
+            count(counts, |c| c.stored += 1);
             Answer::Written
         }
         200 => {
-            counts.duplicates.fetch_add(1, Relaxed);
+            count(counts, |c| c.duplicates += 1);
             Answer::Written
         }
         429 => {
-            counts.refused.fetch_add(1, Relaxed);
+            count(counts, |c| c.refused += 1);
             Answer::Refused {
                 exact: retry_after,
                 seconds: seconds.unwrap_or(retry_after).max(retry_after),
             }
         }
         other => {
-            counts.errors.fetch_add(1, Relaxed);
+            count(counts, |c| c.errors += 1);
             Answer::Error(format!("HTTP {other}"))
         }
     }
@@ -194,7 +175,7 @@ async fn retry_run(index: u32, args: RetryPlan) -> Result<(), String> {
     let start = from_demo.start(START_TIMEOUT).await?;
     tokio::time::sleep_until(start).await;
 
-    let counts = Arc::new(Counts::default());
+    let counts = Arc::new(Counts::new(WorkerReport::default()));
     let permits = Arc::new(Semaphore::new(connections));
     let deadline = start + RETRY_RUN_LIMIT;
     let mut tasks = Vec::with_capacity(args.count as usize);
@@ -241,7 +222,12 @@ async fn retry_run(index: u32, args: RetryPlan) -> Result<(), String> {
     if given_up > 0 {
         return Err(format!("{given_up} records never got through"));
     }
-    say(&WorkerMessage::Report(counts.report(index)))
+    let mut report = counts
+        .lock()
+        .map_err(|_| "a write panicked".to_owned())?
+        .clone();
+    report.index = index;
+    say(&WorkerMessage::Report(report))
 }
 
 /// The document id of a record: the queue's letter and the record's id, so the two queues'
@@ -311,53 +297,72 @@ async fn backlog_run(index: u32, args: BacklogPlan) -> Result<(), String> {
     tokio::time::sleep_until(start).await;
     let round_trips_before = limiter.metrics().round_trips;
 
-    let counts = Arc::new(Counts::default());
+    let counts = Arc::new(Counts::new(WorkerReport::default()));
     let stops: Vec<_> = workers.iter().map(|(_, w)| w.stop_handle()).collect();
-    let loops = workers.iter().map(|(stream, worker)| {
-        let (client, db, counts, stream) = (
-            client.clone(),
-            db.clone(),
-            Arc::clone(&counts),
-            stream.clone(),
-        );
-        worker.run(move |record: Record| {
+    // A task per stream's loop, on this one thread.
+    let loops: Vec<_> = workers
+        .into_iter()
+        .map(|(stream, worker)| {
             let (client, db, counts) = (client.clone(), db.clone(), Arc::clone(&counts));
-            let id = doc_id(&stream, &record.id);
-            async move {
-                // Called right after the record's tokens were granted.
-                let began = Instant::now();
-                counts
-                    .last_grant_us
-                    .fetch_max(micros(began.saturating_duration_since(start)), Relaxed);
-                let answer = put(&client, &db, &id, record.deliveries, &counts).await;
-                counts
-                    .max_trip_us
-                    .fetch_max(micros(began.elapsed()), Relaxed);
-                match answer {
-                    Answer::Written => Outcome::Done,
-                    // The fleet pauses for exactly as long as the database asked.
-                    Answer::Refused { exact, .. } => Outcome::Throttled { retry_after: exact },
-                    Answer::Error(error) => Outcome::Failed { error },
-                }
-            }
+            tokio::spawn(async move {
+                worker
+                    .run(move |record: Record| {
+                        let (client, db, counts) =
+                            (client.clone(), db.clone(), Arc::clone(&counts));
+                        let id = doc_id(&stream, &record.id);
+                        async move {
+                            // Called right after the record's tokens were granted.
+                            let began = Instant::now();
+                            let granted_us = micros(began.saturating_duration_since(start));
+                            count(&counts, |c| {
+                                c.last_grant_us = c.last_grant_us.max(granted_us)
+                            });
+                            let answer = put(&client, &db, &id, record.deliveries, &counts).await;
+                            let trip_us = micros(began.elapsed());
+                            count(&counts, |c| c.max_trip_us = c.max_trip_us.max(trip_us));
+                            match answer {
+                                Answer::Written => Outcome::Done,
+                                // The fleet pauses for exactly as long as the database asked.
+                                Answer::Refused { exact, .. } => {
+                                    Outcome::Throttled { retry_after: exact }
+                                }
+                                Answer::Error(error) => Outcome::Failed { error },
+                            }
+                        }
+                    })
+                    .await
+            })
         })
-    });
-    let all = futures_join_all(loops.collect());
+        .collect();
+    let all = async {
+        let mut metrics = Vec::new();
+        for task in loops {
+            metrics.push(
+                task.await
+                    .map_err(|e| format!("a worker loop failed: {e}"))?,
+            );
+        }
+        Ok::<_, String>(metrics)
+    };
     tokio::pin!(all);
     // Until the demo says stop (or goes away, or the bound passes); then each loop finishes
     // the record it is on and hands back the rest.
     let metrics = tokio::select! {
-        metrics = &mut all => metrics,
+        metrics = &mut all => metrics?,
         _ = async {
             let _ = timeout(BACKLOG_RUN_LIMIT, from_demo.next_line()).await;
         } => {
             stops.iter().for_each(|s| s.stop());
             timeout(Duration::from_secs(30), &mut all)
                 .await
-                .map_err(|_| "the worker loops did not stop within 30 s".to_owned())?
+                .map_err(|_| "the worker loops did not stop within 30 s".to_owned())??
         }
     };
-    let mut report = counts.report(index);
+    let mut report = counts
+        .lock()
+        .map_err(|_| "a write panicked".to_owned())?
+        .clone();
+    report.index = index;
     report.round_trips = limiter.metrics().round_trips - round_trips_before;
     for m in metrics {
         report.done += m.done;
@@ -368,30 +373,6 @@ async fn backlog_run(index: u32, args: BacklogPlan) -> Result<(), String> {
         report.max_wait_us = report.max_wait_us.max(micros(m.max_wait));
     }
     say(&WorkerMessage::Report(report))
-}
-
-/// Polls the futures together on this thread, in order of their results.
-async fn futures_join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
-    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
-    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
-            if output.is_none() {
-                match future.as_mut().poll(cx) {
-                    std::task::Poll::Ready(value) => *output = Some(value),
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    outputs.into_iter().flatten().collect()
 }
 
 #[cfg(test)]
