@@ -136,6 +136,31 @@ impl<M: ChildMessage> Fleet<M> {
         serde_json::from_str(&line).map_err(|e| format!("{noun} {index} sent {line:?}: {e}"))
     }
 
+    /// Every live child's messages, each up to the one `last` says ends its report, then
+    /// their exits (each must succeed), by `by`.
+    pub async fn reports(
+        mut self,
+        by: Instant,
+        last: impl Fn(&M) -> bool,
+    ) -> Result<Vec<M>, String> {
+        let mut messages = Vec::new();
+        for index in self.live() {
+            loop {
+                let message = self.next(index, by).await?;
+                if message.is_ready() {
+                    return Err(format!("{} {index} said ready twice", self.noun));
+                }
+                let done = last(&message);
+                messages.push(message);
+                if done {
+                    break;
+                }
+            }
+        }
+        self.wait(by).await?;
+        Ok(messages)
+    }
+
     /// SIGKILL, no warning: what a crash or an OOM kill looks like to the others.
     pub async fn kill(&mut self, index: usize) -> Result<(), String> {
         let noun = self.noun;

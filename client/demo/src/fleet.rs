@@ -60,24 +60,19 @@ pub struct FleetRun {
 pub async fn run(plan: &Plan, on_start: impl FnOnce(Instant)) -> Result<FleetRun, String> {
     let count = plan.replicas as usize;
     let arg_lists = command_lines("replica", std::iter::repeat_n(plan, count))?;
-    let mut replicas = Fleet::<ReplicaMessage>::spawn("replica", arg_lists).await?;
+    let mut replicas = Fleet::spawn("replica", arg_lists).await?;
     let start_at = replicas.start(START_LEAD).await?;
     on_start(start_at);
 
     let done_by = start_at + plan.duration.unwrap_or_default() + plan.max_wait + FINISH_SLACK;
-    let mut records = Vec::with_capacity((plan.replicas * plan.calls) as usize);
-    let mut stats = Vec::with_capacity(plan.replicas as usize);
+    let (mut records, mut stats) = (Vec::new(), Vec::new());
     // Each replica's calls (as many as it made), then its counters.
-    for index in replicas.live() {
-        loop {
-            match replicas.next(index, done_by).await? {
-                ReplicaMessage::Call(record) => records.push(record),
-                ReplicaMessage::Done(done) => {
-                    stats.push(done);
-                    break;
-                }
-                other => return Err(format!("replica {index} sent {other:?} mid-run")),
-            }
+    let done = |m: &ReplicaMessage| matches!(m, ReplicaMessage::Done(_));
+    for message in replicas.reports(done_by, done).await? {
+        match message {
+            ReplicaMessage::Call(record) => records.push(record),
+            ReplicaMessage::Done(counters) => stats.push(counters),
+            ReplicaMessage::Ready => {}
         }
     }
     if plan.duration.is_none() && records.len() != (plan.replicas * plan.calls) as usize {
@@ -87,7 +82,6 @@ pub async fn run(plan: &Plan, on_start: impl FnOnce(Instant)) -> Result<FleetRun
             plan.replicas * plan.calls
         ));
     }
-    replicas.wait(done_by).await?;
     Ok(FleetRun {
         start: start_at,
         records,

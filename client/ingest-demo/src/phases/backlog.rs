@@ -17,9 +17,10 @@ use tokio::time::Instant;
 
 use crate::db::{Arrival, Verdict, RU_PER_WRITE};
 use crate::phases::queues::{depth, held_by};
-use crate::phases::workers::Workers;
-use crate::phases::{ideal, points, secs_between, Env, Point, CAPACITY_RU, RATE_RU};
-use crate::wire::{BacklogPlan, WorkerReport};
+use crate::phases::{
+    ideal, points, reports, secs_between, Env, Point, Workers, CAPACITY_RU, RATE_RU, START_LEAD,
+};
+use crate::wire::{BacklogPlan, DemoMessage, WorkerReport};
 use demo_support::redis_server::connect_async as connect;
 
 /// The workers' read size: small next to the rate (2 000 records/s), so a record waits in a
@@ -262,10 +263,10 @@ pub(super) struct Drained {
 pub async fn backlog_phase(env: &Env<'_>, kill: bool) -> Result<BacklogSummary, String> {
     env.quiet().await;
     let plan = Plan::new(env, kill);
-    let mut workers = Workers::spawn(plan.worker_arg_lists(env)?).await?;
+    let mut workers = Workers::spawn("worker", plan.worker_arg_lists(env)?).await?;
     let queues = fill_queues(env, &plan).await?;
     let prediction = predict(env, &plan, &queues).await?;
-    let start = workers.start().await?;
+    let start = workers.start(START_LEAD).await?;
     let deadline = start + prediction.predicted * 3 + Duration::from_secs(30);
     let drained = drain(env, &plan, &queues, (start, deadline), workers).await?;
     tally(env, &plan, &queues, prediction, drained).await
@@ -383,10 +384,9 @@ pub(super) async fn drain(
             break;
         }
     }
-    workers.stop().await?;
-    let reports = workers
-        .reports(Instant::now() + Duration::from_secs(60))
-        .await?;
+    // Backlog workers finish the record they are on.
+    workers.send(&DemoMessage::Stop).await?;
+    let reports = reports(workers, Instant::now() + Duration::from_secs(60)).await?;
     Ok(Drained {
         start,
         drained_at,

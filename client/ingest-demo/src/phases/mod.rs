@@ -9,12 +9,30 @@ pub mod interactive;
 pub mod priority;
 mod queues;
 pub mod retry;
-mod workers;
 
 use std::time::{Duration, Instant as StdInstant, SystemTime, UNIX_EPOCH};
 
+use demo_support::fleet::Fleet;
+use tokio::time::Instant;
+
 use crate::cli::RunArgs;
 use crate::db::{Arrival, Database, Verdict, RU_PER_WRITE};
+use crate::wire::{WorkerMessage, WorkerReport};
+
+/// The worker processes of a phase (`crate::worker`).
+type Workers = Fleet<WorkerMessage>;
+/// From "all ready" to the start: time for the start line to reach every worker.
+const START_LEAD: Duration = Duration::from_millis(300);
+
+/// The workers' reports, then their exits, by `by`.
+async fn reports(workers: Workers, by: Instant) -> Result<Vec<WorkerReport>, String> {
+    let messages = workers.reports(by, |_| true).await?;
+    let report = |m| match m {
+        WorkerMessage::Report(report) => Some(report),
+        WorkerMessage::Ready => None,
+    };
+    Ok(messages.into_iter().filter_map(report).collect())
+}
 
 /// The database's provisioning, and the shared bucket's: 20 000 RU of burst, 20 000 RU/s.
 pub const CAPACITY_RU: u64 = 20_000;

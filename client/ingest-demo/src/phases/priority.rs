@@ -9,8 +9,7 @@ use serde::Serialize;
 use crate::db::{Arrival, Verdict, RU_PER_QUERY, RU_PER_WRITE};
 use crate::phases::backlog::{drain, fill_queues, Drained, Plan, Queues, Writes};
 use crate::phases::interactive::{beyond_floor, quantile, Interactive, Samples, QUERIES_PER_S};
-use crate::phases::workers::Workers;
-use crate::phases::{points, Env, Point, RATE_RU};
+use crate::phases::{points, Env, Point, Workers, RATE_RU, START_LEAD};
 use crate::wire::WorkerReport;
 
 /// The target for the queries' p99 wait with the floor: this much over the round trip.
@@ -112,7 +111,7 @@ pub async fn priority_phase(env: &Env<'_>) -> Result<PrioritySummary, String> {
 async fn run(env: &Env<'_>, floor: Option<u64>) -> Result<PriorityRun, String> {
     env.quiet().await;
     let plan = plan(env, floor);
-    let mut workers = Workers::spawn(plan.worker_arg_lists(env)?).await?;
+    let mut workers = Workers::spawn("worker", plan.worker_arg_lists(env)?).await?;
     let queues = fill_queues(env, &plan).await?;
     let load = Interactive::connect(env, &plan.key, plan.capacity).await?;
     let ideal = ideal(env.records(), plan.capacity, floor.unwrap_or(0));
@@ -125,7 +124,7 @@ async fn run(env: &Env<'_>, floor: Option<u64>) -> Result<PriorityRun, String> {
         ideal.as_secs_f64(),
         env.args.workers
     );
-    let start = workers.start().await?;
+    let start = workers.start(START_LEAD).await?;
     let queries = load.run_from(start);
     let deadline = start + ideal * 3 + Duration::from_secs(30);
     let drained = drain(env, &plan, &queues, (start, deadline), workers).await;

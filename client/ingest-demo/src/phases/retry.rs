@@ -9,8 +9,9 @@ use demo_support::child::command_lines;
 use serde::Serialize;
 
 use crate::db::{Arrival, Verdict, RU_PER_WRITE};
-use crate::phases::workers::Workers;
-use crate::phases::{ideal, points, secs_between, Env, Point, CAPACITY_RU, RATE_RU};
+use crate::phases::{
+    ideal, points, reports, secs_between, Env, Point, Workers, CAPACITY_RU, RATE_RU, START_LEAD,
+};
 use crate::wire::RetryPlan;
 
 #[derive(Debug, Clone, Serialize)]
@@ -103,9 +104,9 @@ pub async fn retry_phase(env: &Env<'_>) -> Result<RetrySummary, String> {
             count,
         });
     }
-    let mut fleet = Workers::spawn(command_lines("retry-worker", plans)?).await?;
-    let start = fleet.start().await?;
-    let reports = fleet.reports(start + Duration::from_secs(150)).await?;
+    let mut fleet = Workers::spawn("worker", command_lines("retry-worker", plans)?).await?;
+    let start = fleet.start(START_LEAD).await?;
+    let reports = reports(fleet, start + Duration::from_secs(150)).await?;
     let arrivals = env.db.take_log();
     let stored_ids = env.db.take_stored();
     let start = start.into_std();
