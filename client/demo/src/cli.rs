@@ -248,23 +248,13 @@ impl BackendArg {
             BackendArg::Auto => redis_throttle::Backend::Auto,
         }
     }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendArg::Module => "module",
-            BackendArg::Script => "script",
-            BackendArg::Auto => "auto",
-        }
-    }
 }
 
-impl StrategyArg {
-    pub fn name(self) -> &'static str {
-        match self {
-            StrategyArg::Reserve => "reserve",
-            StrategyArg::Poll => "poll",
-        }
-    }
+/// A flag's value as the command line writes it: `reserve`, `script`.
+pub fn arg_name(value: impl ValueEnum) -> String {
+    value
+        .to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_owned())
 }
 
 /// Sends per call in the bucket phase, the first included: a 429 pauses the bucket, and the

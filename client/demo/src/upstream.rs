@@ -161,13 +161,10 @@ async fn pix_status(
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty())
     else {
-        return (
-            StatusCode::BAD_REQUEST,
-            format!("missing {INTEGRATOR_HEADER} header\n"),
-        )
-            .into_response();
+        let missing = format!("missing {INTEGRATOR_HEADER} header\n");
+        return (StatusCode::BAD_REQUEST, missing).into_response();
     };
-    let (answer, retry_after_s, config, (left, back_in), open) = {
+    let (arrival, config, (left, back_in), open) = {
         let mut guard = lock(&shared);
         let state = &mut *guard;
         // The clock is read under the lock, so the limiter sees instants in order.
@@ -178,39 +175,31 @@ async fn pix_status(
             .limits
             .entry(integrator.to_owned())
             .or_insert_with(|| Allowance::new(config.mode, config.quota));
-        let open = state.open.get(integrator).copied().unwrap_or(0);
         // Concurrency first: a call refused for it costs the integrator no rate.
-        let answer = if config.max_open.is_some_and(|max| open >= max) {
-            Answer::TooManyOpen
-        } else {
-            match allowance.check(now) {
-                Verdict::Served => Answer::Served,
-                Verdict::Refused { retry_after } => Answer::Refused { retry_after },
-            }
+        let open = state.open.get(integrator).copied().unwrap_or(0);
+        let too_many_open = config.max_open.is_some_and(|max| open >= max);
+        let (status, retry_after_s) = match (!too_many_open).then(|| allowance.check(now)) {
+            // No time the supplier could name: one second, as a bare 429 is read.
+            None => (429, Some(1)),
+            Some(Verdict::Served) => (200, None),
+            Some(Verdict::Refused { retry_after }) => (429, Some(retry_after_seconds(retry_after))),
         };
         let left = allowance.remaining(now);
-        let (status, retry_after_s) = match answer {
-            Answer::Served => (200, None),
-            Answer::Refused { retry_after } => (
-                429,
-                config.retry_after.then(|| retry_after_seconds(retry_after)),
-            ),
-            // No time the supplier could name: one second, as a bare 429 is read.
-            Answer::TooManyOpen => (429, config.retry_after.then_some(1)),
-        };
-        state.log.push(Arrival {
+        let id = id.clone();
+        let retry_after_s = retry_after_s.filter(|_| config.retry_after);
+        let arrival = Arrival {
             at,
             status,
-            id: id.clone(),
+            id,
             retry_after_s,
-            too_many_open: answer == Answer::TooManyOpen,
-        });
+            too_many_open,
+        };
+        state.log.push(arrival.clone());
         // Counted in under the same lock as the check, so no two calls both take the last
         // place.
-        let open = (answer == Answer::Served
-            && (config.max_open.is_some() || config.slow.is_some()))
-        .then(|| OpenCall::enter(state, Arc::clone(&shared), integrator, at));
-        (answer, retry_after_s, config, left, open)
+        let open = (status == 200 && (config.max_open.is_some() || config.slow.is_some()))
+            .then(|| OpenCall::enter(state, Arc::clone(&shared), integrator, at));
+        (arrival, config, left, open)
     };
     // A served call is open until its answer is ready (a slow one sleeps first); the guard
     // counts it out also when the caller hangs up and the handler is dropped mid-sleep.
@@ -220,27 +209,17 @@ async fn pix_status(
         }
         drop(open);
     }
-    let mut response = match answer {
-        Answer::Served => (
-            [(header::CONTENT_TYPE, "application/json")],
-            format!("{{\"endToEndId\":{id:?},\"status\":\"SETTLED\"}}\n"),
-        )
-            .into_response(),
-        Answer::Refused { .. } => (
-            StatusCode::TOO_MANY_REQUESTS,
-            [(header::CONTENT_TYPE, "application/json")],
-            "{\"error\":\"rate limit exceeded for this integrator\"}\n",
-        )
-            .into_response(),
-        Answer::TooManyOpen => (
-            StatusCode::TOO_MANY_REQUESTS,
-            [(header::CONTENT_TYPE, "application/json")],
-            "{\"error\":\"too many concurrent requests for this integrator\"}\n",
-        )
-            .into_response(),
+    let body = match (arrival.status, arrival.too_many_open) {
+        (200, _) => format!("{{\"endToEndId\":{id:?},\"status\":\"SETTLED\"}}\n"),
+        (_, false) => "{\"error\":\"rate limit exceeded for this integrator\"}\n".to_owned(),
+        (_, true) => {
+            "{\"error\":\"too many concurrent requests for this integrator\"}\n".to_owned()
+        }
     };
+    let status = StatusCode::from_u16(arrival.status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+    let mut response = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
     let headers = response.headers_mut();
-    if let Some(seconds) = retry_after_s {
+    if let Some(seconds) = arrival.retry_after_s {
         headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     if config.headers {
@@ -252,18 +231,6 @@ async fn pix_status(
         }
     }
     response
-}
-
-/// The mock's answer to one call.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Answer {
-    Served,
-    /// Above the rate: come back after this long.
-    Refused {
-        retry_after: Duration,
-    },
-    /// Above the calls open at once.
-    TooManyOpen,
 }
 
 /// One served call, counted open from [`OpenCall::enter`] until dropped.

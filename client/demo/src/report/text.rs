@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::cli::{Phase, RunArgs, StrategyArg};
+use crate::cli::{arg_name, Phase, RunArgs, StrategyArg};
 use crate::report::summary::Summary;
 use crate::report::{open_calls, pushback, table};
 
@@ -68,7 +68,7 @@ fn setup(out: &mut String, summary: &Summary) {
         summary.capacity,
         summary.rate,
         summary.token_interval_ms,
-        summary.strategy.name(),
+        arg_name(summary.strategy),
         if summary.strategy_defaulted && summary.strategy == StrategyArg::Poll {
             " (the default against a window)"
         } else {
@@ -85,7 +85,7 @@ fn setup(out: &mut String, summary: &Summary) {
             Some(other) => other,
             None => "unknown",
         },
-        summary.backend_requested.name(),
+        arg_name(summary.backend_requested),
         if summary.module_loaded {
             ""
         } else {
