@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The knobs of the output, flattened into a demo's own. A demo names its default chart
 /// file in its `--chart` help (`#[command(mut_arg("chart", ...))]`).
-#[derive(Debug, Clone, Args, Serialize)]
+#[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct OutputArgs {
     /// Where to write the SVG chart [default: the demo's own, under the target dir].
     #[arg(long, value_name = "PATH")]

@@ -32,7 +32,7 @@ pub enum Command {
 }
 
 /// The scenario's knobs.
-#[derive(Debug, Clone, Args, Serialize)]
+#[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct RunArgs {
     /// Replicas of the bank's service, each a separate OS process.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=8))]
@@ -161,6 +161,20 @@ impl RunArgs {
                 format!("a cap of {n} calls in flight (max_in_flight)")
             });
         format!("({limit}; {spell}); the bucket phase: {cap}")
+    }
+
+    /// Calls each replica makes at once: `--calls`, or with `--duration` its `--workers`.
+    pub fn calls_per_replica(&self) -> u32 {
+        if self.duration.is_some() {
+            self.workers
+        } else {
+            self.calls
+        }
+    }
+
+    /// How long a sustained run goes on.
+    pub fn run_for(&self) -> Option<std::time::Duration> {
+        self.duration.map(std::time::Duration::from_secs_f64)
     }
 
     /// Calls in all, across replicas (planned: a sustained run makes as many as it can).

@@ -10,7 +10,7 @@ use demo_support::fleet::Fleet;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::cli::{BackendArg, Phase, StrategyArg};
+use crate::cli::{Phase, RunArgs};
 use crate::wire::{CallRecord, ReplicaMessage, ReplicaStats};
 
 /// From "all ready" to the start: time for the start line to reach every replica.
@@ -22,27 +22,14 @@ const FINISH_SLACK: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
     pub phase: Phase,
-    pub replicas: u32,
-    pub calls: u32,
     pub upstream: String,
     pub integrator: String,
     pub redis_url: String,
     pub key: String,
-    pub capacity: u64,
-    pub rate: f64,
-    pub strategy: StrategyArg,
-    pub backend: BackendArg,
     /// Longest a call may wait for its token.
     pub max_wait: Duration,
-    /// A 429 only pauses, and how long a cut takes to recover.
-    pub no_cut: bool,
-    pub cut_recovery: Duration,
-    pub no_pause_check: bool,
-    pub no_listen: bool,
-    /// Sustained: `calls` workers per replica, for this long.
-    pub duration: Option<Duration>,
-    /// A cap on the fleet's calls in flight.
-    pub max_in_flight: Option<u64>,
+    /// The scenario's knobs.
+    pub args: RunArgs,
 }
 
 /// A phase as the replicas saw it.
@@ -58,13 +45,13 @@ pub struct FleetRun {
 /// Runs the phase; `on_start` learns the shared start instant as soon as it is set (what
 /// runs beside the fleet starts from it).
 pub async fn run(plan: &Plan, on_start: impl FnOnce(Instant)) -> Result<FleetRun, String> {
-    let count = plan.replicas as usize;
+    let (count, calls) = (plan.args.replicas as usize, plan.args.calls_per_replica());
     let arg_lists = command_lines("replica", std::iter::repeat_n(plan, count))?;
     let mut replicas = Fleet::spawn("replica", arg_lists).await?;
     let start_at = replicas.start(START_LEAD).await?;
     on_start(start_at);
 
-    let done_by = start_at + plan.duration.unwrap_or_default() + plan.max_wait + FINISH_SLACK;
+    let done_by = start_at + plan.args.run_for().unwrap_or_default() + plan.max_wait + FINISH_SLACK;
     let (mut records, mut stats) = (Vec::new(), Vec::new());
     // Each replica's calls (as many as it made), then its counters.
     let done = |m: &ReplicaMessage| matches!(m, ReplicaMessage::Done(_));
@@ -75,11 +62,11 @@ pub async fn run(plan: &Plan, on_start: impl FnOnce(Instant)) -> Result<FleetRun
             ReplicaMessage::Ready => {}
         }
     }
-    if plan.duration.is_none() && records.len() != (plan.replicas * plan.calls) as usize {
+    if plan.args.duration.is_none() && records.len() != count * calls as usize {
         return Err(format!(
             "the replicas reported {} calls of {}",
             records.len(),
-            plan.replicas * plan.calls
+            count * calls as usize
         ));
     }
     Ok(FleetRun {

@@ -6,12 +6,12 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use clap::ValueEnum;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 const SECOND: Duration = Duration::from_secs(1);
 
 /// How the upstream counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum UpstreamMode {
     /// A bucket of `quota` calls refilling at `quota` per second (a card-network style API).

@@ -54,36 +54,39 @@ struct Calls {
     next: AtomicU32,
 }
 
-async fn run(index: u32, args: &Plan) -> Result<(), String> {
-    let limiter = match args.phase {
+async fn run(index: u32, plan: &Plan) -> Result<(), String> {
+    let args = &plan.args;
+    let limiter = match plan.phase {
         Phase::Direct => None,
-        Phase::Bucket => Some(limiter(args).await?),
+        Phase::Bucket => Some(limiter(plan).await?),
     };
     // One keep-alive connection per call, opened now, so no TCP handshake lands in the
     // timed part and every call starts from the same place.
-    let mut clients = Vec::with_capacity(args.calls as usize);
-    for _ in 0..args.calls {
-        clients.push(warm_client(&args.upstream).await?);
+    let mut clients = Vec::new();
+    for _ in 0..args.calls_per_replica() {
+        clients.push(warm_client(&plan.upstream).await?);
     }
     let mut from_demo = FromDemo::listen("pix-demo replica");
     say(&ReplicaMessage::Ready)?;
     let start_at = from_demo.start(START_TIMEOUT).await?;
     let calls = Arc::new(Calls {
         replica: index,
-        url: format!("{}/pix", args.upstream.trim_end_matches('/')),
-        integrator: args.integrator.clone(),
+        url: format!("{}/pix", plan.upstream.trim_end_matches('/')),
+        integrator: plan.integrator.clone(),
         start_at,
-        max_wait: args.max_wait,
+        max_wait: plan.max_wait,
         policy: match args.no_cut {
             true => RetryPolicy::default().no_cut(),
-            false => RetryPolicy::default().cut_rate(0.7, args.cut_recovery),
+            false => {
+                RetryPolicy::default().cut_rate(0.7, Duration::from_secs_f64(args.cut_recovery))
+            }
         },
         limiter: limiter.clone(),
         next: AtomicU32::new(0),
     });
     // A call per connection at once; with a duration, each connection's calls one after
     // another until it is over.
-    let until = args.duration.map(|d| start_at + d);
+    let until = args.run_for().map(|d| start_at + d);
     let tasks: Vec<_> = clients
         .into_iter()
         .map(|client| {
@@ -118,8 +121,8 @@ async fn run(index: u32, args: &Plan) -> Result<(), String> {
 
 /// The shared bucket, checked once (the backend answers, the quota is valid) before the
 /// start. With `auto` that first call is also the probe that settles module or script.
-async fn limiter(args: &Plan) -> Result<Limiter<ConnectionManager>, String> {
-    let (url, key) = (&args.redis_url, &args.key);
+async fn limiter(plan: &Plan) -> Result<Limiter<ConnectionManager>, String> {
+    let (url, key, args) = (&plan.redis_url, &plan.key, &plan.args);
     let quota = Quota::new(args.capacity, Rate::from_f64(args.rate)).map_err(|e| e.to_string())?;
     let conn = connect_async(url).await?;
     // The replica's counters in Redis for the operator's tool (`throttle-ctl status`), every
@@ -128,11 +131,11 @@ async fn limiter(args: &Plan) -> Result<Limiter<ConnectionManager>, String> {
         FleetReport::every(conn.clone(), Duration::from_secs(1)).map_err(|e| e.to_string())?;
     let mut builder = Limiter::builder(key.as_str(), quota)
         .report(&fleet)
-        .strategy(args.strategy.to_strategy())
+        .strategy(args.strategy().to_strategy())
         .backend(args.backend.to_backend())
         .name("pix-status")
         .pause_check(!args.no_pause_check);
-    if let Some(cap) = args.max_in_flight {
+    if let Some(cap) = args.max_in_flight() {
         builder = builder.max_in_flight(cap);
     }
     if !args.no_listen {

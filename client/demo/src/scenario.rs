@@ -109,7 +109,7 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
     // With the pauses the supplier's 429s ask for, on an ideal machine.
     let ideal = theory::ideal_bucket_phase(args, interval).last();
 
-    let duration = args.duration.map(Duration::from_secs_f64);
+    let duration = args.run_for();
     let mut phases = Vec::with_capacity(2);
     for &phase in args.phases() {
         // Each phase meets the upstream with its whole allowance, as after a quiet moment.
@@ -133,20 +133,10 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
         }
         let plan = Plan {
             phase,
-            replicas: args.replicas,
-            calls: if duration.is_some() {
-                args.workers
-            } else {
-                args.calls
-            },
             upstream: upstream.url(),
             integrator: INTEGRATOR.to_owned(),
             redis_url: redis_url.to_owned(),
             key: key.clone(),
-            capacity: args.capacity,
-            rate: args.rate,
-            strategy: args.strategy(),
-            backend: args.backend,
             // Twice the ideal, plus slack: enough for polling on a busy machine, and a bound;
             // plus the slow spell, which calls may wait out behind slow ones.
             max_wait: if duration.is_some() {
@@ -156,12 +146,7 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
             } + args.slow_spell().map_or(Duration::ZERO, |spell| {
                 Duration::from_secs_f64(spell.until_s)
             }),
-            no_cut: args.no_cut,
-            cut_recovery: Duration::from_secs_f64(args.cut_recovery),
-            no_pause_check: args.no_pause_check,
-            no_listen: args.no_listen,
-            duration,
-            max_in_flight: args.max_in_flight(),
+            args: args.clone(),
         };
         let watcher = match phase {
             Phase::Bucket => Some(watcher(args, redis_url, &key).await?),
