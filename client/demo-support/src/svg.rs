@@ -43,6 +43,34 @@ pub fn vertical_label(out: &mut String, x: f64, y: f64, label: &str) {
     );
 }
 
+/// A chart's page: its width, and the margins of its panels' plots (the right one holds the
+/// legends).
+pub struct Page {
+    pub width: f64,
+    pub left: f64,
+    pub right: f64,
+}
+
+impl Page {
+    /// A panel's plot from `top` down `height`, its axes to `t_max` and `y_max`.
+    pub fn plot(&self, top: f64, height: f64, t_max: f64, y_max: f64) -> Plot {
+        let (left, right) = (self.left, self.width - self.right);
+        Plot {
+            left,
+            right,
+            top,
+            height,
+            t_max,
+            y_max,
+        }
+    }
+
+    /// Where the legends start, right of the plots.
+    pub fn legend_x(&self) -> f64 {
+        self.width - self.right + 20.0
+    }
+}
+
 /// A panel's plot area: time from 0 to `t_max` across `left..right`, values from 0 to `y_max`
 /// up `top..top + height`.
 pub struct Plot {

@@ -7,8 +7,8 @@
 use std::fmt::Write;
 
 use demo_support::svg::{
-    bin_count, bin_of, document, legend_line, nice_ceiling, swatch, text, time_axis_end, Plot,
-    BIN_S as BIN,
+    bin_count, bin_of, document, legend_line, nice_ceiling, swatch, text, time_axis_end, Page,
+    Plot, BIN_S as BIN,
 };
 
 use crate::limit::UpstreamMode;
@@ -55,10 +55,11 @@ pub struct OpenCallsSpec {
     pub slow: Option<(f64, f64)>,
 }
 
-const WIDTH: f64 = 1040.0;
-const LEFT: f64 = 70.0;
-const RIGHT: f64 = 240.0; // room for the legends
-const LEGEND_X: f64 = WIDTH - RIGHT + 20.0;
+const PAGE: Page = Page {
+    width: 1040.0,
+    left: 70.0,
+    right: 240.0,
+};
 const TIME: &str = "time since the replicas fired";
 
 const SERVED: &str = "#2e9d5b";
@@ -72,18 +73,6 @@ const PHASE_COLORS: [&str; 2] = ["#8e44ad", "#1f6fb2"];
 const WIDE: &str = r#" stroke-width="3""#;
 const PHASE_LINE: &str = r#" stroke-width="2""#;
 const THIN_DASHED: &str = r#" stroke-width="1.2" stroke-dasharray="6 4""#;
-
-fn plot(top: f64, height: f64, t_max: f64, y_max: f64) -> Plot {
-    let (left, right) = (LEFT, WIDTH - RIGHT);
-    Plot {
-        left,
-        right,
-        top,
-        height,
-        t_max,
-        y_max,
-    }
-}
 
 pub fn render(spec: &ChartSpec, phases: &[PhaseSeries]) -> String {
     let last = phases
@@ -112,7 +101,7 @@ pub fn render(spec: &ChartSpec, phases: &[PhaseSeries]) -> String {
         per_second(&mut body, spec, report, y);
         y += 320.0;
     }
-    document(WIDTH, y + 10.0, &spec.heading, 17.0, &body)
+    document(PAGE.width, y + 10.0, &spec.heading, 17.0, &body)
 }
 
 /// Requests per 100 ms, served stacked under refused, for one phase.
@@ -131,7 +120,7 @@ fn bars(
     }
     let busiest = counts.iter().map(|c| c[0] + c[1]).max().unwrap_or(0);
     let burst = f64::from(spec.quota);
-    let plot = plot(
+    let plot = PAGE.plot(
         top,
         170.0,
         t_max,
@@ -160,13 +149,13 @@ fn bars(
     plot.hline(out, burst, "#777", &burst_label);
     plot.hline(out, per_bin, ALLOWANCE, &quota_label);
     if legend {
-        swatch(out, LEGEND_X, top + 10.0, SERVED, "served (200)");
-        swatch(out, LEGEND_X, top + 30.0, REFUSED, "refused (429)");
+        swatch(out, PAGE.legend_x(), top + 10.0, SERVED, "served (200)");
+        swatch(out, PAGE.legend_x(), top + 30.0, REFUSED, "refused (429)");
     }
     if !phase.pauses.is_empty() {
         swatch(
             out,
-            LEGEND_X,
+            PAGE.legend_x(),
             top + 50.0,
             PAUSED,
             "fleet paused (Retry-After)",
@@ -202,7 +191,7 @@ fn cumulative(out: &mut String, spec: &ChartSpec, phases: &[PhaseSeries], top: f
     let (q, capacity) = (f64::from(spec.quota), spec.capacity as f64);
     let allowed_at_end = q + q * t_max;
     let y_max = nice_ceiling(most.max(allowed_at_end.min(most * 1.5)) * 1.05);
-    let plot = plot(top, 300.0, t_max, y_max);
+    let plot = PAGE.plot(top, 300.0, t_max, y_max);
     let title = "calls received by the upstream so far, against what it allows";
     frame_over_pauses(out, &plot, phases, title, "calls (cumulative)");
     plot.line(
@@ -260,7 +249,7 @@ fn trailing(out: &mut String, spec: &ChartSpec, phases: &[PhaseSeries], top: f64
         .map(|&(_, n, _)| n)
         .fold(0.0, f64::max);
     let q = f64::from(spec.quota);
-    let plot = plot(
+    let plot = PAGE.plot(
         top,
         300.0,
         t_max,
@@ -331,8 +320,20 @@ fn phase_lines(
 }
 
 fn legends(out: &mut String, top: f64, phases: &[PhaseSeries], allowance: &str, bucket: &str) {
-    legend_line(out, (LEGEND_X, top + 10.0), ALLOWANCE, WIDE, allowance);
-    legend_line(out, (LEGEND_X, top + 30.0), "#999", THIN_DASHED, bucket);
+    legend_line(
+        out,
+        (PAGE.legend_x(), top + 10.0),
+        ALLOWANCE,
+        WIDE,
+        allowance,
+    );
+    legend_line(
+        out,
+        (PAGE.legend_x(), top + 30.0),
+        "#999",
+        THIN_DASHED,
+        bucket,
+    );
     phase_legends(out, top + 50.0, phases, "refused (429)");
 }
 
@@ -342,21 +343,21 @@ fn phase_legends(out: &mut String, top: f64, phases: &[PhaseSeries], refused: &s
     for (i, (phase, color)) in phases.iter().zip(PHASE_COLORS).enumerate() {
         legend_line(
             out,
-            (LEGEND_X, top + 20.0 * i as f64),
+            (PAGE.legend_x(), top + 20.0 * i as f64),
             color,
             PHASE_LINE,
             &phase.title,
         );
     }
     let y = top + 20.0 * phases.len() as f64;
-    let (x, dot_y) = (LEGEND_X + 12.0, y + 6.0);
+    let (x, dot_y) = (PAGE.legend_x() + 12.0, y + 6.0);
     let _ = writeln!(
         out,
         r#"<circle cx="{x:.1}" cy="{dot_y:.1}" r="2.6" fill="{REFUSED}"/>"#
     );
     text(
         out,
-        LEGEND_X + 30.0,
+        PAGE.legend_x() + 30.0,
         y + 10.0,
         12.0,
         "start",
@@ -384,7 +385,7 @@ fn open_calls(
     let limit = spec.supplier_max_open.map_or(0.0, f64::from);
     let cap = spec.max_in_flight.map_or(0.0, |n| n as f64);
     let y_max = nice_ceiling(f64::from(most).max(limit).max(cap).max(1.0) * 1.25);
-    let plot = plot(top, 220.0, t_max, y_max);
+    let plot = PAGE.plot(top, 220.0, t_max, y_max);
     let title =
         "calls open at the supplier at once (its own count), against its limit and the fleet's cap";
     plot.frame(out, title, "calls open", TIME);
@@ -437,7 +438,7 @@ fn open_calls(
     }
     let y = phase_legends(out, top + 40.0, phases, "refused for concurrency");
     if spec.slow.is_some() {
-        swatch(out, LEGEND_X, y + 20.0, SLOW, "slow spell");
+        swatch(out, PAGE.legend_x(), y + 20.0, SLOW, "slow spell");
     }
 }
 
@@ -453,7 +454,7 @@ fn per_second(out: &mut String, spec: &ChartSpec, report: &PushbackReport, top: 
         .max()
         .unwrap_or(0);
     let q = f64::from(spec.quota);
-    let plot = plot(
+    let plot = PAGE.plot(
         top,
         260.0,
         t_max,
@@ -512,7 +513,7 @@ fn per_second(out: &mut String, spec: &ChartSpec, report: &PushbackReport, top: 
             "other application stops",
         );
     }
-    let x = LEGEND_X + 20.0;
+    let x = PAGE.legend_x() + 20.0;
     swatch(out, x, top + 10.0, SERVED, "fleet served (200)");
     swatch(out, x, top + 30.0, REFUSED, "fleet refused (429)");
     swatch(out, x, top + 50.0, OTHER_APP, "other application");

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use demo_support::svg::{
-    bin_count, bin_of, document, nice_ceiling, swatch, text, time_axis_end, Plot, BIN_S as BIN,
+    bin_count, bin_of, document, nice_ceiling, swatch, text, time_axis_end, Page, BIN_S as BIN,
 };
 
 use crate::db::{Verdict, RU_PER_WRITE};
@@ -34,9 +34,11 @@ struct Waits {
     y_max_ms: f64,
 }
 
-const WIDTH: f64 = 1000.0;
-const LEFT: f64 = 70.0;
-const RIGHT: f64 = 190.0;
+const PAGE: Page = Page {
+    width: 1000.0,
+    left: 70.0,
+    right: 190.0,
+};
 const HEIGHT: f64 = 200.0;
 /// The waits strip's height.
 const STRIP: f64 = 110.0;
@@ -49,18 +51,6 @@ const DUPLICATE: &str = "#e0a800";
 const REFUSED: &str = "#d64541";
 const ANSWERED: &str = "#7b4fc9";
 const QUOTA: &str = "#1f6fb2";
-
-fn plot(top: f64, height: f64, t_max: f64, y_max: f64) -> Plot {
-    let (left, right) = (LEFT, WIDTH - RIGHT);
-    Plot {
-        left,
-        right,
-        top,
-        height,
-        t_max,
-        y_max,
-    }
-}
 
 pub fn render(summary: &Summary) -> String {
     let mut panels = Vec::new();
@@ -163,7 +153,7 @@ fn draw(heading: &str, quota: f64, panels: &[Panel]) -> String {
             y += STRIP + GAP - 20.0;
         }
     }
-    document(WIDTH, y, heading, 16.0, &body)
+    document(PAGE.width, y, heading, 16.0, &body)
 }
 
 fn bars(out: &mut String, panel: &Panel, top: f64, t_max: f64, quota: f64) {
@@ -184,7 +174,7 @@ fn bars(out: &mut String, panel: &Panel, top: f64, t_max: f64, quota: f64) {
         .map(|c| c.iter().sum::<u32>())
         .max()
         .unwrap_or(0);
-    let plot = plot(
+    let plot = PAGE.plot(
         top,
         HEIGHT,
         t_max,
@@ -224,7 +214,7 @@ fn legend(out: &mut String, top: f64, queries: bool) {
     for (i, (color, label)) in keys.iter().enumerate() {
         swatch(
             out,
-            WIDTH - RIGHT + 20.0,
+            PAGE.legend_x(),
             top + 30.0 + 20.0 * i as f64,
             color,
             label,
@@ -234,7 +224,7 @@ fn legend(out: &mut String, top: f64, queries: bool) {
 
 /// Every query's wait (a wait off the scale at its top), the target and the measured p99.
 fn waits_strip(out: &mut String, w: &Waits, top: f64, t_max: f64) {
-    let plot = plot(top, STRIP, t_max, w.y_max_ms);
+    let plot = PAGE.plot(top, STRIP, t_max, w.y_max_ms);
     plot.frame(out, "", "query wait, ms", "");
     for &(t, ms) in &w.points {
         plot.dot(out, t, ms.min(w.y_max_ms), 2.0, ANSWERED);
