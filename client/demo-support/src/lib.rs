@@ -7,6 +7,7 @@
 
 pub mod child;
 pub mod fleet;
+pub mod limiter;
 pub mod mock_server;
 pub mod output;
 pub mod redis_server;

@@ -12,12 +12,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use demo_support::child::{self, say, ChildArgs, FromDemo};
-use demo_support::redis_server::connect_async;
+use demo_support::limiter::checked_limiter;
 use demo_support::shared_start::micros;
 use redis_throttle::http::{parse_retry_after, read_supplier_count, RetryPolicy};
 use redis_throttle::redis::aio::ConnectionManager;
-use redis_throttle::report::FleetReport;
-use redis_throttle::{Announcements, Limiter, Quota, Rate};
+use redis_throttle::{Limiter, Quota, Rate};
 use tokio::time::{timeout, Instant};
 
 use crate::cli::{Phase, MAX_ATTEMPTS};
@@ -119,18 +118,12 @@ async fn run(index: u32, plan: &Plan) -> Result<(), String> {
     }))
 }
 
-/// The shared bucket, checked once (the backend answers, the quota is valid) before the
-/// start. With `auto` that first call is also the probe that settles module or script.
+/// The shared bucket, checked before the start. With `auto` that first call is also the
+/// probe that settles module or script.
 async fn limiter(plan: &Plan) -> Result<Limiter<ConnectionManager>, String> {
-    let (url, key, args) = (&plan.redis_url, &plan.key, &plan.args);
+    let args = &plan.args;
     let quota = Quota::new(args.capacity, Rate::from_f64(args.rate)).map_err(|e| e.to_string())?;
-    let conn = connect_async(url).await?;
-    // The replica's counters in Redis for the operator's tool (`throttle-ctl status`), every
-    // second: the run is short. Off the call path, on a connection of its own.
-    let fleet =
-        FleetReport::every(conn.clone(), Duration::from_secs(1)).map_err(|e| e.to_string())?;
-    let mut builder = Limiter::builder(key.as_str(), quota)
-        .report(&fleet)
+    let mut builder = Limiter::builder(plan.key.as_str(), quota)
         .strategy(args.strategy().to_strategy())
         .backend(args.backend.to_backend())
         .name("pix-status")
@@ -138,26 +131,8 @@ async fn limiter(plan: &Plan) -> Result<Limiter<ConnectionManager>, String> {
     if let Some(cap) = args.max_in_flight() {
         builder = builder.max_in_flight(cap);
     }
-    if !args.no_listen {
-        // The replica's one subscription; until it is up its calls ask, so waiting for it
-        // only makes the run's round trips the ones of a process that has been up a while.
-        let client =
-            redis_throttle::redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
-        let announcements = Announcements::new(client).map_err(|e| e.to_string())?;
-        if !announcements.ready(REDIS_TIMEOUT * 2).await {
-            return Err(format!(
-                "no subscription to the pause announcements on {url} within {:?} \
-                 (--no-listen asks the bucket instead)",
-                REDIS_TIMEOUT * 2
-            ));
-        }
-        builder = builder.listen(&announcements);
-    }
-    let limiter = builder.build(conn).map_err(|e| e.to_string())?;
-    // PEEK writes nothing: a dry run that fails here, not mid-scenario (a module backend
-    // without the module, a script the server refuses).
-    limiter.peek().await.map_err(|e| e.to_string())?;
-    Ok(limiter)
+    let listen = (!args.no_listen).then_some(" (--no-listen asks the bucket instead)");
+    checked_limiter(&plan.redis_url, builder, listen).await
 }
 
 async fn warm_client(upstream: &str) -> Result<reqwest::Client, String> {

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use demo_support::child::{self, say, ChildArgs, FromDemo};
+use demo_support::limiter::checked_limiter;
 use demo_support::redis_server::connect_async;
 use demo_support::shared_start::micros;
 use redis_throttle::backlog::{Backlog, Outcome, Record, Worker, WorkerOptions};
-use redis_throttle::report::FleetReport;
-use redis_throttle::{Announcements, Limiter, Priority, Quota, Throttle};
+use redis_throttle::{Limiter, Priority, Quota, Throttle};
 use tokio::sync::Semaphore;
 use tokio::time::{timeout, Instant};
 
@@ -23,8 +23,6 @@ use crate::wire::{BacklogPlan, RetryPlan, WorkerMessage, WorkerReport};
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Phase 1: a worker's HTTP connections (its writes go out on them as fast as they can).
 const CONNECTIONS: usize = 64;
-/// Bound on connecting to Redis and on each reply (longer than a blocking read's 100 ms).
-const REDIS_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a worker waits for the demo's start.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Phase 1: tries of one record before it is given up (the bucket serves every record long
@@ -240,30 +238,10 @@ pub fn doc_id(stream: &str, record_id: &str) -> String {
 async fn backlog_run(index: u32, args: BacklogPlan) -> Result<(), String> {
     let db = args.db.trim_end_matches('/').to_owned();
     let quota = Quota::new(args.capacity, args.rate).map_err(|e| e.to_string())?;
-    let conn = connect_async(&args.redis_url).await?;
-    // The worker's counters in Redis for the operator's tool, off the call path.
-    let fleet =
-        FleetReport::every(conn.clone(), Duration::from_secs(1)).map_err(|e| e.to_string())?;
-    // The worker's one subscription to the pause announcements: a record whose tokens are
-    // reserved sleeps without looking at the bucket after (one round trip a record).
-    let client = redis_throttle::redis::Client::open(args.redis_url.as_str())
-        .map_err(|e| format!("bad Redis URL {}: {e}", args.redis_url))?;
-    let announcements = Announcements::new(client).map_err(|e| e.to_string())?;
-    if !announcements.ready(REDIS_TIMEOUT * 2).await {
-        return Err(format!(
-            "no subscription to the pause announcements on {} within {:?}",
-            args.redis_url,
-            REDIS_TIMEOUT * 2
-        ));
-    }
-    let limiter = Limiter::builder(args.key.as_str(), quota)
-        .name("ingest")
-        .report(&fleet)
-        .listen(&announcements)
-        .build(conn)
-        .map_err(|e| e.to_string())?;
-    // TOKENS 0 writes nothing: without the module this fails here, not mid-run.
-    limiter.peek().await.map_err(|e| e.to_string())?;
+    // Listening, a record whose tokens are reserved sleeps without looking at the bucket
+    // after (one round trip a record).
+    let builder = Limiter::builder(args.key.as_str(), quota).name("ingest");
+    let limiter = checked_limiter(&args.redis_url, builder, Some("")).await?;
     let priority = args
         .floor
         .map_or(Priority::Interactive, |floor| Priority::Bulk { floor });
