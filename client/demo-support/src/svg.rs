@@ -64,11 +64,6 @@ impl Page {
             y_max,
         }
     }
-
-    /// Where the legends start, right of the plots.
-    pub fn legend_x(&self) -> f64 {
-        self.width - self.right + 20.0
-    }
 }
 
 /// A panel's plot area: time from 0 to `t_max` across `left..right`, values from 0 to `y_max`

@@ -2,7 +2,7 @@
 //! against the upstream's burst and quota), then what the upstream received against its rule
 //! (the cumulative count against its line, or the last second's against its window), the
 //! calls open at the supplier when the run is about them, and the bucket phase per second
-//! when there is pushback to see.
+//! when there is pushback to see; each phase's data from the run and its numbers.
 
 use std::fmt::Write;
 
@@ -11,8 +11,11 @@ use demo_support::svg::{
     Plot, BIN_S as BIN,
 };
 
+use crate::cli::RunArgs;
 use crate::limit::UpstreamMode;
 use crate::report::pushback::PushbackReport;
+use crate::report::summary::{arrival_offsets, Summary};
+use crate::scenario::Outcome;
 
 /// One phase as the upstream saw it.
 pub struct PhaseSeries {
@@ -30,29 +33,49 @@ pub struct PhaseSeries {
     pub too_many_open: Vec<f64>,
 }
 
-/// What the chart is about.
-pub struct ChartSpec {
-    pub heading: String,
-    pub mode: UpstreamMode,
-    pub quota: u32,
-    pub capacity: u64,
-    pub rate: f64,
-    /// The bucket phase second by second, when there is pushback to see.
-    pub per_second: Option<PushbackReport>,
-    /// When the other application stops, seconds after the start.
-    pub other_app_stop_s: Option<f64>,
-    /// The panel of calls open at once, when the run is about them.
-    pub open_calls: Option<OpenCallsSpec>,
-}
-
-/// What the panel of calls open at once is drawn against.
-pub struct OpenCallsSpec {
-    /// The supplier's limit on calls open at once.
-    pub supplier_max_open: Option<u32>,
-    /// The fleet's cap on calls in flight (the bucket phase's).
-    pub max_in_flight: Option<u64>,
-    /// The slow spell, in seconds from each phase's start.
-    pub slow: Option<(f64, f64)>,
+/// The chart's data for each phase, titled with its numbers.
+pub fn chart_series(outcome: &Outcome, summary: &Summary) -> Vec<PhaseSeries> {
+    outcome
+        .phases
+        .iter()
+        .zip(&summary.phases)
+        .map(|(p, r)| {
+            let mut subtitle = format!("{} served, {} refused", r.served, r.refused);
+            if r.refused_for_concurrency > 0 {
+                let _ = write!(subtitle, " ({} for concurrency)", r.refused_for_concurrency);
+            }
+            if let Some(total) = r.total_s {
+                let _ = write!(subtitle, ", last call at {total:.3} s");
+            }
+            if let Some(wait) = r.wait_mean_s {
+                let _ = write!(subtitle, ", mean wait {wait:.2} s");
+            }
+            if let Some(pauses @ 1..) = r.pauses {
+                let _ = write!(
+                    subtitle,
+                    ", {pauses} pause{}, {} retr{}",
+                    if pauses == 1 { "" } else { "s" },
+                    r.retries,
+                    if r.retries == 1 { "y" } else { "ies" }
+                );
+            }
+            let since =
+                |at: std::time::Instant| at.saturating_duration_since(p.start).as_secs_f64();
+            PhaseSeries {
+                title: p.phase.title().to_owned(),
+                subtitle,
+                arrivals: arrival_offsets(p),
+                pauses: r.pause_windows.clone(),
+                open: p.open_log.iter().map(|c| (since(c.at), c.open)).collect(),
+                too_many_open: p
+                    .arrivals
+                    .iter()
+                    .filter(|a| a.too_many_open)
+                    .map(|a| since(a.at))
+                    .collect(),
+            }
+        })
+        .collect()
 }
 
 const PAGE: Page = Page {
@@ -60,6 +83,8 @@ const PAGE: Page = Page {
     left: 70.0,
     right: 240.0,
 };
+/// Where the legends start, right of the plots.
+const LEGEND_X: f64 = 820.0;
 const TIME: &str = "time since the replicas fired";
 
 const SERVED: &str = "#2e9d5b";
@@ -74,7 +99,13 @@ const WIDE: &str = r#" stroke-width="3""#;
 const PHASE_LINE: &str = r#" stroke-width="2""#;
 const THIN_DASHED: &str = r#" stroke-width="1.2" stroke-dasharray="6 4""#;
 
-pub fn render(spec: &ChartSpec, phases: &[PhaseSeries]) -> String {
+/// The chart of a run with `args`; `per_second`: the bucket phase's, when there is pushback to
+/// see.
+pub fn render(
+    args: &RunArgs,
+    per_second: Option<&PushbackReport>,
+    phases: &[PhaseSeries],
+) -> String {
     let last = phases
         .iter()
         .flat_map(|p| p.arrivals.last().map(|a| a.0))
@@ -85,41 +116,40 @@ pub fn render(spec: &ChartSpec, phases: &[PhaseSeries]) -> String {
     let mut y = 70.0;
     let mut body = String::new();
     for (index, phase) in phases.iter().enumerate() {
-        bars(&mut body, spec, phase, y, t_max, index == 0);
+        bars(&mut body, args, phase, y, t_max, index == 0);
         y += 240.0;
     }
-    match spec.mode {
-        UpstreamMode::Bucket => cumulative(&mut body, spec, phases, y, t_max),
-        UpstreamMode::Window => trailing(&mut body, spec, phases, y, t_max),
+    match args.upstream_mode {
+        UpstreamMode::Bucket => cumulative(&mut body, args, phases, y, t_max),
+        UpstreamMode::Window => trailing(&mut body, args, phases, y, t_max),
     }
     y += 360.0;
-    if let Some(open) = &spec.open_calls {
-        open_calls(&mut body, open, phases, y, t_max);
+    if args.watches_open_calls() {
+        open_calls(&mut body, args, phases, y, t_max);
         y += 290.0;
     }
-    if let Some(report) = &spec.per_second {
-        per_second(&mut body, spec, report, y);
+    if let Some(report) = per_second {
+        seconds_panel(&mut body, args, report, y);
         y += 320.0;
     }
-    document(PAGE.width, y + 10.0, &spec.heading, 17.0, &body)
+    let heading = format!(
+        "{} replicas x {} PIX status queries at once; the API allows {}",
+        args.replicas,
+        args.calls,
+        args.upstream_mode.rule(args.quota)
+    );
+    document(PAGE.width, y + 10.0, &heading, 17.0, &body)
 }
 
 /// Requests per 100 ms, served stacked under refused, for one phase.
-fn bars(
-    out: &mut String,
-    spec: &ChartSpec,
-    phase: &PhaseSeries,
-    top: f64,
-    t_max: f64,
-    legend: bool,
-) {
+fn bars(out: &mut String, args: &RunArgs, phase: &PhaseSeries, top: f64, t_max: f64, legend: bool) {
     let bins = bin_count(t_max);
     let mut counts = vec![[0u32; 2]; bins];
     for &(t, served) in &phase.arrivals {
         counts[bin_of(t, bins)][usize::from(!served)] += 1;
     }
     let busiest = counts.iter().map(|c| c[0] + c[1]).max().unwrap_or(0);
-    let burst = f64::from(spec.quota);
+    let burst = f64::from(args.quota);
     let plot = PAGE.plot(
         top,
         170.0,
@@ -135,8 +165,8 @@ fn bars(
     for (i, c) in counts.iter().enumerate() {
         plot.stacked(out, i as f64 * BIN, BIN, c, &[SERVED, REFUSED]);
     }
-    let (quota, per_bin) = (spec.quota, burst * BIN);
-    let (burst_label, quota_label) = match spec.mode {
+    let (quota, per_bin) = (args.quota, burst * BIN);
+    let (burst_label, quota_label) = match args.upstream_mode {
         UpstreamMode::Bucket => (
             format!("upstream burst: {quota}"),
             format!("quota {quota}/s = {per_bin} per 100 ms"),
@@ -149,13 +179,13 @@ fn bars(
     plot.hline(out, burst, "#777", &burst_label);
     plot.hline(out, per_bin, ALLOWANCE, &quota_label);
     if legend {
-        swatch(out, PAGE.legend_x(), top + 10.0, SERVED, "served (200)");
-        swatch(out, PAGE.legend_x(), top + 30.0, REFUSED, "refused (429)");
+        swatch(out, LEGEND_X, top + 10.0, SERVED, "served (200)");
+        swatch(out, LEGEND_X, top + 30.0, REFUSED, "refused (429)");
     }
     if !phase.pauses.is_empty() {
         swatch(
             out,
-            PAGE.legend_x(),
+            LEGEND_X,
             top + 50.0,
             PAUSED,
             "fleet paused (Retry-After)",
@@ -186,9 +216,9 @@ fn pause_bands(out: &mut String, plot: &Plot, pauses: &[(f64, f64)], label: bool
 /// Bucket mode: cumulative arrivals per phase against the upstream's allowance line,
 /// `quota + quota·t` (its bucket is full when the replicas fire), and the shared bucket's
 /// release line, `capacity + rate·t`.
-fn cumulative(out: &mut String, spec: &ChartSpec, phases: &[PhaseSeries], top: f64, t_max: f64) {
+fn cumulative(out: &mut String, args: &RunArgs, phases: &[PhaseSeries], top: f64, t_max: f64) {
     let most = phases.iter().map(|p| p.arrivals.len()).max().unwrap_or(0) as f64;
-    let (q, capacity) = (f64::from(spec.quota), spec.capacity as f64);
+    let (q, capacity) = (f64::from(args.quota), args.capacity as f64);
     let allowed_at_end = q + q * t_max;
     let y_max = nice_ceiling(most.max(allowed_at_end.min(most * 1.5)) * 1.05);
     let plot = PAGE.plot(top, 300.0, t_max, y_max);
@@ -201,7 +231,7 @@ fn cumulative(out: &mut String, spec: &ChartSpec, phases: &[PhaseSeries], top: f
         ALLOWANCE,
         WIDE,
     );
-    let release = [(0.0, capacity), (t_max, capacity + spec.rate * t_max)];
+    let release = [(0.0, capacity), (t_max, capacity + args.rate * t_max)];
     plot.line(out, &release, false, "#999", THIN_DASHED);
     let counted: Vec<Vec<(f64, f64, bool)>> = phases
         .iter()
@@ -217,20 +247,20 @@ fn cumulative(out: &mut String, spec: &ChartSpec, phases: &[PhaseSeries], top: f
         .map(|line| line.iter().map(|&(t, n, _)| (t, n)).collect())
         .collect();
     phase_lines(out, &plot, &lines, &counted);
-    let allowance = format!("allowed: {q} + {q}·t", q = spec.quota);
+    let allowance = format!("allowed: {q} + {q}·t", q = args.quota);
     legends(
         out,
         top,
         phases,
         &allowance,
-        &format!("bucket: {} + {}·t", spec.capacity, spec.rate),
+        &format!("bucket: {} + {}·t", args.capacity, args.rate),
     );
 }
 
 /// Window mode: a sliding window has no cumulative line (it allows `quota` in every
 /// one-second span), so this counts, at each moment, the calls of the last second.
-fn trailing(out: &mut String, spec: &ChartSpec, phases: &[PhaseSeries], top: f64, t_max: f64) {
-    let burst_second = spec.capacity as f64 + spec.rate;
+fn trailing(out: &mut String, args: &RunArgs, phases: &[PhaseSeries], top: f64, t_max: f64) {
+    let burst_second = args.capacity as f64 + args.rate;
     let counted: Vec<Vec<(f64, f64, bool)>> = phases
         .iter()
         .map(|p| {
@@ -248,7 +278,7 @@ fn trailing(out: &mut String, spec: &ChartSpec, phases: &[PhaseSeries], top: f64
         .flatten()
         .map(|&(_, n, _)| n)
         .fold(0.0, f64::max);
-    let q = f64::from(spec.quota);
+    let q = f64::from(args.quota);
     let plot = PAGE.plot(
         top,
         300.0,
@@ -283,12 +313,12 @@ fn trailing(out: &mut String, spec: &ChartSpec, phases: &[PhaseSeries], top: f64
         })
         .collect();
     phase_lines(out, &plot, &stepped, &counted);
-    let bucket = format!("bucket: {} + {} in 1 s", spec.capacity, spec.rate);
+    let bucket = format!("bucket: {} + {} in 1 s", args.capacity, args.rate);
     legends(
         out,
         top,
         phases,
-        &format!("window: {} in any 1 s", spec.quota),
+        &format!("window: {} in any 1 s", args.quota),
         &bucket,
     );
 }
@@ -320,20 +350,8 @@ fn phase_lines(
 }
 
 fn legends(out: &mut String, top: f64, phases: &[PhaseSeries], allowance: &str, bucket: &str) {
-    legend_line(
-        out,
-        (PAGE.legend_x(), top + 10.0),
-        ALLOWANCE,
-        WIDE,
-        allowance,
-    );
-    legend_line(
-        out,
-        (PAGE.legend_x(), top + 30.0),
-        "#999",
-        THIN_DASHED,
-        bucket,
-    );
+    legend_line(out, (LEGEND_X, top + 10.0), ALLOWANCE, WIDE, allowance);
+    legend_line(out, (LEGEND_X, top + 30.0), "#999", THIN_DASHED, bucket);
     phase_legends(out, top + 50.0, phases, "refused (429)");
 }
 
@@ -343,21 +361,21 @@ fn phase_legends(out: &mut String, top: f64, phases: &[PhaseSeries], refused: &s
     for (i, (phase, color)) in phases.iter().zip(PHASE_COLORS).enumerate() {
         legend_line(
             out,
-            (PAGE.legend_x(), top + 20.0 * i as f64),
+            (LEGEND_X, top + 20.0 * i as f64),
             color,
             PHASE_LINE,
             &phase.title,
         );
     }
     let y = top + 20.0 * phases.len() as f64;
-    let (x, dot_y) = (PAGE.legend_x() + 12.0, y + 6.0);
+    let (x, dot_y) = (LEGEND_X + 12.0, y + 6.0);
     let _ = writeln!(
         out,
         r#"<circle cx="{x:.1}" cy="{dot_y:.1}" r="2.6" fill="{REFUSED}"/>"#
     );
     text(
         out,
-        PAGE.legend_x() + 30.0,
+        LEGEND_X + 30.0,
         y + 10.0,
         12.0,
         "start",
@@ -370,26 +388,22 @@ fn phase_legends(out: &mut String, top: f64, phases: &[PhaseSeries], refused: &s
 /// The supplier's own count of calls open over each phase, a step at every change, against
 /// its limit and the fleet's cap, with the slow spell shaded behind and each refusal for
 /// concurrency a dot on the limit.
-fn open_calls(
-    out: &mut String,
-    spec: &OpenCallsSpec,
-    phases: &[PhaseSeries],
-    top: f64,
-    t_max: f64,
-) {
+fn open_calls(out: &mut String, args: &RunArgs, phases: &[PhaseSeries], top: f64, t_max: f64) {
     let most = phases
         .iter()
         .flat_map(|p| p.open.iter().map(|&(_, n)| n))
         .max()
         .unwrap_or(0);
-    let limit = spec.supplier_max_open.map_or(0.0, f64::from);
-    let cap = spec.max_in_flight.map_or(0.0, |n| n as f64);
+    let (max_open, max_in_flight) = (args.supplier_max_open(), args.max_in_flight());
+    let slow = args.slow_spell().map(|s| (s.from_s, s.until_s));
+    let limit = max_open.map_or(0.0, f64::from);
+    let cap = max_in_flight.map_or(0.0, |n| n as f64);
     let y_max = nice_ceiling(f64::from(most).max(limit).max(cap).max(1.0) * 1.25);
     let plot = PAGE.plot(top, 220.0, t_max, y_max);
     let title =
         "calls open at the supplier at once (its own count), against its limit and the fleet's cap";
     plot.frame(out, title, "calls open", TIME);
-    if let Some((from, until)) = spec.slow.filter(|&(from, _)| from < t_max) {
+    if let Some((from, until)) = slow.filter(|&(from, _)| from < t_max) {
         plot.band(out, (from, until), SLOW, 0.18);
         text(
             out,
@@ -404,7 +418,7 @@ fn open_calls(
     // Labelled inside the plot, at its right end, so that they never meet the legends; the
     // cap under its line, so that a cap equal to the limit keeps both labels apart.
     let right = plot.right - 4.0;
-    if let Some(n) = spec.supplier_max_open {
+    if let Some(n) = max_open {
         plot.hline(out, limit, REFUSED, "");
         let label = format!("supplier's limit: {n}");
         text(
@@ -417,7 +431,7 @@ fn open_calls(
             &label,
         );
     }
-    if let Some(n) = spec.max_in_flight {
+    if let Some(n) = max_in_flight {
         plot.hline(out, cap, SERVED, "");
         text(
             out,
@@ -437,15 +451,15 @@ fn open_calls(
         }
     }
     let y = phase_legends(out, top + 40.0, phases, "refused for concurrency");
-    if spec.slow.is_some() {
-        swatch(out, PAGE.legend_x(), y + 20.0, SLOW, "slow spell");
+    if slow.is_some() {
+        swatch(out, LEGEND_X, y + 20.0, SLOW, "slow spell");
     }
 }
 
 /// The bucket phase per second: the fleet's served and refused calls stacked, the other
 /// application's calls beside them, and the bucket's rate factor (lowest sampled in each
 /// second) on a scale of its own, 0 to 100 % at the right.
-fn per_second(out: &mut String, spec: &ChartSpec, report: &PushbackReport, top: f64) {
+fn seconds_panel(out: &mut String, args: &RunArgs, report: &PushbackReport, top: f64) {
     let t_max = (report.seconds.len() as f64).max(1.0);
     let seconds = &report.seconds;
     let busiest = seconds
@@ -453,7 +467,7 @@ fn per_second(out: &mut String, spec: &ChartSpec, report: &PushbackReport, top: 
         .map(|s| s.fleet_sent.max(s.other_sent))
         .max()
         .unwrap_or(0);
-    let q = f64::from(spec.quota);
+    let q = f64::from(args.quota);
     let plot = PAGE.plot(
         top,
         260.0,
@@ -476,8 +490,8 @@ fn per_second(out: &mut String, spec: &ChartSpec, report: &PushbackReport, top: 
         plot.stacked(out, t, 0.5, &[s.fleet_served, refused], &[SERVED, REFUSED]);
         plot.stacked(out, t + 0.5, 0.5, &[s.other_sent], &[OTHER_APP]);
     }
-    plot.hline(out, q, ALLOWANCE, &format!("supplier: {}/s", spec.quota));
-    plot.hline(out, spec.rate, "#777", &format!("bucket: {}/s", spec.rate));
+    plot.hline(out, q, ALLOWANCE, &format!("supplier: {}/s", args.quota));
+    plot.hline(out, args.rate, "#777", &format!("bucket: {}/s", args.rate));
     // The rate factor, 0 at the bottom to 1 at the top.
     let factor = Plot { y_max: 1.0, ..plot };
     let points: Vec<(f64, f64)> = seconds
@@ -497,7 +511,7 @@ fn per_second(out: &mut String, spec: &ChartSpec, report: &PushbackReport, top: 
             &format!("{pct} %"),
         );
     }
-    if let Some(stop) = spec.other_app_stop_s.filter(|&stop| stop < t_max) {
+    if let Some(stop) = args.other_app_stop_after.filter(|&stop| stop < t_max) {
         let (x, bottom) = (plot.x(stop), plot.bottom());
         let _ = writeln!(
             out,
@@ -513,7 +527,7 @@ fn per_second(out: &mut String, spec: &ChartSpec, report: &PushbackReport, top: 
             "other application stops",
         );
     }
-    let x = PAGE.legend_x() + 20.0;
+    let x = LEGEND_X + 20.0;
     swatch(out, x, top + 10.0, SERVED, "fleet served (200)");
     swatch(out, x, top + 30.0, REFUSED, "fleet refused (429)");
     swatch(out, x, top + 50.0, OTHER_APP, "other application");
@@ -524,17 +538,10 @@ fn per_second(out: &mut String, spec: &ChartSpec, report: &PushbackReport, top: 
 mod tests {
     use super::*;
 
-    fn spec(mode: UpstreamMode) -> ChartSpec {
-        ChartSpec {
-            heading: "40 calls <test> & co".to_owned(),
-            mode,
-            quota: 10,
-            capacity: 8,
-            rate: 9.0,
-            per_second: None,
-            other_app_stop_s: None,
-            open_calls: None,
-        }
+    fn knobs(flags: &[&str]) -> RunArgs {
+        use clap::Parser;
+        let with_name = std::iter::once("pix-demo").chain(flags.iter().copied());
+        crate::cli::Cli::parse_from(with_name).run
     }
 
     fn phases() -> Vec<PhaseSeries> {
@@ -562,10 +569,10 @@ mod tests {
 
     #[test]
     fn renders_a_well_formed_svg_with_every_part() {
-        for mode in [UpstreamMode::Bucket, UpstreamMode::Window] {
-            let svg = render(&spec(mode), &phases());
+        for mode in ["bucket", "window"] {
+            let svg = render(&knobs(&["--upstream-mode", mode]), None, &phases());
             assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>\n"));
-            assert!(svg.contains("40 calls &lt;test&gt; &amp; co"));
+            assert!(svg.contains("2 replicas x 20 PIX status queries at once; the API allows"));
             assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
             assert!(svg.contains("phase 1: direct") && svg.contains("phase 2: shared bucket"));
             assert!(svg.contains("refused (429)"));
@@ -573,13 +580,13 @@ mod tests {
             assert!(svg.matches(&format!(r#"fill="{REFUSED}"/>"#)).count() >= 31);
             assert!(!svg.contains("NaN") && !svg.contains("inf"));
         }
-        let bucket = render(&spec(UpstreamMode::Bucket), &phases());
+        let bucket = render(&knobs(&[]), None, &phases());
         assert!(bucket.contains("allowed: 10 + 10·t"));
         // The pause: a band in its phase's panel (labelled) and one in the last panel.
         assert!(bucket.contains("paused 0.334 s to 1.334 s"));
         assert!(bucket.contains("fleet paused (Retry-After)"));
         assert_eq!(bucket.matches(&format!(r#"fill="{PAUSED}""#)).count(), 3);
-        let window = render(&spec(UpstreamMode::Window), &phases());
+        let window = render(&knobs(&["--upstream-mode", "window"]), None, &phases());
         assert!(
             window.contains("window: 10 in any 1 s") && window.contains("bucket: 8 + 9 in 1 s")
         );
@@ -587,17 +594,13 @@ mod tests {
 
     #[test]
     fn the_calls_open_at_once_against_the_limit_and_the_cap() {
-        let mut spec = spec(UpstreamMode::Bucket);
-        spec.open_calls = Some(OpenCallsSpec {
-            supplier_max_open: Some(4),
-            max_in_flight: Some(4),
-            slow: Some((0.0, 2.0)),
-        });
+        let flags = ["--supplier-max-open", "4", "--max-in-flight", "4"];
+        let args = knobs(&[&flags[..], &["--slow-from", "0", "--slow-until", "2"]].concat());
         let mut phases = phases();
         phases[0].open = vec![(0.001, 1), (0.002, 4), (0.6, 0)];
         phases[0].too_many_open = vec![0.003, 0.004];
         phases[1].open = vec![(0.001, 3), (0.5, 2), (1.9, 0)];
-        let svg = render(&spec, &phases);
+        let svg = render(&args, None, &phases);
         assert!(svg.contains("calls open at the supplier at once"));
         assert!(svg.contains("supplier's limit: 4"));
         assert!(svg.contains("fleet's cap: 4") && svg.contains("slow spell"));
@@ -605,12 +608,12 @@ mod tests {
         assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
         assert!(!svg.contains("NaN") && !svg.contains("inf"));
         // Without the panel, none of it.
-        assert!(!render(&self::spec(UpstreamMode::Bucket), &phases).contains("slow spell"));
+        assert!(!render(&knobs(&[]), None, &phases).contains("slow spell"));
     }
 
     #[test]
     fn an_empty_run_still_renders() {
-        let svg = render(&spec(UpstreamMode::Bucket), &[]);
+        let svg = render(&knobs(&[]), None, &[]);
         assert!(svg.ends_with("</svg>\n") && !svg.contains("NaN"));
     }
 }

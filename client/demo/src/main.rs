@@ -22,10 +22,8 @@ use clap::Parser;
 use demo_support::until_stopped::run_until_stopped;
 use redis_throttle::{Quota, Rate};
 
-use crate::chart::{ChartSpec, OpenCallsSpec};
 use crate::cli::{Cli, Command, RunArgs};
 use crate::redis_target::RedisTarget;
-use crate::report::chart_series::chart_series;
 use crate::report::summary::summarize;
 use crate::report::text::text;
 
@@ -90,26 +88,8 @@ fn demo(args: &RunArgs) -> ExitCode {
         &outcome,
         None,
     );
-    let spec = ChartSpec {
-        heading: format!(
-            "{} replicas x {} PIX status queries at once; the API allows {}",
-            args.replicas,
-            args.calls,
-            args.upstream_mode.rule(args.quota)
-        ),
-        mode: args.upstream_mode,
-        quota: args.quota,
-        capacity: args.capacity,
-        rate: args.rate,
-        per_second: summary.pushback.clone().filter(|_| summary.show_pushback),
-        other_app_stop_s: args.other_app_stop_after,
-        open_calls: args.watches_open_calls().then(|| OpenCallsSpec {
-            supplier_max_open: args.supplier_max_open(),
-            max_in_flight: args.max_in_flight(),
-            slow: args.slow_spell().map(|s| (s.from_s, s.until_s)),
-        }),
-    };
-    let svg = chart::render(&spec, &chart_series(&outcome, &summary));
+    let per_second = summary.pushback.as_ref().filter(|_| summary.show_pushback);
+    let svg = chart::render(args, per_second, &chart::chart_series(&outcome, &summary));
     summary.chart = args.output.save_chart(PROGRAM, "timeline.svg", &svg);
     args.output.print(PROGRAM, &text(&summary, args), &summary)
 }

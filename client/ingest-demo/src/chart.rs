@@ -39,6 +39,8 @@ const PAGE: Page = Page {
     left: 70.0,
     right: 190.0,
 };
+/// Where the legends start, right of the plots.
+const LEGEND_X: f64 = 830.0;
 const HEIGHT: f64 = 200.0;
 /// The waits strip's height.
 const STRIP: f64 = 110.0;
@@ -212,13 +214,7 @@ fn legend(out: &mut String, top: f64, queries: bool) {
         keys.push((ANSWERED, "query answered (200)"));
     }
     for (i, (color, label)) in keys.iter().enumerate() {
-        swatch(
-            out,
-            PAGE.legend_x(),
-            top + 30.0 + 20.0 * i as f64,
-            color,
-            label,
-        );
+        swatch(out, LEGEND_X, top + 30.0 + 20.0 * i as f64, color, label);
     }
 }
 

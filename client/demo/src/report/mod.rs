@@ -3,7 +3,6 @@
 //! (`table`), the whole as text (`text`), the chart's data (`chart_series`), and the calls
 //! open at once at the supplier (`open_calls`).
 
-pub mod chart_series;
 pub mod open_calls;
 pub mod pushback;
 pub mod seconds;
