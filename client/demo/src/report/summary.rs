@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::cli::{BackendArg, Phase, RunArgs, StrategyArg, MAX_ATTEMPTS};
-use crate::limit::UpstreamMode;
+use crate::cli::{Phase, RunArgs, StrategyArg};
 use crate::report::open_calls::{open_calls, OpenCallsReport};
 use crate::report::pushback::{pushback, PushbackReport};
 use crate::scenario::{Outcome, PhaseOutcome};
@@ -16,27 +15,16 @@ use crate::wire::{replica_of, LimiterCounts};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
-    pub replicas: u32,
-    pub calls_per_replica: u32,
+    /// The knobs, as given.
+    pub args: RunArgs,
     pub calls: u64,
-    pub capacity: u64,
-    pub rate: f64,
-    pub quota: u32,
-    pub upstream_mode: UpstreamMode,
-    /// The upstream's 429 carries `Retry-After`.
-    pub retry_after: bool,
+    /// The strategy the replicas used: `--strategy`, or its default (`RunArgs::strategy`).
     pub strategy: StrategyArg,
-    /// The strategy was not given: reserve, or poll against a window (see `RunArgs::strategy`).
-    pub strategy_defaulted: bool,
-    /// What `--backend` asked for.
-    pub backend_requested: BackendArg,
     /// What served the bucket phase, as the replicas' limiters report it: `module` or
     /// `script` (`mixed` if they differ).
     pub backend: Option<String>,
     /// Whether the Redis server has the module loaded.
     pub module_loaded: bool,
-    /// Sends per call at most in the bucket phase (a 429 pauses, then one more try).
-    pub max_attempts: u32,
     pub redis: String,
     pub upstream: String,
     pub key: String,
@@ -176,24 +164,15 @@ pub fn summarize(
         || refused_for_rate > 0;
     let fit = theory::fit(args.upstream_mode, args.quota, args.capacity, args.rate);
     Summary {
-        replicas: args.replicas,
-        calls_per_replica: args.calls,
+        args: args.clone(),
         calls,
-        capacity: args.capacity,
-        rate: args.rate,
-        quota: args.quota,
-        upstream_mode: args.upstream_mode,
-        retry_after: !args.no_retry_after,
         strategy: args.strategy(),
-        strategy_defaulted: args.strategy.is_none(),
-        backend_requested: args.backend,
         backend: outcome
             .phases
             .iter()
             .find(|p| p.phase == Phase::Bucket)
             .and_then(served_by),
         module_loaded,
-        max_attempts: MAX_ATTEMPTS,
         redis: redis.to_owned(),
         upstream: outcome.upstream_url.clone(),
         key: outcome.key.clone(),

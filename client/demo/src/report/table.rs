@@ -58,7 +58,7 @@ pub fn render(out: &mut String, summary: &Summary) {
     row(out, "wait in the bucket, max", &|p| seconds(p.wait_max_s));
     row(
         out,
-        rule_row(summary.upstream_mode),
+        rule_row(summary.args.upstream_mode),
         &|p| match p.min_headroom {
             None => "-".to_owned(),
             Some(h) if h < 0.0 => format!("crossed by {}", -h.floor()),

@@ -54,8 +54,8 @@ fn setup(out: &mut String, summary: &Summary) {
         out,
         "\nupstream:      mock API on {}, {} (429 {} above it)",
         summary.upstream,
-        summary.upstream_mode.rule(summary.quota),
-        if summary.retry_after {
+        summary.args.upstream_mode.rule(summary.args.quota),
+        if !summary.args.no_retry_after {
             "with Retry-After"
         } else {
             "without Retry-After, as nginx's limit_req"
@@ -65,11 +65,11 @@ fn setup(out: &mut String, summary: &Summary) {
         out,
         "shared bucket: key {}, capacity {}, rate {}/s (one token every {:.3} ms), strategy {}{}",
         summary.key,
-        summary.capacity,
-        summary.rate,
+        summary.args.capacity,
+        summary.args.rate,
         summary.token_interval_ms,
         arg_name(summary.strategy),
-        if summary.strategy_defaulted && summary.strategy == StrategyArg::Poll {
+        if summary.args.strategy.is_none() && summary.strategy == StrategyArg::Poll {
             " (the default against a window)"
         } else {
             ""
@@ -85,7 +85,7 @@ fn setup(out: &mut String, summary: &Summary) {
             Some(other) => other,
             None => "unknown",
         },
-        arg_name(summary.backend_requested),
+        arg_name(summary.args.backend),
         if summary.module_loaded {
             ""
         } else {
