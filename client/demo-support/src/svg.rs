@@ -52,9 +52,10 @@ pub struct Page {
 }
 
 impl Page {
-    /// A panel's plot from `top` down `height`, its axes to `t_max` and `y_max`.
-    pub fn plot(&self, top: f64, height: f64, t_max: f64, y_max: f64) -> Plot {
-        let (left, right) = (self.left, self.width - self.right);
+    /// A panel's plot from `top` down `height`, its time axis to `t_max` and its count axis
+    /// to a round number at or above `most`.
+    pub fn plot(&self, top: f64, height: f64, t_max: f64, most: f64) -> Plot {
+        let (left, right, y_max) = (self.left, self.width - self.right, nice_ceiling(most));
         Plot {
             left,
             right,

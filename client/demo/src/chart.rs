@@ -7,8 +7,7 @@
 use std::fmt::Write;
 
 use demo_support::svg::{
-    bin_count, bin_of, document, legend_line, nice_ceiling, swatch, text, time_axis_end, Page,
-    Plot, BIN_S as BIN,
+    bin_count, bin_of, document, legend_line, swatch, text, time_axis_end, Page, Plot, BIN_S as BIN,
 };
 
 use crate::cli::RunArgs;
@@ -150,12 +149,7 @@ fn bars(out: &mut String, args: &RunArgs, phase: &PhaseSeries, top: f64, t_max: 
     }
     let busiest = counts.iter().map(|c| c[0] + c[1]).max().unwrap_or(0);
     let burst = f64::from(args.quota);
-    let plot = PAGE.plot(
-        top,
-        170.0,
-        t_max,
-        nice_ceiling(f64::from(busiest).max(burst) * 1.1),
-    );
+    let plot = PAGE.plot(top, 170.0, t_max, f64::from(busiest).max(burst) * 1.1);
     let title = match phase.subtitle.as_str() {
         "" => phase.title.clone(),
         subtitle => format!("{}: {subtitle}", phase.title),
@@ -220,7 +214,7 @@ fn cumulative(out: &mut String, args: &RunArgs, phases: &[PhaseSeries], top: f64
     let most = phases.iter().map(|p| p.arrivals.len()).max().unwrap_or(0) as f64;
     let (q, capacity) = (f64::from(args.quota), args.capacity as f64);
     let allowed_at_end = q + q * t_max;
-    let y_max = nice_ceiling(most.max(allowed_at_end.min(most * 1.5)) * 1.05);
+    let y_max = most.max(allowed_at_end.min(most * 1.5)) * 1.05;
     let plot = PAGE.plot(top, 300.0, t_max, y_max);
     let title = "calls received by the upstream so far, against what it allows";
     frame_over_pauses(out, &plot, phases, title, "calls (cumulative)");
@@ -279,12 +273,7 @@ fn trailing(out: &mut String, args: &RunArgs, phases: &[PhaseSeries], top: f64, 
         .map(|&(_, n, _)| n)
         .fold(0.0, f64::max);
     let q = f64::from(args.quota);
-    let plot = PAGE.plot(
-        top,
-        300.0,
-        t_max,
-        nice_ceiling(most.max(q).max(burst_second) * 1.1),
-    );
+    let plot = PAGE.plot(top, 300.0, t_max, most.max(q).max(burst_second) * 1.1);
     let title = "calls received by the upstream in the last second, against its window";
     frame_over_pauses(out, &plot, phases, title, "calls in the last 1 s");
     plot.line(out, &[(0.0, q), (t_max, q)], false, ALLOWANCE, WIDE);
@@ -398,7 +387,7 @@ fn open_calls(out: &mut String, args: &RunArgs, phases: &[PhaseSeries], top: f64
     let slow = args.slow_spell().map(|s| (s.from_s, s.until_s));
     let limit = max_open.map_or(0.0, f64::from);
     let cap = max_in_flight.map_or(0.0, |n| n as f64);
-    let y_max = nice_ceiling(f64::from(most).max(limit).max(cap).max(1.0) * 1.25);
+    let y_max = f64::from(most).max(limit).max(cap).max(1.0) * 1.25;
     let plot = PAGE.plot(top, 220.0, t_max, y_max);
     let title =
         "calls open at the supplier at once (its own count), against its limit and the fleet's cap";
@@ -468,12 +457,7 @@ fn seconds_panel(out: &mut String, args: &RunArgs, report: &PushbackReport, top:
         .max()
         .unwrap_or(0);
     let q = f64::from(args.quota);
-    let plot = PAGE.plot(
-        top,
-        260.0,
-        t_max,
-        nice_ceiling(f64::from(busiest).max(q) * 1.15),
-    );
+    let plot = PAGE.plot(top, 260.0, t_max, f64::from(busiest).max(q) * 1.15);
     let cuts = report.limiters.cuts;
     let title = format!(
         "bucket phase per second: {} fleet sends, {} refused; other application {} sent, {} \

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use demo_support::svg::{
-    bin_count, bin_of, document, nice_ceiling, swatch, text, time_axis_end, Page, BIN_S as BIN,
+    bin_count, bin_of, document, swatch, text, time_axis_end, Page, BIN_S as BIN,
 };
 
 use crate::db::{Verdict, RU_PER_WRITE};
@@ -30,7 +30,7 @@ struct Waits {
     /// The p99 target, ms (2 ms over the measured round trip's p99), and the measured p99.
     target_ms: f64,
     p99_ms: f64,
-    /// The strip's top, ms: the same for every run, so they compare at a glance.
+    /// The strip's top, ms (rounded up): the same for every run, so they compare at a glance.
     y_max_ms: f64,
 }
 
@@ -103,13 +103,13 @@ pub fn render(summary: &Summary) -> String {
 /// Phase 4: a panel per run, with the queries' waits on one scale for both.
 fn priority_panels(p: &PrioritySummary) -> Vec<Panel> {
     let runs = p.runs.iter();
-    let y_max_ms = nice_ceiling(
-        runs.clone()
-            .flat_map(|r| r.waits.iter().map(|w| w.1))
-            .chain(runs.clone().map(|r| r.interactive.target_p99_ms))
-            .fold(1.0_f64, f64::max)
-            * 1.1,
-    );
+    // Rounded up by the strip's plot.
+    let y_max_ms = runs
+        .clone()
+        .flat_map(|r| r.waits.iter().map(|w| w.1))
+        .chain(runs.clone().map(|r| r.interactive.target_p99_ms))
+        .fold(1.0_f64, f64::max)
+        * 1.1;
     runs.map(|r| {
         let (i, b) = (&r.interactive, &r.bulk.writes);
         Panel {
@@ -176,12 +176,7 @@ fn bars(out: &mut String, panel: &Panel, top: f64, t_max: f64, quota: f64) {
         .map(|c| c.iter().sum::<u32>())
         .max()
         .unwrap_or(0);
-    let plot = PAGE.plot(
-        top,
-        HEIGHT,
-        t_max,
-        nice_ceiling(f64::from(busiest).max(quota) * 1.1),
-    );
+    let plot = PAGE.plot(top, HEIGHT, t_max, f64::from(busiest).max(quota) * 1.1);
     plot.frame(out, &panel.title, "writes per 100 ms", TIME);
     for (i, c) in counts.iter().enumerate() {
         plot.stacked(
@@ -223,7 +218,7 @@ fn waits_strip(out: &mut String, w: &Waits, top: f64, t_max: f64) {
     let plot = PAGE.plot(top, STRIP, t_max, w.y_max_ms);
     plot.frame(out, "", "query wait, ms", "");
     for &(t, ms) in &w.points {
-        plot.dot(out, t, ms.min(w.y_max_ms), 2.0, ANSWERED);
+        plot.dot(out, t, ms.min(plot.y_max), 2.0, ANSWERED);
     }
     plot.hline(
         out,
