@@ -20,9 +20,9 @@ use demo_support::until_stopped::run_until_stopped;
 
 use crate::cli::{Cli, Command, RunArgs};
 use crate::db::{Database, RU_PER_WRITE};
-use crate::phases::backlog::{backlog_phase, BacklogSummary};
-use crate::phases::priority::{priority_phase, PrioritySummary};
-use crate::phases::retry::{retry_phase, RetrySummary};
+use crate::phases::backlog::backlog_phase;
+use crate::phases::priority::priority_phase;
+use crate::phases::retry::retry_phase;
 use crate::phases::{Env, CAPACITY_RU, RATE_RU};
 use crate::report::Summary;
 
@@ -39,14 +39,6 @@ fn main() -> ExitCode {
     }
 }
 
-struct Phases {
-    database: String,
-    retry: Option<RetrySummary>,
-    backlog: Option<BacklogSummary>,
-    kill: Option<BacklogSummary>,
-    priority: Option<PrioritySummary>,
-}
-
 fn demo(args: &RunArgs) -> ExitCode {
     // Started on the main thread, which lives as long as the process: the server's
     // parent-death signal follows the thread that started it.
@@ -58,35 +50,21 @@ fn demo(args: &RunArgs) -> ExitCode {
         }
     };
     eprintln!("{PROGRAM}: Redis: {}", redis.description());
-    let phases = match run_until_stopped(PROGRAM, scenario(args, redis.url())) {
-        Ok(phases) => phases,
+    let mut summary = match run_until_stopped(PROGRAM, scenario(args, redis.url())) {
+        Ok(summary) => summary,
         Err(code) => return code,
     };
-    let redis_description = redis.description().to_owned();
+    summary.redis = redis.description().to_owned();
     // The workers and the database are gone: now Redis.
     drop(redis);
-
-    let mut summary = Summary {
-        redis: redis_description,
-        database: phases.database,
-        records: u64::from(args.records),
-        ru_per_record: RU_PER_WRITE,
-        capacity_ru: CAPACITY_RU,
-        rate_ru_per_s: RATE_RU,
-        retry: phases.retry,
-        backlog: phases.backlog,
-        kill: phases.kill,
-        priority: phases.priority,
-        chart: None,
-    };
-    summary.chart = args
-        .output
-        .save_chart(PROGRAM, "flow.svg", &chart::render(&summary));
+    let svg = chart::render(&summary);
+    summary.chart = args.output.save_chart(PROGRAM, "flow.svg", &svg);
     args.output
         .print(PROGRAM, &report::text(&summary), &summary)
 }
 
-async fn scenario(args: &RunArgs, redis_url: &str) -> Result<Phases, String> {
+/// The phases `--phase` asks for, against one mock database.
+async fn scenario(args: &RunArgs, redis_url: &str) -> Result<Summary, String> {
     let db = Database::start(CAPACITY_RU, RATE_RU)
         .await
         .map_err(|e| format!("cannot start the mock database: {e}"))?;
@@ -96,33 +74,31 @@ async fn scenario(args: &RunArgs, redis_url: &str) -> Result<Phases, String> {
         db.url()
     );
     let env = Env::new(args, redis_url, &db);
-    let retry = if args.runs(1) {
-        Some(retry_phase(&env).await?)
-    } else {
-        None
+    let mut summary = Summary {
+        redis: String::new(),
+        database: db.url(),
+        records: u64::from(args.records),
+        ru_per_record: RU_PER_WRITE,
+        capacity_ru: CAPACITY_RU,
+        rate_ru_per_s: RATE_RU,
+        retry: None,
+        backlog: None,
+        kill: None,
+        priority: None,
+        chart: None,
     };
-    let backlog = if args.runs(2) {
-        Some(backlog_phase(&env, false).await?)
-    } else {
-        None
-    };
-    let kill = if args.runs(3) {
-        Some(backlog_phase(&env, true).await?)
-    } else {
-        None
-    };
-    let priority = if args.runs(4) {
-        Some(priority_phase(&env).await?)
-    } else {
-        None
-    };
-    let database = db.url();
+    if args.runs(1) {
+        summary.retry = Some(retry_phase(&env).await?);
+    }
+    if args.runs(2) {
+        summary.backlog = Some(backlog_phase(&env, false).await?);
+    }
+    if args.runs(3) {
+        summary.kill = Some(backlog_phase(&env, true).await?);
+    }
+    if args.runs(4) {
+        summary.priority = Some(priority_phase(&env).await?);
+    }
     db.stop().await;
-    Ok(Phases {
-        database,
-        retry,
-        backlog,
-        kill,
-        priority,
-    })
+    Ok(summary)
 }
