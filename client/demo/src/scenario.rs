@@ -7,7 +7,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use demo_support::redis_server::connect_async;
 use redis_throttle::redis::aio::ConnectionManager;
 use redis_throttle::{Limiter, Quota, Rate};
-use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -24,14 +23,14 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 pub const OTHER_APP_PREFIX: &str = "O";
 
 /// The shared bucket as the demo saw it at one instant.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy)]
 pub struct Sample {
     /// From the shared start.
     pub t_s: f64,
     /// The bucket's rate now, in basis points of the configured one.
     pub factor_bp: u16,
-    pub paused_ms: u64,
-    pub remaining: u64,
+    /// Paused for a millisecond or more.
+    pub paused: bool,
 }
 
 /// The bank's integrator id at the central bank: the unit the upstream's quota counts in.
@@ -236,8 +235,7 @@ async fn sample(
             samples.push(Sample {
                 t_s: at.saturating_duration_since(start).as_secs_f64(),
                 factor_bp: state.factor_bp,
-                paused_ms: u64::try_from(state.paused_for.as_millis()).unwrap_or(u64::MAX),
-                remaining: state.remaining,
+                paused: state.paused_for.as_millis() > 0,
             });
         }
     }

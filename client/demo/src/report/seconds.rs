@@ -72,7 +72,7 @@ pub fn seconds(
         let bp = sample.factor_bp;
         s.factor_min_bp = Some(s.factor_min_bp.map_or(bp, |m| m.min(bp)));
         s.factor_last_bp = Some(bp);
-        s.paused |= sample.paused_ms > 0;
+        s.paused |= sample.paused;
     }
     seconds
 }
