@@ -5,6 +5,7 @@
 //! files of their output, and their run until done or stopped. The helpers of their scenario
 //! tests are test code: `tests/scenario_tests`, which each demo's tests include.
 
+pub mod bucket;
 pub mod child;
 pub mod fleet;
 pub mod limiter;

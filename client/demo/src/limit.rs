@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use clap::ValueEnum;
+use demo_support::bucket::Bucket;
 use serde::{Deserialize, Serialize};
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -59,25 +60,18 @@ pub struct Allowance {
 
 #[derive(Debug, Clone)]
 enum Kind {
-    /// GCRA: `full_at` is the instant the bucket is full again; a call moves it one
-    /// interval later. Integer nanoseconds, so no drift over a long run.
-    Bucket {
-        interval: Duration,
-        full_at: Duration,
-    },
+    Bucket(Bucket),
     /// The instants of the calls served in the last second.
-    Window { served: VecDeque<Duration> },
+    Window {
+        served: VecDeque<Duration>,
+    },
 }
 
 impl Allowance {
     pub fn new(mode: UpstreamMode, quota: u32) -> Allowance {
         assert!(quota > 0, "a quota of 0 would refuse everything");
         let kind = match mode {
-            UpstreamMode::Bucket => Kind::Bucket {
-                // Rounded up: the mock is never looser than its quota.
-                interval: Duration::from_nanos(1_000_000_000u64.div_ceil(u64::from(quota))),
-                full_at: Duration::ZERO,
-            },
+            UpstreamMode::Bucket => Kind::Bucket(Bucket::new(quota.into(), quota.into())),
             UpstreamMode::Window => Kind::Window {
                 served: VecDeque::with_capacity(quota as usize),
             },
@@ -89,18 +83,10 @@ impl Allowance {
     pub fn check(&mut self, now: Duration) -> Verdict {
         let quota = self.quota;
         match &mut self.kind {
-            Kind::Bucket { interval, full_at } => {
-                let next = (*full_at).max(now) + *interval;
-                let burst = *interval * quota;
-                if next - now <= burst {
-                    *full_at = next;
-                    Verdict::Served
-                } else {
-                    Verdict::Refused {
-                        retry_after: next - burst - now,
-                    }
-                }
-            }
+            Kind::Bucket(bucket) => match bucket.take(1, now) {
+                Ok(()) => Verdict::Served,
+                Err(retry_after) => Verdict::Refused { retry_after },
+            },
             Kind::Window { served } => {
                 // The window is (now - 1 s, now]: a call exactly one second old has left it.
                 while served.front().is_some_and(|&t| t + SECOND <= now) {
@@ -121,23 +107,11 @@ impl Allowance {
 
     /// What is left at `now`, as the supplier would tell its callers: the calls it would
     /// serve at once, and how long until one more is back (zero when the allowance is whole).
-    /// For the bucket (nginx `limit_req`'s leaky bucket, GCRA) "one more" is the next drip;
-    /// for the window, the oldest call leaving it.
+    /// For the bucket "one more" is the next token; for the window, the oldest call leaving
+    /// it.
     pub fn remaining(&self, now: Duration) -> (u64, Duration) {
         match &self.kind {
-            Kind::Bucket { interval, full_at } => {
-                let debt = full_at.saturating_sub(now);
-                if debt.is_zero() {
-                    return (u64::from(self.quota), Duration::ZERO);
-                }
-                let burst = *interval * self.quota;
-                let room = burst.saturating_sub(debt);
-                let left = (room.as_nanos() / interval.as_nanos()) as u64;
-                let left32 = u32::try_from(left).unwrap_or(u32::MAX);
-                // One more is back once the debt is down to the room for left + 1.
-                let back_in = debt.saturating_sub(burst.saturating_sub(*interval * (left32 + 1)));
-                (left, back_in)
-            }
+            Kind::Bucket(bucket) => bucket.remaining(now),
             Kind::Window { served } => {
                 let live: Vec<_> = served.iter().filter(|&&t| t + SECOND > now).collect();
                 let left = (self.quota as usize).saturating_sub(live.len()) as u64;
@@ -152,7 +126,7 @@ impl Allowance {
     /// How long after `now` the whole allowance is available again.
     pub fn full_in(&self, now: Duration) -> Duration {
         match &self.kind {
-            Kind::Bucket { full_at, .. } => full_at.saturating_sub(now),
+            Kind::Bucket(bucket) => bucket.full_in(now),
             Kind::Window { served } => served
                 .back()
                 .map_or(Duration::ZERO, |&t| (t + SECOND).saturating_sub(now)),

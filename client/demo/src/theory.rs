@@ -133,17 +133,14 @@ pub fn obey(
 
 /// The most of `calls` the upstream's rule can serve when they arrive over `span` (from the
 /// first arrival to the last) and its allowance is whole at the first: `quota`, plus one per
-/// refill interval in the span for a bucket (the mock's interval, rounded up like it), plus
-/// `quota` per further second begun for a window. The first `quota` are always served, so the
-/// count lies between `min(quota, calls)` and this.
+/// whole token its refill brings in the span for a bucket, plus `quota` per further second
+/// begun for a window. The first `quota` are always served, so the count lies between
+/// `min(quota, calls)` and this.
 pub fn most_served(mode: UpstreamMode, quota: u32, calls: u64, span: Duration) -> u64 {
-    let span_ns = span.as_nanos();
+    let (quota, span_ns) = (u128::from(quota), span.as_nanos());
     let most = match mode {
-        UpstreamMode::Bucket => {
-            let interval_ns = 1_000_000_000u128.div_ceil(u128::from(quota));
-            u128::from(quota) + span_ns / interval_ns
-        }
-        UpstreamMode::Window => u128::from(quota) * (span_ns / 1_000_000_000 + 1),
+        UpstreamMode::Bucket => quota + span_ns * quota / 1_000_000_000,
+        UpstreamMode::Window => quota * (span_ns / 1_000_000_000 + 1),
     };
     u64::try_from(most).unwrap_or(u64::MAX).min(calls)
 }

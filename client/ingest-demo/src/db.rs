@@ -12,6 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::Router;
+use demo_support::bucket::Bucket;
 use demo_support::mock_server::{lock, LoopbackServer};
 
 /// What one write costs, in request units.
@@ -42,60 +43,6 @@ pub struct Arrival {
     pub attempt: u32,
     /// An interactive query, not a write.
     pub query: bool,
-}
-
-/// A token bucket in nano-RU, so refill is exact integer arithmetic: `rate` RU/s for one
-/// nanosecond is `rate` nano-RU.
-#[derive(Debug, Clone)]
-pub struct Bucket {
-    capacity_nru: u128,
-    rate: u128,
-    level_nru: u128,
-    at: Duration,
-}
-
-const NANO: u128 = 1_000_000_000;
-
-impl Bucket {
-    /// Full at time zero.
-    pub fn new(capacity_ru: u64, rate_ru_per_s: u64) -> Bucket {
-        let capacity_nru = u128::from(capacity_ru) * NANO;
-        Bucket {
-            capacity_nru,
-            rate: u128::from(rate_ru_per_s.max(1)),
-            level_nru: capacity_nru,
-            at: Duration::ZERO,
-        }
-    }
-
-    fn refill(&mut self, now: Duration) {
-        if now > self.at {
-            let ns = (now - self.at).as_nanos();
-            self.level_nru = (self.level_nru + ns * self.rate).min(self.capacity_nru);
-            self.at = now;
-        }
-    }
-
-    /// Takes `ru` at `now` (time since the bucket's zero), or says how long until they are there.
-    pub fn take(&mut self, ru: u64, now: Duration) -> Result<(), Duration> {
-        self.refill(now);
-        let need = u128::from(ru) * NANO;
-        if self.level_nru >= need {
-            self.level_nru -= need;
-            Ok(())
-        } else {
-            let ns = (need - self.level_nru).div_ceil(self.rate);
-            Err(Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX)))
-        }
-    }
-
-    /// How long until the bucket is full again.
-    pub fn full_in(&self, now: Duration) -> Duration {
-        let level = (self.level_nru + now.saturating_sub(self.at).as_nanos() * self.rate)
-            .min(self.capacity_nru);
-        let ns = (self.capacity_nru - level).div_ceil(self.rate);
-        Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
-    }
 }
 
 struct Shared {
@@ -241,26 +188,6 @@ fn too_many(wait: Duration) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MS: Duration = Duration::from_millis(1);
-
-    #[test]
-    fn the_bucket_holds_two_thousand_writes_then_two_per_millisecond() {
-        let mut bucket = Bucket::new(20_000, 20_000);
-        for _ in 0..2_000 {
-            bucket.take(RU_PER_WRITE, Duration::ZERO).unwrap();
-        }
-        // 10 RU at 20 RU/ms: half a millisecond.
-        assert_eq!(bucket.take(RU_PER_WRITE, Duration::ZERO), Err(MS / 2));
-        assert_eq!(bucket.take(RU_PER_WRITE, MS / 2), Ok(()));
-        assert_eq!(bucket.full_in(MS / 2), Duration::from_secs(1));
-        // A long pause refills to the capacity, no further.
-        assert_eq!(bucket.full_in(Duration::from_secs(5)), Duration::ZERO);
-        for _ in 0..2_000 {
-            bucket.take(RU_PER_WRITE, Duration::from_secs(5)).unwrap();
-        }
-        assert!(bucket.take(RU_PER_WRITE, Duration::from_secs(5)).is_err());
-    }
 
     async fn put_doc(url: &str, attempt: u32) -> reqwest::Response {
         reqwest::Client::builder()
