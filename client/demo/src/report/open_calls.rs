@@ -2,7 +2,6 @@
 //! fleet's cap: its most open at once, its 429s for concurrency apart from the rate's, the
 //! calls that waited for a slot, and the count second by second beside the slow spell.
 
-use std::fmt::Write;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -77,46 +76,4 @@ pub fn open_calls(args: &RunArgs, outcome: &PhaseOutcome) -> Option<OpenCallsRep
         open_per_bin: per_bin,
         seconds,
     })
-}
-
-/// The supplier's rules, then per phase its figures and its seconds.
-pub fn render(out: &mut String, args: &RunArgs, phases: &[(Phase, &OpenCallsReport)]) {
-    let _ = writeln!(
-        out,
-        "\ncalls open at once, as the supplier counts them {}",
-        args.supplier_rules()
-    );
-    for (phase, report) in phases {
-        let _ = writeln!(
-            out,
-            "{}: most open at once {}{}; refused for concurrency {}, for the rate {}{}",
-            phase.title(),
-            report.most_open,
-            report
-                .supplier_max_open
-                .map_or(String::new(), |n| format!(" (limit {n})")),
-            report.refused_for_concurrency,
-            report.refused_for_rate,
-            match (report.slot_waits, report.leases_lost) {
-                (Some(waits), Some(lost)) => format!(
-                    "; waits for a slot {waits}, leases lost {lost} (cap {})",
-                    report.max_in_flight.unwrap_or_default()
-                ),
-                _ => String::new(),
-            }
-        );
-        out.push_str("      s  served   429 concurrency     429 rate  most open  slow\n");
-        for s in &report.seconds {
-            let _ = writeln!(
-                out,
-                "{:>7}  {:>6}  {:>16}  {:>11}  {:>9}  {}",
-                format!("{}-{}", s.t, s.t + 1),
-                s.fleet_served,
-                s.refused_for_concurrency,
-                s.fleet_refused - s.refused_for_concurrency,
-                s.most_open,
-                if s.slow { "yes" } else { "" }
-            );
-        }
-    }
 }
