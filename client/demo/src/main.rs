@@ -70,13 +70,12 @@ fn demo(args: &RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    eprintln!("{PROGRAM}: Redis: {}", redis.description());
-    let outcome = match run_until_stopped(PROGRAM, scenario::run(args, redis.url(), interval)) {
+    eprintln!("{PROGRAM}: Redis: {}", redis.description);
+    let outcome = match run_until_stopped(PROGRAM, scenario::run(args, &redis.url, interval)) {
         Ok(outcome) => outcome,
         Err(code) => return code,
     };
-    let (redis_description, module_loaded) =
-        (redis.description().to_owned(), redis.module_loaded());
+    let (redis_description, module_loaded) = (redis.description.to_owned(), redis.module_loaded);
     // The replicas and the mock are gone: now Redis.
     drop(redis);
 

@@ -65,11 +65,6 @@ pub struct OpenChange {
     pub open: u32,
 }
 
-/// The most calls open at once, over `changes`.
-pub fn most_open(changes: &[OpenChange]) -> u32 {
-    changes.iter().map(|c| c.open).max().unwrap_or(0)
-}
-
 /// The most calls open in each `bin` from `start` over `bins` bins (the count as it stood
 /// when each bin began, and every change inside it); a change before `start` counts in the
 /// first bin, one after the last bin in the last.
@@ -178,8 +173,6 @@ mod tests {
         ];
         let bins = open_per_bin(&changes, start, Duration::from_millis(100), 6);
         assert_eq!(bins, [3, 2, 2, 2, 0, 0]);
-        assert_eq!(most_open(&changes), 3);
-        assert_eq!(most_open(&[]), 0);
         assert_eq!(
             open_per_bin(&[], start, Duration::from_millis(100), 2),
             [0, 0]

@@ -12,10 +12,11 @@ use crate::cli::BackendArg;
 const RUN_SH: &str = "client/demo/run.sh";
 
 pub struct RedisTarget {
-    url: String,
-    description: String,
+    pub url: String,
+    /// What it is and where, for the report.
+    pub description: String,
     /// Whether the server has the module (`THROTTLE.TAKE` answers).
-    module_loaded: bool,
+    pub module_loaded: bool,
     /// The private server, killed on drop; `None` for the user's own.
     _server: Option<PrivateRedis>,
 }
@@ -51,18 +52,6 @@ impl RedisTarget {
                 })
             }
         }
-    }
-
-    pub fn module_loaded(&self) -> bool {
-        self.module_loaded
-    }
-
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    pub fn description(&self) -> &str {
-        &self.description
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::cli::{Phase, RunArgs};
-use crate::open_calls::{most_open, open_per_bin, SlowSpell};
+use crate::open_calls::{open_per_bin, SlowSpell};
 use crate::report::seconds::{seconds, Second};
 use crate::scenario::PhaseOutcome;
 use crate::wire::LimiterCounts;
@@ -66,7 +66,8 @@ pub fn open_calls(args: &RunArgs, outcome: &PhaseOutcome) -> Option<OpenCallsRep
             .max_in_flight()
             .filter(|_| outcome.phase == Phase::Bucket),
         slow_spell: spell,
-        most_open: most_open(&outcome.open_log),
+        // Every change of the count lands in a bin.
+        most_open: per_bin.iter().copied().max().unwrap_or(0),
         open_at_end: outcome.open_log.last().map_or(0, |c| c.open),
         refused_for_concurrency: for_concurrency,
         refused_for_rate: refused - for_concurrency,
