@@ -53,7 +53,7 @@ pub const SLOT_FREED: &str = "freed";
 
 /// The first word of [`Message::Handed`]: `handed <id> <wait_ms>`, the waiter's ticket (now its
 /// slot's id) and how long until its tokens are there, rounded up.
-pub const SLOT_HANDED: &str = "handed";
+pub(crate) const SLOT_HANDED: &str = "handed";
 
 impl Message {
     /// The message published.

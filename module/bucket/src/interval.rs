@@ -21,9 +21,6 @@ const FRACTION_DIGITS: usize = 24;
 const MAX_INTEGER_DIGITS: u32 = 10;
 
 impl Interval {
-    /// One token per nanosecond: the fastest rate.
-    pub const ONE_NS: Interval = Interval { ns: 1 };
-
     /// Parses a decimal such as `10`, `0.5` or `35791394.1` (tokens per second), exactly.
     ///
     /// Returns `None` for anything else: signs, exponents, spaces, empty text, or a rate

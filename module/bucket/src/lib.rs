@@ -46,7 +46,6 @@ mod words;
 
 pub use channel::{
     key_slot, pause_channel, pause_channel_patterns, Announced, Announcement, Message, SLOT_FREED,
-    SLOT_HANDED,
 };
 pub use command::Command;
 pub use cut::{CutArgs, CutOutcome, CutReply};
@@ -56,9 +55,8 @@ pub use gcra::{ceil_ms, Write};
 pub use give::{GiveArgs, GiveOutcome};
 pub use interval::Interval;
 pub use limits::{
-    EARLIEST_STATE_NS, LATEST_STATE_AHEAD_NS, MAX_CAPACITY, MAX_DEBT_NS, MAX_FILL_NS, MAX_INFLIGHT,
-    MAX_KEYS, MAX_LEASE_MS, MAX_LINE, MAX_NOW_NS, MAX_RATE, MAX_SLOT_ID, MAX_TICKET_US,
-    MAX_WAIT_MS, MIN_FACTOR_BP, MIN_RATE,
+    LATEST_STATE_AHEAD_NS, MAX_CAPACITY, MAX_DEBT_NS, MAX_FILL_NS, MAX_INFLIGHT, MAX_KEYS,
+    MAX_LEASE_MS, MAX_LINE, MAX_NOW_NS, MAX_RATE, MAX_WAIT_MS, MIN_FACTOR_BP, MIN_RATE,
 };
 pub use line::Handed;
 pub use mtake::{BucketAfter, Limit, MOutcome, MTakeArgs, MTakeReply};
@@ -76,8 +74,7 @@ pub use slots_command::{SlotsArgs, SlotsOutcome, SlotsReply};
 pub use spec::Spec;
 pub use state::{
     encode_state, is_state_len, parse_state, Encoded, Pushback, RateCut, State, StateError,
-    FULL_FACTOR_BP, KEPT_MARK, LINE_STATE_HEAD, PUSHBACK_STATE_LEN, SLOTS_STATE_HEAD, SLOT_LEN,
-    STATE_LEN, WAITER_LEN, WRONG_TYPE,
+    FULL_FACTOR_BP, LINE_STATE_HEAD, SLOTS_STATE_HEAD, SLOT_LEN, WAITER_LEN, WRONG_TYPE,
 };
 pub use sync::{SyncArgs, SyncOutcome, SyncReply};
 pub use take::{Inflight, LineArgs, LineCounts, Outcome, TakeArgs, TakeReply};

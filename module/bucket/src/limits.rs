@@ -23,7 +23,7 @@ pub const MAX_WAIT_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
 pub const MAX_KEYS: usize = 16;
 
 /// Largest ticket, in µs since the Unix epoch: a state (ns, `i64`) divided by 1000.
-pub const MAX_TICKET_US: u64 = i64::MAX as u64 / 1000;
+pub(crate) const MAX_TICKET_US: u64 = i64::MAX as u64 / 1000;
 
 /// Latest clock reading accepted, in ns since the Unix epoch (the year 2200). Keeps
 /// `now + MAX_FILL_NS + MAX_WAIT` inside `i64`.
@@ -31,7 +31,7 @@ pub const MAX_NOW_NS: i64 = 7_258_118_400 * 1_000_000_000;
 
 /// The earliest state a command writes, ns since the Unix epoch: 2020-01-01T00:00:00Z, before
 /// this module could exist. An earlier one is a string some other program wrote.
-pub const EARLIEST_STATE_NS: i64 = 1_577_836_800 * 1_000_000_000;
+pub(crate) const EARLIEST_STATE_NS: i64 = 1_577_836_800 * 1_000_000_000;
 
 /// How far after the server's clock a stored state may lie: 21 years. A command writes at most
 /// 20 ahead (a full refill, [`MAX_FILL_NS`], plus the longest reservation or pause,
@@ -61,7 +61,7 @@ pub const MAX_LEASE_MS: u64 = MAX_WAIT_MS;
 
 /// Largest slot id: 2^53, so that the Lua twin's numbers (doubles) hold every id exactly.
 /// Ids start from the server's clock in µs (about 1.8e15 in 2026), far below it.
-pub const MAX_SLOT_ID: u64 = 1 << 53;
+pub(crate) const MAX_SLOT_ID: u64 = 1 << 53;
 
 /// The most waiters a line holds (32 bytes each in the bucket's value): past it a call is
 /// refused with an error, and waits its reply's time before it takes again.

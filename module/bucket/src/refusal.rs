@@ -40,7 +40,7 @@ impl Refusal {
 
     /// The reply's integer read back. Bits this build does not know are kept (a newer server
     /// may say more); only [`Refusal::contains`] of the known ones is asked.
-    pub fn from_bits(bits: u64) -> Refusal {
+    pub(crate) fn from_bits(bits: u64) -> Refusal {
         Refusal(bits)
     }
 

@@ -20,7 +20,7 @@ use crate::limits::{MAX_INFLIGHT, MAX_SLOT_ID};
 /// One call in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Slot {
-    /// Its id: 1 to [`MAX_SLOT_ID`], never reused while the key exists.
+    /// Its id: 1 to 2^53, never reused while the key exists.
     pub id: u64,
     /// When its lease ends, ns since the Unix epoch: from then on it is not held.
     pub lease_end: i64,
@@ -75,7 +75,7 @@ impl Slots {
     }
 
     /// When the first of the slots held at `now` runs out (`None`: none held).
-    pub fn earliest_end(&self, now: i128) -> Option<i64> {
+    pub(crate) fn earliest_end(&self, now: i128) -> Option<i64> {
         self.live(now).map(|s| s.lease_end).min()
     }
 

@@ -42,10 +42,10 @@ use crate::slots::{Slot, Slots, Waiter};
 use crate::Quota;
 
 /// Bytes in the state of a bucket neither paused nor cut.
-pub const STATE_LEN: usize = 8;
+pub(crate) const STATE_LEN: usize = 8;
 
 /// Bytes in the state of a bucket paused or cut.
-pub const PUSHBACK_STATE_LEN: usize = 32;
+pub(crate) const PUSHBACK_STATE_LEN: usize = 32;
 
 /// Bytes in the state of a bucket holding slots, before its slots: the 32-byte form and the
 /// next slot id.
@@ -62,7 +62,7 @@ pub const LINE_STATE_HEAD: usize = SLOTS_STATE_HEAD + 8;
 pub const WAITER_LEN: usize = 32;
 
 /// The last byte of a state that keeps a quota, which no other form ends with.
-pub const KEPT_MARK: u8 = 0xFF;
+pub(crate) const KEPT_MARK: u8 = 0xFF;
 
 /// Whether a value of `len` bytes can be a state this release writes (8, 32, or 40 + 16 k for
 /// 1 to [`MAX_INFLIGHT`] slots): the module reads those in place.
@@ -138,14 +138,14 @@ pub struct RateCut {
 
 impl RateCut {
     /// The instant the rate is full again, ns.
-    pub fn recovered_at(&self) -> i128 {
+    pub(crate) fn recovered_at(&self) -> i128 {
         i128::from(self.at) + i128::from(self.recovery_ms) * 1_000_000
     }
 
     /// The rate's factor at `now`, in basis points: the cut's own before the cut's instant
     /// (a clock that reads earlier: the strictest), the full rate from the recovered instant on,
     /// and a straight line between, rounded down (stricter).
-    pub fn factor_at(&self, now: i128) -> u16 {
+    pub(crate) fn factor_at(&self, now: i128) -> u16 {
         let elapsed_ms = (now - i128::from(self.at)).div_euclid(1_000_000);
         if elapsed_ms <= 0 {
             return self.factor_bp;
@@ -158,7 +158,7 @@ impl RateCut {
         u16::try_from(i128::from(self.factor_bp) + climbed).unwrap_or(FULL_FACTOR_BP)
     }
 
-    /// The first instant (ns) at which [`RateCut::factor_at`] is at least `factor_bp`: the cut's
+    /// The first instant (ns) at which the cut's factor is at least `factor_bp`: the cut's
     /// own instant for a factor it starts at, the recovered instant for the full rate, and in
     /// between the first whole ms the straight line reaches it.
     pub fn reaches(&self, factor_bp: u16) -> i128 {
@@ -314,8 +314,7 @@ fn encode_table(head: &[u8], slots: &Slots) -> Vec<u8> {
 
 /// Reads a stored state, seen from the server's clock `now_ns`.
 ///
-/// A command writes the instant a bucket is full again: never before 2020
-/// ([`EARLIEST_STATE_NS`]), and never more than 20 years after its clock (a full refill plus
+/// A command writes the instant a bucket is full again: never before 2020-01-01, and never more than 20 years after its clock (a full refill plus
 /// the longest reservation). So any 8 bytes are not a bucket: `abcdefgh` reads as the year 2208
 /// and `12345678` as 2098, which a take would have treated as debt until then, and a foreign
 /// binary 12345 as 1970, which a take would have overwritten. Refused: an instant before 2020
@@ -325,7 +324,7 @@ fn encode_table(head: &[u8], slots: &Slots) -> Vec<u8> {
 /// foreign. Two comparisons per read. The pause and the cut of a 32-byte state obey the same
 /// rule, and a cut's factor and recovery must be ones a command writes. A slot table's lease
 /// ends obey it too; its ids are increasing, from 1, below the next id, which is at most
-/// [`MAX_SLOT_ID`].
+/// 2^53.
 pub fn parse_state(bytes: &[u8], now_ns: i64) -> Result<State, StateError> {
     if bytes.last() == Some(&KEPT_MARK) {
         return parse_kept(bytes, now_ns);
