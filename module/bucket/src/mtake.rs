@@ -19,7 +19,7 @@ use crate::take::{
     check_line, parse_floor, parse_inflight, parse_line, Inflight, LineArgs, LineCounts,
 };
 use crate::throttle_command::ThrottleCommand;
-use crate::words::{once, parse_max_wait, parse_tokens, parse_u64, Word};
+use crate::words::{parse_max_wait, parse_tokens, parse_u64, read_options, Word};
 use crate::{Quota, NS_PER_MS};
 
 /// One bucket of a THROTTLE.MTAKE: its quota and the tokens taken from it.
@@ -600,52 +600,29 @@ impl ThrottleCommand for MTakeArgs {
 
         // The same rules as THROTTLE.TAKE's options: MAXWAIT ms, FLOOR with one value per
         // key, TICKET alone, INFLIGHT n and LEASE ms.
-        let mut max_wait = None;
-        let mut inflight = None;
-        let mut lease = None;
-        let mut line = None;
-        let mut waiter = None;
         let mut floors: Option<&[&[u8]]> = None;
         let mut ticket = false;
-        let mut rest = options;
-        while let [name, tail @ ..] = rest {
-            if name.eq_ignore_ascii_case(b"TICKET") {
-                if ticket {
-                    return Err(ArgError::Repeated("TICKET"));
+        let [max_wait, inflight, lease, line, waiter] = read_options(
+            options,
+            ["MAXWAIT", "INFLIGHT", "LEASE", "LINE", "WAITER"],
+            |name, tail| {
+                if name.eq_ignore_ascii_case(b"TICKET") {
+                    if std::mem::replace(&mut ticket, true) {
+                        return Err(ArgError::Repeated("TICKET"));
+                    }
+                    return Ok(Some(0));
                 }
-                ticket = true;
-                rest = tail;
-                continue;
-            }
-            if name.eq_ignore_ascii_case(b"FLOOR") {
-                let (values, tail) = tail
-                    .split_at_checked(len)
-                    .ok_or(ArgError::Floors { keys: len })?;
+                if !name.eq_ignore_ascii_case(b"FLOOR") {
+                    return Ok(None);
+                }
+                let values = tail.get(..len).ok_or(ArgError::Floors { keys: len })?;
                 if floors.replace(values).is_some() {
                     return Err(ArgError::Repeated("FLOOR"));
                 }
-                rest = tail;
-                continue;
-            }
-            let (slot, label) = if name.eq_ignore_ascii_case(b"MAXWAIT") {
-                (&mut max_wait, "MAXWAIT")
-            } else if name.eq_ignore_ascii_case(b"INFLIGHT") {
-                (&mut inflight, "INFLIGHT")
-            } else if name.eq_ignore_ascii_case(b"LEASE") {
-                (&mut lease, "LEASE")
-            } else if name.eq_ignore_ascii_case(b"LINE") {
-                (&mut line, "LINE")
-            } else if name.eq_ignore_ascii_case(b"WAITER") {
-                (&mut waiter, "WAITER")
-            } else {
-                return Err(ArgError::UnknownOption(Command::MTake));
-            };
-            let [value, tail @ ..] = tail else {
-                return Err(ArgError::MissingValue(label));
-            };
-            once(slot, value, label)?;
-            rest = tail;
-        }
+                Ok(Some(len))
+            },
+            ArgError::UnknownOption(Command::MTake),
+        )?;
         if inflight.is_some() != lease.is_some() {
             return Err(ArgError::InflightLease);
         }

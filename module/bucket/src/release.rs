@@ -12,7 +12,7 @@ use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::take::parse_cap;
 use crate::throttle_command::{one_key, only, ThrottleCommand};
-use crate::words::{once, parse_slot, Word};
+use crate::words::{parse_slot, read_options, Word};
 use crate::Quota;
 
 /// `THROTTLE.RELEASE key capacity rate slot [INFLIGHT n]`.
@@ -143,18 +143,12 @@ impl ThrottleCommand for ReleaseArgs {
         };
         let quota = Quota::parse(capacity, rate)?;
         let slot = parse_slot(slot)?;
-        let mut inflight = None;
-        let mut rest = options;
-        while let [name, tail @ ..] = rest {
-            if !name.eq_ignore_ascii_case(b"INFLIGHT") {
-                return Err(ArgError::UnknownOption(Command::Release));
-            }
-            let [value, tail @ ..] = tail else {
-                return Err(ArgError::MissingValue("INFLIGHT"));
-            };
-            once(&mut inflight, value, "INFLIGHT")?;
-            rest = tail;
-        }
+        let [inflight] = read_options(
+            options,
+            ["INFLIGHT"],
+            |_, _| Ok(None),
+            ArgError::UnknownOption(Command::Release),
+        )?;
         Ok(ReleaseArgs {
             quota,
             slot,

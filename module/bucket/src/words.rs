@@ -72,7 +72,8 @@ pub(crate) fn parse_max_wait(text: &[u8]) -> Result<u64, ArgError> {
     parse_within(text, 0..=MAX_WAIT_MS, ArgError::MaxWait)
 }
 
-/// Stores an option's value in `slot`, refusing one given twice.
+/// Stores an option's value in `slot`, refusing one given twice (THROTTLE.TAKE's options, read
+/// by hand: its hot path has no room for [`read_options`]'s table).
 pub(crate) fn once<'a>(
     slot: &mut Option<&'a [u8]>,
     value: &'a [u8],
@@ -83,4 +84,39 @@ pub(crate) fn once<'a>(
     }
     *slot = Some(value);
     Ok(())
+}
+
+/// A command's options (the words after its required ones), read for their structure: each
+/// option of `valued` (its word, matched in any case) at most once and with its value, each
+/// word `other` knows with as many values as it says it takes (`Some(n)`; TICKET, MTAKE's FLOOR
+/// block), and any other word refused as `unknown`. Returns the valued
+/// options' values, in `valued`'s order; their values are checked by the caller, after.
+pub(crate) fn read_options<'r, 'a, const N: usize>(
+    mut rest: &'r [&'a [u8]],
+    valued: [&'static str; N],
+    mut other: impl FnMut(&[u8], &'r [&'a [u8]]) -> Result<Option<usize>, ArgError>,
+    unknown: ArgError,
+) -> Result<[Option<&'a [u8]>; N], ArgError> {
+    let mut values = [None; N];
+    while let [name, tail @ ..] = rest {
+        let named = valued
+            .iter()
+            .zip(values.iter_mut())
+            .find(|(label, _)| name.eq_ignore_ascii_case(label.as_bytes()));
+        if let Some((&label, slot)) = named {
+            let [value, tail @ ..] = tail else {
+                return Err(ArgError::MissingValue(label));
+            };
+            if slot.replace(*value).is_some() {
+                return Err(ArgError::Repeated(label));
+            }
+            rest = tail;
+            continue;
+        }
+        let Some(taken) = other(name, tail)? else {
+            return Err(unknown);
+        };
+        rest = tail.get(taken..).unwrap_or(&[]);
+    }
+    Ok(values)
 }
