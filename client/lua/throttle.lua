@@ -611,6 +611,22 @@ local function parse_line(line_text, waiter_text)
   end
   return place_ms, waiter_id
 end
+
+-- The structure of LINE and WAITER beside the other options (take's and mtake's, as the
+-- module's check_line): the error's name, or nil. LINE needs INFLIGHT, WAITER needs LINE, and
+-- LINE does not go with FLOOR.
+local function check_line(line_text, waiter_text, inflight_text, floor_given)
+  if line_text and not inflight_text then
+    return 'line_inflight'
+  end
+  if waiter_text and not line_text then
+    return 'waiter_line'
+  end
+  if line_text and floor_given then
+    return 'line_floor'
+  end
+  return nil
+end
 -- The stored state, the module's bytes -----------------------------------------------------
 
 -- The pair of the i64 whose little-endian bytes are b1..b8, for one below 2^63: the high 32
@@ -1716,14 +1732,12 @@ do
     if (inflight_text == nil) ~= (lease_text == nil) then
       return fail('inflight_lease')
     end
-    if line_text and not inflight_text then
-      return fail('line_inflight')
-    end
-    if waiter_text and not line_text then
-      return fail('waiter_line')
-    end
-    if line_text and floor_text then
-      return fail('line_floor')
+    -- (Only a call with LINE or WAITER pays for the check: a plain take has neither.)
+    if line_text or waiter_text then
+      local wrong = check_line(line_text, waiter_text, inflight_text, floor_text)
+      if wrong then
+        return fail(wrong)
+      end
     end
     local tokens, max_wait_ms, floor_tokens = 1, 0, nil
     if tokens_text then
@@ -2052,14 +2066,12 @@ local function mtake(keys, args)
   if (inflight_text == nil) ~= (lease_text == nil) then
     return fail('inflight_lease')
   end
-  if line_text and not inflight_text then
-    return fail('line_inflight')
-  end
-  if waiter_text and not line_text then
-    return fail('waiter_line')
-  end
-  if line_text and floors_at then
-    return fail('line_floor')
+  -- (Only a call with LINE or WAITER pays for the check: a plain take has neither.)
+  if line_text or waiter_text then
+    local wrong = check_line(line_text, waiter_text, inflight_text, floors_at)
+    if wrong then
+      return fail(wrong)
+    end
   end
   local max_wait_ms = 0
   if wait_text then

@@ -330,3 +330,19 @@ local function parse_line(line_text, waiter_text)
   end
   return place_ms, waiter_id
 end
+
+-- The structure of LINE and WAITER beside the other options (take's and mtake's, as the
+-- module's check_line): the error's name, or nil. LINE needs INFLIGHT, WAITER needs LINE, and
+-- LINE does not go with FLOOR.
+local function check_line(line_text, waiter_text, inflight_text, floor_given)
+  if line_text and not inflight_text then
+    return 'line_inflight'
+  end
+  if waiter_text and not line_text then
+    return 'waiter_line'
+  end
+  if line_text and floor_given then
+    return 'line_floor'
+  end
+  return nil
+end

@@ -301,14 +301,12 @@ do
     if (inflight_text == nil) ~= (lease_text == nil) then
       return fail('inflight_lease')
     end
-    if line_text and not inflight_text then
-      return fail('line_inflight')
-    end
-    if waiter_text and not line_text then
-      return fail('waiter_line')
-    end
-    if line_text and floor_text then
-      return fail('line_floor')
+    -- (Only a call with LINE or WAITER pays for the check: a plain take has neither.)
+    if line_text or waiter_text then
+      local wrong = check_line(line_text, waiter_text, inflight_text, floor_text)
+      if wrong then
+        return fail(wrong)
+      end
     end
     local tokens, max_wait_ms, floor_tokens = 1, 0, nil
     if tokens_text then

@@ -91,14 +91,12 @@ local function mtake(keys, args)
   if (inflight_text == nil) ~= (lease_text == nil) then
     return fail('inflight_lease')
   end
-  if line_text and not inflight_text then
-    return fail('line_inflight')
-  end
-  if waiter_text and not line_text then
-    return fail('waiter_line')
-  end
-  if line_text and floors_at then
-    return fail('line_floor')
+  -- (Only a call with LINE or WAITER pays for the check: a plain take has neither.)
+  if line_text or waiter_text then
+    local wrong = check_line(line_text, waiter_text, inflight_text, floors_at)
+    if wrong then
+      return fail(wrong)
+    end
   end
   local max_wait_ms = 0
   if wait_text then

@@ -416,7 +416,7 @@ fn open_calls_tables(out: &mut String, args: &RunArgs, phases: &[(Phase, &OpenCa
                 format!("{}-{}", s.t, s.t + 1),
                 s.fleet_served,
                 s.refused_for_concurrency,
-                s.fleet_refused - s.refused_for_concurrency,
+                s.fleet_refused.saturating_sub(s.refused_for_concurrency),
                 s.most_open,
                 if s.slow { "yes" } else { "" }
             );
