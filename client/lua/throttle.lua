@@ -58,7 +58,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 14                     -- of this library; a client replaces an older one
+local VERSION = 15                     -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery
@@ -724,27 +724,27 @@ local function slots_of(stored, len, now_s, now_n)
   return read_slots(stored, { next = next_id }, 40, len, now_s, now_n)
 end
 
--- The table of a state with a line (48 + 16 k + 32 w bytes: the next id, then k, w and the cap
--- as u16 and two zero bytes, the k slots, the w waiters), seen at `now`: the slots as
--- `slots_of` reads them, with `cap` and `line`, the waiters in the order they joined, each
--- {ticket, place_s, place_n, lease_ms, tokens}. nil if it is not one a command writes: the
+-- The table of a state with a line (48 + 16 k + 32 w bytes: the next id, then k, w, the cap
+-- and the line's slack as u16, the k slots, the w waiters), seen at `now`: the slots as
+-- `slots_of` reads them, with `cap`, `slack` and `line`, the waiters in the order they joined,
+-- each {ticket, place_s, place_n, lease_ms, tokens}. nil if it is not one a command writes: the
 -- counts exactly its length (1 to 1024 waiters, at most 1024 slots), the cap 1 to 1024, the
--- padding zero, the tickets increasing, below the next id and held by no slot, place ends
--- plausible instants, a lease of 1 to 315360000000 ms and at most 1e15 tokens.
+-- tickets increasing, below the next id and held by no slot, place ends plausible instants, a
+-- lease of 1 to 315360000000 ms and at most 1e15 tokens.
 local function line_of(stored, len, now_s, now_n)
   local next_id = le_id(stored, 32)
   if not next_id then
     return nil
   end
-  local k1, k2, w1, w2, c1, c2, p1, p2 = byte(stored, 41, 48)
+  local k1, k2, w1, w2, c1, c2, s1, s2 = byte(stored, 41, 48)
   local k, w, cap = k1 + k2 * 256, w1 + w2 * 256, c1 + c2 * 256
-  if p1 ~= 0 or p2 ~= 0 or k > MAX_INFLIGHT or w < 1 or w > MAX_LINE or cap < 1
+  if k > MAX_INFLIGHT or w < 1 or w > MAX_LINE or cap < 1
     or cap > MAX_INFLIGHT or 48 + 16 * k + 32 * w ~= len then
     return nil
   end
   local first_waiter = 48 + 16 * k
-  local slots = read_slots(stored, { next = next_id, cap = cap }, 48, first_waiter, now_s,
-    now_n)
+  local slots = read_slots(stored, { next = next_id, cap = cap, slack = s1 + s2 * 256 }, 48,
+    first_waiter, now_s, now_n)
   if not slots then
     return nil
   end
@@ -981,9 +981,9 @@ local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots, kept)
     end
     state = state .. id_le(slots.next)
     if waiting then
-      local k, w, c = held and #held or 0, #waiting, slots.cap
+      local k, w, c, s = held and #held or 0, #waiting, slots.cap, slots.slack or 0
       state = state .. char(k % 256, floor(k / 256), w % 256, floor(w / 256), c % 256,
-        floor(c / 256), 0, 0)
+        floor(c / 256), s % 256, floor(s / 256))
     end
     if held then
       state = state .. table.concat(held)
@@ -1233,7 +1233,7 @@ local function pruned(slots, now_s, now_n)
     end
   end
   if waiting then
-    out.line, out.cap = waiting, slots.cap
+    out.line, out.cap, out.slack = waiting, slots.cap, slots.slack
   elseif #out == 0 then
     return nil
   end
@@ -1334,18 +1334,80 @@ local function settle(quota, b, tat_s, tat_n, slots, cap)
   if #rest > 0 then
     slots.line = rest
   else
-    slots.line, slots.cap = nil, nil
+    slots.line, slots.cap, slots.slack = nil, nil, nil
   end
   return tat_s, tat_n, slots, handed
 end
 
--- When a waiter that hears nothing should look again, in ms: when the first slot held may run
--- out, but at least every half of its place lease (so that it keeps its place), and never
--- sooner than 1 ms.
-local function look_again_ms(slots, now_s, now_n, place_ms)
+-- When the waiter with ticket `id`, at `place` in line, should be handed a slot, ms from `now`,
+-- at the line's pace: each holder frees its slot the line's slack before its lease ends, and a
+-- slot handed on is held for the waiter's own lease less the slack. nil before the line saw a
+-- release, or with a slot free under the cap: the module's line::turn_ms.
+local function turn_ms(slots, now_s, now_n, id, place)
+  local slack, lease = slots.slack or 0, nil
+  for i = 1, slots.line and #slots.line or 0 do
+    if slots.line[i][1] == id then
+      lease = slots.line[i][4]
+    end
+  end
+  if not lease then
+    return nil
+  end
+  local frees = {}
+  for k = 1, #slots do
+    local one = slots[k]
+    if lt(now_s, now_n, one[2], one[3]) then
+      local free = ceil_ms(sub2(one[2], one[3], now_s, now_n)) - slack
+      frees[#frees + 1] = free > 0 and free or 0
+    end
+  end
+  local held = #frees
+  if slack == 0 or held == 0 or held < slots.cap then
+    return nil
+  end
+  table.sort(frees)
+  -- The frees to wait for before this place's, the held slots above the cap first.
+  local before = place - 1 + held - slots.cap
+  local hold = lease - slack
+  if hold < 1 then
+    hold = 1
+  end
+  return frees[before % held + 1] + floor(before / held) * hold
+end
+
+-- The line's slack after a holder released a slot with `left` (a pair) of its lease left: the
+-- first release sets it, each later one weighs a quarter, in whole ms from 1 to 65535: the
+-- module's line::slack_after.
+local function slack_after(slack, left_s, left_n)
+  local left = ceil_ms(left_s, left_n)
+  if left < 1 then
+    left = 1
+  elseif left > 65535 then
+    left = 65535
+  end
+  if not slack or slack == 0 then
+    return left
+  end
+  return floor((3 * slack + left) / 4)
+end
+
+-- When a waiter that hears nothing should look again, in ms, and whether that is when the
+-- line's pace says its turn comes (`turn_ms`); without a pace, when the first slot held may
+-- run out. Either way at least every half of its place lease (so that it keeps its place),
+-- and never sooner than 1 ms.
+local function look_again_ms(slots, now_s, now_n, place_ms, id, place)
   local renew = floor(place_ms / 2)
   if renew < 1 then
     renew = 1
+  end
+  local turn = turn_ms(slots, now_s, now_n, id, place)
+  if turn then
+    if turn < 1 then
+      return 1, true
+    elseif turn > renew then
+      return renew, true
+    end
+    return turn, true
   end
   local _, first_s, first_n = held_at(slots, now_s, now_n)
   if not first_s then
@@ -1543,9 +1605,10 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
   -- Denied in line at `place` with ticket `id`, writing `table` (its join, or its place
   -- renewed): the wait is when to look again.
   local function waiting(table_after, id, place)
-    local look = look_again_ms(table_after, now_s, now_n, place_ms)
+    local look, turn = look_again_ms(table_after, now_s, now_n, place_ms, id, place)
     return { granted = 0, wait_s = floor(look / 1000), wait_n = (look % 1000) * 1e6,
-      after_s = b.debt_s, after_n = b.debt_n, slot = id, place = place, reason = 4 + 16,
+      after_s = b.debt_s, after_n = b.debt_n, slot = id, place = place,
+      reason = 4 + 16 + (turn and 32 or 0),
       write = { b.base_s, b.base_n, table_after } }
   end
   if not place_ms then
@@ -2227,13 +2290,15 @@ local function mtake(keys, args)
     -- Denied in line at `at` with ticket `id`, writing `table_after`: the wait is when to
     -- look again.
     local function waiting(table_after, id, at)
-      local look = look_again_ms(table_after, now_s, now_n, place_ms)
-      granted, wait_s, wait_n, reason = false, floor(look / 1000), (look % 1000) * 1e6, 4 + 16
+      local look, turn = look_again_ms(table_after, now_s, now_n, place_ms, id, at)
+      granted, wait_s, wait_n = false, floor(look / 1000), (look % 1000) * 1e6
+      reason = 4 + 16 + (turn and 32 or 0)
       slot, place, line_write = id, at, { b.base_s, b.base_n, table_after }
     end
     if handed_slot and not tokens_granted then
       -- Its tokens not there in time: the slot goes on down the line at once.
-      local rest = { next = slots.next, line = slots.line, cap = slots.cap }
+      local rest = { next = slots.next, line = slots.line, cap = slots.cap,
+        slack = slots.slack }
       for k = 1, #slots do
         if slots[k][1] ~= waiter_id then
           rest[#rest + 1] = slots[k]
@@ -2647,7 +2712,8 @@ local function with_slot(b, id, change)
   for k = 1, slots and #slots or 0 do
     local one = slots[k]
     if one[1] == id and lt(b.now_s, b.now_n, one[2], one[3]) then
-      local changed = { next = slots.next, line = slots.line, cap = slots.cap }
+      local changed = { next = slots.next, line = slots.line, cap = slots.cap,
+        slack = slots.slack }
       for j = 1, #slots do
         if j ~= k then
           changed[#changed + 1] = slots[j]
@@ -2742,7 +2808,9 @@ local function release(keys, args)
       held = held + 1
     end
   end
-  local slots = with_slot(b, id, function()
+  local freed
+  local slots = with_slot(b, id, function(one)
+    freed = one
     return nil
   end)
   if not slots then
@@ -2761,7 +2829,7 @@ local function release(keys, args)
         if #rest > 0 then
           table_after.line = rest
         else
-          table_after.line, table_after.cap = nil, nil
+          table_after.line, table_after.cap, table_after.slack = nil, nil, nil
         end
         store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, table_after, b.kept)
         return 1
@@ -2774,6 +2842,8 @@ local function release(keys, args)
   local tat_s, tat_n, handed = b.base_s, b.base_n, nil
   slots = pruned(slots, b.now_s, b.now_n)
   if slots and slots.line then
+    -- The line learns its pace from how much lease the holders leave unused.
+    slots.slack = slack_after(slots.slack, sub2(freed[2], freed[3], b.now_s, b.now_n))
     if b.kept then
       quota = b.kept.q -- a quota kept at the server wins over the caller's
     end

@@ -96,27 +96,27 @@ local function slots_of(stored, len, now_s, now_n)
   return read_slots(stored, { next = next_id }, 40, len, now_s, now_n)
 end
 
--- The table of a state with a line (48 + 16 k + 32 w bytes: the next id, then k, w and the cap
--- as u16 and two zero bytes, the k slots, the w waiters), seen at `now`: the slots as
--- `slots_of` reads them, with `cap` and `line`, the waiters in the order they joined, each
--- {ticket, place_s, place_n, lease_ms, tokens}. nil if it is not one a command writes: the
+-- The table of a state with a line (48 + 16 k + 32 w bytes: the next id, then k, w, the cap
+-- and the line's slack as u16, the k slots, the w waiters), seen at `now`: the slots as
+-- `slots_of` reads them, with `cap`, `slack` and `line`, the waiters in the order they joined,
+-- each {ticket, place_s, place_n, lease_ms, tokens}. nil if it is not one a command writes: the
 -- counts exactly its length (1 to 1024 waiters, at most 1024 slots), the cap 1 to 1024, the
--- padding zero, the tickets increasing, below the next id and held by no slot, place ends
--- plausible instants, a lease of 1 to 315360000000 ms and at most 1e15 tokens.
+-- tickets increasing, below the next id and held by no slot, place ends plausible instants, a
+-- lease of 1 to 315360000000 ms and at most 1e15 tokens.
 local function line_of(stored, len, now_s, now_n)
   local next_id = le_id(stored, 32)
   if not next_id then
     return nil
   end
-  local k1, k2, w1, w2, c1, c2, p1, p2 = byte(stored, 41, 48)
+  local k1, k2, w1, w2, c1, c2, s1, s2 = byte(stored, 41, 48)
   local k, w, cap = k1 + k2 * 256, w1 + w2 * 256, c1 + c2 * 256
-  if p1 ~= 0 or p2 ~= 0 or k > MAX_INFLIGHT or w < 1 or w > MAX_LINE or cap < 1
+  if k > MAX_INFLIGHT or w < 1 or w > MAX_LINE or cap < 1
     or cap > MAX_INFLIGHT or 48 + 16 * k + 32 * w ~= len then
     return nil
   end
   local first_waiter = 48 + 16 * k
-  local slots = read_slots(stored, { next = next_id, cap = cap }, 48, first_waiter, now_s,
-    now_n)
+  local slots = read_slots(stored, { next = next_id, cap = cap, slack = s1 + s2 * 256 }, 48,
+    first_waiter, now_s, now_n)
   if not slots then
     return nil
   end

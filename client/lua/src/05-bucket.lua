@@ -109,9 +109,9 @@ local function store(key, tat_s, tat_n, pushback, now_s, now_n, slots, kept)
     end
     state = state .. id_le(slots.next)
     if waiting then
-      local k, w, c = held and #held or 0, #waiting, slots.cap
+      local k, w, c, s = held and #held or 0, #waiting, slots.cap, slots.slack or 0
       state = state .. char(k % 256, floor(k / 256), w % 256, floor(w / 256), c % 256,
-        floor(c / 256), 0, 0)
+        floor(c / 256), s % 256, floor(s / 256))
     end
     if held then
       state = state .. table.concat(held)
@@ -361,7 +361,7 @@ local function pruned(slots, now_s, now_n)
     end
   end
   if waiting then
-    out.line, out.cap = waiting, slots.cap
+    out.line, out.cap, out.slack = waiting, slots.cap, slots.slack
   elseif #out == 0 then
     return nil
   end
@@ -462,18 +462,80 @@ local function settle(quota, b, tat_s, tat_n, slots, cap)
   if #rest > 0 then
     slots.line = rest
   else
-    slots.line, slots.cap = nil, nil
+    slots.line, slots.cap, slots.slack = nil, nil, nil
   end
   return tat_s, tat_n, slots, handed
 end
 
--- When a waiter that hears nothing should look again, in ms: when the first slot held may run
--- out, but at least every half of its place lease (so that it keeps its place), and never
--- sooner than 1 ms.
-local function look_again_ms(slots, now_s, now_n, place_ms)
+-- When the waiter with ticket `id`, at `place` in line, should be handed a slot, ms from `now`,
+-- at the line's pace: each holder frees its slot the line's slack before its lease ends, and a
+-- slot handed on is held for the waiter's own lease less the slack. nil before the line saw a
+-- release, or with a slot free under the cap: the module's line::turn_ms.
+local function turn_ms(slots, now_s, now_n, id, place)
+  local slack, lease = slots.slack or 0, nil
+  for i = 1, slots.line and #slots.line or 0 do
+    if slots.line[i][1] == id then
+      lease = slots.line[i][4]
+    end
+  end
+  if not lease then
+    return nil
+  end
+  local frees = {}
+  for k = 1, #slots do
+    local one = slots[k]
+    if lt(now_s, now_n, one[2], one[3]) then
+      local free = ceil_ms(sub2(one[2], one[3], now_s, now_n)) - slack
+      frees[#frees + 1] = free > 0 and free or 0
+    end
+  end
+  local held = #frees
+  if slack == 0 or held == 0 or held < slots.cap then
+    return nil
+  end
+  table.sort(frees)
+  -- The frees to wait for before this place's, the held slots above the cap first.
+  local before = place - 1 + held - slots.cap
+  local hold = lease - slack
+  if hold < 1 then
+    hold = 1
+  end
+  return frees[before % held + 1] + floor(before / held) * hold
+end
+
+-- The line's slack after a holder released a slot with `left` (a pair) of its lease left: the
+-- first release sets it, each later one weighs a quarter, in whole ms from 1 to 65535: the
+-- module's line::slack_after.
+local function slack_after(slack, left_s, left_n)
+  local left = ceil_ms(left_s, left_n)
+  if left < 1 then
+    left = 1
+  elseif left > 65535 then
+    left = 65535
+  end
+  if not slack or slack == 0 then
+    return left
+  end
+  return floor((3 * slack + left) / 4)
+end
+
+-- When a waiter that hears nothing should look again, in ms, and whether that is when the
+-- line's pace says its turn comes (`turn_ms`); without a pace, when the first slot held may
+-- run out. Either way at least every half of its place lease (so that it keeps its place),
+-- and never sooner than 1 ms.
+local function look_again_ms(slots, now_s, now_n, place_ms, id, place)
   local renew = floor(place_ms / 2)
   if renew < 1 then
     renew = 1
+  end
+  local turn = turn_ms(slots, now_s, now_n, id, place)
+  if turn then
+    if turn < 1 then
+      return 1, true
+    elseif turn > renew then
+      return renew, true
+    end
+    return turn, true
   end
   local _, first_s, first_n = held_at(slots, now_s, now_n)
   if not first_s then

@@ -112,9 +112,10 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
   -- Denied in line at `place` with ticket `id`, writing `table` (its join, or its place
   -- renewed): the wait is when to look again.
   local function waiting(table_after, id, place)
-    local look = look_again_ms(table_after, now_s, now_n, place_ms)
+    local look, turn = look_again_ms(table_after, now_s, now_n, place_ms, id, place)
     return { granted = 0, wait_s = floor(look / 1000), wait_n = (look % 1000) * 1e6,
-      after_s = b.debt_s, after_n = b.debt_n, slot = id, place = place, reason = 4 + 16,
+      after_s = b.debt_s, after_n = b.debt_n, slot = id, place = place,
+      reason = 4 + 16 + (turn and 32 or 0),
       write = { b.base_s, b.base_n, table_after } }
   end
   if not place_ms then

@@ -252,13 +252,15 @@ local function mtake(keys, args)
     -- Denied in line at `at` with ticket `id`, writing `table_after`: the wait is when to
     -- look again.
     local function waiting(table_after, id, at)
-      local look = look_again_ms(table_after, now_s, now_n, place_ms)
-      granted, wait_s, wait_n, reason = false, floor(look / 1000), (look % 1000) * 1e6, 4 + 16
+      local look, turn = look_again_ms(table_after, now_s, now_n, place_ms, id, at)
+      granted, wait_s, wait_n = false, floor(look / 1000), (look % 1000) * 1e6
+      reason = 4 + 16 + (turn and 32 or 0)
       slot, place, line_write = id, at, { b.base_s, b.base_n, table_after }
     end
     if handed_slot and not tokens_granted then
       -- Its tokens not there in time: the slot goes on down the line at once.
-      local rest = { next = slots.next, line = slots.line, cap = slots.cap }
+      local rest = { next = slots.next, line = slots.line, cap = slots.cap,
+        slack = slots.slack }
       for k = 1, #slots do
         if slots[k][1] ~= waiter_id then
           rest[#rest + 1] = slots[k]

@@ -6,7 +6,8 @@ local function with_slot(b, id, change)
   for k = 1, slots and #slots or 0 do
     local one = slots[k]
     if one[1] == id and lt(b.now_s, b.now_n, one[2], one[3]) then
-      local changed = { next = slots.next, line = slots.line, cap = slots.cap }
+      local changed = { next = slots.next, line = slots.line, cap = slots.cap,
+        slack = slots.slack }
       for j = 1, #slots do
         if j ~= k then
           changed[#changed + 1] = slots[j]

@@ -48,7 +48,9 @@ local function release(keys, args)
       held = held + 1
     end
   end
-  local slots = with_slot(b, id, function()
+  local freed
+  local slots = with_slot(b, id, function(one)
+    freed = one
     return nil
   end)
   if not slots then
@@ -67,7 +69,7 @@ local function release(keys, args)
         if #rest > 0 then
           table_after.line = rest
         else
-          table_after.line, table_after.cap = nil, nil
+          table_after.line, table_after.cap, table_after.slack = nil, nil, nil
         end
         store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, table_after, b.kept)
         return 1
@@ -80,6 +82,8 @@ local function release(keys, args)
   local tat_s, tat_n, handed = b.base_s, b.base_n, nil
   slots = pruned(slots, b.now_s, b.now_n)
   if slots and slots.line then
+    -- The line learns its pace from how much lease the holders leave unused.
+    slots.slack = slack_after(slots.slack, sub2(freed[2], freed[3], b.now_s, b.now_n))
     if b.kept then
       quota = b.kept.q -- a quota kept at the server wins over the caller's
     end

@@ -17,6 +17,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
+use throttle_bucket::Refusal as Said;
 use tokio::sync::{futures::Notified, Mutex, MutexGuard, Notify};
 use tokio::time::Instant;
 
@@ -312,6 +313,11 @@ where
             }
             Decision::WaitInLine => {
                 let wait = reply.as_ref().wait;
+                // The server knows the line's pace: its wait is the call's turn.
+                let turn = reply
+                    .as_ref()
+                    .said
+                    .is_some_and(|said| said.contains(Said::TURN));
                 let Some((ticket, place_now)) = reply.as_ref().in_line else {
                     return Err(give_up(
                         metrics,
@@ -326,7 +332,7 @@ where
                 }
                 trace_wait(Refusal::Line, wait, round_trips);
                 match line
-                    .wait_in_line(ticket, place_now, wait, replied, until)
+                    .wait_in_line(ticket, place_now, wait, turn, replied, until)
                     .await
                 {
                     Some(next) => {
@@ -609,16 +615,17 @@ impl<'a> InLine<'a> {
     }
 
     /// At `place` in the server's line with `ticket` after a take `replied`, whose reply said
-    /// to look again after `wait` at the latest: until the hand-off of its slot is heard, or
-    /// the look is due. A call that can count on hearing the hand-off looks when the server
-    /// says (to keep its place, or when a holder's lease may run out); one that cannot looks
-    /// when its progress in line says its turn comes ([`line_look`]). `None`: the deadline
-    /// `until` came first.
+    /// to look again after `wait` at the latest (its `turn`: when the line's pace says the
+    /// call's turn comes): until the hand-off of its slot is heard, or the look is due. A call
+    /// that can count on hearing the hand-off, or that was told its turn, looks when the
+    /// server says; one that cannot looks when its progress in line says its turn comes
+    /// ([`line_look`]). `None`: the deadline `until` came first.
     async fn wait_in_line(
         &mut self,
         ticket: u64,
         place: u64,
         wait: Duration,
+        turn: bool,
         replied: Instant,
         until: Option<Instant>,
     ) -> Option<Place> {
@@ -627,7 +634,9 @@ impl<'a> InLine<'a> {
             .zip(self.hearing)
             .filter(|(ears, (trust, _))| ears.kept(*trust));
         let look = match (heard, self.server.joined) {
-            (None, Some((at, first))) => line_look(wait, replied.duration_since(at), first, place),
+            (None, Some((at, first))) => {
+                line_look(wait, turn, replied.duration_since(at), first, place)
+            }
             _ => wait,
         };
         let look = replied + look.max(Duration::from_millis(1));

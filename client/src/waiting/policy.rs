@@ -185,14 +185,25 @@ const LINE_FIRST_LOOK: Duration = Duration::from_millis(50);
 /// between looks: a slot handed to it sits idle until it looks.
 const LINE_HEAD_LOOK: Duration = Duration::from_millis(250);
 
-/// When a call in the server's line that cannot hear the hand-off looks again: when its turn
-/// should come at the pace the line moved since it joined (`in_line` ago, at place `first`; at
-/// place `place` now), or, with no progress seen yet, after [`LINE_FIRST_LOOK`] per place
-/// ahead, and at least as long again as it has waited up to [`LINE_HEAD_LOOK`]; never later
-/// than the server's `hint`
-/// (when a holder's lease may run out, or its place needs keeping), never sooner than
-/// [`LINE_FIRST_LOOK`].
-pub(crate) fn line_look(hint: Duration, in_line: Duration, first: u64, place: u64) -> Duration {
+/// When a call in the server's line that cannot hear the hand-off looks again. Told its `turn`
+/// (the server's `hint` is when the line's pace says it comes), an eighth after it. Otherwise
+/// when its turn should come at the pace the line moved since it joined (`in_line` ago, at
+/// place `first`; at place `place` now), or, with no progress seen yet, after
+/// [`LINE_FIRST_LOOK`] per place ahead, and at least as long again as it has waited up to
+/// [`LINE_HEAD_LOOK`]; never later than the server's `hint` (when a holder's lease may run out,
+/// or its place needs keeping), never sooner than [`LINE_FIRST_LOOK`].
+pub(crate) fn line_look(
+    hint: Duration,
+    turn: bool,
+    in_line: Duration,
+    first: u64,
+    place: u64,
+) -> Duration {
+    if turn {
+        // A little late rather than early: a look too soon costs a round trip, one a little
+        // late only the slot's idle moment.
+        return hint.saturating_add(hint / 8);
+    }
     let due = match first.checked_sub(place).filter(|moved| *moved > 0) {
         Some(moved) => {
             // A quarter late rather than early: a look too soon costs a round trip, one a
@@ -488,13 +499,22 @@ mod tests {
         ];
         for (in_line, first, place, look) in table {
             assert_eq!(
-                line_look(hint, MS * in_line, first, place),
+                line_look(hint, false, MS * in_line, first, place),
                 MS * look,
                 "{in_line} ms in line, from place {first} to {place}"
             );
+            // Told its turn, whatever its progress: an eighth after the turn.
+            assert_eq!(
+                line_look(MS * 160, true, MS * in_line, first, place),
+                MS * 180
+            );
         }
-        // A server's hint under the first look still waits the first look.
-        assert_eq!(line_look(MS * 10, Duration::ZERO, 1, 1), LINE_FIRST_LOOK);
+        // A server's hint under the first look still waits the first look; a turn does not.
+        assert_eq!(
+            line_look(MS * 10, false, Duration::ZERO, 1, 1),
+            LINE_FIRST_LOOK
+        );
+        assert_eq!(line_look(MS, true, Duration::ZERO, 1, 1), MS + MS / 8);
     }
 
     #[test]

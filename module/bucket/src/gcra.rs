@@ -97,6 +97,7 @@ static NO_SLOTS: Slots = Slots {
     held: Vec::new(),
     cap: 0,
     waiters: Vec::new(),
+    slack_ms: 0,
 };
 
 impl<'a> View<'a> {

@@ -75,6 +75,7 @@ pub(crate) fn settle(
     }
     if slots.waiters.is_empty() {
         slots.cap = 0;
+        slots.slack_ms = 0;
     }
     (tat, slots, handed)
 }
@@ -125,6 +126,7 @@ pub(crate) fn left_line(slots: &Slots, now: i128, id: u64) -> Option<Slots> {
     table.waiters.retain(|w| w.id != id);
     if table.waiters.is_empty() {
         table.cap = 0;
+        table.slack_ms = 0;
     }
     Some(table)
 }
@@ -138,13 +140,65 @@ pub(crate) fn renewed_place(slots: &Slots, now: i128, id: u64, place_end: i64) -
     Some(table)
 }
 
-/// When a waiter that hears nothing should look again, in ms: when the first slot held may
-/// run out, but at least every half of its place lease (so that it keeps its place), and never
-/// sooner than 1 ms (no spin).
-pub(crate) fn look_again_ms(slots: &Slots, now: i128, place_ms: u64) -> u64 {
+/// When a waiter that hears nothing should look again, ms from now, and whether that is when
+/// the line's pace says its turn comes ([`turn_ms`]). Without a pace, when the first slot held
+/// may run out. Either way at least every half of its place lease (so that it keeps its
+/// place), and never sooner than 1 ms (no spin).
+pub(crate) fn look_again_ms(
+    slots: &Slots,
+    now: i128,
+    place_ms: u64,
+    id: u64,
+    place: u64,
+) -> (u64, bool) {
     let renew = (place_ms / 2).max(1);
+    if let Some(turn) = turn_ms(slots, now, id, place) {
+        return (turn.clamp(1, renew), true);
+    }
     let first_end = slots
         .earliest_end(now)
         .map_or(i128::from(renew), |end| ceil_ms_wide(i128::from(end) - now));
-    u64::try_from(first_end).unwrap_or(renew).clamp(1, renew)
+    (
+        u64::try_from(first_end).unwrap_or(renew).clamp(1, renew),
+        false,
+    )
+}
+
+/// When the waiter with ticket `id`, at `place` in line, should be handed a slot, ms from
+/// `now`, at the line's pace: each holder frees its slot the line's slack before its lease
+/// ends, and a slot handed on is held for the waiter's own lease less the slack. So the
+/// waiters' turns come in the order the held slots should free, a round of the held slots per
+/// as many places. `None` before the line saw a release, or with a slot free under the cap
+/// (the line waits for tokens, not slots).
+fn turn_ms(slots: &Slots, now: i128, id: u64, place: u64) -> Option<u64> {
+    let slack = u64::from(slots.slack_ms);
+    let lease_ms = slots.waiters.iter().find(|w| w.id == id)?.lease_ms;
+    let mut frees: Vec<u64> = slots
+        .live(now)
+        .map(|s| {
+            let left = u64::try_from(ceil_ms_wide(i128::from(s.lease_end) - now)).unwrap_or(0);
+            left.saturating_sub(slack)
+        })
+        .collect();
+    let held = frees.len() as u64;
+    if slack == 0 || held == 0 || held < slots.cap {
+        return None;
+    }
+    frees.sort_unstable();
+    // The frees to wait for before this place's, the held slots above the cap first.
+    let before = place.checked_sub(1)?.checked_add(held - slots.cap)?;
+    let first = frees.get(usize::try_from(before % held).ok()?)?;
+    let hold = lease_ms.saturating_sub(slack).max(1);
+    Some(first.saturating_add((before / held).saturating_mul(hold)))
+}
+
+/// The line's slack after a holder released a slot with `left_ns` of its lease left: the
+/// first release sets it, each later one weighs a quarter, in whole ms from 1 to `u16::MAX`.
+pub(crate) fn slack_after(slack_ms: u16, left_ns: i128) -> u16 {
+    let left = u16::try_from(ceil_ms_wide(left_ns).max(1)).unwrap_or(u16::MAX);
+    if slack_ms == 0 {
+        return left;
+    }
+    let averaged = (3 * u32::from(slack_ms) + u32::from(left)) / 4;
+    u16::try_from(averaged).unwrap_or(u16::MAX)
 }

@@ -459,13 +459,13 @@ fn in_line(
     place: u64,
     outcome: &mut MOutcome,
 ) -> Option<Write> {
-    let look = look_again_ms(table, first.now, place_ms);
+    let (look, turn) = look_again_ms(table, first.now, place_ms, id, place);
     outcome.granted = false;
     outcome.wait_ns = i64::try_from(look)
         .unwrap_or(i64::MAX)
         .saturating_mul(NS_PER_MS);
     outcome.held_by_slots = true;
-    outcome.refusal = Refusal::SLOT | Refusal::LINE;
+    outcome.refusal = Refusal::SLOT | Refusal::LINE | Refusal::turn(turn);
     outcome.slot = Some(id);
     outcome.place = place;
     first.write_all(first.base, first.pushback, table)

@@ -32,6 +32,19 @@ impl Refusal {
     /// 16: the call is in the line for a slot (LINE), with [`Refusal::SLOT`]: it is handed
     /// one in its turn, announced as `handed <id> <wait_ms>`, or finds it when it looks again.
     pub const LINE: Refusal = Refusal(16);
+    /// 32: with [`Refusal::LINE`], the reply's `wait_ms` is when the line's pace says the
+    /// call's turn comes (from how long the holders kept their slots), not just when to keep
+    /// its place: a waiter that hears nothing can sleep it out and look once.
+    pub const TURN: Refusal = Refusal(32);
+
+    /// [`Refusal::TURN`] if `turn`, else nothing.
+    pub(crate) fn turn(turn: bool) -> Refusal {
+        if turn {
+            Refusal::TURN
+        } else {
+            Refusal::NONE
+        }
+    }
 
     /// The reply's integer.
     pub fn bits(self) -> u64 {

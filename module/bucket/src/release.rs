@@ -6,7 +6,7 @@ use crate::channel::Message;
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{View, Write};
-use crate::line::{left_line, settle, Handed};
+use crate::line::{left_line, settle, slack_after, Handed};
 use crate::reply::{flag, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
@@ -53,7 +53,7 @@ pub struct SlotOutcome {
 /// head of the line at once, under the cap the line waits under.
 fn release(args: &ReleaseArgs, stored: Option<&State>, now_ns: i64) -> SlotOutcome {
     let bucket = View::at(&args.quota, stored, now_ns);
-    let Some(slots) = bucket.slots.released(bucket.now, args.slot) else {
+    let Some(mut slots) = bucket.slots.released(bucket.now, args.slot) else {
         // A waiter's ticket: it leaves the line (it gave up, or its call was cancelled).
         if let Some(slots) = left_line(bucket.slots, bucket.now, args.slot) {
             let write = bucket.write_all(bucket.base, bucket.pushback, &slots);
@@ -76,6 +76,11 @@ fn release(args: &ReleaseArgs, stored: Option<&State>, now_ns: i64) -> SlotOutco
     let (tat, slots, handed) = if slots.waiters.is_empty() {
         (bucket.base, slots, Vec::new())
     } else {
+        // The line learns its pace from how much lease the holders leave unused.
+        let freed = bucket.slots.live(bucket.now).find(|s| s.id == args.slot);
+        if let Some(freed) = freed {
+            slots.slack_ms = slack_after(slots.slack_ms, i128::from(freed.lease_end) - bucket.now);
+        }
         let cap = slots.cap;
         settle(&bucket, bucket.base, slots, cap)
     };

@@ -54,6 +54,10 @@ pub struct Slots {
     /// The callers waiting for a slot, in the order they joined (some may have left since the
     /// last write).
     pub waiters: Vec<Waiter>,
+    /// How much of its lease a slot had left when its holder released it, ms, averaged over
+    /// the releases seen while this line stood (0: none yet; at most `u16::MAX`): the line's
+    /// pace, from which a waiter that hears nothing is told when its turn should come.
+    pub slack_ms: u16,
 }
 
 impl Slots {
@@ -98,11 +102,13 @@ impl Slots {
         if held.is_empty() && waiters.is_empty() {
             return Slots::default();
         }
+        let line = !waiters.is_empty();
         Slots {
             next_id: self.next_id,
             held,
-            cap: if waiters.is_empty() { 0 } else { self.cap },
+            cap: if line { self.cap } else { 0 },
             waiters,
+            slack_ms: if line { self.slack_ms } else { 0 },
         }
     }
 

@@ -16,11 +16,13 @@
 //!
 //! - 48 + 16 k + 32 w bytes while w callers wait in the line for a slot (1 <= w <=
 //!   [`MAX_LINE`], 0 <= k <= [`MAX_INFLIGHT`]): the 32-byte form, the next slot id (`u64`),
-//!   then k, w and the cap the line waits under (`u16` each) and two zero bytes, then the k
-//!   slots as above, then each waiter in the order it joined: its ticket (`u64`), the end of
-//!   its place lease (`i64`, ns), its slot's lease in ms (`u64`) and its tokens (`u64`). Every
-//!   other form with a table is 8 mod 16 bytes long, this one 0 mod 16, so the length alone
-//!   tells them apart; a bucket with no waiter keeps the forms above.
+//!   then k, w, the cap the line waits under and the line's slack (`u16` each: how much of its
+//!   lease a released slot had left, ms, averaged; 0 before the first release, as earlier
+//!   releases wrote it), then the k slots as above, then each waiter in the order it joined:
+//!   its ticket (`u64`), the end of its place lease (`i64`, ns), its slot's lease in ms
+//!   (`u64`) and its tokens (`u64`). Every other form with a table is 8 mod 16 bytes long, this
+//!   one 0 mod 16, so the length alone tells them apart; a bucket with no waiter keeps the
+//!   forms above.
 //!
 //! - Any of those, then a **kept quota** while an operator keeps one at the server
 //!   (THROTTLE.QUOTA): its capacity (`u64`, little-endian), its rate as the shortest decimal
@@ -281,7 +283,7 @@ fn encode_line(head: &[u8], slots: &Slots) -> Vec<u8> {
     table.extend_from_slice(&count(slots.held.len() as u64));
     table.extend_from_slice(&count(slots.waiters.len() as u64));
     table.extend_from_slice(&count(slots.cap));
-    table.extend_from_slice(&[0, 0]);
+    table.extend_from_slice(&slots.slack_ms.to_le_bytes());
     for slot in &slots.held {
         table.extend_from_slice(&slot.id.to_le_bytes());
         table.extend_from_slice(&slot.lease_end.to_le_bytes());
@@ -489,14 +491,14 @@ fn parse_slots(
 fn parse_line(bytes: &[u8], now: i64) -> Result<Slots, StateError> {
     let next_id = next_slot_id(bytes)?;
     let counts = u64_at(bytes, SLOTS_STATE_HEAD)?;
-    let [k, w, cap, pad] = [0, 16, 32, 48].map(|shift| (counts >> shift) & 0xFFFF);
+    let [k, w, cap, slack] = [0, 16, 32, 48].map(|shift| (counts >> shift) & 0xFFFF);
     let (k, w) = (
         usize::try_from(k).map_err(|_| StateError)?,
         usize::try_from(w).map_err(|_| StateError)?,
     );
     let exact = LINE_STATE_HEAD + SLOT_LEN * k + WAITER_LEN * w == bytes.len();
     let bounded = k as u64 <= MAX_INFLIGHT && (1..=MAX_LINE).contains(&(w as u64));
-    if !exact || !bounded || !(1..=MAX_INFLIGHT).contains(&cap) || pad != 0 {
+    if !exact || !bounded || !(1..=MAX_INFLIGHT).contains(&cap) {
         return Err(StateError);
     }
     let held = parse_slots(bytes, LINE_STATE_HEAD, k, next_id, now)?;
@@ -528,6 +530,7 @@ fn parse_line(bytes: &[u8], now: i64) -> Result<Slots, StateError> {
         held,
         cap,
         waiters,
+        slack_ms: u16::try_from(slack).map_err(|_| StateError)?,
     })
 }
 

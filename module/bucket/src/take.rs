@@ -356,14 +356,14 @@ fn waiting(
     place: u64,
 ) -> Outcome {
     let write = bucket.write_all(bucket.base, bucket.pushback, slots);
-    let look = look_again_ms(slots, bucket.now, line.place_ms);
+    let (look, turn) = look_again_ms(slots, bucket.now, line.place_ms, id, place);
     Outcome {
         granted: false,
         wait_ns: i64::try_from(look)
             .unwrap_or(i64::MAX)
             .saturating_mul(NS_PER_MS),
         held_by_slots: true,
-        refusal: Refusal::SLOT | Refusal::LINE,
+        refusal: Refusal::SLOT | Refusal::LINE | Refusal::turn(turn),
         slot: Some(id),
         place,
         write,

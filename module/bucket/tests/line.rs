@@ -73,6 +73,8 @@ impl Bucket {
 /// Cap 1, a 5 s lease, a place kept 1 s.
 const LINE: &str = "INFLIGHT 1 LEASE 5000 LINE 1000";
 const IN_LINE: i64 = 4 | 16;
+/// With [`IN_LINE`]: the wait is the turn the line's pace says.
+const TURN: i64 = 32;
 
 #[test]
 fn the_line_is_served_in_order_at_each_release() {
@@ -101,11 +103,56 @@ fn the_line_is_served_in_order_at_each_release() {
     // The head finds it held: granted, its token taken at the hand-off.
     let handed = b.at(110).reply(&format!("{LINE} WAITER {ticket}"));
     assert_eq!(handed, [1, 8, 0, 1890, ticket, 0]);
-    // The second is now first, its place renewed.
+    // The second is now first, its place renewed. The line has seen `a` free its slot with
+    // 4900 ms of its lease left, so the slot its holder found at 110 should free at 210: look
+    // then.
     let looked = b.at(120).reply(&format!("{LINE} WAITER {next}"));
-    assert_eq!(looked, [0, 8, 500, 1880, next, 1, IN_LINE]);
+    assert_eq!(looked, [0, 8, 90, 1880, next, 1, IN_LINE | TURN]);
     // A release of a slot not held (again) hands nothing.
     assert_eq!(b.at(130).release(a), (false, None));
+}
+
+#[test]
+fn a_waiter_that_hears_nothing_is_told_when_its_turn_comes() {
+    // Cap 2, a 1 s lease, a place kept 2 s (kept by a look every second at the latest).
+    let line = "INFLIGHT 2 LEASE 1000 LINE 2000";
+    let mut b = Bucket::new("100 100");
+    let a = b.at(0).reply(line)[4];
+    let c = b.at(0).reply(line)[4];
+    // No release seen yet: look when the first lease ends (here also the place's renewal).
+    let mut w = Vec::new();
+    for place in 1..=4 {
+        let joined = b.at(0).reply(line);
+        assert_eq!((joined[2], joined[5], joined[6]), (1000, place, IN_LINE));
+        w.push(joined[4]);
+    }
+    let look = |b: &mut Bucket, at: i64, id: i64| {
+        let r = b.at(at).reply(&format!("{line} WAITER {id}"));
+        (r[2], r[5], r[6])
+    };
+    // `a` used 200 ms of its 1000: the line's slack is 800 ms; its slot goes to `w[0]`.
+    let handed = format!("handed {} 0", w[0]);
+    assert_eq!(b.at(200).release(a), (true, Some(handed)));
+    // `c`, granted at 0, is due now: the head looks at once (1 ms). Place 2 gets `w[0]`'s
+    // slot, handed at 200, due at 400. Place 3, a round later, `c`'s slot after its next
+    // holder's 200 ms.
+    assert_eq!(look(&mut b, 210, w[1]), (1, 1, IN_LINE | TURN));
+    assert_eq!(look(&mut b, 210, w[2]), (190, 2, IN_LINE | TURN));
+    assert_eq!(look(&mut b, 210, w[3]), (200, 3, IN_LINE | TURN));
+    // `c` used 300 ms: the slack weighs it a quarter, (3 * 800 + 700) / 4 = 775.
+    let handed = format!("handed {} 0", w[1]);
+    assert_eq!(b.at(300).release(c), (true, Some(handed)));
+    assert_eq!(b.state.as_ref().map(|s| s.slots.slack_ms), Some(775));
+    // `w[0]`'s lease ends at 1200, `w[1]`'s at 1300: due 775 ms before each.
+    assert_eq!(look(&mut b, 310, w[2]), (115, 1, IN_LINE | TURN));
+    assert_eq!(look(&mut b, 310, w[3]), (215, 2, IN_LINE | TURN));
+    // The line gone, its pace goes with it: a new line learns its own.
+    b.at(400).release(w[0]);
+    b.at(400).release(w[1]);
+    for id in &w[2..] {
+        assert_eq!(b.at(410).reply(&format!("{line} WAITER {id}"))[0], 1);
+    }
+    assert_eq!(b.state.as_ref().map(|s| s.slots.slack_ms), Some(0));
 }
 
 #[test]
@@ -247,7 +294,13 @@ fn the_stored_layout_reads_back_and_forged_lines_are_refused() {
     let first_waiter = LINE_STATE_HEAD + SLOT_LEN;
     assert!(forged(40, &[2, 0]), "a count that is not the length");
     assert!(forged(44, &[0, 0]), "cap 0");
-    assert!(forged(46, &[1, 0]), "padding");
+    // The line's slack: none seen yet, and any value reads back.
+    assert_eq!(&bytes[46..48], &[0, 0]);
+    let mut paced = bytes.clone();
+    paced[46..48].copy_from_slice(&[0x10, 0x27]);
+    let read = parse_state(&paced, T0).expect("a slack reads");
+    assert_eq!(read.slots.slack_ms, 10_000);
+    assert_eq!(encode_state(&read).as_bytes(), &paced[..]);
     assert!(forged(first_waiter + 16, &[0; 8]), "lease 0");
     assert!(
         forged(first_waiter + 24, &[0xFF; 8]),
@@ -312,7 +365,9 @@ proptest! {
                         slot[k] = Some(ints[4]);
                         ticket[k] = None;
                     } else {
-                        prop_assert_eq!(ints[6], IN_LINE);
+                        prop_assert_eq!(ints[6] & !TURN, IN_LINE);
+                        // Never later than the place's renewal, never a spin.
+                        prop_assert!((1..=150).contains(&ints[2]), "{:?}", ints);
                         ticket[k] = Some(ints[4]);
                     }
                 }

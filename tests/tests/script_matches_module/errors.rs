@@ -920,7 +920,6 @@ pub fn same_errors(flavor: Flavor) {
         &"a".repeat(48 + 16 + 32),
         &bad_line(server_now_ns(&mut con), |b| b[40] = 2),
         &bad_line(server_now_ns(&mut con), |b| b[44] = 0),
-        &bad_line(server_now_ns(&mut con), |b| b[46] = 1),
         &bad_line(server_now_ns(&mut con), |b| b[64 + 16..64 + 24].fill(0)),
         &bad_line(server_now_ns(&mut con), |b| b[64 + 24..64 + 32].fill(0x7f)),
         &bad_line(server_now_ns(&mut con), |b| {

@@ -829,6 +829,34 @@ pub const CASES: &[Case] = &[
             ],
         ],
     },
+    // The line's pace: cap 2, five waiters. Before any release a look is told the first
+    // lease's end; each release teaches the line how much lease its holders left unused, and
+    // from then each look is told its turn (reason 52): the held slots in the order they
+    // should free, a round of them per two places.
+    Case {
+        before: &[Missing],
+        steps: &[
+            &["take a 100 100 INFLIGHT 2 LEASE 1000 LINE 4000", "take a 100 100 INFLIGHT 2 LEASE 1000 LINE 4000"],
+            &["take a 100 100 INFLIGHT 2 LEASE 1000 LINE 4000", "take a 100 100 INFLIGHT 2 LEASE 1000 LINE 4000", "take a 100 100 INFLIGHT 2 LEASE 1000 LINE 4000", "take a 100 100 INFLIGHT 2 LEASE 1000 LINE 4000", "take a 100 100 INFLIGHT 2 LEASE 1000 LINE 4000"],
+            &["sleep 20"],
+            &[
+                "release a 100 100 #0 INFLIGHT 2",
+                "take a 100 100 INFLIGHT 2 LEASE 1000 LINE 4000 WAITER #3",
+                "take a 100 100 INFLIGHT 2 LEASE 1000 LINE 4000 WAITER #4",
+                "take a 100 100 INFLIGHT 2 LEASE 1000 LINE 4000 WAITER #5",
+                "take a 100 100 INFLIGHT 2 LEASE 1000 LINE 4000 WAITER #6",
+            ],
+            &["sleep 10"],
+            &[
+                "release a 100 100 #1 INFLIGHT 2",
+                "take a 100 100 INFLIGHT 2 LEASE 1000 LINE 4000 WAITER #4",
+                "take a 100 100 INFLIGHT 2 LEASE 1000 LINE 4000 WAITER #5",
+                "take a 100 100 INFLIGHT 2 LEASE 1000 LINE 4000 WAITER #6",
+                "release a 100 100 #6",
+                "slots a 100 100",
+            ],
+        ],
+    },
     // A waiter whose tokens must wait (one a second, reserved with MAXWAIT): handed the slot at
     // the release, its tokens taken then; its lease runs from when they are there. Without
     // MAXWAIT a caller is held back by its tokens, not in line. TOKENS 0 waits for a slot alone.
