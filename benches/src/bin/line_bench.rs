@@ -3,14 +3,19 @@
 //! fleet of simulated processes (each its own connection and subscription, as
 //! `redis_throttle::connect` gives a process) sharing one quota capped at `--cap` calls in
 //! flight, against a supplier that holds each call `--hold-ms`. Every process fires its share
-//! of `--calls` at once. The curve over `--procs` shows whether the cost grows with the fleet
-//! (the same calls, split among more processes); each row also says whether the supplier ever
-//! saw more than the cap, and the order the calls were served in (how many were granted
-//! before a call that joined the line earlier).
+//! of `--calls` at once, or, with `--arrive-ms`, the fleet's calls arrive one after another
+//! over that long (the processes in turn), so that the line stands while later callers join
+//! it: a line that has seen releases tells a joiner its turn. The curve over `--procs` shows
+//! whether the cost grows with the fleet (the same calls, split among more processes); each
+//! row also says whether the supplier ever saw more than the cap, and the order the calls
+//! were served in (how many were granted before a call that joined the line earlier; as the
+//! calls see it: with `--arrive-ms`, a call that does not listen learns of its hand-off only
+//! when it looks, and a later call that finds a slot free meanwhile may go first, though the
+//! server handed the earlier call its slot first).
 //!
 //! ```sh
 //! cargo build --release -p redis-throttle-module
-//! cargo run --release -p throttle-benches --bin line-bench -- [--server redis-8.2] [--backend module] [--procs 2,4,8,16,32] [--calls 40] [--cap 4] [--hold-ms 200] [--not-listening] [--several]
+//! cargo run --release -p throttle-benches --bin line-bench -- [--server redis-8.2] [--backend module] [--procs 2,4,8,16,32] [--calls 40] [--cap 4] [--hold-ms 200] [--arrive-ms 0] [--not-listening] [--several]
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -47,6 +52,9 @@ struct Options {
     /// How long the supplier holds each call, ms.
     #[arg(long, default_value_t = 200)]
     hold_ms: u64,
+    /// Over how long the fleet's calls arrive, evenly, ms (0: all at once).
+    #[arg(long, default_value_t = 0)]
+    arrive_ms: u64,
     /// The processes do not listen for announcements (each asks on its own).
     #[arg(long)]
     not_listening: bool,
@@ -161,12 +169,18 @@ async fn run<T: Throttle + Clone + 'static>(
     tokio::time::sleep(Duration::from_millis(300)).await;
     let start = Instant::now();
     let mut tasks = Vec::new();
+    let arrive = Duration::from_millis(o.arrive_ms);
     for (p, limiter) in limiters.iter().enumerate() {
         let share = o.calls / procs + usize::from(p < o.calls % procs);
-        for _ in 0..share {
+        for j in 0..share {
             let (limiter, supplier, served) =
                 (limiter.clone(), Arc::clone(&supplier), Arc::clone(&served));
+            // The fleet's calls in turn: this process's j-th is the fleet's (j·procs + p)-th.
+            let nth = u32::try_from(j * procs + p).unwrap_or(u32::MAX);
+            let calls = u32::try_from(o.calls).unwrap_or(u32::MAX).max(1);
+            let at = start + arrive.saturating_mul(nth) / calls;
             tasks.push(tokio::spawn(async move {
+                tokio::time::sleep_until(at.into()).await;
                 let began = start.elapsed();
                 let grant = limiter.acquire().await.expect("granted");
                 served.lock().expect("lock").push(began);
@@ -219,11 +233,16 @@ fn main() {
         .build()
         .expect("runtime");
     println!(
-        "{} {:?}, {} calls held {} ms each, cap {}, {}, {}",
+        "{} {:?}, {} calls held {} ms each, {}, cap {}, {}, {}",
         o.flavor.name(),
         o.backend,
         o.calls,
         o.hold_ms,
+        if o.arrive_ms == 0 {
+            "all at once".to_owned()
+        } else {
+            format!("arriving over {} ms", o.arrive_ms)
+        },
         o.cap,
         if o.several {
             "two buckets a call (MultiLimiter)"
@@ -236,12 +255,17 @@ fn main() {
             "listening"
         }
     );
-    // The shortest the calls can take: the cap's rounds of `hold_ms` each.
+    // The shortest the calls can take: the cap's rounds of `hold_ms` each, or the last call's
+    // arrival and its hold, whichever is longer.
     let rounds = o
         .calls
         .div_ceil(usize::try_from(o.cap.max(1)).unwrap_or(usize::MAX));
-    let shortest =
-        Duration::from_millis(o.hold_ms).saturating_mul(u32::try_from(rounds).unwrap_or(u32::MAX));
+    let hold = Duration::from_millis(o.hold_ms);
+    let calls = u32::try_from(o.calls).unwrap_or(u32::MAX).max(1);
+    let last = Duration::from_millis(o.arrive_ms).saturating_mul(calls - 1) / calls;
+    let shortest = hold
+        .saturating_mul(u32::try_from(rounds).unwrap_or(u32::MAX))
+        .max(last + hold);
     println!(
         "processes  commands/call  round trips/call  most open  served out of order  took/shortest"
     );

@@ -469,8 +469,11 @@ end
 
 -- When the waiter with ticket `id`, at `place` in line, should be handed a slot, ms from `now`,
 -- at the line's pace: each holder frees its slot the line's slack before its lease ends, and a
--- slot handed on is held for the waiter's own lease less the slack. nil before the line saw a
--- release, or with a slot free under the cap: the module's line::turn_ms.
+-- slot handed on is held for the waiter's own lease less the slack (a hold); a holder past its
+-- time is expected as much later again as it is late, not sooner than an eighth of a hold, and
+-- at the latest when its lease ends. nil
+-- before the line saw a release, or with a slot free under the cap: the module's
+-- line::turn_ms.
 local function turn_ms(slots, now_s, now_n, id, place)
   local slack, lease = slots.slack or 0, nil
   for i = 1, slots.line and #slots.line or 0 do
@@ -481,12 +484,26 @@ local function turn_ms(slots, now_s, now_n, id, place)
   if not lease then
     return nil
   end
+  local hold = lease - slack
+  if hold < 1 then
+    hold = 1
+  end
   local frees = {}
   for k = 1, #slots do
     local one = slots[k]
     if lt(now_s, now_n, one[2], one[3]) then
-      local free = ceil_ms(sub2(one[2], one[3], now_s, now_n)) - slack
-      frees[#frees + 1] = free > 0 and free or 0
+      local left = ceil_ms(sub2(one[2], one[3], now_s, now_n))
+      local free = left - slack
+      if free <= 0 then
+        free = -free
+        if free < floor(hold / 8) then
+          free = floor(hold / 8)
+        end
+        if free > left then
+          free = left
+        end
+      end
+      frees[#frees + 1] = free
     end
   end
   local held = #frees
@@ -496,10 +513,6 @@ local function turn_ms(slots, now_s, now_n, id, place)
   table.sort(frees)
   -- The frees to wait for before this place's, the held slots above the cap first.
   local before = place - 1 + held - slots.cap
-  local hold = lease - slack
-  if hold < 1 then
-    hold = 1
-  end
   return frees[before % held + 1] + floor(before / held) * hold
 end
 

@@ -637,15 +637,19 @@ impl<'a> InLine<'a> {
             (None, Some((at, first))) => {
                 line_look(wait, turn, replied.duration_since(at), first, place)
             }
+            // Hearing the hand-off, it looks on its own only to keep its place, or when a
+            // holder's lease may run out: a turn says neither.
+            (Some(_), _) if turn => PLACE / 2,
             _ => wait,
         };
         let look = replied + look.max(Duration::from_millis(1));
         let deadline_first = until.is_some_and(|at| at <= look);
         let wake = until.map_or(look, |at| look.min(at));
-        // Deaf to the hand-off: a release in this process wakes the first such call to look.
+        // Deaf to the hand-off and not told its turn: a release in this process wakes the
+        // first such call to look (a call told its turn would only look early).
         let deaf = self
             .lines
-            .filter(|_| heard.is_none())
+            .filter(|_| heard.is_none() && !turn)
             .map(|lines| (Deaf::new(&lines.deaf_in_line), &lines.released_here));
         let released_here = async {
             match &deaf {

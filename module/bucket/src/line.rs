@@ -166,18 +166,24 @@ pub(crate) fn look_again_ms(
 
 /// When the waiter with ticket `id`, at `place` in line, should be handed a slot, ms from
 /// `now`, at the line's pace: each holder frees its slot the line's slack before its lease
-/// ends, and a slot handed on is held for the waiter's own lease less the slack. So the
-/// waiters' turns come in the order the held slots should free, a round of the held slots per
-/// as many places. `None` before the line saw a release, or with a slot free under the cap
-/// (the line waits for tokens, not slots).
+/// ends, and a slot handed on is held for the waiter's own lease less the slack (a hold). So
+/// the waiters' turns come in the order the held slots should free, a round of the held slots
+/// per as many places. A holder past its time is expected as much later again as it is late,
+/// not sooner than an eighth of a hold, and at the latest when its lease ends: a dead holder's
+/// waiters look ever less often until its lease runs out, never in a spin. `None` before the line saw a release, or with a slot
+/// free under the cap (the line waits for tokens, not slots).
 fn turn_ms(slots: &Slots, now: i128, id: u64, place: u64) -> Option<u64> {
     let slack = u64::from(slots.slack_ms);
     let lease_ms = slots.waiters.iter().find(|w| w.id == id)?.lease_ms;
+    let hold = lease_ms.saturating_sub(slack).max(1);
     let mut frees: Vec<u64> = slots
         .live(now)
         .map(|s| {
             let left = u64::try_from(ceil_ms_wide(i128::from(s.lease_end) - now)).unwrap_or(0);
-            left.saturating_sub(slack)
+            match left.checked_sub(slack) {
+                Some(due) if due > 0 => due,
+                _ => (slack - left.min(slack)).max(hold / 8).min(left),
+            }
         })
         .collect();
     let held = frees.len() as u64;
@@ -188,7 +194,6 @@ fn turn_ms(slots: &Slots, now: i128, id: u64, place: u64) -> Option<u64> {
     // The frees to wait for before this place's, the held slots above the cap first.
     let before = place.checked_sub(1)?.checked_add(held - slots.cap)?;
     let first = frees.get(usize::try_from(before % held).ok()?)?;
-    let hold = lease_ms.saturating_sub(slack).max(1);
     Some(first.saturating_add((before / held).saturating_mul(hold)))
 }
 

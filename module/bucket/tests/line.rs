@@ -133,12 +133,13 @@ fn a_waiter_that_hears_nothing_is_told_when_its_turn_comes() {
     // `a` used 200 ms of its 1000: the line's slack is 800 ms; its slot goes to `w[0]`.
     let handed = format!("handed {} 0", w[0]);
     assert_eq!(b.at(200).release(a), (true, Some(handed)));
-    // `c`, granted at 0, is due now: the head looks at once (1 ms). Place 2 gets `w[0]`'s
-    // slot, handed at 200, due at 400. Place 3, a round later, `c`'s slot after its next
-    // holder's 200 ms.
-    assert_eq!(look(&mut b, 210, w[1]), (1, 1, IN_LINE | TURN));
+    // `c`, granted at 0, was due at 200: 10 ms late, it is expected an eighth of a hold
+    // later (25 ms), then as late again as it is late. Place 2 gets `w[0]`'s slot, handed at
+    // 200, due at 400. Place 3, a round later, `c`'s slot after its next holder's 200 ms.
+    assert_eq!(look(&mut b, 210, w[1]), (25, 1, IN_LINE | TURN));
     assert_eq!(look(&mut b, 210, w[2]), (190, 2, IN_LINE | TURN));
-    assert_eq!(look(&mut b, 210, w[3]), (200, 3, IN_LINE | TURN));
+    assert_eq!(look(&mut b, 210, w[3]), (225, 3, IN_LINE | TURN));
+    assert_eq!(look(&mut b, 250, w[1]), (50, 1, IN_LINE | TURN));
     // `c` used 300 ms: the slack weighs it a quarter, (3 * 800 + 700) / 4 = 775.
     let handed = format!("handed {} 0", w[1]);
     assert_eq!(b.at(300).release(c), (true, Some(handed)));
@@ -153,6 +154,37 @@ fn a_waiter_that_hears_nothing_is_told_when_its_turn_comes() {
         assert_eq!(b.at(410).reply(&format!("{line} WAITER {id}"))[0], 1);
     }
     assert_eq!(b.state.as_ref().map(|s| s.slots.slack_ms), Some(0));
+}
+
+#[test]
+fn a_dead_holders_waiters_look_ever_less_often() {
+    let line = "INFLIGHT 2 LEASE 1000 LINE 2000";
+    let mut b = Bucket::new("100 100");
+    let quick = b.at(0).reply(line)[4];
+    b.at(0).reply(line); // dies holding its slot
+    b.at(0).reply(line); // handed `quick`'s slot, dies holding it too
+    let head = b.at(0).reply(line)[4];
+    // `quick` used 200 ms of its 1000: the line's slack is 800 ms.
+    b.at(200).release(quick);
+    // The head looks when it is told, until the first dead lease runs out at 1000 ms.
+    let mut at = 210;
+    let mut told = Vec::new();
+    let granted = loop {
+        let reply = b.at(at).reply(&format!("{line} WAITER {head}"));
+        if reply[0] == 1 || told.len() == 20 {
+            break reply[0] == 1;
+        }
+        told.push(reply[2]);
+        at += reply[2];
+    };
+    assert!(granted, "{told:?}");
+    // The first dead holder was due at 200, the second (handed a slot at 200) at 400: each
+    // late one expected as late again, never sooner than 25 ms, never past its lease's end.
+    assert_eq!(told, [25, 35, 70, 60, 25, 25, 50, 100, 200, 200]);
+    assert_eq!(
+        at, 1000,
+        "handed the first dead holder's slot when its lease ended"
+    );
 }
 
 #[test]
