@@ -206,13 +206,8 @@ fn cumulative(out: &mut String, args: &RunArgs, phases: &[PhaseSeries], top: f64
     let plot = PAGE.plot(top, 300.0, t_max, y_max);
     let title = "calls received by the upstream so far, against what it allows";
     frame_over_pauses(out, &plot, phases, title, "calls (cumulative)");
-    plot.line(
-        out,
-        &[(0.0, q), (t_max, allowed_at_end)],
-        false,
-        ALLOWANCE,
-        WIDE,
-    );
+    let allowed = [(0.0, q), (t_max, allowed_at_end)];
+    plot.line(out, &allowed, false, ALLOWANCE, WIDE);
     let release = [(0.0, capacity), (t_max, capacity + args.rate * t_max)];
     plot.line(out, &release, false, "#999", THIN_DASHED);
     let counted: Vec<Vec<(f64, f64, bool)>> = phases
@@ -230,13 +225,8 @@ fn cumulative(out: &mut String, args: &RunArgs, phases: &[PhaseSeries], top: f64
         .collect();
     phase_lines(out, &plot, &lines, &counted);
     let allowance = format!("allowed: {q} + {q}·t", q = args.quota);
-    legends(
-        out,
-        top,
-        phases,
-        &allowance,
-        &format!("bucket: {} + {}·t", args.capacity, args.rate),
-    );
+    let bucket = format!("bucket: {} + {}·t", args.capacity, args.rate);
+    legends(out, top, phases, &allowance, &bucket);
 }
 
 /// Window mode: a sliding window has no cumulative line (it allows `quota` in every
@@ -278,26 +268,17 @@ fn trailing(out: &mut String, args: &RunArgs, phases: &[PhaseSeries], top: f64, 
             // At one instant, a call leaving goes before one arriving: (t - 1 s, t].
             events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
             let mut level = 0.0;
-            events
-                .into_iter()
-                .map(|(t, delta)| {
-                    (t, {
-                        level += delta;
-                        level
-                    })
-                })
-                .collect()
+            let step = |(t, delta): (f64, f64)| {
+                level += delta;
+                (t, level)
+            };
+            events.into_iter().map(step).collect()
         })
         .collect();
     phase_lines(out, &plot, &stepped, &counted);
+    let window = format!("window: {} in any 1 s", args.quota);
     let bucket = format!("bucket: {} + {} in 1 s", args.capacity, args.rate);
-    legends(
-        out,
-        top,
-        phases,
-        &format!("window: {} in any 1 s", args.quota),
-        &bucket,
-    );
+    legends(out, top, phases, &window, &bucket);
 }
 
 /// The last panels' frame, with every phase's pauses shaded behind the data (unlabelled: the
