@@ -121,13 +121,16 @@ impl<M: ChildMessage> Fleet<M> {
         Ok(())
     }
 
+    /// Child `index`, and the noun its errors name it by.
+    fn child(&mut self, index: usize) -> Result<(&'static str, &mut Process), String> {
+        let noun = self.noun;
+        let child = self.children.get_mut(index);
+        Ok((noun, child.ok_or_else(|| format!("no {noun} {index}"))?))
+    }
+
     /// Child `index`'s next message, by `by`.
     pub async fn next(&mut self, index: usize, by: Instant) -> Result<M, String> {
-        let noun = self.noun;
-        let child = self
-            .children
-            .get_mut(index)
-            .ok_or_else(|| format!("no {noun} {index}"))?;
+        let (noun, child) = self.child(index)?;
         let line = timeout_at(by, child.lines.next_line())
             .await
             .map_err(|_| format!("{noun} {index} went quiet"))?
@@ -163,11 +166,7 @@ impl<M: ChildMessage> Fleet<M> {
 
     /// SIGKILL, no warning: what a crash or an OOM kill looks like to the others.
     pub async fn kill(&mut self, index: usize) -> Result<(), String> {
-        let noun = self.noun;
-        let child = self
-            .children
-            .get_mut(index)
-            .ok_or_else(|| format!("no {noun} {index}"))?;
+        let (noun, child) = self.child(index)?;
         child
             .child
             .start_kill()

@@ -229,6 +229,28 @@ impl Plot {
         );
     }
 
+    /// Counts per bin of [`BIN_S`] ([`binned`]) as bars, each bin's stacked in `colors`' order.
+    pub fn bars<const N: usize>(&self, out: &mut String, counts: &[[u32; N]], colors: &[&str]) {
+        for (i, c) in counts.iter().enumerate() {
+            self.stacked(out, i as f64 * BIN_S, BIN_S, c, colors);
+        }
+    }
+
+    /// A small label at the top of the plot, just right of `t` (a moment the chart marks).
+    pub fn note(&self, out: &mut String, t: f64, color: &str, label: &str) {
+        let (x, y) = (self.x(t.max(0.0)) + 4.0, self.top + 14.0);
+        text(out, x, y, 11.0, "start", color, label);
+    }
+
+    /// A full-height line at `t`; `style`: its stroke's attributes.
+    pub fn vline(&self, out: &mut String, t: f64, style: &str) {
+        let (x, top, bottom) = (self.x(t), self.top, self.bottom());
+        let _ = writeln!(
+            out,
+            r#"<line x1="{x:.1}" y1="{top:.1}" x2="{x:.1}" y2="{bottom:.1}"{style}/>"#
+        );
+    }
+
     /// Bars of `width` seconds from `t`, one per count, stacked in `colors`' order.
     pub fn stacked(&self, out: &mut String, t: f64, width: f64, counts: &[u32], colors: &[&str]) {
         let w = (self.x(width) - self.x(0.0) - 2.0).max(1.0);
@@ -241,6 +263,30 @@ impl Plot {
                 level = next;
             }
         }
+    }
+}
+
+/// Events `(t, slot)` counted per bin of [`BIN_S`] up to `t_max`, a count per slot; and the
+/// busiest bin's total.
+pub fn binned<const N: usize>(
+    t_max: f64,
+    events: impl IntoIterator<Item = (f64, usize)>,
+) -> (Vec<[u32; N]>, u32) {
+    let bins = bin_count(t_max);
+    let mut counts = vec![[0u32; N]; bins];
+    for (t, slot) in events {
+        if let Some(n) = counts[bin_of(t, bins)].get_mut(slot) {
+            *n += 1;
+        }
+    }
+    let busiest = counts.iter().map(|c| c.iter().sum()).max().unwrap_or(0);
+    (counts, busiest)
+}
+
+/// Colours' keys from `(x, y)` down, 20 px apart.
+pub fn swatches(out: &mut String, (x, y): (f64, f64), keys: &[(&str, &str)]) {
+    for (i, (color, label)) in keys.iter().enumerate() {
+        swatch(out, x, y + 20.0 * i as f64, color, label);
     }
 }
 

@@ -7,7 +7,7 @@
 use std::fmt::Write;
 
 use demo_support::svg::{
-    bin_count, bin_of, document, legend_line, swatch, text, time_axis_end, Page, Plot, BIN_S as BIN,
+    binned, document, legend_line, swatch, swatches, text, time_axis_end, Page, Plot, BIN_S as BIN,
 };
 
 use crate::cli::RunArgs;
@@ -142,12 +142,11 @@ pub fn render(
 
 /// Requests per 100 ms, served stacked under refused, for one phase.
 fn bars(out: &mut String, args: &RunArgs, phase: &PhaseSeries, top: f64, t_max: f64, legend: bool) {
-    let bins = bin_count(t_max);
-    let mut counts = vec![[0u32; 2]; bins];
-    for &(t, served) in &phase.arrivals {
-        counts[bin_of(t, bins)][usize::from(!served)] += 1;
-    }
-    let busiest = counts.iter().map(|c| c[0] + c[1]).max().unwrap_or(0);
+    let events = phase
+        .arrivals
+        .iter()
+        .map(|&(t, served)| (t, usize::from(!served)));
+    let (counts, busiest) = binned::<2>(t_max, events);
     let burst = f64::from(args.quota);
     let plot = PAGE.plot(top, 170.0, t_max, f64::from(busiest).max(burst) * 1.1);
     let title = match phase.subtitle.as_str() {
@@ -156,9 +155,7 @@ fn bars(out: &mut String, args: &RunArgs, phase: &PhaseSeries, top: f64, t_max: 
     };
     plot.frame(out, &title, "requests per 100 ms", TIME);
     pause_bands(out, &plot, &phase.pauses, true);
-    for (i, c) in counts.iter().enumerate() {
-        plot.stacked(out, i as f64 * BIN, BIN, c, &[SERVED, REFUSED]);
-    }
+    plot.bars(out, &counts, &[SERVED, REFUSED]);
     let (quota, per_bin) = (args.quota, burst * BIN);
     let (burst_label, quota_label) = match args.upstream_mode {
         UpstreamMode::Bucket => (
@@ -173,17 +170,12 @@ fn bars(out: &mut String, args: &RunArgs, phase: &PhaseSeries, top: f64, t_max: 
     plot.hline(out, burst, "#777", &burst_label);
     plot.hline(out, per_bin, ALLOWANCE, &quota_label);
     if legend {
-        swatch(out, LEGEND_X, top + 10.0, SERVED, "served (200)");
-        swatch(out, LEGEND_X, top + 30.0, REFUSED, "refused (429)");
+        let keys = [(SERVED, "served (200)"), (REFUSED, "refused (429)")];
+        swatches(out, (LEGEND_X, top + 10.0), &keys);
     }
     if !phase.pauses.is_empty() {
-        swatch(
-            out,
-            LEGEND_X,
-            top + 50.0,
-            PAUSED,
-            "fleet paused (Retry-After)",
-        );
+        let paused = "fleet paused (Retry-After)";
+        swatch(out, LEGEND_X, top + 50.0, PAUSED, paused);
     }
 }
 
@@ -194,15 +186,11 @@ fn pause_bands(out: &mut String, plot: &Plot, pauses: &[(f64, f64)], label: bool
         plot.band(out, span, PAUSED, 0.35);
     }
     if let (true, Some(&(from, to))) = (label, pauses.first()) {
-        let label = format!("paused {from:.3} s to {to:.3} s");
-        text(
+        plot.note(
             out,
-            plot.x(from.max(0.0)) + 4.0,
-            plot.top + 14.0,
-            11.0,
-            "start",
+            from,
             "#445",
-            &label,
+            &format!("paused {from:.3} s to {to:.3} s"),
         );
     }
 }
@@ -218,13 +206,8 @@ fn cumulative(out: &mut String, args: &RunArgs, phases: &[PhaseSeries], top: f64
     let plot = PAGE.plot(top, 300.0, t_max, y_max);
     let title = "calls received by the upstream so far, against what it allows";
     frame_over_pauses(out, &plot, phases, title, "calls (cumulative)");
-    plot.line(
-        out,
-        &[(0.0, q), (t_max, allowed_at_end)],
-        false,
-        ALLOWANCE,
-        WIDE,
-    );
+    let allowed = [(0.0, q), (t_max, allowed_at_end)];
+    plot.line(out, &allowed, false, ALLOWANCE, WIDE);
     let release = [(0.0, capacity), (t_max, capacity + args.rate * t_max)];
     plot.line(out, &release, false, "#999", THIN_DASHED);
     let counted: Vec<Vec<(f64, f64, bool)>> = phases
@@ -242,13 +225,8 @@ fn cumulative(out: &mut String, args: &RunArgs, phases: &[PhaseSeries], top: f64
         .collect();
     phase_lines(out, &plot, &lines, &counted);
     let allowance = format!("allowed: {q} + {q}·t", q = args.quota);
-    legends(
-        out,
-        top,
-        phases,
-        &allowance,
-        &format!("bucket: {} + {}·t", args.capacity, args.rate),
-    );
+    let bucket = format!("bucket: {} + {}·t", args.capacity, args.rate);
+    legends(out, top, phases, &allowance, &bucket);
 }
 
 /// Window mode: a sliding window has no cumulative line (it allows `quota` in every
@@ -290,26 +268,17 @@ fn trailing(out: &mut String, args: &RunArgs, phases: &[PhaseSeries], top: f64, 
             // At one instant, a call leaving goes before one arriving: (t - 1 s, t].
             events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
             let mut level = 0.0;
-            events
-                .into_iter()
-                .map(|(t, delta)| {
-                    (t, {
-                        level += delta;
-                        level
-                    })
-                })
-                .collect()
+            let step = |(t, delta): (f64, f64)| {
+                level += delta;
+                (t, level)
+            };
+            events.into_iter().map(step).collect()
         })
         .collect();
     phase_lines(out, &plot, &stepped, &counted);
+    let window = format!("window: {} in any 1 s", args.quota);
     let bucket = format!("bucket: {} + {} in 1 s", args.capacity, args.rate);
-    legends(
-        out,
-        top,
-        phases,
-        &format!("window: {} in any 1 s", args.quota),
-        &bucket,
-    );
+    legends(out, top, phases, &window, &bucket);
 }
 
 /// The last panels' frame, with every phase's pauses shaded behind the data (unlabelled: the
@@ -348,13 +317,8 @@ fn legends(out: &mut String, top: f64, phases: &[PhaseSeries], allowance: &str, 
 /// dot's y.
 fn phase_legends(out: &mut String, top: f64, phases: &[PhaseSeries], refused: &str) -> f64 {
     for (i, (phase, color)) in phases.iter().zip(PHASE_COLORS).enumerate() {
-        legend_line(
-            out,
-            (LEGEND_X, top + 20.0 * i as f64),
-            color,
-            PHASE_LINE,
-            &phase.title,
-        );
+        let at = (LEGEND_X, top + 20.0 * i as f64);
+        legend_line(out, at, color, PHASE_LINE, &phase.title);
     }
     let y = top + 20.0 * phases.len() as f64;
     let (x, dot_y) = (LEGEND_X + 12.0, y + 6.0);
@@ -362,15 +326,8 @@ fn phase_legends(out: &mut String, top: f64, phases: &[PhaseSeries], refused: &s
         out,
         r#"<circle cx="{x:.1}" cy="{dot_y:.1}" r="2.6" fill="{REFUSED}"/>"#
     );
-    text(
-        out,
-        LEGEND_X + 30.0,
-        y + 10.0,
-        12.0,
-        "start",
-        "#333",
-        refused,
-    );
+    let (x, text_y) = (LEGEND_X + 30.0, y + 10.0);
+    text(out, x, text_y, 12.0, "start", "#333", refused);
     y
 }
 
@@ -394,43 +351,20 @@ fn open_calls(out: &mut String, args: &RunArgs, phases: &[PhaseSeries], top: f64
     plot.frame(out, title, "calls open", TIME);
     if let Some((from, until)) = slow.filter(|&(from, _)| from < t_max) {
         plot.band(out, (from, until), SLOW, 0.18);
-        text(
-            out,
-            plot.x(from.max(0.0)) + 4.0,
-            top + 14.0,
-            11.0,
-            "start",
-            "#7a5b00",
-            "slow spell",
-        );
+        plot.note(out, from, "#7a5b00", "slow spell");
     }
     // Labelled inside the plot, at its right end, so that they never meet the legends; the
     // cap under its line, so that a cap equal to the limit keeps both labels apart.
     let right = plot.right - 4.0;
     if let Some(n) = max_open {
         plot.hline(out, limit, REFUSED, "");
-        let label = format!("supplier's limit: {n}");
-        text(
-            out,
-            right,
-            plot.y(limit) - 4.0,
-            11.0,
-            "end",
-            REFUSED,
-            &label,
-        );
+        let (y, label) = (plot.y(limit) - 4.0, format!("supplier's limit: {n}"));
+        text(out, right, y, 11.0, "end", REFUSED, &label);
     }
     if let Some(n) = max_in_flight {
         plot.hline(out, cap, SERVED, "");
-        text(
-            out,
-            right,
-            plot.y(cap) + 14.0,
-            11.0,
-            "end",
-            SERVED,
-            &format!("fleet's cap: {n}"),
-        );
+        let (y, label) = (plot.y(cap) + 14.0, format!("fleet's cap: {n}"));
+        text(out, right, y, 11.0, "end", SERVED, &label);
     }
     for (phase, color) in phases.iter().zip(PHASE_COLORS) {
         let line: Vec<(f64, f64)> = phase.open.iter().map(|&(t, n)| (t, f64::from(n))).collect();
@@ -484,38 +418,20 @@ fn seconds_panel(out: &mut String, args: &RunArgs, report: &PushbackReport, top:
         .collect();
     factor.line(out, &points, false, FACTOR, PHASE_LINE);
     for pct in [0, 50, 100] {
-        let y = factor.y(f64::from(pct) / 100.0) + 4.0;
-        text(
-            out,
-            plot.right + 4.0,
-            y,
-            11.0,
-            "start",
-            FACTOR,
-            &format!("{pct} %"),
-        );
+        let (x, y) = (plot.right + 4.0, factor.y(f64::from(pct) / 100.0) + 4.0);
+        text(out, x, y, 11.0, "start", FACTOR, &format!("{pct} %"));
     }
     if let Some(stop) = args.other_app_stop_after.filter(|&stop| stop < t_max) {
-        let (x, bottom) = (plot.x(stop), plot.bottom());
-        let _ = writeln!(
-            out,
-            r##"<line x1="{x:.1}" y1="{top:.1}" x2="{x:.1}" y2="{bottom:.1}" stroke="#555" stroke-dasharray="4 3"/>"##
-        );
-        text(
-            out,
-            x + 4.0,
-            top + 14.0,
-            11.0,
-            "start",
-            "#333",
-            "other application stops",
-        );
+        plot.vline(out, stop, r##" stroke="#555" stroke-dasharray="4 3""##);
+        plot.note(out, stop, "#333", "other application stops");
     }
-    let x = LEGEND_X + 20.0;
-    swatch(out, x, top + 10.0, SERVED, "fleet served (200)");
-    swatch(out, x, top + 30.0, REFUSED, "fleet refused (429)");
-    swatch(out, x, top + 50.0, OTHER_APP, "other application");
-    swatch(out, x, top + 70.0, FACTOR, "bucket rate factor");
+    let keys = [
+        (SERVED, "fleet served (200)"),
+        (REFUSED, "fleet refused (429)"),
+        (OTHER_APP, "other application"),
+        (FACTOR, "bucket rate factor"),
+    ];
+    swatches(out, (LEGEND_X + 20.0, top + 10.0), &keys);
 }
 
 #[cfg(test)]

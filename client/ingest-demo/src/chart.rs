@@ -3,11 +3,7 @@
 //! against the quota line, and under each of phase 4's a strip of every query's wait for its
 //! tokens against the target.
 
-use std::fmt::Write;
-
-use demo_support::svg::{
-    bin_count, bin_of, document, swatch, text, time_axis_end, Page, BIN_S as BIN,
-};
+use demo_support::svg::{binned, document, swatches, text, time_axis_end, Page, BIN_S as BIN};
 
 use crate::db::{Verdict, RU_PER_WRITE};
 use crate::phases::priority::PrioritySummary;
@@ -159,42 +155,16 @@ fn draw(heading: &str, quota: f64, panels: &[Panel]) -> String {
 }
 
 fn bars(out: &mut String, panel: &Panel, top: f64, t_max: f64, quota: f64) {
-    let bins = bin_count(t_max);
-    let mut counts = vec![[0u32; 4]; bins];
-    for p in &panel.points {
-        let verdicts = [
-            Verdict::Stored,
-            Verdict::Duplicate,
-            Verdict::Refused,
-            Verdict::Answered,
-        ];
-        let slot = verdicts.iter().position(|&v| v == p.verdict).unwrap_or(0);
-        counts[bin_of(p.t, bins)][slot] += 1;
-    }
-    let busiest = counts
-        .iter()
-        .map(|c| c.iter().sum::<u32>())
-        .max()
-        .unwrap_or(0);
+    // The verdict's place in the stack: stored, duplicate, refused, answered.
+    let events = panel.points.iter().map(|p| (p.t, p.verdict as usize));
+    let (counts, busiest) = binned::<4>(t_max, events);
     let plot = PAGE.plot(top, HEIGHT, t_max, f64::from(busiest).max(quota) * 1.1);
     plot.frame(out, &panel.title, "writes per 100 ms", TIME);
-    for (i, c) in counts.iter().enumerate() {
-        plot.stacked(
-            out,
-            i as f64 * BIN,
-            BIN,
-            c,
-            &[STORED, DUPLICATE, REFUSED, ANSWERED],
-        );
-    }
+    plot.bars(out, &counts, &[STORED, DUPLICATE, REFUSED, ANSWERED]);
     plot.hline(out, quota, QUOTA, &format!("quota: {quota:.0} per 100 ms"));
     if let Some((at, label)) = &panel.mark {
-        let (x, bottom) = (plot.x(*at), plot.bottom());
-        let _ = writeln!(
-            out,
-            r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{bottom:.1}" stroke="#111" stroke-width="1.5"/>"##
-        );
-        text(out, x + 4.0, top + 14.0, 11.0, "start", "#111", label);
+        plot.vline(out, *at, r##" stroke="#111" stroke-width="1.5""##);
+        plot.note(out, *at, "#111", label);
     }
 }
 
@@ -208,9 +178,7 @@ fn legend(out: &mut String, top: f64, queries: bool) {
     if queries {
         keys.push((ANSWERED, "query answered (200)"));
     }
-    for (i, (color, label)) in keys.iter().enumerate() {
-        swatch(out, LEGEND_X, top + 30.0 + 20.0 * i as f64, color, label);
-    }
+    swatches(out, (LEGEND_X, top + 30.0), &keys);
 }
 
 /// Every query's wait (a wait off the scale at its top), the target and the measured p99.
@@ -226,16 +194,9 @@ fn waits_strip(out: &mut String, w: &Waits, top: f64, t_max: f64) {
         REFUSED,
         &format!("target p99 {:.2} ms", w.target_ms),
     );
+    let (x, y) = (plot.right + 6.0, plot.bottom() - 4.0);
     let p99 = format!("measured p99 {:.2} ms", w.p99_ms);
-    text(
-        out,
-        plot.right + 6.0,
-        plot.bottom() - 4.0,
-        11.0,
-        "start",
-        ANSWERED,
-        &p99,
-    );
+    text(out, x, y, 11.0, "start", ANSWERED, &p99);
 }
 
 #[cfg(test)]

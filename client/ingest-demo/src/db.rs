@@ -24,7 +24,7 @@ pub const ATTEMPT_HEADER: &str = "x-attempt";
 /// The retry-after in milliseconds, rounded up (`Retry-After` only has whole seconds).
 pub const RETRY_AFTER_MS_HEADER: &str = "x-ms-retry-after-ms";
 
-/// How a write ended.
+/// How a write ended, in the order the chart stacks them (`verdict as usize`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     Stored,

@@ -11,7 +11,8 @@ use crate::report::open_calls::{open_calls, OpenCallsReport};
 use crate::report::pushback::{pushback, PushbackReport};
 use crate::scenario::{Outcome, PhaseOutcome};
 use crate::theory;
-use crate::wire::{replica_of, LimiterCounts};
+use crate::upstream::Arrival;
+use crate::wire::{replica_of, CallRecord, LimiterCounts};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -221,13 +222,10 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
         let (mode, quota, capacity) = (args.upstream_mode, args.quota, args.capacity);
         theory::obey(mode, quota, calls, capacity, interval, once, 1).refused()
     });
-    let count = |status: u16| {
-        outcome
-            .arrivals
-            .iter()
-            .filter(|a| a.status == status)
-            .count()
-    };
+    // Arrivals that pass `f`; a sum and a most over the calls' records.
+    let arrivals = |f: &dyn Fn(&Arrival) -> bool| outcome.arrivals.iter().filter(|a| f(a)).count();
+    let sum = |f: fn(&CallRecord) -> u64| outcome.records.iter().map(f).sum::<u64>();
+    let most = |f: fn(&CallRecord) -> u64| outcome.records.iter().map(f).max().unwrap_or(0);
 
     let offsets = arrival_offsets(outcome);
     let times: Vec<f64> = offsets.iter().map(|&(t, _)| t).collect();
@@ -246,16 +244,9 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
         ),
         _ => (None, None),
     };
-    let last_sent_s = answered
-        .iter()
-        .map(|r| r.sent_us)
-        .max()
-        .map(|us| us as f64 / 1e6);
-    let first_token_s = answered
-        .iter()
-        .map(|r| r.start_us + r.wait_us)
-        .min()
-        .map(|us| us as f64 / 1e6);
+    let secs = |us: Option<u64>| us.map(|us| us as f64 / 1e6);
+    let last_sent_s = secs(answered.iter().map(|r| r.sent_us).max());
+    let first_token_s = secs(answered.iter().map(|r| r.start_us + r.wait_us).min());
 
     let since_start = |at: std::time::Instant| at.saturating_duration_since(outcome.start);
     let refusals: Vec<_> = outcome
@@ -274,13 +265,7 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
     let (arrivals_in_first_pause, refused_after_first_pause) =
         match (outcome.phase, first_pause_ends) {
             (Phase::Bucket, Some((from, to))) => (
-                Some(
-                    outcome
-                        .arrivals
-                        .iter()
-                        .filter(|a| a.at > from && a.at < to)
-                        .count() as u64,
-                ),
+                Some(arrivals(&|a| a.at > from && a.at < to) as u64),
                 Some(refusals.iter().filter(|a| a.at >= to).count() as u64),
             ),
             _ => (None, None),
@@ -296,6 +281,7 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
             .collect(),
     );
     let limiters = outcome.phase == Phase::Bucket;
+    let totals = LimiterCounts::total(&outcome.stats);
 
     let errors: Vec<String> = outcome
         .records
@@ -309,26 +295,18 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
     PhaseReport {
         phase: outcome.phase,
         calls,
-        served: count(200) as u64,
-        refused: count(429) as u64,
-        refused_for_concurrency: outcome.arrivals.iter().filter(|a| a.too_many_open).count() as u64,
+        served: arrivals(&|a| a.status == 200) as u64,
+        refused: arrivals(&|a| a.status == 429) as u64,
+        refused_for_concurrency: arrivals(&|a| a.too_many_open) as u64,
         open_calls: open_calls(args, outcome),
-        other_status: outcome
-            .arrivals
-            .iter()
-            .filter(|a| a.status != 200 && a.status != 429)
-            .count() as u64,
+        other_status: arrivals(&|a| a.status != 200 && a.status != 429) as u64,
         errors: errors.len() as u64,
         error_samples: errors.into_iter().take(5).collect(),
-        unserved: outcome.records.iter().filter(|r| r.status != 200).count() as u64,
-        seen_429: outcome.records.iter().map(|r| u64::from(r.refused)).sum(),
-        pauses: limiters.then(|| LimiterCounts::total(&outcome.stats).pauses),
-        pauses_absorbed: LimiterCounts::total(&outcome.stats).pauses_unchanged,
-        retries: outcome
-            .records
-            .iter()
-            .map(|r| u64::from(r.sends.saturating_sub(1)))
-            .sum(),
+        unserved: sum(|r| u64::from(r.status != 200)),
+        seen_429: sum(|r| u64::from(r.refused)),
+        pauses: limiters.then_some(totals.pauses),
+        pauses_absorbed: totals.pauses_unchanged,
+        retries: sum(|r| u64::from(r.sends.saturating_sub(1))),
         backend: served_by(outcome),
         first_429_s: first_429.map(|a| since_start(a.at).as_secs_f64()),
         first_retry_after_s: first_429.and_then(|a| a.retry_after_s),
@@ -358,18 +336,8 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
         predicted_refused_without_pause,
         wait_mean_s,
         wait_max_s,
-        round_trips: outcome
-            .records
-            .iter()
-            .map(|r| u64::from(r.round_trips))
-            .sum(),
-        start_lag_max_ms: outcome
-            .records
-            .iter()
-            .map(|r| r.start_us)
-            .max()
-            .unwrap_or(0) as f64
-            / 1e3,
+        round_trips: sum(|r| u64::from(r.round_trips)),
+        start_lag_max_ms: most(|r| r.start_us) as f64 / 1e3,
         machine_wait_max_ms: answered
             .iter()
             .map(|r| r.wait_us.saturating_sub(r.slept_us))

@@ -143,7 +143,7 @@ fn table(out: &mut String, summary: &Summary) {
         });
     }
     row(out, "total time, fired to last call *", &|p| {
-        p.total_s.map_or("-".to_owned(), |t| format!("{t:.3} s"))
+        seconds(p.total_s)
     });
     row(out, "  ideal, from the knobs", &|p| {
         format!("{:.3} s", p.ideal_total_s)
@@ -286,12 +286,13 @@ fn pushback_tables(out: &mut String, report: &PushbackReport, phase: &PhaseRepor
         "fleet: {} sends, {} refused; other application: {} sent, {} refused",
         report.fleet_sent, report.fleet_refused, report.other_sent, report.other_refused
     );
+    let per_grant = (report.round_trips_per_grant).map_or("-".to_owned(), |r| format!("{r:.2}"));
     let _ = writeln!(
         out,
         "limiters: {} grants, {} round trips ({} per grant), {} cuts (+{} in an episode already cut), {} pauses ({} changed nothing), {} syncs lowered the bucket ({} changed nothing), {} reserved calls held by a pause; lowest rate factor {}",
         report.limiters.granted,
         report.limiters.round_trips,
-        report.round_trips_per_grant.map_or("-".to_owned(), |r| format!("{r:.2}")),
+        per_grant,
         report.limiters.cuts,
         report.limiters.cuts_same_episode,
         report.limiters.pauses,
@@ -321,13 +322,8 @@ fn pushback_tables(out: &mut String, report: &PushbackReport, phase: &PhaseRepor
         );
         let _ = writeln!(
             out,
-            "  round trips per grant: {}; time to the last call: {}",
-            report
-                .round_trips_per_grant
-                .map_or("-".to_owned(), |r| format!("{r:.2}")),
-            phase
-                .total_s
-                .map_or("-".to_owned(), |t| format!("{t:.3} s"))
+            "  round trips per grant: {per_grant}; time to the last call: {}",
+            seconds(phase.total_s)
         );
         return;
     }
@@ -360,6 +356,8 @@ fn pushback_tables(out: &mut String, report: &PushbackReport, phase: &PhaseRepor
     if let Some(watched) = report.watched_after_stop_s {
         let target = args.cut_recovery;
         let need = TARGET_RECOVERED_SHARE * args.rate;
+        let after =
+            |s: Option<f64>| s.map_or("not within the run".to_owned(), |s| format!("{s:.1} s"));
         let _ = writeln!(
             out,
             "  back to >= {} % of the configured {}/s ({:.2}/s served over a trailing {} s) after the other application stopped: {} (target <= the recovery time, {} s; watched {:.0} s): {}",
@@ -367,7 +365,7 @@ fn pushback_tables(out: &mut String, report: &PushbackReport, phase: &PhaseRepor
             args.rate,
             need,
             RECOVERY_WINDOW_S,
-            report.recovered_after_s.map_or("not within the run".to_owned(), |s| format!("{s:.1} s")),
+            after(report.recovered_after_s),
             target,
             watched,
             verdict(report.recovered_after_s.is_some_and(|s| s <= target))
@@ -375,9 +373,7 @@ fn pushback_tables(out: &mut String, report: &PushbackReport, phase: &PhaseRepor
         let _ = writeln!(
             out,
             "  the bucket's rate factor at >= 0.95 for good: {} after the stop",
-            report
-                .factor_recovered_after_s
-                .map_or("not within the run".to_owned(), |s| format!("{s:.1} s"))
+            after(report.factor_recovered_after_s)
         );
     }
 }

@@ -9,6 +9,7 @@ use demo_support::child::command_lines;
 use serde::Serialize;
 
 use crate::db::{Arrival, Verdict, RU_PER_WRITE};
+use crate::phases::backlog::Writes;
 use crate::phases::{
     ideal, points, reports, secs_between, Env, Point, Workers, CAPACITY_RU, RATE_RU, START_LEAD,
 };
@@ -112,18 +113,9 @@ pub async fn retry_phase(env: &Env<'_>) -> Result<RetrySummary, String> {
     let start = start.into_std();
 
     let expected: HashSet<String> = (0..records).map(|n| format!("r{n:06}")).collect();
-    let count = |v: Verdict| arrivals.iter().filter(|a| a.verdict == v).count() as u64;
-    let (stored, duplicates, refused) = (
-        count(Verdict::Stored),
-        count(Verdict::Duplicate),
-        count(Verdict::Refused),
-    );
-    let last_stored = arrivals
-        .iter()
-        .filter(|a| a.verdict == Verdict::Stored)
-        .map(|a| a.at)
-        .max()
-        .unwrap_or(start);
+    // Counted by the database; the workers' own count says the same unless a write was lost
+    // on the way (an error).
+    let writes = Writes::count(&arrivals, (&expected, &stored_ids), &reports, start);
 
     let document = document_waves(records);
     let tries = arrivals.iter().map(|a| a.attempt).max().unwrap_or(0);
@@ -153,28 +145,24 @@ pub async fn retry_phase(env: &Env<'_>) -> Result<RetrySummary, String> {
         });
     }
     let least_refused = waves.iter().map(|w| w.sent - w.most_stored).sum();
-    // Counted by the database; the workers' own count says the same unless a write was lost
-    // on the way (an error).
-    let sent = arrivals.len() as u64;
-    let errors: u64 = reports.iter().map(|r| r.errors).sum();
     Ok(RetrySummary {
         phase: "retry",
         title: "phase 1: retry on error",
         records,
         workers,
-        sent,
-        refused,
-        stored,
-        duplicates,
-        errors,
-        time_s: secs_between(start, last_stored),
+        sent: writes.sent,
+        refused: writes.refused,
+        stored: writes.stored,
+        duplicates: writes.duplicates,
+        errors: writes.errors,
+        time_s: writes.finish_s,
         min_time_s: ideal(records, CAPACITY_RU).as_secs_f64(),
         least_refused,
         document_sent: document.iter().map(|w| w.0).sum(),
         document_refused: document.iter().map(|w| w.0 - w.1).sum(),
         document_time_s: document.len().saturating_sub(1) as f64,
         waves,
-        all_stored_once: stored_ids == expected && stored == records,
+        all_stored_once: writes.stored_once,
         points: points(&arrivals, start),
     })
 }
