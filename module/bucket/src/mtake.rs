@@ -522,7 +522,8 @@ pub(crate) static SPEC: Spec = Spec {
         place (WAITER id looks again, and takes the tokens once handed the slot). Replies \
         [granted, wait_ms, then remaining and reset_ms per bucket] (then one ticket per bucket \
         with TICKET, then the slot's id with INFLIGHT, then the place with LINE, then on a \
-        denial what held it back: 1 tokens, 2 floor, 4 slot, 8 pause, 16 in line, summed).",
+        denial what held it back: 1 tokens, 2 floor, 4 slot, 8 pause, 16 in line, 32 told \
+        its turn, summed).",
     complexity: "O(N) where N is the number of keys",
     arity: -6,
     flags: "write deny-oom fast getkeys-api",

@@ -547,7 +547,7 @@ pub(crate) static SPEC: Spec = Spec {
         a call in flight (fewer than n held), leased for ms, or nothing, and replies its id; \
         with LINE place_ms, a call that finds every slot held joins the line and replies its \
         ticket and place (WAITER id looks again). A denial ends with what held it back: 1 \
-        tokens, 2 floor, 4 slot, 8 pause, 16 in line, summed.",
+        tokens, 2 floor, 4 slot, 8 pause, 16 in line, 32 told its turn, summed.",
     complexity: "O(1)",
     arity: -4,
     flags: "write deny-oom fast",
