@@ -11,7 +11,7 @@ use std::os::raw::c_int;
 use std::slice;
 
 use redis_module::raw;
-use throttle_bucket::{ArgError, MTakeArgs, State, ThrottleCommand, MAX_KEYS};
+use throttle_bucket::{ArgError, MTakeArgs, State, ThrottleCommand, Written, MAX_KEYS};
 
 use crate::bucket_key::{peek_state, BucketKey};
 use crate::call::{self, Reply};
@@ -48,7 +48,7 @@ pub(crate) extern "C" fn one_key<C: Counted>(
         let outcome = applied.as_ref().map_err(ToString::to_string)?;
         // A call that changes nothing (a denial, a pause a longer one covers) writes and
         // replicates nothing.
-        if let Some(write) = C::write(outcome, 0) {
+        if let Some(write) = outcome.write(0) {
             bucket.write(write)?;
         }
         if let Some(heard) = C::announce(outcome) {
@@ -89,7 +89,7 @@ pub(crate) extern "C" fn mtake(
             .apply(stored.get(..count).unwrap_or(&[]), now)
             .map_err(|e| e.to_string())?;
         for (i, bucket) in buckets.iter_mut().enumerate().take(count) {
-            if let (Some(write), Some(bucket)) = (MTakeArgs::write(&outcome, i), bucket) {
+            if let (Some(write), Some(bucket)) = (outcome.write(i), bucket) {
                 bucket.write(write)?;
             }
         }

@@ -13,6 +13,7 @@ use throttle_bucket::spec::Keys;
 use throttle_bucket::{
     Command, CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, QuotaArgs, ReleaseArgs,
     RenewArgs, ResumeArgs, SlotsArgs, State as Bucket, SyncArgs, TakeArgs, ThrottleCommand, Write,
+    Written,
 };
 use tokio::time::Instant;
 
@@ -165,7 +166,7 @@ impl FakeServer {
             .apply(&stored, now_ns)
             .or_else(|e| error(e.to_string()))?;
         for (i, key) in keys.iter().enumerate() {
-            match C::write(&outcome, i) {
+            match outcome.write(i) {
                 Some(Write::Store { state: bucket, .. }) => {
                     state.buckets.insert(key.to_vec(), bucket.clone());
                 }

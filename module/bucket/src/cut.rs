@@ -12,7 +12,7 @@ use crate::pause::paused;
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::{self, State, FULL_FACTOR_BP};
-use crate::throttle_command::{one_key, ThrottleCommand};
+use crate::throttle_command::{one_key, written_at_its_key, ThrottleCommand};
 use crate::words::{parse_within, Word};
 use crate::Quota;
 
@@ -175,6 +175,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
     ],
 );
 
+written_at_its_key!(CutOutcome);
+
 impl ThrottleCommand for CutArgs {
     const COMMAND: Command = Command::Cut;
     const REPLY_SHAPE: &'static str = "an array of four integers";
@@ -208,11 +210,6 @@ impl ThrottleCommand for CutArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<CutOutcome, ArgError> {
         Ok(cut(self, one_key(stored), now_ns))
-    }
-
-    #[inline]
-    fn write(outcome: &CutOutcome, key: usize) -> Option<&Write> {
-        outcome.write.as_ref().filter(|_| key == 0)
     }
 
     #[inline]

@@ -10,7 +10,7 @@ use crate::limits::{MAX_CAPACITY, MAX_DEBT_NS};
 use crate::reply::{count, int, Ints};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, ThrottleCommand};
+use crate::throttle_command::{one_key, written_at_its_key, ThrottleCommand};
 use crate::words::{parse_within, Word};
 use crate::Quota;
 
@@ -86,6 +86,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
     &[KEY, CAPACITY, RATE, Arg::new("n", Kind::Integer)],
 );
 
+written_at_its_key!(DebitOutcome);
+
 impl ThrottleCommand for DebitArgs {
     const COMMAND: Command = Command::Debit;
     const REPLY_SHAPE: &'static str = "an array of two integers";
@@ -108,11 +110,6 @@ impl ThrottleCommand for DebitArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<DebitOutcome, ArgError> {
         debit(self, one_key(stored), now_ns)
-    }
-
-    #[inline]
-    fn write(outcome: &DebitOutcome, key: usize) -> Option<&Write> {
-        outcome.write.as_ref().filter(|_| key == 0)
     }
 
     #[inline]

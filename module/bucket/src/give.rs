@@ -9,7 +9,7 @@ use crate::reply::count;
 use crate::reply::{int, Ints};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, only, ThrottleCommand};
+use crate::throttle_command::{one_key, only, written_at_its_key, ThrottleCommand};
 use crate::words::{parse_within, Word};
 use crate::Quota;
 
@@ -103,6 +103,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
     ],
 );
 
+written_at_its_key!(GiveOutcome);
+
 impl ThrottleCommand for GiveArgs {
     const COMMAND: Command = Command::Give;
     const INTEGER_REPLY: bool = true;
@@ -134,11 +136,6 @@ impl ThrottleCommand for GiveArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<GiveOutcome, ArgError> {
         Ok(give(self, one_key(stored), now_ns))
-    }
-
-    #[inline]
-    fn write(outcome: &GiveOutcome, key: usize) -> Option<&Write> {
-        outcome.write.as_ref().filter(|_| key == 0)
     }
 
     #[inline]

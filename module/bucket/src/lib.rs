@@ -78,7 +78,7 @@ pub use state::{
 };
 pub use sync::{SyncArgs, SyncOutcome, SyncReply};
 pub use take::{Inflight, LineArgs, LineCounts, Outcome, TakeArgs, TakeReply};
-pub use throttle_command::ThrottleCommand;
+pub use throttle_command::{ThrottleCommand, Written};
 pub use words::Word;
 
 /// Nanoseconds per millisecond, the unit of every duration in a reply.

@@ -18,7 +18,7 @@ use crate::state::State;
 use crate::take::{
     check_line, parse_floor, parse_inflight, parse_line, Inflight, LineArgs, LineCounts,
 };
-use crate::throttle_command::ThrottleCommand;
+use crate::throttle_command::{ThrottleCommand, Written};
 use crate::words::{parse_max_wait, parse_tokens, parse_u64, read_options, Word};
 use crate::{Quota, NS_PER_MS};
 
@@ -551,6 +551,13 @@ pub(crate) static SPEC: Spec = Spec {
     ],
 };
 
+impl Written for MOutcome {
+    #[inline]
+    fn write(&self, key: usize) -> Option<&Write> {
+        self.buckets().get(key).and_then(|b| b.write.as_ref())
+    }
+}
+
 impl ThrottleCommand for MTakeArgs {
     const COMMAND: Command = Command::MTake;
     const REPLY_SHAPE: &'static str = "an array of integers: two, two or three per key, the \
@@ -710,11 +717,6 @@ impl ThrottleCommand for MTakeArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<MOutcome, ArgError> {
         mtake(self, stored, now_ns)
-    }
-
-    #[inline]
-    fn write(outcome: &MOutcome, key: usize) -> Option<&Write> {
-        outcome.buckets().get(key).and_then(|b| b.write.as_ref())
     }
 
     #[inline]

@@ -10,7 +10,7 @@ use crate::reply::count;
 use crate::reply::Ints;
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::{Pushback, RateCut, State, FULL_FACTOR_BP};
-use crate::throttle_command::{one_key, only, ThrottleCommand};
+use crate::throttle_command::{one_key, only, written_at_its_key, ThrottleCommand};
 use crate::words::{parse_within, Word};
 use crate::{Quota, NS_PER_MS};
 
@@ -99,6 +99,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
     &[KEY, CAPACITY, RATE, Arg::new("ms", Kind::Integer)],
 );
 
+written_at_its_key!(PauseOutcome);
+
 impl ThrottleCommand for PauseArgs {
     const COMMAND: Command = Command::Pause;
     const INTEGER_REPLY: bool = true;
@@ -123,11 +125,6 @@ impl ThrottleCommand for PauseArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<PauseOutcome, ArgError> {
         Ok(pause(self, one_key(stored), now_ns))
-    }
-
-    #[inline]
-    fn write(outcome: &PauseOutcome, key: usize) -> Option<&Write> {
-        outcome.write.as_ref().filter(|_| key == 0)
     }
 
     #[inline]

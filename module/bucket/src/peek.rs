@@ -9,7 +9,7 @@ use crate::reply::{count, int, Ints};
 use crate::spec::{Spec, CAPACITY, KEY, RATE};
 use crate::state::{State, FULL_FACTOR_BP};
 use crate::take::inspect;
-use crate::throttle_command::{one_key, ThrottleCommand};
+use crate::throttle_command::{one_key, ThrottleCommand, Written};
 use crate::words::Word;
 use crate::Quota;
 
@@ -83,6 +83,14 @@ pub(crate) static SPEC: Spec = Spec::reads(
     &[KEY, CAPACITY, RATE],
 );
 
+/// It only reads: nothing to write.
+impl Written for PeekOutcome {
+    #[inline]
+    fn write(&self, _key: usize) -> Option<&Write> {
+        None
+    }
+}
+
 impl ThrottleCommand for PeekArgs {
     const COMMAND: Command = Command::Peek;
     const READ_ONLY: bool = true;
@@ -105,11 +113,6 @@ impl ThrottleCommand for PeekArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<PeekOutcome, ArgError> {
         Ok(peek(&self.quota, one_key(stored), now_ns))
-    }
-
-    #[inline]
-    fn write(_outcome: &PeekOutcome, _key: usize) -> Option<&Write> {
-        None
     }
 
     #[inline]

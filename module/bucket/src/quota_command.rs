@@ -10,7 +10,7 @@ use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, ThrottleCommand};
+use crate::throttle_command::{one_key, written_at_its_key, ThrottleCommand};
 use crate::words::Word;
 use crate::Quota;
 
@@ -91,6 +91,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
     &[KEY, CAPACITY, RATE, CLEAR],
 );
 
+written_at_its_key!(QuotaOutcome);
+
 impl ThrottleCommand for QuotaArgs {
     const COMMAND: Command = Command::Quota;
     const REPLY_SHAPE: &'static str = "an array of three integers";
@@ -126,11 +128,6 @@ impl ThrottleCommand for QuotaArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<QuotaOutcome, ArgError> {
         Ok(keep(self, one_key(stored), now_ns))
-    }
-
-    #[inline]
-    fn write(outcome: &QuotaOutcome, key: usize) -> Option<&Write> {
-        outcome.write.as_ref().filter(|_| key == 0)
     }
 
     #[inline]

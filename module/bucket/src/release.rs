@@ -11,7 +11,7 @@ use crate::reply::{flag, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::take::parse_cap;
-use crate::throttle_command::{one_key, only, ThrottleCommand};
+use crate::throttle_command::{one_key, only, written_at_its_key, ThrottleCommand};
 use crate::words::{parse_slot, read_options, Word};
 use crate::Quota;
 
@@ -125,6 +125,8 @@ pub(crate) static SPEC: Spec = Spec {
     ],
 };
 
+written_at_its_key!(SlotOutcome);
+
 impl ThrottleCommand for ReleaseArgs {
     const COMMAND: Command = Command::Release;
     const INTEGER_REPLY: bool = true;
@@ -174,11 +176,6 @@ impl ThrottleCommand for ReleaseArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<SlotOutcome, ArgError> {
         Ok(release(self, one_key(stored), now_ns))
-    }
-
-    #[inline]
-    fn write(outcome: &SlotOutcome, key: usize) -> Option<&Write> {
-        outcome.write.as_ref().filter(|_| key == 0)
     }
 
     #[inline]

@@ -4,7 +4,7 @@
 
 use crate::command::Command;
 use crate::error::ArgError;
-use crate::gcra::{View, Write};
+use crate::gcra::View;
 use crate::release::SlotOutcome;
 use crate::reply::{flag, Ints};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
@@ -87,11 +87,6 @@ impl ThrottleCommand for RenewArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<SlotOutcome, ArgError> {
         Ok(renew(self, one_key(stored), now_ns))
-    }
-
-    #[inline]
-    fn write(outcome: &SlotOutcome, key: usize) -> Option<&Write> {
-        outcome.write.as_ref().filter(|_| key == 0)
     }
 
     #[inline]

@@ -8,7 +8,7 @@ use crate::gcra::{in_effect, View, Write};
 use crate::reply::{flag, Ints};
 use crate::spec::{Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, only, ThrottleCommand};
+use crate::throttle_command::{one_key, only, written_at_its_key, ThrottleCommand};
 use crate::words::Word;
 use crate::Quota;
 
@@ -69,6 +69,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
     &[KEY, CAPACITY, RATE],
 );
 
+written_at_its_key!(ResumeOutcome);
+
 impl ThrottleCommand for ResumeArgs {
     const COMMAND: Command = Command::Resume;
     const INTEGER_REPLY: bool = true;
@@ -92,11 +94,6 @@ impl ThrottleCommand for ResumeArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<ResumeOutcome, ArgError> {
         Ok(resume(&self.quota, one_key(stored), now_ns))
-    }
-
-    #[inline]
-    fn write(outcome: &ResumeOutcome, key: usize) -> Option<&Write> {
-        outcome.write.as_ref().filter(|_| key == 0)
     }
 
     #[inline]

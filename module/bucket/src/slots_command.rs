@@ -7,7 +7,7 @@ use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::reply::{count, int, Ints};
 use crate::spec::{Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, ThrottleCommand};
+use crate::throttle_command::{one_key, ThrottleCommand, Written};
 use crate::words::Word;
 use crate::Quota;
 
@@ -58,6 +58,14 @@ pub(crate) static SPEC: Spec = Spec::reads(
 )
 .costs("O(N) where N is the number of slots held");
 
+/// It only reads: nothing to write.
+impl Written for SlotsOutcome {
+    #[inline]
+    fn write(&self, _key: usize) -> Option<&Write> {
+        None
+    }
+}
+
 impl ThrottleCommand for SlotsArgs {
     const COMMAND: Command = Command::Slots;
     const READ_ONLY: bool = true;
@@ -80,11 +88,6 @@ impl ThrottleCommand for SlotsArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<SlotsOutcome, ArgError> {
         Ok(slots(&self.quota, one_key(stored), now_ns))
-    }
-
-    #[inline]
-    fn write(_outcome: &SlotsOutcome, _key: usize) -> Option<&Write> {
-        None
     }
 
     #[inline]

@@ -12,7 +12,7 @@ use crate::pause::paused;
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, ThrottleCommand};
+use crate::throttle_command::{one_key, written_at_its_key, ThrottleCommand};
 use crate::words::{parse_within, Word};
 use crate::Quota;
 
@@ -122,6 +122,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
     ],
 );
 
+written_at_its_key!(SyncOutcome);
+
 impl ThrottleCommand for SyncArgs {
     const COMMAND: Command = Command::Sync;
     const REPLY_SHAPE: &'static str = "an array of three integers";
@@ -150,11 +152,6 @@ impl ThrottleCommand for SyncArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<SyncOutcome, ArgError> {
         Ok(sync(self, one_key(stored), now_ns))
-    }
-
-    #[inline]
-    fn write(outcome: &SyncOutcome, key: usize) -> Option<&Write> {
-        outcome.write.as_ref().filter(|_| key == 0)
     }
 
     #[inline]

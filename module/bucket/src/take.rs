@@ -13,7 +13,7 @@ use crate::refusal::Refusal;
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, ThrottleCommand};
+use crate::throttle_command::{one_key, written_at_its_key, ThrottleCommand};
 use crate::words::{once, parse_max_wait, parse_slot, parse_tokens, parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
 
@@ -568,6 +568,8 @@ pub(crate) static SPEC: Spec = Spec {
     ],
 };
 
+written_at_its_key!(Outcome);
+
 impl ThrottleCommand for TakeArgs {
     const COMMAND: Command = Command::Take;
     const REPLY_SHAPE: &'static str = "an array of four to eight integers";
@@ -703,11 +705,6 @@ impl ThrottleCommand for TakeArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<Outcome, ArgError> {
         take(self, one_key(stored), now_ns)
-    }
-
-    #[inline]
-    fn write(outcome: &Outcome, key: usize) -> Option<&Write> {
-        outcome.write.as_ref().filter(|_| key == 0)
     }
 
     #[inline]

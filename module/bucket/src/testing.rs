@@ -5,7 +5,7 @@ use std::fmt::Debug;
 
 use crate::error::ArgError;
 use crate::state::State;
-use crate::throttle_command::ThrottleCommand;
+use crate::throttle_command::{ThrottleCommand, Written};
 use crate::words::Word;
 
 /// 2026-12-01T00:00:00Z: the tests' server time, in ns.
@@ -56,7 +56,7 @@ pub(crate) fn run<C: ThrottleCommand>(
     let args: C = call(text);
     let outcome = args.apply(std::slice::from_ref(&stored), now).unwrap();
     let ints = args.reply(&outcome).as_ref().to_vec();
-    match C::write(&outcome, 0) {
+    match outcome.write(0) {
         Some(write) => (ints, write.stored(), true),
         None => (ints, stored, false),
     }

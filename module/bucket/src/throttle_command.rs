@@ -1,10 +1,11 @@
 //! The one shape every THROTTLE command has, whatever it computes: its spec, its arguments
 //! (read from the words after the key, and written back), its arithmetic on the stored
-//! state(s), the writes and the pause to announce that come out of it, and its reply (the
-//! integers sent, and read back from them). The command is its arguments (mini-redis's `Get`):
-//! each args type ([`TakeArgs`](crate::TakeArgs), [`PauseArgs`](crate::PauseArgs), ...)
-//! implements it in its own file, and the module's handler, the test suite's fake server and
-//! the client's calls are each written once over it.
+//! state(s), the writes ([`Written`]) and the pause to announce that come out of it, and its
+//! reply (the integers sent, and read back from them). The command is its arguments
+//! (mini-redis's `Get`): each args type ([`TakeArgs`](crate::TakeArgs),
+//! [`PauseArgs`](crate::PauseArgs), ...) implements it in its own file, and the module's
+//! handler, the test suite's fake server and the client's calls are each written once over
+//! it.
 //!
 //! [`Command`] names the commands (for the registry, the counters and the Lua twin's dispatch);
 //! this trait is what they are.
@@ -22,7 +23,7 @@ use crate::words::Word;
 ///
 /// A call goes: [`parse`](ThrottleCommand::parse) the words, read the stored state of each of
 /// its [`keys`](ThrottleCommand::keys), [`apply`](ThrottleCommand::apply) the arithmetic at the
-/// server's time, carry out the [`write`](ThrottleCommand::write)s (each replicated as the
+/// server's time, carry out the outcome's [`write`](Written::write)s (each replicated as the
 /// resulting state), [`announce`](ThrottleCommand::announce) a pause, and send the
 /// [`reply`](ThrottleCommand::reply); the client [`decode`](ThrottleCommand::decode)s it with
 /// the same arguments, so that a reply whose shape depends on the call's options (TICKET,
@@ -42,7 +43,7 @@ pub trait ThrottleCommand: Sized {
     const REPLY_SHAPE: &'static str;
 
     /// What the arithmetic decided: the reply's values, the write(s), the pause to announce.
-    type Outcome;
+    type Outcome: Written;
     /// The reply's integers, inline (the module builds one per call, allocating nothing).
     type Ints: AsRef<[i64]>;
     /// The reply read back from its integers.
@@ -74,10 +75,6 @@ pub trait ThrottleCommand: Sized {
     /// (THROTTLE.DEBIT past its debt limit).
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<Self::Outcome, ArgError>;
 
-    /// The state to write at the call's key number `key` (0 for the first, and only, key of a
-    /// one-key command), or `None`: nothing changes there, so nothing is written or replicated.
-    fn write(outcome: &Self::Outcome, key: usize) -> Option<&Write>;
-
     /// What to announce on the key's pause channel: a pause this call made last longer
     /// (THROTTLE.PAUSE, CUT and SYNC), a slot it freed where callers may wait for one
     /// (THROTTLE.RELEASE ... INFLIGHT).
@@ -92,6 +89,27 @@ pub trait ThrottleCommand: Sized {
     /// for any other shape than this call's.
     fn decode(&self, ints: &[i64]) -> Option<Self::Reply>;
 }
+
+/// What a call's outcome writes, key by key: the module stores it, and so does the test
+/// suite's fake server.
+pub trait Written {
+    /// The state to write at the call's key number `key` (0 for the first, and only, key of a
+    /// one-key command), or `None`: nothing changes there, so nothing is written or replicated.
+    fn write(&self, key: usize) -> Option<&Write>;
+}
+
+/// [`Written`] for a one-key command's outcome, whose `write` field is what its key stores.
+macro_rules! written_at_its_key {
+    ($outcome:ty) => {
+        impl $crate::throttle_command::Written for $outcome {
+            #[inline]
+            fn write(&self, key: usize) -> Option<&$crate::gcra::Write> {
+                self.write.as_ref().filter(|_| key == 0)
+            }
+        }
+    };
+}
+pub(crate) use written_at_its_key;
 
 /// A one-key command's stored state: the first of `stored` (a missing one reads as a missing
 /// key, a full bucket).

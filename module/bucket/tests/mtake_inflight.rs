@@ -7,7 +7,7 @@
 use proptest::prelude::*;
 use throttle_bucket::{
     ArgError, Command, MOutcome, MTakeArgs, Refusal, ReleaseArgs, State, TakeArgs, ThrottleCommand,
-    Word, NS_PER_MS,
+    Word, Written, NS_PER_MS,
 };
 
 /// 2026-12-01T00:00:00Z.
@@ -46,7 +46,7 @@ impl Pair {
         let args = args(text);
         let out = args.apply(&self.stored, self.now).unwrap();
         for (key, state) in self.stored.iter_mut().enumerate() {
-            if let Some(write) = MTakeArgs::write(&out, key) {
+            if let Some(write) = out.write(key) {
                 *state = write.stored();
             }
         }
@@ -63,7 +63,7 @@ impl Pair {
     fn take(&mut self, options: &str) -> Vec<i64> {
         let args = TakeArgs::parse(&words(&format!("100 100 {options}"))).expect("valid");
         let out = args.apply(&self.stored[..1], self.now).expect("no error");
-        if let Some(write) = TakeArgs::write(&out, 0) {
+        if let Some(write) = out.write(0) {
             self.stored[0] = write.stored();
         }
         args.reply(&out).as_ref().to_vec()
@@ -74,7 +74,7 @@ impl Pair {
         let args = TakeArgs::parse(&words("10 10 TOKENS 10 MAXWAIT 5000")).expect("valid");
         let out = args.apply(&self.stored[1..], self.now).expect("no error");
         assert!(out.granted);
-        if let Some(write) = TakeArgs::write(&out, 0) {
+        if let Some(write) = out.write(0) {
             self.stored[1] = write.stored();
         }
     }
@@ -84,7 +84,7 @@ impl Pair {
         let args = ReleaseArgs::parse(&words(&format!("100 100 {slot} INFLIGHT 1")))
             .expect("valid test arguments");
         let out = args.apply(&self.stored[..1], self.now).expect("no error");
-        if let Some(write) = ReleaseArgs::write(&out, 0) {
+        if let Some(write) = out.write(0) {
             self.stored[0] = write.stored();
         }
         (out.held, ReleaseArgs::announce(&out).map(|m| m.text()))
@@ -439,7 +439,7 @@ proptest! {
                 Step::Drain => {
                     let args = TakeArgs::parse(&words("10 10 TOKENS 10 MAXWAIT 5000")).unwrap();
                     let out = args.apply(&p.stored[1..], T0 + ms * MS).unwrap();
-                    if let Some(write) = TakeArgs::write(&out, 0) {
+                    if let Some(write) = out.write(0) {
                         p.stored[1] = write.stored();
                     }
                 }
