@@ -637,9 +637,11 @@ impl<'a> InLine<'a> {
             (None, Some((at, first))) => {
                 line_look(wait, turn, replied.duration_since(at), first, place)
             }
-            // Hearing the hand-off, it looks on its own only to keep its place, or when a
-            // holder's lease may run out: a turn says neither.
-            (Some(_), _) if turn => PLACE / 2,
+            // Hearing the hand-off, it looks on its own only for what is not announced: a
+            // holder's lease that runs out, which a turn comes to at the latest. A quarter
+            // later (at most 250 ms), so that a hand-off a little behind its turn is heard
+            // first.
+            (Some(_), _) if turn => wait + (wait / 4).min(Duration::from_millis(250)),
             _ => wait,
         };
         let look = replied + look.max(Duration::from_millis(1));
