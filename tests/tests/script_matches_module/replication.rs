@@ -212,9 +212,10 @@ pub fn replicates_effects_not_the_script(flavor: Flavor) {
     );
 }
 
-/// On servers with the cached clock the two peeks in one MULTI are equal; on Redis 7.0 they are
-/// read a few µs apart (and the module's clock only to the ms), so the reset, over 1000 s away
-/// here, may differ by a ms.
+/// On servers with the cached clock the two peeks in one MULTI are equal; on Redis 7.0 each
+/// command reads the clock itself (the module's only to the ms), a few µs apart on an idle
+/// machine and 2 ms apart measured beside two CPU-burning processes, so the reset, over 1000 s
+/// away here, may differ by a few ms: 20 at most.
 fn assert_same_peek(flavor: Flavor, module: &[i64], script: &[i64]) {
     if flavor.has_cached_micros() {
         assert_eq!(
@@ -228,7 +229,7 @@ fn assert_same_peek(flavor: Flavor, module: &[i64], script: &[i64]) {
             "{flavor}: peek, script (left) vs module (right)"
         );
         assert!(
-            (script[3] - module[3]).abs() <= 1,
+            (script[3] - module[3]).abs() <= 20,
             "{flavor}: peek {script:?} vs {module:?}"
         );
     }
