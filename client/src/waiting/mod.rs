@@ -22,7 +22,9 @@ use tokio::sync::{futures::Notified, Mutex, MutexGuard, Notify};
 use tokio::time::Instant;
 
 use crate::metrics::{Event, Metrics};
-use crate::waiting::policy::{line_look, Decision, GiveUp, Policy, Refusal, SlotLooks};
+use crate::waiting::policy::{
+    heard_turn_look, line_look, Decision, GiveUp, Policy, Refusal, SlotLooks,
+};
 use crate::wire::listen::{Ears, Trust};
 use crate::wire::reply::TakeReply;
 use crate::Error;
@@ -637,11 +639,7 @@ impl<'a> InLine<'a> {
             (None, Some((at, first))) => {
                 line_look(wait, turn, replied.duration_since(at), first, place)
             }
-            // Hearing the hand-off, it looks on its own only for what is not announced: a
-            // holder's lease that runs out, which a turn comes to at the latest. A quarter
-            // later (at most 250 ms), so that a hand-off a little behind its turn is heard
-            // first.
-            (Some(_), _) if turn => wait + (wait / 4).min(Duration::from_millis(250)),
+            (Some(_), _) if turn => heard_turn_look(wait),
             _ => wait,
         };
         let look = replied + look.max(Duration::from_millis(1));

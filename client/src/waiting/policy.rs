@@ -185,6 +185,20 @@ const LINE_FIRST_LOOK: Duration = Duration::from_millis(50);
 /// between looks: a slot handed to it sits idle until it looks.
 const LINE_HEAD_LOOK: Duration = Duration::from_millis(250);
 
+/// The soonest a call told its turn looks again, whatever turn it was told: the server floors
+/// its answer at 1 ms only, and a forged or broken line must not make a fleet poll it each
+/// millisecond until its deadline.
+const TURN_FLOOR: Duration = Duration::from_millis(10);
+
+/// When a call in the server's line that hears the hand-off looks on its own, told its turn
+/// `at`: for what is not announced, a holder's lease that runs out, which its turn comes to at
+/// the latest. A quarter later (at most 250 ms), so that a hand-off a little behind its turn is
+/// heard first.
+pub(crate) fn heard_turn_look(at: Duration) -> Duration {
+    at.saturating_add((at / 4).min(LINE_HEAD_LOOK))
+        .max(TURN_FLOOR)
+}
+
 /// When a call in the server's line that cannot hear the hand-off looks again. Told its `turn`
 /// (the server's `hint` is when the line's pace says it comes), an eighth after it. Otherwise
 /// when its turn should come at the pace the line moved since it joined (`in_line` ago, at
@@ -202,7 +216,7 @@ pub(crate) fn line_look(
     if turn {
         // A little late rather than early: a look too soon costs a round trip, one a little
         // late only the slot's idle moment.
-        return hint.saturating_add(hint / 8);
+        return hint.saturating_add(hint / 8).max(TURN_FLOOR);
     }
     let due = match first.checked_sub(place).filter(|moved| *moved > 0) {
         Some(moved) => {
@@ -509,12 +523,22 @@ mod tests {
                 MS * 180
             );
         }
-        // A server's hint under the first look still waits the first look; a turn does not.
+        // A server's hint under the first look still waits the first look; a turn does not,
+        // down to a floor: however early the server says the turn comes (a forged line's
+        // 1 ms), never a look each millisecond.
         assert_eq!(
             line_look(MS * 10, false, Duration::ZERO, 1, 1),
             LINE_FIRST_LOOK
         );
-        assert_eq!(line_look(MS, true, Duration::ZERO, 1, 1), MS + MS / 8);
+        assert_eq!(line_look(MS * 16, true, Duration::ZERO, 1, 1), MS * 18);
+        assert_eq!(line_look(MS, true, Duration::ZERO, 1, 1), TURN_FLOOR);
+        // Hearing the hand-off: a quarter after the turn, at most 250 ms, the same floor.
+        assert_eq!(heard_turn_look(MS), TURN_FLOOR);
+        assert_eq!(heard_turn_look(MS * 160), MS * 200);
+        assert_eq!(
+            heard_turn_look(Duration::from_secs(4)),
+            Duration::from_millis(4250)
+        );
     }
 
     #[test]
