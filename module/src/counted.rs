@@ -71,7 +71,7 @@ impl Counted for PauseArgs {
 
 impl Counted for GiveArgs {
     fn count(&self, outcome: &Self::Outcome) {
-        stats::given_back(outcome.given);
+        stats::given_back(outcome.reply);
     }
 }
 
@@ -81,7 +81,7 @@ impl Counted for PeekArgs {
 
 impl Counted for CutArgs {
     fn count(&self, outcome: &Self::Outcome) {
-        stats::cut(outcome.cut);
+        stats::cut(outcome.reply.cut);
     }
 }
 
@@ -121,6 +121,6 @@ impl Counted for QuotaArgs {
 
 impl Counted for ResumeArgs {
     fn count(&self, outcome: &Self::Outcome) {
-        stats::resumed(outcome.ended);
+        stats::resumed(outcome.reply);
     }
 }

@@ -11,7 +11,7 @@ use std::os::raw::c_int;
 use std::slice;
 
 use redis_module::raw;
-use throttle_bucket::{ArgError, MTakeArgs, State, ThrottleCommand, Written, MAX_KEYS};
+use throttle_bucket::{ArgError, Effects, MTakeArgs, State, ThrottleCommand, MAX_KEYS};
 
 use crate::bucket_key::{peek_state, BucketKey};
 use crate::call::{self, Reply};
@@ -51,7 +51,7 @@ pub(crate) extern "C" fn one_key<C: Counted>(
         if let Some(write) = outcome.write(0) {
             bucket.write(write)?;
         }
-        if let Some(heard) = C::announce(outcome) {
+        if let Some(heard) = outcome.announce() {
             announce::publish(ctx, *key, &heard);
         }
         finish::<C>(reply, &parsed, outcome);
@@ -94,7 +94,7 @@ pub(crate) extern "C" fn mtake(
             }
         }
         // A slot its line handed on, announced on the first key's channel (where the line is).
-        if let (Some(heard), Some(&key)) = (MTakeArgs::announce(&outcome), keys.first()) {
+        if let (Some(heard), Some(&key)) = (outcome.announce(), keys.first()) {
             announce::publish(ctx, key, &heard);
         }
         finish::<MTakeArgs>(reply, &parsed, &outcome);

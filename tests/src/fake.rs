@@ -11,9 +11,9 @@ use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 use throttle_bucket::spec::Keys;
 use throttle_bucket::{
-    Command, CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, QuotaArgs, ReleaseArgs,
-    RenewArgs, ResumeArgs, SlotsArgs, State as Bucket, SyncArgs, TakeArgs, ThrottleCommand, Write,
-    Written,
+    Command, CutArgs, DebitArgs, Effects, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, QuotaArgs,
+    ReleaseArgs, RenewArgs, ResumeArgs, SlotsArgs, State as Bucket, SyncArgs, TakeArgs,
+    ThrottleCommand, Write,
 };
 use tokio::time::Instant;
 

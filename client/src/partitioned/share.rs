@@ -212,7 +212,7 @@ impl Shares {
             // A delete is a full bucket: its state is now.
             h.tat_ns = write.tat().unwrap_or(now_ns);
         }
-        outcome.given
+        outcome.reply
     }
 
     /// Takes `tokens` more at `now_ns`, into debt if need be (THROTTLE.DEBIT's rule), from
@@ -240,16 +240,16 @@ impl Shares {
     }
 
     /// The usable partitions at `now_ns`: whole tokens in them together, and the longest
-    /// until one is full again (ns).
-    pub(super) fn view(&self, quota: &Quota, now_ns: i64) -> (u64, i64) {
+    /// until one is full again (ms, rounded up, as THROTTLE.PEEK replies).
+    pub(super) fn view(&self, quota: &Quota, now_ns: i64) -> (u64, u64) {
         self.held
             .iter()
             .filter(|h| now_ns < h.valid_until_ns)
             .filter_map(|h| on_partition(&PeekArgs { quota: *quota }, h.tat_ns, now_ns))
             .fold((0, 0), |(remaining, full), seen| {
                 (
-                    remaining.saturating_add(seen.remaining),
-                    full.max(seen.reset_ns),
+                    remaining.saturating_add(seen.reply.remaining),
+                    full.max(seen.reply.reset_ms),
                 )
             })
     }
@@ -289,7 +289,7 @@ mod tests {
         // Both start empty (full at 200 ms); at 1 s both are full.
         assert_eq!(shares.debit(&q, 7, 3, 1_000 * MS), 3);
         // Partition 7 owes 3 tokens: 100 ms beyond now (3 taken from 2).
-        assert_eq!(shares.view(&q, 1_000 * MS), (2, 300 * MS));
+        assert_eq!(shares.view(&q, 1_000 * MS), (2, 300));
         assert_eq!(
             shares.debit(&q, 9, 1, 1_000 * MS),
             1,

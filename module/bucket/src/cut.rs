@@ -3,16 +3,15 @@
 //! speeds up again as time passes without another cut. Its arguments, arithmetic, reply and
 //! docs.
 
-use crate::channel::{Announcement, Message};
 use crate::command::Command;
 use crate::error::ArgError;
-use crate::gcra::{ceil_ms, ceil_ms_wide, View, Write};
+use crate::gcra::{ceil_ms_wide, View};
 use crate::limits::{MAX_WAIT_MS, MIN_FACTOR_BP};
 use crate::pause::paused;
-use crate::reply::{count, flag, int, Ints};
+use crate::reply::{count, flag, int, ms_up, Ints};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::{self, State, FULL_FACTOR_BP};
-use crate::throttle_command::{one_key, written_at_its_key, ThrottleCommand};
+use crate::throttle_command::{one_key, Decision, ThrottleCommand};
 use crate::words::{parse_within, Word};
 use crate::Quota;
 
@@ -65,35 +64,6 @@ fn parse_factor(text: &[u8]) -> Option<u16> {
         .then_some(value)
 }
 
-/// What a cut decided.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CutOutcome {
-    /// This call cut the rate (`false`: the same episode as a pause or cut still on).
-    pub cut: bool,
-    /// Until the next token is there: at least the pause asked for.
-    pub next_token_ns: i64,
-    /// The rate's factor now, after the call, in basis points.
-    pub factor_bp: u16,
-    /// Until the rate is the configured one again (0: not cut).
-    pub recovered_ns: i64,
-    /// The state to store, or `None` when nothing changes.
-    pub write: Option<Write>,
-    /// What to tell the fleet when this call made the pause last longer.
-    pub announce: Option<Announcement>,
-}
-
-impl CutOutcome {
-    /// The reply: `[cut, next_ms, factor_bp, recovered_ms]`.
-    pub fn reply(&self) -> CutReply {
-        CutReply {
-            cut: self.cut,
-            next_ms: count(ceil_ms(self.next_token_ns)).unwrap_or(0),
-            factor_bp: self.factor_bp,
-            recovered_ms: count(ceil_ms(self.recovered_ns)).unwrap_or(0),
-        }
-    }
-}
-
 /// Cuts the bucket's rate and pauses it, once per congestion episode.
 ///
 /// A cut while the bucket is paused (by a cut or a pause whose time has not run out) is the
@@ -103,7 +73,7 @@ impl CutOutcome {
 /// the configured rate, and it climbs back to the configured rate over `recovery_ms`, or over
 /// what is left of an earlier cut's recovery if that is longer (a later cut never loosens an
 /// earlier one). The configured rate stays the ceiling: a cut only ever makes tokens cost more.
-fn cut(args: &CutArgs, stored: Option<&State>, now_ns: i64) -> CutOutcome {
+fn cut(args: &CutArgs, stored: Option<&State>, now_ns: i64) -> Decision<CutReply> {
     let bucket = View::at(&args.quota, stored, now_ns);
     let stored_cut = bucket.pushback.and_then(|p| p.cut);
     let same_episode = bucket.paused_for() > 0;
@@ -117,7 +87,8 @@ fn cut(args: &CutArgs, stored: Option<&State>, now_ns: i64) -> CutOutcome {
             .max(MIN_FACTOR_BP);
         // A later cut never loosens an earlier one: its factor is the lower (it multiplies
         // the factor now), and it recovers no sooner than the earlier one would have.
-        let earlier = stored_cut.map_or(0, |c| ceil_ms_wide(c.recovered_at() - bucket.now));
+        let earlier =
+            stored_cut.map_or(0, |c| ceil_ms_wide((c.recovered_at() - bucket.now).max(0)));
         let recovery_ms = u64::try_from(earlier)
             .unwrap_or(0)
             .max(args.recovery_ms)
@@ -128,20 +99,22 @@ fn cut(args: &CutArgs, stored: Option<&State>, now_ns: i64) -> CutOutcome {
             recovery_ms,
         })
     };
-    let outcome = paused(&bucket, cut, args.pause_ms);
-    let effective = if outcome.write.is_some() {
+    let paused = paused(&bucket, cut, args.pause_ms);
+    let effective = if paused.write.is_some() {
         cut
     } else {
         stored_cut
     };
-    let recovered = effective.map_or(0, |c| (c.recovered_at() - bucket.now).max(0));
-    CutOutcome {
-        cut: !same_episode && outcome.write.is_some(),
-        next_token_ns: outcome.next_token_ns,
-        factor_bp: effective.map_or(FULL_FACTOR_BP, |c| c.factor_at(bucket.now)),
-        recovered_ns: i64::try_from(recovered).unwrap_or(i64::MAX),
-        write: outcome.write,
-        announce: outcome.announce,
+    let recovered_ms = effective.map_or(0, |c| ms_up(c.recovered_at() - bucket.now));
+    Decision {
+        reply: CutReply {
+            cut: !same_episode && paused.write.is_some(),
+            next_ms: paused.reply,
+            factor_bp: effective.map_or(FULL_FACTOR_BP, |c| c.factor_at(bucket.now)),
+            recovered_ms,
+        },
+        write: paused.write,
+        announce: paused.announce,
     }
 }
 
@@ -175,12 +148,10 @@ pub(crate) static SPEC: Spec = Spec::writes(
     ],
 );
 
-written_at_its_key!(CutOutcome);
-
 impl ThrottleCommand for CutArgs {
     const COMMAND: Command = Command::Cut;
     const REPLY_SHAPE: &'static str = "an array of four integers";
-    type Outcome = CutOutcome;
+    type Outcome = Decision<CutReply>;
     type Ints = Ints<4>;
     type Reply = CutReply;
 
@@ -208,18 +179,13 @@ impl ThrottleCommand for CutArgs {
     }
 
     #[inline]
-    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<CutOutcome, ArgError> {
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<Decision<CutReply>, ArgError> {
         Ok(cut(self, one_key(stored), now_ns))
     }
 
     #[inline]
-    fn announce(outcome: &CutOutcome) -> Option<Message> {
-        outcome.announce.map(Message::Pause)
-    }
-
-    #[inline]
-    fn reply(&self, outcome: &CutOutcome) -> Ints<4> {
-        let reply = outcome.reply();
+    fn reply(&self, outcome: &Decision<CutReply>) -> Ints<4> {
+        let reply = &outcome.reply;
         Ints::new([
             i64::from(reply.cut),
             int(reply.next_ms),
@@ -321,6 +287,6 @@ mod tests {
         assert_eq!(args.decode(&[2, 0, 0, 0]), None);
         // What the server sends reads back as what the arithmetic decided.
         let outcome = args.apply(&[None], 1_764_547_200_000_000_000).unwrap();
-        assert_eq!(read_back(&args, &outcome), Some(outcome.reply()));
+        assert_eq!(read_back(&args, &outcome), Some(outcome.reply));
     }
 }

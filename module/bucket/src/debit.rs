@@ -5,12 +5,12 @@
 
 use crate::command::Command;
 use crate::error::ArgError;
-use crate::gcra::{ceil_ms, saturate, View, Write};
+use crate::gcra::View;
 use crate::limits::{MAX_CAPACITY, MAX_DEBT_NS};
-use crate::reply::{count, int, Ints};
+use crate::reply::{count, int, ms_up, Ints};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, written_at_its_key, ThrottleCommand};
+use crate::throttle_command::{one_key, Decision, ThrottleCommand};
 use crate::words::{parse_within, Word};
 use crate::Quota;
 
@@ -23,49 +23,26 @@ pub struct DebitArgs {
     pub tokens: u64,
 }
 
-/// What a debit decided.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DebitOutcome {
-    /// Whole tokens left after the call (0 while in debt).
-    pub remaining: u64,
-    /// Until the bucket is full again.
-    pub reset_ns: i64,
-    /// The state to store (`None` for 0 tokens).
-    pub write: Option<Write>,
-}
-
-impl DebitOutcome {
-    /// The reply: `[remaining, reset_ms]`.
-    pub fn reply(&self) -> DebitReply {
-        DebitReply {
-            remaining: self.remaining,
-            reset_ms: count(ceil_ms(self.reset_ns)).unwrap_or(0),
-        }
-    }
-}
-
 /// Takes `args.tokens` now, into debt if need be. Refused (the bucket untouched) when the debt
 /// would be deeper than any other command leaves one, [`MAX_DEBT_NS`] (20 years): past that
-/// the state would no longer read as a bucket.
-fn debit(args: &DebitArgs, stored: Option<&State>, now_ns: i64) -> Result<DebitOutcome, ArgError> {
+/// the state would no longer read as a bucket. Writes nothing for 0 tokens.
+fn debit(
+    args: &DebitArgs,
+    stored: Option<&State>,
+    now_ns: i64,
+) -> Result<Decision<DebitReply>, ArgError> {
     let bucket = View::at(&args.quota, stored, now_ns);
-    if args.tokens == 0 {
-        return Ok(DebitOutcome {
-            remaining: bucket.remaining(bucket.debt()),
-            reset_ns: saturate(bucket.debt()),
-            write: None,
-        });
-    }
     let debt = bucket.debt() + bucket.cost(args.tokens);
-    if debt > i128::from(MAX_DEBT_NS) {
-        return Err(ArgError::DebtTooDeep);
-    }
-    let write = bucket.write(bucket.base + bucket.cost(args.tokens));
-    Ok(DebitOutcome {
+    let write = match args.tokens {
+        0 => None,
+        _ if debt > i128::from(MAX_DEBT_NS) => return Err(ArgError::DebtTooDeep),
+        _ => bucket.write(bucket.base + bucket.cost(args.tokens)),
+    };
+    let reply = DebitReply {
         remaining: bucket.remaining(debt),
-        reset_ns: saturate(debt),
-        write,
-    })
+        reset_ms: ms_up(debt),
+    };
+    Ok(Decision::writing(reply, write))
 }
 
 /// THROTTLE.DEBIT's reply, the same from the module and the Lua twin.
@@ -86,12 +63,10 @@ pub(crate) static SPEC: Spec = Spec::writes(
     &[KEY, CAPACITY, RATE, Arg::new("n", Kind::Integer)],
 );
 
-written_at_its_key!(DebitOutcome);
-
 impl ThrottleCommand for DebitArgs {
     const COMMAND: Command = Command::Debit;
     const REPLY_SHAPE: &'static str = "an array of two integers";
-    type Outcome = DebitOutcome;
+    type Outcome = Decision<DebitReply>;
     type Ints = Ints<2>;
     type Reply = DebitReply;
 
@@ -108,13 +83,17 @@ impl ThrottleCommand for DebitArgs {
     }
 
     #[inline]
-    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<DebitOutcome, ArgError> {
+    fn apply(
+        &self,
+        stored: &[Option<State>],
+        now_ns: i64,
+    ) -> Result<Decision<DebitReply>, ArgError> {
         debit(self, one_key(stored), now_ns)
     }
 
     #[inline]
-    fn reply(&self, outcome: &DebitOutcome) -> Ints<2> {
-        let reply = outcome.reply();
+    fn reply(&self, outcome: &Decision<DebitReply>) -> Ints<2> {
+        let reply = &outcome.reply;
         Ints::new([int(reply.remaining), int(reply.reset_ms)])
     }
 
@@ -160,6 +139,6 @@ mod tests {
         assert_eq!(args.decode(&[0, 3500]), Some(reply));
         assert_eq!(args.decode(&[0, -1]), None);
         let outcome = args.apply(&[None], 1_764_547_200_000_000_000).unwrap();
-        assert_eq!(read_back(&args, &outcome), Some(outcome.reply()));
+        assert_eq!(read_back(&args, &outcome), Some(outcome.reply));
     }
 }

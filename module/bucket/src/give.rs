@@ -3,13 +3,13 @@
 
 use crate::command::Command;
 use crate::error::ArgError;
-use crate::gcra::{View, Write};
+use crate::gcra::View;
 use crate::limits::MAX_TICKET_US;
 use crate::reply::count;
 use crate::reply::{int, Ints};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, only, written_at_its_key, ThrottleCommand};
+use crate::throttle_command::{one_key, only, Decision, ThrottleCommand};
 use crate::words::{parse_within, Word};
 use crate::Quota;
 
@@ -22,16 +22,6 @@ pub struct GiveArgs {
     pub tokens: u64,
     /// The take's ticket: the state right after it, µs since the Unix epoch, rounded down.
     pub ticket_us: u64,
-}
-
-/// What a give-back decided.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GiveOutcome {
-    /// Tokens given back (0 to `n`): the reply.
-    pub given: u64,
-    /// The state to store, or `None` when nothing is given back. A give-back that leaves the
-    /// bucket full (and neither paused nor cut) deletes the key: [`Write::Delete`].
-    pub write: Option<Write>,
 }
 
 /// Returns `n` tokens of the take whose ticket this is, if nothing was taken after it, never
@@ -52,10 +42,14 @@ pub struct GiveOutcome {
 /// shorter one the state must sit exactly on the ticket. A state before the ticket means the
 /// bucket was reset since (deleted, or this ticket given back already): nothing to give. A
 /// ticket is good for one give-back (the client's grant is consumed by it).
-fn give(args: &GiveArgs, stored: Option<&State>, now_ns: i64) -> GiveOutcome {
-    const NOTHING: GiveOutcome = GiveOutcome {
-        given: 0,
+///
+/// The reply is the tokens given back (0 to `n`). A give-back that leaves the bucket full (and
+/// neither paused nor cut) deletes the key: [`Write::Delete`](crate::Write::Delete).
+fn give(args: &GiveArgs, stored: Option<&State>, now_ns: i64) -> Decision<u64> {
+    const NOTHING: Decision<u64> = Decision {
+        reply: 0,
         write: None,
+        announce: None,
     };
     let Some(stored_tat) = stored.map(|s| s.tat) else {
         return NOTHING;
@@ -81,10 +75,7 @@ fn give(args: &GiveArgs, stored: Option<&State>, now_ns: i64) -> GiveOutcome {
     let given = (freed / bucket.interval + i128::from(freed % bucket.interval > 0))
         .min(i128::from(args.tokens));
     match (u64::try_from(given), bucket.write(tat)) {
-        (Ok(given), Some(write)) => GiveOutcome {
-            given,
-            write: Some(write),
-        },
+        (Ok(given), Some(write)) => Decision::writing(given, Some(write)),
         _ => NOTHING,
     }
 }
@@ -103,13 +94,11 @@ pub(crate) static SPEC: Spec = Spec::writes(
     ],
 );
 
-written_at_its_key!(GiveOutcome);
-
 impl ThrottleCommand for GiveArgs {
     const COMMAND: Command = Command::Give;
     const INTEGER_REPLY: bool = true;
     const REPLY_SHAPE: &'static str = "a non-negative integer";
-    type Outcome = GiveOutcome;
+    type Outcome = Decision<u64>;
     type Ints = Ints<1>;
     /// The tokens given back.
     type Reply = u64;
@@ -134,13 +123,13 @@ impl ThrottleCommand for GiveArgs {
     }
 
     #[inline]
-    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<GiveOutcome, ArgError> {
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<Decision<u64>, ArgError> {
         Ok(give(self, one_key(stored), now_ns))
     }
 
     #[inline]
-    fn reply(&self, outcome: &GiveOutcome) -> Ints<1> {
-        Ints::new([int(outcome.given)])
+    fn reply(&self, outcome: &Decision<u64>) -> Ints<1> {
+        Ints::new([int(outcome.reply)])
     }
 
     /// The tokens given back; `None` for a negative integer.

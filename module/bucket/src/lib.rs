@@ -48,11 +48,11 @@ pub use channel::{
     key_slot, pause_channel, pause_channel_patterns, Announced, Announcement, Message, SLOT_FREED,
 };
 pub use command::Command;
-pub use cut::{CutArgs, CutOutcome, CutReply};
-pub use debit::{DebitArgs, DebitOutcome, DebitReply};
+pub use cut::{CutArgs, CutReply};
+pub use debit::{DebitArgs, DebitReply};
 pub use error::ArgError;
 pub use gcra::{ceil_ms, Write};
-pub use give::{GiveArgs, GiveOutcome};
+pub use give::GiveArgs;
 pub use interval::Interval;
 pub use limits::{
     LATEST_STATE_AHEAD_NS, MAX_CAPACITY, MAX_DEBT_NS, MAX_FILL_NS, MAX_INFLIGHT, MAX_KEYS,
@@ -60,25 +60,25 @@ pub use limits::{
 };
 pub use line::Handed;
 pub use mtake::{BucketAfter, Limit, MOutcome, MTakeArgs, MTakeReply};
-pub use pause::{PauseArgs, PauseOutcome};
-pub use peek::{PeekArgs, PeekOutcome, PeekReply};
+pub use pause::PauseArgs;
+pub use peek::{PeekArgs, PeekReply};
 pub use quota::Quota;
-pub use quota_command::{QuotaArgs, QuotaOutcome, QuotaReply};
+pub use quota_command::{QuotaArgs, QuotaReply};
 pub use refusal::Refusal;
 pub use release::{ReleaseArgs, SlotOutcome};
 pub use renew::RenewArgs;
 pub use reply::Ints;
-pub use resume::{ResumeArgs, ResumeOutcome};
+pub use resume::ResumeArgs;
 pub use slots::{Slot, Slots, Waiter};
-pub use slots_command::{SlotsArgs, SlotsOutcome, SlotsReply};
+pub use slots_command::{SlotsArgs, SlotsReply};
 pub use spec::Spec;
 pub use state::{
     encode_state, is_state_len, parse_state, Encoded, Pushback, RateCut, State, StateError,
     FULL_FACTOR_BP, LINE_STATE_HEAD, SLOTS_STATE_HEAD, SLOT_LEN, WAITER_LEN, WRONG_TYPE,
 };
-pub use sync::{SyncArgs, SyncOutcome, SyncReply};
+pub use sync::{SyncArgs, SyncReply};
 pub use take::{Inflight, LineArgs, LineCounts, Outcome, TakeArgs, TakeReply};
-pub use throttle_command::{ThrottleCommand, Written};
+pub use throttle_command::{Decision, Effects, ThrottleCommand};
 pub use words::Word;
 
 /// Nanoseconds per millisecond, the unit of every duration in a reply.

@@ -18,7 +18,7 @@ use crate::state::State;
 use crate::take::{
     check_line, parse_floor, parse_inflight, parse_line, Inflight, LineArgs, LineCounts,
 };
-use crate::throttle_command::{ThrottleCommand, Written};
+use crate::throttle_command::{Effects, ThrottleCommand};
 use crate::words::{parse_max_wait, parse_tokens, parse_u64, read_options, Word};
 use crate::{Quota, NS_PER_MS};
 
@@ -551,10 +551,16 @@ pub(crate) static SPEC: Spec = Spec {
     ],
 };
 
-impl Written for MOutcome {
+impl Effects for MOutcome {
     #[inline]
     fn write(&self, key: usize) -> Option<&Write> {
         self.buckets().get(key).and_then(|b| b.write.as_ref())
+    }
+
+    /// A slot its line handed on (on the first key's channel, where the line is).
+    #[inline]
+    fn announce(&self) -> Option<Message> {
+        self.handed.map(Message::Handed)
     }
 }
 
@@ -717,11 +723,6 @@ impl ThrottleCommand for MTakeArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<MOutcome, ArgError> {
         mtake(self, stored, now_ns)
-    }
-
-    #[inline]
-    fn announce(outcome: &MOutcome) -> Option<Message> {
-        outcome.handed.map(Message::Handed)
     }
 
     /// `granted, wait_ms`, then `remaining, reset_ms` per key, then with TICKET one ticket per

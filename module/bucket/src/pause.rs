@@ -6,11 +6,10 @@ use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, cost, saturate, View, Write};
 use crate::limits::MAX_WAIT_MS;
-use crate::reply::count;
-use crate::reply::Ints;
+use crate::reply::{count, int, Ints};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::{Pushback, RateCut, State, FULL_FACTOR_BP};
-use crate::throttle_command::{one_key, only, written_at_its_key, ThrottleCommand};
+use crate::throttle_command::{one_key, only, Decision, ThrottleCommand};
 use crate::words::{parse_within, Word};
 use crate::{Quota, NS_PER_MS};
 
@@ -23,25 +22,6 @@ pub struct PauseArgs {
     pub pause_ms: u64,
 }
 
-/// What a pause decided.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PauseOutcome {
-    /// Until the next token is there: at least the pause asked for.
-    pub next_token_ns: i64,
-    /// The state to store, or `None` when a longer pause or a deeper debt is already there.
-    pub write: Option<Write>,
-    /// What to tell the fleet when this call made the pause last longer (the module and the
-    /// script publish it). `None` when it did not.
-    pub announce: Option<Announcement>,
-}
-
-impl PauseOutcome {
-    /// The reply: ms until the next token, rounded up.
-    pub fn reply(&self) -> i64 {
-        ceil_ms(self.next_token_ns)
-    }
-}
-
 /// After a pause the first token is there exactly `pause_ms` from now, and refill goes on
 /// from that one token, with no burst on resume: the supplier has just said it is overloaded.
 /// As GCRA: `state = max(state, now + pause + fill - cost(1))`, `cost(1)` at the rate the
@@ -49,15 +29,18 @@ impl PauseOutcome {
 /// pause or an existing debt, and the reservations granted before it keep their times; but it
 /// marks the bucket paused until `now + pause`, so that none of them is sent before then (the
 /// client checks the mark before a reserved send, or hears the announcement).
-fn pause(args: &PauseArgs, stored: Option<&State>, now_ns: i64) -> PauseOutcome {
+fn pause(args: &PauseArgs, stored: Option<&State>, now_ns: i64) -> Decision<u64> {
     let bucket = View::at(&args.quota, stored, now_ns);
     let cut = bucket.pushback.and_then(|p| p.cut);
     paused(&bucket, cut, args.pause_ms)
 }
 
 /// The bucket paused for `pause_ms` from now, with `cut` as its cut: what THROTTLE.PAUSE,
-/// THROTTLE.CUT and THROTTLE.SYNC (when nothing remains) write.
-pub(crate) fn paused(bucket: &View<'_>, cut: Option<RateCut>, pause_ms: u64) -> PauseOutcome {
+/// THROTTLE.CUT and THROTTLE.SYNC (when nothing remains) write. The reply is the ms until the
+/// next token is there (at least the pause asked for), rounded up; nothing is written when a
+/// longer pause or a deeper debt is already there; the fleet is told only of a pause this call
+/// made last longer.
+pub(crate) fn paused(bucket: &View<'_>, cut: Option<RateCut>, pause_ms: u64) -> Decision<u64> {
     let until = bucket.now + i128::from(pause_ms) * i128::from(NS_PER_MS);
     let stored_until = bucket.pushback.map(|p| i128::from(p.paused_until));
     let cut_changed = cut != bucket.pushback.and_then(|p| p.cut);
@@ -80,12 +63,14 @@ pub(crate) fn paused(bucket: &View<'_>, cut: Option<RateCut>, pause_ms: u64) -> 
     // The next token, at the rate now (a recovering cut only gets faster, so never early).
     let factor_now = cut.map_or(FULL_FACTOR_BP, |c| c.factor_at(bucket.now));
     let one_short_of_full = bucket.fill - cost(1, bucket.interval, factor_now);
-    PauseOutcome {
-        next_token_ns: saturate(tat - one_short_of_full - bucket.now),
-        announce: write.as_ref().filter(|_| longer).map(|write| Announcement {
-            pause_ns: saturate(until - bucket.now),
-            ticket_us: write.ticket_us(),
-            factor_bp: factor_now,
+    Decision {
+        reply: count(ceil_ms(saturate(tat - one_short_of_full - bucket.now))).unwrap_or(0),
+        announce: write.as_ref().filter(|_| longer).map(|write| {
+            Message::Pause(Announcement {
+                pause_ns: saturate(until - bucket.now),
+                ticket_us: write.ticket_us(),
+                factor_bp: factor_now,
+            })
         }),
         write,
     }
@@ -99,13 +84,11 @@ pub(crate) static SPEC: Spec = Spec::writes(
     &[KEY, CAPACITY, RATE, Arg::new("ms", Kind::Integer)],
 );
 
-written_at_its_key!(PauseOutcome);
-
 impl ThrottleCommand for PauseArgs {
     const COMMAND: Command = Command::Pause;
     const INTEGER_REPLY: bool = true;
     const REPLY_SHAPE: &'static str = "a non-negative integer";
-    type Outcome = PauseOutcome;
+    type Outcome = Decision<u64>;
     type Ints = Ints<1>;
     /// Ms until the next token.
     type Reply = u64;
@@ -123,18 +106,13 @@ impl ThrottleCommand for PauseArgs {
     }
 
     #[inline]
-    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<PauseOutcome, ArgError> {
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<Decision<u64>, ArgError> {
         Ok(pause(self, one_key(stored), now_ns))
     }
 
     #[inline]
-    fn announce(outcome: &PauseOutcome) -> Option<Message> {
-        outcome.announce.map(Message::Pause)
-    }
-
-    #[inline]
-    fn reply(&self, outcome: &PauseOutcome) -> Ints<1> {
-        Ints::new([outcome.reply()])
+    fn reply(&self, outcome: &Decision<u64>) -> Ints<1> {
+        Ints::new([int(outcome.reply)])
     }
 
     /// Ms until the next token; `None` for a negative integer.

@@ -3,13 +3,12 @@
 
 use crate::command::Command;
 use crate::error::ArgError;
-use crate::gcra::Write;
-use crate::gcra::{ceil_ms, saturate, View};
-use crate::reply::{count, int, Ints};
+use crate::gcra::{ceil_ms, View};
+use crate::reply::{count, int, ms_up, Ints};
 use crate::spec::{Spec, CAPACITY, KEY, RATE};
 use crate::state::{State, FULL_FACTOR_BP};
 use crate::take::inspect;
-use crate::throttle_command::{one_key, ThrottleCommand, Written};
+use crate::throttle_command::{one_key, Decision, ThrottleCommand};
 use crate::words::Word;
 use crate::Quota;
 
@@ -18,43 +17,6 @@ use crate::Quota;
 pub struct PeekArgs {
     /// The bucket's quota.
     pub quota: Quota,
-}
-
-/// The bucket as it stands: what `TOKENS 0` sees, and the supplier's pushback on it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PeekOutcome {
-    /// Whole tokens in the bucket now (0 while in debt).
-    pub remaining: u64,
-    /// Until the bucket is full again.
-    pub reset_ns: i64,
-    /// Until its pause ends (0: not paused).
-    pub paused_ns: i64,
-    /// The rate's factor now, in basis points (10 000: not cut).
-    pub factor_bp: u16,
-}
-
-impl PeekOutcome {
-    /// The reply, durations rounded up.
-    pub fn reply(&self) -> PeekReply {
-        PeekReply {
-            remaining: self.remaining,
-            reset_ms: count(ceil_ms(self.reset_ns)).unwrap_or(0),
-            paused_ms: count(ceil_ms(self.paused_ns)).unwrap_or(0),
-            factor_bp: self.factor_bp,
-        }
-    }
-}
-
-/// Reads the bucket at `now_ns`. Writes nothing.
-fn peek(quota: &Quota, stored: Option<&State>, now_ns: i64) -> PeekOutcome {
-    let bucket = View::at(quota, stored, now_ns);
-    let seen = inspect(&bucket);
-    PeekOutcome {
-        remaining: seen.remaining,
-        reset_ns: seen.reset_ns,
-        paused_ns: saturate(bucket.paused_for()),
-        factor_bp: bucket.factor,
-    }
 }
 
 /// THROTTLE.PEEK's reply: `[1, remaining, 0, reset_ms, paused_ms, factor_bp]`. Its first four
@@ -72,6 +34,19 @@ pub struct PeekReply {
     pub factor_bp: u16,
 }
 
+/// Reads the bucket at `now_ns`: what `TOKENS 0` sees, and the supplier's pushback on it.
+/// Writes nothing.
+fn peek(quota: &Quota, stored: Option<&State>, now_ns: i64) -> Decision<PeekReply> {
+    let bucket = View::at(quota, stored, now_ns);
+    let seen = inspect(&bucket);
+    Decision::reply(PeekReply {
+        remaining: seen.remaining,
+        reset_ms: count(ceil_ms(seen.reset_ns)).unwrap_or(0),
+        paused_ms: ms_up(bucket.paused_for()),
+        factor_bp: bucket.factor,
+    })
+}
+
 /// THROTTLE.PEEK as the server registers and documents it. Read-only: allowed on a read-only
 /// replica, in EVAL_RO and `no-writes` functions, during CLIENT PAUSE WRITE and when the server
 /// is out of memory.
@@ -83,19 +58,11 @@ pub(crate) static SPEC: Spec = Spec::reads(
     &[KEY, CAPACITY, RATE],
 );
 
-/// It only reads: nothing to write.
-impl Written for PeekOutcome {
-    #[inline]
-    fn write(&self, _key: usize) -> Option<&Write> {
-        None
-    }
-}
-
 impl ThrottleCommand for PeekArgs {
     const COMMAND: Command = Command::Peek;
     const READ_ONLY: bool = true;
     const REPLY_SHAPE: &'static str = "an array of six integers";
-    type Outcome = PeekOutcome;
+    type Outcome = Decision<PeekReply>;
     type Ints = Ints<6>;
     type Reply = PeekReply;
 
@@ -111,13 +78,17 @@ impl ThrottleCommand for PeekArgs {
     }
 
     #[inline]
-    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<PeekOutcome, ArgError> {
+    fn apply(
+        &self,
+        stored: &[Option<State>],
+        now_ns: i64,
+    ) -> Result<Decision<PeekReply>, ArgError> {
         Ok(peek(&self.quota, one_key(stored), now_ns))
     }
 
     #[inline]
-    fn reply(&self, outcome: &PeekOutcome) -> Ints<6> {
-        let reply = outcome.reply();
+    fn reply(&self, outcome: &Decision<PeekReply>) -> Ints<6> {
+        let reply = &outcome.reply;
         Ints::new([
             1,
             int(reply.remaining),
@@ -165,13 +136,7 @@ mod tests {
             factor_bp: 7000,
         };
         let args: PeekArgs = call("8 9");
-        let outcome = PeekOutcome {
-            remaining: 3,
-            reset_ns: 699_000_001,
-            paused_ns: 1_000_000_000,
-            factor_bp: 7000,
-        };
-        assert_eq!(outcome.reply(), reply);
+        let outcome = Decision::reply(reply);
         assert_eq!(args.reply(&outcome).as_slice(), [1, 3, 0, 700, 1000, 7000]);
         assert_eq!(read_back(&args, &outcome), Some(reply));
         assert_eq!(args.decode(&[1, 3, 0, 700]), None);

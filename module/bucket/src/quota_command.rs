@@ -6,11 +6,11 @@
 
 use crate::command::Command;
 use crate::error::ArgError;
-use crate::gcra::{ceil_ms, saturate, View, Write};
-use crate::reply::{count, flag, int, Ints};
+use crate::gcra::View;
+use crate::reply::{count, flag, int, ms_up, Ints};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, written_at_its_key, ThrottleCommand};
+use crate::throttle_command::{one_key, Decision, ThrottleCommand};
 use crate::words::Word;
 use crate::Quota;
 
@@ -22,19 +22,6 @@ pub struct QuotaArgs {
     pub quota: Quota,
     /// `CLEAR`: drop the kept quota.
     pub clear: bool,
-}
-
-/// What a quota change decided.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct QuotaOutcome {
-    /// The kept quota is not what it was (set, changed or cleared).
-    pub changed: bool,
-    /// Whole tokens in the bucket now, under the quota in effect after the call.
-    pub remaining: u64,
-    /// Until the bucket is full again, under that quota.
-    pub reset_ns: i64,
-    /// The state to store: `None` when nothing changed (nothing is written or replicated).
-    pub write: Option<Write>,
 }
 
 /// THROTTLE.QUOTA's reply: `[changed, remaining, reset_ms]`.
@@ -54,7 +41,8 @@ pub struct QuotaReply {
 /// its tokens read at the new quota from now (under a quota with the same time to fill, the
 /// same share of the capacity). A lower quota never hands out tokens that were taken: a debt
 /// run up at the old rate is paid at the new one. The pause, the cut and the slots held stay.
-fn keep(args: &QuotaArgs, stored: Option<&State>, now_ns: i64) -> QuotaOutcome {
+/// Nothing is written (or replicated) when the kept quota does not change.
+fn keep(args: &QuotaArgs, stored: Option<&State>, now_ns: i64) -> Decision<QuotaReply> {
     let kept = (!args.clear).then_some(&args.quota);
     // The bucket seen with the quota it keeps from now: `args.quota` either way (after CLEAR,
     // the caller's own).
@@ -65,17 +53,14 @@ fn keep(args: &QuotaArgs, stored: Option<&State>, now_ns: i64) -> QuotaOutcome {
     let mut bucket = View::at(&args.quota, unkept.as_ref(), now_ns);
     bucket.kept = kept;
     let changed = stored.and_then(|s| s.kept.as_deref()) != kept;
-    QuotaOutcome {
+    let reply = QuotaReply {
         changed,
         remaining: bucket.remaining(bucket.debt()),
-        reset_ns: saturate(bucket.debt()),
-        // `base` is the stored instant, or `now` for a bucket already full: the same bucket.
-        write: if changed {
-            bucket.write(bucket.base)
-        } else {
-            None
-        },
-    }
+        reset_ms: ms_up(bucket.debt()),
+    };
+    // `base` is the stored instant, or `now` for a bucket already full: the same bucket.
+    let write = changed.then(|| bucket.write(bucket.base)).flatten();
+    Decision::writing(reply, write)
 }
 
 /// `[CLEAR]`.
@@ -91,12 +76,10 @@ pub(crate) static SPEC: Spec = Spec::writes(
     &[KEY, CAPACITY, RATE, CLEAR],
 );
 
-written_at_its_key!(QuotaOutcome);
-
 impl ThrottleCommand for QuotaArgs {
     const COMMAND: Command = Command::Quota;
     const REPLY_SHAPE: &'static str = "an array of three integers";
-    type Outcome = QuotaOutcome;
+    type Outcome = Decision<QuotaReply>;
     type Ints = Ints<3>;
     type Reply = QuotaReply;
 
@@ -126,17 +109,21 @@ impl ThrottleCommand for QuotaArgs {
     }
 
     #[inline]
-    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<QuotaOutcome, ArgError> {
+    fn apply(
+        &self,
+        stored: &[Option<State>],
+        now_ns: i64,
+    ) -> Result<Decision<QuotaReply>, ArgError> {
         Ok(keep(self, one_key(stored), now_ns))
     }
 
     #[inline]
-    fn reply(&self, outcome: &QuotaOutcome) -> Ints<3> {
-        let reset_ms = count(ceil_ms(outcome.reset_ns)).unwrap_or(0);
+    fn reply(&self, outcome: &Decision<QuotaReply>) -> Ints<3> {
+        let reply = &outcome.reply;
         Ints::new([
-            i64::from(outcome.changed),
-            int(outcome.remaining),
-            int(reset_ms),
+            i64::from(reply.changed),
+            int(reply.remaining),
+            int(reply.reset_ms),
         ])
     }
 
@@ -230,11 +217,11 @@ mod tests {
         // The same quota again changes nothing and writes nothing.
         let args: QuotaArgs = call("4 2");
         let outcome = args.apply(&[Some(after.clone())], NOW).unwrap();
-        assert!(!outcome.changed && outcome.write.is_none());
+        assert!(!outcome.reply.changed && outcome.write.is_none());
         // Nothing kept, nothing to clear: no write.
         let args: QuotaArgs = call("4 2 clear");
         let outcome = args.apply(&[None], NOW).unwrap();
-        assert!(!outcome.changed && outcome.write.is_none());
+        assert!(!outcome.reply.changed && outcome.write.is_none());
     }
 
     #[test]

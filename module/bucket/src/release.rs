@@ -11,7 +11,7 @@ use crate::reply::{flag, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::take::parse_cap;
-use crate::throttle_command::{one_key, only, written_at_its_key, ThrottleCommand};
+use crate::throttle_command::{one_key, only, Effects, ThrottleCommand};
 use crate::words::{parse_slot, read_options, Word};
 use crate::Quota;
 
@@ -125,7 +125,22 @@ pub(crate) static SPEC: Spec = Spec {
     ],
 };
 
-written_at_its_key!(SlotOutcome);
+impl Effects for SlotOutcome {
+    #[inline]
+    fn write(&self, key: usize) -> Option<&Write> {
+        self.write.as_ref().filter(|_| key == 0)
+    }
+
+    /// The first waiter handed a slot (the rest look at their leases' ends), or else a slot
+    /// freed of a full table.
+    #[inline]
+    fn announce(&self) -> Option<Message> {
+        match self.handed.first() {
+            Some(handed) => Some(Message::Handed(*handed)),
+            None => self.freed_full.then_some(Message::SlotFreed),
+        }
+    }
+}
 
 impl ThrottleCommand for ReleaseArgs {
     const COMMAND: Command = Command::Release;
@@ -176,14 +191,6 @@ impl ThrottleCommand for ReleaseArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<SlotOutcome, ArgError> {
         Ok(release(self, one_key(stored), now_ns))
-    }
-
-    #[inline]
-    fn announce(outcome: &SlotOutcome) -> Option<Message> {
-        match outcome.handed.first() {
-            Some(handed) => Some(Message::Handed(*handed)),
-            None => outcome.freed_full.then_some(Message::SlotFreed),
-        }
     }
 
     #[inline]

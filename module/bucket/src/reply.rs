@@ -48,6 +48,11 @@ pub(crate) fn int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
+/// A duration in ns as the reply's ms, rounded up: 0 for none (or a negative one).
+pub(crate) fn ms_up(ns: i128) -> u64 {
+    u64::try_from(crate::gcra::ceil_ms_wide(ns.max(0))).unwrap_or(u64::MAX)
+}
+
 /// A reply's integer as a count or a duration: never negative.
 pub(crate) fn count(value: i64) -> Option<u64> {
     u64::try_from(value).ok()
@@ -59,5 +64,26 @@ pub(crate) fn flag(value: i64) -> Option<bool> {
         0 => Some(false),
         1 => Some(true),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_sent_in_ms_rounded_up() {
+        for (ns, ms) in [
+            (-5, 0),
+            (0, 0),
+            (1, 1),
+            (999_999, 1),
+            (1_000_000, 1),
+            (699_000_001, 700),
+            (i128::from(i64::MAX), 9_223_372_036_855),
+            (i128::MAX, u64::MAX),
+        ] {
+            assert_eq!(ms_up(ns), ms, "{ns} ns");
+        }
     }
 }

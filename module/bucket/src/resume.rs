@@ -4,11 +4,11 @@
 
 use crate::command::Command;
 use crate::error::ArgError;
-use crate::gcra::{in_effect, View, Write};
+use crate::gcra::{in_effect, View};
 use crate::reply::{flag, Ints};
 use crate::spec::{Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, only, written_at_its_key, ThrottleCommand};
+use crate::throttle_command::{one_key, only, Decision, ThrottleCommand};
 use crate::words::Word;
 use crate::Quota;
 
@@ -17,16 +17,6 @@ use crate::Quota;
 pub struct ResumeArgs {
     /// The bucket's quota.
     pub quota: Quota,
-}
-
-/// What a resume decided.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResumeOutcome {
-    /// A pause or a cut was in effect, and is ended.
-    pub ended: bool,
-    /// The state to store: `None` when there was nothing to end (nothing is written or
-    /// replicated then).
-    pub write: Option<Write>,
 }
 
 /// Ends the bucket's pause and cut at `now_ns`.
@@ -42,22 +32,19 @@ pub struct ResumeOutcome {
 /// state comes when the state says, as after a pause that ran out.
 ///
 /// The slot table is carried over as every write carries it (only leases that ran out drop).
-fn resume(quota: &Quota, stored: Option<&State>, now_ns: i64) -> ResumeOutcome {
+/// The reply: whether a pause or a cut was in effect, and is ended; when there was none,
+/// nothing is written or replicated.
+fn resume(quota: &Quota, stored: Option<&State>, now_ns: i64) -> Decision<bool> {
     let bucket = View::at(quota, stored, now_ns);
     let ended = bucket
         .pushback
         .and_then(|p| in_effect(p, bucket.now))
         .is_some();
     // `base` is the stored instant, or `now` for a bucket already full: the same bucket.
-    let write = if ended {
-        bucket.write_with(bucket.base, None)
-    } else {
-        None
-    };
-    ResumeOutcome {
-        ended: write.is_some(),
-        write,
-    }
+    let write = ended
+        .then(|| bucket.write_with(bucket.base, None))
+        .flatten();
+    Decision::writing(write.is_some(), write)
 }
 
 /// THROTTLE.RESUME as the server registers and documents it: a write, like THROTTLE.PAUSE.
@@ -69,13 +56,11 @@ pub(crate) static SPEC: Spec = Spec::writes(
     &[KEY, CAPACITY, RATE],
 );
 
-written_at_its_key!(ResumeOutcome);
-
 impl ThrottleCommand for ResumeArgs {
     const COMMAND: Command = Command::Resume;
     const INTEGER_REPLY: bool = true;
     const REPLY_SHAPE: &'static str = "the integer 0 or 1";
-    type Outcome = ResumeOutcome;
+    type Outcome = Decision<bool>;
     type Ints = Ints<1>;
     /// Whether a pause or a cut was ended.
     type Reply = bool;
@@ -92,13 +77,13 @@ impl ThrottleCommand for ResumeArgs {
     }
 
     #[inline]
-    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<ResumeOutcome, ArgError> {
+    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<Decision<bool>, ArgError> {
         Ok(resume(&self.quota, one_key(stored), now_ns))
     }
 
     #[inline]
-    fn reply(&self, outcome: &ResumeOutcome) -> Ints<1> {
-        Ints::new([i64::from(outcome.ended)])
+    fn reply(&self, outcome: &Decision<bool>) -> Ints<1> {
+        Ints::new([i64::from(outcome.reply)])
     }
 
     #[inline]

@@ -3,11 +3,11 @@
 
 use crate::command::Command;
 use crate::error::ArgError;
-use crate::gcra::{ceil_ms, saturate, View, Write};
-use crate::reply::{count, int, Ints};
+use crate::gcra::View;
+use crate::reply::{count, int, ms_up, Ints};
 use crate::spec::{Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, ThrottleCommand, Written};
+use crate::throttle_command::{one_key, Decision, ThrottleCommand};
 use crate::words::Word;
 use crate::Quota;
 
@@ -18,27 +18,6 @@ pub struct SlotsArgs {
     pub quota: Quota,
 }
 
-/// The calls in flight a bucket holds now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SlotsOutcome {
-    /// Slots held (leases not run out).
-    pub held: u64,
-    /// Until the first of them runs out (0: none held).
-    pub first_end_ns: i64,
-}
-
-/// Reads the bucket's slots at `now_ns`. Writes nothing.
-fn slots(quota: &Quota, stored: Option<&State>, now_ns: i64) -> SlotsOutcome {
-    let bucket = View::at(quota, stored, now_ns);
-    SlotsOutcome {
-        held: bucket.slots.held_at(bucket.now),
-        first_end_ns: bucket
-            .slots
-            .earliest_end(bucket.now)
-            .map_or(0, |end| saturate(i128::from(end) - bucket.now)),
-    }
-}
-
 /// THROTTLE.SLOTS's reply: `[held, first_lease_ms_left]` (0, 0 when none is held).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlotsReply {
@@ -46,6 +25,18 @@ pub struct SlotsReply {
     pub held: u64,
     /// Ms until the first lease held runs out, rounded up (0: none held).
     pub first_lease_ms: u64,
+}
+
+/// Reads the bucket's slots at `now_ns`. Writes nothing.
+fn slots(quota: &Quota, stored: Option<&State>, now_ns: i64) -> Decision<SlotsReply> {
+    let bucket = View::at(quota, stored, now_ns);
+    Decision::reply(SlotsReply {
+        held: bucket.slots.held_at(bucket.now),
+        first_lease_ms: bucket
+            .slots
+            .earliest_end(bucket.now)
+            .map_or(0, |end| ms_up(i128::from(end) - bucket.now)),
+    })
 }
 
 /// THROTTLE.SLOTS as the server registers and documents it: read-only, like THROTTLE.PEEK.
@@ -58,19 +49,11 @@ pub(crate) static SPEC: Spec = Spec::reads(
 )
 .costs("O(N) where N is the number of slots held");
 
-/// It only reads: nothing to write.
-impl Written for SlotsOutcome {
-    #[inline]
-    fn write(&self, _key: usize) -> Option<&Write> {
-        None
-    }
-}
-
 impl ThrottleCommand for SlotsArgs {
     const COMMAND: Command = Command::Slots;
     const READ_ONLY: bool = true;
     const REPLY_SHAPE: &'static str = "an array of two integers";
-    type Outcome = SlotsOutcome;
+    type Outcome = Decision<SlotsReply>;
     type Ints = Ints<2>;
     type Reply = SlotsReply;
 
@@ -86,16 +69,17 @@ impl ThrottleCommand for SlotsArgs {
     }
 
     #[inline]
-    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<SlotsOutcome, ArgError> {
+    fn apply(
+        &self,
+        stored: &[Option<State>],
+        now_ns: i64,
+    ) -> Result<Decision<SlotsReply>, ArgError> {
         Ok(slots(&self.quota, one_key(stored), now_ns))
     }
 
     #[inline]
-    fn reply(&self, outcome: &SlotsOutcome) -> Ints<2> {
-        let reply = SlotsReply {
-            held: outcome.held,
-            first_lease_ms: count(ceil_ms(outcome.first_end_ns)).unwrap_or(0),
-        };
+    fn reply(&self, outcome: &Decision<SlotsReply>) -> Ints<2> {
+        let reply = &outcome.reply;
         Ints::new([int(reply.held), int(reply.first_lease_ms)])
     }
 

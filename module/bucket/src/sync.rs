@@ -3,16 +3,15 @@
 //! most that, never raised, and paused until the supplier's reset when nothing remains. Its
 //! arguments, arithmetic, reply and docs.
 
-use crate::channel::{Announcement, Message};
 use crate::command::Command;
 use crate::error::ArgError;
-use crate::gcra::{ceil_ms, View, Write};
+use crate::gcra::{View, Write};
 use crate::limits::{MAX_CAPACITY, MAX_WAIT_MS};
 use crate::pause::paused;
-use crate::reply::{count, flag, int, Ints};
+use crate::reply::{count, flag, int, ms_up, Ints};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, written_at_its_key, ThrottleCommand};
+use crate::throttle_command::{one_key, Decision, ThrottleCommand};
 use crate::words::{parse_within, Word};
 use crate::Quota;
 
@@ -29,36 +28,12 @@ pub struct SyncArgs {
     pub reset_ms: u64,
 }
 
-/// What a sync decided.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SyncOutcome {
-    /// Whole tokens left after the call.
-    pub remaining: u64,
-    /// Until the bucket is full again.
-    pub reset_ns: i64,
-    /// The state to store, or `None` when the bucket already holds no more than the supplier
-    /// said (and needs no pause): a response is stale the moment it arrives, so a count above
-    /// the bucket's is no reason to raise it.
-    pub write: Option<Write>,
-    /// What to tell the fleet when this call paused the bucket or made its pause last longer
-    /// (a sync that only lowers the bucket announces nothing: it moves no reservation).
-    pub announce: Option<Announcement>,
-}
-
-impl SyncOutcome {
-    /// The reply: `[lowered, remaining, reset_ms]`.
-    pub fn reply(&self) -> SyncReply {
-        SyncReply {
-            lowered: self.write.is_some(),
-            remaining: self.remaining,
-            reset_ms: count(ceil_ms(self.reset_ns)).unwrap_or(0),
-        }
-    }
-}
-
 /// Lowers the bucket to hold at most `args.remaining` tokens now, at the rate now; with 0
-/// remaining and a reset, pauses it until then, as THROTTLE.PAUSE would.
-fn sync(args: &SyncArgs, stored: Option<&State>, now_ns: i64) -> SyncOutcome {
+/// remaining and a reset, pauses it until then, as THROTTLE.PAUSE would. Writes nothing when
+/// the bucket already holds no more than the supplier said (and needs no pause): a response is
+/// stale the moment it arrives, so a count above the bucket's is no reason to raise it. Tells
+/// the fleet only of a pause it made last longer (lowering the bucket moves no reservation).
+fn sync(args: &SyncArgs, stored: Option<&State>, now_ns: i64) -> Decision<SyncReply> {
     let bucket = View::at(&args.quota, stored, now_ns);
     let mut tat = bucket.base;
     if bucket.remaining(bucket.debt()) > args.remaining {
@@ -87,9 +62,12 @@ fn sync(args: &SyncArgs, stored: Option<&State>, now_ns: i64) -> SyncOutcome {
         .as_ref()
         .and_then(Write::tat)
         .map_or(bucket.debt(), |tat| i128::from(tat) - bucket.now);
-    SyncOutcome {
-        remaining: bucket.remaining(debt),
-        reset_ns: i64::try_from(debt).unwrap_or(i64::MAX),
+    Decision {
+        reply: SyncReply {
+            lowered: write.is_some(),
+            remaining: bucket.remaining(debt),
+            reset_ms: ms_up(debt),
+        },
         write,
         announce,
     }
@@ -122,12 +100,10 @@ pub(crate) static SPEC: Spec = Spec::writes(
     ],
 );
 
-written_at_its_key!(SyncOutcome);
-
 impl ThrottleCommand for SyncArgs {
     const COMMAND: Command = Command::Sync;
     const REPLY_SHAPE: &'static str = "an array of three integers";
-    type Outcome = SyncOutcome;
+    type Outcome = Decision<SyncReply>;
     type Ints = Ints<3>;
     type Reply = SyncReply;
 
@@ -150,18 +126,17 @@ impl ThrottleCommand for SyncArgs {
     }
 
     #[inline]
-    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<SyncOutcome, ArgError> {
+    fn apply(
+        &self,
+        stored: &[Option<State>],
+        now_ns: i64,
+    ) -> Result<Decision<SyncReply>, ArgError> {
         Ok(sync(self, one_key(stored), now_ns))
     }
 
     #[inline]
-    fn announce(outcome: &SyncOutcome) -> Option<Message> {
-        outcome.announce.map(Message::Pause)
-    }
-
-    #[inline]
-    fn reply(&self, outcome: &SyncOutcome) -> Ints<3> {
-        let reply = outcome.reply();
+    fn reply(&self, outcome: &Decision<SyncReply>) -> Ints<3> {
+        let reply = &outcome.reply;
         Ints::new([
             i64::from(reply.lowered),
             int(reply.remaining),
@@ -212,6 +187,6 @@ mod tests {
         assert_eq!(args.decode(&[1, 3]), None);
         // What the server sends reads back as what the arithmetic decided.
         let outcome = args.apply(&[None], 1_764_547_200_000_000_000).unwrap();
-        assert_eq!(read_back(&args, &outcome), Some(outcome.reply()));
+        assert_eq!(read_back(&args, &outcome), Some(outcome.reply));
     }
 }

@@ -13,7 +13,7 @@ use crate::refusal::Refusal;
 use crate::reply::{count, flag, int, Ints};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, written_at_its_key, ThrottleCommand};
+use crate::throttle_command::{one_key, Effects, ThrottleCommand};
 use crate::words::{once, parse_max_wait, parse_slot, parse_tokens, parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
 
@@ -568,7 +568,18 @@ pub(crate) static SPEC: Spec = Spec {
     ],
 };
 
-written_at_its_key!(Outcome);
+impl Effects for Outcome {
+    #[inline]
+    fn write(&self, key: usize) -> Option<&Write> {
+        self.write.as_ref().filter(|_| key == 0)
+    }
+
+    /// A slot its line handed on.
+    #[inline]
+    fn announce(&self) -> Option<Message> {
+        self.handed.map(Message::Handed)
+    }
+}
 
 impl ThrottleCommand for TakeArgs {
     const COMMAND: Command = Command::Take;
@@ -705,11 +716,6 @@ impl ThrottleCommand for TakeArgs {
     #[inline]
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<Outcome, ArgError> {
         take(self, one_key(stored), now_ns)
-    }
-
-    #[inline]
-    fn announce(outcome: &Outcome) -> Option<Message> {
-        outcome.handed.map(Message::Handed)
     }
 
     #[inline]

@@ -5,7 +5,7 @@ use std::fmt::Debug;
 
 use crate::error::ArgError;
 use crate::state::State;
-use crate::throttle_command::{ThrottleCommand, Written};
+use crate::throttle_command::{Effects, ThrottleCommand};
 use crate::words::Word;
 
 /// 2026-12-01T00:00:00Z: the tests' server time, in ns.

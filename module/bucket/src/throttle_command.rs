@@ -1,7 +1,8 @@
 //! The one shape every THROTTLE command has, whatever it computes: its spec, its arguments
 //! (read from the words after the key, and written back), its arithmetic on the stored
-//! state(s), the writes ([`Written`]) and the pause to announce that come out of it, and its
-//! reply (the integers sent, and read back from them). The command is its arguments
+//! state(s), what comes out of it to write and announce ([`Effects`]; most commands decide
+//! just a [`Decision`]: a reply, a write, an announcement), and its reply (the integers sent,
+//! and read back from them). The command is its arguments
 //! (mini-redis's `Get`): each args type ([`TakeArgs`](crate::TakeArgs),
 //! [`PauseArgs`](crate::PauseArgs), ...) implements it in its own file, and the module's
 //! handler, the test suite's fake server and the client's calls are each written once over
@@ -23,8 +24,8 @@ use crate::words::Word;
 ///
 /// A call goes: [`parse`](ThrottleCommand::parse) the words, read the stored state of each of
 /// its [`keys`](ThrottleCommand::keys), [`apply`](ThrottleCommand::apply) the arithmetic at the
-/// server's time, carry out the outcome's [`write`](Written::write)s (each replicated as the
-/// resulting state), [`announce`](ThrottleCommand::announce) a pause, and send the
+/// server's time, carry out the outcome's [`write`](Effects::write)s (each replicated as the
+/// resulting state), [`announce`](Effects::announce) a pause or a slot, and send the
 /// [`reply`](ThrottleCommand::reply); the client [`decode`](ThrottleCommand::decode)s it with
 /// the same arguments, so that a reply whose shape depends on the call's options (TICKET,
 /// INFLIGHT) reads as the call made.
@@ -42,8 +43,9 @@ pub trait ThrottleCommand: Sized {
     /// integers`.
     const REPLY_SHAPE: &'static str;
 
-    /// What the arithmetic decided: the reply's values, the write(s), the pause to announce.
-    type Outcome: Written;
+    /// What the arithmetic decided: the reply's values, the write(s), what to announce; a
+    /// [`Decision`] but for THROTTLE.TAKE, MTAKE, RENEW and RELEASE, which decide more.
+    type Outcome: Effects;
     /// The reply's integers, inline (the module builds one per call, allocating nothing).
     type Ints: AsRef<[i64]>;
     /// The reply read back from its integers.
@@ -75,13 +77,6 @@ pub trait ThrottleCommand: Sized {
     /// (THROTTLE.DEBIT past its debt limit).
     fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<Self::Outcome, ArgError>;
 
-    /// What to announce on the key's pause channel: a pause this call made last longer
-    /// (THROTTLE.PAUSE, CUT and SYNC), a slot it freed where callers may wait for one
-    /// (THROTTLE.RELEASE ... INFLIGHT).
-    fn announce(_outcome: &Self::Outcome) -> Option<Message> {
-        None
-    }
-
     /// The integers the server sends for this call, which decided `outcome`.
     fn reply(&self, outcome: &Self::Outcome) -> Self::Ints;
 
@@ -90,26 +85,64 @@ pub trait ThrottleCommand: Sized {
     fn decode(&self, ints: &[i64]) -> Option<Self::Reply>;
 }
 
-/// What a call's outcome writes, key by key: the module stores it, and so does the test
-/// suite's fake server.
-pub trait Written {
+/// What a call's outcome changes beside its reply: the module carries it out, and so does the
+/// test suite's fake server.
+pub trait Effects {
     /// The state to write at the call's key number `key` (0 for the first, and only, key of a
     /// one-key command), or `None`: nothing changes there, so nothing is written or replicated.
     fn write(&self, key: usize) -> Option<&Write>;
+
+    /// What to announce on the (first) key's pause channel: a pause this call made last longer
+    /// (THROTTLE.PAUSE, CUT and SYNC), a slot it freed or handed on (THROTTLE.RELEASE, and a
+    /// take whose line handed one on).
+    fn announce(&self) -> Option<Message> {
+        None
+    }
 }
 
-/// [`Written`] for a one-key command's outcome, whose `write` field is what its key stores.
-macro_rules! written_at_its_key {
-    ($outcome:ty) => {
-        impl $crate::throttle_command::Written for $outcome {
-            #[inline]
-            fn write(&self, key: usize) -> Option<&$crate::gcra::Write> {
-                self.write.as_ref().filter(|_| key == 0)
-            }
-        }
-    };
+/// What a one-key command decided: its reply (the values the server sends), the state to
+/// store, and what to announce.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision<R> {
+    /// The reply.
+    pub reply: R,
+    /// The state to store at the key, or `None`: nothing changes.
+    pub write: Option<Write>,
+    /// What to tell the fleet, or `None`.
+    pub announce: Option<Message>,
 }
-pub(crate) use written_at_its_key;
+
+impl<R> Decision<R> {
+    /// `reply`, with nothing written or announced.
+    pub(crate) fn reply(reply: R) -> Decision<R> {
+        Decision {
+            reply,
+            write: None,
+            announce: None,
+        }
+    }
+
+    /// `reply`, writing `write` (if any) and announcing nothing.
+    pub(crate) fn writing(reply: R, write: Option<Write>) -> Decision<R> {
+        Decision {
+            reply,
+            write,
+            announce: None,
+        }
+    }
+}
+
+impl<R> Effects for Decision<R> {
+    #[inline]
+    fn write(&self, key: usize) -> Option<&Write> {
+        self.write.as_ref().filter(|_| key == 0)
+    }
+
+    #[inline]
+    fn announce(&self) -> Option<Message> {
+        self.announce
+    }
+}
 
 /// A one-key command's stored state: the first of `stored` (a missing one reads as a missing
 /// key, a full bucket).

@@ -46,7 +46,7 @@ impl Bucket {
             Some(Write::Delete) => self.0 = None,
             None => {}
         }
-        out.given
+        out.reply
     }
 }
 

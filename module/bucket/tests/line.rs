@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use throttle_bucket::{
-    encode_state, parse_state, ArgError, Outcome, Refusal, ReleaseArgs, State, TakeArgs,
+    encode_state, parse_state, ArgError, Effects, Outcome, Refusal, ReleaseArgs, State, TakeArgs,
     ThrottleCommand, Write, LINE_STATE_HEAD, MAX_LINE, NS_PER_MS, SLOT_LEN, WAITER_LEN,
 };
 
@@ -65,7 +65,7 @@ impl Bucket {
             .apply(std::slice::from_ref(&self.state), self.now)
             .expect("no error");
         self.state = after(&out.write, self.state.clone());
-        let heard = ReleaseArgs::announce(&out).map(|m| m.text());
+        let heard = out.announce().map(|m| m.text());
         (out.held, heard)
     }
 }
@@ -525,7 +525,7 @@ fn a_take_that_hands_a_run_out_slot_announces_it() {
     let out = args
         .apply(std::slice::from_ref(&b.state), T0 + 5100 * MS)
         .unwrap();
-    let heard = TakeArgs::announce(&out).map(|m| m.text());
+    let heard = out.announce().map(|m| m.text());
     assert_eq!(heard, Some(format!("handed {waiter} 0")));
     assert_eq!(
         args.reply(&out).as_ref()[5],

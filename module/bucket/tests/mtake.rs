@@ -137,7 +137,7 @@ fn give_back(
 ) -> (u64, Option<Write>) {
     let args = GiveArgs::parse(&words(&format!("{quota} {n} {ticket}"))).unwrap();
     let out = on(&args, stored.map(State::plain).as_ref(), now);
-    (out.given, out.write)
+    (out.reply, out.write)
 }
 
 #[test]

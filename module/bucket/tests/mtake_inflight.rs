@@ -6,8 +6,8 @@
 
 use proptest::prelude::*;
 use throttle_bucket::{
-    ArgError, Command, MOutcome, MTakeArgs, Refusal, ReleaseArgs, State, TakeArgs, ThrottleCommand,
-    Word, Written, NS_PER_MS,
+    ArgError, Command, Effects, MOutcome, MTakeArgs, Refusal, ReleaseArgs, State, TakeArgs,
+    ThrottleCommand, Word, NS_PER_MS,
 };
 
 /// 2026-12-01T00:00:00Z.
@@ -87,7 +87,7 @@ impl Pair {
         if let Some(write) = out.write(0) {
             self.stored[0] = write.stored();
         }
-        (out.held, ReleaseArgs::announce(&out).map(|m| m.text()))
+        (out.held, out.announce().map(|m| m.text()))
     }
 
     /// The tokens left in bucket `key` (from its stored instant: 0 ms past `now` is full).
@@ -324,7 +324,7 @@ fn a_handed_look_that_cannot_have_its_tokens_passes_the_slot_on() {
     assert_eq!(reply, [0, 180, 99, 10, 0, 1080, 0, 0, 1]);
     assert_eq!(out.refusal, Refusal::TOKENS);
     assert_eq!(
-        MTakeArgs::announce(&out).map(|m| m.text()),
+        out.announce().map(|m| m.text()),
         Some(format!("handed {next} 0"))
     );
     let slots = &p.stored[0].as_ref().unwrap().slots;

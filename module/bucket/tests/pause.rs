@@ -1,6 +1,8 @@
 //! THROTTLE.PAUSE as tables of explicit instants.
 
-use throttle_bucket::{PauseArgs, PeekArgs, Pushback, State, TakeArgs, ThrottleCommand, Write};
+use throttle_bucket::{
+    Announcement, Message, PauseArgs, PeekArgs, Pushback, State, TakeArgs, ThrottleCommand, Write,
+};
 
 mod instants;
 use instants::{on, words, MS, T0};
@@ -21,18 +23,19 @@ fn stored(write: Option<Write>) -> Option<State> {
 fn the_first_token_is_there_exactly_after_the_pause_then_no_burst() {
     // Capacity 10 at 10/s (100 ms a token), a full bucket, paused for 1.5 s.
     let out = on(&pause_args("10 10 1500"), None, T0);
-    assert_eq!(out.reply(), 1500);
+    assert_eq!(out.reply, 1500);
     let state = stored(out.write.clone()).expect("a pause of a full bucket writes");
     let tat = state.tat;
     assert_eq!(tat, T0 + 1500 * MS + 9 * 100 * MS);
-    let heard = out.announce.expect("the fleet hears it");
-    assert_eq!(heard.pause_ns, 1500 * MS);
+    // The fleet hears it: the pause, the state after it as a ticket, the factor.
     assert_eq!(
-        heard.ticket_us,
-        tat / 1000,
-        "the state after it, as a ticket"
+        out.announce,
+        Some(Message::Pause(Announcement {
+            pause_ns: 1500 * MS,
+            ticket_us: tat / 1000,
+            factor_bp: 10_000,
+        }))
     );
-    assert_eq!(heard.factor_bp, 10_000);
     assert_eq!(
         state.pushback,
         Some(Pushback {
@@ -66,15 +69,15 @@ fn a_pause_never_shortens_a_longer_pause_or_a_debt() {
     // A shorter pause later changes nothing and says how long the longer one still runs.
     let short = on(&pause_args("10 10 1000"), long.as_ref(), T0 + 10_000 * MS);
     assert_eq!((short.write.clone(), short.announce), (None, None));
-    assert_eq!(short.reply(), 50_000);
+    assert_eq!(short.reply, 50_000);
     // The same pause again (a second replica saw the same 429): a no-op.
     let again = on(&pause_args("10 10 60000"), long.as_ref(), T0);
-    assert_eq!((again.write.clone(), again.reply()), (None, 60_000));
+    assert_eq!((again.write.clone(), again.reply), (None, 60_000));
     // A debt of 30 reservations (3 s past full) outlasts a 1 s pause: the state stays, but the
     // bucket is marked paused, so that no reserved call inside the pause is sent.
     let debt = Some(State::plain(T0 + 3_000 * MS + 1_000 * MS));
     let out = on(&pause_args("10 10 1000"), debt.as_ref(), T0);
-    assert_eq!(out.reply(), 3_100);
+    assert_eq!(out.reply, 3_100);
     let marked = stored(out.write.clone()).unwrap();
     assert_eq!(marked.tat, T0 + 4_000 * MS, "the debt is kept");
     assert_eq!(
@@ -89,8 +92,9 @@ fn a_pause_never_shortens_a_longer_pause_or_a_debt() {
             Some(&marked),
             T0
         )
-        .paused_ns,
-        1_000 * MS
+        .reply
+        .paused_ms,
+        1_000
     );
     // The same pause again changes nothing now.
     assert_eq!(on(&pause_args("10 10 1000"), Some(&marked), T0).write, None);
@@ -100,7 +104,7 @@ fn a_pause_never_shortens_a_longer_pause_or_a_debt() {
         out.write.clone().and_then(|w| w.tat()),
         Some(T0 + 5_900 * MS)
     );
-    assert_eq!(out.reply(), 5_000);
+    assert_eq!(out.reply, 5_000);
 }
 
 #[test]
@@ -111,7 +115,7 @@ fn a_pause_on_a_clock_that_reads_earlier_still_only_moves_forward() {
     // The state stays; the mark is written from that reading (and over by the true clock).
     assert_eq!(out.write.clone().and_then(|w| w.tat()), Some(T0 + 500 * MS));
     // Capacity 1: the next token is at the state itself, 1 h 0.5 s after that reading.
-    assert_eq!(out.reply(), 3_600_500);
+    assert_eq!(out.reply, 3_600_500);
 }
 
 #[test]
@@ -127,6 +131,6 @@ fn the_longest_pause_on_the_slowest_bucket_fits() {
         "a forged state past everything is debt; only the mark is written"
     );
     let out = on(&pause_args("315360000 1 315360000000"), None, T0);
-    assert_eq!(out.reply(), 315_360_000_000);
+    assert_eq!(out.reply, 315_360_000_000);
     assert!(out.write.clone().and_then(|w| w.tat()).unwrap() > T0);
 }

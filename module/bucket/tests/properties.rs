@@ -10,6 +10,13 @@ fn on<C: ThrottleCommand>(call: &C, stored: Option<&State>, now: i64) -> C::Outc
     call.apply(&[stored.cloned()], now).unwrap()
 }
 
+/// How long `stored`'s pause lasts after `now`, to the ns (THROTTLE.PEEK says it in ms).
+fn paused_for(stored: Option<&State>, now: i64) -> i64 {
+    stored
+        .and_then(|s| s.pushback)
+        .map_or(0, |p| p.paused_until.saturating_sub(now).max(0))
+}
+
 /// Rates as (text, mantissa, decimal scale): rate = mantissa / 10^scale exactly, so the bound
 /// below is checked against the rate the caller asked for, not the rounded interval.
 const RATES: [(&str, i128, u32); 6] = [
@@ -344,7 +351,7 @@ proptest! {
             Ok(())
         };
         let factor = |state: &[Option<State>; 2], b: usize, now: i64| {
-            on(&PeekArgs { quota: bucket_quota(b) }, state[b].as_ref(), now).factor_bp
+            on(&PeekArgs { quota: bucket_quota(b) }, state[b].as_ref(), now).reply.factor_bp
         };
         let mut latest = now;
         for (step, op) in &ops {
@@ -365,7 +372,7 @@ proptest! {
                     if out.granted {
                         prop_assert_eq!(out.refusal, Refusal::NONE);
                     } else {
-                        let paused = on(&PeekArgs { quota: bucket_quota(*bucket) }, state[*bucket].as_ref(), now).paused_ns > 0;
+                        let paused = on(&PeekArgs { quota: bucket_quota(*bucket) }, state[*bucket].as_ref(), now).reply.paused_ms > 0;
                         let held = if out.held_by_floor { Refusal::FLOOR } else { Refusal::TOKENS };
                         prop_assert_eq!(out.refusal, if paused { held | Refusal::PAUSE } else { held });
                         prop_assert!(!out.held_by_floor || (floor.is_some() && there_now));
@@ -396,9 +403,9 @@ proptest! {
                     let g = &mut grants[open[grant % open.len()]];
                     let n = g.tokens * u64::from(*fraction) / 4;
                     let text = format!("{} {n} {}", quota(g.bucket), g.ticket);
-                    let paused_ns = on(&PeekArgs { quota: bucket_quota(g.bucket) }, state[g.bucket].as_ref(), now).paused_ns;
+                    let paused_ns = paused_for(state[g.bucket].as_ref(), now);
                     let out = on(&GiveArgs::parse(&words(&text)).unwrap(), state[g.bucket].as_ref(), now);
-                    prop_assert!(out.given <= n);
+                    prop_assert!(out.reply <= n);
                     if let Some(w) = out.write {
                         if let Some(tat) = w.tat() {
                             prop_assert!(tat >= now.clamp(0, throttle_bucket::MAX_NOW_NS));
@@ -413,32 +420,34 @@ proptest! {
                         prop_assert!(!after.granted && after.wait_ns >= paused_ns, "{:?} inside a pause of {} ns", after, paused_ns);
                     }
                     // Used once: a later give of this grant would be a second one.
-                    g.given = out.given;
+                    g.given = out.reply;
                     g.ticket = 0;
                 }
                 Op::Pause { bucket, ms } => {
                     let text = format!("{} {ms}", quota(*bucket));
                     let out = on(&PauseArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now);
-                    prop_assert!(out.reply() >= *ms as i64);
+                    prop_assert!(out.reply >= *ms);
                     if let Some(w) = out.write {
                         set(&mut state, *bucket, w)?;
                     }
                     let seen = on(&PeekArgs { quota: bucket_quota(*bucket) }, state[*bucket].as_ref(), now);
-                    prop_assert!(seen.paused_ns >= *ms as i64 * NS_PER_MS, "paused for {} ns", seen.paused_ns);
+                    let paused_ns = paused_for(state[*bucket].as_ref(), now);
+                    prop_assert!(paused_ns >= *ms as i64 * NS_PER_MS, "paused for {} ns", paused_ns);
+                    prop_assert!(seen.reply.paused_ms >= *ms, "PEEK says paused for {} ms", seen.reply.paused_ms);
                 }
                 Op::Cut { bucket, ms, factor: f, recovery_ms } => {
                     let text = format!("{} {ms} {f} {recovery_ms}", quota(*bucket));
                     let before = factor(&state, *bucket, now);
                     let out = on(&CutArgs::parse(&words(&text)).unwrap(), state[*bucket].as_ref(), now);
-                    prop_assert!(out.reply().next_ms >= *ms);
+                    prop_assert!(out.reply.next_ms >= *ms);
                     if let Some(w) = out.write {
                         set(&mut state, *bucket, w)?;
                     }
                     let after = factor(&state, *bucket, now);
                     prop_assert!(after <= before.max(FULL_FACTOR_BP), "a cut raised the rate");
                     prop_assert!(after >= throttle_bucket::MIN_FACTOR_BP);
-                    prop_assert_eq!(out.factor_bp, after);
-                    if out.cut {
+                    prop_assert_eq!(out.reply.factor_bp, after);
+                    if out.reply.cut {
                         prop_assert!(after <= before);
                     }
                 }
@@ -449,8 +458,8 @@ proptest! {
                         set(&mut state, *bucket, w)?;
                     }
                     let seen = on(&PeekArgs { quota: bucket_quota(*bucket) }, state[*bucket].as_ref(), now);
-                    prop_assert!(seen.remaining <= *remaining, "{} left after a sync to {}", seen.remaining, remaining);
-                    prop_assert_eq!(out.remaining, seen.remaining);
+                    prop_assert!(seen.reply.remaining <= *remaining, "{} left after a sync to {}", seen.reply.remaining, remaining);
+                    prop_assert_eq!(out.reply.remaining, seen.reply.remaining);
                 }
                 Op::Debit { bucket, tokens } => {
                     let text = format!("{} {tokens}", quota(*bucket));
@@ -460,8 +469,8 @@ proptest! {
                     if let Some(w) = out.write {
                         set(&mut state, *bucket, w)?;
                     }
-                    prop_assert!(out.remaining <= before.remaining);
-                    prop_assert!(out.reset_ns >= before.reset_ns);
+                    prop_assert!(out.reply.remaining <= before.reply.remaining);
+                    prop_assert!(out.reply.reset_ms >= before.reply.reset_ms);
                 }
                 Op::MTake { tokens, max_wait_ms, floors, ticket } => {
                     let floor_words = floors.map_or(String::new(), |[a, b]| format!(" FLOOR {a} {b}"));
@@ -516,12 +525,12 @@ proptest! {
                 }
                 Op::Peek { bucket } => {
                     let out = on(&PeekArgs { quota: bucket_quota(*bucket) }, state[*bucket].as_ref(), now);
-                    prop_assert!(out.paused_ns >= 0 && out.factor_bp <= FULL_FACTOR_BP);
+                    prop_assert!(out.reply.factor_bp <= FULL_FACTOR_BP);
                 }
                 Op::Resume { bucket } => {
                     let quota = bucket_quota(*bucket);
                     let out = on(&throttle_bucket::ResumeArgs { quota }, state[*bucket].as_ref(), now);
-                    prop_assert_eq!(out.ended, out.write.is_some());
+                    prop_assert_eq!(out.reply, out.write.is_some());
                     if let Some(w) = out.write {
                         if w == Write::Delete {
                             // Only a bucket full now, holding no slot, is deleted.
@@ -533,8 +542,8 @@ proptest! {
                             set(&mut state, *bucket, w)?;
                         }
                         let seen = on(&PeekArgs { quota }, state[*bucket].as_ref(), now);
-                        prop_assert_eq!(seen.paused_ns, 0);
-                        prop_assert_eq!(seen.factor_bp, FULL_FACTOR_BP);
+                        prop_assert_eq!(seen.reply.paused_ms, 0);
+                        prop_assert_eq!(seen.reply.factor_bp, FULL_FACTOR_BP);
                     }
                 }
             }

@@ -3,8 +3,8 @@
 //! that would write a state past 20 years, and a cut after a cut.
 
 use throttle_bucket::{
-    parse_state, CutArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, State, TakeArgs,
-    ThrottleCommand, Write, MAX_DEBT_NS,
+    parse_state, Announcement, CutArgs, GiveArgs, MTakeArgs, Message, PauseArgs, PeekArgs, State,
+    TakeArgs, ThrottleCommand, Write, MAX_DEBT_NS,
 };
 
 mod instants;
@@ -147,7 +147,7 @@ fn a_give_back_never_ends_a_pause() {
     let give_args =
         GiveArgs::parse(&words(&format!("10 10 10 {ticket}"))).expect("valid give-back");
     let given = on(&give_args, paused.as_ref(), T0 + 250 * MS);
-    assert_eq!(given.given, 1);
+    assert_eq!(given.reply, 1);
     let after = stored(given.write.clone());
     assert_eq!(after.clone().map(|s| s.tat), Some(T0 + 1900 * MS));
     assert_eq!(
@@ -163,11 +163,11 @@ fn a_give_back_never_ends_a_pause() {
         after.as_ref(),
         T0 + 250 * MS,
     )
-    .reply();
+    .reply;
     assert_eq!(peeked.paused_ms, 750);
     // Once the pause is over, a give-back frees its whole slot as before.
     let late = on(&give_args, paused.as_ref(), T0 + 1000 * MS);
-    assert_eq!(late.given, 10);
+    assert_eq!(late.reply, 10);
     assert_eq!(late.write, Some(Write::Delete), "full again: the key goes");
 }
 
@@ -213,7 +213,7 @@ fn a_later_cut_never_loosens_an_earlier_one() {
             both.as_ref(),
             T0 + ms * MS,
         )
-        .reply()
+        .reply
         .factor_bp
     };
     let deep_at = |ms: i64| {
@@ -224,7 +224,7 @@ fn a_later_cut_never_loosens_an_earlier_one() {
             deep.as_ref(),
             T0 + ms * MS,
         )
-        .reply()
+        .reply
         .factor_bp
     };
     for ms in [7, 1000, 300_000, 599_999] {
@@ -254,7 +254,9 @@ fn a_cut_announces_its_pause_the_state_and_the_cut_factor() {
     let args = CutArgs::parse(&words("10 10 2000 0.5 30000")).expect("valid");
     let out = on(&args, None, T0);
     let tat = stored(out.write.clone()).expect("a cut writes").tat;
-    let heard = out.announce.expect("a cut that pauses is announced");
+    let Some(Message::Pause(heard)) = out.announce else {
+        panic!("a cut that pauses is announced: {:?}", out.announce);
+    };
     assert_eq!(heard.pause_ns, 2000 * MS);
     assert_eq!(heard.ticket_us, tat / 1000);
     assert_eq!(heard.factor_bp, 5000, "the factor right after the cut");
@@ -267,7 +269,11 @@ fn a_cut_announces_its_pause_the_state_and_the_cut_factor() {
     );
     let later = on(&args, stored(out.write.clone()).as_ref(), T0 + MS).announce;
     assert_eq!(
-        later.map(|h| (h.pause_ns, h.factor_bp)),
-        Some((2000 * MS, 5000))
+        later,
+        Some(Message::Pause(Announcement {
+            pause_ns: 2000 * MS,
+            ticket_us: heard.ticket_us + 1000,
+            factor_bp: 5000,
+        }))
     );
 }

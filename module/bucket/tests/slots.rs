@@ -72,10 +72,11 @@ impl Bucket {
         out.held
     }
 
-    fn slots(&self) -> (u64, i64) {
+    /// THROTTLE.SLOTS's reply: slots held, ms until the first lease ends.
+    fn slots(&self) -> (u64, u64) {
         let quota = take_args("100 100").quota;
-        let out = on(&SlotsArgs { quota }, self.state.as_ref(), self.now);
-        (out.held, out.first_end_ns)
+        let out = on(&SlotsArgs { quota }, self.state.as_ref(), self.now).reply;
+        (out.held, out.first_lease_ms)
     }
 
     fn reply(&self, text: &str, out: &Outcome) -> Vec<i64> {
@@ -109,7 +110,7 @@ fn acquire_up_to_the_cap_then_wait_for_the_first_lease() {
     );
     assert_eq!(denied.refusal, Refusal::SLOT);
     assert_eq!(b.state, before);
-    assert_eq!(b.slots(), (2, 700 * MS));
+    assert_eq!(b.slots(), (2, 700));
     // The first lease runs out at 1000 ms: its slot is free again, with a new id.
     let third = b.at(1000).take(IN2);
     assert_eq!(third.slot, Some(T0 as u64 / 1000 + 1_000_000));
@@ -198,7 +199,7 @@ fn renew_extends_and_a_late_holder_learns_it_lost_its_slot() {
     let mut b = Bucket::new();
     let id = b.take(IN2).slot.unwrap();
     assert!(b.at(900).renew(id, 1000));
-    assert_eq!(b.slots(), (1, 1000 * MS));
+    assert_eq!(b.slots(), (1, 1000));
     assert!(
         b.at(1500).renew(id, 1000),
         "renewed at 900: held until 1900"
@@ -279,7 +280,7 @@ fn a_clock_stepped_back_keeps_leases_longer_and_ids_growing() {
     let mut b = Bucket::new();
     let a = b.at(10_000).take(IN2).slot.unwrap();
     // The clock reads 0.5 s earlier: the lease (until 11 s) is held longer, never shorter.
-    assert_eq!(b.at(9_500).slots(), (1, 1500 * MS));
+    assert_eq!(b.at(9_500).slots(), (1, 1500));
     let c = b.take(IN2).slot.unwrap();
     assert_eq!(c, a + 1, "ids grow from the stored counter, not the clock");
     assert!(!b.take(IN2).granted);

@@ -112,14 +112,14 @@ where
         let core = &self.inner.core;
         let now = core.now_ns();
         let state = core.state();
-        let (remaining, until_full_ns) = state.shares.view(&core.share, now);
+        let (remaining, until_full_ms) = state.shares.view(&core.share, now);
         let paused_ns = state.shares.paused_until_ns().saturating_sub(now).max(0);
         let total = core.quota.total();
         Ok(BucketState {
             paused_for: nanos(paused_ns),
             ..BucketState::new(
                 remaining,
-                nanos(until_full_ns),
+                Duration::from_millis(until_full_ms),
                 total.capacity(),
                 total.token_interval(),
             )
