@@ -4,14 +4,14 @@
 //! docs.
 
 use crate::command::Command;
+use crate::decision::{Decides, Decision};
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms_wide, View};
 use crate::limits::{MAX_WAIT_MS, MIN_FACTOR_BP};
 use crate::pause::paused;
-use crate::reply::{count, flag, int, ms_up, Ints};
+use crate::reply::{count, flag, int, ms_up, Ints, WireReply};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::{self, State, FULL_FACTOR_BP};
-use crate::throttle_command::{one_key, Decision, ThrottleCommand};
 use crate::words::{parse_within, Word};
 use crate::Quota;
 
@@ -64,60 +64,6 @@ fn parse_factor(text: &[u8]) -> Option<u16> {
         .then_some(value)
 }
 
-/// Cuts the bucket's rate and pauses it, once per congestion episode.
-///
-/// A cut while the bucket is paused (by a cut or a pause whose time has not run out) is the
-/// same episode: many replicas see 429s from one overload, and the rate is cut once, not once
-/// each; the call still pauses (as THROTTLE.PAUSE: never shorter). Otherwise the rate's factor
-/// now (a cut recovering climbs back linearly) is multiplied by `factor`, never below 1 % of
-/// the configured rate, and it climbs back to the configured rate over `recovery_ms`, or over
-/// what is left of an earlier cut's recovery if that is longer (a later cut never loosens an
-/// earlier one). The configured rate stays the ceiling: a cut only ever makes tokens cost more.
-fn cut(args: &CutArgs, stored: Option<&State>, now_ns: i64) -> Decision<CutReply> {
-    let bucket = View::at(&args.quota, stored, now_ns);
-    let stored_cut = bucket.pushback.and_then(|p| p.cut);
-    let same_episode = bucket.paused_for() > 0;
-    let cut = if same_episode {
-        stored_cut
-    } else {
-        let factor =
-            u32::from(bucket.factor) * u32::from(args.factor_bp) / u32::from(FULL_FACTOR_BP);
-        let factor_bp = u16::try_from(factor)
-            .unwrap_or(FULL_FACTOR_BP)
-            .max(MIN_FACTOR_BP);
-        // A later cut never loosens an earlier one: its factor is the lower (it multiplies
-        // the factor now), and it recovers no sooner than the earlier one would have.
-        let earlier =
-            stored_cut.map_or(0, |c| ceil_ms_wide((c.recovered_at() - bucket.now).max(0)));
-        let recovery_ms = u64::try_from(earlier)
-            .unwrap_or(0)
-            .max(args.recovery_ms)
-            .min(MAX_WAIT_MS);
-        i64::try_from(bucket.now).ok().map(|at| state::RateCut {
-            at,
-            factor_bp,
-            recovery_ms,
-        })
-    };
-    let paused = paused(&bucket, cut, args.pause_ms);
-    let effective = if paused.write.is_some() {
-        cut
-    } else {
-        stored_cut
-    };
-    let recovered_ms = effective.map_or(0, |c| ms_up(c.recovered_at() - bucket.now));
-    Decision {
-        reply: CutReply {
-            cut: !same_episode && paused.write.is_some(),
-            next_ms: paused.reply,
-            factor_bp: effective.map_or(FULL_FACTOR_BP, |c| c.factor_at(bucket.now)),
-            recovered_ms,
-        },
-        write: paused.write,
-        announce: paused.announce,
-    }
-}
-
 /// THROTTLE.CUT's reply, the same from the module and the Lua twin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CutReply {
@@ -148,11 +94,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
     ],
 );
 
-impl ThrottleCommand for CutArgs {
+impl Decides for CutArgs {
     const COMMAND: Command = Command::Cut;
-    const REPLY_SHAPE: &'static str = "an array of four integers";
-    type Outcome = Decision<CutReply>;
-    type Ints = Ints<4>;
     type Reply = CutReply;
 
     /// Validates the words after the key: `capacity rate ms factor recovery_ms`.
@@ -178,24 +121,77 @@ impl ThrottleCommand for CutArgs {
         ])
     }
 
-    #[inline]
-    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<Decision<CutReply>, ArgError> {
-        Ok(cut(self, one_key(stored), now_ns))
+    /// Cuts the bucket's rate and pauses it, once per congestion episode.
+    ///
+    /// A cut while the bucket is paused (by a cut or a pause whose time has not run out) is the
+    /// same episode: many replicas see 429s from one overload, and the rate is cut once, not once
+    /// each; the call still pauses (as THROTTLE.PAUSE: never shorter). Otherwise the rate's factor
+    /// now (a cut recovering climbs back linearly) is multiplied by `factor`, never below 1 % of
+    /// the configured rate, and it climbs back to the configured rate over `recovery_ms`, or over
+    /// what is left of an earlier cut's recovery if that is longer (a later cut never loosens an
+    /// earlier one). The configured rate stays the ceiling: a cut only ever makes tokens cost more.
+    fn decide(&self, stored: Option<&State>, now_ns: i64) -> Result<Decision<CutReply>, ArgError> {
+        let bucket = View::at(&self.quota, stored, now_ns);
+        let stored_cut = bucket.pushback.and_then(|p| p.cut);
+        let same_episode = bucket.paused_for() > 0;
+        let cut = if same_episode {
+            stored_cut
+        } else {
+            let factor =
+                u32::from(bucket.factor) * u32::from(self.factor_bp) / u32::from(FULL_FACTOR_BP);
+            let factor_bp = u16::try_from(factor)
+                .unwrap_or(FULL_FACTOR_BP)
+                .max(MIN_FACTOR_BP);
+            // A later cut never loosens an earlier one: its factor is the lower (it multiplies
+            // the factor now), and it recovers no sooner than the earlier one would have.
+            let earlier =
+                stored_cut.map_or(0, |c| ceil_ms_wide((c.recovered_at() - bucket.now).max(0)));
+            let recovery_ms = u64::try_from(earlier)
+                .unwrap_or(0)
+                .max(self.recovery_ms)
+                .min(MAX_WAIT_MS);
+            i64::try_from(bucket.now).ok().map(|at| state::RateCut {
+                at,
+                factor_bp,
+                recovery_ms,
+            })
+        };
+        let paused = paused(&bucket, cut, self.pause_ms);
+        let effective = if paused.write.is_some() {
+            cut
+        } else {
+            stored_cut
+        };
+        let recovered_ms = effective.map_or(0, |c| ms_up(c.recovered_at() - bucket.now));
+        Ok(Decision {
+            reply: CutReply {
+                cut: !same_episode && paused.write.is_some(),
+                next_ms: paused.reply,
+                factor_bp: effective.map_or(FULL_FACTOR_BP, |c| c.factor_at(bucket.now)),
+                recovered_ms,
+            },
+            write: paused.write,
+            announce: paused.announce,
+        })
     }
+}
+
+impl WireReply for CutReply {
+    const SHAPE: &'static str = "an array of four integers";
+    type Ints = Ints<4>;
 
     #[inline]
-    fn reply(&self, outcome: &Decision<CutReply>) -> Ints<4> {
-        let reply = &outcome.reply;
+    fn ints(&self) -> Ints<4> {
         Ints::new([
-            i64::from(reply.cut),
-            int(reply.next_ms),
-            i64::from(reply.factor_bp),
-            int(reply.recovered_ms),
+            i64::from(self.cut),
+            int(self.next_ms),
+            i64::from(self.factor_bp),
+            int(self.recovered_ms),
         ])
     }
 
     #[inline]
-    fn decode(&self, ints: &[i64]) -> Option<CutReply> {
+    fn read(ints: &[i64]) -> Option<CutReply> {
         let [cut, next_ms, factor_bp, recovered_ms] = ints else {
             return None;
         };
@@ -214,6 +210,7 @@ impl ThrottleCommand for CutArgs {
 mod tests {
     use super::*;
     use crate::testing::{call, read_back, refuses, words, written};
+    use crate::throttle_command::ThrottleCommand;
 
     #[test]
     fn factors_are_decimals_from_a_hundredth_to_one() {
@@ -265,7 +262,7 @@ mod tests {
             let args: CutArgs = call(text);
             let written = written(&args).join(" ");
             assert_eq!(
-                CutArgs::parse(&words(&written)),
+                <CutArgs as Decides>::parse(&words(&written)),
                 Ok(args),
                 "{text} -> {written}"
             );

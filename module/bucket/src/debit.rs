@@ -4,13 +4,13 @@
 //! arithmetic, reply and docs.
 
 use crate::command::Command;
+use crate::decision::{Decides, Decision};
 use crate::error::ArgError;
 use crate::gcra::View;
 use crate::limits::{MAX_CAPACITY, MAX_DEBT_NS};
-use crate::reply::{count, int, ms_up, Ints};
+use crate::reply::{count, int, ms_up, Ints, WireReply};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, Decision, ThrottleCommand};
 use crate::words::{parse_within, Word};
 use crate::Quota;
 
@@ -21,28 +21,6 @@ pub struct DebitArgs {
     pub quota: Quota,
     /// Tokens to take now, whatever the bucket holds (more than its capacity is fine).
     pub tokens: u64,
-}
-
-/// Takes `args.tokens` now, into debt if need be. Refused (the bucket untouched) when the debt
-/// would be deeper than any other command leaves one, [`MAX_DEBT_NS`] (20 years): past that
-/// the state would no longer read as a bucket. Writes nothing for 0 tokens.
-fn debit(
-    args: &DebitArgs,
-    stored: Option<&State>,
-    now_ns: i64,
-) -> Result<Decision<DebitReply>, ArgError> {
-    let bucket = View::at(&args.quota, stored, now_ns);
-    let debt = bucket.debt() + bucket.cost(args.tokens);
-    let write = match args.tokens {
-        0 => None,
-        _ if debt > i128::from(MAX_DEBT_NS) => return Err(ArgError::DebtTooDeep),
-        _ => bucket.write(bucket.base + bucket.cost(args.tokens)),
-    };
-    let reply = DebitReply {
-        remaining: bucket.remaining(debt),
-        reset_ms: ms_up(debt),
-    };
-    Ok(Decision::writing(reply, write))
 }
 
 /// THROTTLE.DEBIT's reply, the same from the module and the Lua twin.
@@ -63,11 +41,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
     &[KEY, CAPACITY, RATE, Arg::new("n", Kind::Integer)],
 );
 
-impl ThrottleCommand for DebitArgs {
+impl Decides for DebitArgs {
     const COMMAND: Command = Command::Debit;
-    const REPLY_SHAPE: &'static str = "an array of two integers";
-    type Outcome = Decision<DebitReply>;
-    type Ints = Ints<2>;
     type Reply = DebitReply;
 
     /// Validates the words after the key: `capacity rate n`.
@@ -82,23 +57,40 @@ impl ThrottleCommand for DebitArgs {
         self.quota.with([Word::Number(self.tokens)])
     }
 
-    #[inline]
-    fn apply(
+    /// Takes `args.tokens` now, into debt if need be. Refused (the bucket untouched) when the debt
+    /// would be deeper than any other command leaves one, [`MAX_DEBT_NS`] (20 years): past that
+    /// the state would no longer read as a bucket. Writes nothing for 0 tokens.
+    fn decide(
         &self,
-        stored: &[Option<State>],
+        stored: Option<&State>,
         now_ns: i64,
     ) -> Result<Decision<DebitReply>, ArgError> {
-        debit(self, one_key(stored), now_ns)
+        let bucket = View::at(&self.quota, stored, now_ns);
+        let debt = bucket.debt() + bucket.cost(self.tokens);
+        let write = match self.tokens {
+            0 => None,
+            _ if debt > i128::from(MAX_DEBT_NS) => return Err(ArgError::DebtTooDeep),
+            _ => bucket.write(bucket.base + bucket.cost(self.tokens)),
+        };
+        let reply = DebitReply {
+            remaining: bucket.remaining(debt),
+            reset_ms: ms_up(debt),
+        };
+        Ok(Decision::writing(reply, write))
+    }
+}
+
+impl WireReply for DebitReply {
+    const SHAPE: &'static str = "an array of two integers";
+    type Ints = Ints<2>;
+
+    #[inline]
+    fn ints(&self) -> Ints<2> {
+        Ints::new([int(self.remaining), int(self.reset_ms)])
     }
 
     #[inline]
-    fn reply(&self, outcome: &Decision<DebitReply>) -> Ints<2> {
-        let reply = &outcome.reply;
-        Ints::new([int(reply.remaining), int(reply.reset_ms)])
-    }
-
-    #[inline]
-    fn decode(&self, ints: &[i64]) -> Option<DebitReply> {
+    fn read(ints: &[i64]) -> Option<DebitReply> {
         let [remaining, reset_ms] = ints else {
             return None;
         };
@@ -113,6 +105,7 @@ impl ThrottleCommand for DebitArgs {
 mod tests {
     use super::*;
     use crate::testing::{call, parse, read_back, refuses, written};
+    use crate::throttle_command::ThrottleCommand;
 
     #[test]
     fn arguments() {

@@ -2,14 +2,12 @@
 //! arguments, arithmetic, reply and docs.
 
 use crate::command::Command;
+use crate::decision::{Decides, Decision};
 use crate::error::ArgError;
 use crate::gcra::View;
 use crate::limits::MAX_TICKET_US;
-use crate::reply::count;
-use crate::reply::{int, Ints};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, only, Decision, ThrottleCommand};
 use crate::words::{parse_within, Word};
 use crate::Quota;
 
@@ -22,62 +20,6 @@ pub struct GiveArgs {
     pub tokens: u64,
     /// The take's ticket: the state right after it, µs since the Unix epoch, rounded down.
     pub ticket_us: u64,
-}
-
-/// Returns `n` tokens of the take whose ticket this is, if nothing was taken after it, never
-/// beyond a full bucket and never into a pause; nothing if the state has moved past the
-/// ticket.
-///
-/// The state is the end of the last take's slot. While it still is this take's, giving back
-/// frees this take's own slot (the last `n` tokens of it: `n` may be fewer than it took), and
-/// every other reservation keeps its time. Once a later call took tokens, the last slot is
-/// that call's: moving the state back would free a slot someone still uses, and a third call
-/// would be given it too (module/bucket/tests/properties.rs finds such cases for the rule of
-/// x/time/rate's `Cancel`, "n less what was taken after", in a bucket kept as one instant). So
-/// a waiter with others queued behind it gives back nothing, as with x/time/rate; the others,
-/// and a call that failed right after its take, give back everything.
-///
-/// The ticket is the state rounded down to the µs: up to 999 ns before it. With an interval
-/// longer than that, a later take moves the state by more, so "nothing after" is exact; with a
-/// shorter one the state must sit exactly on the ticket. A state before the ticket means the
-/// bucket was reset since (deleted, or this ticket given back already): nothing to give. A
-/// ticket is good for one give-back (the client's grant is consumed by it).
-///
-/// The reply is the tokens given back (0 to `n`). A give-back that leaves the bucket full (and
-/// neither paused nor cut) deletes the key: [`Write::Delete`](crate::Write::Delete).
-fn give(args: &GiveArgs, stored: Option<&State>, now_ns: i64) -> Decision<u64> {
-    const NOTHING: Decision<u64> = Decision {
-        reply: 0,
-        write: None,
-        announce: None,
-    };
-    let Some(stored_tat) = stored.map(|s| s.tat) else {
-        return NOTHING;
-    };
-    let bucket = View::at(&args.quota, stored, now_ns);
-    let since_ticket = i128::from(stored_tat) - i128::from(args.ticket_us) * 1000;
-    let rounding = if bucket.interval > 999 { 999 } else { 0 };
-    if !(0..=rounding).contains(&since_ticket) {
-        return NOTHING;
-    }
-    // At the configured rate, the least the take can have cost: a cut since the take (with no
-    // take after it) makes tokens cost more now, and giving that much back would free part of
-    // the slot before this take's. Never beyond a full bucket (`now`), and never into a pause
-    // set since the take: a give-back must not hand out tokens the pause holds back.
-    let tat = (bucket.base - bucket.full_cost(args.tokens))
-        .max(bucket.now)
-        .max(bucket.pause_floor());
-    if tat >= bucket.base {
-        return NOTHING;
-    }
-    // What was freed, in tokens rounded up (the last one may be part of a token's time).
-    let freed = bucket.base - tat;
-    let given = (freed / bucket.interval + i128::from(freed % bucket.interval > 0))
-        .min(i128::from(args.tokens));
-    match (u64::try_from(given), bucket.write(tat)) {
-        (Ok(given), Some(write)) => Decision::writing(given, Some(write)),
-        _ => NOTHING,
-    }
 }
 
 /// THROTTLE.GIVE as the server registers and documents it.
@@ -94,12 +36,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
     ],
 );
 
-impl ThrottleCommand for GiveArgs {
+impl Decides for GiveArgs {
     const COMMAND: Command = Command::Give;
-    const INTEGER_REPLY: bool = true;
-    const REPLY_SHAPE: &'static str = "a non-negative integer";
-    type Outcome = Decision<u64>;
-    type Ints = Ints<1>;
     /// The tokens given back.
     type Reply = u64;
 
@@ -122,20 +60,60 @@ impl ThrottleCommand for GiveArgs {
             .with([Word::Number(self.tokens), Word::Number(self.ticket_us)])
     }
 
-    #[inline]
-    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<Decision<u64>, ArgError> {
-        Ok(give(self, one_key(stored), now_ns))
-    }
-
-    #[inline]
-    fn reply(&self, outcome: &Decision<u64>) -> Ints<1> {
-        Ints::new([int(outcome.reply)])
-    }
-
-    /// The tokens given back; `None` for a negative integer.
-    #[inline]
-    fn decode(&self, ints: &[i64]) -> Option<u64> {
-        count(only(ints)?)
+    /// Returns `n` tokens of the take whose ticket this is, if nothing was taken after it, never
+    /// beyond a full bucket and never into a pause; nothing if the state has moved past the
+    /// ticket.
+    ///
+    /// The state is the end of the last take's slot. While it still is this take's, giving back
+    /// frees this take's own slot (the last `n` tokens of it: `n` may be fewer than it took), and
+    /// every other reservation keeps its time. Once a later call took tokens, the last slot is
+    /// that call's: moving the state back would free a slot someone still uses, and a third call
+    /// would be given it too (module/bucket/tests/properties.rs finds such cases for the rule of
+    /// x/time/rate's `Cancel`, "n less what was taken after", in a bucket kept as one instant). So
+    /// a waiter with others queued behind it gives back nothing, as with x/time/rate; the others,
+    /// and a call that failed right after its take, give back everything.
+    ///
+    /// The ticket is the state rounded down to the µs: up to 999 ns before it. With an interval
+    /// longer than that, a later take moves the state by more, so "nothing after" is exact; with a
+    /// shorter one the state must sit exactly on the ticket. A state before the ticket means the
+    /// bucket was reset since (deleted, or this ticket given back already): nothing to give. A
+    /// ticket is good for one give-back (the client's grant is consumed by it).
+    ///
+    /// The reply is the tokens given back (0 to `n`). A give-back that leaves the bucket full (and
+    /// neither paused nor cut) deletes the key: [`Write::Delete`](crate::Write::Delete).
+    fn decide(&self, stored: Option<&State>, now_ns: i64) -> Result<Decision<u64>, ArgError> {
+        const NOTHING: Decision<u64> = Decision {
+            reply: 0,
+            write: None,
+            announce: None,
+        };
+        let Some(stored_tat) = stored.map(|s| s.tat) else {
+            return Ok(NOTHING);
+        };
+        let bucket = View::at(&self.quota, stored, now_ns);
+        let since_ticket = i128::from(stored_tat) - i128::from(self.ticket_us) * 1000;
+        let rounding = if bucket.interval > 999 { 999 } else { 0 };
+        if !(0..=rounding).contains(&since_ticket) {
+            return Ok(NOTHING);
+        }
+        // At the configured rate, the least the take can have cost: a cut since the take (with no
+        // take after it) makes tokens cost more now, and giving that much back would free part of
+        // the slot before this take's. Never beyond a full bucket (`now`), and never into a pause
+        // set since the take: a give-back must not hand out tokens the pause holds back.
+        let tat = (bucket.base - bucket.full_cost(self.tokens))
+            .max(bucket.now)
+            .max(bucket.pause_floor());
+        if tat >= bucket.base {
+            return Ok(NOTHING);
+        }
+        // What was freed, in tokens rounded up (the last one may be part of a token's time).
+        let freed = bucket.base - tat;
+        let given = (freed / bucket.interval + i128::from(freed % bucket.interval > 0))
+            .min(i128::from(self.tokens));
+        Ok(match (u64::try_from(given), bucket.write(tat)) {
+            (Ok(given), Some(write)) => Decision::writing(given, Some(write)),
+            _ => NOTHING,
+        })
     }
 }
 

@@ -16,6 +16,7 @@ mod channel;
 mod command;
 mod cut;
 mod debit;
+mod decision;
 mod error;
 mod gcra;
 mod give;
@@ -50,6 +51,7 @@ pub use channel::{
 pub use command::Command;
 pub use cut::{CutArgs, CutReply};
 pub use debit::{DebitArgs, DebitReply};
+pub use decision::{Decides, Decision};
 pub use error::ArgError;
 pub use gcra::{ceil_ms, Write};
 pub use give::GiveArgs;
@@ -67,7 +69,7 @@ pub use quota_command::{QuotaArgs, QuotaReply};
 pub use refusal::Refusal;
 pub use release::{ReleaseArgs, SlotOutcome};
 pub use renew::RenewArgs;
-pub use reply::Ints;
+pub use reply::{Ints, WireReply};
 pub use resume::ResumeArgs;
 pub use slots::{Slot, Slots, Waiter};
 pub use slots_command::{SlotsArgs, SlotsReply};
@@ -78,7 +80,7 @@ pub use state::{
 };
 pub use sync::{SyncArgs, SyncReply};
 pub use take::{Inflight, LineArgs, LineCounts, Outcome, TakeArgs, TakeReply};
-pub use throttle_command::{Decision, Effects, ThrottleCommand};
+pub use throttle_command::{Effects, ThrottleCommand};
 pub use words::Word;
 
 /// Nanoseconds per millisecond, the unit of every duration in a reply.

@@ -3,13 +3,13 @@
 
 use crate::channel::{Announcement, Message};
 use crate::command::Command;
+use crate::decision::{Decides, Decision};
 use crate::error::ArgError;
-use crate::gcra::{ceil_ms, cost, saturate, View, Write};
+use crate::gcra::{cost, saturate, View, Write};
 use crate::limits::MAX_WAIT_MS;
-use crate::reply::{count, int, Ints};
+use crate::reply::ms_up;
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::{Pushback, RateCut, State, FULL_FACTOR_BP};
-use crate::throttle_command::{one_key, only, Decision, ThrottleCommand};
 use crate::words::{parse_within, Word};
 use crate::{Quota, NS_PER_MS};
 
@@ -20,19 +20,6 @@ pub struct PauseArgs {
     pub quota: Quota,
     /// How long until the next token, at least: the supplier's Retry-After.
     pub pause_ms: u64,
-}
-
-/// After a pause the first token is there exactly `pause_ms` from now, and refill goes on
-/// from that one token, with no burst on resume: the supplier has just said it is overloaded.
-/// As GCRA: `state = max(state, now + pause + fill - cost(1))`, `cost(1)` at the rate the
-/// bucket has then. A pause only ever moves the state later, so it never shortens a longer
-/// pause or an existing debt, and the reservations granted before it keep their times; but it
-/// marks the bucket paused until `now + pause`, so that none of them is sent before then (the
-/// client checks the mark before a reserved send, or hears the announcement).
-fn pause(args: &PauseArgs, stored: Option<&State>, now_ns: i64) -> Decision<u64> {
-    let bucket = View::at(&args.quota, stored, now_ns);
-    let cut = bucket.pushback.and_then(|p| p.cut);
-    paused(&bucket, cut, args.pause_ms)
 }
 
 /// The bucket paused for `pause_ms` from now, with `cut` as its cut: what THROTTLE.PAUSE,
@@ -64,7 +51,7 @@ pub(crate) fn paused(bucket: &View<'_>, cut: Option<RateCut>, pause_ms: u64) -> 
     let factor_now = cut.map_or(FULL_FACTOR_BP, |c| c.factor_at(bucket.now));
     let one_short_of_full = bucket.fill - cost(1, bucket.interval, factor_now);
     Decision {
-        reply: count(ceil_ms(saturate(tat - one_short_of_full - bucket.now))).unwrap_or(0),
+        reply: ms_up(tat - one_short_of_full - bucket.now),
         announce: write.as_ref().filter(|_| longer).map(|write| {
             Message::Pause(Announcement {
                 pause_ns: saturate(until - bucket.now),
@@ -84,12 +71,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
     &[KEY, CAPACITY, RATE, Arg::new("ms", Kind::Integer)],
 );
 
-impl ThrottleCommand for PauseArgs {
+impl Decides for PauseArgs {
     const COMMAND: Command = Command::Pause;
-    const INTEGER_REPLY: bool = true;
-    const REPLY_SHAPE: &'static str = "a non-negative integer";
-    type Outcome = Decision<u64>;
-    type Ints = Ints<1>;
     /// Ms until the next token.
     type Reply = u64;
 
@@ -105,20 +88,17 @@ impl ThrottleCommand for PauseArgs {
         self.quota.with([Word::Number(self.pause_ms)])
     }
 
-    #[inline]
-    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<Decision<u64>, ArgError> {
-        Ok(pause(self, one_key(stored), now_ns))
-    }
-
-    #[inline]
-    fn reply(&self, outcome: &Decision<u64>) -> Ints<1> {
-        Ints::new([int(outcome.reply)])
-    }
-
-    /// Ms until the next token; `None` for a negative integer.
-    #[inline]
-    fn decode(&self, ints: &[i64]) -> Option<u64> {
-        count(only(ints)?)
+    /// After a pause the first token is there exactly `pause_ms` from now, and refill goes on
+    /// from that one token, with no burst on resume: the supplier has just said it is overloaded.
+    /// As GCRA: `state = max(state, now + pause + fill - cost(1))`, `cost(1)` at the rate the
+    /// bucket has then. A pause only ever moves the state later, so it never shortens a longer
+    /// pause or an existing debt, and the reservations granted before it keep their times; but it
+    /// marks the bucket paused until `now + pause`, so that none of them is sent before then (the
+    /// client checks the mark before a reserved send, or hears the announcement).
+    fn decide(&self, stored: Option<&State>, now_ns: i64) -> Result<Decision<u64>, ArgError> {
+        let bucket = View::at(&self.quota, stored, now_ns);
+        let cut = bucket.pushback.and_then(|p| p.cut);
+        Ok(paused(&bucket, cut, self.pause_ms))
     }
 }
 
@@ -145,7 +125,7 @@ mod tests {
         ]);
         let args: PauseArgs = call("8 9 1500");
         assert_eq!(
-            args.words(),
+            Decides::words(&args),
             [Word::Number(8), Word::Text("9"), Word::Number(1500)]
         );
         assert_eq!(SPEC.syntax(), "key capacity rate ms");

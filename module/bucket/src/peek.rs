@@ -2,13 +2,13 @@
 //! replies) and the supplier's pushback on it, as a read-only command.
 
 use crate::command::Command;
+use crate::decision::{Decides, Decision};
 use crate::error::ArgError;
-use crate::gcra::{ceil_ms, View};
-use crate::reply::{count, int, ms_up, Ints};
+use crate::gcra::View;
+use crate::reply::{count, int, ms_up, Ints, WireReply};
 use crate::spec::{Spec, CAPACITY, KEY, RATE};
 use crate::state::{State, FULL_FACTOR_BP};
 use crate::take::inspect;
-use crate::throttle_command::{one_key, Decision, ThrottleCommand};
 use crate::words::Word;
 use crate::Quota;
 
@@ -34,19 +34,6 @@ pub struct PeekReply {
     pub factor_bp: u16,
 }
 
-/// Reads the bucket at `now_ns`: what `TOKENS 0` sees, and the supplier's pushback on it.
-/// Writes nothing.
-fn peek(quota: &Quota, stored: Option<&State>, now_ns: i64) -> Decision<PeekReply> {
-    let bucket = View::at(quota, stored, now_ns);
-    let seen = inspect(&bucket);
-    Decision::reply(PeekReply {
-        remaining: seen.remaining,
-        reset_ms: count(ceil_ms(seen.reset_ns)).unwrap_or(0),
-        paused_ms: ms_up(bucket.paused_for()),
-        factor_bp: bucket.factor,
-    })
-}
-
 /// THROTTLE.PEEK as the server registers and documents it. Read-only: allowed on a read-only
 /// replica, in EVAL_RO and `no-writes` functions, during CLIENT PAUSE WRITE and when the server
 /// is out of memory.
@@ -58,12 +45,9 @@ pub(crate) static SPEC: Spec = Spec::reads(
     &[KEY, CAPACITY, RATE],
 );
 
-impl ThrottleCommand for PeekArgs {
+impl Decides for PeekArgs {
     const COMMAND: Command = Command::Peek;
     const READ_ONLY: bool = true;
-    const REPLY_SHAPE: &'static str = "an array of six integers";
-    type Outcome = Decision<PeekReply>;
-    type Ints = Ints<6>;
     type Reply = PeekReply;
 
     /// Validates the words after the key: `capacity rate`.
@@ -77,30 +61,38 @@ impl ThrottleCommand for PeekArgs {
         self.quota.words().to_vec()
     }
 
-    #[inline]
-    fn apply(
-        &self,
-        stored: &[Option<State>],
-        now_ns: i64,
-    ) -> Result<Decision<PeekReply>, ArgError> {
-        Ok(peek(&self.quota, one_key(stored), now_ns))
+    /// Reads the bucket at `now_ns`: what `TOKENS 0` sees, and the supplier's pushback on it.
+    /// Writes nothing.
+    fn decide(&self, stored: Option<&State>, now_ns: i64) -> Result<Decision<PeekReply>, ArgError> {
+        let bucket = View::at(&self.quota, stored, now_ns);
+        let seen = inspect(&bucket);
+        Ok(Decision::reply(PeekReply {
+            remaining: seen.remaining,
+            reset_ms: ms_up(i128::from(seen.reset_ns)),
+            paused_ms: ms_up(bucket.paused_for()),
+            factor_bp: bucket.factor,
+        }))
     }
+}
+
+impl WireReply for PeekReply {
+    const SHAPE: &'static str = "an array of six integers";
+    type Ints = Ints<6>;
 
     #[inline]
-    fn reply(&self, outcome: &Decision<PeekReply>) -> Ints<6> {
-        let reply = &outcome.reply;
+    fn ints(&self) -> Ints<6> {
         Ints::new([
             1,
-            int(reply.remaining),
+            int(self.remaining),
             0,
-            int(reply.reset_ms),
-            int(reply.paused_ms),
-            i64::from(reply.factor_bp),
+            int(self.reset_ms),
+            int(self.paused_ms),
+            i64::from(self.factor_bp),
         ])
     }
 
     #[inline]
-    fn decode(&self, ints: &[i64]) -> Option<PeekReply> {
+    fn read(ints: &[i64]) -> Option<PeekReply> {
         let [1, remaining, 0, reset_ms, paused_ms, factor_bp] = ints else {
             return None;
         };
@@ -119,6 +111,7 @@ impl ThrottleCommand for PeekArgs {
 mod tests {
     use super::*;
     use crate::testing::{call, read_back, refuses};
+    use crate::throttle_command::ThrottleCommand;
 
     #[test]
     fn takes_exactly_a_quota() {

@@ -5,12 +5,12 @@
 //! reply and docs.
 
 use crate::command::Command;
+use crate::decision::{Decides, Decision};
 use crate::error::ArgError;
 use crate::gcra::View;
-use crate::reply::{count, flag, int, ms_up, Ints};
+use crate::reply::{count, flag, int, ms_up, Ints, WireReply};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, Decision, ThrottleCommand};
 use crate::words::Word;
 use crate::Quota;
 
@@ -35,34 +35,6 @@ pub struct QuotaReply {
     pub reset_ms: u64,
 }
 
-/// Keeps (or with `clear` drops) `args.quota` for the bucket at `now_ns`.
-///
-/// The bucket's state instant is kept: the bucket is full again when it would have been, and
-/// its tokens read at the new quota from now (under a quota with the same time to fill, the
-/// same share of the capacity). A lower quota never hands out tokens that were taken: a debt
-/// run up at the old rate is paid at the new one. The pause, the cut and the slots held stay.
-/// Nothing is written (or replicated) when the kept quota does not change.
-fn keep(args: &QuotaArgs, stored: Option<&State>, now_ns: i64) -> Decision<QuotaReply> {
-    let kept = (!args.clear).then_some(&args.quota);
-    // The bucket seen with the quota it keeps from now: `args.quota` either way (after CLEAR,
-    // the caller's own).
-    let unkept = stored.map(|s| State {
-        kept: None,
-        ..s.clone()
-    });
-    let mut bucket = View::at(&args.quota, unkept.as_ref(), now_ns);
-    bucket.kept = kept;
-    let changed = stored.and_then(|s| s.kept.as_deref()) != kept;
-    let reply = QuotaReply {
-        changed,
-        remaining: bucket.remaining(bucket.debt()),
-        reset_ms: ms_up(bucket.debt()),
-    };
-    // `base` is the stored instant, or `now` for a bucket already full: the same bucket.
-    let write = changed.then(|| bucket.write(bucket.base)).flatten();
-    Decision::writing(reply, write)
-}
-
 /// `[CLEAR]`.
 const CLEAR: Arg = Arg::option("clear", "CLEAR", Kind::PureToken);
 
@@ -76,11 +48,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
     &[KEY, CAPACITY, RATE, CLEAR],
 );
 
-impl ThrottleCommand for QuotaArgs {
+impl Decides for QuotaArgs {
     const COMMAND: Command = Command::Quota;
-    const REPLY_SHAPE: &'static str = "an array of three integers";
-    type Outcome = Decision<QuotaReply>;
-    type Ints = Ints<3>;
     type Reply = QuotaReply;
 
     /// Validates the words after the key: `capacity rate [CLEAR]`.
@@ -108,27 +77,54 @@ impl ThrottleCommand for QuotaArgs {
         words
     }
 
-    #[inline]
-    fn apply(
+    /// Keeps (or with `clear` drops) `args.quota` for the bucket at `now_ns`.
+    ///
+    /// The bucket's state instant is kept: the bucket is full again when it would have been, and
+    /// its tokens read at the new quota from now (under a quota with the same time to fill, the
+    /// same share of the capacity). A lower quota never hands out tokens that were taken: a debt
+    /// run up at the old rate is paid at the new one. The pause, the cut and the slots held stay.
+    /// Nothing is written (or replicated) when the kept quota does not change.
+    fn decide(
         &self,
-        stored: &[Option<State>],
+        stored: Option<&State>,
         now_ns: i64,
     ) -> Result<Decision<QuotaReply>, ArgError> {
-        Ok(keep(self, one_key(stored), now_ns))
+        let kept = (!self.clear).then_some(&self.quota);
+        // The bucket seen with the quota it keeps from now: `self.quota` either way (after CLEAR,
+        // the caller's own).
+        let unkept = stored.map(|s| State {
+            kept: None,
+            ..s.clone()
+        });
+        let mut bucket = View::at(&self.quota, unkept.as_ref(), now_ns);
+        bucket.kept = kept;
+        let changed = stored.and_then(|s| s.kept.as_deref()) != kept;
+        let reply = QuotaReply {
+            changed,
+            remaining: bucket.remaining(bucket.debt()),
+            reset_ms: ms_up(bucket.debt()),
+        };
+        // `base` is the stored instant, or `now` for a bucket already full: the same bucket.
+        let write = changed.then(|| bucket.write(bucket.base)).flatten();
+        Ok(Decision::writing(reply, write))
     }
+}
+
+impl WireReply for QuotaReply {
+    const SHAPE: &'static str = "an array of three integers";
+    type Ints = Ints<3>;
 
     #[inline]
-    fn reply(&self, outcome: &Decision<QuotaReply>) -> Ints<3> {
-        let reply = &outcome.reply;
+    fn ints(&self) -> Ints<3> {
         Ints::new([
-            i64::from(reply.changed),
-            int(reply.remaining),
-            int(reply.reset_ms),
+            i64::from(self.changed),
+            int(self.remaining),
+            int(self.reset_ms),
         ])
     }
 
     #[inline]
-    fn decode(&self, ints: &[i64]) -> Option<QuotaReply> {
+    fn read(ints: &[i64]) -> Option<QuotaReply> {
         let [changed, remaining, reset_ms] = ints else {
             return None;
         };
@@ -146,6 +142,7 @@ mod tests {
     use crate::slots::{Slot, Slots};
     use crate::state::{encode_state, parse_state, Pushback};
     use crate::testing::{call, parse, run, MS, NOW};
+    use crate::throttle_command::ThrottleCommand;
     use crate::{PeekArgs, TakeArgs};
 
     #[test]
@@ -313,7 +310,7 @@ mod tests {
         );
         let args = call::<QuotaArgs>("5 0.5 CLEAR");
         assert_eq!(
-            args.words(),
+            Decides::words(&args),
             vec![Word::Number(5), Word::Text("0.5"), Word::Text("CLEAR")]
         );
         assert_eq!(

@@ -7,11 +7,11 @@ use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{View, Write};
 use crate::line::{left_line, settle, slack_after, Handed};
-use crate::reply::{flag, Ints};
+use crate::reply::{Ints, WireReply};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::take::parse_cap;
-use crate::throttle_command::{one_key, only, Effects, ThrottleCommand};
+use crate::throttle_command::{one_key, Effects, ThrottleCommand};
 use crate::words::{parse_slot, read_options, Word};
 use crate::Quota;
 
@@ -144,8 +144,8 @@ impl Effects for SlotOutcome {
 
 impl ThrottleCommand for ReleaseArgs {
     const COMMAND: Command = Command::Release;
-    const INTEGER_REPLY: bool = true;
-    const REPLY_SHAPE: &'static str = "0 or 1";
+    const INTEGER_REPLY: bool = bool::INTEGER;
+    const REPLY_SHAPE: &'static str = bool::SHAPE;
     type Outcome = SlotOutcome;
     type Ints = Ints<1>;
     /// The slot was held, and is freed.
@@ -195,12 +195,12 @@ impl ThrottleCommand for ReleaseArgs {
 
     #[inline]
     fn reply(&self, outcome: &SlotOutcome) -> Ints<1> {
-        Ints::new([i64::from(outcome.held)])
+        outcome.held.ints()
     }
 
     #[inline]
     fn decode(&self, ints: &[i64]) -> Option<bool> {
-        flag(only(ints)?)
+        bool::read(ints)
     }
 }
 

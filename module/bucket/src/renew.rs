@@ -6,11 +6,11 @@ use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::View;
 use crate::release::SlotOutcome;
-use crate::reply::{flag, Ints};
+use crate::reply::{Ints, WireReply};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::take::parse_lease;
-use crate::throttle_command::{one_key, only, ThrottleCommand};
+use crate::throttle_command::{one_key, ThrottleCommand};
 use crate::words::{parse_slot, Word};
 use crate::{Quota, NS_PER_MS};
 
@@ -61,8 +61,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
 
 impl ThrottleCommand for RenewArgs {
     const COMMAND: Command = Command::Renew;
-    const INTEGER_REPLY: bool = true;
-    const REPLY_SHAPE: &'static str = "0 or 1";
+    const INTEGER_REPLY: bool = bool::INTEGER;
+    const REPLY_SHAPE: &'static str = bool::SHAPE;
     type Outcome = SlotOutcome;
     type Ints = Ints<1>;
     /// The slot was held, and is renewed.
@@ -91,12 +91,12 @@ impl ThrottleCommand for RenewArgs {
 
     #[inline]
     fn reply(&self, outcome: &SlotOutcome) -> Ints<1> {
-        Ints::new([i64::from(outcome.held)])
+        outcome.held.ints()
     }
 
     #[inline]
     fn decode(&self, ints: &[i64]) -> Option<bool> {
-        flag(only(ints)?)
+        bool::read(ints)
     }
 }
 

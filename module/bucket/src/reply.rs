@@ -1,6 +1,68 @@
 //! A reply as the server sends it: integers, or an array of them. Each command's reply type
 //! writes itself into one of these (the module) and reads itself back from the integers (the
-//! client), so both follow one definition.
+//! client), so both follow one definition: [`WireReply`], or for THROTTLE.TAKE and MTAKE, whose
+//! shape depends on the call's options, the command's own `reply` and `decode`.
+
+/// A reply that is the same whatever the call's options: written into its integers and read
+/// back from them.
+pub trait WireReply: Sized {
+    /// The reply is one integer, not an array.
+    const INTEGER: bool = false;
+    /// What the reply is, for a client's error about one that is not: `an array of six
+    /// integers`.
+    const SHAPE: &'static str;
+    /// The integers, inline (the module builds one per call, allocating nothing).
+    type Ints: AsRef<[i64]>;
+
+    /// The integers the server sends.
+    fn ints(&self) -> Self::Ints;
+
+    /// The reply read back from its integers; `None` for any other shape.
+    fn read(ints: &[i64]) -> Option<Self>;
+}
+
+/// A count or a duration in ms: THROTTLE.PAUSE's, THROTTLE.GIVE's.
+impl WireReply for u64 {
+    const INTEGER: bool = true;
+    const SHAPE: &'static str = "a non-negative integer";
+    type Ints = Ints<1>;
+
+    #[inline]
+    fn ints(&self) -> Ints<1> {
+        Ints::new([int(*self)])
+    }
+
+    #[inline]
+    fn read(ints: &[i64]) -> Option<u64> {
+        count(only(ints)?)
+    }
+}
+
+/// Whether it happened: THROTTLE.RESUME's, RENEW's, RELEASE's.
+impl WireReply for bool {
+    const INTEGER: bool = true;
+    const SHAPE: &'static str = "the integer 0 or 1";
+    type Ints = Ints<1>;
+
+    #[inline]
+    fn ints(&self) -> Ints<1> {
+        Ints::new([i64::from(*self)])
+    }
+
+    #[inline]
+    fn read(ints: &[i64]) -> Option<bool> {
+        flag(only(ints)?)
+    }
+}
+
+/// An integer reply's one integer.
+#[inline]
+pub(crate) fn only(ints: &[i64]) -> Option<i64> {
+    match ints {
+        [value] => Some(*value),
+        _ => None,
+    }
+}
 
 /// An array of at most `N` integers, kept inline (the module builds one per call).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +132,23 @@ pub(crate) fn flag(value: i64) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integer_replies_read_back_as_written_and_nothing_else() {
+        assert_eq!(1500u64.ints().as_slice(), [1500]);
+        assert_eq!(u64::read(&[1500]), Some(1500));
+        assert_eq!(true.ints().as_slice(), [1]);
+        assert_eq!(
+            (bool::read(&[0]), bool::read(&[1])),
+            (Some(false), Some(true))
+        );
+        for bad in [&[][..], &[-1], &[2], &[1, 1]] {
+            assert_eq!(bool::read(bad), None, "{bad:?}");
+        }
+        for bad in [&[][..], &[-1], &[1, 1]] {
+            assert_eq!(u64::read(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn durations_are_sent_in_ms_rounded_up() {

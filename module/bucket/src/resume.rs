@@ -3,12 +3,11 @@
 //! dropped the slot table). Its arguments, arithmetic, reply and docs.
 
 use crate::command::Command;
+use crate::decision::{Decides, Decision};
 use crate::error::ArgError;
 use crate::gcra::{in_effect, View};
-use crate::reply::{flag, Ints};
 use crate::spec::{Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, only, Decision, ThrottleCommand};
 use crate::words::Word;
 use crate::Quota;
 
@@ -17,34 +16,6 @@ use crate::Quota;
 pub struct ResumeArgs {
     /// The bucket's quota.
     pub quota: Quota,
-}
-
-/// Ends the bucket's pause and cut at `now_ns`.
-///
-/// "Keeping the tokens" is the state instant kept as it is (never moved earlier, never
-/// refilled): a pause writes `max(state, its own floor)` and then takes add to that, so the
-/// stored state cannot tell the pause's share from the debt of real takes (a debt longer than
-/// the pause, or reservations made during it, leave the same bytes). Any earlier instant could
-/// hand out tokens that were taken. So what ends is the pushback record: the pause mark
-/// (reserved calls are no longer held back, a give-back may go below the pause's floor, the
-/// next CUT starts a new episode) and the cut (each token costs the configured rate again,
-/// so the same instant reads as fewer tokens of debt). A token a pause already pushed into the
-/// state comes when the state says, as after a pause that ran out.
-///
-/// The slot table is carried over as every write carries it (only leases that ran out drop).
-/// The reply: whether a pause or a cut was in effect, and is ended; when there was none,
-/// nothing is written or replicated.
-fn resume(quota: &Quota, stored: Option<&State>, now_ns: i64) -> Decision<bool> {
-    let bucket = View::at(quota, stored, now_ns);
-    let ended = bucket
-        .pushback
-        .and_then(|p| in_effect(p, bucket.now))
-        .is_some();
-    // `base` is the stored instant, or `now` for a bucket already full: the same bucket.
-    let write = ended
-        .then(|| bucket.write_with(bucket.base, None))
-        .flatten();
-    Decision::writing(write.is_some(), write)
 }
 
 /// THROTTLE.RESUME as the server registers and documents it: a write, like THROTTLE.PAUSE.
@@ -56,12 +27,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
     &[KEY, CAPACITY, RATE],
 );
 
-impl ThrottleCommand for ResumeArgs {
+impl Decides for ResumeArgs {
     const COMMAND: Command = Command::Resume;
-    const INTEGER_REPLY: bool = true;
-    const REPLY_SHAPE: &'static str = "the integer 0 or 1";
-    type Outcome = Decision<bool>;
-    type Ints = Ints<1>;
     /// Whether a pause or a cut was ended.
     type Reply = bool;
 
@@ -76,19 +43,32 @@ impl ThrottleCommand for ResumeArgs {
         self.quota.words().to_vec()
     }
 
-    #[inline]
-    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<Decision<bool>, ArgError> {
-        Ok(resume(&self.quota, one_key(stored), now_ns))
-    }
-
-    #[inline]
-    fn reply(&self, outcome: &Decision<bool>) -> Ints<1> {
-        Ints::new([i64::from(outcome.reply)])
-    }
-
-    #[inline]
-    fn decode(&self, ints: &[i64]) -> Option<bool> {
-        flag(only(ints)?)
+    /// Ends the bucket's pause and cut at `now_ns`.
+    ///
+    /// "Keeping the tokens" is the state instant kept as it is (never moved earlier, never
+    /// refilled): a pause writes `max(state, its own floor)` and then takes add to that, so the
+    /// stored state cannot tell the pause's share from the debt of real takes (a debt longer than
+    /// the pause, or reservations made during it, leave the same bytes). Any earlier instant could
+    /// hand out tokens that were taken. So what ends is the pushback record: the pause mark
+    /// (reserved calls are no longer held back, a give-back may go below the pause's floor, the
+    /// next CUT starts a new episode) and the cut (each token costs the configured rate again,
+    /// so the same instant reads as fewer tokens of debt). A token a pause already pushed into the
+    /// state comes when the state says, as after a pause that ran out.
+    ///
+    /// The slot table is carried over as every write carries it (only leases that ran out drop).
+    /// The reply: whether a pause or a cut was in effect, and is ended; when there was none,
+    /// nothing is written or replicated.
+    fn decide(&self, stored: Option<&State>, now_ns: i64) -> Result<Decision<bool>, ArgError> {
+        let bucket = View::at(&self.quota, stored, now_ns);
+        let ended = bucket
+            .pushback
+            .and_then(|p| in_effect(p, bucket.now))
+            .is_some();
+        // `base` is the stored instant, or `now` for a bucket already full: the same bucket.
+        let write = ended
+            .then(|| bucket.write_with(bucket.base, None))
+            .flatten();
+        Ok(Decision::writing(write.is_some(), write))
     }
 }
 
@@ -98,6 +78,7 @@ mod tests {
     use crate::slots::{Slot, Slots};
     use crate::state::{Pushback, RateCut};
     use crate::testing::{call, refuses, run_read, MS, NOW};
+    use crate::throttle_command::ThrottleCommand;
     use crate::{CutArgs, PauseArgs, PeekArgs, TakeArgs};
 
     fn peek(stored: &Option<State>, now: i64) -> crate::PeekReply {
@@ -125,7 +106,7 @@ mod tests {
         ]);
         assert_eq!(SPEC.syntax(), "key capacity rate");
         let args: ResumeArgs = call("8 9");
-        assert_eq!(args.words(), [Word::Number(8), Word::Text("9")]);
+        assert_eq!(Decides::words(&args), [Word::Number(8), Word::Text("9")]);
         assert_eq!(args.decode(&[1]), Some(true));
         assert_eq!(args.decode(&[0]), Some(false));
         assert_eq!(args.decode(&[2]), None);

@@ -2,12 +2,12 @@
 //! arguments, arithmetic, reply and docs.
 
 use crate::command::Command;
+use crate::decision::{Decides, Decision};
 use crate::error::ArgError;
 use crate::gcra::View;
-use crate::reply::{count, int, ms_up, Ints};
+use crate::reply::{count, int, ms_up, Ints, WireReply};
 use crate::spec::{Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, Decision, ThrottleCommand};
 use crate::words::Word;
 use crate::Quota;
 
@@ -27,18 +27,6 @@ pub struct SlotsReply {
     pub first_lease_ms: u64,
 }
 
-/// Reads the bucket's slots at `now_ns`. Writes nothing.
-fn slots(quota: &Quota, stored: Option<&State>, now_ns: i64) -> Decision<SlotsReply> {
-    let bucket = View::at(quota, stored, now_ns);
-    Decision::reply(SlotsReply {
-        held: bucket.slots.held_at(bucket.now),
-        first_lease_ms: bucket
-            .slots
-            .earliest_end(bucket.now)
-            .map_or(0, |end| ms_up(i128::from(end) - bucket.now)),
-    })
-}
-
 /// THROTTLE.SLOTS as the server registers and documents it: read-only, like THROTTLE.PEEK.
 pub(crate) static SPEC: Spec = Spec::reads(
     Command::Slots,
@@ -49,12 +37,9 @@ pub(crate) static SPEC: Spec = Spec::reads(
 )
 .costs("O(N) where N is the number of slots held");
 
-impl ThrottleCommand for SlotsArgs {
+impl Decides for SlotsArgs {
     const COMMAND: Command = Command::Slots;
     const READ_ONLY: bool = true;
-    const REPLY_SHAPE: &'static str = "an array of two integers";
-    type Outcome = Decision<SlotsReply>;
-    type Ints = Ints<2>;
     type Reply = SlotsReply;
 
     /// Validates the words after the key: `capacity rate`.
@@ -68,23 +53,34 @@ impl ThrottleCommand for SlotsArgs {
         self.quota.words().to_vec()
     }
 
-    #[inline]
-    fn apply(
+    /// Reads the bucket's slots at `now_ns`. Writes nothing.
+    fn decide(
         &self,
-        stored: &[Option<State>],
+        stored: Option<&State>,
         now_ns: i64,
     ) -> Result<Decision<SlotsReply>, ArgError> {
-        Ok(slots(&self.quota, one_key(stored), now_ns))
+        let bucket = View::at(&self.quota, stored, now_ns);
+        Ok(Decision::reply(SlotsReply {
+            held: bucket.slots.held_at(bucket.now),
+            first_lease_ms: bucket
+                .slots
+                .earliest_end(bucket.now)
+                .map_or(0, |end| ms_up(i128::from(end) - bucket.now)),
+        }))
+    }
+}
+
+impl WireReply for SlotsReply {
+    const SHAPE: &'static str = "an array of two integers";
+    type Ints = Ints<2>;
+
+    #[inline]
+    fn ints(&self) -> Ints<2> {
+        Ints::new([int(self.held), int(self.first_lease_ms)])
     }
 
     #[inline]
-    fn reply(&self, outcome: &Decision<SlotsReply>) -> Ints<2> {
-        let reply = &outcome.reply;
-        Ints::new([int(reply.held), int(reply.first_lease_ms)])
-    }
-
-    #[inline]
-    fn decode(&self, ints: &[i64]) -> Option<SlotsReply> {
+    fn read(ints: &[i64]) -> Option<SlotsReply> {
         let [held, first] = ints else {
             return None;
         };

@@ -4,14 +4,14 @@
 //! arguments, arithmetic, reply and docs.
 
 use crate::command::Command;
+use crate::decision::{Decides, Decision};
 use crate::error::ArgError;
 use crate::gcra::{View, Write};
 use crate::limits::{MAX_CAPACITY, MAX_WAIT_MS};
 use crate::pause::paused;
-use crate::reply::{count, flag, int, ms_up, Ints};
+use crate::reply::{count, flag, int, ms_up, Ints, WireReply};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::throttle_command::{one_key, Decision, ThrottleCommand};
 use crate::words::{parse_within, Word};
 use crate::Quota;
 
@@ -26,51 +26,6 @@ pub struct SyncArgs {
     /// In how many ms the supplier's quota resets; the bucket pauses that long when nothing
     /// remains (0: no pause).
     pub reset_ms: u64,
-}
-
-/// Lowers the bucket to hold at most `args.remaining` tokens now, at the rate now; with 0
-/// remaining and a reset, pauses it until then, as THROTTLE.PAUSE would. Writes nothing when
-/// the bucket already holds no more than the supplier said (and needs no pause): a response is
-/// stale the moment it arrives, so a count above the bucket's is no reason to raise it. Tells
-/// the fleet only of a pause it made last longer (lowering the bucket moves no reservation).
-fn sync(args: &SyncArgs, stored: Option<&State>, now_ns: i64) -> Decision<SyncReply> {
-    let bucket = View::at(&args.quota, stored, now_ns);
-    let mut tat = bucket.base;
-    if bucket.remaining(bucket.debt()) > args.remaining {
-        // The debt that leaves exactly `remaining` whole tokens: `remaining` is below what the
-        // bucket holds, so below its capacity, and its cost below the fill.
-        tat = tat.max(bucket.now + bucket.fill - bucket.cost(args.remaining));
-    }
-    let lowered = View {
-        base: tat,
-        ..bucket
-    };
-    let (write, announce) = if args.remaining == 0 && args.reset_ms > 0 {
-        let cut = bucket.pushback.and_then(|p| p.cut);
-        let pause = paused(&lowered, cut, args.reset_ms);
-        match pause.write {
-            Some(write) => (Some(write), pause.announce),
-            None if tat > bucket.base => (bucket.write(tat), None),
-            None => (None, None),
-        }
-    } else if tat > bucket.base {
-        (bucket.write(tat), None)
-    } else {
-        (None, None)
-    };
-    let debt = write
-        .as_ref()
-        .and_then(Write::tat)
-        .map_or(bucket.debt(), |tat| i128::from(tat) - bucket.now);
-    Decision {
-        reply: SyncReply {
-            lowered: write.is_some(),
-            remaining: bucket.remaining(debt),
-            reset_ms: ms_up(debt),
-        },
-        write,
-        announce,
-    }
 }
 
 /// THROTTLE.SYNC's reply, the same from the module and the Lua twin.
@@ -100,11 +55,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
     ],
 );
 
-impl ThrottleCommand for SyncArgs {
+impl Decides for SyncArgs {
     const COMMAND: Command = Command::Sync;
-    const REPLY_SHAPE: &'static str = "an array of three integers";
-    type Outcome = Decision<SyncReply>;
-    type Ints = Ints<3>;
     type Reply = SyncReply;
 
     /// Validates the words after the key: `capacity rate remaining reset_ms`.
@@ -125,27 +77,67 @@ impl ThrottleCommand for SyncArgs {
             .with([Word::Number(self.remaining), Word::Number(self.reset_ms)])
     }
 
-    #[inline]
-    fn apply(
-        &self,
-        stored: &[Option<State>],
-        now_ns: i64,
-    ) -> Result<Decision<SyncReply>, ArgError> {
-        Ok(sync(self, one_key(stored), now_ns))
+    /// Lowers the bucket to hold at most `args.remaining` tokens now, at the rate now; with 0
+    /// remaining and a reset, pauses it until then, as THROTTLE.PAUSE would. Writes nothing when
+    /// the bucket already holds no more than the supplier said (and needs no pause): a response is
+    /// stale the moment it arrives, so a count above the bucket's is no reason to raise it. Tells
+    /// the fleet only of a pause it made last longer (lowering the bucket moves no reservation).
+    fn decide(&self, stored: Option<&State>, now_ns: i64) -> Result<Decision<SyncReply>, ArgError> {
+        let bucket = View::at(&self.quota, stored, now_ns);
+        let mut tat = bucket.base;
+        if bucket.remaining(bucket.debt()) > self.remaining {
+            // The debt that leaves exactly `remaining` whole tokens: `remaining` is below what the
+            // bucket holds, so below its capacity, and its cost below the fill.
+            tat = tat.max(bucket.now + bucket.fill - bucket.cost(self.remaining));
+        }
+        let lowered = View {
+            base: tat,
+            ..bucket
+        };
+        let (write, announce) = if self.remaining == 0 && self.reset_ms > 0 {
+            let cut = bucket.pushback.and_then(|p| p.cut);
+            let pause = paused(&lowered, cut, self.reset_ms);
+            match pause.write {
+                Some(write) => (Some(write), pause.announce),
+                None if tat > bucket.base => (bucket.write(tat), None),
+                None => (None, None),
+            }
+        } else if tat > bucket.base {
+            (bucket.write(tat), None)
+        } else {
+            (None, None)
+        };
+        let debt = write
+            .as_ref()
+            .and_then(Write::tat)
+            .map_or(bucket.debt(), |tat| i128::from(tat) - bucket.now);
+        Ok(Decision {
+            reply: SyncReply {
+                lowered: write.is_some(),
+                remaining: bucket.remaining(debt),
+                reset_ms: ms_up(debt),
+            },
+            write,
+            announce,
+        })
     }
+}
+
+impl WireReply for SyncReply {
+    const SHAPE: &'static str = "an array of three integers";
+    type Ints = Ints<3>;
 
     #[inline]
-    fn reply(&self, outcome: &Decision<SyncReply>) -> Ints<3> {
-        let reply = &outcome.reply;
+    fn ints(&self) -> Ints<3> {
         Ints::new([
-            i64::from(reply.lowered),
-            int(reply.remaining),
-            int(reply.reset_ms),
+            i64::from(self.lowered),
+            int(self.remaining),
+            int(self.reset_ms),
         ])
     }
 
     #[inline]
-    fn decode(&self, ints: &[i64]) -> Option<SyncReply> {
+    fn read(ints: &[i64]) -> Option<SyncReply> {
         let [lowered, remaining, reset_ms] = ints else {
             return None;
         };
@@ -161,6 +153,7 @@ impl ThrottleCommand for SyncArgs {
 mod tests {
     use super::*;
     use crate::testing::{call, parse, read_back, refuses, written};
+    use crate::throttle_command::ThrottleCommand;
 
     #[test]
     fn arguments() {

@@ -1,8 +1,8 @@
 //! The one shape every THROTTLE command has, whatever it computes: its spec, its arguments
 //! (read from the words after the key, and written back), its arithmetic on the stored
-//! state(s), what comes out of it to write and announce ([`Effects`]; most commands decide
-//! just a [`Decision`]: a reply, a write, an announcement), and its reply (the integers sent,
-//! and read back from them). The command is its arguments
+//! state(s), what comes out of it to write and announce ([`Effects`]), and its reply (the
+//! integers sent, and read back from them). Most commands decide just a reply, a write and an
+//! announcement: they implement the narrower [`Decides`](crate::Decides), and this follows. The command is its arguments
 //! (mini-redis's `Get`): each args type ([`TakeArgs`](crate::TakeArgs),
 //! [`PauseArgs`](crate::PauseArgs), ...) implements it in its own file, and the module's
 //! handler, the test suite's fake server and the client's calls are each written once over
@@ -44,7 +44,8 @@ pub trait ThrottleCommand: Sized {
     const REPLY_SHAPE: &'static str;
 
     /// What the arithmetic decided: the reply's values, the write(s), what to announce; a
-    /// [`Decision`] but for THROTTLE.TAKE, MTAKE, RENEW and RELEASE, which decide more.
+    /// [`Decision`](crate::Decision) but for THROTTLE.TAKE, MTAKE, RENEW and RELEASE, which
+    /// decide more.
     type Outcome: Effects;
     /// The reply's integers, inline (the module builds one per call, allocating nothing).
     type Ints: AsRef<[i64]>;
@@ -100,64 +101,11 @@ pub trait Effects {
     }
 }
 
-/// What a one-key command decided: its reply (the values the server sends), the state to
-/// store, and what to announce.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Decision<R> {
-    /// The reply.
-    pub reply: R,
-    /// The state to store at the key, or `None`: nothing changes.
-    pub write: Option<Write>,
-    /// What to tell the fleet, or `None`.
-    pub announce: Option<Message>,
-}
-
-impl<R> Decision<R> {
-    /// `reply`, with nothing written or announced.
-    pub(crate) fn reply(reply: R) -> Decision<R> {
-        Decision {
-            reply,
-            write: None,
-            announce: None,
-        }
-    }
-
-    /// `reply`, writing `write` (if any) and announcing nothing.
-    pub(crate) fn writing(reply: R, write: Option<Write>) -> Decision<R> {
-        Decision {
-            reply,
-            write,
-            announce: None,
-        }
-    }
-}
-
-impl<R> Effects for Decision<R> {
-    #[inline]
-    fn write(&self, key: usize) -> Option<&Write> {
-        self.write.as_ref().filter(|_| key == 0)
-    }
-
-    #[inline]
-    fn announce(&self) -> Option<Message> {
-        self.announce
-    }
-}
-
 /// A one-key command's stored state: the first of `stored` (a missing one reads as a missing
 /// key, a full bucket).
 #[inline]
 pub(crate) fn one_key(stored: &[Option<State>]) -> Option<&State> {
     stored.first().and_then(Option::as_ref)
-}
-
-/// An integer reply's one integer.
-#[inline]
-pub(crate) fn only(ints: &[i64]) -> Option<i64> {
-    match ints {
-        [value] => Some(*value),
-        _ => None,
-    }
 }
 
 #[cfg(test)]
