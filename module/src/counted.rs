@@ -2,8 +2,8 @@
 //! differently per command (`handler` is written once over `ThrottleCommand`).
 
 use throttle_bucket::{
-    CutArgs, DebitArgs, GiveArgs, MTakeArgs, PauseArgs, PeekArgs, QuotaArgs, ReleaseArgs,
-    RenewArgs, ResumeArgs, SlotsArgs, SyncArgs, TakeArgs, ThrottleCommand,
+    CutArgs, DebitArgs, GiveArgs, LineCounts, MTakeArgs, PauseArgs, PeekArgs, QuotaArgs,
+    ReleaseArgs, RenewArgs, ResumeArgs, SlotsArgs, SyncArgs, TakeArgs, ThrottleCommand,
 };
 
 use crate::stats;
@@ -17,46 +17,51 @@ pub(crate) trait Counted: ThrottleCommand {
 
 impl Counted for TakeArgs {
     fn count(&self, outcome: &Self::Outcome) {
-        let line = outcome.line;
-        stats::line(line.joined, line.handed, line.left);
-        // A take of 0 only inspects.
-        if self.tokens > 0 {
-            if outcome.granted {
-                stats::granted(outcome.wait_ns > 0);
-            } else {
-                stats::denied(outcome.held_by_floor);
-                if outcome.held_by_slots {
-                    stats::held_by_slots();
-                }
-            }
-        } else if self.inflight.is_some() {
-            // A take of 0 with INFLIGHT takes a slot: granted or denied like any take.
-            if outcome.granted {
-                stats::granted(false);
-            } else {
-                stats::denied(false);
-                if outcome.held_by_slots {
-                    stats::held_by_slots();
-                }
-            }
-        }
+        // A take of 0 only inspects, unless it takes a slot (INFLIGHT): then it is granted or
+        // denied like any take, never after a wait or by a floor.
+        let taking = self.tokens > 0;
+        taken(
+            outcome.line,
+            (taking || self.inflight.is_some()).then_some(outcome.granted),
+            taking && outcome.wait_ns > 0,
+            taking && outcome.held_by_floor,
+            outcome.held_by_slots,
+        );
     }
 }
 
 impl Counted for MTakeArgs {
     fn count(&self, outcome: &Self::Outcome) {
-        let line = outcome.line;
-        stats::line(line.joined, line.handed, line.left);
-        // A call of 0 tokens only inspects, unless it takes a slot (INFLIGHT): then it is
-        // granted or denied like any take, as THROTTLE.TAKE's.
-        if self.limits().iter().any(|l| l.tokens > 0) || self.inflight.is_some() {
-            if outcome.granted {
-                stats::granted(outcome.wait_ns > 0);
-            } else {
-                stats::denied(outcome.held_by_floor);
-                if outcome.held_by_slots {
-                    stats::held_by_slots();
-                }
+        // As THROTTLE.TAKE's, with every key's tokens.
+        let taking = self.limits().iter().any(|l| l.tokens > 0);
+        taken(
+            outcome.line,
+            (taking || self.inflight.is_some()).then_some(outcome.granted),
+            outcome.wait_ns > 0,
+            outcome.held_by_floor,
+            outcome.held_by_slots,
+        );
+    }
+}
+
+/// A THROTTLE.TAKE's or MTAKE's counts: its moves in the line, and, unless it only inspected
+/// (`granted` is `None`), its grant (after a wait or not) or its denial (by a floor or not;
+/// for want of a slot or not).
+fn taken(
+    line: LineCounts,
+    granted: Option<bool>,
+    waited: bool,
+    held_by_floor: bool,
+    held_by_slots: bool,
+) {
+    stats::line(line.joined, line.handed, line.left);
+    match granted {
+        None => {}
+        Some(true) => stats::granted(waited),
+        Some(false) => {
+            stats::denied(held_by_floor);
+            if held_by_slots {
+                stats::held_by_slots();
             }
         }
     }
