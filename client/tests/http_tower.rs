@@ -3,7 +3,6 @@
 //! commands).
 
 use redis_throttle::prelude::*;
-use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -26,23 +25,8 @@ use tower::{Layer, ServiceExt};
 
 type Hyper = Client<HttpConnector, Full<Bytes>>;
 
-/// Every test ends within this.
-const LIMIT: Duration = Duration::from_secs(30);
-
-async fn bounded<T>(test: impl Future<Output = T>) -> T {
-    tokio::time::timeout(LIMIT, test)
-        .await
-        .expect("the test took too long")
-}
-
-async fn limiter(server: &Server, key: &str) -> Limiter<MultiplexedConnection> {
-    // 5 at once, then 20 per second.
-    Limiter::new(
-        multiplexed(&server.url()).await,
-        key,
-        Quota::new(5, 20u64).unwrap(),
-    )
-}
+mod http_support;
+use http_support::{bounded, limiter, plain_403, rate_limit_403, start, LIMIT};
 
 fn hyper() -> Hyper {
     Client::builder(TokioExecutor::new()).build_http()
@@ -69,6 +53,23 @@ where
         > + Clone,
 {
     service.clone().oneshot(request).await
+}
+
+/// A GET of the supplier's `/` through `service`, sent.
+async fn get<P, K>(
+    service: &ThrottleService<Hyper, P, K>,
+    supplier: &Supplier,
+) -> Response<Incoming>
+where
+    ThrottleService<Hyper, P, K>: tower::Service<
+            Request<Full<Bytes>>,
+            Response = Response<Incoming>,
+            Error = Box<dyn std::error::Error + Send + Sync>,
+        > + Clone,
+{
+    send(service, request(Method::GET, &supplier.url("/"), "a"))
+        .await
+        .unwrap()
 }
 
 /// Every hit after a pushback comes no earlier than the instant its `Retry-After` named, except
@@ -150,13 +151,14 @@ async fn two_replicas_sending_together_each_meet_at_most_one_429() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_post_is_not_resent_unless_the_caller_opts_in() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script {
-            first: 2,
-            ..Script::once()
-        })
+        let (_server, supplier, limiter) = start(
+            Script {
+                first: 2,
+                ..Script::once()
+            },
+            "http:tower:post",
+        )
         .await;
-        let limiter = limiter(&server, "http:tower:post").await;
         let url = supplier.url("/payments");
 
         let plain = ThrottleLayer::new(limiter.clone()).layer(hyper());
@@ -192,16 +194,17 @@ async fn a_post_is_not_resent_unless_the_caller_opts_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_supplier_that_always_says_503_gets_max_attempts_and_the_last_503_is_the_response() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            retry_after: RetryAfter::Seconds(0),
-            first: usize::MAX,
-            closed_window: false,
-            count: None,
-        })
+        let (_server, supplier, limiter) = start(
+            Script {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                retry_after: RetryAfter::Seconds(0),
+                first: usize::MAX,
+                closed_window: false,
+                count: None,
+            },
+            "http:tower:always",
+        )
         .await;
-        let limiter = limiter(&server, "http:tower:always").await;
         for (attempts, expected) in [(None, 3), (Some(4), 4)] {
             let mut policy = RetryPolicy::default();
             if let Some(n) = attempts {
@@ -227,9 +230,7 @@ async fn a_supplier_that_always_says_503_gets_max_attempts_and_the_last_503_is_t
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_that_cannot_be_copied_is_sent_once_and_still_pauses_the_bucket() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script::once()).await;
-        let limiter = limiter(&server, "http:tower:stream").await;
+        let (_server, supplier, limiter) = start(Script::once(), "http:tower:stream").await;
         // Per request: the closure sees the URL's host and path.
         let pick = {
             let limiter = limiter.clone();
@@ -261,9 +262,7 @@ async fn a_request_that_cannot_be_copied_is_sent_once_and_still_pauses_the_bucke
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limiter_errors_are_boxed_limiter_errors_and_nothing_is_sent() {
     bounded(async {
-        let mut server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script::once()).await;
-        let limiter = limiter(&server, "http:tower:gone").await;
+        let (mut server, supplier, limiter) = start(Script::once(), "http:tower:gone").await;
         // Redis goes away: the limiter cannot take a token.
         server.kill();
         let service = ThrottleLayer::new(limiter).layer(hyper());
@@ -479,18 +478,14 @@ impl Throttle for Counting {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limiter_of_the_callers_own_goes_behind_the_layer_as_it_is() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script::once()).await;
-        let inner = limiter(&server, "http:tower:own").await;
+        let (_server, supplier, inner) = start(Script::once(), "http:tower:own").await;
         let own = Counting {
             inner: inner.clone(),
             takes: Default::default(),
         };
         // No `PickLimiter` impl of its own: any `Throttle` that is `Clone` is a picker.
         let service = ThrottleLayer::new(own.clone()).layer(hyper());
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
+        let response = get(&service, &supplier).await;
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(
             own.takes.load(std::sync::atomic::Ordering::Relaxed),
@@ -506,14 +501,10 @@ async fn a_limiter_of_the_callers_own_goes_behind_the_layer_as_it_is() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_cuts_the_fleets_rate_and_everything_is_counted() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script::once()).await;
-        let limiter = limiter(&server, "http:tower:cut").await;
+        let (server, supplier, limiter) = start(Script::once(), "http:tower:cut").await;
         let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
         let start = tokio::time::Instant::now();
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
+        let response = get(&service, &supplier).await;
         assert_eq!(response.status(), StatusCode::OK);
         let seen = limiter.metrics().pushback;
         assert_eq!(
@@ -546,9 +537,7 @@ async fn a_429_cuts_the_fleets_rate_and_everything_is_counted() {
         let service = ThrottleLayer::new(plain.clone())
             .policy(RetryPolicy::default().no_cut())
             .layer(hyper());
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
+        let response = get(&service, &supplier).await;
         assert_eq!(response.status(), StatusCode::OK);
         let metrics = plain.metrics();
         assert_eq!((metrics.pauses, metrics.pushback.cuts), (1, 0));
@@ -566,19 +555,18 @@ fn assert_resent_after(hits: &[Hit], pause: Duration) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_that_says_the_window_is_spent_pauses_until_the_reset_without_a_cut() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
         // GitHub's way: the 429 says 0 left, resetting in 1 s. Nothing is left, the rate is
         // not too high: the fleet waits for the reset, at the rate it had.
-        let supplier = Supplier::start(Script {
-            count: Some((0, 1)),
-            ..Script::once()
-        })
+        let (_server, supplier, limiter) = start(
+            Script {
+                count: Some((0, 1)),
+                ..Script::once()
+            },
+            "http:tower:spent",
+        )
         .await;
-        let limiter = limiter(&server, "http:tower:spent").await;
         let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
+        let response = get(&service, &supplier).await;
         assert_eq!(response.status(), StatusCode::OK);
         let metrics = limiter.metrics();
         let seen = &metrics.pushback;
@@ -602,19 +590,11 @@ async fn a_429_that_says_the_window_is_spent_pauses_until_the_reset_without_a_cu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_403_that_says_it_is_a_rate_limit_pauses_and_is_resent() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
         // GitHub's secondary rate limit: 403 with `Retry-After: 1`. Pushback, not contention
         // the headers rule out: a pause and a cut, as a 429 would.
-        let supplier = Supplier::start(Script {
-            status: StatusCode::FORBIDDEN,
-            ..Script::once()
-        })
-        .await;
-        let limiter = limiter(&server, "http:tower:403").await;
+        let (server, supplier, limiter) = start(rate_limit_403(), "http:tower:403").await;
         let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
+        let response = get(&service, &supplier).await;
         assert_eq!(response.status(), StatusCode::OK);
         let seen = limiter.metrics().pushback;
         assert_eq!(
@@ -640,9 +620,7 @@ async fn a_403_that_says_it_is_a_rate_limit_pauses_and_is_resent() {
         .await;
         let spent = self::limiter(&server, "http:tower:403-spent").await;
         let service = ThrottleLayer::new(spent.clone()).layer(hyper());
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
+        let response = get(&service, &supplier).await;
         assert_eq!(response.status(), StatusCode::OK);
         let seen = spent.metrics().pushback;
         assert_eq!(
@@ -658,20 +636,9 @@ async fn a_403_that_says_it_is_a_rate_limit_pauses_and_is_resent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_403_is_passed_through_untouched() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        // Forbidden, and nothing says it is a rate limit.
-        let supplier = Supplier::start(Script {
-            status: StatusCode::FORBIDDEN,
-            retry_after: RetryAfter::Absent,
-            first: usize::MAX,
-            ..Script::once()
-        })
-        .await;
-        let limiter = limiter(&server, "http:tower:forbidden").await;
+        let (_server, supplier, limiter) = start(plain_403(), "http:tower:forbidden").await;
         let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
+        let response = get(&service, &supplier).await;
         assert_eq!(response.status(), StatusCode::FORBIDDEN);
         assert_eq!(supplier.hits().len(), 1);
         let metrics = limiter.metrics();
@@ -700,9 +667,7 @@ async fn the_suppliers_count_lowers_the_bucket() {
             Quota::new(10, 1u64).unwrap(),
         );
         let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
+        let response = get(&service, &supplier).await;
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(limiter.metrics().pushback.syncs, 1);
         assert_eq!(
@@ -720,9 +685,7 @@ async fn the_suppliers_count_lowers_the_bucket() {
         let service = ThrottleLayer::new(other.clone())
             .policy(RetryPolicy::default().sync_with_supplier(false))
             .layer(hyper());
-        send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
+        get(&service, &supplier).await;
         assert_eq!(other.metrics().pushback.syncs, 0);
         assert_eq!(other.peek().await.unwrap().remaining, 9);
     })
