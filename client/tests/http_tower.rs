@@ -72,6 +72,16 @@ where
         .unwrap()
 }
 
+/// The status of a GET of the supplier's `/` through the layer on `limiter`, with the default
+/// policy.
+async fn get_through_the_layer(
+    limiter: &Limiter<MultiplexedConnection>,
+    supplier: &Supplier,
+) -> StatusCode {
+    let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
+    get(&service, supplier).await.status()
+}
+
 /// Every hit after a pushback comes no earlier than the instant its `Retry-After` named, except
 /// one already on its way from each replica: a reservation granted before the pause.
 fn assert_pause_held(hits: &[Hit], replicas: usize) {
@@ -565,9 +575,10 @@ async fn a_429_that_says_the_window_is_spent_pauses_until_the_reset_without_a_cu
             "http:tower:spent",
         )
         .await;
-        let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
-        let response = get(&service, &supplier).await;
-        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            get_through_the_layer(&limiter, &supplier).await,
+            StatusCode::OK
+        );
         let metrics = limiter.metrics();
         let seen = &metrics.pushback;
         assert_eq!(
@@ -593,9 +604,10 @@ async fn a_403_that_says_it_is_a_rate_limit_pauses_and_is_resent() {
         // GitHub's secondary rate limit: 403 with `Retry-After: 1`. Pushback, not contention
         // the headers rule out: a pause and a cut, as a 429 would.
         let (server, supplier, limiter) = start(rate_limit_403(), "http:tower:403").await;
-        let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
-        let response = get(&service, &supplier).await;
-        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            get_through_the_layer(&limiter, &supplier).await,
+            StatusCode::OK
+        );
         let seen = limiter.metrics().pushback;
         assert_eq!(
             (
@@ -619,9 +631,10 @@ async fn a_403_that_says_it_is_a_rate_limit_pauses_and_is_resent() {
         })
         .await;
         let spent = self::limiter(&server, "http:tower:403-spent").await;
-        let service = ThrottleLayer::new(spent.clone()).layer(hyper());
-        let response = get(&service, &supplier).await;
-        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            get_through_the_layer(&spent, &supplier).await,
+            StatusCode::OK
+        );
         let seen = spent.metrics().pushback;
         assert_eq!(
             (seen.responses_other, seen.retries, seen.cuts),
@@ -637,9 +650,10 @@ async fn a_403_that_says_it_is_a_rate_limit_pauses_and_is_resent() {
 async fn a_plain_403_is_passed_through_untouched() {
     bounded(async {
         let (_server, supplier, limiter) = start(plain_403(), "http:tower:forbidden").await;
-        let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
-        let response = get(&service, &supplier).await;
-        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        assert_eq!(
+            get_through_the_layer(&limiter, &supplier).await,
+            StatusCode::FORBIDDEN
+        );
         assert_eq!(supplier.hits().len(), 1);
         let metrics = limiter.metrics();
         assert_eq!(metrics.pushback, Default::default(), "{metrics:?}");
@@ -666,9 +680,10 @@ async fn the_suppliers_count_lowers_the_bucket() {
             "http:tower:count",
             Quota::new(10, 1u64).unwrap(),
         );
-        let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
-        let response = get(&service, &supplier).await;
-        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            get_through_the_layer(&limiter, &supplier).await,
+            StatusCode::OK
+        );
         assert_eq!(limiter.metrics().pushback.syncs, 1);
         assert_eq!(
             limiter.peek().await.unwrap().remaining,
