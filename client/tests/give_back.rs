@@ -74,6 +74,44 @@ fn waiter(limiter: &Limiter<Conn>) -> (i128, JoinHandle<(i128, Grant)>) {
     (start, task)
 }
 
+/// Three limiters on one bucket of capacity 1 at 1/s, the bucket just drained by X (its next
+/// token 1 s away), and what the drain measured.
+struct Drained {
+    x: Limiter<Conn>,
+    a: Limiter<Conn>,
+    /// B, or C: the caller after A.
+    next: Limiter<Conn>,
+    con: redis::Connection,
+    /// Just before the drain, ns since the epoch.
+    drained: i128,
+    drain_rtt: i128,
+    /// The stored state after the drain.
+    s0: i128,
+}
+
+async fn drained(server: &Server, key: &str, backend: Backend) -> Drained {
+    let flavor = server.flavor();
+    let quota = Quota::new(1, 1u64).unwrap();
+    let x = limiter(server, key, &quota, backend).await;
+    let a = limiter(server, key, &quota, backend).await;
+    let next = limiter(server, key, &quota, backend).await;
+    let mut con = server.conn();
+
+    let drained = now_ns();
+    assert!(x.try_acquire().await.unwrap().is_granted(), "{flavor}");
+    let drain_rtt = now_ns() - drained;
+    let s0: i128 = i128::from(stored_state(&mut con, key).unwrap());
+    Drained {
+        x,
+        a,
+        next,
+        con,
+        drained,
+        drain_rtt,
+        s0,
+    }
+}
+
 /// What one run of [`next_caller`] measured, ns.
 #[derive(Debug)]
 struct Served {
@@ -93,16 +131,15 @@ async fn next_caller(server: &Server, backend: Backend, drop_a: bool) -> Served 
     let g = clock_lag_ns(server.flavor(), backend);
     let flavor = server.flavor();
     let key = format!("give_back:next:{}:{drop_a}", backend.name());
-    let quota = Quota::new(1, 1u64).unwrap();
-    let x = limiter(server, &key, &quota, backend).await;
-    let a = limiter(server, &key, &quota, backend).await;
-    let b = limiter(server, &key, &quota, backend).await;
-    let mut con = server.conn();
-
-    let drained = now_ns();
-    assert!(x.try_acquire().await.unwrap().is_granted(), "{flavor}");
-    let drain_rtt = now_ns() - drained;
-    let s0: i128 = i128::from(stored_state(&mut con, &key).unwrap());
+    let Drained {
+        x: _x,
+        a,
+        next: b,
+        mut con,
+        drained,
+        drain_rtt,
+        s0,
+    } = drained(server, &key, backend).await;
 
     let (a_start, a_task) = waiter(&a);
     // A's reservation is in when the state is one token later.
@@ -209,16 +246,15 @@ fn dropped_waiter_with_a_waiter_behind_gives_nothing(flavor: Flavor, backend: Ba
     let g = clock_lag_ns(flavor, backend);
     runtime().block_on(async {
         let key = format!("give_back:queued:{}", backend.name());
-        let quota = Quota::new(1, 1u64).unwrap();
-        let x = limiter(&server, &key, &quota, backend).await;
-        let a = limiter(&server, &key, &quota, backend).await;
-        let c = limiter(&server, &key, &quota, backend).await;
-        let mut con = server.conn();
-
-        let drained = now_ns();
-        assert!(x.try_acquire().await.unwrap().is_granted(), "{flavor}");
-        let drain_rtt = now_ns() - drained;
-        let s0: i128 = i128::from(stored_state(&mut con, &key).unwrap());
+        let Drained {
+            x,
+            a,
+            next: c,
+            mut con,
+            drained,
+            drain_rtt,
+            s0,
+        } = drained(&server, &key, backend).await;
         let (a_start, a_task) = waiter(&a);
         state_when(&mut con, &key, |s| s == s0 + T).await;
         let (c_start, c_task) = waiter(&c);
