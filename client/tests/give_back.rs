@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis_throttle::{Backend, Grant, Limiter, Quota, TryAcquire};
-use throttle_e2e::wall::{now_ns, NS_PER_MS, NS_PER_S};
+use throttle_e2e::wall::{now_ns, sleep_until, NS_PER_MS, NS_PER_S};
 use throttle_e2e::{calls, clock_lag_ns, multiplexed, runtime, serial, server_for, stored_state};
 use throttle_testkit::{Flavor, Server};
 use tokio::task::JoinHandle;
@@ -49,6 +49,18 @@ async fn state_when(con: &mut redis::Connection, key: &str, ready: impl Fn(i128)
         assert!(
             tokio::time::Instant::now() < deadline,
             "the state of {key} stayed at {state} for {SETTLE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Waits until `done`, failing with "`flavor`: `not_yet`" after `SETTLE`.
+async fn wait_until(flavor: Flavor, not_yet: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{flavor}: {not_yet}"
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
@@ -144,20 +156,12 @@ async fn next_caller(server: &Server, backend: Backend, drop_a: bool) -> Served 
     let (a_start, a_task) = waiter(&a);
     // A's reservation is in when the state is one token later.
     state_when(&mut con, &key, |s| s == s0 + T).await;
-    let until = a_start + DROP_AFTER.as_nanos() as i128;
-    tokio::time::sleep(Duration::from_nanos((until - now_ns()).max(0) as u64)).await;
+    sleep_until(a_start + DROP_AFTER.as_nanos() as i128).await;
     let a_result = if drop_a {
         a_task.abort();
         assert!(a_task.await.unwrap_err().is_cancelled(), "{flavor}");
         // The give-back runs in a task the drop spawned: wait (bounded) for its reply.
-        let deadline = tokio::time::Instant::now() + SETTLE;
-        while a.metrics().tokens_given_back == 0 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{flavor}: no give-back"
-            );
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        wait_until(flavor, "no give-back", || a.metrics().tokens_given_back > 0).await;
         // Exactly the token, exactly back: the state is the drain's again.
         assert_eq!(
             i128::from(stored_state(&mut con, &key).unwrap()),
@@ -261,25 +265,16 @@ fn dropped_waiter_with_a_waiter_behind_gives_nothing(flavor: Flavor, backend: Ba
         let queued = state_when(&mut con, &key, |s| s == s0 + 2 * T).await;
 
         let gives_before = gives(&mut con, backend);
-        let until = a_start + DROP_AFTER.as_nanos() as i128;
-        tokio::time::sleep(Duration::from_nanos((until - now_ns()).max(0) as u64)).await;
+        sleep_until(a_start + DROP_AFTER.as_nanos() as i128).await;
         a_task.abort();
         assert!(a_task.await.unwrap_err().is_cancelled());
         // The give-back ran once (bounded wait for the server to count it) ...
-        let deadline = tokio::time::Instant::now() + SETTLE;
-        while gives(&mut con, backend) == gives_before {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{flavor}: no give-back sent"
-            );
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        wait_until(flavor, "no give-back sent", || {
+            gives(&mut con, backend) != gives_before
+        })
+        .await;
         // ... its reply counted (round trips: the take and the give) ...
-        let deadline = tokio::time::Instant::now() + SETTLE;
-        while a.metrics().round_trips < 2 {
-            assert!(tokio::time::Instant::now() < deadline, "{flavor}: no reply");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        wait_until(flavor, "no reply", || a.metrics().round_trips >= 2).await;
         // ... and gave back nothing: the state is exactly what C's reservation left.
         let m = a.metrics();
         assert_eq!(
