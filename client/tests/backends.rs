@@ -374,18 +374,7 @@ fn fleet_on_the_library(flavor: Flavor) {
 /// the grants stay within the bucket, and the server forgot the library: some FCALL answered
 /// "function not found", at most one per task, and the library was loaded again as often.
 fn function_flush_mid_run(flavor: Flavor) {
-    let counted = fleet(
-        flavor,
-        Backend::Library,
-        5,
-        4,
-        Some(Duration::from_millis(1200)),
-    );
-    assert!(
-        (1..=10).contains(&counted.fcall_failed),
-        "{flavor}: the flush was felt by 1 to 10 calls: {counted:?}"
-    );
-    assert_eq!(counted.fcall, 40 + counted.fcall_failed, "{counted:?}");
+    flush_mid_run(flavor, Backend::Library, |c| c.fcall_failed, |c| c.fcall);
 }
 
 /// The same on the module.
@@ -400,18 +389,24 @@ fn fleet_on_the_module(flavor: Flavor) {
 /// forgot the script: some EVALSHA answered NOSCRIPT, at most one per task (each task's
 /// next call after the flush), and the script was loaded again as often.
 fn script_flush_mid_run(flavor: Flavor) {
-    let counted = fleet(
-        flavor,
-        Backend::Script,
-        5,
-        4,
-        Some(Duration::from_millis(1200)),
-    );
+    flush_mid_run(flavor, Backend::Script, |c| c.noscript, |c| c.evalsha);
+}
+
+/// The flush mid-run of either: of the commands counted, `felt` (1 to 10) found the code
+/// gone, and `sent` is the 40 grants' and those.
+fn flush_mid_run(
+    flavor: Flavor,
+    backend: Backend,
+    felt: fn(&Commands) -> u64,
+    sent: fn(&Commands) -> u64,
+) {
+    let counted = fleet(flavor, backend, 5, 4, Some(Duration::from_millis(1200)));
+    let felt = felt(&counted);
     assert!(
-        (1..=10).contains(&counted.noscript),
+        (1..=10).contains(&felt),
         "{flavor}: the flush was felt by 1 to 10 calls: {counted:?}"
     );
-    assert_eq!(counted.evalsha, 40 + counted.noscript, "{counted:?}");
+    assert_eq!(sent(&counted), 40 + felt, "{counted:?}");
 }
 
 // --- Auto ------------------------------------------------------------------------------
