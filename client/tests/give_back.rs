@@ -390,43 +390,23 @@ fn give_back_at_a_rate_whose_interval_is_not_whole_micros(flavor: Flavor, backen
     });
 }
 
-fn dropped_waiter_gives_back_module(flavor: Flavor) {
-    dropped_waiter_gives_back(flavor, Backend::Module);
-}
-fn dropped_waiter_gives_back_script(flavor: Flavor) {
-    dropped_waiter_gives_back(flavor, Backend::Script);
-}
-fn queued_waiter_keeps_its_reservation_module(flavor: Flavor) {
-    dropped_waiter_with_a_waiter_behind_gives_nothing(flavor, Backend::Module);
-}
-fn queued_waiter_keeps_its_reservation_script(flavor: Flavor) {
-    dropped_waiter_with_a_waiter_behind_gives_nothing(flavor, Backend::Script);
-}
-fn give_back_module(flavor: Flavor) {
-    give_back_returns_what_was_not_followed(flavor, Backend::Module);
-}
-fn give_back_script(flavor: Flavor) {
-    give_back_returns_what_was_not_followed(flavor, Backend::Script);
-}
+mod per_backend;
 
-throttle_testkit::per_server!(
-    dropped_waiter_gives_back_module,
-    dropped_waiter_gives_back_script,
-    queued_waiter_keeps_its_reservation_module,
-    queued_waiter_keeps_its_reservation_script,
-    give_back_module,
-    give_back_script,
+per_backend::backends!(
+    dropped_waiter_gives_back => dropped_waiter_gives_back_module(Module),
+    dropped_waiter_gives_back => dropped_waiter_gives_back_script(Script),
+    dropped_waiter_with_a_waiter_behind_gives_nothing
+        => queued_waiter_keeps_its_reservation_module(Module),
+    dropped_waiter_with_a_waiter_behind_gives_nothing
+        => queued_waiter_keeps_its_reservation_script(Script),
+    give_back_returns_what_was_not_followed => give_back_module(Module),
+    give_back_returns_what_was_not_followed => give_back_script(Script),
 );
 
-fn give_back_at_9_per_second_module(flavor: Flavor) {
-    give_back_at_a_rate_whose_interval_is_not_whole_micros(flavor, Backend::Module);
-}
-fn give_back_at_9_per_second_script(flavor: Flavor) {
-    give_back_at_a_rate_whose_interval_is_not_whole_micros(flavor, Backend::Script);
-}
-
-throttle_testkit::on_servers!(
+per_backend::backends!(
     [redis_8_2_rates Redis82, redis_7_0_rates Redis70]
-    give_back_at_9_per_second_module,
-    give_back_at_9_per_second_script,
+    give_back_at_a_rate_whose_interval_is_not_whole_micros
+        => give_back_at_9_per_second_module(Module),
+    give_back_at_a_rate_whose_interval_is_not_whole_micros
+        => give_back_at_9_per_second_script(Script),
 );

@@ -461,14 +461,9 @@ fn the_documented_acl_line_listens(flavor: Flavor, backend: Backend) {
     });
 }
 
-macro_rules! backends {
-    ($($case:ident => $name:ident($backend:ident)),* $(,)?) => {
-        $( fn $name(flavor: Flavor) { $case(flavor, Backend::$backend) } )*
-        throttle_testkit::per_server!($($name),*);
-    };
-}
+mod per_backend;
 
-backends!(
+per_backend::backends!(
     a_pause_from_another_process_reaches_a_reserved_call => heard_module(Module),
     a_pause_from_another_process_reaches_a_reserved_call => heard_library(Library),
     a_pause_from_another_process_reaches_a_reserved_call => heard_script(Script),

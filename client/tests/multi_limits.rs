@@ -423,36 +423,15 @@ fn give_back_returns_every_buckets_tokens(flavor: Flavor, backend: Backend) {
     });
 }
 
-fn give_back_module(flavor: Flavor) {
-    give_back_returns_every_buckets_tokens(flavor, Backend::Module);
-}
-fn give_back_library(flavor: Flavor) {
-    give_back_returns_every_buckets_tokens(flavor, Backend::Library);
-}
-fn give_back_script(flavor: Flavor) {
-    give_back_returns_every_buckets_tokens(flavor, Backend::Script);
-}
+mod per_backend;
 
-fn no_window_over_either_limit_module(flavor: Flavor) {
-    no_window_over_either_limit(flavor, Backend::Module);
-}
-fn no_window_over_either_limit_script(flavor: Flavor) {
-    no_window_over_either_limit(flavor, Backend::Script);
-}
-fn all_or_nothing_module(flavor: Flavor) {
-    all_or_nothing(flavor, Backend::Module);
-}
-fn all_or_nothing_script(flavor: Flavor) {
-    all_or_nothing(flavor, Backend::Script);
-}
-
-throttle_testkit::on_servers!(
+per_backend::backends!(
     [redis_7_0 Redis70, redis_8_2 Redis82]
-    no_window_over_either_limit_module,
-    no_window_over_either_limit_script,
-    all_or_nothing_module,
-    all_or_nothing_script,
-    give_back_module,
-    give_back_library,
-    give_back_script,
+    no_window_over_either_limit => no_window_over_either_limit_module(Module),
+    no_window_over_either_limit => no_window_over_either_limit_script(Script),
+    all_or_nothing => all_or_nothing_module(Module),
+    all_or_nothing => all_or_nothing_script(Script),
+    give_back_returns_every_buckets_tokens => give_back_module(Module),
+    give_back_returns_every_buckets_tokens => give_back_library(Library),
+    give_back_returns_every_buckets_tokens => give_back_script(Script),
 );

@@ -362,14 +362,9 @@ fn multi_limiter_pushback(flavor: Flavor, backend: Backend) {
     });
 }
 
-macro_rules! backends {
-    ($($case:ident => $name:ident($backend:ident)),* $(,)?) => {
-        $( fn $name(flavor: Flavor) { $case(flavor, Backend::$backend) } )*
-        throttle_testkit::per_server!($($name),*);
-    };
-}
+mod per_backend;
 
-backends!(
+per_backend::backends!(
     cut_once_per_episode => cut_module(Module),
     cut_once_per_episode => cut_library(Library),
     cut_once_per_episode => cut_script(Script),
