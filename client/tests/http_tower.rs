@@ -28,6 +28,19 @@ type Hyper = Client<HttpConnector, Full<Bytes>>;
 mod http_support;
 use http_support::{bounded, limiter, plain_403, rate_limit_403, start, LIMIT};
 
+/// A limiter on `key` with `quota`, on a connection of its own.
+async fn limiter_of(server: &Server, key: &str, quota: Quota) -> Limiter<MultiplexedConnection> {
+    Limiter::new(multiplexed(&server.url()).await, key, quota)
+}
+
+/// A supplier that answers every request 200.
+fn never_pushes_back() -> Script {
+    Script {
+        first: 0,
+        ..Script::once()
+    }
+}
+
 fn hyper() -> Hyper {
     Client::builder(TokioExecutor::new()).build_http()
 }
@@ -538,11 +551,7 @@ async fn a_429_cuts_the_fleets_rate_and_everything_is_counted() {
         );
 
         // Opted out: the 429 only pauses, and the rate stays the configured one.
-        let plain = Limiter::new(
-            multiplexed(&server.url()).await,
-            "http:tower:no-cut",
-            Quota::new(5, 20u64).unwrap(),
-        );
+        let plain = self::limiter(&server, "http:tower:no-cut").await;
         let supplier = Supplier::start(Script::once()).await;
         let service = ThrottleLayer::new(plain.clone())
             .policy(RetryPolicy::default().no_cut())
@@ -669,17 +678,12 @@ async fn the_suppliers_count_lowers_the_bucket() {
         let server = Server::start(Flavor::Redis82);
         // One call left in the supplier's window, which resets in 30 s.
         let supplier = Supplier::start(Script {
-            first: 0,
             count: Some((1, 30)),
-            ..Script::once()
+            ..never_pushes_back()
         })
         .await;
         // 10 at once, 1 per second: nothing refills within the test.
-        let limiter = Limiter::new(
-            multiplexed(&server.url()).await,
-            "http:tower:count",
-            Quota::new(10, 1u64).unwrap(),
-        );
+        let limiter = limiter_of(&server, "http:tower:count", Quota::new(10, 1u64).unwrap()).await;
         assert_eq!(
             get_through_the_layer(&limiter, &supplier).await,
             StatusCode::OK
@@ -692,11 +696,12 @@ async fn the_suppliers_count_lowers_the_bucket() {
         );
 
         // Headers ignored on request: the bucket keeps what it holds.
-        let other = Limiter::new(
-            multiplexed(&server.url()).await,
+        let other = limiter_of(
+            &server,
             "http:tower:count-ignored",
             Quota::new(10, 1u64).unwrap(),
-        );
+        )
+        .await;
         let service = ThrottleLayer::new(other.clone())
             .policy(RetryPolicy::default().sync_with_supplier(false))
             .layer(hyper());
@@ -712,17 +717,10 @@ async fn the_picker_gives_each_request_its_priority() {
     use redis_throttle::{Priority, Throttle};
     bounded(async {
         let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script {
-            first: 0,
-            ..Script::once()
-        })
-        .await;
+        let supplier = Supplier::start(never_pushes_back()).await;
         // 5 at once, 5 per second; bulk requests leave 4 for the interactive ones.
-        let limiter = Limiter::new(
-            multiplexed(&server.url()).await,
-            "http:tower:priority",
-            Quota::new(5, 5u64).unwrap(),
-        );
+        let limiter =
+            limiter_of(&server, "http:tower:priority", Quota::new(5, 5u64).unwrap()).await;
         let picked = limiter.clone();
         let service = ThrottleLayer::per_request(move |head: &RequestHead<'_>| {
             let priority = match head.header("x-workflow") {
@@ -1189,11 +1187,7 @@ fn slots_held(server: &Server, key: &str) -> u64 {
 async fn a_capped_call_holds_its_slot_until_its_response_is_dropped() {
     bounded(async {
         let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script {
-            first: 0,
-            ..Script::once()
-        })
-        .await;
+        let supplier = Supplier::start(never_pushes_back()).await;
         let key = "http:tower:in-flight";
         let limiter = Limiter::builder(key, Quota::new(5, 20u64).unwrap())
             .max_in_flight(2)
