@@ -385,9 +385,7 @@ fn a_multi_limiter_behind_the_middleware_settles_each_call_to_its_usage(flavor: 
             let status = response.status().as_u16();
             let handle = response.extensions().get::<SettleHandle>().unwrap().clone();
             let body = response.text().await.unwrap();
-            let used = llm_supplier::total_tokens(&body).unwrap();
-            let first = llm_supplier::outcome(handle.settle(used).await.unwrap());
-            let second = llm_supplier::outcome(handle.settle(used).await.unwrap());
+            let (first, second) = llm_supplier::settle_twice(&handle, &body).await;
             (status, first, second)
         },
     )));

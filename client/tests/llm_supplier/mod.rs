@@ -12,6 +12,7 @@ use axum::http::{HeaderName, HeaderValue};
 use axum::response::IntoResponse;
 use axum::Router;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis_throttle::http::SettleHandle;
 use redis_throttle::{Backend, Limiter, MultiLimiter, Quota, Rate};
 use throttle_e2e::multiplexed;
 use tokio::time::Instant;
@@ -382,6 +383,17 @@ where
 }
 
 /// A settle's outcome as `(debited, given_back)`.
+/// Settles `handle` to the usage in the JSON `body`, twice: what each settle did.
+pub async fn settle_twice(
+    handle: &SettleHandle,
+    body: &str,
+) -> (Option<(u64, u64)>, Option<(u64, u64)>) {
+    let used = total_tokens(body).unwrap();
+    let first = outcome(handle.settle(used).await.unwrap());
+    let second = outcome(handle.settle(used).await.unwrap());
+    (first, second)
+}
+
 pub fn outcome(settled: Option<redis_throttle::Settled>) -> Option<(u64, u64)> {
     settled.map(|s| (s.debited, s.given_back))
 }
