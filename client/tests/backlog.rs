@@ -129,6 +129,26 @@ async fn per_second_per_minute_and_tokens(
         .unwrap()
 }
 
+/// A server, with a backlog `{tag}:orders` of `records` records of 3 tokens each, and the
+/// [`per_second_per_minute_and_tokens`] limiter on `tag`.
+async fn records_of_3_tokens_behind_a_multi_limiter(
+    tag: &str,
+    records: u64,
+) -> (
+    Server,
+    Backlog<ConnectionManager>,
+    redis_throttle::MultiLimiter<ConnectionManager>,
+) {
+    let server = Server::start(FLAVOR);
+    let url = server.url();
+    let backlog = backlog(&url, &format!("{tag}:orders")).await;
+    for i in 0..records {
+        backlog.push(format!("r{i}").into_bytes(), 3).await.unwrap();
+    }
+    let limiter = per_second_per_minute_and_tokens(&url, tag).await;
+    (server, backlog, limiter)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_that_fails_three_times_goes_to_the_dead_letters_with_its_error() {
     let server = Server::start(FLAVOR);
@@ -723,13 +743,7 @@ async fn records_handed_back_at_stops_are_not_failures() {
 /// one call from the per-call ones; the stats' drain time comes from the tightest limit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_drains_through_a_multi_limiter() {
-    let server = Server::start(FLAVOR);
-    let url = server.url();
-    let backlog = backlog(&url, "ml:orders").await;
-    for i in 0..6u64 {
-        backlog.push(format!("r{i}").into_bytes(), 3).await.unwrap();
-    }
-    let limiter = per_second_per_minute_and_tokens(&url, "ml").await;
+    let (_server, backlog, limiter) = records_of_3_tokens_behind_a_multi_limiter("ml", 6).await;
     let before = backlog.stats(&limiter).await.unwrap();
     // Full buckets: 6 calls and 18 tokens fit in every limit at once.
     assert_eq!(
@@ -763,13 +777,7 @@ async fn a_worker_drains_through_a_multi_limiter() {
 /// each: 2 s), though the tokens (90) and the minute (30 calls) fit at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_drain_time_of_a_multi_limiter_is_its_slowest_limit() {
-    let server = Server::start(FLAVOR);
-    let url = server.url();
-    let backlog = backlog(&url, "md:orders").await;
-    for i in 0..30u64 {
-        backlog.push(format!("r{i}").into_bytes(), 3).await.unwrap();
-    }
-    let limiter = per_second_per_minute_and_tokens(&url, "md").await;
+    let (_server, backlog, limiter) = records_of_3_tokens_behind_a_multi_limiter("md", 30).await;
     let stats = backlog.stats(&limiter).await.unwrap();
     assert_eq!(
         (stats.depth, stats.queued_cost, stats.drain_time),
