@@ -3,25 +3,29 @@
 //! commands).
 
 use redis_throttle::prelude::*;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use redis::aio::MultiplexedConnection;
 use redis_throttle::http::{
-    LimiterError, NeverClone, RequestHead, RetryPolicy, ThrottleLayer, ThrottleService,
+    LimiterError, NeverClone, Pick, RequestHead, ResponseHead, RetryPolicy, SettleHandle,
+    ThrottleLayer, ThrottleService,
 };
 use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
-use redis_throttle::{Error, Limiter, Quota, Unreachable};
+use redis_throttle::{Backend, Error, Limiter, MultiLimiter, Priority, Quota, Rate, Unreachable};
+use throttle_e2e::fake::FakeServer;
 use throttle_e2e::http_supplier::{Hit, RetryAfter, Script, Supplier};
 use throttle_e2e::multiplexed;
 use throttle_testkit::{Flavor, Server};
-use tower::{Layer, ServiceExt};
+use tower::{Layer, ServiceBuilder, ServiceExt};
 
 type Hyper = Client<HttpConnector, Full<Bytes>>;
 
@@ -344,8 +348,6 @@ async fn a_limiter_that_fails_open_sends_and_waits_out_the_pushback_itself() {
 /// The tower layer takes its tokens from a partitioned limiter as from any limiter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tower_layer_takes_from_a_partitioned_limiter() {
-    use tower::ServiceBuilder;
-
     let server = Server::builder(Flavor::Redis82).module(false).start();
     // 2 partitions of 2 at once, then 10 per second each.
     let quota = PartitionedQuota::builder("http", Quota::new(4, 20u64).unwrap())
@@ -381,11 +383,6 @@ async fn the_tower_layer_takes_from_a_partitioned_limiter() {
 /// goes again after it, and each send took one call from both limits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tower_layer_takes_from_a_multi_limiter_and_pauses_every_limit() {
-    use redis_throttle::{MultiLimiter, Rate};
-    use std::sync::atomic::{AtomicU32, Ordering};
-    use std::sync::Arc;
-    use tower::ServiceBuilder;
-
     let server = Server::start(Flavor::Redis82);
     let limiter = MultiLimiter::builder()
         .limit("{mt}:second", Quota::new(10, 10u64).unwrap(), 1)
@@ -714,7 +711,6 @@ async fn the_suppliers_count_lowers_the_bucket() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_picker_gives_each_request_its_priority() {
-    use redis_throttle::{Priority, Throttle};
     bounded(async {
         let server = Server::start(Flavor::Redis82);
         let supplier = Supplier::start(never_pushes_back()).await;
@@ -771,9 +767,6 @@ mod llm_supplier;
 /// service that answers with each case's headers: nothing refills, so every bucket is exact.
 #[tokio::test(start_paused = true)]
 async fn a_multi_limiter_syncs_each_limit_from_the_count_in_its_own_unit() {
-    use redis_throttle::Backend;
-    use throttle_e2e::fake::FakeServer;
-
     for case in llm_supplier::CASES {
         let fake = FakeServer::new();
         let limiter = llm_supplier::multi(fake.clone(), case.name, Backend::Module);
@@ -862,10 +855,6 @@ fn estimate(head: &RequestHead<'_>) -> Option<u64> {
 /// reads the response, and the response's handle then says it is settled.
 #[tokio::test(start_paused = true)]
 async fn the_picker_gives_each_request_its_tokens_and_the_response_head_settles_them() {
-    use redis_throttle::http::{Pick, ResponseHead, SettleHandle};
-    use redis_throttle::Backend;
-    use throttle_e2e::fake::FakeServer;
-
     let fake = FakeServer::new();
     let limiter = llm_supplier::multi(fake.clone(), "head", Backend::Module);
     let picked = limiter.clone();
@@ -936,11 +925,6 @@ async fn the_picker_gives_each_request_its_tokens_and_the_response_head_settles_
 /// extra, and gives back the unused part only while nothing was taken after the grant.
 #[tokio::test(start_paused = true)]
 async fn the_responses_handle_settles_once_and_gives_back_only_while_nothing_was_taken_after() {
-    use http_body_util::BodyExt;
-    use redis_throttle::http::{Pick, SettleHandle};
-    use redis_throttle::Backend;
-    use throttle_e2e::fake::FakeServer;
-
     let fake = FakeServer::new();
     let limiter = llm_supplier::multi(fake.clone(), "handle", Backend::Module);
     let picked = limiter.clone();
@@ -1001,12 +985,6 @@ async fn the_responses_handle_settles_once_and_gives_back_only_while_nothing_was
 /// send's grant, and the 429's grant is kept: the supplier counted that send.
 #[tokio::test(start_paused = true)]
 async fn each_send_takes_the_requests_tokens_and_the_settle_settles_the_last() {
-    use redis_throttle::http::{Pick, ResponseHead, SettleHandle};
-    use redis_throttle::Backend;
-    use std::sync::atomic::{AtomicU32, Ordering};
-    use std::sync::Arc;
-    use throttle_e2e::fake::FakeServer;
-
     for by_head in [true, false] {
         let fake = FakeServer::new();
         // 1 000 at once, 1 000 per second.
@@ -1091,9 +1069,6 @@ async fn each_send_takes_the_requests_tokens_and_the_settle_settles_the_last() {
 /// LLM API: each request's estimate is taken, and the usage in its body settles it through the
 /// response's handle.
 fn a_multi_limiter_behind_the_tower_layer_settles_each_call_to_its_usage(flavor: Flavor) {
-    use http_body_util::BodyExt;
-    use redis_throttle::http::{Pick, SettleHandle};
-
     let _serial = throttle_e2e::serial();
     let backend = redis_throttle::Backend::Module;
     let server = throttle_e2e::server_for(flavor, backend);
@@ -1131,10 +1106,6 @@ throttle_testkit::per_server!(
 /// server: the count already holds the call's actual cost, so the extra is not counted twice.
 #[tokio::test(start_paused = true)]
 async fn the_head_settles_before_the_suppliers_count_so_the_cost_counts_once() {
-    use redis_throttle::http::{Pick, ResponseHead};
-    use redis_throttle::Backend;
-    use throttle_e2e::fake::FakeServer;
-
     let fake = FakeServer::new();
     let limiter = llm_supplier::multi(fake.clone(), "head-count", Backend::Module);
     let picked = limiter.clone();
