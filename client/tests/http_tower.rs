@@ -241,9 +241,7 @@ async fn a_supplier_that_always_says_503_gets_max_attempts_and_the_last_503_is_t
                 .policy(policy)
                 .layer(hyper());
             let before = supplier.hits().len();
-            let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-                .await
-                .unwrap();
+            let response = get(&service, &supplier).await;
             assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
             assert_eq!(supplier.hits().len() - before, expected);
         }
