@@ -19,11 +19,10 @@ use redis_throttle::prelude::*;
 use std::time::Duration;
 
 use redis_throttle::{Backend, Limiter, Quota, TryAcquire};
-use throttle_e2e::wall::{now_ns, sleep_until, NS_PER_MS, NS_PER_S};
+use throttle_e2e::wall::{now_ns, NS_PER_MS, NS_PER_S};
 use throttle_e2e::{
     backend_named, calls, check_windows, clock_lag_ns, command_stat_of, error_replies, manager,
     multiplexed, runtime, serial, server_for, stored_state, worker_env, worker_number, Report,
-    Sample,
 };
 use throttle_testkit::{ChildTest, Flavor};
 
@@ -40,6 +39,8 @@ fn quota() -> Quota {
 }
 
 // --- The worker process ----------------------------------------------------------------
+
+mod worker_samples;
 
 const WORKER_URL: &str = "THROTTLE_BACKENDS_WORKER_URL";
 const WORKER_KEY: &str = "THROTTLE_BACKENDS_WORKER_KEY";
@@ -70,35 +71,17 @@ fn backend_worker() {
                 .pause_check(false)
                 .build(manager(&url).await)
                 .unwrap();
-            sleep_until(go_at).await;
-            let first = now_ns();
-            let handles: Vec<_> = (0..tasks)
-                .map(|_| {
-                    let limiter = limiter.clone();
-                    tokio::spawn(async move {
-                        let mut samples = Vec::new();
-                        for _ in 0..calls {
-                            let start = now_ns();
-                            let grant = limiter.acquire().await.expect("acquire");
-                            let done = now_ns();
-                            // One, or more for the call that checked or loaded the library
-                            // or the script: the parent counts them against the server's.
-                            assert!(grant.round_trips >= 1, "{grant:?}");
-                            samples.push(Sample {
-                                start,
-                                done,
-                                slept: grant.slept.as_nanos() as i128,
-                            });
-                        }
-                        samples
-                    })
-                })
-                .collect();
-            let mut samples = Vec::new();
-            for handle in handles {
-                samples.extend(handle.await.unwrap());
-            }
-            Report::print(first, &samples, &limiter.metrics());
+            worker_samples::acquire_and_report(
+                limiter,
+                go_at,
+                tasks,
+                calls,
+                |_| true,
+                // One, or more for the call that checked or loaded the library or the
+                // script: the parent counts them against the server's.
+                |grant| assert!(grant.round_trips >= 1, "{grant:?}"),
+            )
+            .await;
         };
         tokio::time::timeout(WORKER_TIMEOUT, work)
             .await
@@ -391,18 +374,7 @@ fn fleet_on_the_library(flavor: Flavor) {
 /// the grants stay within the bucket, and the server forgot the library: some FCALL answered
 /// "function not found", at most one per task, and the library was loaded again as often.
 fn function_flush_mid_run(flavor: Flavor) {
-    let counted = fleet(
-        flavor,
-        Backend::Library,
-        5,
-        4,
-        Some(Duration::from_millis(1200)),
-    );
-    assert!(
-        (1..=10).contains(&counted.fcall_failed),
-        "{flavor}: the flush was felt by 1 to 10 calls: {counted:?}"
-    );
-    assert_eq!(counted.fcall, 40 + counted.fcall_failed, "{counted:?}");
+    flush_mid_run(flavor, Backend::Library, |c| c.fcall_failed, |c| c.fcall);
 }
 
 /// The same on the module.
@@ -417,18 +389,24 @@ fn fleet_on_the_module(flavor: Flavor) {
 /// forgot the script: some EVALSHA answered NOSCRIPT, at most one per task (each task's
 /// next call after the flush), and the script was loaded again as often.
 fn script_flush_mid_run(flavor: Flavor) {
-    let counted = fleet(
-        flavor,
-        Backend::Script,
-        5,
-        4,
-        Some(Duration::from_millis(1200)),
-    );
+    flush_mid_run(flavor, Backend::Script, |c| c.noscript, |c| c.evalsha);
+}
+
+/// The flush mid-run of either: of the commands counted, `felt` (1 to 10) found the code
+/// gone, and `sent` is the 40 grants' and those.
+fn flush_mid_run(
+    flavor: Flavor,
+    backend: Backend,
+    felt: fn(&Commands) -> u64,
+    sent: fn(&Commands) -> u64,
+) {
+    let counted = fleet(flavor, backend, 5, 4, Some(Duration::from_millis(1200)));
+    let felt = felt(&counted);
     assert!(
-        (1..=10).contains(&counted.noscript),
+        (1..=10).contains(&felt),
         "{flavor}: the flush was felt by 1 to 10 calls: {counted:?}"
     );
-    assert_eq!(counted.evalsha, 40 + counted.noscript, "{counted:?}");
+    assert_eq!(sent(&counted), 40 + felt, "{counted:?}");
 }
 
 // --- Auto ------------------------------------------------------------------------------

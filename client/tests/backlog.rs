@@ -62,11 +62,98 @@ fn field(entry: &redis::streams::StreamId, name: &str) -> String {
         .unwrap_or_else(|| panic!("no field {name} in {entry:?}"))
 }
 
+/// A backlog of `stream` for the group "writers", on a connection of its own.
+async fn backlog(url: &str, stream: &str) -> Backlog<ConnectionManager> {
+    Backlog::new(manager(url).await, stream, "writers")
+}
+
+/// A limiter on `key`, on a connection of its own.
+async fn limiter(url: &str, key: &str, quota: Quota) -> Limiter<ConnectionManager> {
+    Limiter::new(manager(url).await, key, quota)
+}
+
+/// A handler that notes each record with the instant it came, and is done with it.
+fn recording(calls: &Calls) -> impl Fn(Record) -> std::future::Ready<Outcome> + Send + Sync {
+    let calls = Arc::clone(calls);
+    move |record| {
+        calls.lock().unwrap().push((record, Instant::now()));
+        std::future::ready(Outcome::Done)
+    }
+}
+
+/// Runs `worker` with a handler that holds each record until released, and returns once the
+/// first record has reached it: the handle, and the release.
+async fn spawn_holding_the_first_record(
+    worker: Worker<ConnectionManager, Limiter<ConnectionManager>>,
+) -> (JoinHandle<WorkerMetrics>, Arc<Notify>) {
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let (on_start, on_release) = (Arc::clone(&started), Arc::clone(&release));
+    let handle = spawn(worker, move |_record| {
+        let (on_start, on_release) = (Arc::clone(&on_start), Arc::clone(&on_release));
+        async move {
+            on_start.notify_one();
+            on_release.notified().await;
+            Outcome::Done
+        }
+    });
+    tokio::time::timeout(WAIT, started.notified())
+        .await
+        .expect("the first record reaches the handler");
+    (handle, release)
+}
+
+/// "10 per second and 500 per minute" a call, and 100 tokens at 100 a second, on keys in the
+/// hash tag `tag`.
+async fn per_second_per_minute_and_tokens(
+    url: &str,
+    tag: &str,
+) -> redis_throttle::MultiLimiter<ConnectionManager> {
+    use redis_throttle::{MultiLimiter, Rate};
+
+    MultiLimiter::builder()
+        .limit(
+            format!("{{{tag}}}:second"),
+            Quota::new(10, 10u64).unwrap(),
+            1,
+        )
+        .limit(
+            format!("{{{tag}}}:minute"),
+            Quota::new(500, Rate::per(500, Duration::from_secs(60))).unwrap(),
+            1,
+        )
+        .per_token(
+            format!("{{{tag}}}:tokens"),
+            Quota::new(100, 100u64).unwrap(),
+        )
+        .build(manager(url).await)
+        .unwrap()
+}
+
+/// A server, with a backlog `{tag}:orders` of `records` records of 3 tokens each, and the
+/// [`per_second_per_minute_and_tokens`] limiter on `tag`.
+async fn records_of_3_tokens_behind_a_multi_limiter(
+    tag: &str,
+    records: u64,
+) -> (
+    Server,
+    Backlog<ConnectionManager>,
+    redis_throttle::MultiLimiter<ConnectionManager>,
+) {
+    let server = Server::start(FLAVOR);
+    let url = server.url();
+    let backlog = backlog(&url, &format!("{tag}:orders")).await;
+    for i in 0..records {
+        backlog.push(format!("r{i}").into_bytes(), 3).await.unwrap();
+    }
+    let limiter = per_second_per_minute_and_tokens(&url, tag).await;
+    (server, backlog, limiter)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_that_fails_three_times_goes_to_the_dead_letters_with_its_error() {
     let server = Server::start(FLAVOR);
     let url = server.url();
-    let backlog = Backlog::new(manager(&url).await, "dl:orders", "writers");
+    let backlog = backlog(&url, "dl:orders").await;
     let poison = backlog
         .push_with_id("order-13", b"poison".to_vec(), 7)
         .await
@@ -75,11 +162,7 @@ async fn a_record_that_fails_three_times_goes_to_the_dead_letters_with_its_error
         .push_with_id("order-14", b"fine".to_vec(), 3)
         .await
         .unwrap();
-    let limiter = Limiter::new(
-        manager(&url).await,
-        "dl:bucket",
-        Quota::new(100, 100u64).unwrap(),
-    );
+    let limiter = limiter(&url, "dl:bucket", Quota::new(100, 100u64).unwrap()).await;
     let worker = Worker::new(backlog.clone(), "w1", limiter.clone()).options(options());
     let stop = worker.stop_handle();
     let calls: Calls = Arc::default();
@@ -147,15 +230,15 @@ async fn throttled_pauses_the_bucket_for_every_worker_and_the_record_comes_again
     const PAUSE: Duration = Duration::from_millis(800);
     let server = Server::start(FLAVOR);
     let url = server.url();
-    let backlog = Backlog::new(manager(&url).await, "th:orders", "writers");
+    let backlog = backlog(&url, "th:orders").await;
     backlog
         .push_with_id("first", b"1".to_vec(), 1)
         .await
         .unwrap();
     // Plenty of tokens: only the pause can hold anything back.
     let quota = Quota::new(10, 100u64).unwrap();
-    let limiter_1 = Limiter::new(manager(&url).await, "th:bucket", quota.clone());
-    let limiter_2 = Limiter::new(manager(&url).await, "th:bucket", quota);
+    let limiter_1 = limiter(&url, "th:bucket", quota.clone()).await;
+    let limiter_2 = limiter(&url, "th:bucket", quota).await;
 
     let calls: Calls = Arc::default();
     let handler = |calls: Calls| {
@@ -244,11 +327,7 @@ async fn throttled_pauses_the_bucket_for_every_worker_and_the_record_comes_again
         }
     }
     let stats = backlog
-        .stats(&Limiter::new(
-            manager(&url).await,
-            "th:bucket",
-            Quota::new(10, 100u64).unwrap(),
-        ))
+        .stats(&limiter(&url, "th:bucket", Quota::new(10, 100u64).unwrap()).await)
         .await
         .unwrap();
     assert_eq!((stats.depth, stats.in_flight), (0, 0), "{stats:?}");
@@ -258,7 +337,7 @@ async fn throttled_pauses_the_bucket_for_every_worker_and_the_record_comes_again
 async fn a_graceful_stop_hands_back_what_was_not_started_and_another_worker_gets_it_at_once() {
     let server = Server::start(FLAVOR);
     let url = server.url();
-    let backlog = Backlog::new(manager(&url).await, "gs:orders", "writers");
+    let backlog = backlog(&url, "gs:orders").await;
     let ids: Vec<String> = (0..10).map(|n| format!("r{n}")).collect();
     for id in &ids {
         backlog
@@ -266,27 +345,11 @@ async fn a_graceful_stop_hands_back_what_was_not_started_and_another_worker_gets
             .await
             .unwrap();
     }
-    let limiter = Limiter::new(
-        manager(&url).await,
-        "gs:bucket",
-        Quota::new(100, 100u64).unwrap(),
-    );
+    let limiter = limiter(&url, "gs:bucket", Quota::new(100, 100u64).unwrap()).await;
     // The default claim_idle (30 s): only a hand-back makes the records available sooner.
     let worker_1 = Worker::new(backlog.clone(), "w1", limiter.clone()).options(options().batch(10));
     let stop_1 = worker_1.stop_handle();
-    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    let (on_start, on_release) = (Arc::clone(&started), Arc::clone(&release));
-    let handle_1 = spawn(worker_1, move |_record| {
-        let (on_start, on_release) = (Arc::clone(&on_start), Arc::clone(&on_release));
-        async move {
-            on_start.notify_one();
-            on_release.notified().await;
-            Outcome::Done
-        }
-    });
-    tokio::time::timeout(WAIT, started.notified())
-        .await
-        .expect("the first record reaches the handler");
+    let (handle_1, release) = spawn_holding_the_first_record(worker_1).await;
     let stats = backlog.stats(&limiter).await.unwrap();
     assert_eq!(
         (stats.depth, stats.in_flight),
@@ -310,17 +373,10 @@ async fn a_graceful_stop_hands_back_what_was_not_started_and_another_worker_gets
     );
 
     let calls: Calls = Arc::default();
-    let seen = Arc::clone(&calls);
     let worker_2 = Worker::new(backlog.clone(), "w2", limiter.clone()).options(options());
     let stop_2 = worker_2.stop_handle();
     let began = Instant::now();
-    let handle_2 = spawn(worker_2, move |record| {
-        let seen = Arc::clone(&seen);
-        async move {
-            seen.lock().unwrap().push((record, Instant::now()));
-            Outcome::Done
-        }
-    });
+    let handle_2 = spawn(worker_2, recording(&calls));
     within_async("the 9 handed back", WAIT, || {
         (calls.lock().unwrap().len() == 9).then_some(())
     })
@@ -484,10 +540,10 @@ async fn restart_manager(url: &str) -> ConnectionManager {
 async fn stats_against_known_states() {
     let server = Server::start(FLAVOR);
     let url = server.url();
-    let backlog = Backlog::new(manager(&url).await, "st:orders", "writers");
+    let backlog = backlog(&url, "st:orders").await;
     // 20 tokens of burst, 10 a second: a token is 100 ms.
     let quota = Quota::new(20, 10u64).unwrap();
-    let limiter = Limiter::new(manager(&url).await, "st:bucket", quota.clone());
+    let limiter = limiter(&url, "st:bucket", quota.clone()).await;
 
     let empty = backlog.stats(&limiter).await.unwrap();
     assert_eq!(
@@ -530,19 +586,7 @@ async fn stats_against_known_states() {
     // A worker holding the first record (batch 1): one in flight, nothing finished yet.
     let worker = Worker::new(backlog.clone(), "w1", limiter.clone()).options(options().batch(1));
     let stop = worker.stop_handle();
-    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    let (on_start, on_release) = (Arc::clone(&started), Arc::clone(&release));
-    let handle = spawn(worker, move |_record| {
-        let (on_start, on_release) = (Arc::clone(&on_start), Arc::clone(&on_release));
-        async move {
-            on_start.notify_one();
-            on_release.notified().await;
-            Outcome::Done
-        }
-    });
-    tokio::time::timeout(WAIT, started.notified())
-        .await
-        .expect("the first record reaches the handler");
+    let (handle, release) = spawn_holding_the_first_record(worker).await;
     let stats = backlog.stats(&limiter).await.unwrap();
     assert_eq!(
         (stats.depth, stats.in_flight, stats.queued_cost),
@@ -583,7 +627,7 @@ async fn stats_against_known_states() {
     let taken = Instant::now();
     assert_eq!(take(&mut con, 20, 0)[0], 1);
     assert_eq!(take(&mut con, 10, 5_000)[0], 1);
-    let in_debt = Limiter::new(manager(&url).await, "st:debt", quota);
+    let in_debt = self::limiter(&url, "st:debt", quota).await;
     let stats = backlog.stats(&in_debt).await.unwrap();
     // 50 tokens queued at 100 ms, after the 10 owed: 6 s, less the refill since the take.
     let ideal = Duration::from_secs(6);
@@ -604,13 +648,9 @@ async fn stats_against_known_states() {
 async fn a_record_finished_by_two_workers_takes_its_cost_off_once() {
     let server = Server::start(FLAVOR);
     let url = server.url();
-    let backlog = Backlog::new(manager(&url).await, "dc:orders", "writers");
+    let backlog = backlog(&url, "dc:orders").await;
     backlog.push(b"slow".to_vec(), 10).await.unwrap();
-    let limiter = Limiter::new(
-        manager(&url).await,
-        "dc:bucket",
-        Quota::new(100, 100u64).unwrap(),
-    );
+    let limiter = limiter(&url, "dc:bucket", Quota::new(100, 100u64).unwrap()).await;
     let fast = options().claim_idle(Duration::from_millis(100));
     let calls: Calls = Arc::default();
     let mut handles = Vec::new();
@@ -654,14 +694,15 @@ async fn a_record_finished_by_two_workers_takes_its_cost_off_once() {
 async fn the_drain_time_of_more_than_four_billion_tokens() {
     let server = Server::start(FLAVOR);
     let url = server.url();
-    let backlog = Backlog::new(manager(&url).await, "big:uploads", "writers");
+    let backlog = backlog(&url, "big:uploads").await;
     // 5 GB queued against 1 MB/s with 1 MB of burst: 4 999 s.
     backlog.push(b"x".to_vec(), 5_000_000_000).await.unwrap();
-    let limiter = Limiter::new(
-        manager(&url).await,
+    let limiter = limiter(
+        &url,
         "big:bucket",
         Quota::new(1_000_000, 1_000_000u64).unwrap(),
-    );
+    )
+    .await;
     let stats = backlog.stats(&limiter).await.unwrap();
     assert_eq!(stats.drain_time, Duration::from_secs(4_999), "{stats:?}");
 }
@@ -674,13 +715,9 @@ async fn the_drain_time_of_more_than_four_billion_tokens() {
 async fn records_handed_back_at_stops_are_not_failures() {
     let server = Server::start(FLAVOR);
     let url = server.url();
-    let backlog = Backlog::new(manager(&url).await, "hb:orders", "writers");
+    let backlog = backlog(&url, "hb:orders").await;
     backlog.push(b"x".to_vec(), 1).await.unwrap();
-    let limiter = Limiter::new(
-        manager(&url).await,
-        "hb:bucket",
-        Quota::new(1, 1u64).unwrap(),
-    );
+    let limiter = limiter(&url, "hb:bucket", Quota::new(1, 1u64).unwrap()).await;
     // The supplier asked for a long pause: every worker waits for its tokens.
     limiter.pause(Duration::from_secs(60)).await.unwrap();
     let calls: Calls = Arc::default();
@@ -688,14 +725,7 @@ async fn records_handed_back_at_stops_are_not_failures() {
         let worker =
             Worker::new(backlog.clone(), format!("w{n}"), limiter.clone()).options(options());
         let stop = worker.stop_handle();
-        let seen = Arc::clone(&calls);
-        let handle = spawn(worker, move |record| {
-            let seen = Arc::clone(&seen);
-            async move {
-                seen.lock().unwrap().push((record, Instant::now()));
-                Outcome::Done
-            }
-        });
+        let handle = spawn(worker, recording(&calls));
         tokio::time::sleep(300 * MS).await;
         stop.stop();
         stopped(handle).await;
@@ -713,24 +743,7 @@ async fn records_handed_back_at_stops_are_not_failures() {
 /// one call from the per-call ones; the stats' drain time comes from the tightest limit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_drains_through_a_multi_limiter() {
-    use redis_throttle::{MultiLimiter, Rate};
-
-    let server = Server::start(FLAVOR);
-    let url = server.url();
-    let backlog = Backlog::new(manager(&url).await, "ml:orders", "writers");
-    for i in 0..6u64 {
-        backlog.push(format!("r{i}").into_bytes(), 3).await.unwrap();
-    }
-    let limiter = MultiLimiter::builder()
-        .limit("{ml}:second", Quota::new(10, 10u64).unwrap(), 1)
-        .limit(
-            "{ml}:minute",
-            Quota::new(500, Rate::per(500, Duration::from_secs(60))).unwrap(),
-            1,
-        )
-        .per_token("{ml}:tokens", Quota::new(100, 100u64).unwrap())
-        .build(manager(&url).await)
-        .unwrap();
+    let (_server, backlog, limiter) = records_of_3_tokens_behind_a_multi_limiter("ml", 6).await;
     let before = backlog.stats(&limiter).await.unwrap();
     // Full buckets: 6 calls and 18 tokens fit in every limit at once.
     assert_eq!(
@@ -740,18 +753,8 @@ async fn a_worker_drains_through_a_multi_limiter() {
     let worker = Worker::new(backlog.clone(), "w", limiter.clone()).options(options());
     let stop = worker.stop_handle();
     let done: Calls = Arc::default();
-    let seen = Arc::clone(&done);
-    let handle = tokio::spawn(async move {
-        worker
-            .run(move |record| {
-                let seen = Arc::clone(&seen);
-                async move {
-                    seen.lock().unwrap().push((record, Instant::now()));
-                    Outcome::Done
-                }
-            })
-            .await
-    });
+    let handler = recording(&done);
+    let handle = tokio::spawn(async move { worker.run(handler).await });
     within_async("all six handled", WAIT, || {
         (done.lock().unwrap().len() == 6).then_some(())
     })
@@ -774,24 +777,7 @@ async fn a_worker_drains_through_a_multi_limiter() {
 /// each: 2 s), though the tokens (90) and the minute (30 calls) fit at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_drain_time_of_a_multi_limiter_is_its_slowest_limit() {
-    use redis_throttle::{MultiLimiter, Rate};
-
-    let server = Server::start(FLAVOR);
-    let url = server.url();
-    let backlog = Backlog::new(manager(&url).await, "md:orders", "writers");
-    for i in 0..30u64 {
-        backlog.push(format!("r{i}").into_bytes(), 3).await.unwrap();
-    }
-    let limiter = MultiLimiter::builder()
-        .limit("{md}:second", Quota::new(10, 10u64).unwrap(), 1)
-        .limit(
-            "{md}:minute",
-            Quota::new(500, Rate::per(500, Duration::from_secs(60))).unwrap(),
-            1,
-        )
-        .per_token("{md}:tokens", Quota::new(100, 100u64).unwrap())
-        .build(manager(&url).await)
-        .unwrap();
+    let (_server, backlog, limiter) = records_of_3_tokens_behind_a_multi_limiter("md", 30).await;
     let stats = backlog.stats(&limiter).await.unwrap();
     assert_eq!(
         (stats.depth, stats.queued_cost, stats.drain_time),
@@ -803,7 +789,7 @@ async fn the_drain_time_of_a_multi_limiter_is_its_slowest_limit() {
 async fn workers_on_a_capped_limiter_hold_a_slot_while_their_handler_runs() {
     let server = Server::start(FLAVOR);
     let url = server.url();
-    let backlog = Backlog::new(manager(&url).await, "cap:orders", "writers");
+    let backlog = backlog(&url, "cap:orders").await;
     for n in 0..12 {
         backlog
             .push_with_id(format!("r{n}").as_str(), b"x".to_vec(), 1)

@@ -4,6 +4,7 @@
 use redis_throttle::prelude::*;
 use std::time::Duration;
 
+use redis::aio::ConnectionManager;
 use redis_throttle::{BucketState, Error, Limiter, Quota, Strategy};
 use throttle_e2e::{calls, manager};
 use throttle_testkit::{Flavor, Server};
@@ -23,21 +24,33 @@ where
     limiter.peek().await.expect("peek")
 }
 
+/// A limiter on `key` with `strategy`, whose bucket it has just drained, and the instant just
+/// before the drain.
+async fn drained(
+    server: &Server,
+    key: &str,
+    strategy: Strategy,
+) -> (Limiter<ConnectionManager>, Instant) {
+    let limiter = Limiter::builder(key, quota())
+        .strategy(strategy)
+        .build(manager(&server.url()).await)
+        .unwrap();
+    let drained = Instant::now();
+    assert!(limiter
+        .try_acquire_with(Demand::tokens(2))
+        .await
+        .unwrap()
+        .is_granted());
+    (limiter, drained)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadline_too_short_fails_at_once_and_takes_nothing() {
     let server = Server::start(Flavor::Redis82);
     let mut con = server.conn();
     for strategy in [Strategy::Reserve, Strategy::poll()] {
         let key = format!("{KEY}:{strategy:?}");
-        let limiter = Limiter::builder(key.as_str(), quota())
-            .strategy(strategy)
-            .build(manager(&server.url()).await)
-            .unwrap();
-        assert!(limiter
-            .try_acquire_with(Demand::tokens(2))
-            .await
-            .unwrap()
-            .is_granted());
+        let (limiter, _) = drained(&server, &key, strategy).await;
 
         let stored_before: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
         let calls_before = calls(&mut con, "throttle.take");
@@ -96,16 +109,7 @@ async fn a_deadline_long_enough_is_granted_never_early() {
     let server = Server::start(Flavor::Redis82);
     for strategy in [Strategy::Reserve, Strategy::poll()] {
         let key = format!("{KEY}:{strategy:?}");
-        let limiter = Limiter::builder(key.as_str(), quota())
-            .strategy(strategy)
-            .build(manager(&server.url()).await)
-            .unwrap();
-        let drained = Instant::now();
-        assert!(limiter
-            .try_acquire_with(Demand::tokens(2))
-            .await
-            .unwrap()
-            .is_granted());
+        let (limiter, drained) = self::drained(&server, &key, strategy).await;
 
         let grant = limiter
             .acquire_with(Demand::call().within(Duration::from_secs(10)))

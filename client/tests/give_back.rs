@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis_throttle::{Backend, Grant, Limiter, Quota, TryAcquire};
-use throttle_e2e::wall::{now_ns, NS_PER_MS, NS_PER_S};
+use throttle_e2e::wall::{now_ns, sleep_until, NS_PER_MS, NS_PER_S};
 use throttle_e2e::{calls, clock_lag_ns, multiplexed, runtime, serial, server_for, stored_state};
 use throttle_testkit::{Flavor, Server};
 use tokio::task::JoinHandle;
@@ -54,6 +54,18 @@ async fn state_when(con: &mut redis::Connection, key: &str, ready: impl Fn(i128)
     }
 }
 
+/// Waits until `done`, failing with "`flavor`: `not_yet`" after `SETTLE`.
+async fn wait_until(flavor: Flavor, not_yet: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{flavor}: {not_yet}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 /// The server's count of give-backs: THROTTLE.GIVE for the module; for the script every
 /// EVALSHA counts, and only the give-back runs one while this is read.
 fn gives(con: &mut redis::Connection, backend: Backend) -> u64 {
@@ -72,6 +84,44 @@ fn waiter(limiter: &Limiter<Conn>) -> (i128, JoinHandle<(i128, Grant)>) {
         (now_ns(), grant)
     });
     (start, task)
+}
+
+/// Three limiters on one bucket of capacity 1 at 1/s, the bucket just drained by X (its next
+/// token 1 s away), and what the drain measured.
+struct Drained {
+    x: Limiter<Conn>,
+    a: Limiter<Conn>,
+    /// B, or C: the caller after A.
+    next: Limiter<Conn>,
+    con: redis::Connection,
+    /// Just before the drain, ns since the epoch.
+    drained: i128,
+    drain_rtt: i128,
+    /// The stored state after the drain.
+    s0: i128,
+}
+
+async fn drained(server: &Server, key: &str, backend: Backend) -> Drained {
+    let flavor = server.flavor();
+    let quota = Quota::new(1, 1u64).unwrap();
+    let x = limiter(server, key, &quota, backend).await;
+    let a = limiter(server, key, &quota, backend).await;
+    let next = limiter(server, key, &quota, backend).await;
+    let mut con = server.conn();
+
+    let drained = now_ns();
+    assert!(x.try_acquire().await.unwrap().is_granted(), "{flavor}");
+    let drain_rtt = now_ns() - drained;
+    let s0: i128 = i128::from(stored_state(&mut con, key).unwrap());
+    Drained {
+        x,
+        a,
+        next,
+        con,
+        drained,
+        drain_rtt,
+        s0,
+    }
 }
 
 /// What one run of [`next_caller`] measured, ns.
@@ -93,34 +143,25 @@ async fn next_caller(server: &Server, backend: Backend, drop_a: bool) -> Served 
     let g = clock_lag_ns(server.flavor(), backend);
     let flavor = server.flavor();
     let key = format!("give_back:next:{}:{drop_a}", backend.name());
-    let quota = Quota::new(1, 1u64).unwrap();
-    let x = limiter(server, &key, &quota, backend).await;
-    let a = limiter(server, &key, &quota, backend).await;
-    let b = limiter(server, &key, &quota, backend).await;
-    let mut con = server.conn();
-
-    let drained = now_ns();
-    assert!(x.try_acquire().await.unwrap().is_granted(), "{flavor}");
-    let drain_rtt = now_ns() - drained;
-    let s0: i128 = i128::from(stored_state(&mut con, &key).unwrap());
+    let Drained {
+        x: _x,
+        a,
+        next: b,
+        mut con,
+        drained,
+        drain_rtt,
+        s0,
+    } = drained(server, &key, backend).await;
 
     let (a_start, a_task) = waiter(&a);
     // A's reservation is in when the state is one token later.
     state_when(&mut con, &key, |s| s == s0 + T).await;
-    let until = a_start + DROP_AFTER.as_nanos() as i128;
-    tokio::time::sleep(Duration::from_nanos((until - now_ns()).max(0) as u64)).await;
+    sleep_until(a_start + DROP_AFTER.as_nanos() as i128).await;
     let a_result = if drop_a {
         a_task.abort();
         assert!(a_task.await.unwrap_err().is_cancelled(), "{flavor}");
         // The give-back runs in a task the drop spawned: wait (bounded) for its reply.
-        let deadline = tokio::time::Instant::now() + SETTLE;
-        while a.metrics().tokens_given_back == 0 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{flavor}: no give-back"
-            );
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        wait_until(flavor, "no give-back", || a.metrics().tokens_given_back > 0).await;
         // Exactly the token, exactly back: the state is the drain's again.
         assert_eq!(
             i128::from(stored_state(&mut con, &key).unwrap()),
@@ -209,41 +250,31 @@ fn dropped_waiter_with_a_waiter_behind_gives_nothing(flavor: Flavor, backend: Ba
     let g = clock_lag_ns(flavor, backend);
     runtime().block_on(async {
         let key = format!("give_back:queued:{}", backend.name());
-        let quota = Quota::new(1, 1u64).unwrap();
-        let x = limiter(&server, &key, &quota, backend).await;
-        let a = limiter(&server, &key, &quota, backend).await;
-        let c = limiter(&server, &key, &quota, backend).await;
-        let mut con = server.conn();
-
-        let drained = now_ns();
-        assert!(x.try_acquire().await.unwrap().is_granted(), "{flavor}");
-        let drain_rtt = now_ns() - drained;
-        let s0: i128 = i128::from(stored_state(&mut con, &key).unwrap());
+        let Drained {
+            x,
+            a,
+            next: c,
+            mut con,
+            drained,
+            drain_rtt,
+            s0,
+        } = drained(&server, &key, backend).await;
         let (a_start, a_task) = waiter(&a);
         state_when(&mut con, &key, |s| s == s0 + T).await;
         let (c_start, c_task) = waiter(&c);
         let queued = state_when(&mut con, &key, |s| s == s0 + 2 * T).await;
 
         let gives_before = gives(&mut con, backend);
-        let until = a_start + DROP_AFTER.as_nanos() as i128;
-        tokio::time::sleep(Duration::from_nanos((until - now_ns()).max(0) as u64)).await;
+        sleep_until(a_start + DROP_AFTER.as_nanos() as i128).await;
         a_task.abort();
         assert!(a_task.await.unwrap_err().is_cancelled());
         // The give-back ran once (bounded wait for the server to count it) ...
-        let deadline = tokio::time::Instant::now() + SETTLE;
-        while gives(&mut con, backend) == gives_before {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{flavor}: no give-back sent"
-            );
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        wait_until(flavor, "no give-back sent", || {
+            gives(&mut con, backend) != gives_before
+        })
+        .await;
         // ... its reply counted (round trips: the take and the give) ...
-        let deadline = tokio::time::Instant::now() + SETTLE;
-        while a.metrics().round_trips < 2 {
-            assert!(tokio::time::Instant::now() < deadline, "{flavor}: no reply");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        wait_until(flavor, "no reply", || a.metrics().round_trips >= 2).await;
         // ... and gave back nothing: the state is exactly what C's reservation left.
         let m = a.metrics();
         assert_eq!(
@@ -359,43 +390,23 @@ fn give_back_at_a_rate_whose_interval_is_not_whole_micros(flavor: Flavor, backen
     });
 }
 
-fn dropped_waiter_gives_back_module(flavor: Flavor) {
-    dropped_waiter_gives_back(flavor, Backend::Module);
-}
-fn dropped_waiter_gives_back_script(flavor: Flavor) {
-    dropped_waiter_gives_back(flavor, Backend::Script);
-}
-fn queued_waiter_keeps_its_reservation_module(flavor: Flavor) {
-    dropped_waiter_with_a_waiter_behind_gives_nothing(flavor, Backend::Module);
-}
-fn queued_waiter_keeps_its_reservation_script(flavor: Flavor) {
-    dropped_waiter_with_a_waiter_behind_gives_nothing(flavor, Backend::Script);
-}
-fn give_back_module(flavor: Flavor) {
-    give_back_returns_what_was_not_followed(flavor, Backend::Module);
-}
-fn give_back_script(flavor: Flavor) {
-    give_back_returns_what_was_not_followed(flavor, Backend::Script);
-}
+mod per_backend;
 
-throttle_testkit::per_server!(
-    dropped_waiter_gives_back_module,
-    dropped_waiter_gives_back_script,
-    queued_waiter_keeps_its_reservation_module,
-    queued_waiter_keeps_its_reservation_script,
-    give_back_module,
-    give_back_script,
+per_backend::backends!(
+    dropped_waiter_gives_back => dropped_waiter_gives_back_module(Module),
+    dropped_waiter_gives_back => dropped_waiter_gives_back_script(Script),
+    dropped_waiter_with_a_waiter_behind_gives_nothing
+        => queued_waiter_keeps_its_reservation_module(Module),
+    dropped_waiter_with_a_waiter_behind_gives_nothing
+        => queued_waiter_keeps_its_reservation_script(Script),
+    give_back_returns_what_was_not_followed => give_back_module(Module),
+    give_back_returns_what_was_not_followed => give_back_script(Script),
 );
 
-fn give_back_at_9_per_second_module(flavor: Flavor) {
-    give_back_at_a_rate_whose_interval_is_not_whole_micros(flavor, Backend::Module);
-}
-fn give_back_at_9_per_second_script(flavor: Flavor) {
-    give_back_at_a_rate_whose_interval_is_not_whole_micros(flavor, Backend::Script);
-}
-
-throttle_testkit::on_servers!(
+per_backend::backends!(
     [redis_8_2_rates Redis82, redis_7_0_rates Redis70]
-    give_back_at_9_per_second_module,
-    give_back_at_9_per_second_script,
+    give_back_at_a_rate_whose_interval_is_not_whole_micros
+        => give_back_at_9_per_second_module(Module),
+    give_back_at_a_rate_whose_interval_is_not_whole_micros
+        => give_back_at_9_per_second_script(Script),
 );

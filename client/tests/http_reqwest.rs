@@ -2,36 +2,19 @@
 //! Redis with the module.
 
 use redis_throttle::prelude::*;
-use std::future::Future;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis_throttle::http::{LimiterError, RetryPolicy, ThrottleMiddleware};
-use redis_throttle::{Limiter, Quota};
+use redis_throttle::Limiter;
 use reqwest::StatusCode;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use throttle_e2e::http_supplier::{Hit, RetryAfter, Script, Supplier};
-use throttle_e2e::multiplexed;
 use throttle_testkit::{Flavor, Server};
 use tokio::time::Instant;
 
-/// Every test ends within this.
-const LIMIT: Duration = Duration::from_secs(30);
-
-async fn bounded<T>(test: impl Future<Output = T>) -> T {
-    tokio::time::timeout(LIMIT, test)
-        .await
-        .expect("the test took too long")
-}
-
-/// 5 at once, then 20 per second.
-fn quota() -> Quota {
-    Quota::new(5, 20u64).unwrap()
-}
-
-async fn limiter(server: &Server, key: &str) -> Limiter<MultiplexedConnection> {
-    Limiter::new(multiplexed(&server.url()).await, key, quota())
-}
+mod http_support;
+use http_support::{bounded, limiter, plain_403, rate_limit_403, start};
 
 fn client(middleware: ThrottleMiddleware<Limiter<MultiplexedConnection>>) -> ClientWithMiddleware {
     ClientBuilder::new(reqwest::Client::new())
@@ -134,16 +117,17 @@ async fn one_replicas_429_stops_the_other_replica_too_on_redis_7_0() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_503_with_an_http_date_pauses_until_that_date() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            retry_after: RetryAfter::Date,
-            first: 1,
-            closed_window: false,
-            count: None,
-        })
+        let (_server, supplier, limiter) = start(
+            Script {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                retry_after: RetryAfter::Date,
+                first: 1,
+                closed_window: false,
+                count: None,
+            },
+            "http:date",
+        )
         .await;
-        let limiter = limiter(&server, "http:date").await;
         let client = client(ThrottleMiddleware::new(limiter.clone()));
         let response = client.get(supplier.url("/")).send().await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
@@ -163,9 +147,7 @@ async fn a_503_with_an_http_date_pauses_until_that_date() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_post_gets_its_429_back_but_the_bucket_pauses_all_the_same() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script::once()).await;
-        let limiter = limiter(&server, "http:post").await;
+        let (_server, supplier, limiter) = start(Script::once(), "http:post").await;
         let client = client(ThrottleMiddleware::new(limiter.clone()));
 
         let response = client
@@ -192,9 +174,7 @@ async fn a_post_gets_its_429_back_but_the_bucket_pauses_all_the_same() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_post_is_resent_when_the_caller_opts_in() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script::once()).await;
-        let limiter = limiter(&server, "http:post-opt-in").await;
+        let (_server, supplier, limiter) = start(Script::once(), "http:post-opt-in").await;
         let policy = RetryPolicy::default().retry_non_idempotent(true);
         let client = client(ThrottleMiddleware::new(limiter).policy(policy));
         let response = client
@@ -215,14 +195,15 @@ async fn a_post_is_resent_when_the_caller_opts_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_attempts_are_bounded_when_the_supplier_always_says_429() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script {
-            retry_after: RetryAfter::Seconds(0),
-            first: usize::MAX,
-            ..Script::once()
-        })
+        let (_server, supplier, limiter) = start(
+            Script {
+                retry_after: RetryAfter::Seconds(0),
+                first: usize::MAX,
+                ..Script::once()
+            },
+            "http:always",
+        )
         .await;
-        let limiter = limiter(&server, "http:always").await;
         for (policy, sends) in [
             (RetryPolicy::default(), 3),
             (RetryPolicy::default().max_attempts(5), 5),
@@ -245,14 +226,8 @@ async fn the_attempts_are_bounded_when_the_supplier_always_says_429() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limit_403_pauses_and_is_resent_and_a_plain_403_is_the_response() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
         // GitHub's secondary rate limit: 403 with `Retry-After: 1`.
-        let supplier = Supplier::start(Script {
-            status: StatusCode::FORBIDDEN,
-            ..Script::once()
-        })
-        .await;
-        let limiter = limiter(&server, "http:403").await;
+        let (server, supplier, limiter) = start(rate_limit_403(), "http:403").await;
         let client = client(ThrottleMiddleware::new(limiter.clone()));
         let response = client.get(supplier.url("/")).send().await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
@@ -263,13 +238,7 @@ async fn a_rate_limit_403_pauses_and_is_resent_and_a_plain_403_is_the_response()
         assert_eq!((seen.responses_other, seen.retries), (1, 1), "{seen:?}");
 
         // Forbidden, and nothing says it is a rate limit: the caller's, sent once.
-        let forbidden = Supplier::start(Script {
-            status: StatusCode::FORBIDDEN,
-            retry_after: RetryAfter::Absent,
-            first: usize::MAX,
-            ..Script::once()
-        })
-        .await;
+        let forbidden = Supplier::start(plain_403()).await;
         let plain = self::limiter(&server, "http:forbidden").await;
         let client = self::client(ThrottleMiddleware::new(plain.clone()));
         let response = client.get(forbidden.url("/")).send().await.unwrap();
@@ -335,9 +304,7 @@ async fn the_bucket_is_chosen_per_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limiter_errors_are_middleware_errors_and_nothing_is_sent() {
     bounded(async {
-        let mut server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script::once()).await;
-        let limiter = limiter(&server, "http:gone").await;
+        let (mut server, supplier, limiter) = start(Script::once(), "http:gone").await;
         // Redis goes away: the limiter cannot take a token.
         server.kill();
         let client = client(ThrottleMiddleware::new(limiter));
@@ -418,9 +385,7 @@ fn a_multi_limiter_behind_the_middleware_settles_each_call_to_its_usage(flavor: 
             let status = response.status().as_u16();
             let handle = response.extensions().get::<SettleHandle>().unwrap().clone();
             let body = response.text().await.unwrap();
-            let used = llm_supplier::total_tokens(&body).unwrap();
-            let first = llm_supplier::outcome(handle.settle(used).await.unwrap());
-            let second = llm_supplier::outcome(handle.settle(used).await.unwrap());
+            let (first, second) = llm_supplier::settle_twice(&handle, &body).await;
             (status, first, second)
         },
     )));

@@ -3,45 +3,46 @@
 //! commands).
 
 use redis_throttle::prelude::*;
-use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use redis::aio::MultiplexedConnection;
 use redis_throttle::http::{
-    LimiterError, NeverClone, RequestHead, RetryPolicy, ThrottleLayer, ThrottleService,
+    LimiterError, NeverClone, Pick, RequestHead, ResponseHead, RetryPolicy, SettleHandle,
+    ThrottleLayer, ThrottleService,
 };
 use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
-use redis_throttle::{Error, Limiter, Quota, Unreachable};
+use redis_throttle::{Backend, Error, Limiter, MultiLimiter, Priority, Quota, Rate, Unreachable};
+use throttle_e2e::fake::FakeServer;
 use throttle_e2e::http_supplier::{Hit, RetryAfter, Script, Supplier};
 use throttle_e2e::multiplexed;
 use throttle_testkit::{Flavor, Server};
-use tower::{Layer, ServiceExt};
+use tower::{Layer, ServiceBuilder, ServiceExt};
 
 type Hyper = Client<HttpConnector, Full<Bytes>>;
 
-/// Every test ends within this.
-const LIMIT: Duration = Duration::from_secs(30);
+mod http_support;
+use http_support::{bounded, limiter, plain_403, rate_limit_403, start, LIMIT};
 
-async fn bounded<T>(test: impl Future<Output = T>) -> T {
-    tokio::time::timeout(LIMIT, test)
-        .await
-        .expect("the test took too long")
+/// A limiter on `key` with `quota`, on a connection of its own.
+async fn limiter_of(server: &Server, key: &str, quota: Quota) -> Limiter<MultiplexedConnection> {
+    Limiter::new(multiplexed(&server.url()).await, key, quota)
 }
 
-async fn limiter(server: &Server, key: &str) -> Limiter<MultiplexedConnection> {
-    // 5 at once, then 20 per second.
-    Limiter::new(
-        multiplexed(&server.url()).await,
-        key,
-        Quota::new(5, 20u64).unwrap(),
-    )
+/// A supplier that answers every request 200.
+fn never_pushes_back() -> Script {
+    Script {
+        first: 0,
+        ..Script::once()
+    }
 }
 
 fn hyper() -> Hyper {
@@ -69,6 +70,33 @@ where
         > + Clone,
 {
     service.clone().oneshot(request).await
+}
+
+/// A GET of the supplier's `/` through `service`, sent.
+async fn get<P, K>(
+    service: &ThrottleService<Hyper, P, K>,
+    supplier: &Supplier,
+) -> Response<Incoming>
+where
+    ThrottleService<Hyper, P, K>: tower::Service<
+            Request<Full<Bytes>>,
+            Response = Response<Incoming>,
+            Error = Box<dyn std::error::Error + Send + Sync>,
+        > + Clone,
+{
+    send(service, request(Method::GET, &supplier.url("/"), "a"))
+        .await
+        .unwrap()
+}
+
+/// The status of a GET of the supplier's `/` through the layer on `limiter`, with the default
+/// policy.
+async fn get_through_the_layer(
+    limiter: &Limiter<MultiplexedConnection>,
+    supplier: &Supplier,
+) -> StatusCode {
+    let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
+    get(&service, supplier).await.status()
 }
 
 /// Every hit after a pushback comes no earlier than the instant its `Retry-After` named, except
@@ -150,13 +178,14 @@ async fn two_replicas_sending_together_each_meet_at_most_one_429() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_post_is_not_resent_unless_the_caller_opts_in() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script {
-            first: 2,
-            ..Script::once()
-        })
+        let (_server, supplier, limiter) = start(
+            Script {
+                first: 2,
+                ..Script::once()
+            },
+            "http:tower:post",
+        )
         .await;
-        let limiter = limiter(&server, "http:tower:post").await;
         let url = supplier.url("/payments");
 
         let plain = ThrottleLayer::new(limiter.clone()).layer(hyper());
@@ -192,16 +221,17 @@ async fn a_post_is_not_resent_unless_the_caller_opts_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_supplier_that_always_says_503_gets_max_attempts_and_the_last_503_is_the_response() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            retry_after: RetryAfter::Seconds(0),
-            first: usize::MAX,
-            closed_window: false,
-            count: None,
-        })
+        let (_server, supplier, limiter) = start(
+            Script {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                retry_after: RetryAfter::Seconds(0),
+                first: usize::MAX,
+                closed_window: false,
+                count: None,
+            },
+            "http:tower:always",
+        )
         .await;
-        let limiter = limiter(&server, "http:tower:always").await;
         for (attempts, expected) in [(None, 3), (Some(4), 4)] {
             let mut policy = RetryPolicy::default();
             if let Some(n) = attempts {
@@ -211,9 +241,7 @@ async fn a_supplier_that_always_says_503_gets_max_attempts_and_the_last_503_is_t
                 .policy(policy)
                 .layer(hyper());
             let before = supplier.hits().len();
-            let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-                .await
-                .unwrap();
+            let response = get(&service, &supplier).await;
             assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
             assert_eq!(supplier.hits().len() - before, expected);
         }
@@ -227,9 +255,7 @@ async fn a_supplier_that_always_says_503_gets_max_attempts_and_the_last_503_is_t
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_that_cannot_be_copied_is_sent_once_and_still_pauses_the_bucket() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script::once()).await;
-        let limiter = limiter(&server, "http:tower:stream").await;
+        let (_server, supplier, limiter) = start(Script::once(), "http:tower:stream").await;
         // Per request: the closure sees the URL's host and path.
         let pick = {
             let limiter = limiter.clone();
@@ -261,9 +287,7 @@ async fn a_request_that_cannot_be_copied_is_sent_once_and_still_pauses_the_bucke
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limiter_errors_are_boxed_limiter_errors_and_nothing_is_sent() {
     bounded(async {
-        let mut server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script::once()).await;
-        let limiter = limiter(&server, "http:tower:gone").await;
+        let (mut server, supplier, limiter) = start(Script::once(), "http:tower:gone").await;
         // Redis goes away: the limiter cannot take a token.
         server.kill();
         let service = ThrottleLayer::new(limiter).layer(hyper());
@@ -322,8 +346,6 @@ async fn a_limiter_that_fails_open_sends_and_waits_out_the_pushback_itself() {
 /// The tower layer takes its tokens from a partitioned limiter as from any limiter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tower_layer_takes_from_a_partitioned_limiter() {
-    use tower::ServiceBuilder;
-
     let server = Server::builder(Flavor::Redis82).module(false).start();
     // 2 partitions of 2 at once, then 10 per second each.
     let quota = PartitionedQuota::builder("http", Quota::new(4, 20u64).unwrap())
@@ -359,11 +381,6 @@ async fn the_tower_layer_takes_from_a_partitioned_limiter() {
 /// goes again after it, and each send took one call from both limits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tower_layer_takes_from_a_multi_limiter_and_pauses_every_limit() {
-    use redis_throttle::{MultiLimiter, Rate};
-    use std::sync::atomic::{AtomicU32, Ordering};
-    use std::sync::Arc;
-    use tower::ServiceBuilder;
-
     let server = Server::start(Flavor::Redis82);
     let limiter = MultiLimiter::builder()
         .limit("{mt}:second", Quota::new(10, 10u64).unwrap(), 1)
@@ -479,18 +496,14 @@ impl Throttle for Counting {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limiter_of_the_callers_own_goes_behind_the_layer_as_it_is() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script::once()).await;
-        let inner = limiter(&server, "http:tower:own").await;
+        let (_server, supplier, inner) = start(Script::once(), "http:tower:own").await;
         let own = Counting {
             inner: inner.clone(),
             takes: Default::default(),
         };
         // No `PickLimiter` impl of its own: any `Throttle` that is `Clone` is a picker.
         let service = ThrottleLayer::new(own.clone()).layer(hyper());
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
+        let response = get(&service, &supplier).await;
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(
             own.takes.load(std::sync::atomic::Ordering::Relaxed),
@@ -506,14 +519,10 @@ async fn a_limiter_of_the_callers_own_goes_behind_the_layer_as_it_is() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_cuts_the_fleets_rate_and_everything_is_counted() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script::once()).await;
-        let limiter = limiter(&server, "http:tower:cut").await;
+        let (server, supplier, limiter) = start(Script::once(), "http:tower:cut").await;
         let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
         let start = tokio::time::Instant::now();
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
+        let response = get(&service, &supplier).await;
         assert_eq!(response.status(), StatusCode::OK);
         let seen = limiter.metrics().pushback;
         assert_eq!(
@@ -537,18 +546,12 @@ async fn a_429_cuts_the_fleets_rate_and_everything_is_counted() {
         );
 
         // Opted out: the 429 only pauses, and the rate stays the configured one.
-        let plain = Limiter::new(
-            multiplexed(&server.url()).await,
-            "http:tower:no-cut",
-            Quota::new(5, 20u64).unwrap(),
-        );
+        let plain = self::limiter(&server, "http:tower:no-cut").await;
         let supplier = Supplier::start(Script::once()).await;
         let service = ThrottleLayer::new(plain.clone())
             .policy(RetryPolicy::default().no_cut())
             .layer(hyper());
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
+        let response = get(&service, &supplier).await;
         assert_eq!(response.status(), StatusCode::OK);
         let metrics = plain.metrics();
         assert_eq!((metrics.pauses, metrics.pushback.cuts), (1, 0));
@@ -557,30 +560,39 @@ async fn a_429_cuts_the_fleets_rate_and_everything_is_counted() {
     .await;
 }
 
-/// Every hit after the first comes no earlier than the instant the first's pushback named.
-fn assert_resent_after(hits: &[Hit], pause: Duration) {
+/// A GET through the layer on `limiter` of a supplier that pushes back once for 1 s: answered
+/// 200, resent once, no earlier than 1 s after the first send. The limiter's counts after it.
+async fn get_resent_a_second_later(
+    limiter: &Limiter<MultiplexedConnection>,
+    supplier: &Supplier,
+) -> redis_throttle::MetricsSnapshot {
+    assert_eq!(
+        get_through_the_layer(limiter, supplier).await,
+        StatusCode::OK
+    );
+    let hits = supplier.hits();
     assert_eq!(hits.len(), 2, "{hits:#?}");
-    assert!(hits[1].at >= hits[0].at + pause, "{hits:#?}");
+    assert!(
+        hits[1].at >= hits[0].at + Duration::from_secs(1),
+        "{hits:#?}"
+    );
+    limiter.metrics()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_that_says_the_window_is_spent_pauses_until_the_reset_without_a_cut() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
         // GitHub's way: the 429 says 0 left, resetting in 1 s. Nothing is left, the rate is
         // not too high: the fleet waits for the reset, at the rate it had.
-        let supplier = Supplier::start(Script {
-            count: Some((0, 1)),
-            ..Script::once()
-        })
+        let (_server, supplier, limiter) = start(
+            Script {
+                count: Some((0, 1)),
+                ..Script::once()
+            },
+            "http:tower:spent",
+        )
         .await;
-        let limiter = limiter(&server, "http:tower:spent").await;
-        let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let metrics = limiter.metrics();
+        let metrics = get_resent_a_second_later(&limiter, &supplier).await;
         let seen = &metrics.pushback;
         assert_eq!(
             (
@@ -594,7 +606,6 @@ async fn a_429_that_says_the_window_is_spent_pauses_until_the_reset_without_a_cu
         );
         assert_eq!(metrics.pauses, 1, "{metrics:?}");
         assert_eq!(limiter.peek().await.unwrap().factor_bp, 10_000);
-        assert_resent_after(&supplier.hits(), Duration::from_secs(1));
     })
     .await;
 }
@@ -602,21 +613,12 @@ async fn a_429_that_says_the_window_is_spent_pauses_until_the_reset_without_a_cu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_403_that_says_it_is_a_rate_limit_pauses_and_is_resent() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
         // GitHub's secondary rate limit: 403 with `Retry-After: 1`. Pushback, not contention
         // the headers rule out: a pause and a cut, as a 429 would.
-        let supplier = Supplier::start(Script {
-            status: StatusCode::FORBIDDEN,
-            ..Script::once()
-        })
-        .await;
-        let limiter = limiter(&server, "http:tower:403").await;
-        let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
+        let (server, supplier, limiter) = start(rate_limit_403(), "http:tower:403").await;
+        let seen = get_resent_a_second_later(&limiter, &supplier)
             .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let seen = limiter.metrics().pushback;
+            .pushback;
         assert_eq!(
             (
                 seen.responses_other,
@@ -627,7 +629,6 @@ async fn a_403_that_says_it_is_a_rate_limit_pauses_and_is_resent() {
             (1, 0, 1, 1),
             "{seen:?}"
         );
-        assert_resent_after(&supplier.hits(), Duration::from_secs(1));
 
         // GitHub's primary rate limit: 403 with `x-ratelimit-remaining: 0` and its reset, no
         // `Retry-After`: the window is spent, the fleet waits for it without a cut.
@@ -639,18 +640,12 @@ async fn a_403_that_says_it_is_a_rate_limit_pauses_and_is_resent() {
         })
         .await;
         let spent = self::limiter(&server, "http:tower:403-spent").await;
-        let service = ThrottleLayer::new(spent.clone()).layer(hyper());
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let seen = spent.metrics().pushback;
+        let seen = get_resent_a_second_later(&spent, &supplier).await.pushback;
         assert_eq!(
             (seen.responses_other, seen.retries, seen.cuts),
             (1, 1, 0),
             "{seen:?}"
         );
-        assert_resent_after(&supplier.hits(), Duration::from_secs(1));
     })
     .await;
 }
@@ -658,21 +653,11 @@ async fn a_403_that_says_it_is_a_rate_limit_pauses_and_is_resent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_403_is_passed_through_untouched() {
     bounded(async {
-        let server = Server::start(Flavor::Redis82);
-        // Forbidden, and nothing says it is a rate limit.
-        let supplier = Supplier::start(Script {
-            status: StatusCode::FORBIDDEN,
-            retry_after: RetryAfter::Absent,
-            first: usize::MAX,
-            ..Script::once()
-        })
-        .await;
-        let limiter = limiter(&server, "http:tower:forbidden").await;
-        let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        let (_server, supplier, limiter) = start(plain_403(), "http:tower:forbidden").await;
+        assert_eq!(
+            get_through_the_layer(&limiter, &supplier).await,
+            StatusCode::FORBIDDEN
+        );
         assert_eq!(supplier.hits().len(), 1);
         let metrics = limiter.metrics();
         assert_eq!(metrics.pushback, Default::default(), "{metrics:?}");
@@ -688,22 +673,16 @@ async fn the_suppliers_count_lowers_the_bucket() {
         let server = Server::start(Flavor::Redis82);
         // One call left in the supplier's window, which resets in 30 s.
         let supplier = Supplier::start(Script {
-            first: 0,
             count: Some((1, 30)),
-            ..Script::once()
+            ..never_pushes_back()
         })
         .await;
         // 10 at once, 1 per second: nothing refills within the test.
-        let limiter = Limiter::new(
-            multiplexed(&server.url()).await,
-            "http:tower:count",
-            Quota::new(10, 1u64).unwrap(),
+        let limiter = limiter_of(&server, "http:tower:count", Quota::new(10, 1u64).unwrap()).await;
+        assert_eq!(
+            get_through_the_layer(&limiter, &supplier).await,
+            StatusCode::OK
         );
-        let service = ThrottleLayer::new(limiter.clone()).layer(hyper());
-        let response = send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(limiter.metrics().pushback.syncs, 1);
         assert_eq!(
             limiter.peek().await.unwrap().remaining,
@@ -712,17 +691,16 @@ async fn the_suppliers_count_lowers_the_bucket() {
         );
 
         // Headers ignored on request: the bucket keeps what it holds.
-        let other = Limiter::new(
-            multiplexed(&server.url()).await,
+        let other = limiter_of(
+            &server,
             "http:tower:count-ignored",
             Quota::new(10, 1u64).unwrap(),
-        );
+        )
+        .await;
         let service = ThrottleLayer::new(other.clone())
             .policy(RetryPolicy::default().sync_with_supplier(false))
             .layer(hyper());
-        send(&service, request(Method::GET, &supplier.url("/"), "a"))
-            .await
-            .unwrap();
+        get(&service, &supplier).await;
         assert_eq!(other.metrics().pushback.syncs, 0);
         assert_eq!(other.peek().await.unwrap().remaining, 9);
     })
@@ -731,20 +709,12 @@ async fn the_suppliers_count_lowers_the_bucket() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_picker_gives_each_request_its_priority() {
-    use redis_throttle::{Priority, Throttle};
     bounded(async {
         let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script {
-            first: 0,
-            ..Script::once()
-        })
-        .await;
+        let supplier = Supplier::start(never_pushes_back()).await;
         // 5 at once, 5 per second; bulk requests leave 4 for the interactive ones.
-        let limiter = Limiter::new(
-            multiplexed(&server.url()).await,
-            "http:tower:priority",
-            Quota::new(5, 5u64).unwrap(),
-        );
+        let limiter =
+            limiter_of(&server, "http:tower:priority", Quota::new(5, 5u64).unwrap()).await;
         let picked = limiter.clone();
         let service = ThrottleLayer::per_request(move |head: &RequestHead<'_>| {
             let priority = match head.header("x-workflow") {
@@ -795,9 +765,6 @@ mod llm_supplier;
 /// service that answers with each case's headers: nothing refills, so every bucket is exact.
 #[tokio::test(start_paused = true)]
 async fn a_multi_limiter_syncs_each_limit_from_the_count_in_its_own_unit() {
-    use redis_throttle::Backend;
-    use throttle_e2e::fake::FakeServer;
-
     for case in llm_supplier::CASES {
         let fake = FakeServer::new();
         let limiter = llm_supplier::multi(fake.clone(), case.name, Backend::Module);
@@ -886,10 +853,6 @@ fn estimate(head: &RequestHead<'_>) -> Option<u64> {
 /// reads the response, and the response's handle then says it is settled.
 #[tokio::test(start_paused = true)]
 async fn the_picker_gives_each_request_its_tokens_and_the_response_head_settles_them() {
-    use redis_throttle::http::{Pick, ResponseHead, SettleHandle};
-    use redis_throttle::Backend;
-    use throttle_e2e::fake::FakeServer;
-
     let fake = FakeServer::new();
     let limiter = llm_supplier::multi(fake.clone(), "head", Backend::Module);
     let picked = limiter.clone();
@@ -960,11 +923,6 @@ async fn the_picker_gives_each_request_its_tokens_and_the_response_head_settles_
 /// extra, and gives back the unused part only while nothing was taken after the grant.
 #[tokio::test(start_paused = true)]
 async fn the_responses_handle_settles_once_and_gives_back_only_while_nothing_was_taken_after() {
-    use http_body_util::BodyExt;
-    use redis_throttle::http::{Pick, SettleHandle};
-    use redis_throttle::Backend;
-    use throttle_e2e::fake::FakeServer;
-
     let fake = FakeServer::new();
     let limiter = llm_supplier::multi(fake.clone(), "handle", Backend::Module);
     let picked = limiter.clone();
@@ -1025,12 +983,6 @@ async fn the_responses_handle_settles_once_and_gives_back_only_while_nothing_was
 /// send's grant, and the 429's grant is kept: the supplier counted that send.
 #[tokio::test(start_paused = true)]
 async fn each_send_takes_the_requests_tokens_and_the_settle_settles_the_last() {
-    use redis_throttle::http::{Pick, ResponseHead, SettleHandle};
-    use redis_throttle::Backend;
-    use std::sync::atomic::{AtomicU32, Ordering};
-    use std::sync::Arc;
-    use throttle_e2e::fake::FakeServer;
-
     for by_head in [true, false] {
         let fake = FakeServer::new();
         // 1 000 at once, 1 000 per second.
@@ -1115,9 +1067,6 @@ async fn each_send_takes_the_requests_tokens_and_the_settle_settles_the_last() {
 /// LLM API: each request's estimate is taken, and the usage in its body settles it through the
 /// response's handle.
 fn a_multi_limiter_behind_the_tower_layer_settles_each_call_to_its_usage(flavor: Flavor) {
-    use http_body_util::BodyExt;
-    use redis_throttle::http::{Pick, SettleHandle};
-
     let _serial = throttle_e2e::serial();
     let backend = redis_throttle::Backend::Module;
     let server = throttle_e2e::server_for(flavor, backend);
@@ -1139,9 +1088,8 @@ fn a_multi_limiter_behind_the_tower_layer_settles_each_call_to_its_usage(flavor:
             let status = response.status().as_u16();
             let handle = response.extensions().get::<SettleHandle>().unwrap().clone();
             let body = response.into_body().collect().await.unwrap().to_bytes();
-            let used = llm_supplier::total_tokens(std::str::from_utf8(&body).unwrap()).unwrap();
-            let first = llm_supplier::outcome(handle.settle(used).await.unwrap());
-            let second = llm_supplier::outcome(handle.settle(used).await.unwrap());
+            let body = std::str::from_utf8(&body).unwrap();
+            let (first, second) = llm_supplier::settle_twice(&handle, body).await;
             (status, first, second)
         },
     )));
@@ -1156,10 +1104,6 @@ throttle_testkit::per_server!(
 /// server: the count already holds the call's actual cost, so the extra is not counted twice.
 #[tokio::test(start_paused = true)]
 async fn the_head_settles_before_the_suppliers_count_so_the_cost_counts_once() {
-    use redis_throttle::http::{Pick, ResponseHead};
-    use redis_throttle::Backend;
-    use throttle_e2e::fake::FakeServer;
-
     let fake = FakeServer::new();
     let limiter = llm_supplier::multi(fake.clone(), "head-count", Backend::Module);
     let picked = limiter.clone();
@@ -1211,11 +1155,7 @@ fn slots_held(server: &Server, key: &str) -> u64 {
 async fn a_capped_call_holds_its_slot_until_its_response_is_dropped() {
     bounded(async {
         let server = Server::start(Flavor::Redis82);
-        let supplier = Supplier::start(Script {
-            first: 0,
-            ..Script::once()
-        })
-        .await;
+        let supplier = Supplier::start(never_pushes_back()).await;
         let key = "http:tower:in-flight";
         let limiter = Limiter::builder(key, Quota::new(5, 20u64).unwrap())
             .max_in_flight(2)

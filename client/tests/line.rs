@@ -13,10 +13,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis_throttle::{
-    Backend, Connection, InFlightMetrics, Limiter, MultiLimiter, Quota, Throttle,
+    Backend, Connection, Error, Grant, InFlightMetrics, Limiter, MultiLimiter, Quota, Throttle,
 };
 use throttle_e2e::{runtime, within, within_async, Flavor, Server};
 use throttle_testkit::ChildTest;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 throttle_e2e::per_server!(
@@ -60,43 +61,73 @@ async fn process(url: &str, key: &str, backend: Backend, listening: bool) -> Lim
 
 /// Until `limiter`'s call has joined the line (its own count), at most 10 s.
 async fn joined(limiter: &Limiter<Connection>, what: &str) {
+    joined_by(|| limiter.metrics().in_flight, what).await;
+}
+
+/// Until the caller whose counts `in_flight` reads has joined the line, at most 10 s.
+async fn joined_by(in_flight: impl Fn() -> InFlightMetrics, what: &str) {
     within_async(what, Duration::from_secs(10), || {
-        (limiter.metrics().in_flight.joined_line > 0).then_some(())
+        (in_flight().joined_line > 0).then_some(())
     })
     .await;
+}
+
+/// A listening process that takes the one slot on `key`: its limiter, and the grant that
+/// holds the slot.
+async fn hold_the_slot(url: &str, key: &str, backend: Backend) -> (Limiter<Connection>, Grant) {
+    let holder = process(url, key, backend, true).await;
+    let held = holder.acquire().await.unwrap();
+    (holder, held)
+}
+
+/// A listening process whose call on `key` waits in line, on a task of its own: its limiter
+/// and the call, once it has joined.
+async fn waiting_in_line(
+    url: &str,
+    key: &str,
+    backend: Backend,
+    what: &str,
+) -> (Limiter<Connection>, JoinHandle<Result<Grant, Error>>) {
+    let limiter = process(url, key, backend, true).await;
+    let waiting = limiter.clone();
+    let call = tokio::spawn(async move { waiting.acquire().await });
+    joined(&limiter, what).await;
+    (limiter, call)
+}
+
+/// Until every caller was served, a minute at most.
+async fn all_served(callers: Vec<JoinHandle<()>>) {
+    for caller in callers {
+        tokio::time::timeout(Duration::from_secs(60), caller)
+            .await
+            .expect("every caller served within a minute")
+            .unwrap();
+    }
 }
 
 fn callers_are_served_in_the_order_they_joined(flavor: Flavor) {
     let server = Server::start(flavor);
     let (url, backend) = (server.url(), backend_on(flavor));
     runtime().block_on(async {
-        let holder = process(&url, "ordered", backend, true).await;
-        let held = holder.acquire().await.unwrap();
+        let (_holder, held) = hold_the_slot(&url, "ordered", backend).await;
         let served = Arc::new(Mutex::new(Vec::new()));
         let mut callers = Vec::new();
         // Six processes join one after another, every other one not listening.
         let mut limiters = Vec::new();
         for caller in 0..6u64 {
             let limiter = process(&url, "ordered", backend, caller % 2 == 0).await;
-            let (waiting, served) = (limiter.clone(), Arc::clone(&served));
-            callers.push(tokio::spawn(async move {
-                let grant = waiting.acquire().await.unwrap();
-                served.lock().unwrap().push(caller);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                drop(grant);
-            }));
+            callers.push(tokio::spawn(serve(
+                limiter.clone(),
+                caller,
+                Arc::clone(&served),
+            )));
             joined(&limiter, &format!("caller {caller} in line")).await;
             let told = limiter.metrics().in_flight;
             assert_eq!((told.in_line, told.last_place), (1, caller + 1));
             limiters.push(limiter);
         }
         drop(held);
-        for caller in callers {
-            tokio::time::timeout(Duration::from_secs(60), caller)
-                .await
-                .expect("every caller served within a minute")
-                .unwrap();
-        }
+        all_served(callers).await;
         assert_eq!(*served.lock().unwrap(), [0, 1, 2, 3, 4, 5]);
         for limiter in limiters {
             assert_eq!(
@@ -149,8 +180,7 @@ fn callers_of_several_buckets_wait_in_the_same_line(flavor: Flavor) {
     let server = Server::start(flavor);
     let (url, backend) = (server.url(), backend_on(flavor));
     runtime().block_on(async {
-        let holder = process(&url, "mixed", backend, true).await;
-        let held = holder.acquire().await.unwrap();
+        let (_holder, held) = hold_the_slot(&url, "mixed", backend).await;
         let served = Arc::new(Mutex::new(Vec::new()));
         let mut callers = Vec::new();
         for caller in 0..4u64 {
@@ -165,21 +195,11 @@ fn callers_of_several_buckets_wait_in_the_same_line(flavor: Flavor) {
                 callers.push(tokio::spawn(serve(limiter.clone(), caller, served)));
                 Box::new(move || limiter.metrics().in_flight)
             };
-            within_async(
-                &format!("caller {caller} in line"),
-                Duration::from_secs(10),
-                || (in_flight().joined_line > 0).then_some(()),
-            )
-            .await;
+            joined_by(&in_flight, &format!("caller {caller} in line")).await;
             assert_eq!(in_flight().last_place, caller + 1);
         }
         drop(held);
-        for caller in callers {
-            tokio::time::timeout(Duration::from_secs(60), caller)
-                .await
-                .expect("every caller served within a minute")
-                .unwrap();
-        }
+        all_served(callers).await;
         assert_eq!(*served.lock().unwrap(), [0, 1, 2, 3]);
     });
 }
@@ -188,16 +208,11 @@ fn a_caller_dropped_in_line_leaves_it(flavor: Flavor) {
     let server = Server::start(flavor);
     let (url, backend) = (server.url(), backend_on(flavor));
     runtime().block_on(async {
-        let holder = process(&url, "left", backend, true).await;
-        let held = holder.acquire().await.unwrap();
-        let first = process(&url, "left", backend, true).await;
-        let waiting = first.clone();
-        let dropped = tokio::spawn(async move { waiting.acquire().await.map(drop) });
-        joined(&first, "the first caller in line").await;
-        let second = process(&url, "left", backend, true).await;
-        let waiting = second.clone();
-        let next = tokio::spawn(async move { waiting.acquire().await });
-        joined(&second, "the second caller in line").await;
+        let (_holder, held) = hold_the_slot(&url, "left", backend).await;
+        let (first, dropped) =
+            waiting_in_line(&url, "left", backend, "the first caller in line").await;
+        let (_second, next) =
+            waiting_in_line(&url, "left", backend, "the second caller in line").await;
         // The first caller gives up (its future dropped): it leaves the line at once, so the
         // release hands the slot to the second, not to nobody for a lease.
         dropped.abort();
@@ -237,10 +252,8 @@ fn waiter_process() {
         _ => Backend::Module,
     };
     runtime().block_on(async {
-        let limiter = process(&url, "killed", backend, true).await;
-        let waiting = limiter.clone();
-        let call = tokio::spawn(async move { waiting.acquire().await.map(drop) });
-        joined(&limiter, "the waiter process in line").await;
+        let (_limiter, call) =
+            waiting_in_line(&url, "killed", backend, "the waiter process in line").await;
         let mut conn = redis_throttle::connect(&url).await.unwrap();
         let _: () = redis::cmd("SET")
             .arg("killed:joined")
@@ -261,8 +274,7 @@ fn a_killed_waiter_holds_up_the_next_for_a_lease_at_most(flavor: Flavor) {
         _ => "module",
     };
     runtime().block_on(async {
-        let holder = process(&url, "killed", backend, true).await;
-        let held = holder.acquire().await.unwrap();
+        let (_holder, held) = hold_the_slot(&url, "killed", backend).await;
         // Started once the slot is held, so that its call waits in line.
         let mut waiter = ChildTest::spawn(
             "waiter_process",
@@ -279,10 +291,13 @@ fn a_killed_waiter_holds_up_the_next_for_a_lease_at_most(flavor: Flavor) {
                 joined
             },
         );
-        let behind = process(&url, "killed", backend, true).await;
-        let waiting = behind.clone();
-        let next = tokio::spawn(async move { waiting.acquire().await });
-        joined(&behind, "the caller behind the waiter process").await;
+        let (behind, next) = waiting_in_line(
+            &url,
+            "killed",
+            backend,
+            "the caller behind the waiter process",
+        )
+        .await;
         assert_eq!(
             behind.metrics().in_flight.last_place,
             2,

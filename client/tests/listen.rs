@@ -16,9 +16,13 @@
 use redis_throttle::prelude::*;
 use std::time::Duration;
 
-use redis_throttle::{Announcements, Backend, Limiter, MultiLimiter, Quota, Rate};
+use redis::aio::MultiplexedConnection;
+use redis_throttle::{
+    Announcements, Backend, Error, Grant, Limiter, MetricsSnapshot, MultiLimiter, Quota, Rate,
+};
 use throttle_e2e::{multiplexed, pause_a_reserved_call, runtime, serial, server_for, PausedCall};
 use throttle_testkit::Flavor;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 const MS: Duration = Duration::from_millis(1);
@@ -32,6 +36,68 @@ fn quota() -> Quota {
 
 fn subscription(url: &str) -> Announcements {
     Announcements::new(redis::Client::open(url).unwrap()).unwrap()
+}
+
+/// A limiter on `key` over the backend, on a connection of its own, listening to `listen` if
+/// given.
+async fn limiter(
+    url: &str,
+    key: &str,
+    backend: Backend,
+    listen: Option<&Announcements>,
+) -> Limiter<MultiplexedConnection> {
+    let builder = Limiter::builder(key, quota()).backend(backend);
+    let builder = match listen {
+        Some(announcements) => builder.listen(announcements),
+        None => builder,
+    };
+    builder.build(multiplexed(url).await).unwrap()
+}
+
+/// Waits (10 s at most) until each subscription is up.
+async fn assert_subscribed(subscriptions: &[&Announcements], at: &str) {
+    for subscribed in subscriptions {
+        assert!(
+            subscribed.ready(Duration::from_secs(10)).await,
+            "{at} subscribed"
+        );
+    }
+}
+
+/// A second take of `caller`'s, on a task of its own: with one token, it reserves and sleeps.
+fn spawn_reserved(caller: &Limiter<MultiplexedConnection>) -> JoinHandle<Result<Grant, Error>> {
+    let caller = caller.clone();
+    tokio::spawn(async move { caller.acquire().await })
+}
+
+/// What a reserved call that heard a pause did: held back once, confirmed what it heard with
+/// the server, looked nowhere after its sleep, and was granted after the pause (set `sent`
+/// after `start`) ended, in the take, the confirmation and the take after the pause.
+fn assert_heard_and_held_past_the_pause(
+    metrics: &MetricsSnapshot,
+    grant: &Grant,
+    start: Instant,
+    sent: Duration,
+    at: &str,
+) {
+    assert_eq!(metrics.pushback.held_by_pause, 1, "{at}");
+    assert_eq!(
+        metrics.pushback.pause_checks, 0,
+        "{at}: no look after the sleep while listening"
+    );
+    assert_eq!(
+        metrics.pushback.pause_confirms, 1,
+        "{at}: what was heard confirmed with the server, on the paused bucket"
+    );
+    assert_eq!(
+        grant.round_trips, 3,
+        "{at}: the take, the confirmation, and the take after the pause"
+    );
+    assert!(
+        start.elapsed() >= sent + PAUSE,
+        "{at}: granted {:?} after the start, inside the pause set at {sent:?}",
+        start.elapsed()
+    );
 }
 
 /// Looks, as often as the runtime lets it, for at most `within`, until `done`; returns when it
@@ -59,28 +125,12 @@ fn a_pause_from_another_process_reaches_a_reserved_call(flavor: Flavor, backend:
     runtime().block_on(async {
         let (mine, theirs) = (subscription(&url), subscription(&url));
         let key = format!("listen:{}", backend.name());
-        let caller = Limiter::builder(&key, quota())
-            .backend(backend)
-            .listen(&mine)
-            .build(multiplexed(&url).await)
-            .unwrap();
-        let other = Limiter::builder(&key, quota())
-            .backend(backend)
-            .listen(&theirs)
-            .build(multiplexed(&url).await)
-            .unwrap();
-        for subscribed in [&mine, &theirs] {
-            assert!(
-                subscribed.ready(Duration::from_secs(10)).await,
-                "{flavor} subscribed"
-            );
-        }
+        let caller = limiter(&url, &key, backend, Some(&mine)).await;
+        let other = limiter(&url, &key, backend, Some(&theirs)).await;
+        assert_subscribed(&[&mine, &theirs], &flavor.to_string()).await;
         caller.acquire().await.unwrap();
         let start = Instant::now();
-        let reserved = tokio::spawn({
-            let caller = caller.clone();
-            async move { caller.acquire().await.unwrap() }
-        });
+        let reserved = spawn_reserved(&caller);
         // The reservation is made at once (a round trip); the pause comes while it sleeps.
         tokio::time::sleep(MS * 50).await;
         let sent = start.elapsed();
@@ -92,28 +142,11 @@ fn a_pause_from_another_process_reaches_a_reserved_call(flavor: Flavor, backend:
             caller.metrics().pushback.heard_pauses == 1
         })
         .await;
-        let grant = reserved.await.unwrap();
+        let grant = reserved.await.unwrap().unwrap();
         let metrics = caller.metrics();
         let at = format!("{flavor} {backend:?}");
         let heard = heard.unwrap_or_else(|| panic!("{at}: not heard before the reserved send"));
-        assert_eq!(metrics.pushback.held_by_pause, 1, "{at}");
-        assert_eq!(
-            metrics.pushback.pause_checks, 0,
-            "{at}: no look after the sleep while listening"
-        );
-        assert_eq!(
-            metrics.pushback.pause_confirms, 1,
-            "{at}: what was heard confirmed with the server, on the paused bucket"
-        );
-        assert_eq!(
-            grant.round_trips, 3,
-            "{at}: the take, the confirmation, and the take after the pause"
-        );
-        assert!(
-            start.elapsed() >= sent + PAUSE,
-            "{at}: granted {:?} after the start, inside the pause set at {sent:?}",
-            start.elapsed()
-        );
+        assert_heard_and_held_past_the_pause(&metrics, &grant, start, sent, &at);
         println!(
             "{at}: pause sent at {sent:?}, its round trip {trip:?}; heard at {heard:?} \
              ({:?} after the pause was sent)",
@@ -133,26 +166,13 @@ fn a_killed_subscription_asks_until_it_is_back(flavor: Flavor, backend: Backend)
     runtime().block_on(async {
         let mine = subscription(&url);
         let key = format!("killed:{}", backend.name());
-        let caller = Limiter::builder(&key, quota())
-            .backend(backend)
-            .listen(&mine)
-            .build(multiplexed(&url).await)
-            .unwrap();
-        let other = Limiter::builder(&key, quota())
-            .backend(backend)
-            .build(multiplexed(&url).await)
-            .unwrap();
-        assert!(
-            mine.ready(Duration::from_secs(10)).await,
-            "{flavor} subscribed"
-        );
+        let caller = limiter(&url, &key, backend, Some(&mine)).await;
+        let other = limiter(&url, &key, backend, None).await;
+        assert_subscribed(&[&mine], &flavor.to_string()).await;
         let at = format!("{flavor} {backend:?}");
         caller.acquire().await.unwrap();
         let start = Instant::now();
-        let reserved = tokio::spawn({
-            let caller = caller.clone();
-            async move { caller.acquire().await.unwrap() }
-        });
+        let reserved = spawn_reserved(&caller);
         tokio::time::sleep(MS * 20).await;
         let mut admin = server.conn();
         let killed: i64 = redis::cmd("CLIENT")
@@ -177,7 +197,7 @@ fn a_killed_subscription_asks_until_it_is_back(flavor: Flavor, backend: Backend)
         });
         let sent = start.elapsed();
         other.pause(PAUSE).await.unwrap();
-        let grant = reserved.await.unwrap();
+        let grant = reserved.await.unwrap().unwrap();
         let metrics = caller.metrics();
         assert_eq!(
             metrics.pushback.held_by_pause, 1,
@@ -232,40 +252,14 @@ fn a_pause_on_one_of_several_buckets_reaches_a_reserved_call(flavor: Flavor, bac
             .listen(&mine)
             .build(multiplexed(&url).await)
             .unwrap();
-        let other = Limiter::builder(&second, quota())
-            .backend(backend)
-            .listen(&theirs)
-            .build(multiplexed(&url).await)
-            .unwrap();
-        for subscribed in [&mine, &theirs] {
-            assert!(
-                subscribed.ready(Duration::from_secs(10)).await,
-                "{flavor} subscribed"
-            );
-        }
+        let other = limiter(&url, &second, backend, Some(&theirs)).await;
+        assert_subscribed(&[&mine, &theirs], &flavor.to_string()).await;
         caller.acquire().await.unwrap();
         let PausedCall { grant, sent, start } = pause_a_reserved_call(&caller, &other, PAUSE).await;
         let metrics = caller.metrics();
         let at = format!("{flavor} {backend:?}");
         assert_eq!(metrics.pushback.heard_pauses, 1, "{at}: heard");
-        assert_eq!(metrics.pushback.held_by_pause, 1, "{at}");
-        assert_eq!(
-            metrics.pushback.pause_checks, 0,
-            "{at}: no look after the sleep while listening"
-        );
-        assert_eq!(
-            metrics.pushback.pause_confirms, 1,
-            "{at}: what was heard confirmed with the server, on the paused bucket"
-        );
-        assert_eq!(
-            grant.round_trips, 3,
-            "{at}: the take, the confirmation, and the take after the pause"
-        );
-        assert!(
-            start.elapsed() >= sent + PAUSE,
-            "{at}: granted {:?} after the start, inside the pause set at {sent:?}",
-            start.elapsed()
-        );
+        assert_heard_and_held_past_the_pause(&metrics, &grant, start, sent, &at);
     });
 }
 
@@ -289,14 +283,8 @@ fn what_is_heard_is_a_hint_and_no_pause_outlives_a_deadline(flavor: Flavor, back
             .max_wait(max_wait)
             .build(multiplexed(&url).await)
             .unwrap();
-        let other = Limiter::builder(&key, quota())
-            .backend(backend)
-            .build(multiplexed(&url).await)
-            .unwrap();
-        assert!(
-            mine.ready(Duration::from_secs(10)).await,
-            "{flavor} subscribed"
-        );
+        let other = limiter(&url, &key, backend, None).await;
+        assert_subscribed(&[&mine], &flavor.to_string()).await;
         let at = format!("{flavor} {backend:?}");
         let mut admin = server.conn();
         let channel = format!("throttle:pause:{{{key}}}");
@@ -314,10 +302,7 @@ fn what_is_heard_is_a_hint_and_no_pause_outlives_a_deadline(flavor: Flavor, back
         caller.acquire().await.unwrap();
         for (round, forged) in forgeries.iter().enumerate() {
             let start = Instant::now();
-            let reserved = tokio::spawn({
-                let caller = caller.clone();
-                async move { caller.acquire().await }
-            });
+            let reserved = spawn_reserved(&caller);
             tokio::time::sleep(MS * 50).await;
             let heard: i64 = redis::cmd("SPUBLISH")
                 .arg(&channel)
@@ -351,10 +336,7 @@ fn what_is_heard_is_a_hint_and_no_pause_outlives_a_deadline(flavor: Flavor, back
 
         // An honest pause of 8 s against a call that may wait 3 s: it fails when it hears it.
         let start = Instant::now();
-        let reserved = tokio::spawn({
-            let caller = caller.clone();
-            async move { caller.acquire().await }
-        });
+        let reserved = spawn_reserved(&caller);
         tokio::time::sleep(MS * 50).await;
         other.pause(Duration::from_secs(8)).await.unwrap();
         let failed = reserved.await.unwrap();
@@ -397,10 +379,7 @@ fn a_limiter_over_connect_listens_by_default(flavor: Flavor, backend: Backend) {
             } else {
                 builder.without_listening().build(conn.clone()).unwrap()
             };
-            let other = Limiter::builder(&key, quota())
-                .backend(backend)
-                .build(multiplexed(&url).await)
-                .unwrap();
+            let other = limiter(&url, &key, backend, None).await;
             assert!(
                 conn.announcements().ready(Duration::from_secs(10)).await,
                 "{at}: subscribed"
@@ -470,11 +449,7 @@ fn the_documented_acl_line_listens(flavor: Flavor, backend: Backend) {
             let announcements = Announcements::new(as_user(user)).unwrap();
             // A key of the documented pattern (quota:*): the line's channels are its keys'.
             let key = format!("quota:acl:{user}");
-            let limiter = Limiter::builder(&key, quota())
-                .backend(backend)
-                .listen(&announcements)
-                .build(multiplexed(&server.url()).await)
-                .unwrap();
+            let limiter = limiter(&server.url(), &key, backend, Some(&announcements)).await;
             let ready = announcements.ready(Duration::from_secs(if listens { 10 } else { 1 }));
             assert_eq!(ready.await, listens, "{flavor} {user}");
             limiter.acquire().await.unwrap();
@@ -486,14 +461,9 @@ fn the_documented_acl_line_listens(flavor: Flavor, backend: Backend) {
     });
 }
 
-macro_rules! backends {
-    ($($case:ident => $name:ident($backend:ident)),* $(,)?) => {
-        $( fn $name(flavor: Flavor) { $case(flavor, Backend::$backend) } )*
-        throttle_testkit::per_server!($($name),*);
-    };
-}
+mod per_backend;
 
-backends!(
+per_backend::backends!(
     a_pause_from_another_process_reaches_a_reserved_call => heard_module(Module),
     a_pause_from_another_process_reaches_a_reserved_call => heard_library(Library),
     a_pause_from_another_process_reaches_a_reserved_call => heard_script(Script),

@@ -58,6 +58,11 @@ fn render(key: &Key) -> String {
     format!("{}{{{}}}", key.name(), labels.join(","))
 }
 
+/// The metric registered under `key` in `map`, registered now if it was not.
+fn registered<T: Default>(map: &Mutex<HashMap<String, Arc<T>>>, key: &Key) -> Arc<T> {
+    map.lock().unwrap().entry(render(key)).or_default().clone()
+}
+
 impl TestRecorder {
     fn counter(&self, name: &str) -> u64 {
         self.counters
@@ -96,36 +101,15 @@ impl Recorder for TestRecorder {
     }
 
     fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
-        let counter = self
-            .counters
-            .lock()
-            .unwrap()
-            .entry(render(key))
-            .or_default()
-            .clone();
-        Counter::from_arc(counter)
+        Counter::from_arc(registered(&self.counters, key))
     }
 
     fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
-        let gauge = self
-            .gauges
-            .lock()
-            .unwrap()
-            .entry(render(key))
-            .or_default()
-            .clone();
-        Gauge::from_arc(gauge)
+        Gauge::from_arc(registered(&self.gauges, key))
     }
 
     fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
-        let samples = self
-            .histograms
-            .lock()
-            .unwrap()
-            .entry(render(key))
-            .or_default()
-            .clone();
-        Histogram::from_arc(samples)
+        Histogram::from_arc(registered(&self.histograms, key))
     }
 }
 

@@ -8,22 +8,52 @@
 use redis_throttle::prelude::*;
 use std::time::Duration;
 
-use redis_throttle::{Backend, Error, Limiter, MultiLimiter, Quota};
+use redis_throttle::{Backend, Error, Grant, Limiter, MultiLimiter, Quota};
 use throttle_e2e::contract::in_flight_paused::{settle, Build, Capped, Decided, SlotTable, LEASE};
 use throttle_e2e::fake::FakeServer;
+use tokio::task::JoinHandle;
 
 const FIRST: &str = "{pix}:second";
 const SECOND: &str = "{pix}:minute";
 
 fn build(fake: &FakeServer, cap: u64, lease: Duration) -> Result<MultiLimiter<FakeServer>, Error> {
+    build_with_second(fake, Quota::new(1000, 10u64).unwrap(), cap, lease)
+}
+
+/// [`build`] with the second limit's quota given.
+fn build_with_second(
+    fake: &FakeServer,
+    second: Quota,
+    cap: u64,
+    lease: Duration,
+) -> Result<MultiLimiter<FakeServer>, Error> {
     MultiLimiter::builder()
         .limit(FIRST, Quota::new(100, 100u64).unwrap(), 1)
-        .limit(SECOND, Quota::new(1000, 10u64).unwrap(), 1)
+        .limit(SECOND, second, 1)
         .backend(Backend::Module)
         .pause_check(false)
         .max_in_flight(cap)
         .slot_lease(lease)
         .build(fake.clone())
+}
+
+/// A limiter capped at one call on `fake`, its one slot held by the grant returned, and a
+/// second call of its own that has waited 700 ms.
+async fn one_held_and_one_waiting(
+    fake: &FakeServer,
+) -> (
+    MultiLimiter<FakeServer>,
+    Grant,
+    JoinHandle<Result<Grant, Error>>,
+) {
+    let limiter = build(fake, 1, LEASE).unwrap();
+    let held = limiter.acquire().await.unwrap();
+    let second = {
+        let limiter = limiter.clone();
+        tokio::spawn(async move { limiter.acquire().await })
+    };
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    (limiter, held, second)
 }
 
 /// The table of `key`'s slots on `fake`.
@@ -90,13 +120,7 @@ async fn the_slot_is_the_first_keys_taken_with_every_limits_tokens() {
 #[tokio::test(start_paused = true)]
 async fn a_call_that_finds_every_slot_held_takes_no_tokens() {
     let fake = FakeServer::new();
-    let limiter = build(&fake, 1, LEASE).unwrap();
-    let _held = limiter.acquire().await.unwrap();
-    let second = {
-        let limiter = limiter.clone();
-        tokio::spawn(async move { limiter.acquire().await })
-    };
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    let (_limiter, _held, second) = one_held_and_one_waiting(&fake).await;
     assert!(!second.is_finished(), "the one slot is held");
     // Refused for the slot: no bucket gave a token (the second refills 10 a second).
     assert_eq!(remaining(&fake, SECOND, 1000, 10).await, 1000);
@@ -129,13 +153,7 @@ async fn a_limiter_capped_on_the_first_key_shares_the_cap() {
 #[tokio::test(start_paused = true)]
 async fn a_call_handed_its_slot_takes_every_limits_tokens() {
     let fake = FakeServer::new();
-    let limiter = build(&fake, 1, LEASE).unwrap();
-    let held = limiter.acquire().await.unwrap();
-    let second = {
-        let limiter = limiter.clone();
-        tokio::spawn(async move { limiter.acquire().await })
-    };
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    let (limiter, held, second) = one_held_and_one_waiting(&fake).await;
     let in_flight = limiter.metrics().in_flight;
     assert_eq!(
         (in_flight.joined_line, in_flight.in_line),
@@ -165,15 +183,7 @@ async fn a_call_handed_its_slot_without_the_tokens_in_time_gives_the_slot_back()
     let fake = FakeServer::new();
     // The second limit holds one token and refills one a second.
     let slow = || Quota::new(1, 1u64).unwrap();
-    let limiter = MultiLimiter::builder()
-        .limit(FIRST, Quota::new(100, 100u64).unwrap(), 1)
-        .limit(SECOND, slow(), 1)
-        .backend(Backend::Module)
-        .pause_check(false)
-        .max_in_flight(1)
-        .slot_lease(LEASE)
-        .build(fake.clone())
-        .unwrap();
+    let limiter = build_with_second(&fake, slow(), 1, LEASE).unwrap();
     let held = limiter.acquire().await.unwrap();
     // Its token comes back at 1 s, within the call's 1.5 s: it waits in line for the slot.
     let second = {

@@ -19,10 +19,10 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis_throttle::{Backend, Error, Limiter, MultiLimiter, Quota, Rate};
-use throttle_e2e::wall::{now_ns, sleep_until};
+use throttle_e2e::wall::now_ns;
 use throttle_e2e::{
     backend_named, calls, check_windows, clock_lag_ns, multiplexed, runtime, serial, server_for,
-    stored_state, worker_env, worker_number, Report, Sample, Windows,
+    stored_state, worker_env, worker_number, Report, Windows,
 };
 use throttle_testkit::{ChildTest, Flavor};
 
@@ -63,6 +63,8 @@ fn multi<C: 'static>(conn: C, backend: Backend, prefix: &str) -> MultiLimiter<C>
 
 // --- The worker process ----------------------------------------------------------------
 
+mod worker_samples;
+
 const WORKER_URL: &str = "THROTTLE_MULTI_WORKER_URL";
 const WORKER_BACKEND: &str = "THROTTLE_MULTI_WORKER_BACKEND";
 const WORKER_GO_AT: &str = "THROTTLE_MULTI_WORKER_GO_AT_NS";
@@ -82,36 +84,16 @@ fn multi_worker() {
     runtime().block_on(async {
         let work = async {
             let limiter = multi(multiplexed(&url).await, backend, "");
-            sleep_until(go_at).await;
-            let first = now_ns();
-            let handles: Vec<_> = (0..TASKS)
-                .map(|_| {
-                    let limiter = limiter.clone();
-                    tokio::spawn(async move {
-                        let mut samples = Vec::new();
-                        // Bounded by the end instant, and by a count no run can reach.
-                        for _ in 0..10_000 {
-                            let start = now_ns();
-                            if start >= end_at {
-                                break;
-                            }
-                            let grant = limiter.acquire().await.expect("acquire");
-                            assert_eq!(grant.round_trips, 1, "one THROTTLE.MTAKE per grant");
-                            samples.push(Sample {
-                                start,
-                                done: now_ns(),
-                                slept: grant.slept.as_nanos() as i128,
-                            });
-                        }
-                        samples
-                    })
-                })
-                .collect();
-            let mut samples = Vec::new();
-            for handle in handles {
-                samples.extend(handle.await.unwrap());
-            }
-            Report::print(first, &samples, &limiter.metrics());
+            // Bounded by the end instant, and by a count no run can reach.
+            worker_samples::acquire_and_report(
+                limiter,
+                go_at,
+                TASKS,
+                10_000,
+                move |start| start < end_at,
+                |grant| assert_eq!(grant.round_trips, 1, "one THROTTLE.MTAKE per grant"),
+            )
+            .await;
         };
         tokio::time::timeout(bound, work)
             .await
@@ -441,36 +423,15 @@ fn give_back_returns_every_buckets_tokens(flavor: Flavor, backend: Backend) {
     });
 }
 
-fn give_back_module(flavor: Flavor) {
-    give_back_returns_every_buckets_tokens(flavor, Backend::Module);
-}
-fn give_back_library(flavor: Flavor) {
-    give_back_returns_every_buckets_tokens(flavor, Backend::Library);
-}
-fn give_back_script(flavor: Flavor) {
-    give_back_returns_every_buckets_tokens(flavor, Backend::Script);
-}
+mod per_backend;
 
-fn no_window_over_either_limit_module(flavor: Flavor) {
-    no_window_over_either_limit(flavor, Backend::Module);
-}
-fn no_window_over_either_limit_script(flavor: Flavor) {
-    no_window_over_either_limit(flavor, Backend::Script);
-}
-fn all_or_nothing_module(flavor: Flavor) {
-    all_or_nothing(flavor, Backend::Module);
-}
-fn all_or_nothing_script(flavor: Flavor) {
-    all_or_nothing(flavor, Backend::Script);
-}
-
-throttle_testkit::on_servers!(
+per_backend::backends!(
     [redis_7_0 Redis70, redis_8_2 Redis82]
-    no_window_over_either_limit_module,
-    no_window_over_either_limit_script,
-    all_or_nothing_module,
-    all_or_nothing_script,
-    give_back_module,
-    give_back_library,
-    give_back_script,
+    no_window_over_either_limit => no_window_over_either_limit_module(Module),
+    no_window_over_either_limit => no_window_over_either_limit_script(Script),
+    all_or_nothing => all_or_nothing_module(Module),
+    all_or_nothing => all_or_nothing_script(Script),
+    give_back_returns_every_buckets_tokens => give_back_module(Module),
+    give_back_returns_every_buckets_tokens => give_back_library(Library),
+    give_back_returns_every_buckets_tokens => give_back_script(Script),
 );

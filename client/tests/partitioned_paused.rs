@@ -24,14 +24,19 @@ fn quota() -> PartitionedQuota {
         .unwrap()
 }
 
+/// A limiter of [`quota`] on `fake`.
+fn limiter(fake: &FakeLeases) -> PartitionedLimiter<FakeLeases> {
+    PartitionedLimiter::builder(quota())
+        .build(fake.clone())
+        .unwrap()
+}
+
 const MS: Duration = Duration::from_millis(1);
 
 #[tokio::test(start_paused = true)]
 async fn grants_come_one_interval_apart_across_renewals() {
     let fake = FakeLeases::default();
-    let limiter = PartitionedLimiter::builder(quota())
-        .build(fake.clone())
-        .unwrap();
+    let limiter = limiter(&fake);
     let start = Instant::now();
     for k in 1..=30u32 {
         let grant = limiter.acquire().await.unwrap();
@@ -50,9 +55,7 @@ async fn grants_come_one_interval_apart_across_renewals() {
 #[tokio::test(start_paused = true)]
 async fn unanswered_renewals_stop_the_grants_at_the_leases_usable_end() {
     let fake = FakeLeases::default();
-    let limiter = PartitionedLimiter::builder(quota())
-        .build(fake.clone())
-        .unwrap();
+    let limiter = limiter(&fake);
     let start = Instant::now();
     let first = limiter.acquire().await.unwrap();
     assert_eq!(first.at - start, 100 * MS);
@@ -80,9 +83,7 @@ async fn unanswered_renewals_stop_the_grants_at_the_leases_usable_end() {
 #[tokio::test(start_paused = true)]
 async fn a_deadline_gives_up_on_time_and_takes_nothing() {
     let fake = FakeLeases::default();
-    let limiter = PartitionedLimiter::builder(quota())
-        .build(fake.clone())
-        .unwrap();
+    let limiter = limiter(&fake);
     let start = Instant::now();
     let refused = limiter.acquire_with(Demand::call().within(50 * MS)).await;
     assert!(

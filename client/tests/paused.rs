@@ -5,8 +5,9 @@
 use redis_throttle::prelude::*;
 use std::time::Duration;
 
-use redis_throttle::{Backend, Error, Limiter, Quota, QuotaError, Strategy, TryAcquire};
+use redis_throttle::{Backend, Error, Grant, Limiter, Quota, QuotaError, Strategy, TryAcquire};
 use throttle_e2e::fake::FakeServer;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 const MS: Duration = Duration::from_millis(1);
@@ -30,6 +31,51 @@ fn limiter(
         .pause_check(false)
         .build(fake.clone())
         .unwrap()
+}
+
+/// Two replicas on one bucket of the fake, as a caller builds them: unlike [`limiter`]'s, they
+/// look at the bucket before sending a reserved call.
+fn two_replicas(
+    fake: &FakeServer,
+    capacity: u64,
+    rate: &str,
+    max_wait: Option<Duration>,
+) -> (Limiter<FakeServer>, Limiter<FakeServer>) {
+    let build = || {
+        let builder = Limiter::builder("bucket", Quota::new(capacity, rate).unwrap())
+            .backend(Backend::Module);
+        match max_wait {
+            Some(max_wait) => builder.max_wait(max_wait),
+            None => builder,
+        }
+        .build(fake.clone())
+        .unwrap()
+    };
+    (build(), build())
+}
+
+/// `n` calls of `limiter`'s at once, each on a task of its own that returns when it was
+/// granted (since `start`) and the grant.
+fn spawn_acquires(
+    limiter: &Limiter<FakeServer>,
+    n: usize,
+    start: Instant,
+) -> Vec<JoinHandle<(Duration, Grant)>> {
+    (0..n)
+        .map(|_| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let grant = limiter.acquire().await.unwrap();
+                (start.elapsed(), grant)
+            })
+        })
+        .collect()
+}
+
+/// A call of `caller`'s on a task of its own.
+fn spawn_acquire(caller: &Limiter<FakeServer>) -> JoinHandle<Result<Grant, Error>> {
+    let caller = caller.clone();
+    tokio::spawn(async move { caller.acquire().await })
 }
 
 /// Real (wall-clock) time must stay small although the virtual time spans seconds.
@@ -100,15 +146,7 @@ async fn concurrent_reservations_are_served_in_bucket_order() {
     let limiter = limiter(&fake, 3, "2", Strategy::Reserve);
     let start = Instant::now();
 
-    let tasks: Vec<_> = (0..10)
-        .map(|_| {
-            let limiter = limiter.clone();
-            tokio::spawn(async move {
-                let grant = limiter.acquire().await.unwrap();
-                (start.elapsed(), grant)
-            })
-        })
-        .collect();
+    let tasks = spawn_acquires(&limiter, 10, start);
     let mut offsets = Vec::new();
     for task in tasks {
         let (offset, grant) = task.await.unwrap();
@@ -139,15 +177,7 @@ async fn poll_retries_after_the_wait_plus_jitter_and_is_never_early() {
     let limiter = limiter(&fake, 1, "1", strategy);
     let start = Instant::now();
 
-    let tasks: Vec<_> = (0..4)
-        .map(|_| {
-            let limiter = limiter.clone();
-            tokio::spawn(async move {
-                let grant = limiter.acquire().await.unwrap();
-                (start.elapsed(), grant)
-            })
-        })
-        .collect();
+    let tasks = spawn_acquires(&limiter, 4, start);
     let mut offsets = Vec::new();
     let mut round_trips = 0;
     for task in tasks {
@@ -365,26 +395,17 @@ async fn token_counts_are_checked_before_any_round_trip() {
 async fn a_reserved_call_looks_before_it_is_sent_and_waits_out_a_pause() {
     let _real = RealTime::start();
     let fake = FakeServer::new();
-    let build = || {
-        Limiter::builder("bucket", Quota::new(1, "1").unwrap())
-            .backend(Backend::Module)
-            .build(fake.clone())
-            .unwrap()
-    };
-    let (caller, other) = (build(), build());
+    let (caller, other) = two_replicas(&fake, 1, "1", None);
     let start = Instant::now();
     caller.acquire().await.unwrap();
     // Unpaused: the token at 1 s, one TAKE and one PEEK.
     let grant = caller.acquire().await.unwrap();
     assert_eq!((grant.round_trips, start.elapsed()), (2, SECOND));
     // Reserved for 2 s; at 1.5 s another replica pauses the bucket for 3 s (until 4.5 s).
-    let reserved = tokio::spawn({
-        let caller = caller.clone();
-        async move { caller.acquire().await.unwrap() }
-    });
+    let reserved = spawn_acquire(&caller);
     tokio::time::sleep(MS * 500).await;
     other.pause(SECOND * 3).await.unwrap();
-    let grant = reserved.await.unwrap();
+    let grant = reserved.await.unwrap().unwrap();
     // At 2 s it looks (paused for 2.5 s more), sleeps to 4.5 s and takes the pause's one
     // token there, at once: TAKE, PEEK, TAKE (nothing slept after it, so no look).
     assert_eq!(start.elapsed(), SECOND * 4 + MS * 500);
@@ -400,22 +421,12 @@ async fn a_reserved_call_looks_before_it_is_sent_and_waits_out_a_pause() {
 async fn a_pause_past_the_deadline_fails_the_call_at_once() {
     let _real = RealTime::start();
     let fake = FakeServer::new();
-    let build = || {
-        Limiter::builder("bucket", Quota::new(1, "1").unwrap())
-            .backend(Backend::Module)
-            .max_wait(SECOND * 3)
-            .build(fake.clone())
-            .unwrap()
-    };
-    let (caller, other) = (build(), build());
+    let (caller, other) = two_replicas(&fake, 1, "1", Some(SECOND * 3));
     let start = Instant::now();
     caller.acquire().await.unwrap();
     caller.acquire().await.unwrap();
     // Reserved at 1 s for 2 s; at 1.5 s a pause of 7 s (to 8.5 s).
-    let reserved = tokio::spawn({
-        let caller = caller.clone();
-        async move { caller.acquire().await }
-    });
+    let reserved = spawn_acquire(&caller);
     tokio::time::sleep(MS * 500).await;
     other.pause(SECOND * 7).await.unwrap();
     let err = reserved
@@ -453,32 +464,19 @@ async fn a_pause_past_the_deadline_fails_the_call_at_once() {
 async fn calls_a_pause_held_back_take_again_in_one_round_trip() {
     let _real = RealTime::start();
     let fake = FakeServer::new();
-    let build = || {
-        Limiter::builder("bucket", Quota::new(4, "2").unwrap())
-            .backend(Backend::Module)
-            .build(fake.clone())
-            .unwrap()
-    };
-    let (caller, other) = (build(), build());
+    let (caller, other) = two_replicas(&fake, 4, "2", None);
     let start = Instant::now();
     caller.acquire_with(Demand::tokens(4)).await.unwrap();
     // Three calls reserve the next tokens, at 0.5, 1 and 1.5 s.
-    let reserved: Vec<_> = (0..3)
-        .map(|_| {
-            let caller = caller.clone();
-            tokio::spawn(async move {
-                let grant = caller.acquire().await.unwrap();
-                (start.elapsed(), grant.round_trips)
-            })
-        })
-        .collect();
+    let reserved = spawn_acquires(&caller, 3, start);
     // At 0.2 s another replica pauses the bucket until 2.2 s: its first token then, the next
     // ones every 0.5 s after it.
     tokio::time::sleep(MS * 200).await;
     other.pause(SECOND * 2).await.unwrap();
     let mut done = Vec::new();
     for call in reserved {
-        done.push(call.await.unwrap());
+        let (at, grant) = call.await.unwrap();
+        done.push((at, grant.round_trips));
     }
     done.sort();
     // Each looked after its sleep (a PEEK), found the pause and joined the others; at 2.2 s one

@@ -11,6 +11,7 @@
 use redis_throttle::prelude::*;
 use std::time::Duration;
 
+use redis::aio::MultiplexedConnection;
 use redis_throttle::{
     Backend, Cut, Limiter, MultiLimiter, Quota, Rate, Remaining, SupplierCount, SupplierUnit,
 };
@@ -22,6 +23,18 @@ const MS: Duration = Duration::from_millis(1);
 /// 10 tokens, 10 a minute: nothing refills within a test's milliseconds (one token per 6 s).
 fn slow() -> Quota {
     Quota::new(10, Rate::per(10, Duration::from_secs(60))).unwrap()
+}
+
+/// A [`slow`] limiter on `key` over `conn`.
+fn slow_limiter(
+    key: &str,
+    backend: Backend,
+    conn: MultiplexedConnection,
+) -> Limiter<MultiplexedConnection> {
+    Limiter::builder(key, slow())
+        .backend(backend)
+        .build(conn)
+        .unwrap()
 }
 
 fn requests(left: u64, reset: Duration) -> SupplierCount {
@@ -38,14 +51,8 @@ fn cut_once_per_episode(flavor: Flavor, backend: Backend) {
     let server = server_for(flavor, backend);
     runtime().block_on(async {
         let conn = multiplexed(&server.url()).await;
-        let one = Limiter::builder("cut", slow())
-            .backend(backend)
-            .build(conn.clone())
-            .unwrap();
-        let two = Limiter::builder("cut", slow())
-            .backend(backend)
-            .build(conn)
-            .unwrap();
+        let one = slow_limiter("cut", backend, conn.clone());
+        let two = slow_limiter("cut", backend, conn);
         // A recovery of an hour: the factor climbs 1 bp per 1.2 s, so it reads 0.7 exactly for
         // the few round trips below, however slow the machine.
         let hour = Duration::from_secs(3600);
@@ -95,10 +102,7 @@ fn sync_lowers_never_raises(flavor: Flavor, backend: Backend) {
     let server = server_for(flavor, backend);
     runtime().block_on(async {
         let conn = multiplexed(&server.url()).await;
-        let limiter = Limiter::builder("sync", slow())
-            .backend(backend)
-            .build(conn)
-            .unwrap();
+        let limiter = slow_limiter("sync", backend, conn);
         assert!(
             limiter.sync(requests(3, Duration::ZERO)).await.unwrap(),
             "{flavor} {backend:?}"
@@ -171,10 +175,7 @@ fn settle_debits_or_gives_back(flavor: Flavor, backend: Backend) {
     let server = server_for(flavor, backend);
     runtime().block_on(async {
         let conn = multiplexed(&server.url()).await;
-        let limiter = Limiter::builder("settle", slow())
-            .backend(backend)
-            .build(conn)
-            .unwrap();
+        let limiter = slow_limiter("settle", backend, conn);
         let grant = limiter.acquire_with(Demand::tokens(4)).await.unwrap();
         let settled = limiter.settle(grant, 13).await.unwrap();
         assert_eq!(
@@ -191,10 +192,7 @@ fn settle_debits_or_gives_back(flavor: Flavor, backend: Backend) {
         );
         assert_eq!(limiter.metrics().pushback.tokens_debited, 9);
 
-        let fresh = Limiter::builder("settle:less", slow())
-            .backend(backend)
-            .build(limiter.connection().clone())
-            .unwrap();
+        let fresh = slow_limiter("settle:less", backend, limiter.connection().clone());
         let grant = fresh.acquire_with(Demand::tokens(6)).await.unwrap();
         let settled = fresh.settle(grant, 2).await.unwrap();
         assert_eq!(
@@ -302,10 +300,7 @@ fn multi_limiter_pushback(flavor: Flavor, backend: Backend) {
         .backend(backend)
         .build(conn.clone())
         .unwrap();
-        let rpm = Limiter::builder("{m}:rpm", slow())
-            .backend(backend)
-            .build(conn)
-            .unwrap();
+        let rpm = slow_limiter("{m}:rpm", backend, conn);
         assert_eq!(
             tpm.peek().await.unwrap().remaining,
             750,
@@ -367,14 +362,9 @@ fn multi_limiter_pushback(flavor: Flavor, backend: Backend) {
     });
 }
 
-macro_rules! backends {
-    ($($case:ident => $name:ident($backend:ident)),* $(,)?) => {
-        $( fn $name(flavor: Flavor) { $case(flavor, Backend::$backend) } )*
-        throttle_testkit::per_server!($($name),*);
-    };
-}
+mod per_backend;
 
-backends!(
+per_backend::backends!(
     cut_once_per_episode => cut_module(Module),
     cut_once_per_episode => cut_library(Library),
     cut_once_per_episode => cut_script(Script),

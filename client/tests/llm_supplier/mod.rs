@@ -12,6 +12,7 @@ use axum::http::{HeaderName, HeaderValue};
 use axum::response::IntoResponse;
 use axum::Router;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis_throttle::http::SettleHandle;
 use redis_throttle::{Backend, Limiter, MultiLimiter, Quota, Rate};
 use throttle_e2e::multiplexed;
 use tokio::time::Instant;
@@ -170,37 +171,41 @@ pub fn header_pairs(case: &Case) -> Vec<(HeaderName, HeaderValue)> {
         .collect()
 }
 
-/// A loopback supplier answering every request 200 with one case's headers; dropping it
-/// stops it.
-pub struct Supplier {
+/// An LLM API on a loopback port, serving `app`; dropping it stops it.
+struct Loopback {
     addr: SocketAddr,
     server: tokio::task::JoinHandle<()>,
 }
 
-impl Supplier {
-    pub async fn start(case: &'static Case) -> Supplier {
+impl Loopback {
+    async fn serve(app: Router) -> Loopback {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let app = Router::new().fallback(move || async move {
-            let mut response = "ok".into_response();
-            response.headers_mut().extend(header_pairs(case));
-            response
-        });
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
-        Supplier { addr, server }
+        Loopback { addr, server }
     }
 
-    pub fn url(&self) -> String {
+    fn url(&self) -> String {
         format!("http://{}/v1/chat/completions", self.addr)
     }
 }
 
-impl Drop for Supplier {
+impl Drop for Loopback {
     fn drop(&mut self) {
         self.server.abort();
     }
+}
+
+/// A loopback supplier answering every request 200 with one case's headers.
+async fn case_supplier(case: &'static Case) -> Loopback {
+    Loopback::serve(Router::new().fallback(move || async move {
+        let mut response = "ok".into_response();
+        response.headers_mut().extend(header_pairs(case));
+        response
+    }))
+    .await
 }
 
 /// Every case against a real server: one GET through the layer `send` builds around the
@@ -217,7 +222,7 @@ where
         let limiter = multi(conn.clone(), &tag, backend);
         // Its first round trips check (and load) the library: counted apart, before the case.
         let warm_up = warmed(&limiter).await;
-        let supplier = Supplier::start(case).await;
+        let supplier = case_supplier(case).await;
         let sent = Instant::now();
         let status = send(limiter.clone(), supplier.url()).await;
         assert_eq!(status, 200, "{label} {}", case.name);
@@ -292,40 +297,18 @@ pub struct Call {
 /// A loopback LLM API answering every request 200 with a JSON body whose
 /// `usage.total_tokens` is the request's `x-usage` header (the test's script), and no
 /// rate-limit headers: the buckets move only by the takes and the settles.
-pub struct UsageSupplier {
-    addr: SocketAddr,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl UsageSupplier {
-    pub async fn start() -> UsageSupplier {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let app = Router::new().fallback(|headers: axum::http::HeaderMap| async move {
-            let usage = headers
-                .get("x-usage")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("0")
-                .to_owned();
-            format!(
-                r#"{{"object":"chat.completion","usage":{{"prompt_tokens":1,"total_tokens":{usage}}}}}"#
-            )
-        });
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        UsageSupplier { addr, server }
-    }
-
-    pub fn url(&self) -> String {
-        format!("http://{}/v1/chat/completions", self.addr)
-    }
-}
-
-impl Drop for UsageSupplier {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
+async fn usage_supplier() -> Loopback {
+    let app = Router::new().fallback(|headers: axum::http::HeaderMap| async move {
+        let usage = headers
+            .get("x-usage")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("0")
+            .to_owned();
+        format!(
+            r#"{{"object":"chat.completion","usage":{{"prompt_tokens":1,"total_tokens":{usage}}}}}"#
+        )
+    });
+    Loopback::serve(app).await
 }
 
 /// `usage.total_tokens` in an LLM API's JSON body (the tests have no JSON parser).
@@ -357,7 +340,7 @@ where
     let tag = format!("{label}:settle");
     let limiter = multi(conn.clone(), &tag, backend);
     let warm_up = warmed(&limiter).await;
-    let supplier = UsageSupplier::start().await;
+    let supplier = usage_supplier().await;
     let sent = Instant::now();
     for call in SETTLED_CALLS {
         let (status, first, second) =
@@ -400,6 +383,17 @@ where
 }
 
 /// A settle's outcome as `(debited, given_back)`.
+/// Settles `handle` to the usage in the JSON `body`, twice: what each settle did.
+pub async fn settle_twice(
+    handle: &SettleHandle,
+    body: &str,
+) -> (Option<(u64, u64)>, Option<(u64, u64)>) {
+    let used = total_tokens(body).unwrap();
+    let first = outcome(handle.settle(used).await.unwrap());
+    let second = outcome(handle.settle(used).await.unwrap());
+    (first, second)
+}
+
 pub fn outcome(settled: Option<redis_throttle::Settled>) -> Option<(u64, u64)> {
     settled.map(|s| (s.debited, s.given_back))
 }
