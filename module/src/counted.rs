@@ -104,7 +104,7 @@ impl Counted for DebitArgs {
 
 impl Counted for RenewArgs {
     fn count(&self, outcome: &Self::Outcome) {
-        stats::renewed(outcome.held);
+        stats::renewed(outcome.reply);
     }
 }
 

@@ -1,5 +1,5 @@
 //! The commands that decide only a reply, a write and an announcement (all but THROTTLE.TAKE,
-//! MTAKE, RENEW and RELEASE): each says its name, its words and its arithmetic ([`Decides`]),
+//! MTAKE and RELEASE): each says its name, its words and its arithmetic ([`Decides`]),
 //! its reply type says its integers ([`WireReply`]), and the rest of [`ThrottleCommand`]
 //! follows, written once here.
 

@@ -3,14 +3,12 @@
 //! arithmetic, reply and docs.
 
 use crate::command::Command;
+use crate::decision::{Decides, Decision};
 use crate::error::ArgError;
 use crate::gcra::View;
-use crate::release::SlotOutcome;
-use crate::reply::{Ints, WireReply};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::take::parse_lease;
-use crate::throttle_command::{one_key, ThrottleCommand};
 use crate::words::{parse_slot, Word};
 use crate::{Quota, NS_PER_MS};
 
@@ -23,24 +21,6 @@ pub struct RenewArgs {
     pub slot: u64,
     /// The new lease, ms from the server's now.
     pub lease_ms: u64,
-}
-
-/// Extends the slot `args.slot` to `now + ms` if it is held at `now_ns` (a slot whose lease ran
-/// out is gone: its late holder learns it lost it). Writes only when it is held.
-fn renew(args: &RenewArgs, stored: Option<&State>, now_ns: i64) -> SlotOutcome {
-    let bucket = View::at(&args.quota, stored, now_ns);
-    let lease_end = bucket.now + i128::from(args.lease_ms) * i128::from(NS_PER_MS);
-    let write = i64::try_from(lease_end)
-        .ok()
-        .and_then(|end| bucket.slots.renewed(bucket.now, args.slot, end))
-        .and_then(|slots| bucket.write_all(bucket.base, bucket.pushback, &slots));
-    SlotOutcome {
-        held: write.is_some(),
-        write,
-        freed_full: false,
-        handed: Vec::new(),
-        left: 0,
-    }
 }
 
 /// THROTTLE.RENEW as the server registers and documents it.
@@ -59,12 +39,8 @@ pub(crate) static SPEC: Spec = Spec::writes(
 )
 .costs("O(N) where N is the number of slots held");
 
-impl ThrottleCommand for RenewArgs {
+impl Decides for RenewArgs {
     const COMMAND: Command = Command::Renew;
-    const INTEGER_REPLY: bool = bool::INTEGER;
-    const REPLY_SHAPE: &'static str = bool::SHAPE;
-    type Outcome = SlotOutcome;
-    type Ints = Ints<1>;
     /// The slot was held, and is renewed.
     type Reply = bool;
 
@@ -84,19 +60,16 @@ impl ThrottleCommand for RenewArgs {
             .with([Word::Number(self.slot), Word::Number(self.lease_ms)])
     }
 
-    #[inline]
-    fn apply(&self, stored: &[Option<State>], now_ns: i64) -> Result<SlotOutcome, ArgError> {
-        Ok(renew(self, one_key(stored), now_ns))
-    }
-
-    #[inline]
-    fn reply(&self, outcome: &SlotOutcome) -> Ints<1> {
-        outcome.held.ints()
-    }
-
-    #[inline]
-    fn decode(&self, ints: &[i64]) -> Option<bool> {
-        bool::read(ints)
+    /// Extends the slot to `now + ms` if it is held at `now_ns` (a slot whose lease ran out is
+    /// gone: its late holder learns it lost it). Writes only when it is held.
+    fn decide(&self, stored: Option<&State>, now_ns: i64) -> Result<Decision<bool>, ArgError> {
+        let bucket = View::at(&self.quota, stored, now_ns);
+        let lease_end = bucket.now + i128::from(self.lease_ms) * i128::from(NS_PER_MS);
+        let write = i64::try_from(lease_end)
+            .ok()
+            .and_then(|end| bucket.slots.renewed(bucket.now, self.slot, end))
+            .and_then(|slots| bucket.write_all(bucket.base, bucket.pushback, &slots));
+        Ok(Decision::writing(write.is_some(), write))
     }
 }
 

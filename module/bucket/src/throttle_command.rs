@@ -2,11 +2,11 @@
 //! (read from the words after the key, and written back), its arithmetic on the stored
 //! state(s), what comes out of it to write and announce ([`Effects`]), and its reply (the
 //! integers sent, and read back from them). Most commands decide just a reply, a write and an
-//! announcement: they implement the narrower [`Decides`](crate::Decides), and this follows. The command is its arguments
-//! (mini-redis's `Get`): each args type ([`TakeArgs`](crate::TakeArgs),
-//! [`PauseArgs`](crate::PauseArgs), ...) implements it in its own file, and the module's
-//! handler, the test suite's fake server and the client's calls are each written once over
-//! it.
+//! announcement: they implement the narrower [`Decides`](crate::Decides), and this follows.
+//! The command is its arguments (mini-redis's `Get`): each args type
+//! ([`TakeArgs`](crate::TakeArgs), [`PauseArgs`](crate::PauseArgs), ...) implements it in its
+//! own file, and the module's handler, the test suite's fake server and the client's calls are
+//! each written once over it.
 //!
 //! [`Command`] names the commands (for the registry, the counters and the Lua twin's dispatch);
 //! this trait is what they are.
@@ -44,8 +44,8 @@ pub trait ThrottleCommand: Sized {
     const REPLY_SHAPE: &'static str;
 
     /// What the arithmetic decided: the reply's values, the write(s), what to announce; a
-    /// [`Decision`](crate::Decision) but for THROTTLE.TAKE, MTAKE, RENEW and RELEASE, which
-    /// decide more.
+    /// [`Decision`](crate::Decision) but for THROTTLE.TAKE, MTAKE and RELEASE, which decide
+    /// more.
     type Outcome: Effects;
     /// The reply's integers, inline (the module builds one per call, allocating nothing).
     type Ints: AsRef<[i64]>;

@@ -59,9 +59,9 @@ impl Bucket {
     fn renew(&mut self, slot: u64, ms: u64) -> bool {
         let args = RenewArgs::parse(&words(&format!("100 100 {slot} {ms}"))).unwrap();
         let out = on(&args, self.state.as_ref(), self.now);
-        assert_eq!(out.held, out.write.is_some());
+        assert_eq!(out.reply, out.write.is_some());
         self.state = after(&out.write, self.state.clone());
-        out.held
+        out.reply
     }
 
     fn release(&mut self, slot: u64) -> bool {
