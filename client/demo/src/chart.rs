@@ -58,19 +58,19 @@ pub fn chart_series(outcome: &Outcome, summary: &Summary) -> Vec<PhaseSeries> {
                     if r.retries == 1 { "y" } else { "ies" }
                 );
             }
-            let since =
-                |at: std::time::Instant| at.saturating_duration_since(p.start).as_secs_f64();
             PhaseSeries {
                 title: p.phase.title().to_owned(),
                 subtitle,
                 arrivals: arrival_offsets(p),
                 pauses: r.pause_windows.clone(),
-                open: p.open_log.iter().map(|c| (since(c.at), c.open)).collect(),
+                open: (p.open_log.iter())
+                    .map(|c| (p.since_start(c.at), c.open))
+                    .collect(),
                 too_many_open: p
                     .arrivals
                     .iter()
                     .filter(|a| a.too_many_open)
-                    .map(|a| since(a.at))
+                    .map(|a| p.since_start(a.at))
                     .collect(),
             }
         })

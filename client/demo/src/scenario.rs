@@ -56,6 +56,13 @@ pub struct PhaseOutcome {
     pub open_log: Vec<OpenChange>,
 }
 
+impl PhaseOutcome {
+    /// Seconds from the shared start to `at` (0 for an instant before it).
+    pub fn since_start(&self, at: Instant) -> f64 {
+        at.saturating_duration_since(self.start).as_secs_f64()
+    }
+}
+
 pub struct Outcome {
     pub upstream_url: String,
     pub key: String,
