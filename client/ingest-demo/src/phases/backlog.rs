@@ -275,10 +275,7 @@ pub async fn backlog_phase(env: &Env<'_>, kill: bool) -> Result<BacklogSummary, 
 /// The API: two kinds of record, a queue each (the document's queues A and B).
 pub(super) async fn fill_queues(env: &Env<'_>, plan: &Plan) -> Result<Queues, String> {
     let conn = connect(env.redis_url).await?;
-    let backlogs = [
-        Backlog::new(conn.clone(), plan.streams[0].as_str(), GROUP),
-        Backlog::new(conn.clone(), plan.streams[1].as_str(), GROUP),
-    ];
+    let backlogs = (plan.streams.each_ref()).map(|s| Backlog::new(conn.clone(), s.as_str(), GROUP));
     let records = env.records();
     let queue_a = records / 2;
     let sizes = [queue_a, records - queue_a];

@@ -106,8 +106,12 @@ fn secs_between(a: StdInstant, b: StdInstant) -> f64 {
 /// The time a bucket of `capacity` RU at the quota needs for `records` from full:
 /// (records·RU − capacity) / rate.
 pub fn ideal(records: u64, capacity: u64) -> Duration {
-    let ru = (records * RU_PER_WRITE).saturating_sub(capacity);
+    time_for((records * RU_PER_WRITE).saturating_sub(capacity), RATE_RU)
+}
+
+/// How long `ru` take at `rate` RU/s, to the nanosecond.
+pub fn time_for(ru: u64, rate: u64) -> Duration {
     Duration::from_nanos(
-        u64::try_from(u128::from(ru) * 1_000_000_000 / u128::from(RATE_RU)).unwrap_or(u64::MAX),
+        u64::try_from(u128::from(ru) * 1_000_000_000 / u128::from(rate)).unwrap_or(u64::MAX),
     )
 }
