@@ -167,15 +167,15 @@ fn table(out: &mut String, summary: &Summary) {
     });
     row(out, "wait in the bucket, mean", &|p| seconds(p.wait_mean_s));
     row(out, "wait in the bucket, max", &|p| seconds(p.wait_max_s));
-    row(
-        out,
-        rule_row(summary.args.upstream_mode),
-        &|p| match p.min_headroom {
-            None => "-".to_owned(),
-            Some(h) if h < 0.0 => format!("crossed by {}", -h.floor()),
-            Some(h) => format!("never crossed ({} spare)", h.floor()),
-        },
-    );
+    let rule = match summary.args.upstream_mode {
+        UpstreamMode::Bucket => "upstream's line quota + quota·t",
+        UpstreamMode::Window => "upstream's window (any 1 s)",
+    };
+    row(out, rule, &|p| match p.min_headroom {
+        None => "-".to_owned(),
+        Some(h) if h < 0.0 => format!("crossed by {}", -h.floor()),
+        Some(h) => format!("never crossed ({} spare)", h.floor()),
+    });
     row(out, "predicted served / refused †", &|p| {
         if p.predicted_is_bound {
             format!("<= {} / >= {}", p.predicted_served, p.predicted_refused)
@@ -207,13 +207,6 @@ fn table(out: &mut String, summary: &Summary) {
             seconds(direct.arrival_span_s),
             direct.predicted_served
         );
-    }
-}
-
-fn rule_row(mode: UpstreamMode) -> &'static str {
-    match mode {
-        UpstreamMode::Bucket => "upstream's line quota + quota·t",
-        UpstreamMode::Window => "upstream's window (any 1 s)",
     }
 }
 
