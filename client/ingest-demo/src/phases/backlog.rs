@@ -412,16 +412,11 @@ async fn tally(
             .map_err(|e| e.to_string())?
             .dead_letters;
     }
-    let Drained {
-        start,
-        drained_at,
-        killed,
-        reports,
-    } = drained;
+    let (start, reports) = (drained.start, &drained.reports);
     let start_std = start.into_std();
     let sum = |f: fn(&WorkerReport) -> u64| reports.iter().map(f).sum::<u64>();
     let max = |f: fn(&WorkerReport) -> u64| reports.iter().map(f).max().unwrap_or(0);
-    let kill = killed.map(|(at, stored_before, held)| {
+    let kill = drained.killed.map(|(at, stored_before, held)| {
         let at_std = at.into_std();
         KillSummary {
             worker: 0,
@@ -440,19 +435,14 @@ async fn tally(
         workers: env.args.workers,
         queue_a: queues.sizes[0],
         queue_b: queues.sizes[1],
-        writes: Writes::count(
-            &arrivals,
-            (&queues.pushed, &stored_ids),
-            &reports,
-            start_std,
-        ),
+        writes: Writes::count(&arrivals, (&queues.pushed, &stored_ids), reports, start_std),
         bucket_capacity_ru: plan.capacity,
         database_min_s: ideal(records, CAPACITY_RU).as_secs_f64(),
         ideal_s: ideal(records, plan.capacity).as_secs_f64(),
         predicted_s: prediction.predicted.as_secs_f64(),
         bucket_remaining: prediction.bucket_remaining,
         stats: prediction.stats,
-        drained_s: (drained_at - start).as_secs_f64(),
+        drained_s: (drained.drained_at - start).as_secs_f64(),
         last_grant_s: max(|r| r.last_grant_us) as f64 / 1e6,
         max_trip_s: max(|r| r.max_trip_us) as f64 / 1e6,
         throttled: sum(|r| r.throttled),
