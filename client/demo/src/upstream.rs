@@ -13,9 +13,10 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use demo_support::bucket::retry_after_seconds;
 use demo_support::mock_server::{lock, LoopbackServer};
 
-use crate::limit::{retry_after_seconds, Allowance, UpstreamMode, Verdict};
+use crate::limit::{Allowance, UpstreamMode, Verdict};
 use crate::open_calls::{OpenChange, SlowSpell};
 
 /// The header that names the caller's integrator: the unit the quota is counted in.
