@@ -67,6 +67,14 @@ impl Bucket {
     }
 }
 
+/// A refusal's wait as a `Retry-After` header says it, in whole seconds: rounded up, so a
+/// client that obeys is never early, and at least 1.
+pub fn retry_after_seconds(wait: Duration) -> u64 {
+    u64::try_from(wait.as_nanos().div_ceil(NANO))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,6 +97,15 @@ mod tests {
             bucket.take(10, Duration::from_secs(5)).unwrap();
         }
         assert!(bucket.take(10, Duration::from_secs(5)).is_err());
+    }
+
+    #[test]
+    fn retry_after_is_whole_seconds_rounded_up() {
+        assert_eq!(retry_after_seconds(MS * 667), 1);
+        assert_eq!(retry_after_seconds(MS), 1);
+        assert_eq!(retry_after_seconds(Duration::ZERO), 1);
+        assert_eq!(retry_after_seconds(MS * 1000), 1);
+        assert_eq!(retry_after_seconds(MS * 1001), 2);
     }
 
     #[test]

@@ -13,6 +13,14 @@ use tokio::task::JoinHandle;
 /// How long calls in flight may take to finish once the mock is stopped.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Sleeps until a mock whose allowance is whole again in `full_in` has it whole (waiting
+/// 5 s at most, and 50 ms over): each phase meets the mock as after a quiet moment.
+pub async fn until_full(full_in: Duration) {
+    if !full_in.is_zero() {
+        tokio::time::sleep(full_in.min(Duration::from_secs(5)) + Duration::from_millis(50)).await;
+    }
+}
+
 /// A running server on 127.0.0.1. Dropping it stops it.
 pub struct LoopbackServer {
     addr: SocketAddr,

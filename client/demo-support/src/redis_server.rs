@@ -8,10 +8,17 @@ use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis_throttle::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis_throttle::redis::{self, Client};
+
+/// This run's id, in every key it uses: this process's id and the wall clock's ms, so that
+/// a key an earlier run left (or another run on a shared server) cannot interfere.
+pub fn run_id() -> String {
+    let ms = (SystemTime::now().duration_since(UNIX_EPOCH)).map_or(0, |d| d.as_millis());
+    format!("{}-{ms}", std::process::id())
+}
 
 pub struct PrivateRedis {
     url: String,

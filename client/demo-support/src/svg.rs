@@ -34,6 +34,11 @@ pub fn text(out: &mut String, x: f64, y: f64, size: f64, anchor: &str, color: &s
     );
 }
 
+/// An axis's text: a tick's value, or the time axis's name.
+fn axis_text(out: &mut String, x: f64, y: f64, anchor: &str, content: &str) {
+    text(out, x, y, 11.0, anchor, "#555", content);
+}
+
 /// A count axis's label, written upwards, centred on `(x, y)`.
 pub fn vertical_label(out: &mut String, x: f64, y: f64, label: &str) {
     let _ = writeln!(
@@ -104,15 +109,7 @@ impl Plot {
                 out,
                 r##"<line x1="{left:.1}" y1="{y:.1}" x2="{right:.1}" y2="{y:.1}" stroke="#eee"/>"##
             );
-            text(
-                out,
-                left - 6.0,
-                y + 4.0,
-                11.0,
-                "end",
-                "#555",
-                &v.to_string(),
-            );
+            axis_text(out, left - 6.0, y + 4.0, "end", &v.to_string());
             v += y_step;
         }
         let t_step = match self.t_max {
@@ -127,15 +124,7 @@ impl Plot {
                 out,
                 r##"<line x1="{x:.1}" y1="{bottom:.1}" x2="{x:.1}" y2="{tick:.1}" stroke="#999"/>"##
             );
-            text(
-                out,
-                x,
-                bottom + 16.0,
-                11.0,
-                "middle",
-                "#555",
-                &format!("{t:.1} s"),
-            );
+            axis_text(out, x, bottom + 16.0, "middle", &format!("{t:.1} s"));
             t += t_step;
         }
         let (width, height) = (right - left, self.height);
@@ -145,7 +134,7 @@ impl Plot {
             self.top
         );
         vertical_label(out, 18.0, self.top + height / 2.0, y_label);
-        text(out, right, bottom + 32.0, 11.0, "end", "#555", x_label);
+        axis_text(out, right, bottom + 32.0, "end", x_label);
     }
 
     /// A dashed horizontal line at `v`, if it is inside the plot, with `label` right of it.
@@ -222,11 +211,7 @@ impl Plot {
     }
 
     pub fn dot(&self, out: &mut String, t: f64, v: f64, radius: f64, color: &str) {
-        let (x, y) = (self.x(t), self.y(v));
-        let _ = writeln!(
-            out,
-            r#"<circle cx="{x:.1}" cy="{y:.1}" r="{radius}" fill="{color}"/>"#
-        );
+        circle(out, (self.x(t), self.y(v)), radius, color);
     }
 
     /// Counts per bin of [`BIN_S`] ([`binned`]) as bars, each bin's stacked in `colors`' order.
@@ -304,6 +289,13 @@ pub fn legend_line(out: &mut String, (x, y): (f64, f64), color: &str, style: &st
         r#"<line x1="{x:.1}" y1="{y:.1}" x2="{end:.1}" y2="{y:.1}" stroke="{color}"{style}/>"#
     );
     text(out, x + 30.0, y + 4.0, 12.0, "start", "#333", label);
+}
+
+pub fn circle(out: &mut String, (x, y): (f64, f64), radius: f64, color: &str) {
+    let _ = writeln!(
+        out,
+        r#"<circle cx="{x:.1}" cy="{y:.1}" r="{radius}" fill="{color}"/>"#
+    );
 }
 
 pub fn rect(out: &mut String, x: f64, y: f64, w: f64, h: f64, color: &str) {

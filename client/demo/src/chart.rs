@@ -7,7 +7,8 @@
 use std::fmt::Write;
 
 use demo_support::svg::{
-    binned, document, legend_line, swatch, swatches, text, time_axis_end, Page, Plot, BIN_S as BIN,
+    binned, circle, document, legend_line, swatch, swatches, text, time_axis_end, Page, Plot,
+    BIN_S as BIN,
 };
 
 use crate::cli::RunArgs;
@@ -58,19 +59,19 @@ pub fn chart_series(outcome: &Outcome, summary: &Summary) -> Vec<PhaseSeries> {
                     if r.retries == 1 { "y" } else { "ies" }
                 );
             }
-            let since =
-                |at: std::time::Instant| at.saturating_duration_since(p.start).as_secs_f64();
             PhaseSeries {
                 title: p.phase.title().to_owned(),
                 subtitle,
                 arrivals: arrival_offsets(p),
                 pauses: r.pause_windows.clone(),
-                open: p.open_log.iter().map(|c| (since(c.at), c.open)).collect(),
+                open: (p.open_log.iter())
+                    .map(|c| (p.since_start(c.at), c.open))
+                    .collect(),
                 too_many_open: p
                     .arrivals
                     .iter()
                     .filter(|a| a.too_many_open)
-                    .map(|a| since(a.at))
+                    .map(|a| p.since_start(a.at))
                     .collect(),
             }
         })
@@ -321,11 +322,7 @@ fn phase_legends(out: &mut String, top: f64, phases: &[PhaseSeries], refused: &s
         legend_line(out, at, color, PHASE_LINE, &phase.title);
     }
     let y = top + 20.0 * phases.len() as f64;
-    let (x, dot_y) = (LEGEND_X + 12.0, y + 6.0);
-    let _ = writeln!(
-        out,
-        r#"<circle cx="{x:.1}" cy="{dot_y:.1}" r="2.6" fill="{REFUSED}"/>"#
-    );
+    circle(out, (LEGEND_X + 12.0, y + 6.0), 2.6, REFUSED);
     let (x, text_y) = (LEGEND_X + 30.0, y + 10.0);
     text(out, x, text_y, 12.0, "start", "#333", refused);
     y

@@ -43,14 +43,6 @@ pub enum Verdict {
     },
 }
 
-/// The `Retry-After` header for a refusal, in whole seconds: rounded up, so a client that
-/// obeys is never early, and at least 1.
-pub fn retry_after_seconds(retry_after: Duration) -> u64 {
-    u64::try_from(retry_after.as_nanos().div_ceil(1_000_000_000))
-        .unwrap_or(u64::MAX)
-        .max(1)
-}
-
 /// One integrator's allowance.
 #[derive(Debug, Clone)]
 pub struct Allowance {
@@ -198,15 +190,6 @@ mod tests {
         // One call every 10 ms from 0 to 3 s inclusive: 10 at first, then 10 per second.
         let served_count = (0..=300).filter(|i| served(&mut a, ms(i * 10))).count();
         assert_eq!(served_count, 10 + 30);
-    }
-
-    #[test]
-    fn retry_after_is_whole_seconds_rounded_up() {
-        assert_eq!(retry_after_seconds(ms(667)), 1);
-        assert_eq!(retry_after_seconds(ms(1)), 1);
-        assert_eq!(retry_after_seconds(Duration::ZERO), 1);
-        assert_eq!(retry_after_seconds(ms(1000)), 1);
-        assert_eq!(retry_after_seconds(ms(1001)), 2);
     }
 
     #[test]

@@ -28,11 +28,13 @@ impl RedisTarget {
         match url {
             Some(url) => {
                 let (version, module_loaded) = probe(&url, backend)?;
+                let module = if module_loaded {
+                    "module loaded"
+                } else {
+                    "no module"
+                };
                 Ok(RedisTarget {
-                    description: format!(
-                        "{version} at {url} (yours), {}",
-                        module_words(module_loaded)
-                    ),
+                    description: format!("{version} at {url} (yours), {module}"),
                     module_loaded,
                     url,
                     _server: None,
@@ -52,14 +54,6 @@ impl RedisTarget {
                 })
             }
         }
-    }
-}
-
-fn module_words(loaded: bool) -> &'static str {
-    if loaded {
-        "module loaded"
-    } else {
-        "no module"
     }
 }
 

@@ -2,9 +2,10 @@
 //! then through one shared bucket in Redis.
 
 use redis_throttle::prelude::*;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use demo_support::redis_server::connect_async;
+use demo_support::mock_server::until_full;
+use demo_support::redis_server::{connect_async, run_id};
 use redis_throttle::redis::aio::ConnectionManager;
 use redis_throttle::{Limiter, Quota, Rate};
 use tokio::sync::watch;
@@ -56,6 +57,13 @@ pub struct PhaseOutcome {
     pub open_log: Vec<OpenChange>,
 }
 
+impl PhaseOutcome {
+    /// Seconds from the shared start to `at` (0 for an instant before it).
+    pub fn since_start(&self, at: Instant) -> f64 {
+        at.saturating_duration_since(self.start).as_secs_f64()
+    }
+}
+
 pub struct Outcome {
     pub upstream_url: String,
     pub key: String,
@@ -96,26 +104,15 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
             args.supplier_rules()
         );
     }
-    // A key of its own per run: a bucket left by an earlier run (or on a shared server)
-    // cannot skew this one, and it expires by itself once full again.
-    let run_id = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    let key = format!(
-        "pix-demo:{}-{run_id}:{INTEGRATOR}:status",
-        std::process::id()
-    );
+    // A key of its own per run (it expires by itself once full again).
+    let key = format!("pix-demo:{}:{INTEGRATOR}:status", run_id());
     // With the pauses the supplier's 429s ask for, on an ideal machine.
     let ideal = theory::ideal_bucket_phase(args, interval).last();
 
     let duration = args.run_for();
     let mut phases = Vec::with_capacity(2);
     for &phase in args.phases() {
-        // Each phase meets the upstream with its whole allowance, as after a quiet moment.
-        let quiet = upstream.full_in(INTEGRATOR);
-        if !quiet.is_zero() {
-            tokio::time::sleep(quiet.min(Duration::from_secs(5)) + Duration::from_millis(50)).await;
-        }
+        until_full(upstream.full_in(INTEGRATOR)).await;
         match duration {
             None => eprintln!(
                 "pix-demo: {}: {} replicas fire {} calls each at the same instant...",

@@ -6,8 +6,10 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
+use demo_support::bucket::retry_after_seconds;
+
 use crate::cli::{RunArgs, StrategyArg, MAX_ATTEMPTS};
-use crate::limit::{retry_after_seconds, Allowance, UpstreamMode, Verdict};
+use crate::limit::{Allowance, UpstreamMode, Verdict};
 
 /// The bucket phase on an ideal machine (no time on the wire, no time in Redis), with the
 /// replicas obeying the supplier: every 429 pauses the shared bucket for its `Retry-After`

@@ -13,9 +13,10 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use demo_support::bucket::retry_after_seconds;
 use demo_support::mock_server::{lock, LoopbackServer};
 
-use crate::limit::{retry_after_seconds, Allowance, UpstreamMode, Verdict};
+use crate::limit::{Allowance, UpstreamMode, Verdict};
 use crate::open_calls::{OpenChange, SlowSpell};
 
 /// The header that names the caller's integrator: the unit the quota is counted in.
@@ -248,14 +249,7 @@ impl OpenCall {
         integrator: &str,
         at: Instant,
     ) -> (OpenCall, Duration) {
-        let open = state.open.entry(integrator.to_owned()).or_insert(0);
-        *open += 1;
-        let open = *open;
-        state
-            .open_log
-            .entry(integrator.to_owned())
-            .or_default()
-            .push(OpenChange { at, open });
+        state.count_open(integrator, at, 1);
         let n = state.served;
         state.served += 1;
         let latency = state.config.slow.map_or(Duration::ZERO, |spell| {
@@ -271,17 +265,19 @@ impl OpenCall {
 
 impl Drop for OpenCall {
     fn drop(&mut self) {
-        let mut guard = lock(&self.shared);
-        let state = &mut *guard;
-        let at = Instant::now();
-        let open = state.open.entry(self.integrator.clone()).or_insert(0);
-        *open = open.saturating_sub(1);
+        lock(&self.shared).count_open(&self.integrator, Instant::now(), -1);
+    }
+}
+
+impl Shared {
+    /// Counts one of `integrator`'s calls in (`change` 1) or out (-1) at `at`, and logs the
+    /// new count.
+    fn count_open(&mut self, integrator: &str, at: Instant, change: i32) {
+        let open = self.open.entry(integrator.to_owned()).or_insert(0);
+        *open = open.saturating_add_signed(change);
         let open = *open;
-        state
-            .open_log
-            .entry(self.integrator.clone())
-            .or_default()
-            .push(OpenChange { at, open });
+        let log = self.open_log.entry(integrator.to_owned()).or_default();
+        log.push(OpenChange { at, open });
     }
 }
 

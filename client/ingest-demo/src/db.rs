@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::Router;
-use demo_support::bucket::Bucket;
+use demo_support::bucket::{retry_after_seconds, Bucket};
 use demo_support::mock_server::{lock, LoopbackServer};
 
 /// What one write costs, in request units.
@@ -172,7 +172,7 @@ fn charge(
 
 /// 429 with the wait rounded up, so a client that obeys is never early.
 fn too_many(wait: Duration) -> Response {
-    let secs = wait.as_nanos().div_ceil(1_000_000_000).max(1);
+    let secs = retry_after_seconds(wait);
     let ms = wait.as_nanos().div_ceil(1_000_000).max(1);
     (
         StatusCode::TOO_MANY_REQUESTS,

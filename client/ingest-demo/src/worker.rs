@@ -132,19 +132,17 @@ async fn put(
     }
 }
 
-pub fn http_client(connections: usize) -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
+/// An HTTP client to the database `db` with `connections` keep-alive connections, opened at
+/// once, so no handshake lands in the timed part.
+pub async fn warm_client(db: &str, connections: usize) -> Result<reqwest::Client, String> {
+    let client = reqwest::Client::builder()
         // Loopback only: a proxy from the environment must not get in between.
         .no_proxy()
         .timeout(HTTP_TIMEOUT)
         .connect_timeout(HTTP_TIMEOUT)
         .pool_max_idle_per_host(connections)
         .build()
-        .map_err(|e| format!("HTTP client: {e}"))
-}
-
-/// Opens `connections` keep-alive connections at once, so no handshake lands in the timed part.
-pub async fn warm(client: &reqwest::Client, db: &str, connections: usize) -> Result<(), String> {
+        .map_err(|e| format!("HTTP client: {e}"))?;
     let health = format!("{db}/health");
     let mut tasks = Vec::with_capacity(connections);
     for _ in 0..connections {
@@ -160,21 +158,39 @@ pub async fn warm(client: &reqwest::Client, db: &str, connections: usize) -> Res
             .map_err(|e| e.to_string())?
             .map_err(|e| format!("cannot reach the database at {health}: {e}"))?;
     }
-    Ok(())
+    Ok(client)
 }
 
-async fn retry_run(index: u32, args: RetryPlan) -> Result<(), String> {
-    let db = args.db.trim_end_matches('/').to_owned();
-    let connections = CONNECTIONS;
-    let client = http_client(connections)?;
-    warm(&client, &db, connections).await?;
+/// Opens `connections` HTTP connections to the database `db`, says ready, and sleeps until
+/// the shared start: the client, the start, and the demo's line (on which it says stop).
+async fn ready(
+    db: &str,
+    connections: usize,
+) -> Result<(reqwest::Client, Instant, FromDemo), String> {
+    let client = warm_client(db, connections).await?;
     let mut from_demo = FromDemo::listen("ingest-demo worker");
     say(&WorkerMessage::Ready)?;
     let start = from_demo.start(START_TIMEOUT).await?;
     tokio::time::sleep_until(start).await;
+    Ok((client, start, from_demo))
+}
+
+/// The worker's own count, as its report.
+fn report(counts: &Counts, index: u32) -> Result<WorkerReport, String> {
+    let mut report = counts
+        .lock()
+        .map_err(|_| "a write panicked".to_owned())?
+        .clone();
+    report.index = index;
+    Ok(report)
+}
+
+async fn retry_run(index: u32, args: RetryPlan) -> Result<(), String> {
+    let db = args.db.trim_end_matches('/').to_owned();
+    let (client, start, _) = ready(&db, CONNECTIONS).await?;
 
     let counts = Arc::new(Counts::new(WorkerReport::default()));
-    let permits = Arc::new(Semaphore::new(connections));
+    let permits = Arc::new(Semaphore::new(CONNECTIONS));
     let deadline = start + RETRY_RUN_LIMIT;
     let mut tasks = Vec::with_capacity(args.count as usize);
     // Every record at once: a task each, as many on the wire as there are connections.
@@ -220,12 +236,7 @@ async fn retry_run(index: u32, args: RetryPlan) -> Result<(), String> {
     if given_up > 0 {
         return Err(format!("{given_up} records never got through"));
     }
-    let mut report = counts
-        .lock()
-        .map_err(|_| "a write panicked".to_owned())?
-        .clone();
-    report.index = index;
-    say(&WorkerMessage::Report(report))
+    say(&WorkerMessage::Report(report(&counts, index)?))
 }
 
 /// The document id of a record: the queue's letter and the record's id, so the two queues'
@@ -266,13 +277,7 @@ async fn backlog_run(index: u32, args: BacklogPlan) -> Result<(), String> {
         .options(options);
         workers.push((stream.clone(), worker));
     }
-    let client = http_client(workers.len())?;
-    warm(&client, &db, workers.len()).await?;
-
-    let mut from_demo = FromDemo::listen("ingest-demo worker");
-    say(&WorkerMessage::Ready)?;
-    let start = from_demo.start(START_TIMEOUT).await?;
-    tokio::time::sleep_until(start).await;
+    let (client, start, mut from_demo) = ready(&db, workers.len()).await?;
     let round_trips_before = limiter.metrics().round_trips;
 
     let counts = Arc::new(Counts::new(WorkerReport::default()));
@@ -336,11 +341,7 @@ async fn backlog_run(index: u32, args: BacklogPlan) -> Result<(), String> {
                 .map_err(|_| "the worker loops did not stop within 30 s".to_owned())??
         }
     };
-    let mut report = counts
-        .lock()
-        .map_err(|_| "a write panicked".to_owned())?
-        .clone();
-    report.index = index;
+    let mut report = report(&counts, index)?;
     report.round_trips = limiter.metrics().round_trips - round_trips_before;
     for m in metrics {
         report.done += m.done;

@@ -2,7 +2,7 @@
 //! fleet's cap: its most open at once, its 429s for concurrency apart from the rate's, the
 //! calls that waited for a slot, and the count second by second beside the slow spell.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -47,10 +47,9 @@ pub fn open_calls(args: &RunArgs, outcome: &PhaseOutcome) -> Option<OpenCallsRep
     if !args.watches_open_calls() {
         return None;
     }
-    let since = |at: Instant| at.saturating_duration_since(outcome.start).as_secs_f64();
     let changes = outcome.open_log.iter().map(|c| c.at);
     let last = (outcome.arrivals.iter().map(|a| a.at).chain(changes))
-        .map(since)
+        .map(|at| outcome.since_start(at))
         .fold(0.0_f64, f64::max);
     let bins = (last / BIN.as_secs_f64()).floor() as usize + 1;
     let per_bin = open_per_bin(&outcome.open_log, outcome.start, BIN, bins);

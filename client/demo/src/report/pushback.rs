@@ -56,7 +56,7 @@ pub fn pushback(args: &RunArgs, outcome: &PhaseOutcome) -> Option<PushbackReport
     if outcome.phase != Phase::Bucket {
         return None;
     }
-    let at = |a: &Arrival| a.at.saturating_duration_since(outcome.start).as_secs_f64();
+    let at = |a: &Arrival| outcome.since_start(a.at);
     let last = (outcome.arrivals.iter().chain(&outcome.other_arrivals))
         .map(at)
         .chain(outcome.samples.iter().map(|s| s.t_s))

@@ -39,7 +39,6 @@ pub fn seconds(
 ) -> Vec<Second> {
     let n = last_s.floor() as usize + 1;
     let index = |t: f64| (t.floor().max(0.0) as usize).min(n - 1);
-    let since = |at: std::time::Instant| at.saturating_duration_since(outcome.start).as_secs_f64();
     let mut seconds: Vec<Second> = (0..n)
         .map(|t| Second {
             t: t as u32,
@@ -56,14 +55,14 @@ pub fn seconds(
         })
         .collect();
     for a in &outcome.arrivals {
-        let s = &mut seconds[index(since(a.at))];
+        let s = &mut seconds[index(outcome.since_start(a.at))];
         s.fleet_sent += 1;
         s.fleet_served += u32::from(a.status == 200);
         s.fleet_refused += u32::from(a.status == 429);
         s.refused_for_concurrency += u32::from(a.too_many_open);
     }
     for a in &outcome.other_arrivals {
-        let s = &mut seconds[index(since(a.at))];
+        let s = &mut seconds[index(outcome.since_start(a.at))];
         s.other_sent += 1;
         s.other_refused += u32::from(a.status == 429);
     }

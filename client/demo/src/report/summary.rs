@@ -168,11 +168,7 @@ pub fn summarize(
         args: args.clone(),
         calls,
         strategy: args.strategy(),
-        backend: outcome
-            .phases
-            .iter()
-            .find(|p| p.phase == Phase::Bucket)
-            .and_then(served_by),
+        backend: bucket.and_then(served_by),
         module_loaded,
         redis: redis.to_owned(),
         upstream: outcome.upstream_url.clone(),
@@ -248,7 +244,6 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
     let last_sent_s = secs(answered.iter().map(|r| r.sent_us).max());
     let first_token_s = secs(answered.iter().map(|r| r.start_us + r.wait_us).min());
 
-    let since_start = |at: std::time::Instant| at.saturating_duration_since(outcome.start);
     let refusals: Vec<_> = outcome
         .arrivals
         .iter()
@@ -308,9 +303,9 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
         pauses_absorbed: totals.pauses_unchanged,
         retries: sum(|r| u64::from(r.sends.saturating_sub(1))),
         backend: served_by(outcome),
-        first_429_s: first_429.map(|a| since_start(a.at).as_secs_f64()),
+        first_429_s: first_429.map(|a| outcome.since_start(a.at)),
         first_retry_after_s: first_429.and_then(|a| a.retry_after_s),
-        last_429_s: refusals.last().map(|a| since_start(a.at).as_secs_f64()),
+        last_429_s: refusals.last().map(|a| outcome.since_start(a.at)),
         arrivals_in_first_pause,
         refused_after_first_pause,
         pause_windows,
@@ -318,7 +313,7 @@ fn phase_report(args: &RunArgs, interval: Duration, outcome: &PhaseOutcome) -> P
             .arrivals
             .iter()
             .map(|a| ArrivalReport {
-                t_s: since_start(a.at).as_secs_f64(),
+                t_s: outcome.since_start(a.at),
                 replica: replica_of(&a.id),
                 status: a.status,
                 retry_after_s: a.retry_after_s,
@@ -375,12 +370,7 @@ fn merge(mut spans: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
 /// Seconds from the shared start to each arrival, and whether each was served. The
 /// upstream's allowance is whole at the start, so its line can start there too.
 pub fn arrival_offsets(outcome: &PhaseOutcome) -> Vec<(f64, bool)> {
-    outcome
-        .arrivals
-        .iter()
-        .map(|a| {
-            let t = a.at.saturating_duration_since(outcome.start);
-            (t.as_secs_f64(), a.status == 200)
-        })
+    (outcome.arrivals.iter())
+        .map(|a| (outcome.since_start(a.at), a.status == 200))
         .collect()
 }

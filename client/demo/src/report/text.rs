@@ -124,9 +124,26 @@ fn table(out: &mut String, summary: &Summary) {
         Phase::Bucket => p.retries.to_string(),
     });
     row(out, "last 429 at", &|p| seconds(p.last_429_s));
-    // Only when something was paused: otherwise they would be all dashes.
+    // The pause's rows, only when something was paused (otherwise they would be all
+    // dashes): when, what reached the API meanwhile, and what was refused after.
     if phases.iter().any(|p| p.pauses.is_some_and(|n| n > 0)) {
-        pause_rows(out, &row);
+        row(out, "fleet paused (first Retry-After)", &|p| match (
+            p.phase,
+            p.first_429_s,
+            p.first_retry_after_s,
+        ) {
+            // Without Retry-After the replicas pause 1 s.
+            (Phase::Bucket, Some(at), ra) => {
+                format!("{at:.3} s to {:.3} s", at + ra.unwrap_or(1) as f64)
+            }
+            _ => "-".to_owned(),
+        });
+        row(out, "  calls at the API meanwhile", &|p| {
+            dash(p.arrivals_in_first_pause)
+        });
+        row(out, "  429s after it", &|p| {
+            dash(p.refused_after_first_pause)
+        });
     }
     if phases.iter().any(|p| p.errors > 0 || p.other_status > 0) {
         row(out, "failed (no answer or other status)", &|p| {
@@ -150,15 +167,15 @@ fn table(out: &mut String, summary: &Summary) {
     });
     row(out, "wait in the bucket, mean", &|p| seconds(p.wait_mean_s));
     row(out, "wait in the bucket, max", &|p| seconds(p.wait_max_s));
-    row(
-        out,
-        rule_row(summary.args.upstream_mode),
-        &|p| match p.min_headroom {
-            None => "-".to_owned(),
-            Some(h) if h < 0.0 => format!("crossed by {}", -h.floor()),
-            Some(h) => format!("never crossed ({} spare)", h.floor()),
-        },
-    );
+    let rule = match summary.args.upstream_mode {
+        UpstreamMode::Bucket => "upstream's line quota + quota·t",
+        UpstreamMode::Window => "upstream's window (any 1 s)",
+    };
+    row(out, rule, &|p| match p.min_headroom {
+        None => "-".to_owned(),
+        Some(h) if h < 0.0 => format!("crossed by {}", -h.floor()),
+        Some(h) => format!("never crossed ({} spare)", h.floor()),
+    });
     row(out, "predicted served / refused †", &|p| {
         if p.predicted_is_bound {
             format!("<= {} / >= {}", p.predicted_served, p.predicted_refused)
@@ -193,40 +210,13 @@ fn table(out: &mut String, summary: &Summary) {
     }
 }
 
-type Row<'a> = dyn Fn(&mut String, &str, &dyn Fn(&PhaseReport) -> String) + 'a;
-
-/// The pause's rows: when, what reached the API meanwhile, and what was refused after.
-fn pause_rows(out: &mut String, row: &Row<'_>) {
-    row(out, "fleet paused (first Retry-After)", &|p| match (
-        p.phase,
-        p.first_429_s,
-        p.first_retry_after_s,
-    ) {
-        // Without Retry-After the replicas pause 1 s.
-        (Phase::Bucket, Some(at), ra) => {
-            format!("{at:.3} s to {:.3} s", at + ra.unwrap_or(1) as f64)
-        }
-        _ => "-".to_owned(),
-    });
-    row(out, "  calls at the API meanwhile", &|p| {
-        p.arrivals_in_first_pause
-            .map_or("-".to_owned(), |n| n.to_string())
-    });
-    row(out, "  429s after it", &|p| {
-        p.refused_after_first_pause
-            .map_or("-".to_owned(), |n| n.to_string())
-    });
-}
-
-fn rule_row(mode: UpstreamMode) -> &'static str {
-    match mode {
-        UpstreamMode::Bucket => "upstream's line quota + quota·t",
-        UpstreamMode::Window => "upstream's window (any 1 s)",
-    }
+/// A value, or a dash where there is none.
+fn dash(value: Option<impl std::fmt::Display>) -> String {
+    value.map_or("-".to_owned(), |v| v.to_string())
 }
 
 fn seconds(value: Option<f64>) -> String {
-    value.map_or("-".to_owned(), |s| format!("{s:.3} s"))
+    dash(value.map(|s| format!("{s:.3} s")))
 }
 
 /// Whether a figure meets its target, as the report says it.
@@ -239,9 +229,7 @@ fn verdict(met: bool) -> &'static str {
 }
 
 fn factor(bp: Option<u16>) -> String {
-    bp.map_or("-".to_owned(), |bp| {
-        format!("{:.2}", f64::from(bp) / 10_000.0)
-    })
+    dash(bp.map(|bp| format!("{:.2}", f64::from(bp) / 10_000.0)))
 }
 
 /// The bucket phase per second, the limiters' pushback counters, and issue 19's figures.
@@ -286,7 +274,7 @@ fn pushback_tables(out: &mut String, report: &PushbackReport, phase: &PhaseRepor
         "fleet: {} sends, {} refused; other application: {} sent, {} refused",
         report.fleet_sent, report.fleet_refused, report.other_sent, report.other_refused
     );
-    let per_grant = (report.round_trips_per_grant).map_or("-".to_owned(), |r| format!("{r:.2}"));
+    let per_grant = dash(report.round_trips_per_grant.map(|r| format!("{r:.2}")));
     let _ = writeln!(
         out,
         "limiters: {} grants, {} round trips ({} per grant), {} cuts (+{} in an episode already cut), {} pauses ({} changed nothing), {} syncs lowered the bucket ({} changed nothing), {} reserved calls held by a pause; lowest rate factor {}",

@@ -275,10 +275,7 @@ pub async fn backlog_phase(env: &Env<'_>, kill: bool) -> Result<BacklogSummary, 
 /// The API: two kinds of record, a queue each (the document's queues A and B).
 pub(super) async fn fill_queues(env: &Env<'_>, plan: &Plan) -> Result<Queues, String> {
     let conn = connect(env.redis_url).await?;
-    let backlogs = [
-        Backlog::new(conn.clone(), plan.streams[0].as_str(), GROUP),
-        Backlog::new(conn.clone(), plan.streams[1].as_str(), GROUP),
-    ];
+    let backlogs = (plan.streams.each_ref()).map(|s| Backlog::new(conn.clone(), s.as_str(), GROUP));
     let records = env.records();
     let queue_a = records / 2;
     let sizes = [queue_a, records - queue_a];
@@ -415,16 +412,11 @@ async fn tally(
             .map_err(|e| e.to_string())?
             .dead_letters;
     }
-    let Drained {
-        start,
-        drained_at,
-        killed,
-        reports,
-    } = drained;
+    let (start, reports) = (drained.start, &drained.reports);
     let start_std = start.into_std();
     let sum = |f: fn(&WorkerReport) -> u64| reports.iter().map(f).sum::<u64>();
     let max = |f: fn(&WorkerReport) -> u64| reports.iter().map(f).max().unwrap_or(0);
-    let kill = killed.map(|(at, stored_before, held)| {
+    let kill = drained.killed.map(|(at, stored_before, held)| {
         let at_std = at.into_std();
         KillSummary {
             worker: 0,
@@ -443,19 +435,14 @@ async fn tally(
         workers: env.args.workers,
         queue_a: queues.sizes[0],
         queue_b: queues.sizes[1],
-        writes: Writes::count(
-            &arrivals,
-            (&queues.pushed, &stored_ids),
-            &reports,
-            start_std,
-        ),
+        writes: Writes::count(&arrivals, (&queues.pushed, &stored_ids), reports, start_std),
         bucket_capacity_ru: plan.capacity,
         database_min_s: ideal(records, CAPACITY_RU).as_secs_f64(),
         ideal_s: ideal(records, plan.capacity).as_secs_f64(),
         predicted_s: prediction.predicted.as_secs_f64(),
         bucket_remaining: prediction.bucket_remaining,
         stats: prediction.stats,
-        drained_s: (drained_at - start).as_secs_f64(),
+        drained_s: (drained.drained_at - start).as_secs_f64(),
         last_grant_s: max(|r| r.last_grant_us) as f64 / 1e6,
         max_trip_s: max(|r| r.max_trip_us) as f64 / 1e6,
         throttled: sum(|r| r.throttled),

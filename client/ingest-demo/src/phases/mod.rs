@@ -10,9 +10,11 @@ pub mod priority;
 mod queues;
 pub mod retry;
 
-use std::time::{Duration, Instant as StdInstant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant as StdInstant};
 
 use demo_support::fleet::Fleet;
+use demo_support::mock_server::until_full;
+use demo_support::redis_server::run_id;
 use tokio::time::Instant;
 
 use crate::cli::RunArgs;
@@ -56,14 +58,11 @@ pub struct Env<'a> {
 
 impl Env<'_> {
     pub fn new<'a>(args: &'a RunArgs, redis_url: &'a str, db: &'a Database) -> Env<'a> {
-        let ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
         Env {
             args,
             redis_url,
             db,
-            run_id: format!("{}-{ms}", std::process::id()),
+            run_id: run_id(),
         }
     }
 
@@ -73,11 +72,7 @@ impl Env<'_> {
 
     /// Each phase meets the database with its whole allowance, as after a quiet moment.
     async fn quiet(&self) {
-        let full_in = self.db.full_in();
-        if !full_in.is_zero() {
-            tokio::time::sleep(full_in.min(Duration::from_secs(5)) + Duration::from_millis(50))
-                .await;
-        }
+        until_full(self.db.full_in()).await;
         self.db.take_log();
         self.db.take_stored();
     }
@@ -106,8 +101,12 @@ fn secs_between(a: StdInstant, b: StdInstant) -> f64 {
 /// The time a bucket of `capacity` RU at the quota needs for `records` from full:
 /// (records·RU − capacity) / rate.
 pub fn ideal(records: u64, capacity: u64) -> Duration {
-    let ru = (records * RU_PER_WRITE).saturating_sub(capacity);
+    time_for((records * RU_PER_WRITE).saturating_sub(capacity), RATE_RU)
+}
+
+/// How long `ru` take at `rate` RU/s, to the nanosecond.
+pub fn time_for(ru: u64, rate: u64) -> Duration {
     Duration::from_nanos(
-        u64::try_from(u128::from(ru) * 1_000_000_000 / u128::from(RATE_RU)).unwrap_or(u64::MAX),
+        u64::try_from(u128::from(ru) * 1_000_000_000 / u128::from(rate)).unwrap_or(u64::MAX),
     )
 }

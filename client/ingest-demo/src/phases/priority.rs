@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::db::{Arrival, Verdict, RU_PER_QUERY, RU_PER_WRITE};
 use crate::phases::backlog::{drain, fill_queues, Drained, Plan, Queues, Writes};
 use crate::phases::interactive::{beyond_floor, quantile, Interactive, Samples, QUERIES_PER_S};
-use crate::phases::{points, Env, Point, Workers, RATE_RU, START_LEAD};
+use crate::phases::{points, time_for, Env, Point, Workers, RATE_RU, START_LEAD};
 use crate::wire::WorkerReport;
 
 /// The target for the queries' p99 wait with the floor: this much over the round trip.
@@ -159,10 +159,7 @@ pub fn ideal(records: u64, capacity: u64, floor: u64) -> Duration {
 
 /// `ru` at the rate the queries leave.
 fn at_bulk_rate(ru: u64) -> Duration {
-    let rate = RATE_RU - QUERIES_PER_S * RU_PER_QUERY;
-    Duration::from_nanos(
-        u64::try_from(u128::from(ru) * 1_000_000_000 / u128::from(rate)).unwrap_or(u64::MAX),
-    )
+    time_for(ru, RATE_RU - QUERIES_PER_S * RU_PER_QUERY)
 }
 
 fn tally(

@@ -95,16 +95,15 @@ pub async fn retry_phase(env: &Env<'_>) -> Result<RetrySummary, String> {
          and retry each refused one after Retry-After..."
     );
     let share = records.div_ceil(u64::from(workers));
-    let mut plans = Vec::new();
-    for index in 0..u64::from(workers) {
+    let plans = (0..u64::from(workers)).map(|index| {
         let first = index * share;
         let count = share.min(records.saturating_sub(first));
-        plans.push(RetryPlan {
+        RetryPlan {
             db: env.db.url(),
             first,
             count,
-        });
-    }
+        }
+    });
     let mut fleet = Workers::spawn("worker", command_lines("retry-worker", plans)?).await?;
     let start = fleet.start(START_LEAD).await?;
     let reports = reports(fleet, start + Duration::from_secs(150)).await?;
