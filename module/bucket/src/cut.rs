@@ -9,7 +9,7 @@ use crate::error::ArgError;
 use crate::gcra::{ceil_ms_wide, View};
 use crate::limits::{MAX_WAIT_MS, MIN_FACTOR_BP};
 use crate::pause::paused;
-use crate::reply::{count, flag, int, ms_up, Ints, WireReply};
+use crate::reply::{ms_up, wire_reply};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::{self, State, FULL_FACTOR_BP};
 use crate::words::{parse_within, Word};
@@ -176,35 +176,15 @@ impl Decides for CutArgs {
     }
 }
 
-impl WireReply for CutReply {
-    const SHAPE: &'static str = "an array of four integers";
-    type Ints = Ints<4>;
-
-    #[inline]
-    fn ints(&self) -> Ints<4> {
-        Ints::new([
-            i64::from(self.cut),
-            int(self.next_ms),
-            i64::from(self.factor_bp),
-            int(self.recovered_ms),
-        ])
-    }
-
-    #[inline]
-    fn read(ints: &[i64]) -> Option<CutReply> {
-        let [cut, next_ms, factor_bp, recovered_ms] = ints else {
-            return None;
-        };
-        Some(CutReply {
-            cut: flag(*cut)?,
-            next_ms: count(*next_ms)?,
-            factor_bp: u16::try_from(*factor_bp)
-                .ok()
-                .filter(|f| *f <= FULL_FACTOR_BP)?,
-            recovered_ms: count(*recovered_ms)?,
-        })
-    }
-}
+wire_reply!(
+    CutReply {
+        cut,
+        next_ms,
+        factor_bp,
+        recovered_ms
+    },
+    "an array of four integers"
+);
 
 #[cfg(test)]
 mod tests {

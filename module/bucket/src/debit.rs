@@ -8,7 +8,7 @@ use crate::decision::{Decides, Decision};
 use crate::error::ArgError;
 use crate::gcra::View;
 use crate::limits::{MAX_CAPACITY, MAX_DEBT_NS};
-use crate::reply::{count, int, ms_up, Ints, WireReply};
+use crate::reply::{ms_up, wire_reply};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::words::{parse_within, Word};
@@ -80,26 +80,13 @@ impl Decides for DebitArgs {
     }
 }
 
-impl WireReply for DebitReply {
-    const SHAPE: &'static str = "an array of two integers";
-    type Ints = Ints<2>;
-
-    #[inline]
-    fn ints(&self) -> Ints<2> {
-        Ints::new([int(self.remaining), int(self.reset_ms)])
-    }
-
-    #[inline]
-    fn read(ints: &[i64]) -> Option<DebitReply> {
-        let [remaining, reset_ms] = ints else {
-            return None;
-        };
-        Some(DebitReply {
-            remaining: count(*remaining)?,
-            reset_ms: count(*reset_ms)?,
-        })
-    }
-}
+wire_reply!(
+    DebitReply {
+        remaining,
+        reset_ms
+    },
+    "an array of two integers"
+);
 
 #[cfg(test)]
 mod tests {

@@ -5,9 +5,9 @@ use crate::command::Command;
 use crate::decision::{Decides, Decision};
 use crate::error::ArgError;
 use crate::gcra::View;
-use crate::reply::{count, int, ms_up, Ints, WireReply};
+use crate::reply::{ms_up, Ints, ReplyInt, WireReply};
 use crate::spec::{Spec, CAPACITY, KEY, RATE};
-use crate::state::{State, FULL_FACTOR_BP};
+use crate::state::State;
 use crate::take::inspect;
 use crate::words::Word;
 use crate::Quota;
@@ -83,11 +83,11 @@ impl WireReply for PeekReply {
     fn ints(&self) -> Ints<6> {
         Ints::new([
             1,
-            int(self.remaining),
+            self.remaining.to_int(),
             0,
-            int(self.reset_ms),
-            int(self.paused_ms),
-            i64::from(self.factor_bp),
+            self.reset_ms.to_int(),
+            self.paused_ms.to_int(),
+            self.factor_bp.to_int(),
         ])
     }
 
@@ -97,12 +97,10 @@ impl WireReply for PeekReply {
             return None;
         };
         Some(PeekReply {
-            remaining: count(*remaining)?,
-            reset_ms: count(*reset_ms)?,
-            paused_ms: count(*paused_ms)?,
-            factor_bp: u16::try_from(*factor_bp)
-                .ok()
-                .filter(|f| *f <= FULL_FACTOR_BP)?,
+            remaining: u64::from_int(*remaining)?,
+            reset_ms: u64::from_int(*reset_ms)?,
+            paused_ms: u64::from_int(*paused_ms)?,
+            factor_bp: u16::from_int(*factor_bp)?,
         })
     }
 }

@@ -8,7 +8,7 @@ use crate::command::Command;
 use crate::decision::{Decides, Decision};
 use crate::error::ArgError;
 use crate::gcra::View;
-use crate::reply::{count, flag, int, ms_up, Ints, WireReply};
+use crate::reply::{ms_up, wire_reply};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::words::Word;
@@ -110,31 +110,14 @@ impl Decides for QuotaArgs {
     }
 }
 
-impl WireReply for QuotaReply {
-    const SHAPE: &'static str = "an array of three integers";
-    type Ints = Ints<3>;
-
-    #[inline]
-    fn ints(&self) -> Ints<3> {
-        Ints::new([
-            i64::from(self.changed),
-            int(self.remaining),
-            int(self.reset_ms),
-        ])
-    }
-
-    #[inline]
-    fn read(ints: &[i64]) -> Option<QuotaReply> {
-        let [changed, remaining, reset_ms] = ints else {
-            return None;
-        };
-        Some(QuotaReply {
-            changed: flag(*changed)?,
-            remaining: count(*remaining)?,
-            reset_ms: count(*reset_ms)?,
-        })
-    }
-}
+wire_reply!(
+    QuotaReply {
+        changed,
+        remaining,
+        reset_ms
+    },
+    "an array of three integers"
+);
 
 #[cfg(test)]
 mod tests {

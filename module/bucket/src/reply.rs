@@ -1,7 +1,9 @@
 //! A reply as the server sends it: integers, or an array of them. Each command's reply type
 //! writes itself into one of these (the module) and reads itself back from the integers (the
 //! client), so both follow one definition: [`WireReply`], or for THROTTLE.TAKE and MTAKE, whose
-//! shape depends on the call's options, the command's own `reply` and `decode`.
+//! shape depends on the call's options, the command's own `reply` and `decode`. A reply struct
+//! gets its [`WireReply`] from `wire_reply!`, which takes its fields in order as its integers,
+//! each written and read by its type ([`ReplyInt`]): the struct is the wire's one definition.
 
 /// A reply that is the same whatever the call's options: written into its integers and read
 /// back from them.
@@ -21,39 +23,104 @@ pub trait WireReply: Sized {
     fn read(ints: &[i64]) -> Option<Self>;
 }
 
-/// A count or a duration in ms: THROTTLE.PAUSE's, THROTTLE.GIVE's.
-impl WireReply for u64 {
-    const INTEGER: bool = true;
-    const SHAPE: &'static str = "a non-negative integer";
-    type Ints = Ints<1>;
+/// One field of a reply, as its integer on the wire.
+pub(crate) trait ReplyInt: Sized {
+    /// The field's integer.
+    fn to_int(self) -> i64;
+    /// The field read back; `None` for an integer it cannot be.
+    fn from_int(value: i64) -> Option<Self>;
+}
 
+/// A count or a duration in ms: never negative.
+impl ReplyInt for u64 {
     #[inline]
-    fn ints(&self) -> Ints<1> {
-        Ints::new([int(*self)])
+    fn to_int(self) -> i64 {
+        int(self)
     }
 
     #[inline]
-    fn read(ints: &[i64]) -> Option<u64> {
-        count(only(ints)?)
+    fn from_int(value: i64) -> Option<u64> {
+        count(value)
     }
 }
 
-/// Whether it happened: THROTTLE.RESUME's, RENEW's, RELEASE's.
-impl WireReply for bool {
-    const INTEGER: bool = true;
-    const SHAPE: &'static str = "the integer 0 or 1";
-    type Ints = Ints<1>;
-
+/// A flag: 0 or 1.
+impl ReplyInt for bool {
     #[inline]
-    fn ints(&self) -> Ints<1> {
-        Ints::new([i64::from(*self)])
+    fn to_int(self) -> i64 {
+        i64::from(self)
     }
 
     #[inline]
-    fn read(ints: &[i64]) -> Option<bool> {
-        flag(only(ints)?)
+    fn from_int(value: i64) -> Option<bool> {
+        flag(value)
     }
 }
+
+/// A rate factor in basis points, the one `u16` a reply holds: at most the configured rate.
+impl ReplyInt for u16 {
+    #[inline]
+    fn to_int(self) -> i64 {
+        i64::from(self)
+    }
+
+    #[inline]
+    fn from_int(value: i64) -> Option<u16> {
+        u16::try_from(value)
+            .ok()
+            .filter(|f| *f <= crate::state::FULL_FACTOR_BP)
+    }
+}
+
+/// [`WireReply`] for a reply struct whose integers are its fields, in the order given (the
+/// order of the struct's own fields, so that the type reads as its wire form).
+macro_rules! wire_reply {
+    // A reply of one integer, not an array.
+    ($reply:ty, $shape:literal) => {
+        impl $crate::reply::WireReply for $reply {
+            const INTEGER: bool = true;
+            const SHAPE: &'static str = $shape;
+            type Ints = $crate::reply::Ints<1>;
+
+            #[inline]
+            fn ints(&self) -> $crate::reply::Ints<1> {
+                $crate::reply::Ints::new([$crate::reply::ReplyInt::to_int(*self)])
+            }
+
+            #[inline]
+            fn read(ints: &[i64]) -> Option<$reply> {
+                $crate::reply::ReplyInt::from_int($crate::reply::only(ints)?)
+            }
+        }
+    };
+    ($reply:ident { $($field:ident),+ }, $shape:literal) => {
+        impl $crate::reply::WireReply for $reply {
+            const SHAPE: &'static str = $shape;
+            type Ints = $crate::reply::Ints<{ [$(stringify!($field)),+].len() }>;
+
+            #[inline]
+            fn ints(&self) -> Self::Ints {
+                $crate::reply::Ints::new([$($crate::reply::ReplyInt::to_int(self.$field)),+])
+            }
+
+            #[inline]
+            fn read(ints: &[i64]) -> Option<$reply> {
+                let [$($field),+] = ints else {
+                    return None;
+                };
+                Some($reply {
+                    $($field: $crate::reply::ReplyInt::from_int(*$field)?),+
+                })
+            }
+        }
+    };
+}
+pub(crate) use wire_reply;
+
+// A count or a duration in ms: THROTTLE.PAUSE's, THROTTLE.GIVE's.
+wire_reply!(u64, "a non-negative integer");
+// Whether it happened: THROTTLE.RESUME's, RENEW's, RELEASE's.
+wire_reply!(bool, "the integer 0 or 1");
 
 /// An integer reply's one integer.
 #[inline]

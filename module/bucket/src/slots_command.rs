@@ -5,7 +5,7 @@ use crate::command::Command;
 use crate::decision::{Decides, Decision};
 use crate::error::ArgError;
 use crate::gcra::View;
-use crate::reply::{count, int, ms_up, Ints, WireReply};
+use crate::reply::{ms_up, wire_reply};
 use crate::spec::{Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::words::Word;
@@ -70,23 +70,10 @@ impl Decides for SlotsArgs {
     }
 }
 
-impl WireReply for SlotsReply {
-    const SHAPE: &'static str = "an array of two integers";
-    type Ints = Ints<2>;
-
-    #[inline]
-    fn ints(&self) -> Ints<2> {
-        Ints::new([int(self.held), int(self.first_lease_ms)])
-    }
-
-    #[inline]
-    fn read(ints: &[i64]) -> Option<SlotsReply> {
-        let [held, first] = ints else {
-            return None;
-        };
-        Some(SlotsReply {
-            held: count(*held)?,
-            first_lease_ms: count(*first)?,
-        })
-    }
-}
+wire_reply!(
+    SlotsReply {
+        held,
+        first_lease_ms
+    },
+    "an array of two integers"
+);

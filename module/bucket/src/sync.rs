@@ -9,7 +9,7 @@ use crate::error::ArgError;
 use crate::gcra::{View, Write};
 use crate::limits::{MAX_CAPACITY, MAX_WAIT_MS};
 use crate::pause::paused;
-use crate::reply::{count, flag, int, ms_up, Ints, WireReply};
+use crate::reply::{ms_up, wire_reply};
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
 use crate::words::{parse_within, Word};
@@ -123,31 +123,14 @@ impl Decides for SyncArgs {
     }
 }
 
-impl WireReply for SyncReply {
-    const SHAPE: &'static str = "an array of three integers";
-    type Ints = Ints<3>;
-
-    #[inline]
-    fn ints(&self) -> Ints<3> {
-        Ints::new([
-            i64::from(self.lowered),
-            int(self.remaining),
-            int(self.reset_ms),
-        ])
-    }
-
-    #[inline]
-    fn read(ints: &[i64]) -> Option<SyncReply> {
-        let [lowered, remaining, reset_ms] = ints else {
-            return None;
-        };
-        Some(SyncReply {
-            lowered: flag(*lowered)?,
-            remaining: count(*remaining)?,
-            reset_ms: count(*reset_ms)?,
-        })
-    }
-}
+wire_reply!(
+    SyncReply {
+        lowered,
+        remaining,
+        reset_ms
+    },
+    "an array of three integers"
+);
 
 #[cfg(test)]
 mod tests {
