@@ -34,6 +34,7 @@ mod release;
 mod renew;
 mod reply;
 mod resume;
+mod slot_options;
 mod slots;
 mod slots_command;
 pub mod spec;
@@ -71,6 +72,7 @@ pub use release::{ReleaseArgs, SlotOutcome};
 pub use renew::RenewArgs;
 pub use reply::{Ints, WireReply};
 pub use resume::ResumeArgs;
+pub use slot_options::{Inflight, LineArgs};
 pub use slots::{Slot, Slots, Waiter};
 pub use slots_command::{SlotsArgs, SlotsReply};
 pub use spec::Spec;
@@ -79,7 +81,7 @@ pub use state::{
     FULL_FACTOR_BP, LINE_STATE_HEAD, SLOTS_STATE_HEAD, SLOT_LEN, WAITER_LEN, WRONG_TYPE,
 };
 pub use sync::{SyncArgs, SyncReply};
-pub use take::{Inflight, LineArgs, LineCounts, Outcome, TakeArgs, TakeReply};
+pub use take::{LineCounts, Outcome, TakeArgs, TakeReply};
 pub use throttle_command::{Effects, ThrottleCommand};
 pub use words::Word;
 

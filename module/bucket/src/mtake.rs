@@ -12,12 +12,11 @@ use crate::limits::MAX_KEYS;
 use crate::line::{joined, look_again_ms, place_of, renewed_place, settle, Handed};
 use crate::refusal::Refusal;
 use crate::reply::{count, flag, int, Ints};
+use crate::slot_options::{slot_words, Inflight, LineArgs, SlotOptions};
 use crate::slots::Slots;
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
 use crate::state::State;
-use crate::take::{
-    check_line, parse_floor, parse_inflight, parse_line, Inflight, LineArgs, LineCounts,
-};
+use crate::take::{parse_floor, LineCounts};
 use crate::throttle_command::{Effects, ThrottleCommand};
 use crate::words::{parse_max_wait, parse_tokens, parse_u64, read_options, Word};
 use crate::{Quota, NS_PER_MS};
@@ -637,15 +636,13 @@ impl ThrottleCommand for MTakeArgs {
             },
             ArgError::UnknownOption(Command::MTake),
         )?;
-        if inflight.is_some() != lease.is_some() {
-            return Err(ArgError::InflightLease);
-        }
-        check_line(
-            line.is_some(),
-            waiter.is_some(),
-            inflight.is_some(),
-            floors.is_some(),
-        )?;
+        let slot_options = SlotOptions {
+            inflight,
+            lease,
+            line,
+            waiter,
+        };
+        slot_options.check(floors.is_some())?;
         let max_wait_ms = match max_wait {
             None => 0,
             Some(text) => parse_max_wait(text)?,
@@ -655,11 +652,7 @@ impl ThrottleCommand for MTakeArgs {
                 limit.floor = Some(parse_floor(value, limit.tokens, limit.quota.capacity)?);
             }
         }
-        let inflight = match (inflight, lease) {
-            (Some(cap), Some(lease)) => Some(parse_inflight(cap, lease)?),
-            _ => None,
-        };
-        let line = line.map(|place| parse_line(place, waiter)).transpose()?;
+        let (inflight, line) = slot_options.values()?;
         let Some(first) = parsed.first().copied().flatten() else {
             return Err(shape);
         };
@@ -701,17 +694,7 @@ impl ThrottleCommand for MTakeArgs {
         if self.ticket {
             words.push(Word::Text("TICKET"));
         }
-        if let Some(inflight) = self.inflight {
-            words.extend([
-                Word::Text("INFLIGHT"),
-                Word::Number(inflight.cap),
-                Word::Text("LEASE"),
-                Word::Number(inflight.lease_ms),
-            ]);
-        }
-        if let Some(line) = self.line {
-            words.extend(line.words());
-        }
+        slot_words(self.inflight, self.line, &mut words);
         words
     }
 

@@ -6,9 +6,9 @@ use crate::command::Command;
 use crate::decision::{Decides, Decision};
 use crate::error::ArgError;
 use crate::gcra::View;
+use crate::slot_options::parse_lease;
 use crate::spec::{Arg, Kind, Spec, CAPACITY, KEY, RATE};
 use crate::state::State;
-use crate::take::parse_lease;
 use crate::words::{parse_slot, Word};
 use crate::{Quota, NS_PER_MS};
 

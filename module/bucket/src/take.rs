@@ -7,45 +7,15 @@ use crate::channel::Message;
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View, Write};
-use crate::limits::{MAX_INFLIGHT, MAX_LEASE_MS};
 use crate::line::{joined, look_again_ms, place_of, renewed_place, settle, Handed};
 use crate::refusal::Refusal;
 use crate::reply::{count, flag, int, Ints};
+use crate::slot_options::{slot_words, Inflight, LineArgs, SlotOptions};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
 use crate::state::State;
 use crate::throttle_command::{one_key, Effects, ThrottleCommand};
-use crate::words::{once, parse_max_wait, parse_slot, parse_tokens, parse_u64, Word};
+use crate::words::{once, parse_max_wait, parse_tokens, parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
-
-/// `INFLIGHT n LEASE ms`: the take also takes a slot for a call in flight.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Inflight {
-    /// At most this many slots held at once (1 to [`MAX_INFLIGHT`]).
-    pub cap: u64,
-    /// The slot's lease, in ms from the server's now (1 to [`MAX_LEASE_MS`]).
-    pub lease_ms: u64,
-}
-
-/// `LINE place_ms [WAITER id]`: a take that finds every slot held (or callers already waiting
-/// for one) joins the quota's line instead of being refused outright.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LineArgs {
-    /// The waiter's place lease, ms: it leaves the line unless it looks again within it.
-    pub place_ms: u64,
-    /// The ticket of a waiter looking again (from the reply that put it in line).
-    pub waiter: Option<u64>,
-}
-
-impl LineArgs {
-    /// `LINE place_ms`, and `WAITER id` for a look.
-    pub(crate) fn words(&self) -> Vec<Word<'static>> {
-        let mut words = vec![Word::Text("LINE"), Word::Number(self.place_ms)];
-        if let Some(id) = self.waiter {
-            words.extend([Word::Text("WAITER"), Word::Number(id)]);
-        }
-        words
-    }
-}
 
 /// `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f] [INFLIGHT n]
 /// [LEASE ms] [LINE place_ms [WAITER id]]`.
@@ -67,58 +37,6 @@ pub struct TakeArgs {
     pub inflight: Option<Inflight>,
     /// A place in line for a slot (only with `inflight`, never with `floor`).
     pub line: Option<LineArgs>,
-}
-
-/// `INFLIGHT n LEASE ms`'s values, INFLIGHT first (THROTTLE.TAKE's and MTAKE's).
-pub(crate) fn parse_inflight(cap: &[u8], lease: &[u8]) -> Result<Inflight, ArgError> {
-    Ok(Inflight {
-        cap: parse_cap(cap)?,
-        lease_ms: parse_lease(lease)?,
-    })
-}
-
-/// `INFLIGHT n`'s cap: 1..=MAX_INFLIGHT (TAKE's, MTAKE's and RELEASE's).
-pub(crate) fn parse_cap(text: &[u8]) -> Result<u64, ArgError> {
-    parse_u64(text)
-        .filter(|n| (1..=MAX_INFLIGHT).contains(n))
-        .ok_or(ArgError::Inflight)
-}
-
-/// A lease, `LEASE ms` or THROTTLE.RENEW's `ms`: 1..=MAX_LEASE_MS.
-pub(crate) fn parse_lease(text: &[u8]) -> Result<u64, ArgError> {
-    parse_u64(text)
-        .filter(|ms| (1..=MAX_LEASE_MS).contains(ms))
-        .ok_or(ArgError::Lease)
-}
-
-/// `LINE place_ms [WAITER id]`'s values (THROTTLE.TAKE's and MTAKE's).
-pub(crate) fn parse_line(place: &[u8], waiter: Option<&[u8]>) -> Result<LineArgs, ArgError> {
-    Ok(LineArgs {
-        place_ms: parse_u64(place)
-            .filter(|ms| (1..=MAX_LEASE_MS).contains(ms))
-            .ok_or(ArgError::PlaceMs)?,
-        waiter: waiter.map(parse_slot).transpose()?,
-    })
-}
-
-/// The structure of `LINE` and `WAITER` beside the other options (THROTTLE.TAKE's and
-/// MTAKE's): LINE needs INFLIGHT, WAITER needs LINE, and LINE does not go with FLOOR.
-pub(crate) fn check_line(
-    line: bool,
-    waiter: bool,
-    inflight: bool,
-    floor: bool,
-) -> Result<(), ArgError> {
-    if line && !inflight {
-        return Err(ArgError::LineInflight);
-    }
-    if waiter && !line {
-        return Err(ArgError::WaiterLine);
-    }
-    if line && floor {
-        return Err(ArgError::LineFloor);
-    }
-    Ok(())
 }
 
 /// `FLOOR f`: fewer tokens than the capacity, and with the call's own at most the capacity.
@@ -644,15 +562,13 @@ impl ThrottleCommand for TakeArgs {
             once(slot, value, label)?;
             rest = tail;
         }
-        if inflight.is_some() != lease.is_some() {
-            return Err(ArgError::InflightLease);
-        }
-        check_line(
-            line.is_some(),
-            waiter.is_some(),
-            inflight.is_some(),
-            floor.is_some(),
-        )?;
+        let slot_options = SlotOptions {
+            inflight,
+            lease,
+            line,
+            waiter,
+        };
+        slot_options.check(floor.is_some())?;
 
         // The default TOKENS 1 never exceeds a capacity, which is at least 1.
         let tokens = match tokens {
@@ -667,11 +583,7 @@ impl ThrottleCommand for TakeArgs {
             None => None,
             Some(text) => Some(parse_floor(text, tokens, quota.capacity)?),
         };
-        let inflight = match (inflight, lease) {
-            (Some(cap), Some(lease)) => Some(parse_inflight(cap, lease)?),
-            _ => None,
-        };
-        let line = line.map(|place| parse_line(place, waiter)).transpose()?;
+        let (inflight, line) = slot_options.values()?;
         Ok(TakeArgs {
             quota,
             tokens,
@@ -699,17 +611,7 @@ impl ThrottleCommand for TakeArgs {
         if let Some(floor) = self.floor {
             words.extend([Word::Text("FLOOR"), Word::Number(floor)]);
         }
-        if let Some(inflight) = self.inflight {
-            words.extend([
-                Word::Text("INFLIGHT"),
-                Word::Number(inflight.cap),
-                Word::Text("LEASE"),
-                Word::Number(inflight.lease_ms),
-            ]);
-        }
-        if let Some(line) = self.line {
-            words.extend(line.words());
-        }
+        slot_words(self.inflight, self.line, &mut words);
         words
     }
 

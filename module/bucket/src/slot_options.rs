@@ -1,0 +1,115 @@
+//! The options that ask THROTTLE.TAKE and MTAKE for a slot, `INFLIGHT n LEASE ms` and
+//! `LINE place_ms [WAITER id]`: read, checked and written back the same way by both commands
+//! (and by the Lua twin, in the same order).
+
+use crate::error::ArgError;
+use crate::limits::{MAX_INFLIGHT, MAX_LEASE_MS};
+use crate::words::{parse_slot, parse_u64, Word};
+
+/// `INFLIGHT n LEASE ms`: the take also takes a slot for a call in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inflight {
+    /// At most this many slots held at once (1 to [`MAX_INFLIGHT`]).
+    pub cap: u64,
+    /// The slot's lease, in ms from the server's now (1 to [`MAX_LEASE_MS`]).
+    pub lease_ms: u64,
+}
+
+/// `LINE place_ms [WAITER id]`: a take that finds every slot held (or callers already waiting
+/// for one) joins the quota's line instead of being refused outright.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LineArgs {
+    /// The waiter's place lease, ms: it leaves the line unless it looks again within it.
+    pub place_ms: u64,
+    /// The ticket of a waiter looking again (from the reply that put it in line).
+    pub waiter: Option<u64>,
+}
+
+/// The slot options' words as a command's option loop found them, before any value is read.
+pub(crate) struct SlotOptions<'a> {
+    pub(crate) inflight: Option<&'a [u8]>,
+    pub(crate) lease: Option<&'a [u8]>,
+    pub(crate) line: Option<&'a [u8]>,
+    pub(crate) waiter: Option<&'a [u8]>,
+}
+
+impl SlotOptions<'_> {
+    /// Their structure beside the call's other options (`floor`: FLOOR was given), checked
+    /// before any value: INFLIGHT and LEASE together, LINE only with INFLIGHT, WAITER only with
+    /// LINE, and LINE never with FLOOR.
+    pub(crate) fn check(&self, floor: bool) -> Result<(), ArgError> {
+        let inflight = self.inflight.is_some();
+        if inflight != self.lease.is_some() {
+            return Err(ArgError::InflightLease);
+        }
+        let line = self.line.is_some();
+        if line && !inflight {
+            return Err(ArgError::LineInflight);
+        }
+        if self.waiter.is_some() && !line {
+            return Err(ArgError::WaiterLine);
+        }
+        if line && floor {
+            return Err(ArgError::LineFloor);
+        }
+        Ok(())
+    }
+
+    /// Their values, after the call's others: INFLIGHT, LEASE, LINE, then WAITER.
+    pub(crate) fn values(&self) -> Result<(Option<Inflight>, Option<LineArgs>), ArgError> {
+        let inflight = match (self.inflight, self.lease) {
+            (Some(cap), Some(lease)) => Some(Inflight {
+                cap: parse_cap(cap)?,
+                lease_ms: parse_lease(lease)?,
+            }),
+            _ => None,
+        };
+        let line = match self.line {
+            Some(place) => Some(LineArgs {
+                place_ms: parse_u64(place)
+                    .filter(|ms| (1..=MAX_LEASE_MS).contains(ms))
+                    .ok_or(ArgError::PlaceMs)?,
+                waiter: self.waiter.map(parse_slot).transpose()?,
+            }),
+            None => None,
+        };
+        Ok((inflight, line))
+    }
+}
+
+/// `INFLIGHT n LEASE ms` and `LINE place_ms [WAITER id]` as a call's last words.
+pub(crate) fn slot_words(
+    inflight: Option<Inflight>,
+    line: Option<LineArgs>,
+    words: &mut Vec<Word<'_>>,
+) {
+    if let Some(inflight) = inflight {
+        words.extend([
+            Word::Text("INFLIGHT"),
+            Word::Number(inflight.cap),
+            Word::Text("LEASE"),
+            Word::Number(inflight.lease_ms),
+        ]);
+    }
+    if let Some(line) = line {
+        words.extend([Word::Text("LINE"), Word::Number(line.place_ms)]);
+        // A look: the waiter's ticket.
+        if let Some(id) = line.waiter {
+            words.extend([Word::Text("WAITER"), Word::Number(id)]);
+        }
+    }
+}
+
+/// `INFLIGHT n`'s cap: 1..=MAX_INFLIGHT (TAKE's, MTAKE's and RELEASE's).
+pub(crate) fn parse_cap(text: &[u8]) -> Result<u64, ArgError> {
+    parse_u64(text)
+        .filter(|n| (1..=MAX_INFLIGHT).contains(n))
+        .ok_or(ArgError::Inflight)
+}
+
+/// A lease, `LEASE ms` or THROTTLE.RENEW's `ms`: 1..=MAX_LEASE_MS.
+pub(crate) fn parse_lease(text: &[u8]) -> Result<u64, ArgError> {
+    parse_u64(text)
+        .filter(|ms| (1..=MAX_LEASE_MS).contains(ms))
+        .ok_or(ArgError::Lease)
+}
