@@ -163,7 +163,7 @@ impl RateCut {
     /// The first instant (ns) at which the cut's factor is at least `factor_bp`: the cut's
     /// own instant for a factor it starts at, the recovered instant for the full rate, and in
     /// between the first whole ms the straight line reaches it.
-    pub fn reaches(&self, factor_bp: u16) -> i128 {
+    pub(crate) fn reaches(&self, factor_bp: u16) -> i128 {
         let at = i128::from(self.at);
         if factor_bp <= self.factor_bp {
             return at;

@@ -47,7 +47,8 @@ pub(crate) fn parse_floor(text: &[u8], tokens: u64, capacity: u64) -> Result<u64
 }
 
 /// What a take decided. Durations are nanoseconds; [`Outcome::reply`] rounds them up to ms.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Its default is a denial that says nothing and changes nothing, for the fields a take leaves.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
     /// Whether the tokens were taken (always, for a take of 0).
     pub granted: bool,
@@ -304,15 +305,9 @@ fn take_slot(args: &TakeArgs, inflight: Inflight, bucket: &View<'_>, full: bool)
             remaining: bucket.remaining(bucket.debt()),
             wait_ns: tokens.wait_ns.max(saturate(first_free)),
             reset_ns: saturate(bucket.debt()),
-            write: None,
-            held_by_floor: false,
-            slot: None,
             held_by_slots: tokens.granted,
             refusal: tokens.refusal | Refusal::SLOT,
-            place: 0,
-            line: LineCounts::default(),
-            handed_look: false,
-            handed: None,
+            ..Outcome::default()
         };
     }
     if !tokens.granted {
@@ -385,13 +380,8 @@ fn take_tokens(args: &TakeArgs, bucket: &View<'_>) -> Outcome {
         reset_ns: saturate(debt_after),
         held_by_floor,
         write,
-        slot: None,
-        held_by_slots: false,
         refusal,
-        place: 0,
-        line: LineCounts::default(),
-        handed_look: false,
-        handed: None,
+        ..Outcome::default()
     }
 }
 
@@ -417,15 +407,7 @@ pub(crate) fn inspect(bucket: &View<'_>) -> Outcome {
         remaining: bucket.remaining(bucket.debt()),
         wait_ns: 0,
         reset_ns: saturate(bucket.debt()),
-        write: None,
-        held_by_floor: false,
-        slot: None,
-        held_by_slots: false,
-        refusal: Refusal::NONE,
-        place: 0,
-        line: LineCounts::default(),
-        handed_look: false,
-        handed: None,
+        ..Outcome::default()
     }
 }
 
