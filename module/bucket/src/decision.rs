@@ -25,8 +25,8 @@ pub struct Decision<R> {
 }
 
 impl<R> Decision<R> {
-    /// `reply`, with nothing written or announced.
-    pub(crate) fn reply(reply: R) -> Decision<R> {
+    /// `reply`, with nothing written or announced: what a read-only command decides.
+    pub(crate) fn read_only(reply: R) -> Decision<R> {
         Decision::writing(reply, None)
     }
 

@@ -66,7 +66,7 @@ impl Decides for PeekArgs {
     fn decide(&self, stored: Option<&State>, now_ns: i64) -> Result<Decision<PeekReply>, ArgError> {
         let bucket = View::at(&self.quota, stored, now_ns);
         let seen = inspect(&bucket);
-        Ok(Decision::reply(PeekReply {
+        Ok(Decision::read_only(PeekReply {
             remaining: seen.remaining,
             reset_ms: ms_up(i128::from(seen.reset_ns)),
             paused_ms: ms_up(bucket.paused_for()),
@@ -127,7 +127,7 @@ mod tests {
             factor_bp: 7000,
         };
         let args: PeekArgs = call("8 9");
-        let outcome = Decision::reply(reply);
+        let outcome = Decision::read_only(reply);
         assert_eq!(args.reply(&outcome).as_slice(), [1, 3, 0, 700, 1000, 7000]);
         assert_eq!(read_back(&args, &outcome), Some(reply));
         assert_eq!(args.decode(&[1, 3, 0, 700]), None);

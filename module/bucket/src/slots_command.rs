@@ -60,7 +60,7 @@ impl Decides for SlotsArgs {
         now_ns: i64,
     ) -> Result<Decision<SlotsReply>, ArgError> {
         let bucket = View::at(&self.quota, stored, now_ns);
-        Ok(Decision::reply(SlotsReply {
+        Ok(Decision::read_only(SlotsReply {
             held: bucket.slots.held_at(bucket.now),
             first_lease_ms: bucket
                 .slots
