@@ -335,7 +335,7 @@ pub(crate) fn saturate(ns: i128) -> i64 {
 }
 
 /// Rounds a non-negative duration up to whole ms, so a caller that sleeps it is never early.
-pub fn ceil_ms(ns: i64) -> i64 {
+pub(crate) fn ceil_ms(ns: i64) -> i64 {
     ns.div_euclid(NS_PER_MS) + i64::from(ns.rem_euclid(NS_PER_MS) > 0)
 }
 

@@ -54,7 +54,7 @@ pub use cut::{CutArgs, CutReply};
 pub use debit::{DebitArgs, DebitReply};
 pub use decision::{Decides, Decision};
 pub use error::ArgError;
-pub use gcra::{ceil_ms, Write};
+pub use gcra::Write;
 pub use give::GiveArgs;
 pub use interval::Interval;
 pub use limits::{
