@@ -581,41 +581,14 @@ local function parse_slot(text)
   return tonum(digits)
 end
 
--- INFLIGHT n LEASE ms's values (take's and mtake's, as the module's parse_inflight): the cap and
--- the lease, or nil and the error's name.
-local function parse_inflight(inflight_text, lease_text)
-  local cap = whole(inflight_text, MAX_INFLIGHT)
-  if not cap or cap < 1 then
-    return nil, nil, 'inflight'
+-- The structure of INFLIGHT, LEASE, LINE and WAITER beside the other options (take's and
+-- mtake's, as the module's SlotOptions::check), checked before any value: the error's name, or
+-- nil. INFLIGHT and LEASE go together, LINE needs INFLIGHT, WAITER needs LINE, and LINE does
+-- not go with FLOOR.
+local function check_slot_options(inflight_text, lease_text, line_text, waiter_text, floor_given)
+  if (inflight_text == nil) ~= (lease_text == nil) then
+    return 'inflight_lease'
   end
-  local lease_ms = whole(lease_text, MAX_WAIT_MS)
-  if not lease_ms or lease_ms < 1 then
-    return nil, nil, 'lease'
-  end
-  return cap, lease_ms
-end
-
--- LINE place_ms [WAITER id]'s values (take's and mtake's, as the module's parse_line): the
--- place lease and the waiter's ticket (nil without WAITER), or nil and the error's name.
-local function parse_line(line_text, waiter_text)
-  local place_ms = whole(line_text, MAX_WAIT_MS)
-  if not place_ms or place_ms < 1 then
-    return nil, nil, 'place_ms'
-  end
-  if not waiter_text then
-    return place_ms, nil
-  end
-  local waiter_id = parse_slot(waiter_text)
-  if not waiter_id then
-    return nil, nil, 'slot_id'
-  end
-  return place_ms, waiter_id
-end
-
--- The structure of LINE and WAITER beside the other options (take's and mtake's, as the
--- module's check_line): the error's name, or nil. LINE needs INFLIGHT, WAITER needs LINE, and
--- LINE does not go with FLOOR.
-local function check_line(line_text, waiter_text, inflight_text, floor_given)
   if line_text and not inflight_text then
     return 'line_inflight'
   end
@@ -626,6 +599,36 @@ local function check_line(line_text, waiter_text, inflight_text, floor_given)
     return 'line_floor'
   end
   return nil
+end
+
+-- The values of INFLIGHT n LEASE ms and LINE place_ms [WAITER id], after the call's others
+-- (take's and mtake's, as the module's SlotOptions::values): { cap, lease_ms, place_ms,
+-- waiter_id } (the last two nil without LINE, the last without WAITER), or nil and the
+-- error's name.
+local function parse_slot_options(inflight_text, lease_text, line_text, waiter_text)
+  local cap = whole(inflight_text, MAX_INFLIGHT)
+  if not cap or cap < 1 then
+    return nil, 'inflight'
+  end
+  local lease_ms = whole(lease_text, MAX_WAIT_MS)
+  if not lease_ms or lease_ms < 1 then
+    return nil, 'lease'
+  end
+  if not line_text then
+    return { cap, lease_ms }
+  end
+  local place_ms = whole(line_text, MAX_WAIT_MS)
+  if not place_ms or place_ms < 1 then
+    return nil, 'place_ms'
+  end
+  if not waiter_text then
+    return { cap, lease_ms, place_ms }
+  end
+  local waiter_id = parse_slot(waiter_text)
+  if not waiter_id then
+    return nil, 'slot_id'
+  end
+  return { cap, lease_ms, place_ms, waiter_id }
 end
 -- The stored state, the module's bytes -----------------------------------------------------
 
@@ -1805,12 +1808,10 @@ do
         end
       end
     end
-    if (inflight_text == nil) ~= (lease_text == nil) then
-      return fail('inflight_lease')
-    end
-    -- (Only a call with LINE or WAITER pays for the check: a plain take has neither.)
-    if line_text or waiter_text then
-      local wrong = check_line(line_text, waiter_text, inflight_text, floor_text)
+    -- (Only a call with a slot option pays for the check: a plain take has none.)
+    if inflight_text or lease_text or line_text or waiter_text then
+      local wrong = check_slot_options(inflight_text, lease_text, line_text, waiter_text,
+        floor_text)
       if wrong then
         return fail(wrong)
       end
@@ -1840,19 +1841,14 @@ do
         return fail('floor', quota.capacity)
       end
     end
-    local cap, lease_ms
+    local cap, lease_ms, place_ms, waiter_id
     if inflight_text then
-      cap, lease_ms, err = parse_inflight(inflight_text, lease_text)
-      if not cap then
-        return fail(err)
+      local slot_options, wrong = parse_slot_options(inflight_text, lease_text, line_text,
+        waiter_text)
+      if not slot_options then
+        return fail(wrong)
       end
-    end
-    local place_ms, waiter_id
-    if line_text then
-      place_ms, waiter_id, err = parse_line(line_text, waiter_text)
-      if not place_ms then
-        return fail(err)
-      end
+      cap, lease_ms, place_ms, waiter_id = unpack(slot_options)
     end
 
     local key = keys[1]
@@ -2139,12 +2135,9 @@ local function mtake(keys, args)
       return fail('mtake_option')
     end
   end
-  if (inflight_text == nil) ~= (lease_text == nil) then
-    return fail('inflight_lease')
-  end
-  -- (Only a call with LINE or WAITER pays for the check: a plain take has neither.)
-  if line_text or waiter_text then
-    local wrong = check_line(line_text, waiter_text, inflight_text, floors_at)
+  if inflight_text or lease_text or line_text or waiter_text then
+    local wrong = check_slot_options(inflight_text, lease_text, line_text, waiter_text,
+      floors_at)
     if wrong then
       return fail(wrong)
     end
@@ -2167,19 +2160,14 @@ local function mtake(keys, args)
       end
     end
   end
-  local cap, lease_ms, err
+  local cap, lease_ms, place_ms, waiter_id
   if inflight_text then
-    cap, lease_ms, err = parse_inflight(inflight_text, lease_text)
-    if not cap then
-      return fail(err)
+    local slot_options, wrong = parse_slot_options(inflight_text, lease_text, line_text,
+      waiter_text)
+    if not slot_options then
+      return fail(wrong)
     end
-  end
-  local place_ms, waiter_id
-  if line_text then
-    place_ms, waiter_id, err = parse_line(line_text, waiter_text)
-    if not place_ms then
-      return fail(err)
-    end
+    cap, lease_ms, place_ms, waiter_id = unpack(slot_options)
   end
 
   -- Every bucket is read (and its type checked) before anything is written.

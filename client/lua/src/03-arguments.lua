@@ -300,41 +300,14 @@ local function parse_slot(text)
   return tonum(digits)
 end
 
--- INFLIGHT n LEASE ms's values (take's and mtake's, as the module's parse_inflight): the cap and
--- the lease, or nil and the error's name.
-local function parse_inflight(inflight_text, lease_text)
-  local cap = whole(inflight_text, MAX_INFLIGHT)
-  if not cap or cap < 1 then
-    return nil, nil, 'inflight'
+-- The structure of INFLIGHT, LEASE, LINE and WAITER beside the other options (take's and
+-- mtake's, as the module's SlotOptions::check), checked before any value: the error's name, or
+-- nil. INFLIGHT and LEASE go together, LINE needs INFLIGHT, WAITER needs LINE, and LINE does
+-- not go with FLOOR.
+local function check_slot_options(inflight_text, lease_text, line_text, waiter_text, floor_given)
+  if (inflight_text == nil) ~= (lease_text == nil) then
+    return 'inflight_lease'
   end
-  local lease_ms = whole(lease_text, MAX_WAIT_MS)
-  if not lease_ms or lease_ms < 1 then
-    return nil, nil, 'lease'
-  end
-  return cap, lease_ms
-end
-
--- LINE place_ms [WAITER id]'s values (take's and mtake's, as the module's parse_line): the
--- place lease and the waiter's ticket (nil without WAITER), or nil and the error's name.
-local function parse_line(line_text, waiter_text)
-  local place_ms = whole(line_text, MAX_WAIT_MS)
-  if not place_ms or place_ms < 1 then
-    return nil, nil, 'place_ms'
-  end
-  if not waiter_text then
-    return place_ms, nil
-  end
-  local waiter_id = parse_slot(waiter_text)
-  if not waiter_id then
-    return nil, nil, 'slot_id'
-  end
-  return place_ms, waiter_id
-end
-
--- The structure of LINE and WAITER beside the other options (take's and mtake's, as the
--- module's check_line): the error's name, or nil. LINE needs INFLIGHT, WAITER needs LINE, and
--- LINE does not go with FLOOR.
-local function check_line(line_text, waiter_text, inflight_text, floor_given)
   if line_text and not inflight_text then
     return 'line_inflight'
   end
@@ -345,4 +318,34 @@ local function check_line(line_text, waiter_text, inflight_text, floor_given)
     return 'line_floor'
   end
   return nil
+end
+
+-- The values of INFLIGHT n LEASE ms and LINE place_ms [WAITER id], after the call's others
+-- (take's and mtake's, as the module's SlotOptions::values): { cap, lease_ms, place_ms,
+-- waiter_id } (the last two nil without LINE, the last without WAITER), or nil and the
+-- error's name.
+local function parse_slot_options(inflight_text, lease_text, line_text, waiter_text)
+  local cap = whole(inflight_text, MAX_INFLIGHT)
+  if not cap or cap < 1 then
+    return nil, 'inflight'
+  end
+  local lease_ms = whole(lease_text, MAX_WAIT_MS)
+  if not lease_ms or lease_ms < 1 then
+    return nil, 'lease'
+  end
+  if not line_text then
+    return { cap, lease_ms }
+  end
+  local place_ms = whole(line_text, MAX_WAIT_MS)
+  if not place_ms or place_ms < 1 then
+    return nil, 'place_ms'
+  end
+  if not waiter_text then
+    return { cap, lease_ms, place_ms }
+  end
+  local waiter_id = parse_slot(waiter_text)
+  if not waiter_id then
+    return nil, 'slot_id'
+  end
+  return { cap, lease_ms, place_ms, waiter_id }
 end

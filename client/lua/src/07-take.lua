@@ -299,12 +299,10 @@ do
         end
       end
     end
-    if (inflight_text == nil) ~= (lease_text == nil) then
-      return fail('inflight_lease')
-    end
-    -- (Only a call with LINE or WAITER pays for the check: a plain take has neither.)
-    if line_text or waiter_text then
-      local wrong = check_line(line_text, waiter_text, inflight_text, floor_text)
+    -- (Only a call with a slot option pays for the check: a plain take has none.)
+    if inflight_text or lease_text or line_text or waiter_text then
+      local wrong = check_slot_options(inflight_text, lease_text, line_text, waiter_text,
+        floor_text)
       if wrong then
         return fail(wrong)
       end
@@ -334,19 +332,14 @@ do
         return fail('floor', quota.capacity)
       end
     end
-    local cap, lease_ms
+    local cap, lease_ms, place_ms, waiter_id
     if inflight_text then
-      cap, lease_ms, err = parse_inflight(inflight_text, lease_text)
-      if not cap then
-        return fail(err)
+      local slot_options, wrong = parse_slot_options(inflight_text, lease_text, line_text,
+        waiter_text)
+      if not slot_options then
+        return fail(wrong)
       end
-    end
-    local place_ms, waiter_id
-    if line_text then
-      place_ms, waiter_id, err = parse_line(line_text, waiter_text)
-      if not place_ms then
-        return fail(err)
-      end
+      cap, lease_ms, place_ms, waiter_id = unpack(slot_options)
     end
 
     local key = keys[1]

@@ -88,12 +88,9 @@ local function mtake(keys, args)
       return fail('mtake_option')
     end
   end
-  if (inflight_text == nil) ~= (lease_text == nil) then
-    return fail('inflight_lease')
-  end
-  -- (Only a call with LINE or WAITER pays for the check: a plain take has neither.)
-  if line_text or waiter_text then
-    local wrong = check_line(line_text, waiter_text, inflight_text, floors_at)
+  if inflight_text or lease_text or line_text or waiter_text then
+    local wrong = check_slot_options(inflight_text, lease_text, line_text, waiter_text,
+      floors_at)
     if wrong then
       return fail(wrong)
     end
@@ -116,19 +113,14 @@ local function mtake(keys, args)
       end
     end
   end
-  local cap, lease_ms, err
+  local cap, lease_ms, place_ms, waiter_id
   if inflight_text then
-    cap, lease_ms, err = parse_inflight(inflight_text, lease_text)
-    if not cap then
-      return fail(err)
+    local slot_options, wrong = parse_slot_options(inflight_text, lease_text, line_text,
+      waiter_text)
+    if not slot_options then
+      return fail(wrong)
     end
-  end
-  local place_ms, waiter_id
-  if line_text then
-    place_ms, waiter_id, err = parse_line(line_text, waiter_text)
-    if not place_ms then
-      return fail(err)
-    end
+    cap, lease_ms, place_ms, waiter_id = unpack(slot_options)
   end
 
   -- Every bucket is read (and its type checked) before anything is written.
