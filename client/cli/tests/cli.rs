@@ -64,6 +64,16 @@ async fn reporting(
     (fleet, limiter)
 }
 
+/// THROTTLE.TAKE of `key` with `words` after it (the quota and its options).
+async fn take(con: &mut redis::aio::MultiplexedConnection, key: &str, words: &str) {
+    let _: Vec<i64> = redis::cmd("THROTTLE.TAKE")
+        .arg(key)
+        .arg(words.split_whitespace().collect::<Vec<_>>())
+        .query_async(con)
+        .await
+        .unwrap();
+}
+
 /// `status --json`'s row of `key`.
 fn row<'a>(rows: &'a Json, key: &str) -> &'a Json {
     rows.as_array()
@@ -91,15 +101,7 @@ async fn status_shows_a_reported_quota_and_one_found_by_its_pattern_and_a_pause(
     })
     .await;
     // ... one no process reports, and a string that is no bucket.
-    let _: Vec<i64> = redis::cmd("THROTTLE.TAKE")
-        .arg("quota:found")
-        .arg(100)
-        .arg("0.5")
-        .arg("TOKENS")
-        .arg(40)
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    take(&mut con, "quota:found", "100 0.5 TOKENS 40").await;
     set_raw(&mut con, b"quota:plain", b"hello").await;
 
     // Without --quota the pattern's unreported keys are only counted.
@@ -378,15 +380,7 @@ fn acl_prints_the_documented_lines_with_the_keys_given() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_draws_the_table_count_times() {
     let (_server, url, mut con) = started(Flavor::Redis70).await;
-    let _: Vec<i64> = redis::cmd("THROTTLE.TAKE")
-        .arg("quota:watched")
-        .arg(10)
-        .arg(5)
-        .arg("TOKENS")
-        .arg(4)
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    take(&mut con, "quota:watched", "10 5 TOKENS 4").await;
 
     let text = ok(&throttle(
         &url,
@@ -1030,15 +1024,7 @@ async fn on_a_cluster_check_and_status_read_every_master() {
                 master.node.owns(slot)
             })
             .unwrap();
-        let _: Vec<i64> = redis::cmd("THROTTLE.TAKE")
-            .arg(&key)
-            .arg(10)
-            .arg(5)
-            .arg("TOKENS")
-            .arg(4)
-            .query_async(&mut con)
-            .await
-            .unwrap();
+        take(&mut con, &key, "10 5 TOKENS 4").await;
         keys.push((key, format!("127.0.0.1:{}", master.server.port())));
     }
     let url = masters[1].server.url();

@@ -164,6 +164,15 @@ fn browse(args: &[&str], url: &str) -> String {
     text
 }
 
+/// The keys of `/status.json`'s rows, in order.
+fn keys_of(rows: &Json) -> Vec<&str> {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect()
+}
+
 /// The `<tr ...>...</tr>` of `key` in the DOM.
 fn row_of<'a>(dom: &'a str, key: &str) -> &'a str {
     let start = dom
@@ -248,12 +257,7 @@ async fn the_page_shows_each_quota_its_charts_and_the_pause() {
             .unwrap(),
     )
     .unwrap();
-    let keys: Vec<&str> = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["key"].as_str().unwrap())
-        .collect();
+    let keys = keys_of(&rows);
     assert_eq!(keys, [CALM, PAUSED]);
 
     let base = dashboard.base.clone();
@@ -440,12 +444,7 @@ async fn a_report_that_is_not_utf8_does_not_stop_the_dashboard() {
     .await
     .unwrap();
     let rows: Json = serde_json::from_str(&status).unwrap();
-    let keys: Vec<&str> = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["key"].as_str().unwrap())
-        .collect();
+    let keys = keys_of(&rows);
     assert_eq!(keys, ["quota:good"]);
     assert_eq!(rows[0]["state"]["tokens"], 10);
     let history: Json = serde_json::from_str(&history).unwrap();
