@@ -6,7 +6,8 @@ use throttle_testkit::{Flavor, Server};
 use super::script::{command, load, outcome, server_now_ns, Runner, AHEAD, LUA, S};
 
 /// Bad calls of the one-key commands: the command, then the words after the key, one space
-/// between words (the calls with words a space cannot part are in `ONE_KEY_BAD_BYTES`).
+/// between words (a call with a word that is empty, holds a space or is not ASCII is in
+/// `ONE_KEY_BAD_BYTES`).
 const ONE_KEY_BAD: &[(&str, &str)] = &[
     // THROTTLE.TAKE
     ("take", ""),
@@ -107,7 +108,8 @@ const ONE_KEY_BAD: &[(&str, &str)] = &[
     ("give", "1000000000000000 1000000000 1000000000000001 1"),
 ];
 
-/// Bad calls of the options and commands of the supplier's pushback, priority and settling.
+/// Bad calls of the options and commands of the supplier's pushback, priority and settling,
+/// written as in `ONE_KEY_BAD`.
 const PUSHBACK_BAD: &[(&str, &str)] = &[
     // TAKE ... FLOOR
     ("take", "8 9 FLOOR"),
@@ -343,7 +345,7 @@ const MTAKE_BAD_BYTES: &[(&[&str], &[&[u8]])] = &[
     (&["a", "b"], &[b"8", b"9", b"1", b"\xff", b"9", b"1"]),
 ];
 
-/// A table row's words: the text between single spaces.
+/// A table row's words, split at the spaces.
 fn words(row: &str) -> Vec<&[u8]> {
     row.split_whitespace().map(str::as_bytes).collect()
 }
