@@ -22,7 +22,9 @@ use redis_throttle::{
 };
 use throttle_e2e::at_once::most_held_at_once;
 use throttle_e2e::contract::in_flight::{self as contract, Table};
-use throttle_e2e::{multiplexed, poll, runtime, within_async, Flavor, Server};
+use throttle_e2e::{
+    backend_named, backend_on, multiplexed, poll, runtime, within_async, Flavor, Server,
+};
 use throttle_testkit::ChildTest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
@@ -43,23 +45,6 @@ const ROLE: &str = "THROTTLE_IF_ROLE";
 const SUPPLIER: &str = "THROTTLE_IF_SUPPLIER";
 const BACKEND: &str = "THROTTLE_IF_BACKEND";
 const SEED: &str = "THROTTLE_IF_SEED";
-
-/// Each server with one of the backends, so that all three are run.
-fn backend_on(flavor: Flavor) -> Backend {
-    match flavor {
-        Flavor::Redis70 => Backend::Script,
-        Flavor::Valkey81 => Backend::Library,
-        _ => Backend::Module,
-    }
-}
-
-fn backend_named(name: &str) -> Backend {
-    match name {
-        "script" => Backend::Script,
-        "library" => Backend::Library,
-        _ => Backend::Module,
-    }
-}
 
 fn limiter<C: 'static>(
     conn: C,
@@ -311,15 +296,10 @@ fn spawn_worker(
     backend: Backend,
     extra: &[(&str, String)],
 ) -> ChildTest {
-    let name = match backend {
-        Backend::Script => "script",
-        Backend::Library => "library",
-        _ => "module",
-    };
     let mut env = vec![
         (ROLE, role.to_owned()),
         (URL, server.url()),
-        (BACKEND, name.to_owned()),
+        (BACKEND, backend.name().to_owned()),
     ];
     env.extend(extra.iter().cloned());
     ChildTest::spawn("worker_process", &env)

@@ -15,7 +15,7 @@ use std::time::Duration;
 use redis_throttle::{
     Backend, Connection, Error, Grant, InFlightMetrics, Limiter, MultiLimiter, Quota, Throttle,
 };
-use throttle_e2e::{runtime, within, within_async, Flavor, Server};
+use throttle_e2e::{backend_named, backend_on, runtime, within, within_async, Flavor, Server};
 use throttle_testkit::ChildTest;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -34,15 +34,6 @@ const LOOSE: Duration = Duration::from_secs(3);
 
 const URL: &str = "THROTTLE_LINE_URL";
 const BACKEND: &str = "THROTTLE_LINE_BACKEND";
-
-/// Each server with one of the backends, so that all three are run.
-fn backend_on(flavor: Flavor) -> Backend {
-    match flavor {
-        Flavor::Redis70 => Backend::Script,
-        Flavor::Valkey81 => Backend::Library,
-        _ => Backend::Module,
-    }
-}
 
 /// A process's limiter on `key`, capped at one call in flight: listening (the default over
 /// `connect`'s connection) or not.
@@ -246,11 +237,7 @@ fn waiter_process() {
     let (Ok(url), Ok(backend)) = (std::env::var(URL), std::env::var(BACKEND)) else {
         return;
     };
-    let backend = match backend.as_str() {
-        "script" => Backend::Script,
-        "library" => Backend::Library,
-        _ => Backend::Module,
-    };
+    let backend = backend_named(&backend);
     runtime().block_on(async {
         let (_limiter, call) =
             waiting_in_line(&url, "killed", backend, "the waiter process in line").await;
@@ -268,17 +255,12 @@ fn waiter_process() {
 fn a_killed_waiter_holds_up_the_next_for_a_lease_at_most(flavor: Flavor) {
     let server = Server::start(flavor);
     let (url, backend) = (server.url(), backend_on(flavor));
-    let name = match backend {
-        Backend::Script => "script",
-        Backend::Library => "library",
-        _ => "module",
-    };
     runtime().block_on(async {
         let (_holder, held) = hold_the_slot(&url, "killed", backend).await;
         // Started once the slot is held, so that its call waits in line.
         let mut waiter = ChildTest::spawn(
             "waiter_process",
-            &[(URL, url.clone()), (BACKEND, name.to_owned())],
+            &[(URL, url.clone()), (BACKEND, backend.name().to_owned())],
         );
         within(
             "the waiter process in line",

@@ -33,13 +33,7 @@ use throttle_e2e::stored;
 use throttle_e2e::wall::{now_ns, NS_PER_S};
 use throttle_testkit::{ChildTest, Flavor, ReplicatedCluster};
 
-const SPEC: Spec = Spec {
-    partitions: 20,
-    burst: 40,
-    rate: 200,
-    lease_ms: 1000,
-    tasks: 4,
-};
+const SPEC: Spec = Spec::FLEET;
 const WORKERS: usize = 3;
 const RUN_S: i128 = 16;
 const MIN_UTILISATION: f64 = 0.5;

@@ -18,14 +18,7 @@ use throttle_e2e::partitioned::{check, worker, worker_env, Freeze, Output, Spec}
 use throttle_e2e::wall::{now_ns, NS_PER_S};
 use throttle_testkit::{ChildTest, Flavor, ReplicatedCluster};
 
-/// 200/s and a burst of 40 as 20 partitions of 10/s and 2 tokens; leases of 1 s.
-const SPEC: Spec = Spec {
-    partitions: 20,
-    burst: 40,
-    rate: 200,
-    lease_ms: 1000,
-    tasks: 4,
-};
+const SPEC: Spec = Spec::FLEET;
 const RUN_S: i128 = 30;
 /// Below this the fleet did not keep the quota busy enough for the check to mean much.
 const MIN_UTILISATION: f64 = 0.6;

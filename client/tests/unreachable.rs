@@ -38,19 +38,18 @@ async fn connect_fails_fast_where_nothing_listens() {
     assert!(took < FAST, "connect took {took:?}");
 }
 
-fn per_server(test: impl Fn(Flavor)) {
+/// `test` on every server, each in a runtime of its own.
+fn per_server<F: std::future::Future<Output = ()>>(test: impl Fn(Flavor) -> F) {
     for flavor in Flavor::ALL {
-        test(flavor);
+        tokio::runtime::Runtime::new()
+            .expect("a runtime")
+            .block_on(test(flavor));
     }
 }
 
 #[test]
 fn a_stopped_server_fails_each_call_at_once_or_lets_it_through() {
-    per_server(|flavor| {
-        tokio::runtime::Runtime::new()
-            .expect("a runtime")
-            .block_on(stopped_mid_run(flavor));
-    });
+    per_server(stopped_mid_run);
 }
 
 async fn stopped_mid_run(flavor: Flavor) {
@@ -123,11 +122,7 @@ async fn stopped_mid_run(flavor: Flavor) {
 /// fail-open limiter's call fails with a timeout, and lets nothing through unchecked.
 #[test]
 fn a_slow_server_does_not_open_a_fail_open_limiter() {
-    per_server(|flavor| {
-        tokio::runtime::Runtime::new()
-            .expect("a runtime")
-            .block_on(slow_server(flavor));
-    });
+    per_server(slow_server);
 }
 
 async fn slow_server(flavor: Flavor) {

@@ -32,6 +32,16 @@ pub fn backend_named(name: &str) -> Backend {
     .unwrap_or_else(|| panic!("no backend named {name:?}"))
 }
 
+/// One backend a server, so that a test run on every server runs all three: the script on
+/// Redis 7.0, the library on Valkey 8.1, the module on the others.
+pub fn backend_on(flavor: Flavor) -> Backend {
+    match flavor {
+        Flavor::Redis70 => Backend::Script,
+        Flavor::Valkey81 => Backend::Library,
+        _ => Backend::Module,
+    }
+}
+
 /// The server a backend runs against: the module loaded for `Module` and `Auto`; none for
 /// `Library` and `Script`, as on a managed server that refuses `MODULE LOAD`.
 pub fn server_for(flavor: Flavor, backend: Backend) -> Server {

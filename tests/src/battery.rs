@@ -5,6 +5,7 @@ use redis::{Connection, Value};
 use throttle_testkit::Server;
 
 use crate::command::{error_text, line, query, send, shown};
+use crate::errors;
 use crate::keyspace::digest;
 use crate::server::{assert_no_crash, process_id};
 
@@ -46,6 +47,19 @@ pub fn set_up_bad_keys(con: &mut Connection) {
 /// bucket.
 pub const OTHER_TYPES: [&str; 2] = ["t:list", "t:hash"];
 pub const NOT_BUCKETS: [&str; 5] = ["s:hello", "s:negative", "s:float", "s:empty", "s:huge"];
+
+/// `args` (the words after the key) on each key of [`OTHER_TYPES`], refused with WRONGTYPE,
+/// then on each of [`NOT_BUCKETS`], refused as no bucket.
+pub fn bad_keys(args: &[&[u8]]) -> Vec<BadCall> {
+    let on = |key: &str, error: &str| {
+        let mut words = vec![key.as_bytes()];
+        words.extend_from_slice(args);
+        bad(&words, error)
+    };
+    let other_types = OTHER_TYPES.iter().map(|key| on(key, errors::WRONGTYPE));
+    let not_buckets = NOT_BUCKETS.iter().map(|key| on(key, errors::NOT_BUCKET));
+    other_types.chain(not_buckets).collect()
+}
 
 /// Sends `command` with every bad call's arguments on a fresh server with the module: each
 /// gets exactly its error; after each the server answers PING, a canary string and a canary

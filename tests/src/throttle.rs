@@ -47,8 +47,7 @@ pub fn peek(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> V
 /// `THROTTLE.PEEK key <args>`: `[1, remaining, 0, reset_ms, paused_ms, factor_bp]`.
 #[track_caller]
 pub fn peek_full(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> Vec<i64> {
-    let reply = run_ints(con, &keyed("THROTTLE.PEEK", key, args));
-    assert_eq!(reply.len(), 6, "THROTTLE.PEEK {args}: {reply:?}");
+    let reply = run_sized(con, "THROTTLE.PEEK", key, args, 6);
     assert!(
         reply[4] >= 0 && (100..=10_000).contains(&reply[5]),
         "THROTTLE.PEEK {args}: pause or factor out of range in {reply:?}"
@@ -59,31 +58,39 @@ pub fn peek_full(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str)
 /// `THROTTLE.CUT key <args>`: `[cut, next_ms, factor_bp, recovered_ms]`.
 #[track_caller]
 pub fn cut(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> Vec<i64> {
-    let reply = run_ints(con, &keyed("THROTTLE.CUT", key, args));
-    assert_eq!(reply.len(), 4, "THROTTLE.CUT {args}: {reply:?}");
-    reply
+    run_sized(con, "THROTTLE.CUT", key, args, 4)
 }
 
 /// `THROTTLE.SYNC key <args>`: `[lowered, remaining, reset_ms]`.
 #[track_caller]
 pub fn sync(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> Vec<i64> {
-    let reply = run_ints(con, &keyed("THROTTLE.SYNC", key, args));
-    assert_eq!(reply.len(), 3, "THROTTLE.SYNC {args}: {reply:?}");
-    reply
+    run_sized(con, "THROTTLE.SYNC", key, args, 3)
 }
 
 /// `THROTTLE.DEBIT key <args>`: `[remaining, reset_ms]`.
 #[track_caller]
 pub fn debit(con: &mut Connection, key: impl redis::ToRedisArgs, args: &str) -> Vec<i64> {
-    let reply = run_ints(con, &keyed("THROTTLE.DEBIT", key, args));
-    assert_eq!(reply.len(), 2, "THROTTLE.DEBIT {args}: {reply:?}");
-    reply
+    run_sized(con, "THROTTLE.DEBIT", key, args, 2)
 }
 
 /// `THROTTLE.MTAKE <args>` (numkeys first).
 #[track_caller]
 pub fn mtake(con: &mut Connection, args: &str) -> Vec<i64> {
     run_ints(con, &line(&format!("THROTTLE.MTAKE {args}")))
+}
+
+/// `command key <args>`, which must succeed and answer `len` integers.
+#[track_caller]
+fn run_sized(
+    con: &mut Connection,
+    command: &str,
+    key: impl redis::ToRedisArgs,
+    args: &str,
+    len: usize,
+) -> Vec<i64> {
+    let reply = run_ints(con, &keyed(command, key, args));
+    assert_eq!(reply.len(), len, "{command} {args}: {reply:?}");
+    reply
 }
 
 /// Runs a command that must succeed and answer an integer.

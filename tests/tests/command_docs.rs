@@ -83,16 +83,32 @@ struct Expected {
     wrong_arity: &'static [&'static str],
 }
 
+/// What most commands share: one key, the first argument; they write to it.
+const ONE_KEY_WRITE: Expected = Expected {
+    name: "",
+    syntax: "",
+    arity: 0,
+    flags: &["write", "denyoom", "fast"],
+    range: [1, 1, 1],
+    key_flags: &["RW", "access", "update"],
+    find_keys: "range",
+    getkeys: &[],
+    wrong_arity: &[],
+};
+
+/// As `ONE_KEY_WRITE`, for the commands that only read their key.
+const ONE_KEY_READ: Expected = Expected {
+    flags: &["readonly", "fast"],
+    key_flags: &["RO", "access"],
+    ..ONE_KEY_WRITE
+};
+
 const COMMANDS: [Expected; 13] = [
     Expected {
         name: "throttle.take",
         syntax: "key capacity rate [TOKENS tokens] [MAXWAIT maxwait] [TICKET] [FLOOR floor] \
             [INFLIGHT inflight] [LEASE lease] [LINE place_ms] [WAITER waiter_id]",
         arity: -4,
-        flags: &["write", "denyoom", "fast"],
-        range: [1, 1, 1],
-        key_flags: &["RW", "access", "update"],
-        find_keys: "range",
         getkeys: &[
             ("THROTTLE.TAKE k 8 9", &["k"]),
             ("THROTTLE.TAKE k2 8 9 TOKENS 2 MAXWAIT 5 TICKET", &["k2"]),
@@ -102,6 +118,7 @@ const COMMANDS: [Expected; 13] = [
             ),
         ],
         wrong_arity: &["THROTTLE.TAKE", "THROTTLE.TAKE k", "THROTTLE.TAKE k 8"],
+        ..ONE_KEY_WRITE
     },
     Expected {
         name: "throttle.mtake",
@@ -139,131 +156,98 @@ const COMMANDS: [Expected; 13] = [
         name: "throttle.pause",
         syntax: "key capacity rate ms",
         arity: 5,
-        flags: &["write", "denyoom", "fast"],
-        range: [1, 1, 1],
-        key_flags: &["RW", "access", "update"],
-        find_keys: "range",
         getkeys: &[("THROTTLE.PAUSE k 8 9 1000", &["k"])],
         wrong_arity: &["THROTTLE.PAUSE k 8 9", "THROTTLE.PAUSE k 8 9 1000 5"],
+        ..ONE_KEY_WRITE
     },
     Expected {
         name: "throttle.give",
         syntax: "key capacity rate n ticket",
         arity: 6,
-        flags: &["write", "denyoom", "fast"],
-        range: [1, 1, 1],
-        key_flags: &["RW", "access", "update"],
-        find_keys: "range",
         getkeys: &[("THROTTLE.GIVE k 8 9 1 1764547200000000", &["k"])],
         wrong_arity: &["THROTTLE.GIVE k 8 9 1", "THROTTLE.GIVE k 8 9 1 2 3"],
+        ..ONE_KEY_WRITE
     },
     Expected {
         name: "throttle.peek",
         syntax: "key capacity rate",
         arity: 4,
-        flags: &["readonly", "fast"],
-        range: [1, 1, 1],
-        key_flags: &["RO", "access"],
-        find_keys: "range",
         getkeys: &[("THROTTLE.PEEK k 8 9", &["k"])],
         wrong_arity: &["THROTTLE.PEEK k 8", "THROTTLE.PEEK k 8 9 TOKENS 0"],
+        ..ONE_KEY_READ
     },
     Expected {
         name: "throttle.cut",
         syntax: "key capacity rate ms factor recovery_ms",
         arity: 7,
-        flags: &["write", "denyoom", "fast"],
-        range: [1, 1, 1],
-        key_flags: &["RW", "access", "update"],
-        find_keys: "range",
         getkeys: &[("THROTTLE.CUT k 8 9 1000 0.7 30000", &["k"])],
         wrong_arity: &[
             "THROTTLE.CUT k 8 9 1000 0.7",
             "THROTTLE.CUT k 8 9 1000 0.7 1 2",
         ],
+        ..ONE_KEY_WRITE
     },
     Expected {
         name: "throttle.sync",
         syntax: "key capacity rate remaining reset_ms",
         arity: 6,
-        flags: &["write", "denyoom", "fast"],
-        range: [1, 1, 1],
-        key_flags: &["RW", "access", "update"],
-        find_keys: "range",
         getkeys: &[("THROTTLE.SYNC k 8 9 3 1000", &["k"])],
         wrong_arity: &["THROTTLE.SYNC k 8 9 3", "THROTTLE.SYNC k 8 9 3 1000 1"],
+        ..ONE_KEY_WRITE
     },
     Expected {
         name: "throttle.debit",
         syntax: "key capacity rate n",
         arity: 5,
-        flags: &["write", "denyoom", "fast"],
-        range: [1, 1, 1],
-        key_flags: &["RW", "access", "update"],
-        find_keys: "range",
         getkeys: &[("THROTTLE.DEBIT k 8 9 25", &["k"])],
         wrong_arity: &["THROTTLE.DEBIT k 8 9", "THROTTLE.DEBIT k 8 9 1 2"],
+        ..ONE_KEY_WRITE
     },
     Expected {
         name: "throttle.renew",
         syntax: "key capacity rate slot ms",
         arity: 6,
-        flags: &["write", "denyoom", "fast"],
-        range: [1, 1, 1],
-        key_flags: &["RW", "access", "update"],
-        find_keys: "range",
         getkeys: &[("THROTTLE.RENEW k 8 9 1 1000", &["k"])],
         wrong_arity: &["THROTTLE.RENEW k 8 9 1", "THROTTLE.RENEW k 8 9 1 2 3"],
+        ..ONE_KEY_WRITE
     },
     Expected {
         name: "throttle.release",
         syntax: "key capacity rate slot [INFLIGHT inflight]",
         arity: -5,
-        flags: &["write", "denyoom", "fast"],
-        range: [1, 1, 1],
-        key_flags: &["RW", "access", "update"],
-        find_keys: "range",
         getkeys: &[
             ("THROTTLE.RELEASE k 8 9 1", &["k"]),
             ("THROTTLE.RELEASE k 8 9 1 INFLIGHT 4", &["k"]),
         ],
         wrong_arity: &["THROTTLE.RELEASE k 8 9"],
+        ..ONE_KEY_WRITE
     },
     Expected {
         name: "throttle.slots",
         syntax: "key capacity rate",
         arity: 4,
-        flags: &["readonly", "fast"],
-        range: [1, 1, 1],
-        key_flags: &["RO", "access"],
-        find_keys: "range",
         getkeys: &[("THROTTLE.SLOTS k 8 9", &["k"])],
         wrong_arity: &["THROTTLE.SLOTS k 8", "THROTTLE.SLOTS k 8 9 1"],
+        ..ONE_KEY_READ
     },
     Expected {
         name: "throttle.resume",
         syntax: "key capacity rate",
         arity: 4,
-        flags: &["write", "denyoom", "fast"],
-        range: [1, 1, 1],
-        key_flags: &["RW", "access", "update"],
-        find_keys: "range",
         getkeys: &[("THROTTLE.RESUME k 8 9", &["k"])],
         wrong_arity: &["THROTTLE.RESUME k 8", "THROTTLE.RESUME k 8 9 1000"],
+        ..ONE_KEY_WRITE
     },
     Expected {
         name: "throttle.quota",
         syntax: "key capacity rate [CLEAR]",
         arity: -4,
-        flags: &["write", "denyoom", "fast"],
-        range: [1, 1, 1],
-        key_flags: &["RW", "access", "update"],
-        find_keys: "range",
         getkeys: &[
             ("THROTTLE.QUOTA k 8 9", &["k"]),
             ("THROTTLE.QUOTA k2 8 9 CLEAR", &["k2"]),
         ],
         wrong_arity: &["THROTTLE.QUOTA", "THROTTLE.QUOTA k 8"],
+        ..ONE_KEY_WRITE
     },
 ];
 

@@ -8,9 +8,9 @@
 use std::time::{Duration, Instant};
 
 use throttle_e2e::{
-    aof_server, assert_aof_holds_effects, assert_reply, bad, ceil_ms, check_battery, cut, digest,
-    errors, exec, get, ints, line, pause, peek_full, per_server, pexpiretime, pushback_of, query,
-    take_any, within, BadCall, Flavor, Pair, Server, NOT_BUCKETS, OTHER_TYPES,
+    aof_server, assert_aof_holds_effects, assert_reply, bad, bad_keys, ceil_ms, check_battery, cut,
+    digest, errors, exec, get, ints, line, pause, peek_full, per_server, pexpiretime, pushback_of,
+    query, take_any, within, BadCall, Flavor, Pair, Server,
 };
 
 per_server!(
@@ -321,18 +321,7 @@ fn bad_input_battery(flavor: Flavor) {
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"8", b"9", b"100", b"0", b"1"], errors::FACTOR),
     ];
-    for key in OTHER_TYPES {
-        calls.push(bad(
-            &[key.as_bytes(), b"8", b"9", b"100", b"0.5", b"1"],
-            errors::WRONGTYPE,
-        ));
-    }
-    for key in NOT_BUCKETS {
-        calls.push(bad(
-            &[key.as_bytes(), b"8", b"9", b"100", b"0.5", b"1"],
-            errors::NOT_BUCKET,
-        ));
-    }
+    calls.extend(bad_keys(&[b"8", b"9", b"100", b"0.5", b"1"]));
     let checked = check_battery(&server, "THROTTLE.CUT", &calls);
     // The extremes are accepted, and the module still works after all that.
     let mut con = server.conn();

@@ -4,8 +4,8 @@
 //! propagates nothing; every malformed call gets its exact error.
 
 use throttle_e2e::{
-    aof_server, assert_aof_holds_effects, assert_reply, bad, check_battery, debit, errors, exec,
-    get, ints, line, per_server, send, BadCall, Flavor, Pair, Server, NOT_BUCKETS, OTHER_TYPES,
+    aof_server, assert_aof_holds_effects, assert_reply, bad, bad_keys, check_battery, debit,
+    errors, exec, get, ints, line, per_server, send, BadCall, Flavor, Pair, Server,
 };
 
 per_server!(
@@ -127,12 +127,7 @@ fn bad_input_battery(flavor: Flavor) {
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"8", b"9", b"-1"], errors::DEBIT_TOKENS),
     ];
-    for key in OTHER_TYPES {
-        calls.push(bad(&[key.as_bytes(), b"8", b"9", b"1"], errors::WRONGTYPE));
-    }
-    for key in NOT_BUCKETS {
-        calls.push(bad(&[key.as_bytes(), b"8", b"9", b"1"], errors::NOT_BUCKET));
-    }
+    calls.extend(bad_keys(&[b"8", b"9", b"1"]));
     let checked = check_battery(&server, "THROTTLE.DEBIT", &calls);
     let mut con = server.conn();
     assert_eq!(debit(&mut con, "after", "8 8 8"), [0, 1000]);

@@ -8,9 +8,9 @@
 use std::time::{Duration, Instant};
 
 use throttle_e2e::{
-    assert_reply, bad, check_battery, errors, exec, exists, give, ints, line, num, peek,
+    assert_reply, bad, bad_keys, check_battery, errors, exec, exists, give, ints, line, num, peek,
     per_server, query, slack_ms, state, take_any, BadCall, Connection, Flavor, Pair, Server,
-    NOT_BUCKETS, NS_PER_MS, OTHER_TYPES,
+    NS_PER_MS,
 };
 
 per_server!(
@@ -322,18 +322,7 @@ fn bad_input_battery(flavor: Flavor) {
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"8", b"9", b"9", t], errors::give_tokens(8)),
     ];
-    for key in OTHER_TYPES {
-        calls.push(bad(
-            &[key.as_bytes(), b"8", b"9", b"1", t],
-            errors::WRONGTYPE,
-        ));
-    }
-    for key in NOT_BUCKETS {
-        calls.push(bad(
-            &[key.as_bytes(), b"8", b"9", b"1", t],
-            errors::NOT_BUCKET,
-        ));
-    }
+    calls.extend(bad_keys(&[b"8", b"9", b"1", t]));
     let given = check_battery(&server, "THROTTLE.GIVE", &calls);
 
     let take_unknown = errors::TAKE_UNKNOWN;

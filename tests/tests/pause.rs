@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use throttle_e2e::{
     aof_server, aof_size, assert_aof_holds_effects, assert_duration, assert_reply,
-    assert_server_instant, bad, ceil_ms, check_battery, digest, errors, exec, int, ints, line, num,
-    pause, peek, per_server, pexpiretime, pttl, query, server_time_ns, slack_ms, state, take_any,
-    within, BadCall, Connection, Flavor, Pair, Server, Value, NOT_BUCKETS, NS_PER_MS, OTHER_TYPES,
+    assert_server_instant, bad, bad_keys, ceil_ms, check_battery, digest, errors, exec, int, ints,
+    line, num, pause, peek, per_server, pexpiretime, pttl, query, server_time_ns, slack_ms, state,
+    take_any, within, BadCall, Connection, Flavor, Pair, Server, Value, NS_PER_MS,
 };
 
 per_server!(
@@ -472,18 +472,7 @@ fn bad_input_battery(flavor: Flavor) {
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"0", b"9", b"100"], errors::CAPACITY),
     ];
-    for key in OTHER_TYPES {
-        calls.push(bad(
-            &[key.as_bytes(), b"8", b"9", b"100"],
-            errors::WRONGTYPE,
-        ));
-    }
-    for key in NOT_BUCKETS {
-        calls.push(bad(
-            &[key.as_bytes(), b"8", b"9", b"100"],
-            errors::NOT_BUCKET,
-        ));
-    }
+    calls.extend(bad_keys(&[b"8", b"9", b"100"]));
     let checked = check_battery(&server, "THROTTLE.PAUSE", &calls);
     // The largest pause is accepted, and the module still works after all that.
     let mut con = server.conn();

@@ -8,9 +8,9 @@
 use std::time::{Duration, Instant};
 
 use throttle_e2e::{
-    assert_reply, bad, check_battery, digest, error_text, errors, exec, exists, get, info,
-    info_field, ints, line, peek, per_server, pexpiretime, query, send, slack_ms, take_any,
-    BadCall, Connection, Flavor, Pair, Server, Value, NOT_BUCKETS, OTHER_TYPES,
+    assert_reply, bad, bad_keys, check_battery, digest, error_text, errors, exec, exists, get,
+    info, info_field, ints, line, peek, per_server, pexpiretime, query, send, slack_ms, take_any,
+    BadCall, Connection, Flavor, Pair, Server, Value,
 };
 
 per_server!(
@@ -434,12 +434,7 @@ fn bad_input_battery(flavor: Flavor) {
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"8", b"0"], errors::RATE),
     ];
-    for key in OTHER_TYPES {
-        calls.push(bad(&[key.as_bytes(), b"8", b"9"], errors::WRONGTYPE));
-    }
-    for key in NOT_BUCKETS {
-        calls.push(bad(&[key.as_bytes(), b"8", b"9"], errors::NOT_BUCKET));
-    }
+    calls.extend(bad_keys(&[b"8", b"9"]));
     let checked = check_battery(&server, "THROTTLE.PEEK", &calls);
     let mut con = server.conn();
     assert_eq!(

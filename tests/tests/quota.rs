@@ -4,8 +4,8 @@
 
 use redis::Value;
 use throttle_e2e::{
-    aof_server, assert_aof_holds_effects, bad, check_battery, errors, get, ints, line, per_server,
-    send, BadCall, Connection, Flavor, Pair, Server, NOT_BUCKETS, OTHER_TYPES,
+    aof_server, assert_aof_holds_effects, bad, bad_keys, check_battery, errors, get, ints, line,
+    per_server, send, BadCall, Connection, Flavor, Pair, Server,
 };
 
 per_server!(
@@ -75,12 +75,7 @@ fn bad_input_battery(flavor: Flavor) {
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"8", b"9", b"KEEP"], UNKNOWN),
     ];
-    for key in OTHER_TYPES {
-        calls.push(bad(&[key.as_bytes(), b"8", b"9"], errors::WRONGTYPE));
-    }
-    for key in NOT_BUCKETS {
-        calls.push(bad(&[key.as_bytes(), b"8", b"9"], errors::NOT_BUCKET));
-    }
+    calls.extend(bad_keys(&[b"8", b"9"]));
     let checked = check_battery(&server, "THROTTLE.QUOTA", &calls);
     let mut con = server.conn();
     assert_eq!(quota(&mut con, "after", "8 8"), [1, 8, 0]);

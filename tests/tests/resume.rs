@@ -4,8 +4,8 @@
 //! the resulting state; every malformed call gets its exact error.
 
 use throttle_e2e::{
-    bad, check_battery, errors, int, ints, ok, per_server, pexpiretime, query, BadCall, Connection,
-    Flavor, Pair, Server, NOT_BUCKETS, OTHER_TYPES,
+    bad, bad_keys, check_battery, errors, int, ints, ok, per_server, pexpiretime, query, BadCall,
+    Connection, Flavor, Pair, Server,
 };
 
 per_server!(
@@ -154,12 +154,7 @@ fn bad_input_battery(flavor: Flavor) {
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"8", b"0"], errors::RATE),
     ];
-    for key in OTHER_TYPES {
-        calls.push(bad(&[key.as_bytes(), b"8", b"9"], errors::WRONGTYPE));
-    }
-    for key in NOT_BUCKETS {
-        calls.push(bad(&[key.as_bytes(), b"8", b"9"], errors::NOT_BUCKET));
-    }
+    calls.extend(bad_keys(&[b"8", b"9"]));
     let checked = check_battery(&server, "THROTTLE.RESUME", &calls);
     println!("{flavor}: {checked} malformed THROTTLE.RESUME calls checked");
 }

@@ -5,8 +5,8 @@
 //! every malformed call gets its exact error.
 
 use throttle_e2e::{
-    assert_reply, bad, check_battery, errors, exec, exists, get, int, ints, line, per_server, sync,
-    BadCall, Flavor, Pair, Server, NOT_BUCKETS, OTHER_TYPES,
+    assert_reply, bad, bad_keys, check_battery, errors, exec, exists, get, int, ints, line,
+    per_server, sync, BadCall, Flavor, Pair, Server,
 };
 
 per_server!(
@@ -123,18 +123,7 @@ fn bad_input_battery(flavor: Flavor) {
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"8", b"9", b"-1", b"0"], errors::REMAINING),
     ];
-    for key in OTHER_TYPES {
-        calls.push(bad(
-            &[key.as_bytes(), b"8", b"9", b"3", b"0"],
-            errors::WRONGTYPE,
-        ));
-    }
-    for key in NOT_BUCKETS {
-        calls.push(bad(
-            &[key.as_bytes(), b"8", b"9", b"3", b"0"],
-            errors::NOT_BUCKET,
-        ));
-    }
+    calls.extend(bad_keys(&[b"8", b"9", b"3", b"0"]));
     let checked = check_battery(&server, "THROTTLE.SYNC", &calls);
     // The extremes are accepted, and the module still works after all that.
     let mut con = server.conn();

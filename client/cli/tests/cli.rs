@@ -15,13 +15,13 @@ use std::time::Duration;
 
 use redis_throttle::prelude::*;
 use redis_throttle::report::{report_key, Counter, FleetReport};
-use redis_throttle::{Limiter, Quota, TryAcquire};
+use redis_throttle::{Limiter, LimiterBuilder, Quota, TryAcquire};
 use serde_json::Value as Json;
 use throttle_testkit::{Flavor, Server};
 use tokio::time::Instant;
 
 mod common;
-use common::report_when;
+use common::{connect, report_when, set_raw, started};
 
 /// Bound on the wait for a report to land.
 const BOUND: Duration = Duration::from_secs(10);
@@ -54,12 +54,24 @@ fn failed(output: &Output, code: i32) -> String {
     stderr
 }
 
-async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
+/// A process that reports every 100 ms, and the limiter `builder` makes reporting to it.
+async fn reporting(
+    url: &str,
+    builder: LimiterBuilder,
+) -> (FleetReport, Limiter<redis::aio::MultiplexedConnection>) {
+    let fleet = FleetReport::every(connect(url).await, Duration::from_millis(100)).unwrap();
+    let limiter = builder.report(&fleet).build(connect(url).await).unwrap();
+    (fleet, limiter)
+}
+
+/// THROTTLE.TAKE of `key` with `words` after it (the quota and its options).
+async fn take(con: &mut redis::aio::MultiplexedConnection, key: &str, words: &str) {
+    let _: Vec<i64> = redis::cmd("THROTTLE.TAKE")
+        .arg(key)
+        .arg(words.split_whitespace().collect::<Vec<_>>())
+        .query_async(con)
         .await
-        .unwrap()
+        .unwrap();
 }
 
 /// `status --json`'s row of `key`.
@@ -73,16 +85,14 @@ fn row<'a>(rows: &'a Json, key: &str) -> &'a Json {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_shows_a_reported_quota_and_one_found_by_its_pattern_and_a_pause() {
-    let server = Server::builder(Flavor::Redis82).start();
-    let url = server.url();
-    let mut con = connect(&url).await;
+    let (_server, url, mut con) = started(Flavor::Redis82).await;
 
     // One quota used by a limiter that reports (a real FleetReport) ...
-    let fleet = FleetReport::every(connect(&url).await, Duration::from_millis(100)).unwrap();
-    let limiter = Limiter::builder("quota:reported", Quota::new(10, 5u64).unwrap())
-        .report(&fleet)
-        .build(connect(&url).await)
-        .unwrap();
+    let (fleet, limiter) = reporting(
+        &url,
+        Limiter::builder("quota:reported", Quota::new(10, 5u64).unwrap()),
+    )
+    .await;
     for _ in 0..3 {
         limiter.acquire().await.unwrap();
     }
@@ -91,21 +101,8 @@ async fn status_shows_a_reported_quota_and_one_found_by_its_pattern_and_a_pause(
     })
     .await;
     // ... one no process reports, and a string that is no bucket.
-    let _: Vec<i64> = redis::cmd("THROTTLE.TAKE")
-        .arg("quota:found")
-        .arg(100)
-        .arg("0.5")
-        .arg("TOKENS")
-        .arg(40)
-        .query_async(&mut con)
-        .await
-        .unwrap();
-    let _: () = redis::cmd("SET")
-        .arg("quota:plain")
-        .arg("hello")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    take(&mut con, "quota:found", "100 0.5 TOKENS 40").await;
+    set_raw(&mut con, b"quota:plain", b"hello").await;
 
     // Without --quota the pattern's unreported keys are only counted.
     let text = ok(&throttle(&url, &["status", "quota:*"]).await);
@@ -315,12 +312,7 @@ async fn without_the_module_the_library_serves_once_loaded() {
 
     // A key that is not a bucket.
     let mut con = connect(&url).await;
-    let _: () = redis::cmd("SET")
-        .arg("quota:plain")
-        .arg("hello")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    set_raw(&mut con, b"quota:plain", b"hello").await;
     let stderr = failed(
         &throttle(&url, &["pause", "quota:plain", "1s", "--quota", "4/2"]).await,
         1,
@@ -387,18 +379,8 @@ fn acl_prints_the_documented_lines_with_the_keys_given() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_draws_the_table_count_times() {
-    let server = Server::builder(Flavor::Redis70).start();
-    let url = server.url();
-    let mut con = connect(&url).await;
-    let _: Vec<i64> = redis::cmd("THROTTLE.TAKE")
-        .arg("quota:watched")
-        .arg(10)
-        .arg(5)
-        .arg("TOKENS")
-        .arg(4)
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    let (_server, url, mut con) = started(Flavor::Redis70).await;
+    take(&mut con, "quota:watched", "10 5 TOKENS 4").await;
 
     let text = ok(&throttle(
         &url,
@@ -531,16 +513,14 @@ async fn each_verb_moves_a_running_fleet() {
 /// the same) refuses it, saying so, unless `--force`; a shorter pause goes through silently.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_longer_than_the_fleets_deadline_needs_force() {
-    let server = Server::builder(Flavor::Redis82).start();
-    let url = server.url();
-    let mut con = connect(&url).await;
+    let (_server, url, mut con) = started(Flavor::Redis82).await;
     // A real process that reports its limiter, whose calls wait at most 60 s.
-    let fleet = FleetReport::every(connect(&url).await, Duration::from_millis(100)).unwrap();
-    let limiter = Limiter::builder("quota:deadline", Quota::new(10, 5u64).unwrap())
-        .max_wait(Duration::from_secs(60))
-        .report(&fleet)
-        .build(connect(&url).await)
-        .unwrap();
+    let (fleet, limiter) = reporting(
+        &url,
+        Limiter::builder("quota:deadline", Quota::new(10, 5u64).unwrap())
+            .max_wait(Duration::from_secs(60)),
+    )
+    .await;
     limiter.acquire().await.unwrap();
     let report = report_when(&mut con, "quota:deadline", fleet.process(), BOUND, |_| true).await;
     assert_eq!(report.max_wait_ms, Some(60_000), "{report:?}");
@@ -594,20 +574,17 @@ of it is left); add --force to pause anyway\n";
     drop(limiter);
 }
 
-/// Writes `value` under `key`, bytes as they are (what any report writer may do).
 /// `quota KEY C/R` keeps a quota at the server that the fleet's calls take at, `status` shows it
 /// as the key's (and what the processes send), the same quota again writes nothing, and
 /// `--clear` gives the key back to the processes' quota, reported.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quota_kept_at_the_server_is_shown_and_cleared() {
-    let server = Server::builder(Flavor::Redis82).start();
-    let url = server.url();
-    let mut con = connect(&url).await;
-    let fleet = FleetReport::every(connect(&url).await, Duration::from_millis(100)).unwrap();
-    let limiter = Limiter::builder("quota:kept", Quota::new(10, 10u64).unwrap())
-        .report(&fleet)
-        .build(connect(&url).await)
-        .unwrap();
+    let (_server, url, mut con) = started(Flavor::Redis82).await;
+    let (fleet, limiter) = reporting(
+        &url,
+        Limiter::builder("quota:kept", Quota::new(10, 10u64).unwrap()),
+    )
+    .await;
     limiter.acquire().await.unwrap();
     report_when(&mut con, "quota:kept", fleet.process(), BOUND, |_| true).await;
 
@@ -686,15 +663,6 @@ async fn a_quota_kept_at_the_server_is_shown_and_cleared() {
     );
 }
 
-async fn set_raw(con: &mut redis::aio::MultiplexedConnection, key: &[u8], value: &[u8]) {
-    let _: () = redis::cmd("SET")
-        .arg(key)
-        .arg(value)
-        .query_async(con)
-        .await
-        .unwrap();
-}
-
 /// A report line of `key` with the given fields (`rate=5` unless they name one).
 fn report_line(key: &str, fields: &str) -> String {
     let mut line = "v1 at=1 period=1000 process=p capacity=10".to_owned();
@@ -712,9 +680,7 @@ fn report_line(key: &str, fields: &str) -> String {
 /// a line of its own; `status`, `watch` and `status --json` still show every other quota.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_that_is_not_utf8_stops_no_other_quota() {
-    let server = Server::builder(Flavor::Redis70).start();
-    let url = server.url();
-    let mut con = connect(&url).await;
+    let (_server, url, mut con) = started(Flavor::Redis70).await;
     let good = report_line("quota:good", "");
     set_raw(&mut con, b"throttle:report:{quota:good}:p", good.as_bytes()).await;
     let mut bad = report_line("quota:bad", "").into_bytes();
@@ -753,9 +719,7 @@ throttle:report:{junk}:p: not a report line (8 bytes): skipped
 /// every row: the table cuts it at 60 characters with an ellipsis; `--json` has it whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_of_70000_characters_is_cut_in_the_table_and_whole_in_json() {
-    let server = Server::builder(Flavor::Redis70).start();
-    let url = server.url();
-    let mut con = connect(&url).await;
+    let (_server, url, mut con) = started(Flavor::Redis70).await;
     let long = format!("quota:{}", "k".repeat(70_000));
     let line = report_line(&long, "");
     set_raw(&mut con, report_key(&long, "p").as_bytes(), line.as_bytes()).await;
@@ -800,9 +764,7 @@ async fn a_key_of_70000_characters_is_cut_in_the_table_and_whole_in_json() {
 /// as JSON escapes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn escape_sequences_and_newlines_in_reports_are_printed_as_text() {
-    let server = Server::builder(Flavor::Redis70).start();
-    let url = server.url();
-    let mut con = connect(&url).await;
+    let (_server, url, mut con) = started(Flavor::Redis70).await;
     let title = "quota:\x1b]0;owned\x07\x1b[2J";
     let forged = "quota:a\nquota:forged        10       5      10";
     let rate = "5\x1b[31m";
@@ -852,9 +814,7 @@ quota:red: ERR rate must be a decimal number of tokens per second from 0.000001 
 /// u64::MAX - 1 (nor a panic).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fleets_sums_saturate() {
-    let server = Server::builder(Flavor::Redis70).start();
-    let url = server.url();
-    let mut con = connect(&url).await;
+    let (_server, url, mut con) = started(Flavor::Redis70).await;
     let max = u64::MAX;
     let fields = format!(
         "in_flight={max} max_in_flight=4 leases_lost={max} p.r429={max} p.held_pause={max} \
@@ -900,17 +860,14 @@ async fn the_fleets_sums_saturate() {
 /// pattern alone; `--json` has both, as separate fields.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slots_taken_by_a_client_that_does_not_report_show_in_status() {
-    let server = Server::builder(Flavor::Redis82).start();
-    let url = server.url();
-    let mut con = connect(&url).await;
+    let (_server, url, mut con) = started(Flavor::Redis82).await;
 
     // A reporting process holds one call open under a cap of 4 ...
-    let fleet = FleetReport::every(connect(&url).await, Duration::from_millis(100)).unwrap();
-    let limiter = Limiter::builder("quota:flight", Quota::new(10, 5u64).unwrap())
-        .max_in_flight(4)
-        .report(&fleet)
-        .build(connect(&url).await)
-        .unwrap();
+    let (fleet, limiter) = reporting(
+        &url,
+        Limiter::builder("quota:flight", Quota::new(10, 5u64).unwrap()).max_in_flight(4),
+    )
+    .await;
     let open_call = limiter.acquire().await.unwrap();
     // ... and a client that does not report takes two more slots there, one on another key.
     let take = |key: &str| {
@@ -1067,15 +1024,7 @@ async fn on_a_cluster_check_and_status_read_every_master() {
                 master.node.owns(slot)
             })
             .unwrap();
-        let _: Vec<i64> = redis::cmd("THROTTLE.TAKE")
-            .arg(&key)
-            .arg(10)
-            .arg(5)
-            .arg("TOKENS")
-            .arg(4)
-            .query_async(&mut con)
-            .await
-            .unwrap();
+        take(&mut con, &key, "10 5 TOKENS 4").await;
         keys.push((key, format!("127.0.0.1:{}", master.server.port())));
     }
     let url = masters[1].server.url();

@@ -30,7 +30,7 @@ use throttle_testkit::{Flavor, Server};
 
 /// Bound on each wait: a report landing, the dashboard starting, samples piling up.
 mod common;
-use common::report_when;
+use common::{connect, report_when, set_raw, started};
 
 const BOUND: Duration = Duration::from_secs(15);
 /// Bound on one run of Chromium.
@@ -164,6 +164,15 @@ fn browse(args: &[&str], url: &str) -> String {
     text
 }
 
+/// The keys of `/status.json`'s rows, in order.
+fn keys_of(rows: &Json) -> Vec<&str> {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect()
+}
+
 /// The `<tr ...>...</tr>` of `key` in the DOM.
 fn row_of<'a>(dom: &'a str, key: &str) -> &'a str {
     let start = dom
@@ -173,20 +182,10 @@ fn row_of<'a>(dom: &'a str, key: &str) -> &'a str {
     &dom[start..end]
 }
 
-async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_shows_each_quota_its_charts_and_the_pause() {
     let browser = chromium();
-    let server = Server::builder(Flavor::Redis70).start();
-    let url = server.url();
-    let mut con = connect(&url).await;
+    let (_server, url, mut con) = started(Flavor::Redis70).await;
 
     // The demo: one process reporting two limiters; one acquires, sees two 429s and is
     // paused for a minute, the other acquires.
@@ -258,12 +257,7 @@ async fn the_page_shows_each_quota_its_charts_and_the_pause() {
             .unwrap(),
     )
     .unwrap();
-    let keys: Vec<&str> = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["key"].as_str().unwrap())
-        .collect();
+    let keys = keys_of(&rows);
     assert_eq!(keys, [CALM, PAUSED]);
 
     let base = dashboard.base.clone();
@@ -431,9 +425,7 @@ fn request(base: &str, host: &str, path: &str) -> (String, String) {
 /// other quotas from `/status.json`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_that_is_not_utf8_does_not_stop_the_dashboard() {
-    let server = Server::builder(Flavor::Redis70).start();
-    let url = server.url();
-    let mut con = connect(&url).await;
+    let (_server, url, mut con) = started(Flavor::Redis70).await;
     let good = "v1 at=1 period=1000 process=p capacity=10 rate=5 key=quota:good";
     for (key, value) in [
         (report_key("quota:good", "p").into_bytes(), good.as_bytes()),
@@ -442,12 +434,7 @@ async fn a_report_that_is_not_utf8_does_not_stop_the_dashboard() {
             b"\xff\xfe junk".as_slice(),
         ),
     ] {
-        let _: () = redis::cmd("SET")
-            .arg(key)
-            .arg(value)
-            .query_async(&mut con)
-            .await
-            .unwrap();
+        set_raw(&mut con, &key, value).await;
     }
     let dashboard = start_dashboard(&url);
     let base = dashboard.base.clone();
@@ -457,12 +444,7 @@ async fn a_report_that_is_not_utf8_does_not_stop_the_dashboard() {
     .await
     .unwrap();
     let rows: Json = serde_json::from_str(&status).unwrap();
-    let keys: Vec<&str> = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["key"].as_str().unwrap())
-        .collect();
+    let keys = keys_of(&rows);
     assert_eq!(keys, ["quota:good"]);
     assert_eq!(rows[0]["state"]["tokens"], 10);
     let history: Json = serde_json::from_str(&history).unwrap();
@@ -571,9 +553,7 @@ async fn slow_clients_time_out_and_connections_are_bounded() {
 /// quota's gauges, and a hostile key escaped on its one line (no line of its own forged).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_are_the_last_sample_for_prometheus() {
-    let server = Server::builder(Flavor::Redis70).start();
-    let url = server.url();
-    let mut con = connect(&url).await;
+    let (_server, url, mut con) = started(Flavor::Redis70).await;
     let good = "v1 at=1 period=1000 process=p capacity=10 rate=5 max_in_flight=4 \
                 p.granted=4 p.r429=3 key=quota:prom";
     let hostile_key = "evil\"} 1\nthrottle_tokens{key=\"forged\"} 99\\";
@@ -582,12 +562,7 @@ async fn metrics_are_the_last_sample_for_prometheus() {
         (report_key("quota:prom", "p"), good.to_owned()),
         (report_key(hostile_key, "p"), hostile),
     ] {
-        let _: () = redis::cmd("SET")
-            .arg(key)
-            .arg(value)
-            .query_async(&mut con)
-            .await
-            .unwrap();
+        set_raw(&mut con, key.as_ref(), value.as_ref()).await;
     }
     let dashboard = start_dashboard(&url);
     let base = dashboard.base.clone();

@@ -36,6 +36,16 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// The fleet tests' quota (`partitioned_fleet.rs`, `partitioned_failover.rs`): 200/s and a
+    /// burst of 40 as 20 partitions of 10/s and 2 tokens; leases of 1 s; 4 callers a worker.
+    pub const FLEET: Spec = Spec {
+        partitions: 20,
+        burst: 40,
+        rate: 200,
+        lease_ms: 1000,
+        tasks: 4,
+    };
+
     fn env(&self) -> String {
         format!(
             "{} {} {} {} {}",

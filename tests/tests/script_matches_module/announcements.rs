@@ -21,8 +21,7 @@ pub fn announces_the_same(flavor: Flavor) {
             format!("{{tag}}:{runner:?}"),
             format!("b}}{runner:?}"),
         ] {
-            let channel = String::from_utf8(throttle_bucket::pause_channel(key.as_bytes()))
-                .expect("a text channel");
+            let channel = channel_of(&key);
             let mut subscriber = Subscriber::new(server.conn(), &channel);
             let keys = [key.clone()];
             let before = throttle_e2e::server_time_ns(&mut con) / 1000;
@@ -123,9 +122,7 @@ pub fn announces_a_freed_slot_the_same(flavor: Flavor) {
     let sha = load(&mut con);
     for runner in [Runner::Module, Runner::Library, Runner::Script] {
         let key = format!("{{slots}}:{runner:?}");
-        let channel = String::from_utf8(throttle_bucket::pause_channel(key.as_bytes()))
-            .expect("a text channel");
-        let mut subscriber = Subscriber::new(server.conn(), &channel);
+        let mut subscriber = listen_to(&server, &key);
         let keys = [key.clone()];
         let mut call = |name: &str, args: &str| -> i64 {
             let args: Vec<&str> = args.split_whitespace().collect();
@@ -156,13 +153,9 @@ pub fn announces_a_freed_slot_the_same(flavor: Flavor) {
         assert!(call("take", take) > 0, "a slot again");
         assert_eq!(call("release", &format!("10 10 {e} inflight 2")), 1);
         call("pause", "10 10 1000");
-        let heard: Vec<String> = (0..3).map(|_| subscriber.message()[1].clone()).collect();
+        let heard = heard_before_the_probe(&mut subscriber, flavor, runner);
         let freed = throttle_bucket::SLOT_FREED;
-        assert_eq!(heard[..2], [freed, freed], "{flavor} {runner:?}: {heard:?}");
-        assert!(
-            heard[2].starts_with("1000 "),
-            "{flavor} {runner:?}: {heard:?}"
-        );
+        assert_eq!(heard, [freed, freed], "{flavor} {runner:?}: {heard:?}");
     }
 }
 
@@ -175,9 +168,7 @@ pub fn announces_a_hand_off_the_same(flavor: Flavor) {
     let sha = load(&mut con);
     for runner in [Runner::Module, Runner::Library, Runner::Script] {
         let key = format!("{{line}}:{runner:?}");
-        let channel = String::from_utf8(throttle_bucket::pause_channel(key.as_bytes()))
-            .expect("a text channel");
-        let mut subscriber = Subscriber::new(server.conn(), &channel);
+        let mut subscriber = listen_to(&server, &key);
         let keys = [key.clone()];
         let mut call =
             |name: &str, args: &str| call_ints(&mut con, (runner, &sha), name, &keys, args);
@@ -206,7 +197,7 @@ pub fn announces_a_hand_off_the_same(flavor: Flavor) {
             call("release", &format!("1 0.001 {} INFLIGHT 1", second[4])),
             [1]
         );
-        let heard: Vec<String> = (0..3).map(|_| subscriber.message()[1].clone()).collect();
+        let heard = next_messages(&mut subscriber, 3);
         assert_eq!(
             heard[0],
             format!("handed {} 0", first[4]),
@@ -237,9 +228,7 @@ pub fn announces_a_hand_off_at_a_take_the_same(flavor: Flavor) {
     let sha = load(&mut con);
     for runner in [Runner::Module, Runner::Library, Runner::Script] {
         let key = format!("{{take-line}}:{runner:?}");
-        let channel = String::from_utf8(throttle_bucket::pause_channel(key.as_bytes()))
-            .expect("a text channel");
-        let mut subscriber = Subscriber::new(server.conn(), &channel);
+        let mut subscriber = listen_to(&server, &key);
         let keys = [key.clone()];
         let mut call =
             |name: &str, args: &str| call_ints(&mut con, (runner, &sha), name, &keys, args);
@@ -264,17 +253,13 @@ pub fn announces_a_hand_off_at_a_take_the_same(flavor: Flavor) {
         let plain = call("take", "10 10 INFLIGHT 1 LEASE 200");
         assert_eq!(plain[0], 0, "{flavor} {runner:?}: {plain:?}");
         call("pause", "10 10 1000");
-        let heard: Vec<String> = (0..3).map(|_| subscriber.message()[1].clone()).collect();
+        let heard = heard_before_the_probe(&mut subscriber, flavor, runner);
         assert_eq!(
-            heard[..2],
+            heard,
             [
                 format!("handed {} 0", first[4]),
                 format!("handed {} 0", other[4])
             ],
-            "{flavor} {runner:?}: {heard:?}"
-        );
-        assert!(
-            heard[2].starts_with("1000 "),
             "{flavor} {runner:?}: {heard:?}"
         );
     }
@@ -291,9 +276,7 @@ pub fn announces_a_multi_take_passing_its_slot_on_the_same(flavor: Flavor) {
     for runner in [Runner::Module, Runner::Library, Runner::Script] {
         let first = format!("{{mtake-line}}:{runner:?}:a");
         let second = format!("{{mtake-line}}:{runner:?}:b");
-        let channel = String::from_utf8(throttle_bucket::pause_channel(first.as_bytes()))
-            .expect("a text channel");
-        let mut subscriber = Subscriber::new(server.conn(), &channel);
+        let mut subscriber = listen_to(&server, &first);
         let mut call = |name: &str, keys: &[&String], args: &str| {
             let keys: Vec<String> = keys.iter().map(|k| (*k).clone()).collect();
             call_ints(&mut con, (runner, &sha), name, &keys, args)
@@ -319,20 +302,47 @@ pub fn announces_a_multi_take_passing_its_slot_on_the_same(flavor: Flavor) {
         assert_eq!(look[0], 0, "{flavor} {runner:?}: {look:?}");
         assert_eq!(look[6..], [0, 0, 1], "{flavor} {runner:?}: {look:?}");
         call("pause", &[&first], "10 10 1000");
-        let heard: Vec<String> = (0..3).map(|_| subscriber.message()[1].clone()).collect();
+        let heard = heard_before_the_probe(&mut subscriber, flavor, runner);
         assert_eq!(
-            heard[..2],
+            heard,
             [
                 format!("handed {} 0", waiter[6]),
                 format!("handed {} 0", next[4])
             ],
             "{flavor} {runner:?}: {heard:?}"
         );
-        assert!(
-            heard[2].starts_with("1000 "),
-            "{flavor} {runner:?}: {heard:?}"
-        );
     }
+}
+
+/// The shard channel `key`'s pauses and freed or handed slots are announced on.
+fn channel_of(key: &str) -> String {
+    String::from_utf8(throttle_bucket::pause_channel(key.as_bytes())).expect("a text channel")
+}
+
+/// A subscriber to `key`'s channel, on a connection of its own.
+fn listen_to(server: &Server, key: &str) -> Subscriber {
+    Subscriber::new(server.conn(), &channel_of(key))
+}
+
+/// The payloads of the next `n` messages.
+fn next_messages(subscriber: &mut Subscriber, n: usize) -> Vec<String> {
+    (0..n).map(|_| subscriber.message()[1].clone()).collect()
+}
+
+/// The two messages before the probe pause (10 10 1000) that ends a test's calls, so that a
+/// message that should not be there is seen; the third must be the probe's.
+fn heard_before_the_probe(
+    subscriber: &mut Subscriber,
+    flavor: Flavor,
+    runner: Runner,
+) -> Vec<String> {
+    let mut heard = next_messages(subscriber, 3);
+    assert!(
+        heard[2].starts_with("1000 "),
+        "{flavor} {runner:?}: {heard:?}"
+    );
+    heard.truncate(2);
+    heard
 }
 
 /// `name` on `keys` with `args` (words) through `runner` (and the script's `sha`): its reply's

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use redis_throttle::report::{report_key, Report};
+use throttle_testkit::{Flavor, Server};
 use tokio::time::Instant;
 
 /// The report `process` writes of the limiter on `key`, once one is stored that `ready`
@@ -31,4 +32,30 @@ pub async fn report_when(
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+pub async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// A server of `flavor` with the module, its URL and a connection to it.
+pub async fn started(flavor: Flavor) -> (Server, String, redis::aio::MultiplexedConnection) {
+    let server = Server::builder(flavor).start();
+    let url = server.url();
+    let con = connect(&url).await;
+    (server, url, con)
+}
+
+/// Writes `value` under `key`, bytes as they are (what any report writer may do).
+pub async fn set_raw(con: &mut redis::aio::MultiplexedConnection, key: &[u8], value: &[u8]) {
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .query_async(con)
+        .await
+        .unwrap();
 }
