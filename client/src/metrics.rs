@@ -384,6 +384,18 @@ fn bucket_of(wait: Duration) -> usize {
     BOUNDS_US.partition_point(|bound| *bound < us)
 }
 
+/// Moves a count of things held (slots, places in line) one up or one down, never below 0
+/// whatever the order of a hold and its end: the change made, for the gauge that mirrors it.
+fn step(held: &AtomicU64, up: bool) -> Option<f64> {
+    if up {
+        held.fetch_add(1, Ordering::Relaxed);
+        return Some(1.0);
+    }
+    held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .ok()
+        .map(|_| -1.0)
+}
+
 /// The live counters behind a [`MetricsSnapshot`].
 #[derive(Debug)]
 pub(crate) struct Metrics {
@@ -516,22 +528,21 @@ impl Metrics {
     }
 
     pub(crate) fn slot_taken(&self) {
-        self.slots_held.fetch_add(1, Ordering::Relaxed);
-        #[cfg(feature = "metrics")]
-        self.facade.in_flight(1.0);
+        self.slot_held(true);
     }
 
     pub(crate) fn slot_ended(&self) {
-        // Never below 0, whatever the order of a hold and its end.
-        let ended = self
-            .slots_held
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        self.slot_held(false);
+    }
+
+    fn slot_held(&self, taken: bool) {
+        let change = step(&self.slots_held, taken);
         #[cfg(feature = "metrics")]
-        if ended.is_ok() {
-            self.facade.in_flight(-1.0);
+        if let Some(change) = change {
+            self.facade.in_flight(change);
         }
         #[cfg(not(feature = "metrics"))]
-        let _ = ended;
+        let _ = change;
     }
 
     pub(crate) fn waited_for_slot(&self) {
@@ -548,22 +559,11 @@ impl Metrics {
 
     /// A call entered the server's line (`true`) or left it.
     pub(crate) fn in_line(&self, entered: bool) {
-        let change = if entered {
-            self.in_line.fetch_add(1, Ordering::Relaxed);
-            1.0
-        } else {
-            // Never below 0, whatever the order of an entry and its end.
-            if self
-                .in_line
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                .is_err()
-            {
-                return;
-            }
-            -1.0
-        };
+        let change = step(&self.in_line, entered);
         #[cfg(feature = "metrics")]
-        self.facade.in_line(change);
+        if let Some(change) = change {
+            self.facade.in_line(change);
+        }
         #[cfg(not(feature = "metrics"))]
         let _ = change;
     }
