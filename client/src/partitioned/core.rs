@@ -129,6 +129,11 @@ impl Core {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The partitions held now, in preference order.
+    pub(super) fn held(&self) -> Vec<u32> {
+        self.state().shares.held().iter().map(|h| h.index).collect()
+    }
+
     pub(super) fn waiters(&self) -> usize {
         self.waiters.load(Relaxed)
     }

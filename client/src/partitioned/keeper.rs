@@ -504,14 +504,7 @@ where
     }
 
     async fn release_all(&mut self) {
-        let held: Vec<u32> = self
-            .core
-            .state()
-            .shares
-            .held()
-            .iter()
-            .map(|h| h.index)
-            .collect();
+        let held = self.core.held();
         self.release(held, true).await;
     }
 

@@ -420,15 +420,7 @@ impl<C> PartitionedLimiter<C> {
 
     /// The partitions held now.
     pub fn held(&self) -> Vec<u32> {
-        let mut held: Vec<u32> = self
-            .inner
-            .core
-            .state()
-            .shares
-            .held()
-            .iter()
-            .map(|h| h.index)
-            .collect();
+        let mut held = self.inner.core.held();
         held.sort_unstable();
         held
     }
@@ -582,17 +574,8 @@ impl<C> PartitionedLimiter<C> {
                 (ns.map_or(NO_LEASE_PAUSE, nanos), 0, None)
             }
         };
-        let reply = TakeReply {
-            granted: taken.is_some(),
-            remaining,
-            wait,
-            reset: Duration::ZERO,
-            ticket: 0,
-            round_trips: 0,
-            // In process: the loop's own decision, no server's word.
-            said: None,
-            in_line: None,
-        };
+        // In process: the loop's own decision, no server's word.
+        let reply = TakeReply::in_process(taken.is_some(), remaining, wait);
         Ok(Looked { reply, taken })
     }
 }

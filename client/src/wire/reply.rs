@@ -33,6 +33,23 @@ pub(crate) struct TakeReply {
     pub in_line: Option<(u64, u64)>,
 }
 
+impl TakeReply {
+    /// A reply no server gave: a decision made in process (the partitions', or a slot heard
+    /// handed over), with no round trip, no ticket, no reset and no refusal said.
+    pub(crate) fn in_process(granted: bool, remaining: u64, wait: Duration) -> TakeReply {
+        TakeReply {
+            granted,
+            remaining,
+            wait,
+            reset: Duration::ZERO,
+            ticket: 0,
+            round_trips: 0,
+            said: None,
+            in_line: None,
+        }
+    }
+}
+
 impl AsRef<TakeReply> for TakeReply {
     fn as_ref(&self) -> &TakeReply {
         self
@@ -79,16 +96,7 @@ impl MTakeTickets {
     /// give them back with, and no count of tokens left.
     pub(crate) fn handed(ticket: u64, wait: Duration) -> MTakeTickets {
         MTakeTickets {
-            reply: TakeReply {
-                granted: true,
-                remaining: 0,
-                wait,
-                reset: Duration::ZERO,
-                ticket: 0,
-                round_trips: 0,
-                said: None,
-                in_line: None,
-            },
+            reply: TakeReply::in_process(true, 0, wait),
             tickets: vec![0],
             left: Vec::new(),
             slot: Some(ticket),
