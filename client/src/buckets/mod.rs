@@ -486,20 +486,37 @@ where
         self.or_let_through(result, tokens, std::convert::identity)
     }
 
-    /// A call's `result` for `tokens`, or the unchecked grant (as `T`, through `grant`) where
-    /// Redis is unreachable and the limiter fails open.
+    /// A call's `result` for `tokens`, or, where it failed because Redis is unreachable and
+    /// the limiter fails open, the unchecked grant it gets instead (as `T`, through `grant`).
     fn or_let_through<T>(
         &self,
         result: Result<T, Error>,
         tokens: u64,
         grant: impl FnOnce(Grant) -> T,
     ) -> Result<T, Error> {
+        result.or_else(|err| self.let_through(&err, tokens).map(grant).ok_or(err))
+    }
+
+    /// The grant a call that failed with `err` gets instead: `Some` when the limiter fails
+    /// open and `err` is Redis being unreachable (counted, and logged at powers of two).
+    fn let_through(&self, err: &Error, tokens: u64) -> Option<Grant> {
         let shared = &self.shared;
-        let (metrics, name) = (&shared.metrics, shared.name.as_str());
-        shared
-            .options
-            .unreachable
-            .or_let_through(result, tokens, metrics, name, grant)
+        if shared.options.unreachable != Unreachable::FailOpen || !err.is_unreachable() {
+            return None;
+        }
+        let count = shared.metrics.failed_open();
+        if count.is_power_of_two() {
+            tracing::warn!(
+                limiter = shared.name.as_str(),
+                calls = count,
+                error = %err,
+                "Redis is unreachable: letting calls through unthrottled (Unreachable::FailOpen)"
+            );
+        }
+        Some(Grant {
+            unchecked: true,
+            ..Grant::new(tokens, Duration::ZERO, Duration::ZERO, Receipt::None)
+        })
     }
 
     async fn acquire_checked(&self, tokens: u64, demand: Demand) -> Result<Grant, Error> {
