@@ -82,7 +82,7 @@ pub(crate) struct Core {
     /// When the caller holding the turn began waiting (ns since `origin`; -1: none).
     pub turn_since: AtomicI64,
     /// The callers' counters (grants, waits, denials), as every limiter keeps them.
-    pub metrics: crate::metrics::Metrics,
+    pub metrics: crate::engine::metrics::Metrics,
     /// The leases' counters.
     pub counters: Counters,
     pub stopped: AtomicBool,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::Value;
 use throttle_bucket::{MTakeReply, ThrottleCommand};
 
-use crate::error::Error;
+use crate::Error;
 
 /// A `THROTTLE.TAKE` reply (`[granted, remaining, wait_ms, reset_ms(, ticket)]`), or a
 /// `THROTTLE.MTAKE` reply read as one bucket: the fewest tokens left, the longest reset.

@@ -1,9 +1,11 @@
 //! The limiter of one bucket (key + quota): its builder and accessors. What it does is the
-//! [`Throttle`](crate::Throttle) trait's, carried out by [`crate::buckets`] with one bucket.
+//! [`Throttle`](crate::Throttle) trait's, carried out by [`crate::engine::buckets`] with one bucket.
 
 use std::fmt;
 
-use crate::buckets::{option_setters, throttle_through_buckets, Bucket, Buckets, Cost, Options};
+use crate::engine::buckets::{
+    option_setters, throttle_through_buckets, Bucket, Buckets, Cost, Options,
+};
 use crate::{Backend, Error, Quota, Strategy, SupplierUnit};
 
 /// A shared token bucket in Redis: a key and a [`Quota`], over a redis-rs async connection.

@@ -2,7 +2,7 @@
 //! their builders: one or more buckets in Redis taken together, over a redis-rs async
 //! connection. One bucket is taken with `THROTTLE.TAKE`, several with `THROTTLE.MTAKE`; every
 //! other operation goes bucket by bucket. The I/O lives here; what to do with each reply is
-//! [`crate::waiting::policy`]'s decision, and the supplier's side (cut, sync, settle, the pause check) is
+//! [`crate::engine::waiting::policy`]'s decision, and the supplier's side (cut, sync, settle, the pause check) is
 //! in `pushback`.
 
 use std::sync::Arc;
@@ -17,12 +17,12 @@ use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::Instrument;
 
-use crate::grant::Receipt;
-use crate::metrics::{Event, Metrics};
+use crate::engine::metrics::{Event, Metrics};
+use crate::engine::waiting::in_flight::InFlight;
+use crate::engine::waiting::policy::Policy;
+use crate::engine::waiting::{self, record, Held, InLine, Lines, Place};
 use crate::report::{FleetReport, Reported, ReportedKey};
-use crate::waiting::in_flight::InFlight;
-use crate::waiting::policy::Policy;
-use crate::waiting::{self, record, Held, InLine, Lines, Place};
+use crate::vocabulary::grant::Receipt;
 use crate::wire::backend::Dispatch;
 use crate::wire::commands;
 use crate::wire::listen::{Ears, Listening};

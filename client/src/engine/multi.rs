@@ -1,12 +1,14 @@
 //! Several limits taken together: one `THROTTLE.MTAKE` round trip per call, from every
 //! bucket or from none. Its builder and accessors; what it does is the [`Throttle`](crate::Throttle) trait's,
-//! carried out by [`crate::buckets`].
+//! carried out by [`crate::engine::buckets`].
 
 use std::fmt;
 
 use throttle_bucket::MAX_KEYS;
 
-use crate::buckets::{option_setters, throttle_through_buckets, Bucket, Buckets, Cost, Options};
+use crate::engine::buckets::{
+    option_setters, throttle_through_buckets, Bucket, Buckets, Cost, Options,
+};
 use crate::{Backend, Error, Quota, QuotaError, SupplierUnit};
 
 /// Several limits at once, all or nothing: suppliers publish more than one (10 per second
