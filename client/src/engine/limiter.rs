@@ -126,20 +126,6 @@ pub struct LimiterBuilder {
 impl LimiterBuilder {
     option_setters!();
 
-    /// Tokens [`Throttle::acquire`](crate::Throttle::acquire) and [`Throttle::try_acquire`](crate::Throttle::try_acquire) take per call (default 1);
-    /// at least 1 and at most the capacity.
-    pub fn cost(mut self, tokens: u64) -> Self {
-        self.options.cost = tokens;
-        self
-    }
-
-    /// The limiter's name in tracing spans and in the `metrics` facade's `limiter` label
-    /// (default: the key). Give one when keys are many or carry user data.
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.options.name = Some(name.into());
-        self
-    }
-
     /// Which of the supplier's counts the bucket is in, for [`Throttle::sync`](crate::Throttle::sync) (default
     /// [`SupplierUnit::Calls`]).
     pub fn supplier_unit(mut self, unit: SupplierUnit) -> Self {

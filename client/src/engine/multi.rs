@@ -108,19 +108,6 @@ impl MultiLimiterBuilder {
         self
     }
 
-    /// The call's tokens for `acquire()` and `try_acquire()` (default 1): what the
-    /// [`per_token`](MultiLimiterBuilder::per_token) limits take.
-    pub fn cost(mut self, tokens: u64) -> Self {
-        self.options.cost = tokens;
-        self
-    }
-
-    /// The limiter's name in spans and metrics (default: the keys joined by `+`).
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.options.name = Some(name.into());
-        self
-    }
-
     /// Builds the limiter over `conn`: 1 to 16 limits on distinct keys, each cost from 1 to
     /// its capacity, a cap on calls in flight and its lease in range, or
     /// [`Error::InvalidQuota`]. Makes no round trip.

@@ -124,6 +124,24 @@ pub(crate) use throttle_through_buckets;
 /// The setters both builders have the same way, on their `options` field.
 macro_rules! option_setters {
     () => {
+        /// Tokens [`Throttle::acquire`](crate::Throttle::acquire) and
+        /// [`Throttle::try_acquire`](crate::Throttle::try_acquire) take per call (default 1):
+        /// at least 1 and at most the capacity. A [`MultiLimiter`](crate::MultiLimiter)'s
+        /// [`per_token`](crate::MultiLimiterBuilder::per_token) limits take them; its
+        /// [`limit`](crate::MultiLimiterBuilder::limit)s take their own cost.
+        pub fn cost(mut self, tokens: u64) -> Self {
+            self.options.cost = tokens;
+            self
+        }
+
+        /// The limiter's name in tracing spans and in the `metrics` facade's `limiter` label
+        /// (default: the key, or a [`MultiLimiter`](crate::MultiLimiter)'s keys joined by
+        /// `+`). Give one when keys are many or carry user data.
+        pub fn name(mut self, name: impl Into<String>) -> Self {
+            self.options.name = Some(name.into());
+            self
+        }
+
         /// How calls wait (default [`Strategy::Reserve`](crate::Strategy::Reserve)).
         pub fn strategy(mut self, strategy: $crate::Strategy) -> Self {
             self.options.strategy = strategy;
