@@ -10,48 +10,38 @@
     rust_2018_idioms
 )]
 
-mod abort_on_drop;
+// The layers, from the ground up: `vocabulary` (the words), `wire` (Redis), `engine` (how a
+// `Limiter`'s and a `MultiLimiter`'s calls go); on them `report`, and the public modules
+// `partitioned`, `backlog` and `http`. Each module's docs say what it may import.
 pub mod backlog;
-mod bucket_state;
-mod buckets;
-mod demand;
 #[cfg(doctest)]
 mod doc_tests;
-mod error;
-mod failure;
-mod grant;
+mod engine;
 #[cfg(any(feature = "tower", feature = "reqwest"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "tower", feature = "reqwest"))))]
 pub mod http;
-mod limiter;
-mod metrics;
-mod multi;
 pub mod partitioned;
-mod prioritized;
-mod pushback;
-mod quota;
 pub mod report;
-mod throttle;
-mod waiting;
+mod vocabulary;
 mod wire;
 
-pub use bucket_state::BucketState;
-pub use demand::{Demand, Priority};
-pub use error::Error;
-pub use failure::{Unreachable, DEFAULT_MAX_WAIT};
-pub use grant::{Grant, TryAcquire};
-pub use limiter::{Limiter, LimiterBuilder};
-pub use metrics::{
+pub use engine::limiter::{Limiter, LimiterBuilder};
+pub use engine::multi::{MultiLimiter, MultiLimiterBuilder};
+pub use engine::waiting::in_flight::{DEFAULT_LEASE, MIN_LEASE};
+pub use engine::waiting::policy::Strategy;
+pub use vocabulary::backend::Backend;
+pub use vocabulary::bucket_state::BucketState;
+pub use vocabulary::demand::{Demand, Priority};
+pub use vocabulary::error::Error;
+pub use vocabulary::failure::{Unreachable, DEFAULT_MAX_WAIT};
+pub use vocabulary::grant::{Grant, TryAcquire};
+pub use vocabulary::metrics::{
     HttpEvent, InFlightMetrics, LeaseMetrics, MetricsSnapshot, PushbackMetrics, WaitHistogram,
 };
-pub use multi::{MultiLimiter, MultiLimiterBuilder};
-pub use prioritized::Prioritized;
-pub use pushback::{Cut, CutReport, Remaining, Settled, SupplierCount, SupplierUnit};
-pub use quota::{Quota, QuotaError, Rate};
-pub use throttle::Throttle;
-pub use waiting::in_flight::{DEFAULT_LEASE, MIN_LEASE};
-pub use waiting::policy::Strategy;
-pub use wire::backend::Backend;
+pub use vocabulary::prioritized::Prioritized;
+pub use vocabulary::pushback::{Cut, CutReport, Remaining, Settled, SupplierCount, SupplierUnit};
+pub use vocabulary::quota::{Quota, QuotaError, Rate};
+pub use vocabulary::throttle::Throttle;
 pub use wire::commands::Commands;
 pub use wire::connect::{connect, connection_config, Connection, FAIL_FAST};
 pub use wire::listen::Announcements;

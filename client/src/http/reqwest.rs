@@ -74,10 +74,7 @@ impl<F> ThrottleMiddleware<PerRequest<F>> {
         F: Fn(&RequestHead<'_>) -> R,
         R: IntoPick,
     {
-        ThrottleMiddleware {
-            pick: PerRequest(pick),
-            policy: RetryPolicy::default(),
-        }
+        Self::new(PerRequest(pick))
     }
 }
 

@@ -11,8 +11,8 @@ use super::pick::{Pick, SettleFrom};
 use super::retry::Step;
 use super::settle::{Pending, SETTLING};
 use super::{read_supplier_count, LimiterError, ResponseHead, RetryPolicy, SettleHandle};
-use crate::grant::SlotHold;
-use crate::pushback::SyncBounds;
+use crate::vocabulary::grant::SlotHold;
+use crate::vocabulary::pushback::SyncBounds;
 use crate::{Demand, Grant, HttpEvent, Settled, SupplierCount, Throttle};
 
 /// One request's run through the limiter, shared by the adapters: they send, this does the

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use super::LimiterError;
-use crate::grant::SlotHold;
+use crate::vocabulary::grant::SlotHold;
 use crate::{Grant, Settled, Throttle};
 
 /// The final send's grant, in the response's extensions (tower: `http::Response::extensions`;

@@ -98,11 +98,7 @@ impl<F> ThrottleLayer<PerRequest<F>> {
         F: Fn(&RequestHead<'_>) -> R,
         R: IntoPick,
     {
-        ThrottleLayer {
-            pick: PerRequest(pick),
-            policy: RetryPolicy::default(),
-            clone: CloneBody,
-        }
+        Self::new(PerRequest(pick))
     }
 }
 

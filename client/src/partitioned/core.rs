@@ -82,7 +82,7 @@ pub(crate) struct Core {
     /// When the caller holding the turn began waiting (ns since `origin`; -1: none).
     pub turn_since: AtomicI64,
     /// The callers' counters (grants, waits, denials), as every limiter keeps them.
-    pub metrics: crate::metrics::Metrics,
+    pub metrics: crate::engine::metrics::Metrics,
     /// The leases' counters.
     pub counters: Counters,
     pub stopped: AtomicBool,
@@ -127,6 +127,11 @@ impl Core {
 
     pub(super) fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The partitions held now, in preference order.
+    pub(super) fn held(&self) -> Vec<u32> {
+        self.state().shares.held().iter().map(|h| h.index).collect()
     }
 
     pub(super) fn waiters(&self) -> usize {

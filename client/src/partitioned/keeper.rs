@@ -218,17 +218,8 @@ where
                 let Some(usable_from) = usable_from else {
                     return; // released meanwhile
                 };
-                self.confirmed_sent.insert(index, sent);
                 Counters::add(&core.counters.leases_renewed, 1);
-                core.observe(
-                    index,
-                    LeaseEventKind::Confirmed {
-                        usable_from: core.instant(usable_from),
-                        valid_until: core.instant(valid_until),
-                    },
-                    core.now_ns(),
-                );
-                core.changed.notify_waiters();
+                self.confirmed(index, sent, (usable_from, valid_until), core.now_ns());
             }
             Ok(_) => {
                 // Gone or another owner's: stop spending it now.
@@ -439,18 +430,27 @@ where
             let held = Held::new(&core.share, index, replied, valid_until, reserved);
             state.shares.add(&core.share, held);
         }
-        self.confirmed_sent.insert(index, sent);
         Counters::add(&core.counters.leases_acquired, 1);
+        self.confirmed(index, sent, (replied, valid_until), replied);
+        true
+    }
+
+    /// The lease on `index` that a write sent at `sent` confirmed, spent from the first of
+    /// `spent` to the second: remembered for its renewal, told to the observer as of `at`, and
+    /// to the calls waiting for tokens.
+    fn confirmed(&mut self, index: u32, sent: i64, spent: (i64, i64), at: i64) {
+        self.confirmed_sent.insert(index, sent);
+        let core = &self.core;
+        let (usable_from, valid_until) = spent;
         core.observe(
             index,
             LeaseEventKind::Confirmed {
-                usable_from: core.instant(replied),
+                usable_from: core.instant(usable_from),
                 valid_until: core.instant(valid_until),
             },
-            replied,
+            at,
         );
         core.changed.notify_waiters();
-        true
     }
 
     /// Tells the holders that this process, holding this many, needs a partition.
@@ -504,14 +504,7 @@ where
     }
 
     async fn release_all(&mut self) {
-        let held: Vec<u32> = self
-            .core
-            .state()
-            .shares
-            .held()
-            .iter()
-            .map(|h| h.index)
-            .collect();
+        let held = self.core.held();
         self.release(held, true).await;
     }
 

@@ -19,11 +19,11 @@ use super::metrics::Counters;
 use super::plan::{Rules, Timing};
 use super::quota::PartitionedQuota;
 use super::share::Take;
-use crate::grant::Receipt;
-use crate::metrics::Metrics;
+use crate::engine::metrics::Metrics;
+use crate::engine::waiting::policy::Policy;
+use crate::engine::waiting::{self, InLine, NoWatch};
 use crate::report::ReportedKey;
-use crate::waiting::policy::Policy;
-use crate::waiting::{self, InLine, NoWatch};
+use crate::vocabulary::grant::Receipt;
 use crate::wire::reply::TakeReply;
 use crate::{Demand, Error, Grant, Limiter, Priority, QuotaError, Throttle as _, TryAcquire};
 
@@ -420,15 +420,7 @@ impl<C> PartitionedLimiter<C> {
 
     /// The partitions held now.
     pub fn held(&self) -> Vec<u32> {
-        let mut held: Vec<u32> = self
-            .inner
-            .core
-            .state()
-            .shares
-            .held()
-            .iter()
-            .map(|h| h.index)
-            .collect();
+        let mut held = self.inner.core.held();
         held.sort_unstable();
         held
     }
@@ -513,7 +505,7 @@ impl<C> PartitionedLimiter<C> {
     }
 
     /// The call's tokens, waiting within `deadline` from `start` (when the call began: a wait
-    /// for a slot counts in), in the loop every limiter's call waits in (`crate::waiting`):
+    /// for a slot counts in), in the loop every limiter's call waits in (`crate::engine::waiting`):
     /// first come, first served, only the caller holding the turn looks for tokens, again at
     /// the next token or when the partitions change.
     async fn wait_for(
@@ -582,17 +574,8 @@ impl<C> PartitionedLimiter<C> {
                 (ns.map_or(NO_LEASE_PAUSE, nanos), 0, None)
             }
         };
-        let reply = TakeReply {
-            granted: taken.is_some(),
-            remaining,
-            wait,
-            reset: Duration::ZERO,
-            ticket: 0,
-            round_trips: 0,
-            // In process: the loop's own decision, no server's word.
-            said: None,
-            in_line: None,
-        };
+        // In process: the loop's own decision, no server's word.
+        let reply = TakeReply::in_process(taken.is_some(), remaining, wait);
         Ok(Looked { reply, taken })
     }
 }
@@ -617,7 +600,7 @@ where
 {
     /// With a cap on calls in flight, a slot for the call (a grant of no tokens that holds
     /// it): waiting for one within `within`, in the slot limiter's loop as any limiter's call
-    /// waits for a slot (`crate::waiting`), or, `None`, only if one is free now.
+    /// waits for a slot (`crate::engine::waiting`), or, `None`, only if one is free now.
     async fn slot(&self, within: Option<Duration>) -> Result<Slot, Error> {
         let Some(slots) = &self.slots else {
             return Ok(Slot::Uncapped);

@@ -18,8 +18,8 @@
 //! a whole number: every later field is added that way.
 
 use super::Counter;
-use crate::metrics::WaitHistogram;
 use crate::MetricsSnapshot;
+use crate::WaitHistogram;
 
 /// Counters of a limiter, since it was built or over one period: one value per [`Counter`],
 /// and the granted calls' waits.

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::ConnectionLike;
 
-use crate::abort_on_drop::AbortOnDrop;
+use crate::wire::abort_on_drop::AbortOnDrop;
 use crate::{Error, MetricsSnapshot};
 
 mod counter;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::Value;
 use throttle_bucket::{MTakeReply, ThrottleCommand};
 
-use crate::error::Error;
+use crate::Error;
 
 /// A `THROTTLE.TAKE` reply (`[granted, remaining, wait_ms, reset_ms(, ticket)]`), or a
 /// `THROTTLE.MTAKE` reply read as one bucket: the fewest tokens left, the longest reset.
@@ -31,6 +31,23 @@ pub(crate) struct TakeReply {
     /// In the server's line for a slot: the call's ticket (its slot's id once handed over)
     /// and its place (1: the head).
     pub in_line: Option<(u64, u64)>,
+}
+
+impl TakeReply {
+    /// A reply no server gave: a decision made in process (the partitions', or a slot heard
+    /// handed over), with no round trip, no ticket, no reset and no refusal said.
+    pub(crate) fn in_process(granted: bool, remaining: u64, wait: Duration) -> TakeReply {
+        TakeReply {
+            granted,
+            remaining,
+            wait,
+            reset: Duration::ZERO,
+            ticket: 0,
+            round_trips: 0,
+            said: None,
+            in_line: None,
+        }
+    }
 }
 
 impl AsRef<TakeReply> for TakeReply {
@@ -79,16 +96,7 @@ impl MTakeTickets {
     /// give them back with, and no count of tokens left.
     pub(crate) fn handed(ticket: u64, wait: Duration) -> MTakeTickets {
         MTakeTickets {
-            reply: TakeReply {
-                granted: true,
-                remaining: 0,
-                wait,
-                reset: Duration::ZERO,
-                ticket: 0,
-                round_trips: 0,
-                said: None,
-                in_line: None,
-            },
+            reply: TakeReply::in_process(true, 0, wait),
             tickets: vec![0],
             left: Vec::new(),
             slot: Some(ticket),

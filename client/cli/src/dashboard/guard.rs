@@ -191,6 +191,25 @@ impl TimedIo {
             Poll::Pending => Poll::Pending,
         }
     }
+
+    /// A write's poll as the caller sees it: one still pending runs into the deadline, and
+    /// bytes written push the deadline back.
+    fn written(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match poll {
+            Poll::Pending => self.expired(cx),
+            Poll::Ready(Ok(written)) => {
+                if written > 0 {
+                    self.deadline.as_mut().reset(Instant::now() + READ_TIMEOUT);
+                }
+                Poll::Ready(Ok(written))
+            }
+            ready => ready,
+        }
+    }
 }
 
 impl AsyncRead for TimedIo {
@@ -214,16 +233,8 @@ impl AsyncWrite for TimedIo {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.stream).poll_write(cx, buf) {
-            Poll::Pending => this.expired(cx),
-            Poll::Ready(Ok(written)) => {
-                if written > 0 {
-                    this.deadline.as_mut().reset(Instant::now() + READ_TIMEOUT);
-                }
-                Poll::Ready(Ok(written))
-            }
-            ready => ready,
-        }
+        let poll = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.written(cx, poll)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -244,16 +255,8 @@ impl AsyncWrite for TimedIo {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.stream).poll_write_vectored(cx, bufs) {
-            Poll::Pending => this.expired(cx),
-            Poll::Ready(Ok(written)) => {
-                if written > 0 {
-                    this.deadline.as_mut().reset(Instant::now() + READ_TIMEOUT);
-                }
-                Poll::Ready(Ok(written))
-            }
-            ready => ready,
-        }
+        let poll = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.written(cx, poll)
     }
 
     fn is_write_vectored(&self) -> bool {

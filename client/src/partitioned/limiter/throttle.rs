@@ -11,10 +11,10 @@ use redis::aio::ConnectionLike;
 use tokio::time::Instant;
 
 use super::{nanos, with_slot, PartitionedLimiter, Slot, NO_LEASE_PAUSE, NO_SLOT_PAUSE};
-use crate::grant::{Grant, Receipt};
 use crate::partitioned::metrics::Counters;
 use crate::partitioned::share::Take;
 use crate::partitioned::wire;
+use crate::vocabulary::grant::{Grant, Receipt};
 use crate::{
     BucketState, Cut, CutReport, Demand, Error, HttpEvent, MetricsSnapshot, Settled, SupplierCount,
     SupplierUnit, Throttle, TryAcquire,

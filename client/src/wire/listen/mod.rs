@@ -21,7 +21,7 @@ mod subscriber;
 
 use throttle_bucket::Announced;
 
-use crate::abort_on_drop::AbortOnDrop;
+use crate::wire::abort_on_drop::AbortOnDrop;
 use heard::Recent;
 
 /// The subscription must have answered (a message or a `PING`) within this for a sleeping

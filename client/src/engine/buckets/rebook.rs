@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::Buckets;
-use crate::waiting::Place;
+use crate::engine::waiting::Place;
 use crate::wire::reply::MTakeTickets;
 
 /// A held call joins a batch that fires at most this long after its own pause ends: the calls

@@ -9,8 +9,8 @@ use redis::aio::ConnectionLike;
 use throttle_bucket::{CutArgs, DebitArgs, SyncArgs, MAX_CAPACITY, MAX_WAIT_MS};
 
 use super::{pause_ms, Buckets, Cost};
-use crate::grant::{Grant, Receipt};
-use crate::pushback::SyncBounds;
+use crate::vocabulary::grant::{Grant, Receipt};
+use crate::vocabulary::pushback::SyncBounds;
 use crate::{Cut, CutReport, Error, Settled, SupplierCount};
 
 impl<C> Buckets<C>

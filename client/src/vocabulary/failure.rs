@@ -3,9 +3,8 @@
 
 use std::time::Duration;
 
-use crate::grant::{Grant, Receipt};
-use crate::metrics::Metrics;
-use crate::Error;
+#[cfg(doc)]
+use crate::{Error, Grant};
 
 /// How long a call waits for its tokens unless its [`Demand`](crate::Demand) says
 /// ([`Demand::within`](crate::Demand::within)): a minute. A call that would wait
@@ -36,44 +35,4 @@ pub enum Unreachable {
     /// The call is granted without the bucket: a [`Grant`] with `unchecked` set, nothing to
     /// give back.
     FailOpen,
-}
-
-impl Unreachable {
-    /// A call's `result`, or, where it failed because Redis is unreachable and the limiter
-    /// fails open, the unchecked grant it gets instead (as `T`, through `grant`).
-    pub(crate) fn or_let_through<T>(
-        self,
-        result: Result<T, Error>,
-        tokens: u64,
-        metrics: &Metrics,
-        name: &str,
-        grant: impl FnOnce(Grant) -> T,
-    ) -> Result<T, Error> {
-        result.or_else(|err| {
-            self.let_through(&err, tokens, metrics, name)
-                .map(grant)
-                .ok_or(err)
-        })
-    }
-
-    /// The grant a call that failed with `err` gets instead: `Some` when the limiter fails
-    /// open and `err` is Redis being unreachable (counted, and logged at powers of two).
-    fn let_through(self, err: &Error, tokens: u64, metrics: &Metrics, name: &str) -> Option<Grant> {
-        if self != Unreachable::FailOpen || !err.is_unreachable() {
-            return None;
-        }
-        let count = metrics.failed_open();
-        if count.is_power_of_two() {
-            tracing::warn!(
-                limiter = name,
-                calls = count,
-                error = %err,
-                "Redis is unreachable: letting calls through unthrottled (Unreachable::FailOpen)"
-            );
-        }
-        Some(Grant {
-            unchecked: true,
-            ..Grant::new(tokens, Duration::ZERO, Duration::ZERO, Receipt::None)
-        })
-    }
 }

@@ -1,7 +1,7 @@
 //! The waiting policy: what to ask the server, why it refused ([`Refusal`]), and what to do
 //! next ([`Decision`]), with how often to look again for a slot ([`SlotLooks`]).
 //!
-//! Pure: no I/O, no clock, no randomness. The loop in [`crate::waiting`] passes in the time
+//! Pure: no I/O, no clock, no randomness. The loop in [`crate::engine::waiting`] passes in the time
 //! elapsed since the call began and a jitter sample, and gets back a decision; it does the
 //! sleeping.
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use throttle_bucket::{Refusal as Said, MAX_WAIT_MS};
 
-use crate::waiting::in_flight::InFlight;
+use crate::engine::waiting::in_flight::InFlight;
 use crate::wire::reply::TakeReply;
 
 /// How [`Throttle::acquire`](crate::Throttle::acquire) waits for tokens.

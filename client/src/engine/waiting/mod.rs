@@ -21,8 +21,8 @@ use throttle_bucket::Refusal as Said;
 use tokio::sync::{futures::Notified, Mutex, MutexGuard, Notify};
 use tokio::time::Instant;
 
-use crate::metrics::{Event, Metrics};
-use crate::waiting::policy::{
+use crate::engine::metrics::{Event, Metrics};
+use crate::engine::waiting::policy::{
     heard_turn_look, line_look, Decision, GiveUp, Policy, Refusal, SlotLooks,
 };
 use crate::wire::listen::{Ears, Trust};

@@ -13,8 +13,8 @@ use tokio::time::Instant;
 
 use super::slots::Slotted;
 use super::Buckets;
-use crate::metrics::Event;
-use crate::waiting::{Covered, PauseWatch, Resume, Slept};
+use crate::engine::metrics::Event;
+use crate::engine::waiting::{Covered, PauseWatch, Resume, Slept};
 use crate::wire::listen::{Cover, Trust};
 use crate::Error;
 

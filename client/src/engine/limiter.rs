@@ -1,11 +1,11 @@
 //! The limiter of one bucket (key + quota): its builder and accessors. What it does is the
-//! [`Throttle`](crate::Throttle) trait's, carried out by [`crate::buckets`] with one bucket.
+//! [`Throttle`](crate::Throttle) trait's, carried out by [`crate::engine::buckets`] with one bucket.
 
 use std::fmt;
-use std::time::Duration;
 
-use crate::buckets::{option_setters, throttle_through_buckets, Bucket, Buckets, Cost, Options};
-use crate::waiting::in_flight::InFlight;
+use crate::engine::buckets::{
+    option_setters, throttle_through_buckets, Bucket, Buckets, Cost, Options,
+};
 use crate::{Backend, Error, Quota, Strategy, SupplierUnit};
 
 /// A shared token bucket in Redis: a key and a [`Quota`], over a redis-rs async connection.
@@ -121,81 +121,15 @@ pub struct LimiterBuilder {
     quota: Quota,
     unit: SupplierUnit,
     options: Options,
-    max_in_flight: Option<u64>,
-    slot_lease: Duration,
 }
 
 impl LimiterBuilder {
     option_setters!();
 
-    /// Tokens [`Throttle::acquire`](crate::Throttle::acquire) and [`Throttle::try_acquire`](crate::Throttle::try_acquire) take per call (default 1);
-    /// at least 1 and at most the capacity.
-    pub fn cost(mut self, tokens: u64) -> Self {
-        self.options.cost = tokens;
-        self
-    }
-
-    /// The limiter's name in tracing spans and in the `metrics` facade's `limiter` label
-    /// (default: the key). Give one when keys are many or carry user data.
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.options.name = Some(name.into());
-        self
-    }
-
     /// Which of the supplier's counts the bucket is in, for [`Throttle::sync`](crate::Throttle::sync) (default
     /// [`SupplierUnit::Calls`]).
     pub fn supplier_unit(mut self, unit: SupplierUnit) -> Self {
         self.unit = unit;
-        self
-    }
-
-    /// Whether a reserved call makes sure no pause covers its send (default `true`), so that a
-    /// pause another replica set while it slept holds it back (it acquires again after the
-    /// pause) instead of letting it reach a supplier that asked for quiet: by hearing the
-    /// pause announced, with [`listen`](Self::listen), or else by one `THROTTLE.PEEK` after
-    /// the sleep. A call granted without a sleep sends at once. Turn it off where nothing
-    /// pauses the bucket.
-    pub fn pause_check(mut self, check: bool) -> Self {
-        self.options.check_pause = check;
-        self
-    }
-
-    /// Caps the calls in flight across the fleet at `n` (1 to 1024), beside the rate: each
-    /// grant also holds one of the bucket's `n` slots, taken with its tokens in the same
-    /// `THROTTLE.TAKE` (the tokens and a slot, or neither), until the grant is dropped. While
-    /// every slot is held a call waits for one, within its deadline, in the server's line
-    /// (`THROTTLE.TAKE ... LINE`): the callers of every process are handed the freed slots in
-    /// the order they joined, each told the moment it is its turn where the limiter
-    /// [listens](Self::listen) (else looking again when its progress in line says). A
-    /// floored call ([`Priority::Bulk`](crate::Priority::Bulk)) does not join the line: it
-    /// looks again when a slot is released. A grant renews its slot's lease every third of [`slot_lease`](Self::slot_lease) while
-    /// held, and releases it when dropped (given back, settled, its future cancelled, a panic);
-    /// a process that dies frees its slots when their leases run out. Every limiter on the key
-    /// must give the same `n`. Checked in [`build`](Self::build).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use redis_throttle::{Limiter, Quota};
-    ///
-    /// // 50 calls a second, at most 8 open at once across the fleet.
-    /// let builder = Limiter::builder("quota:llm", Quota::new(50, 50u64)?)
-    ///     .max_in_flight(8)
-    ///     .slot_lease(Duration::from_secs(5));
-    /// # let _ = builder;
-    /// # Ok::<(), redis_throttle::QuotaError>(())
-    /// ```
-    pub fn max_in_flight(mut self, n: u64) -> Self {
-        self.max_in_flight = Some(n);
-        self
-    }
-
-    /// How long a slot stays held without a renewal (default [`DEFAULT_LEASE`](crate::DEFAULT_LEASE),
-    /// at least [`MIN_LEASE`](crate::MIN_LEASE)): how soon a dead process's slots come back. A
-    /// grant renews it every third of it; a call frozen longer (a stopped process) loses its
-    /// slot, counted in [`InFlightMetrics::leases_lost`](crate::InFlightMetrics::leases_lost).
-    /// Used with [`max_in_flight`](Self::max_in_flight) only.
-    pub fn slot_lease(mut self, lease: Duration) -> Self {
-        self.slot_lease = lease;
         self
     }
 
@@ -205,10 +139,7 @@ impl LimiterBuilder {
     /// first call.
     pub fn build<C: 'static>(mut self, conn: C) -> Result<Limiter<C>, Error> {
         self.quota.check_cost(self.options.cost)?;
-        self.options.in_flight = self
-            .max_in_flight
-            .map(|cap| InFlight::new(cap, self.slot_lease))
-            .transpose()?;
+        self.options.check_in_flight()?;
         let name = self
             .options
             .name
@@ -237,8 +168,6 @@ impl Limiter<()> {
             quota,
             unit: SupplierUnit::default(),
             options: Options::default(),
-            max_in_flight: None,
-            slot_lease: crate::DEFAULT_LEASE,
         }
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::pushback::SyncBounds;
+use crate::vocabulary::pushback::SyncBounds;
 
 /// What a granted call got: its tokens, and what it took to get them.
 ///

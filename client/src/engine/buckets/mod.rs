@@ -2,7 +2,7 @@
 //! their builders: one or more buckets in Redis taken together, over a redis-rs async
 //! connection. One bucket is taken with `THROTTLE.TAKE`, several with `THROTTLE.MTAKE`; every
 //! other operation goes bucket by bucket. The I/O lives here; what to do with each reply is
-//! [`crate::waiting::policy`]'s decision, and the supplier's side (cut, sync, settle, the pause check) is
+//! [`crate::engine::waiting::policy`]'s decision, and the supplier's side (cut, sync, settle, the pause check) is
 //! in `pushback`.
 
 use std::sync::Arc;
@@ -17,12 +17,12 @@ use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::Instrument;
 
-use crate::grant::Receipt;
-use crate::metrics::{Event, Metrics};
+use crate::engine::metrics::{Event, Metrics};
+use crate::engine::waiting::in_flight::InFlight;
+use crate::engine::waiting::policy::Policy;
+use crate::engine::waiting::{self, record, Held, InLine, Lines, Place};
 use crate::report::{FleetReport, Reported, ReportedKey};
-use crate::waiting::in_flight::InFlight;
-use crate::waiting::policy::Policy;
-use crate::waiting::{self, record, Held, InLine, Lines, Place};
+use crate::vocabulary::grant::Receipt;
 use crate::wire::backend::Dispatch;
 use crate::wire::commands;
 use crate::wire::listen::{Ears, Listening};
@@ -124,6 +124,24 @@ pub(crate) use throttle_through_buckets;
 /// The setters both builders have the same way, on their `options` field.
 macro_rules! option_setters {
     () => {
+        /// Tokens [`Throttle::acquire`](crate::Throttle::acquire) and
+        /// [`Throttle::try_acquire`](crate::Throttle::try_acquire) take per call (default 1):
+        /// at least 1 and at most the capacity. A [`MultiLimiter`](crate::MultiLimiter)'s
+        /// [`per_token`](crate::MultiLimiterBuilder::per_token) limits take them; its
+        /// [`limit`](crate::MultiLimiterBuilder::limit)s take their own cost.
+        pub fn cost(mut self, tokens: u64) -> Self {
+            self.options.cost = tokens;
+            self
+        }
+
+        /// The limiter's name in tracing spans and in the `metrics` facade's `limiter` label
+        /// (default: the key, or a [`MultiLimiter`](crate::MultiLimiter)'s keys joined by
+        /// `+`). Give one when keys are many or carry user data.
+        pub fn name(mut self, name: impl Into<String>) -> Self {
+            self.options.name = Some(name.into());
+            self
+        }
+
         /// How calls wait (default [`Strategy::Reserve`](crate::Strategy::Reserve)).
         pub fn strategy(mut self, strategy: $crate::Strategy) -> Self {
             self.options.strategy = strategy;
@@ -179,6 +197,62 @@ macro_rules! option_setters {
         /// logged).
         pub fn on_unreachable(mut self, unreachable: $crate::Unreachable) -> Self {
             self.options.unreachable = unreachable;
+            self
+        }
+
+        /// Whether a reserved call makes sure no pause covers its send (default `true`), so
+        /// that a pause another replica set while it slept holds it back (it acquires again
+        /// after the pause) instead of letting it reach a supplier that asked for quiet: by
+        /// hearing the pause announced, with [`listen`](Self::listen), or else by one
+        /// `THROTTLE.PEEK` per bucket after the sleep. A call granted without a sleep sends at
+        /// once. Turn it off where nothing pauses the buckets.
+        pub fn pause_check(mut self, check: bool) -> Self {
+            self.options.check_pause = check;
+            self
+        }
+
+        /// Caps the calls in flight across the fleet at `n` (1 to 1024), beside the rate: each
+        /// grant also holds one of `n` slots, taken with its tokens in the same `THROTTLE.TAKE`
+        /// (or `THROTTLE.MTAKE`: every bucket's tokens and a slot, or nothing), until the grant
+        /// is dropped. While every slot is held a call waits for one, within its deadline, in
+        /// the server's line (`THROTTLE.TAKE ... LINE`): the callers of every process are handed
+        /// the freed slots in the order they joined, each told the moment it is its turn where
+        /// the limiter [listens](Self::listen) (else looking again when its progress in line
+        /// says); its slot first, then its tokens. A floored call
+        /// ([`Priority::Bulk`](crate::Priority::Bulk)) does not join the line: it looks again
+        /// when a slot is released. A grant renews its slot's lease every third of
+        /// [`slot_lease`](Self::slot_lease) while held, and releases it when dropped (given
+        /// back, settled, its future cancelled, a panic); a process that dies frees its slots
+        /// when their leases run out. Every limiter on the key must give the same `n`; a
+        /// [`MultiLimiter`](crate::MultiLimiter)'s slots live in its **first limit's** bucket,
+        /// so every limiter that shares its cap gives the same first key (a
+        /// [`Limiter`](crate::Limiter) on that key with `max_in_flight(n)` shares it too).
+        /// Checked in [`build`](Self::build).
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use redis_throttle::{Limiter, Quota};
+        ///
+        /// // 50 calls a second, at most 8 open at once across the fleet.
+        /// let builder = Limiter::builder("quota:llm", Quota::new(50, 50u64)?)
+        ///     .max_in_flight(8)
+        ///     .slot_lease(Duration::from_secs(5));
+        /// # let _ = builder;
+        /// # Ok::<(), redis_throttle::QuotaError>(())
+        /// ```
+        pub fn max_in_flight(mut self, n: u64) -> Self {
+            self.options.max_in_flight = Some(n);
+            self
+        }
+
+        /// How long a slot stays held without a renewal (default
+        /// [`DEFAULT_LEASE`](crate::DEFAULT_LEASE), at least [`MIN_LEASE`](crate::MIN_LEASE)):
+        /// how soon a dead process's slots come back. A grant renews it every third of it; a
+        /// call frozen longer (a stopped process) loses its slot, counted in
+        /// [`InFlightMetrics::leases_lost`](crate::InFlightMetrics::leases_lost). Used with
+        /// [`max_in_flight`](Self::max_in_flight) only.
+        pub fn slot_lease(mut self, lease: std::time::Duration) -> Self {
+            self.options.slot_lease = lease;
             self
         }
     };
@@ -262,8 +336,24 @@ pub(crate) struct Options {
     pub(crate) unreachable: Unreachable,
     pub(crate) listen: Listening,
     pub(crate) report: Option<FleetReport>,
-    /// A cap on calls in flight (one bucket only: `THROTTLE.TAKE ... INFLIGHT`).
+    /// The cap on calls in flight the builder was given, and its slots' lease.
+    pub(crate) max_in_flight: Option<u64>,
+    pub(crate) slot_lease: Duration,
+    /// That cap, checked by [`Options::check_in_flight`] when the limiter is built (one
+    /// bucket's slots: `THROTTLE.TAKE ... INFLIGHT`).
     pub(crate) in_flight: Option<InFlight>,
+}
+
+impl Options {
+    /// Checks the builder's cap on calls in flight and its lease into
+    /// [`in_flight`](Self::in_flight), or says why not.
+    pub(crate) fn check_in_flight(&mut self) -> Result<(), QuotaError> {
+        self.in_flight = self
+            .max_in_flight
+            .map(|cap| InFlight::new(cap, self.slot_lease))
+            .transpose()?;
+        Ok(())
+    }
 }
 
 impl Default for Options {
@@ -278,6 +368,8 @@ impl Default for Options {
             unreachable: Unreachable::default(),
             listen: Listening::default(),
             report: None,
+            max_in_flight: None,
+            slot_lease: crate::DEFAULT_LEASE,
             in_flight: None,
         }
     }
@@ -409,15 +501,40 @@ where
     pub(crate) async fn acquire_with(&self, demand: Demand) -> Result<Grant, Error> {
         let tokens = demand.tokens.unwrap_or(self.shared.options.cost);
         let result = self.acquire_checked(tokens, demand).await;
+        self.or_let_through(result, tokens, std::convert::identity)
+    }
+
+    /// A call's `result` for `tokens`, or, where it failed because Redis is unreachable and
+    /// the limiter fails open, the unchecked grant it gets instead (as `T`, through `grant`).
+    fn or_let_through<T>(
+        &self,
+        result: Result<T, Error>,
+        tokens: u64,
+        grant: impl FnOnce(Grant) -> T,
+    ) -> Result<T, Error> {
+        result.or_else(|err| self.let_through(&err, tokens).map(grant).ok_or(err))
+    }
+
+    /// The grant a call that failed with `err` gets instead: `Some` when the limiter fails
+    /// open and `err` is Redis being unreachable (counted, and logged at powers of two).
+    fn let_through(&self, err: &Error, tokens: u64) -> Option<Grant> {
         let shared = &self.shared;
-        let (metrics, name) = (&shared.metrics, shared.name.as_str());
-        shared.options.unreachable.or_let_through(
-            result,
-            tokens,
-            metrics,
-            name,
-            std::convert::identity,
-        )
+        if shared.options.unreachable != Unreachable::FailOpen || !err.is_unreachable() {
+            return None;
+        }
+        let count = shared.metrics.failed_open();
+        if count.is_power_of_two() {
+            tracing::warn!(
+                limiter = shared.name.as_str(),
+                calls = count,
+                error = %err,
+                "Redis is unreachable: letting calls through unthrottled (Unreachable::FailOpen)"
+            );
+        }
+        Some(Grant {
+            unchecked: true,
+            ..Grant::new(tokens, Duration::ZERO, Duration::ZERO, Receipt::None)
+        })
     }
 
     async fn acquire_checked(&self, tokens: u64, demand: Demand) -> Result<Grant, Error> {
@@ -471,15 +588,7 @@ where
     pub(crate) async fn try_acquire_with(&self, demand: Demand) -> Result<TryAcquire, Error> {
         let tokens = demand.tokens.unwrap_or(self.shared.options.cost);
         let result = self.try_acquire_checked(tokens, demand).await;
-        let shared = &self.shared;
-        let (metrics, name) = (&shared.metrics, shared.name.as_str());
-        shared.options.unreachable.or_let_through(
-            result,
-            tokens,
-            metrics,
-            name,
-            TryAcquire::Granted,
-        )
+        self.or_let_through(result, tokens, TryAcquire::Granted)
     }
 
     async fn try_acquire_checked(&self, tokens: u64, demand: Demand) -> Result<TryAcquire, Error> {

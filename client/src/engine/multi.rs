@@ -1,14 +1,14 @@
 //! Several limits taken together: one `THROTTLE.MTAKE` round trip per call, from every
 //! bucket or from none. Its builder and accessors; what it does is the [`Throttle`](crate::Throttle) trait's,
-//! carried out by [`crate::buckets`].
+//! carried out by [`crate::engine::buckets`].
 
 use std::fmt;
-use std::time::Duration;
 
 use throttle_bucket::MAX_KEYS;
 
-use crate::buckets::{option_setters, throttle_through_buckets, Bucket, Buckets, Cost, Options};
-use crate::waiting::in_flight::InFlight;
+use crate::engine::buckets::{
+    option_setters, throttle_through_buckets, Bucket, Buckets, Cost, Options,
+};
 use crate::{Backend, Error, Quota, QuotaError, SupplierUnit};
 
 /// Several limits at once, all or nothing: suppliers publish more than one (10 per second
@@ -90,8 +90,6 @@ impl<C> fmt::Debug for MultiLimiter<C> {
 pub struct MultiLimiterBuilder {
     limits: Vec<(String, Quota, Cost)>,
     options: Options,
-    max_in_flight: Option<u64>,
-    slot_lease: Duration,
 }
 
 impl MultiLimiterBuilder {
@@ -110,72 +108,11 @@ impl MultiLimiterBuilder {
         self
     }
 
-    /// The call's tokens for `acquire()` and `try_acquire()` (default 1): what the
-    /// [`per_token`](MultiLimiterBuilder::per_token) limits take.
-    pub fn cost(mut self, tokens: u64) -> Self {
-        self.options.cost = tokens;
-        self
-    }
-
-    /// The limiter's name in spans and metrics (default: the keys joined by `+`).
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.options.name = Some(name.into());
-        self
-    }
-
-    /// Whether a reserved call looks at every bucket before it is sent (default `true`; one
-    /// `THROTTLE.PEEK` per bucket after the sleep), as
-    /// [`LimiterBuilder::pause_check`](crate::LimiterBuilder::pause_check) says.
-    pub fn pause_check(mut self, check: bool) -> Self {
-        self.options.check_pause = check;
-        self
-    }
-
-    /// Caps the calls in flight across the fleet at `n` (1 to 1024), beside the limits, as
-    /// [`LimiterBuilder::max_in_flight`](crate::LimiterBuilder::max_in_flight) does: each grant
-    /// also holds a slot, taken in the same `THROTTLE.MTAKE` as every limit's tokens (all of
-    /// them and a slot, or nothing), until the grant is dropped. While every slot is held a
-    /// call waits for one in that bucket's line on the server, served in the order the callers
-    /// joined: its slot first, then every limit's tokens. The slots live in the **first
-    /// limit's** bucket: every limiter that shares the cap must give the same first key and the
-    /// same `n` (a [`Limiter`](crate::Limiter) on that key with `max_in_flight(n)` shares it
-    /// too). Checked in [`build`](Self::build).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use redis_throttle::{MultiLimiter, Quota, Rate};
-    ///
-    /// // 10 a second and 500 a minute, at most 4 open at once across the fleet.
-    /// let builder = MultiLimiter::builder()
-    ///     .limit("{pix}:second", Quota::new(10, 10u64)?, 1)
-    ///     .limit("{pix}:minute", Quota::new(500, Rate::per(500, Duration::from_secs(60)))?, 1)
-    ///     .max_in_flight(4)
-    ///     .slot_lease(Duration::from_secs(5));
-    /// # let _ = builder;
-    /// # Ok::<(), redis_throttle::QuotaError>(())
-    /// ```
-    pub fn max_in_flight(mut self, n: u64) -> Self {
-        self.max_in_flight = Some(n);
-        self
-    }
-
-    /// How long a slot stays held without a renewal (default
-    /// [`DEFAULT_LEASE`](crate::DEFAULT_LEASE), at least [`MIN_LEASE`](crate::MIN_LEASE)), as
-    /// [`LimiterBuilder::slot_lease`](crate::LimiterBuilder::slot_lease) says. Used with
-    /// [`max_in_flight`](Self::max_in_flight) only.
-    pub fn slot_lease(mut self, lease: Duration) -> Self {
-        self.slot_lease = lease;
-        self
-    }
-
     /// Builds the limiter over `conn`: 1 to 16 limits on distinct keys, each cost from 1 to
     /// its capacity, a cap on calls in flight and its lease in range, or
     /// [`Error::InvalidQuota`]. Makes no round trip.
     pub fn build<C: 'static>(mut self, conn: C) -> Result<MultiLimiter<C>, Error> {
-        self.options.in_flight = self
-            .max_in_flight
-            .map(|cap| InFlight::new(cap, self.slot_lease))
-            .transpose()?;
+        self.options.check_in_flight()?;
         let problem = |problem: &str| QuotaError::Limits {
             problem: problem.to_owned(),
         };
@@ -227,8 +164,6 @@ impl MultiLimiter<()> {
         MultiLimiterBuilder {
             limits: Vec::new(),
             options: Options::default(),
-            max_in_flight: None,
-            slot_lease: crate::DEFAULT_LEASE,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! A cap on calls in flight across the fleet (`THROTTLE.TAKE ... INFLIGHT n LEASE ms`): what a
 //! limiter asks for, and when a held slot is renewed. Whether a refusal was for a slot and
-//! when to look again are the policy's (`crate::waiting::policy`); the wait is the loop's
-//! (`crate::waiting`); holding a slot is `buckets::slots`.
+//! when to look again are the policy's (`crate::engine::waiting::policy`); the wait is the loop's
+//! (`crate::engine::waiting`); holding a slot is `buckets::slots`.
 
 use std::time::Duration;
 

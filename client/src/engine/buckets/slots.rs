@@ -1,6 +1,6 @@
-//! A limiter's slots for calls in flight, the I/O beside [`crate::waiting::in_flight`]: the take that
+//! A limiter's slots for calls in flight, the I/O beside [`crate::engine::waiting::in_flight`]: the take that
 //! holds a slot, and the task that keeps one (renews its lease while the grant holds it,
-//! releases it when the grant goes). A call waits for one in [`crate::waiting`].
+//! releases it when the grant goes). A call waits for one in [`crate::engine::waiting`].
 
 use redis::aio::ConnectionLike;
 use throttle_bucket::{Limit, ReleaseArgs, RenewArgs};
@@ -8,8 +8,8 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::{line_args, Buckets};
-use crate::grant::SlotHold;
-use crate::waiting::Place;
+use crate::engine::waiting::Place;
+use crate::vocabulary::grant::SlotHold;
 use crate::wire::reply::MTakeTickets;
 use crate::Error;
 
@@ -54,7 +54,7 @@ where
     /// One take of `limits` within `max_wait_ms` (one round trip; several buckets' call that
     /// waited in line, two), holding its slot when the limiter caps calls in flight and the
     /// take is granted. A refusal for want of a slot is waited out by the loop
-    /// (`crate::waiting`).
+    /// (`crate::engine::waiting`).
     pub(super) async fn take_holding(
         &self,
         limits: &[Limit],
