@@ -301,9 +301,9 @@ local function parse_slot(text)
 end
 
 -- The structure of INFLIGHT, LEASE, LINE and WAITER beside the other options (take's and
--- mtake's, as the module's SlotOptions::check), checked before any value: the error's name, or
--- nil. INFLIGHT and LEASE go together, LINE needs INFLIGHT, WAITER needs LINE, and LINE does
--- not go with FLOOR.
+-- mtake's, as the module's SlotOptions::checked), checked before any value: the error's name,
+-- or nil. INFLIGHT and LEASE go together, LINE needs INFLIGHT, WAITER needs LINE, and LINE
+-- does not go with FLOOR.
 local function check_slot_options(inflight_text, lease_text, line_text, waiter_text, floor_given)
   if (inflight_text == nil) ~= (lease_text == nil) then
     return 'inflight_lease'

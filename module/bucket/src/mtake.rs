@@ -636,13 +636,7 @@ impl ThrottleCommand for MTakeArgs {
             },
             ArgError::UnknownOption(Command::MTake),
         )?;
-        let slot_options = SlotOptions {
-            inflight,
-            lease,
-            line,
-            waiter,
-        };
-        slot_options.check(floors.is_some())?;
+        let slot_options = SlotOptions::checked([inflight, lease, line, waiter], floors.is_some())?;
         let max_wait_ms = match max_wait {
             None => 0,
             Some(text) => parse_max_wait(text)?,

@@ -25,44 +25,55 @@ pub struct LineArgs {
     pub waiter: Option<u64>,
 }
 
-/// The slot options' words as a command's option loop found them, before any value is read.
+/// The slot options' words as a command's option loop found them, their structure checked.
 pub(crate) struct SlotOptions<'a> {
-    pub(crate) inflight: Option<&'a [u8]>,
-    pub(crate) lease: Option<&'a [u8]>,
-    pub(crate) line: Option<&'a [u8]>,
-    pub(crate) waiter: Option<&'a [u8]>,
+    inflight: Option<&'a [u8]>,
+    lease: Option<&'a [u8]>,
+    line: Option<&'a [u8]>,
+    waiter: Option<&'a [u8]>,
 }
 
-impl SlotOptions<'_> {
-    /// Their structure beside the call's other options (`floor`: FLOOR was given), checked
-    /// before any value: INFLIGHT and LEASE together, LINE only with INFLIGHT, WAITER only with
-    /// LINE, and LINE never with FLOOR.
-    pub(crate) fn check(&self, floor: bool) -> Result<(), ArgError> {
-        let inflight = self.inflight.is_some();
-        if inflight != self.lease.is_some() {
+// Both are on every THROTTLE.TAKE's path, a plain take's included: inlined always, since
+// callgrind counted 40 more instructions per plain take when they were not.
+impl<'a> SlotOptions<'a> {
+    /// The words of `[INFLIGHT, LEASE, LINE, WAITER]`, their structure checked beside the call's
+    /// other options (`floor`: FLOOR was given) before any value is read: INFLIGHT and LEASE
+    /// together, LINE only with INFLIGHT, WAITER only with LINE, and LINE never with FLOOR.
+    #[inline(always)]
+    pub(crate) fn checked(
+        [inflight, lease, line, waiter]: [Option<&'a [u8]>; 4],
+        floor: bool,
+    ) -> Result<SlotOptions<'a>, ArgError> {
+        if inflight.is_some() != lease.is_some() {
             return Err(ArgError::InflightLease);
         }
-        let line = self.line.is_some();
-        if line && !inflight {
+        if line.is_some() && inflight.is_none() {
             return Err(ArgError::LineInflight);
         }
-        if self.waiter.is_some() && !line {
+        if waiter.is_some() && line.is_none() {
             return Err(ArgError::WaiterLine);
         }
-        if line && floor {
+        if line.is_some() && floor {
             return Err(ArgError::LineFloor);
         }
-        Ok(())
+        Ok(SlotOptions {
+            inflight,
+            lease,
+            line,
+            waiter,
+        })
     }
 
     /// Their values, after the call's others: INFLIGHT, LEASE, LINE, then WAITER.
+    #[inline(always)]
     pub(crate) fn values(&self) -> Result<(Option<Inflight>, Option<LineArgs>), ArgError> {
-        let inflight = match (self.inflight, self.lease) {
-            (Some(cap), Some(lease)) => Some(Inflight {
-                cap: parse_cap(cap)?,
-                lease_ms: parse_lease(lease)?,
-            }),
-            _ => None,
+        // Without INFLIGHT there is no LINE either (`checked`): a plain take's path.
+        let (Some(cap), Some(lease)) = (self.inflight, self.lease) else {
+            return Ok((None, None));
+        };
+        let inflight = Inflight {
+            cap: parse_cap(cap)?,
+            lease_ms: parse_lease(lease)?,
         };
         let line = match self.line {
             Some(place) => Some(LineArgs {
@@ -73,7 +84,7 @@ impl SlotOptions<'_> {
             }),
             None => None,
         };
-        Ok((inflight, line))
+        Ok((Some(inflight), line))
     }
 }
 

@@ -544,13 +544,7 @@ impl ThrottleCommand for TakeArgs {
             once(slot, value, label)?;
             rest = tail;
         }
-        let slot_options = SlotOptions {
-            inflight,
-            lease,
-            line,
-            waiter,
-        };
-        slot_options.check(floor.is_some())?;
+        let slot_options = SlotOptions::checked([inflight, lease, line, waiter], floor.is_some())?;
 
         // The default TOKENS 1 never exceeds a capacity, which is at least 1.
         let tokens = match tokens {
