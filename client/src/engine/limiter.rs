@@ -137,9 +137,9 @@ impl LimiterBuilder {
     /// flight or its lease is out of range, or if the cost is 0 or
     /// above the capacity. Makes no round trip: a missing server or module shows up at the
     /// first call.
-    pub fn build<C: 'static>(mut self, conn: C) -> Result<Limiter<C>, Error> {
+    pub fn build<C: 'static>(self, conn: C) -> Result<Limiter<C>, Error> {
         self.quota.check_cost(self.options.cost)?;
-        self.options.check_in_flight()?;
+        let in_flight = self.options.in_flight()?;
         let name = self
             .options
             .name
@@ -154,7 +154,7 @@ impl LimiterBuilder {
             per_unit: self.options.cost,
         };
         Ok(Limiter {
-            buckets: Buckets::new(conn, name, vec![bucket], self.options, false),
+            buckets: Buckets::new(conn, name, vec![bucket], self.options, in_flight, false),
         })
     }
 }

@@ -111,8 +111,8 @@ impl MultiLimiterBuilder {
     /// Builds the limiter over `conn`: 1 to 16 limits on distinct keys, each cost from 1 to
     /// its capacity, a cap on calls in flight and its lease in range, or
     /// [`Error::InvalidQuota`]. Makes no round trip.
-    pub fn build<C: 'static>(mut self, conn: C) -> Result<MultiLimiter<C>, Error> {
-        self.options.check_in_flight()?;
+    pub fn build<C: 'static>(self, conn: C) -> Result<MultiLimiter<C>, Error> {
+        let in_flight = self.options.in_flight()?;
         let problem = |problem: &str| QuotaError::Limits {
             problem: problem.to_owned(),
         };
@@ -151,7 +151,7 @@ impl MultiLimiterBuilder {
             })
             .collect();
         Ok(MultiLimiter {
-            buckets: Buckets::new(conn, name, buckets, self.options, true),
+            buckets: Buckets::new(conn, name, buckets, self.options, in_flight, true),
             keys,
         })
     }

@@ -271,6 +271,8 @@ struct Shared {
     /// In the order the limiter was given them.
     buckets: Vec<Bucket>,
     options: Options,
+    /// The cap on calls in flight, checked (`Options::in_flight`).
+    in_flight: Option<InFlight>,
     /// [`Buckets::peek`] counts in calls of the limiter's cost (several buckets, whose tokens are
     /// in different units), not in the one bucket's tokens.
     peek_in_calls: bool,
@@ -339,20 +341,15 @@ pub(crate) struct Options {
     /// The cap on calls in flight the builder was given, and its slots' lease.
     pub(crate) max_in_flight: Option<u64>,
     pub(crate) slot_lease: Duration,
-    /// That cap, checked by [`Options::check_in_flight`] when the limiter is built (one
-    /// bucket's slots: `THROTTLE.TAKE ... INFLIGHT`).
-    pub(crate) in_flight: Option<InFlight>,
 }
 
 impl Options {
-    /// Checks the builder's cap on calls in flight and its lease into
-    /// [`in_flight`](Self::in_flight), or says why not.
-    pub(crate) fn check_in_flight(&mut self) -> Result<(), QuotaError> {
-        self.in_flight = self
-            .max_in_flight
+    /// The builder's cap on calls in flight with its lease, checked when the limiter is built
+    /// (one bucket's slots: `THROTTLE.TAKE ... INFLIGHT`), or why it cannot be.
+    pub(crate) fn in_flight(&self) -> Result<Option<InFlight>, QuotaError> {
+        self.max_in_flight
             .map(|cap| InFlight::new(cap, self.slot_lease))
-            .transpose()?;
-        Ok(())
+            .transpose()
     }
 }
 
@@ -370,7 +367,6 @@ impl Default for Options {
             report: None,
             max_in_flight: None,
             slot_lease: crate::DEFAULT_LEASE,
-            in_flight: None,
         }
     }
 }
@@ -391,12 +387,14 @@ impl<C> Buckets<C> {
         Arc::clone(&self.shared) as Arc<dyn Reported>
     }
 
-    /// The limiter over `conn`: `buckets` (checked by the builder) named `name`.
+    /// The limiter over `conn`: `buckets` and `in_flight` (checked by the builder) named
+    /// `name`.
     pub(crate) fn new(
         conn: C,
         name: String,
         buckets: Vec<Bucket>,
         options: Options,
+        in_flight: Option<InFlight>,
         peek_in_calls: bool,
     ) -> Buckets<C>
     where
@@ -409,7 +407,7 @@ impl<C> Buckets<C> {
             .filter(|_| options.check_pause)
             .map(|announcements| announcements.ears(&keys));
         // The slots live in the first bucket.
-        let cap = options.in_flight.map(|f| f.cap);
+        let cap = in_flight.map(|f| f.cap);
         let report_keys = buckets
             .iter()
             .enumerate()
@@ -428,6 +426,7 @@ impl<C> Buckets<C> {
             buckets,
             dispatch: Dispatch::new(options.backend),
             options,
+            in_flight,
             peek_in_calls,
             desk: rebook::Desk::default(),
             lines: Lines::default(),
@@ -548,7 +547,7 @@ where
             policy = policy.floored();
         }
         let limits = limits.as_slice();
-        let in_flight = shared.options.in_flight;
+        let in_flight = shared.in_flight;
         let outcome = waiting::run(
             policy.with_slots(in_flight),
             &shared.metrics,
@@ -807,7 +806,7 @@ where
 
     /// The cap on calls in flight as the commands take it.
     fn inflight(&self) -> Option<Inflight> {
-        self.shared.options.in_flight.map(|cap| Inflight {
+        self.shared.in_flight.map(|cap| Inflight {
             cap: cap.cap,
             lease_ms: cap.lease_ms(),
         })

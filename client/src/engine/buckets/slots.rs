@@ -125,7 +125,7 @@ where
     /// holder froze, or Redis lost it) is counted and logged: the call runs on without it.
     async fn keep_slot(self, id: u64, mut ended: oneshot::Receiver<()>) {
         let shared = &self.shared;
-        let Some(in_flight) = shared.options.in_flight else {
+        let Some(in_flight) = shared.in_flight else {
             return;
         };
         let mut held = true;
@@ -207,7 +207,7 @@ where
         let args = ReleaseArgs {
             quota: *bucket.quota.bucket(),
             slot: id,
-            inflight: self.shared.options.in_flight.map(|f| f.cap),
+            inflight: self.shared.in_flight.map(|f| f.cap),
         };
         self.call(&bucket.key, &args).await
     }
