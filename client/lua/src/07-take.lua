@@ -471,16 +471,7 @@ do
     if cap then
       -- The slot: granted only with the tokens, and only if fewer than `cap` slots are held
       -- now; the module's take, step by step. The lease runs from now.
-      local held, first_s, first_n = 0, nil, nil
-      for k = 1, slots and #slots or 0 do
-        local one = slots[k]
-        if lt(now_s, now_n, one[2], one[3]) then
-          held = held + 1
-          if not first_s or lt(one[2], one[3], first_s, first_n) then
-            first_s, first_n = one[2], one[3]
-          end
-        end
-      end
+      local held, first_s, first_n = held_at(slots, now_s, now_n)
       slot = 0
       if held >= cap then
         -- Every slot held: nothing taken, the wait until the first lease ends (or the

@@ -12,16 +12,7 @@ local function slots(keys, args)
   if not b then
     return fail(read_err)
   end
-  local held, first_s, first_n = 0, nil, nil
-  for k = 1, b.slots and #b.slots or 0 do
-    local one = b.slots[k]
-    if lt(b.now_s, b.now_n, one[2], one[3]) then
-      held = held + 1
-      if not first_s or lt(one[2], one[3], first_s, first_n) then
-        first_s, first_n = one[2], one[3]
-      end
-    end
-  end
+  local held, first_s, first_n = held_at(b.slots, b.now_s, b.now_n)
   if held == 0 then
     return { 0, 0 }
   end
