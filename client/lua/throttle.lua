@@ -1407,36 +1407,32 @@ local function slack_after(slack, left_s, left_n)
   return floor((3 * slack + left) / 4)
 end
 
--- When a waiter that hears nothing should look again, in ms, and whether that is when the
--- line's pace says its turn comes (`turn_ms`); without a pace, when the first slot held may
--- run out. Either way at least every half of its place lease (so that it keeps its place),
--- and never sooner than 1 ms.
-local function look_again_ms(slots, now_s, now_n, place_ms, id, place)
+-- A waiter's denial (take's and mtake's alike, the module's line::look_again): when it should
+-- look again if it hears nothing, as a pair, and what held it back: a slot, in line (4 + 16),
+-- and 32 if that is when the line's pace says its turn comes (`turn_ms`). Without a pace, when
+-- the first slot held may run out. Either way at least every half of its place lease (so that
+-- it keeps its place), and never sooner than 1 ms.
+local function look_again(slots, now_s, now_n, place_ms, id, place)
   local renew = floor(place_ms / 2)
   if renew < 1 then
     renew = 1
   end
+  local ms, reason = renew, 4 + 16
   local turn = turn_ms(slots, now_s, now_n, id, place)
   if turn then
-    if turn < 1 then
-      return 1, true
-    elseif turn > renew then
-      return renew, true
+    ms, reason = turn, reason + 32
+  else
+    local _, first_s, first_n = held_at(slots, now_s, now_n)
+    if first_s then
+      ms = ceil_ms(sub2(first_s, first_n, now_s, now_n))
     end
-    return turn, true
   end
-  local _, first_s, first_n = held_at(slots, now_s, now_n)
-  if not first_s then
-    return renew
-  end
-  local ms = ceil_ms(sub2(first_s, first_n, now_s, now_n))
   if ms < 1 then
-    return 1
+    ms = 1
+  elseif ms > renew then
+    ms = renew
   end
-  if ms > renew then
-    return renew
-  end
-  return ms
+  return floor(ms / 1000), (ms % 1000) * 1e6, reason
 end
 
 -- The place of ticket `id` in the line of `slots` at `now` (1: the head), or nil: the module's
@@ -1539,7 +1535,7 @@ local function take_tokens(quota, b, factor, tokens, max_wait_ms, floor_tokens)
       return 1, wait_s, wait_n, tat_s, tat_n, after_s, after_n, 0
     end
   end
-  -- What held the tokens back (the module's refused_tokens): the floor if the tokens alone
+  -- What held the tokens back (the module's Refusal::of_tokens): the floor if the tokens alone
   -- are there now, else the tokens; and the pause while one is in effect.
   reason = 1
   if floor_tokens then
@@ -1621,10 +1617,9 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
   -- Denied in line at `place` with ticket `id`, writing `table` (its join, or its place
   -- renewed): the wait is when to look again.
   local function waiting(table_after, id, place)
-    local look, turn = look_again_ms(table_after, now_s, now_n, place_ms, id, place)
-    return { granted = 0, wait_s = floor(look / 1000), wait_n = (look % 1000) * 1e6,
-      after_s = b.debt_s, after_n = b.debt_n, slot = id, place = place,
-      reason = 4 + 16 + (turn and 32 or 0),
+    local wait_s, wait_n, reason = look_again(table_after, now_s, now_n, place_ms, id, place)
+    return { granted = 0, wait_s = wait_s, wait_n = wait_n, after_s = b.debt_s,
+      after_n = b.debt_n, slot = id, place = place, reason = reason,
       write = { b.base_s, b.base_n, table_after } }
   end
   if not place_ms then
@@ -2282,9 +2277,8 @@ local function mtake(keys, args)
     -- Denied in line at `at` with ticket `id`, writing `table_after`: the wait is when to
     -- look again.
     local function waiting(table_after, id, at)
-      local look, turn = look_again_ms(table_after, now_s, now_n, place_ms, id, at)
-      granted, wait_s, wait_n = false, floor(look / 1000), (look % 1000) * 1e6
-      reason = 4 + 16 + (turn and 32 or 0)
+      granted = false
+      wait_s, wait_n, reason = look_again(table_after, now_s, now_n, place_ms, id, at)
       slot, place, line_write = id, at, { b.base_s, b.base_n, table_after }
     end
     if handed_slot and not tokens_granted then

@@ -532,36 +532,32 @@ local function slack_after(slack, left_s, left_n)
   return floor((3 * slack + left) / 4)
 end
 
--- When a waiter that hears nothing should look again, in ms, and whether that is when the
--- line's pace says its turn comes (`turn_ms`); without a pace, when the first slot held may
--- run out. Either way at least every half of its place lease (so that it keeps its place),
--- and never sooner than 1 ms.
-local function look_again_ms(slots, now_s, now_n, place_ms, id, place)
+-- A waiter's denial (take's and mtake's alike, the module's line::look_again): when it should
+-- look again if it hears nothing, as a pair, and what held it back: a slot, in line (4 + 16),
+-- and 32 if that is when the line's pace says its turn comes (`turn_ms`). Without a pace, when
+-- the first slot held may run out. Either way at least every half of its place lease (so that
+-- it keeps its place), and never sooner than 1 ms.
+local function look_again(slots, now_s, now_n, place_ms, id, place)
   local renew = floor(place_ms / 2)
   if renew < 1 then
     renew = 1
   end
+  local ms, reason = renew, 4 + 16
   local turn = turn_ms(slots, now_s, now_n, id, place)
   if turn then
-    if turn < 1 then
-      return 1, true
-    elseif turn > renew then
-      return renew, true
+    ms, reason = turn, reason + 32
+  else
+    local _, first_s, first_n = held_at(slots, now_s, now_n)
+    if first_s then
+      ms = ceil_ms(sub2(first_s, first_n, now_s, now_n))
     end
-    return turn, true
   end
-  local _, first_s, first_n = held_at(slots, now_s, now_n)
-  if not first_s then
-    return renew
-  end
-  local ms = ceil_ms(sub2(first_s, first_n, now_s, now_n))
   if ms < 1 then
-    return 1
+    ms = 1
+  elseif ms > renew then
+    ms = renew
   end
-  if ms > renew then
-    return renew
-  end
-  return ms
+  return floor(ms / 1000), (ms % 1000) * 1e6, reason
 end
 
 -- The place of ticket `id` in the line of `slots` at `now` (1: the head), or nil: the module's

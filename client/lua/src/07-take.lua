@@ -30,7 +30,7 @@ local function take_tokens(quota, b, factor, tokens, max_wait_ms, floor_tokens)
       return 1, wait_s, wait_n, tat_s, tat_n, after_s, after_n, 0
     end
   end
-  -- What held the tokens back (the module's refused_tokens): the floor if the tokens alone
+  -- What held the tokens back (the module's Refusal::of_tokens): the floor if the tokens alone
   -- are there now, else the tokens; and the pause while one is in effect.
   reason = 1
   if floor_tokens then
@@ -112,10 +112,9 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
   -- Denied in line at `place` with ticket `id`, writing `table` (its join, or its place
   -- renewed): the wait is when to look again.
   local function waiting(table_after, id, place)
-    local look, turn = look_again_ms(table_after, now_s, now_n, place_ms, id, place)
-    return { granted = 0, wait_s = floor(look / 1000), wait_n = (look % 1000) * 1e6,
-      after_s = b.debt_s, after_n = b.debt_n, slot = id, place = place,
-      reason = 4 + 16 + (turn and 32 or 0),
+    local wait_s, wait_n, reason = look_again(table_after, now_s, now_n, place_ms, id, place)
+    return { granted = 0, wait_s = wait_s, wait_n = wait_n, after_s = b.debt_s,
+      after_n = b.debt_n, slot = id, place = place, reason = reason,
       write = { b.base_s, b.base_n, table_after } }
   end
   if not place_ms then

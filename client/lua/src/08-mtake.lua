@@ -244,9 +244,8 @@ local function mtake(keys, args)
     -- Denied in line at `at` with ticket `id`, writing `table_after`: the wait is when to
     -- look again.
     local function waiting(table_after, id, at)
-      local look, turn = look_again_ms(table_after, now_s, now_n, place_ms, id, at)
-      granted, wait_s, wait_n = false, floor(look / 1000), (look % 1000) * 1e6
-      reason = 4 + 16 + (turn and 32 or 0)
+      granted = false
+      wait_s, wait_n, reason = look_again(table_after, now_s, now_n, place_ms, id, at)
       slot, place, line_write = id, at, { b.base_s, b.base_n, table_after }
     end
     if handed_slot and not tokens_granted then

@@ -15,6 +15,7 @@
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms_wide, View};
 use crate::limits::{MAX_DEBT_NS, MAX_LINE};
+use crate::refusal::Refusal;
 use crate::slots::{Slot, Slots, Waiter};
 use crate::NS_PER_MS;
 
@@ -140,28 +141,36 @@ pub(crate) fn renewed_place(slots: &Slots, now: i128, id: u64, place_end: i64) -
     Some(table)
 }
 
-/// When a waiter that hears nothing should look again, ms from now, and whether that is when
-/// the line's pace says its turn comes ([`turn_ms`]). Without a pace, when the first slot held
-/// may run out. Either way at least every half of its place lease (so that it keeps its
-/// place), and never sooner than 1 ms (no spin).
-pub(crate) fn look_again_ms(
+/// A waiter's denial (THROTTLE.TAKE's and MTAKE's alike): when it should look again if it
+/// hears nothing, ns from now, and what held it back: a slot, in line, and
+/// [`Refusal::TURN`] if that is when the line's pace says its turn comes ([`turn_ms`]). Without
+/// a pace, when the first slot held may run out. Either way at least every half of its place
+/// lease (so that it keeps its place), and never sooner than 1 ms (no spin).
+pub(crate) fn look_again(
     slots: &Slots,
     now: i128,
     place_ms: u64,
     id: u64,
     place: u64,
-) -> (u64, bool) {
+) -> (i64, Refusal) {
     let renew = (place_ms / 2).max(1);
-    if let Some(turn) = turn_ms(slots, now, id, place) {
-        return (turn.clamp(1, renew), true);
-    }
-    let first_end = slots
-        .earliest_end(now)
-        .map_or(i128::from(renew), |end| ceil_ms_wide(i128::from(end) - now));
-    (
-        u64::try_from(first_end).unwrap_or(renew).clamp(1, renew),
-        false,
-    )
+    let in_line = Refusal::SLOT | Refusal::LINE;
+    let (look_ms, refusal) = match turn_ms(slots, now, id, place) {
+        Some(turn) => (turn.clamp(1, renew), in_line | Refusal::TURN),
+        None => {
+            let first_end = slots
+                .earliest_end(now)
+                .map_or(i128::from(renew), |end| ceil_ms_wide(i128::from(end) - now));
+            (
+                u64::try_from(first_end).unwrap_or(renew).clamp(1, renew),
+                in_line,
+            )
+        }
+    };
+    let wait_ns = i64::try_from(look_ms)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(NS_PER_MS);
+    (wait_ns, refusal)
 }
 
 /// When the waiter with ticket `id`, at `place` in line, should be handed a slot, ms from

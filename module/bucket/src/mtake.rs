@@ -9,7 +9,7 @@ use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::limits::MAX_KEYS;
-use crate::line::{joined, look_again_ms, place_of, renewed_place, settle, Handed};
+use crate::line::{joined, look_again, place_of, renewed_place, settle, Handed};
 use crate::refusal::Refusal;
 use crate::reply::{count, flag, int, Ints};
 use crate::slot_options::{slot_words, Inflight, LineArgs, SlotOptions};
@@ -270,7 +270,11 @@ fn mtake(args: &MTakeArgs, stored: &[Option<State>], now_ns: i64) -> Result<MOut
     // bucket the call takes from.
     let mut refusal = Refusal::NONE;
     if !tokens_granted {
-        refusal = refused_tokens_of(&views, held_by_floor);
+        let paused = views
+            .iter()
+            .flatten()
+            .any(|(bucket, tokens, _)| *tokens > 0 && bucket.paused_for() > 0);
+        refusal = Refusal::of_tokens(held_by_floor, paused);
     }
     let mut outcome = MOutcome {
         granted: tokens_granted,
@@ -376,9 +380,7 @@ fn take_slot(
             .unwrap_or_else(|| first.slots.pruned(now));
         return Ok(grant_slot(first, tat, &table, id, outcome));
     }
-    let place_end = args.line.map(|line| {
-        i64::try_from(now + i128::from(line.place_ms) * i128::from(NS_PER_MS)).unwrap_or(i64::MAX)
-    });
+    let place_end = args.line.map(|line| line.place_end(now));
     // Still in line: its place renewed.
     if let (Some(id), Some(place_end), Some(line)) = (waiter, place_end, args.line) {
         if let Some(place) = place_of(first.slots, now, id) {
@@ -420,10 +422,7 @@ fn take_slot(
         return Ok(write);
     }
     // Nothing taken: the wait until the first lease ends (or the tokens', if longer).
-    let first_free = first
-        .slots
-        .earliest_end(now)
-        .map_or(0, |end| i128::from(end) - now);
+    let first_free = first.slots.first_free_in(now);
     Ok(refuse_slot(outcome, Some(first_free)))
 }
 
@@ -458,13 +457,11 @@ fn in_line(
     place: u64,
     outcome: &mut MOutcome,
 ) -> Option<Write> {
-    let (look, turn) = look_again_ms(table, first.now, place_ms, id, place);
+    let (wait_ns, refusal) = look_again(table, first.now, place_ms, id, place);
     outcome.granted = false;
-    outcome.wait_ns = i64::try_from(look)
-        .unwrap_or(i64::MAX)
-        .saturating_mul(NS_PER_MS);
+    outcome.wait_ns = wait_ns;
     outcome.held_by_slots = true;
-    outcome.refusal = Refusal::SLOT | Refusal::LINE | Refusal::turn(turn);
+    outcome.refusal = refusal;
     outcome.slot = Some(id);
     outcome.place = place;
     first.write_all(first.base, first.pushback, table)
@@ -487,25 +484,6 @@ fn refuse_slot(outcome: &mut MOutcome, first_free: Option<i128>) -> Option<Write
     }
     outcome.granted = false;
     None
-}
-
-/// What held back a multi-take's tokens: the floor or the tokens (as THROTTLE.TAKE's), and the
-/// pause if one is in effect on any bucket asked for tokens.
-fn refused_tokens_of(views: &[Option<(View<'_>, u64, bool)>], by_floor: bool) -> Refusal {
-    let held = if by_floor {
-        Refusal::FLOOR
-    } else {
-        Refusal::TOKENS
-    };
-    let paused = views
-        .iter()
-        .flatten()
-        .any(|(bucket, tokens, _)| *tokens > 0 && bucket.paused_for() > 0);
-    if paused {
-        held | Refusal::PAUSE
-    } else {
-        held
-    }
 }
 
 /// THROTTLE.MTAKE as the server registers and documents it. No legacy key range can say

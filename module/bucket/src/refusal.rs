@@ -37,12 +37,19 @@ impl Refusal {
     /// its place: a waiter that hears nothing can sleep it out and look once.
     pub const TURN: Refusal = Refusal(32);
 
-    /// [`Refusal::TURN`] if `turn`, else nothing.
-    pub(crate) fn turn(turn: bool) -> Refusal {
-        if turn {
-            Refusal::TURN
+    /// What held back a take's tokens (THROTTLE.TAKE's and MTAKE's): the floor (the tokens
+    /// alone are there now) or the tokens, and the pause if one is in effect on a bucket the
+    /// call takes from.
+    pub(crate) fn of_tokens(by_floor: bool, paused: bool) -> Refusal {
+        let held = if by_floor {
+            Refusal::FLOOR
         } else {
-            Refusal::NONE
+            Refusal::TOKENS
+        };
+        if paused {
+            held | Refusal::PAUSE
+        } else {
+            held
         }
     }
 

@@ -5,6 +5,7 @@
 use crate::error::ArgError;
 use crate::limits::{MAX_INFLIGHT, MAX_LEASE_MS};
 use crate::words::{parse_slot, parse_u64, Word};
+use crate::NS_PER_MS;
 
 /// `INFLIGHT n LEASE ms`: the take also takes a slot for a call in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +24,15 @@ pub struct LineArgs {
     pub place_ms: u64,
     /// The ticket of a waiter looking again (from the reply that put it in line).
     pub waiter: Option<u64>,
+}
+
+impl LineArgs {
+    /// When a place taken or renewed at `now` runs out (a place past i64 lasts as long as
+    /// one can).
+    pub(crate) fn place_end(self, now: i128) -> i64 {
+        let end = now + i128::from(self.place_ms) * i128::from(NS_PER_MS);
+        i64::try_from(end).unwrap_or(i64::MAX)
+    }
 }
 
 /// The slot options' words as a command's option loop found them, their structure checked.

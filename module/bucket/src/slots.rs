@@ -83,6 +83,13 @@ impl Slots {
         self.live(now).map(|s| s.lease_end).min()
     }
 
+    /// How long from `now` until the first slot held runs out, ns: a take refused for a slot
+    /// waits that long (0: none held).
+    pub(crate) fn first_free_in(&self, now: i128) -> i128 {
+        self.earliest_end(now)
+            .map_or(0, |end| i128::from(end) - now)
+    }
+
     /// When the last lease stored ends, a slot's or a waiter's place (`None`: no table): the
     /// key lives until then, so that the line keeps its order.
     pub fn latest_end(&self) -> Option<i64> {

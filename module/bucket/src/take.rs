@@ -7,7 +7,7 @@ use crate::channel::Message;
 use crate::command::Command;
 use crate::error::ArgError;
 use crate::gcra::{ceil_ms, saturate, View, Write};
-use crate::line::{joined, look_again_ms, place_of, renewed_place, settle, Handed};
+use crate::line::{joined, look_again, place_of, renewed_place, settle, Handed};
 use crate::refusal::Refusal;
 use crate::reply::{count, flag, int, Ints};
 use crate::slot_options::{slot_words, Inflight, LineArgs, SlotOptions};
@@ -199,8 +199,7 @@ fn take_in_line(
         let full = bucket.slots.waiting(now).next().is_some();
         return Ok(or_settled(take_slot(args, inflight, bucket, full)));
     };
-    let place_end = now + i128::from(line.place_ms) * i128::from(NS_PER_MS);
-    let place_end = i64::try_from(place_end).unwrap_or(i64::MAX);
+    let place_end = line.place_end(now);
     if let Some(id) = line.waiter {
         // Handed a slot: granted, its tokens taken at the hand-off. Its lease runs from now
         // at the latest (a waiter that learns of the hand-off late still has all of it).
@@ -275,14 +274,12 @@ fn waiting(
     place: u64,
 ) -> Outcome {
     let write = bucket.write_all(bucket.base, bucket.pushback, slots);
-    let (look, turn) = look_again_ms(slots, bucket.now, line.place_ms, id, place);
+    let (wait_ns, refusal) = look_again(slots, bucket.now, line.place_ms, id, place);
     Outcome {
         granted: false,
-        wait_ns: i64::try_from(look)
-            .unwrap_or(i64::MAX)
-            .saturating_mul(NS_PER_MS),
+        wait_ns,
         held_by_slots: true,
-        refusal: Refusal::SLOT | Refusal::LINE | Refusal::turn(turn),
+        refusal,
         slot: Some(id),
         place,
         write,
@@ -296,10 +293,7 @@ fn take_slot(args: &TakeArgs, inflight: Inflight, bucket: &View<'_>, full: bool)
     let tokens = take_tokens(args, bucket);
     let held = bucket.slots.held_at(bucket.now);
     if full || held >= inflight.cap {
-        let first_free = bucket
-            .slots
-            .earliest_end(bucket.now)
-            .map_or(0, |end| i128::from(end) - bucket.now);
+        let first_free = bucket.slots.first_free_in(bucket.now);
         return Outcome {
             granted: false,
             remaining: bucket.remaining(bucket.debt()),
@@ -371,7 +365,7 @@ fn take_tokens(args: &TakeArgs, bucket: &View<'_>) -> Outcome {
         (false, Refusal::NONE)
     } else {
         let floor = args.floor.is_some() && bucket.wait_for(args.tokens, 0) == 0;
-        (floor, refused_tokens(bucket, floor))
+        (floor, Refusal::of_tokens(floor, bucket.paused_for() > 0))
     };
     Outcome {
         granted: write.is_some(),
@@ -382,21 +376,6 @@ fn take_tokens(args: &TakeArgs, bucket: &View<'_>) -> Outcome {
         write,
         refusal,
         ..Outcome::default()
-    }
-}
-
-/// What held back a take's tokens: the floor (the tokens alone are there now) or the tokens,
-/// and the pause if one is in effect (THROTTLE.TAKE's and MTAKE's).
-pub(crate) fn refused_tokens(bucket: &View<'_>, by_floor: bool) -> Refusal {
-    let held = if by_floor {
-        Refusal::FLOOR
-    } else {
-        Refusal::TOKENS
-    };
-    if bucket.paused_for() > 0 {
-        held | Refusal::PAUSE
-    } else {
-        held
     }
 }
 
