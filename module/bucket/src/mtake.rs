@@ -373,10 +373,9 @@ fn take_slot(
             return Ok(first.write_all(tat, first.pushback, &table));
         }
         let wait = if outcome.wait_ns > 0 { wait } else { 0 };
-        let table = i64::try_from(now + wait + lease)
-            .ok()
-            .filter(|end| *end > slot.lease_end)
-            .and_then(|end| first.slots.renewed(now, id, end))
+        let table = first
+            .slots
+            .lengthened(now, slot, now + wait + lease)
             .unwrap_or_else(|| first.slots.pruned(now));
         return Ok(grant_slot(first, tat, &table, id, outcome));
     }

@@ -155,6 +155,15 @@ impl Slots {
         Some(table)
     }
 
+    /// The table (pruned at `now`) with `slot`'s lease running to `end` if that is later than
+    /// it runs now: a handed waiter's lease, a whole one from when its tokens are there.
+    pub(crate) fn lengthened(&self, now: i128, slot: &Slot, end: i128) -> Option<Slots> {
+        i64::try_from(end)
+            .ok()
+            .filter(|end| *end > slot.lease_end)
+            .and_then(|end| self.renewed(now, slot.id, end))
+    }
+
     /// The table (pruned at `now`) without the slot `id`, if it is held.
     pub(crate) fn released(&self, now: i128, id: u64) -> Option<Slots> {
         let mut table = self.pruned(now);

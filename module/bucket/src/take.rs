@@ -207,11 +207,7 @@ fn take_in_line(
             let lease = i128::from(inflight.lease_ms) * i128::from(NS_PER_MS);
             let usable = i128::from(slot.lease_end) - lease;
             let wait = (usable - now).max(0);
-            let renewed = i64::try_from(now + wait + lease)
-                .ok()
-                .filter(|end| *end > slot.lease_end)
-                .and_then(|end| bucket.slots.renewed(now, id, end));
-            let write = match renewed {
+            let write = match bucket.slots.lengthened(now, slot, now + wait + lease) {
                 Some(slots) => bucket.write_all(bucket.base, bucket.pushback, &slots),
                 None => unchanged(),
             };
