@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use throttle_testkit::{command_stat, command_stat_text, Flavor};
+use throttle_testkit::{command_stat, command_stat_text, Flavor, Server};
 
 /// A server's name on a benchmark's command line (`--server redis-8.2`), as the test kit
 /// names its flavors.
@@ -17,6 +17,36 @@ pub fn flavor(name: &str) -> Result<Flavor, String> {
             let names: Vec<&str> = Flavor::ALL.iter().map(|f| f.name()).collect();
             format!("{name:?} is not a server: one of {}", names.join(", "))
         })
+}
+
+/// `--server`, the flavor a benchmark binary starts, as each one's command line has it
+/// (`#[command(flatten)]`). The default is the binary's own, set on its command:
+/// `#[command(mut_arg("flavor", |a| a.default_value("redis-8.2")))]`.
+#[derive(clap::Args)]
+pub struct ServerOption {
+    /// redis-7.0, redis-8.2, valkey-8.1 or valkey-9.1.
+    #[arg(long = "server", required = false, value_parser = flavor)]
+    pub flavor: Flavor,
+}
+
+impl ServerOption {
+    /// A private server of the flavor with the module (the test kit's), its URL and a
+    /// connection to it.
+    pub fn start(&self) -> (Server, String, redis::Connection) {
+        let server = Server::builder(self.flavor).start();
+        let url = server.url();
+        let con = server.conn();
+        (server, url, con)
+    }
+}
+
+/// The runtime every benchmark's clients run on, two worker threads (one builder, so the
+/// binaries' figures are taken alike).
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
 }
 
 /// A count on a benchmark's command line: a whole number, at least 1.
@@ -91,6 +121,19 @@ pub struct CommandStat {
     pub usec_per_call: f64,
     /// Calls that returned an error (Redis 7+).
     pub failed_calls: u64,
+}
+
+/// `INFO <section>` of the server behind `con` (an error names the section).
+pub fn info(con: &mut redis::Connection, section: &str) -> Result<String, String> {
+    redis::cmd("INFO")
+        .arg(section)
+        .query(con)
+        .map_err(|e| format!("INFO {section}: {e}"))
+}
+
+/// The server's `INFO commandstats`, read by [`parse_commandstats`].
+pub fn commandstats(con: &mut redis::Connection) -> Result<BTreeMap<String, CommandStat>, String> {
+    info(con, "commandstats").map(|info| parse_commandstats(&info))
 }
 
 /// `INFO commandstats` by command name (`incr`, `throttle.take`, `evalsha`, ...), each line

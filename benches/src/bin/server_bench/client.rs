@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 use redis_throttle::{Grant, Limiter, Quota, Rate, Strategy};
-use throttle_benches::{median, parse_commandstats};
+use throttle_benches::{commandstats, median, runtime};
 use throttle_bucket::MAX_WAIT_MS;
 use throttle_testkit::Server;
 
@@ -158,11 +158,7 @@ pub fn overhead(options: &Options, server: &Server) -> Result<String, String> {
 
 pub fn waiters(options: &Options, server: &Server) -> Result<String, String> {
     let per_waiter = if options.quick { 1 } else { 4 };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("tokio runtime: {e}"))?;
+    let runtime = runtime().map_err(|e| format!("tokio runtime: {e}"))?;
     let client = redis::Client::open(server.url()).map_err(|e| e.to_string())?;
     let quota = Quota::new(CAPACITY, Rate::per_second(RATE)).map_err(|e| e.to_string())?;
     let mut con = server.conn();
@@ -211,11 +207,7 @@ pub fn waiters(options: &Options, server: &Server) -> Result<String, String> {
         })?;
         let elapsed = started.elapsed();
 
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut con)
-            .map_err(|e| format!("INFO commandstats: {e}"))?;
-        let server_calls = parse_commandstats(&info)
+        let server_calls = commandstats(&mut con)?
             .get("throttle.take")
             .map_or(0, |s| s.calls);
         let row = Row {

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
-use throttle_benches::Scripts;
+use throttle_benches::{info, Scripts};
 use throttle_testkit::{info_field, Server};
 
 use crate::{words, Options, Target, STATE_LIKE_INT};
@@ -229,10 +229,7 @@ pub fn memory(
             cmd.query(con).map_err(|e| format!("{}: {e}", loader.label))
         };
         let dbsize = query(&mut con, &mut redis::cmd("DBSIZE"))?;
-        let keyspace: String = redis::cmd("INFO")
-            .arg("keyspace")
-            .query(&mut con)
-            .map_err(|e| e.to_string())?;
+        let keyspace = info(&mut con, "keyspace")?;
         let expected = format!("keys={keys},expires={keys},");
         if dbsize != Value::Int(keys as i64) || !keyspace.contains(&expected) {
             return Err(format!(
@@ -335,10 +332,7 @@ fn used_memory(server: &Server) -> Result<u64, String> {
     let mut con = server.conn();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let info: String = redis::cmd("INFO")
-            .arg("clients")
-            .query(&mut con)
-            .map_err(|e| format!("INFO clients: {e}"))?;
+        let info = info(&mut con, "clients")?;
         if info_field(&info, "connected_clients") == Some("1") || Instant::now() > deadline {
             break;
         }
@@ -352,10 +346,7 @@ fn used_memory(server: &Server) -> Result<u64, String> {
     std::thread::sleep(Duration::from_secs(1));
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let info: String = redis::cmd("INFO")
-            .arg("memory")
-            .query(&mut con)
-            .map_err(|e| format!("INFO memory: {e}"))?;
+        let info = info(&mut con, "memory")?;
         let rehashing = info_field(&info, "mem_overhead_db_hashtable_rehashing");
         if rehashing.is_none_or(|bytes| bytes == "0") || Instant::now() > deadline {
             return info_field(&info, "used_memory")
