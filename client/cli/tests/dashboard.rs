@@ -101,17 +101,12 @@ fn start_dashboard(url: &str) -> Dashboard {
 /// GET of `path` on the dashboard: the body.
 fn get(base: &str, path: &str) -> String {
     let host = base.trim_start_matches("http://").trim_end_matches('/');
-    let mut stream = TcpStream::connect(host).unwrap();
-    stream.set_read_timeout(Some(BOUND)).unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let (status, body) = request(base, host, path);
     assert!(
-        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
-        "{head}"
+        status.starts_with("HTTP/1.0 200") || status.starts_with("HTTP/1.1 200"),
+        "{status}"
     );
-    body.to_owned()
+    body
 }
 
 /// Runs Chromium headless with `args` then `url`, within `BROWSER_BOUND`: its stdout.
