@@ -49,6 +49,20 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
+/// The THROTTLE.TAKE a limiter's `acquire()` sends for `key` (`Strategy::Reserve`, no
+/// deadline): the bare command its overhead is measured against.
+pub fn acquire_take(key: &str, capacity: u64, rate: u64) -> redis::Cmd {
+    let mut cmd = redis::cmd("THROTTLE.TAKE");
+    cmd.arg(key)
+        .arg(capacity)
+        .arg(rate)
+        .arg("TOKENS")
+        .arg(1)
+        .arg("MAXWAIT")
+        .arg(throttle_bucket::MAX_WAIT_MS);
+    cmd
+}
+
 /// A count on a benchmark's command line: a whole number, at least 1.
 pub fn at_least_one(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
@@ -129,6 +143,14 @@ pub fn info(con: &mut redis::Connection, section: &str) -> Result<String, String
         .arg(section)
         .query(con)
         .map_err(|e| format!("INFO {section}: {e}"))
+}
+
+/// `CONFIG RESETSTAT`: the server's command counts start again from 0.
+pub fn reset_stats(con: &mut redis::Connection) -> Result<(), String> {
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(con)
+        .map_err(|e| format!("CONFIG RESETSTAT: {e}"))
 }
 
 /// The server's `INFO commandstats`, read by [`parse_commandstats`].

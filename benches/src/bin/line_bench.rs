@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use redis_throttle::{Backend, Limiter, MultiLimiter, Quota, Throttle};
-use throttle_benches::{at_least_one, commandstats, runtime, ServerOption};
+use throttle_benches::{at_least_one, commandstats, reset_stats, runtime, ServerOption};
 
 /// The command line (`--help` prints it).
 #[derive(Parser)]
@@ -245,10 +245,7 @@ fn main() {
     );
     for &procs in &o.procs {
         let key = format!("line-bench:{procs}");
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query(&mut con)
-            .expect("RESETSTAT");
+        reset_stats(&mut con).unwrap_or_else(|e| panic!("{e}"));
         let (most, trips, overtaken, took) = runtime.block_on(fleet(&url, &key, &o, procs));
         let commands = throttle_commands(&mut con);
         let calls = o.calls as f64;

@@ -17,7 +17,7 @@
 
 use clap::Parser;
 use redis::aio::MultiplexedConnection;
-use throttle_benches::{at_least_one, commandstats, runtime, ServerOption};
+use throttle_benches::{at_least_one, commandstats, reset_stats, runtime, ServerOption};
 
 /// A bucket that grants every call: a million tokens, a billion a second.
 const QUOTA: [&str; 2] = ["1000000", "1000000000"];
@@ -150,10 +150,7 @@ fn main() {
     ];
     for _ in 0..o.reps {
         let mut phase = |phase: Phase, commands: &[&str]| -> Vec<f64> {
-            let _: () = redis::cmd("CONFIG")
-                .arg("RESETSTAT")
-                .query(&mut con)
-                .unwrap();
+            reset_stats(&mut con).unwrap_or_else(|e| panic!("{e}"));
             runtime.block_on(run(&url, phase, o.calls, o.conns));
             commands
                 .iter()

@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 use redis_throttle::{Grant, Limiter, Quota, Rate, Strategy};
-use throttle_benches::{commandstats, median, runtime};
-use throttle_bucket::MAX_WAIT_MS;
+use throttle_benches::{acquire_take, commandstats, median, reset_stats, runtime};
 use throttle_testkit::Server;
 
 use crate::Options;
@@ -50,15 +49,7 @@ pub fn overhead(options: &Options, server: &Server) -> Result<String, String> {
             .await
             .map_err(|e| format!("connect: {e}"))?;
         let limiter = Limiter::new(conn.clone(), "bench:overhead:limiter", quota);
-        // Exactly what acquire() sends (Strategy::Reserve, no deadline).
-        let mut bare = redis::cmd("THROTTLE.TAKE");
-        bare.arg("bench:overhead:bare")
-            .arg(capacity)
-            .arg(rate)
-            .arg("TOKENS")
-            .arg(1)
-            .arg("MAXWAIT")
-            .arg(MAX_WAIT_MS);
+        let bare = acquire_take("bench:overhead:bare", capacity, rate);
         // (wall us, client CPU us) per call. The runtime is single-threaded, so this thread's
         // CPU time is all the client does: encoding, the connection's driver, the limiter.
         let per_call = |started: Instant, cpu: u64| {
@@ -168,10 +159,7 @@ pub fn waiters(options: &Options, server: &Server) -> Result<String, String> {
         ("Reserve (default)", Strategy::Reserve),
         ("Poll (20 ms jitter)", Strategy::poll()),
     ] {
-        redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query::<()>(&mut con)
-            .map_err(|e| format!("CONFIG RESETSTAT: {e}"))?;
+        reset_stats(&mut con)?;
         let key = format!("bench:waiters:{}", rows.len());
         let started = Instant::now();
         let grants: Vec<Grant> = runtime.block_on(async {

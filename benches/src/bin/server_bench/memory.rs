@@ -30,11 +30,15 @@ struct Loader {
 const PAUSED: &str = "THROTTLE.TAKE, granted then paused (THROTTLE.PAUSE 600 s)";
 
 fn loaders(scripts: &Scripts, cell: bool, baseline: bool) -> Vec<Loader> {
-    let take = |key: &str, args: &str| {
-        let mut cmd = redis::cmd("THROTTLE.TAKE");
-        cmd.arg(key).arg(words(args));
-        cmd
+    // `<name> key args...`: a module command.
+    let module_command = |name: &'static str| {
+        move |key: &str, args: &str| {
+            let mut cmd = redis::cmd(name);
+            cmd.arg(key).arg(words(args));
+            cmd
+        }
     };
+    let take = module_command("THROTTLE.TAKE");
     let twin = scripts.twin.clone();
     // EVALSHA <twin> 1 key <command> args...
     let script_command = move |key: &str, command: &str, args: &str| {
@@ -46,11 +50,7 @@ fn loaders(scripts: &Scripts, cell: bool, baseline: bool) -> Vec<Loader> {
     let script = move |key: &str, args: &str| script_command(key, "take", args);
     let script2 = script.clone();
     let script3 = script.clone();
-    let pause = |key: &str, args: &str| {
-        let mut cmd = redis::cmd("THROTTLE.PAUSE");
-        cmd.arg(key).arg(words(args));
-        cmd
-    };
+    let pause = module_command("THROTTLE.PAUSE");
     let hand = scripts.hand.clone();
     let loader = |label, commands: Commands| Loader {
         label,
@@ -199,12 +199,7 @@ pub fn memory(
             Target::Baseline => baseline.ok_or("no baseline server")?,
         };
         let started = Instant::now();
-        let mut con = server.conn();
-        redis::cmd("FLUSHALL")
-            .arg("SYNC")
-            .query::<()>(&mut con)
-            .map_err(|e| format!("FLUSHALL: {e}"))?;
-        drop(con);
+        flush_all(server)?;
         let before = used_memory(server)?;
 
         let mut con = server.conn();
@@ -265,11 +260,7 @@ pub fn memory(
         rows.push(row);
     }
     for server in std::iter::once(main).chain(baseline) {
-        let mut con = server.conn();
-        redis::cmd("FLUSHALL")
-            .arg("SYNC")
-            .query::<()>(&mut con)
-            .map_err(|e| format!("FLUSHALL: {e}"))?;
+        flush_all(server)?;
     }
 
     let set = rows[0].bytes_per_key;
@@ -320,6 +311,15 @@ pub fn memory(
         }
     }
     Ok(out)
+}
+
+/// `FLUSHALL SYNC` on a connection of its own, closed on return (`used_memory` waits for
+/// it to go).
+fn flush_all(server: &Server) -> Result<(), String> {
+    redis::cmd("FLUSHALL")
+        .arg("SYNC")
+        .query::<()>(&mut server.conn())
+        .map_err(|e| format!("FLUSHALL: {e}"))
 }
 
 fn key_name(i: u64) -> String {

@@ -14,7 +14,7 @@ use std::process::Command;
 
 use redis::{Connection, Value};
 use throttle_benches::{
-    info, median, parse_benchmark_csv, parse_commandstats, CommandStat, Scripts,
+    info, median, parse_benchmark_csv, parse_commandstats, reset_stats, CommandStat, Scripts,
 };
 use throttle_testkit::Server;
 
@@ -582,10 +582,7 @@ fn measure(
             .query::<Value>(con)
             .map_err(|e| format!("setup of {}: {e}", workload.label))?;
     }
-    redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query::<()>(con)
-        .map_err(|e| format!("CONFIG RESETSTAT: {e}"))?;
+    reset_stats(con)?;
 
     let mut command = Command::new("redis-benchmark");
     command.args(["-h", "127.0.0.1", "-p", &port.to_string()]);
