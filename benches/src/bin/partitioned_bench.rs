@@ -210,22 +210,11 @@ async fn run_partitioned(o: &Options, urls: &[String], quota: &Quota, rep: usize
             .expect("a limiter");
         limiters.push(limiter);
     }
-    let (grants, seconds) = drive(
-        o,
-        limiters.clone(),
-        |l| async move { l.acquire().await.is_ok() },
-    )
-    .await;
-    let client_round_trips = limiters.iter().map(|l| l.metrics().round_trips).sum();
+    let phase = fleet_phase(o, &limiters).await;
     for limiter in &limiters {
         let _ = limiter.shutdown().await;
     }
-    Phase {
-        grants,
-        seconds,
-        client_round_trips,
-        server_commands: 0,
-    }
+    phase
 }
 
 async fn run_hot(o: &Options, urls: &[String], quota: &Quota, rep: usize) -> Phase {
@@ -238,17 +227,18 @@ async fn run_hot(o: &Options, urls: &[String], quota: &Quota, rep: usize) -> Pha
             quota.clone(),
         ));
     }
-    let (grants, seconds) = drive(
-        o,
-        limiters.clone(),
-        |l| async move { l.acquire().await.is_ok() },
-    )
-    .await;
-    let client_round_trips = limiters.iter().map(|l| l.metrics().round_trips).sum();
+    fleet_phase(o, &limiters).await
+}
+
+/// A phase of the fleet's `limiters` acquiring in a loop ([`drive`]): its grants and the
+/// round trips the limiters counted (the servers' count is the caller's to fill in).
+async fn fleet_phase<L: Throttle + Clone + 'static>(o: &Options, limiters: &[L]) -> Phase {
+    let call = |l: L| async move { l.acquire().await.is_ok() };
+    let (grants, seconds) = drive(o, limiters.to_vec(), call).await;
     Phase {
         grants,
         seconds,
-        client_round_trips,
+        client_round_trips: limiters.iter().map(|l| l.metrics().round_trips).sum(),
         server_commands: 0,
     }
 }
