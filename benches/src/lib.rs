@@ -1,7 +1,9 @@
-//! Shared by the server benchmark driver (`server-bench`) and the tests: the Lua script and
-//! the function library that do what THROTTLE.TAKE does, the hand-written token bucket they
-//! are measured against, and parsers for what `redis-benchmark` and `INFO commandstats`
-//! print (single `INFO` fields: `throttle_testkit::info_field`).
+//! Shared by the benchmark binaries and the criterion client bench: the binaries' `--server`
+//! and its private server, the clients' runtime, `INFO` and `CONFIG RESETSTAT`, the bare
+//! THROTTLE.TAKE of `acquire()`, the Lua script and the function library that do what
+//! THROTTLE.TAKE does, the hand-written token bucket they are measured against, and parsers
+//! for what `redis-benchmark` and `INFO commandstats` print (single `INFO` fields:
+//! `throttle_testkit::info_field`).
 
 use std::collections::BTreeMap;
 
@@ -21,7 +23,8 @@ pub fn flavor(name: &str) -> Result<Flavor, String> {
 
 /// `--server`, the flavor a benchmark binary starts, as each one's command line has it
 /// (`#[command(flatten)]`). The default is the binary's own, set on its command:
-/// `#[command(mut_arg("flavor", |a| a.default_value("redis-8.2")))]`.
+/// `#[command(mut_arg("flavor", |a| a.default_value("redis-8.2")))]` (hence not required
+/// here).
 #[derive(clap::Args)]
 pub struct ServerOption {
     /// redis-7.0, redis-8.2, valkey-8.1 or valkey-9.1.
@@ -40,8 +43,7 @@ impl ServerOption {
     }
 }
 
-/// The runtime every benchmark's clients run on, two worker threads (one builder, so the
-/// binaries' figures are taken alike).
+/// The runtime the benchmarks' clients run on: two worker threads.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
