@@ -13,7 +13,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 use redis_throttle::{Limiter, Quota, Rate};
-use throttle_bucket::MAX_WAIT_MS;
+use throttle_benches::acquire_take;
 use throttle_testkit::{Flavor, Server};
 
 /// A bucket that never runs out here: a burst of 10^6, 10^9 tokens per second.
@@ -37,17 +37,7 @@ fn round_trips(c: &mut Criterion) {
     let limiter = Limiter::new(conn.clone(), "bench:client:limiter", quota);
 
     // Exactly what acquire() sends (Strategy::Reserve without a deadline).
-    let bare = {
-        let mut cmd = redis::cmd("THROTTLE.TAKE");
-        cmd.arg("bench:client:bare")
-            .arg(CAPACITY)
-            .arg(RATE)
-            .arg("TOKENS")
-            .arg(1)
-            .arg("MAXWAIT")
-            .arg(MAX_WAIT_MS);
-        cmd
-    };
+    let bare = acquire_take("bench:client:bare", CAPACITY, RATE);
 
     let mut group = c.benchmark_group("client");
     group.bench_function("bare_throttle_take", |b| {

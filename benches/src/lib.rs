@@ -1,11 +1,13 @@
-//! Shared by the server benchmark driver (`server-bench`) and the tests: the Lua script and
-//! the function library that do what THROTTLE.TAKE does, the hand-written token bucket they
-//! are measured against, and parsers for what `redis-benchmark` and `INFO commandstats`
-//! print (single `INFO` fields: `throttle_testkit::info_field`).
+//! Shared by the benchmark binaries and the criterion client bench: the binaries' `--server`
+//! and its private server, the clients' runtime, `INFO` and `CONFIG RESETSTAT`, the bare
+//! THROTTLE.TAKE of `acquire()`, the Lua script and the function library that do what
+//! THROTTLE.TAKE does, the hand-written token bucket they are measured against, and parsers
+//! for what `redis-benchmark` and `INFO commandstats` print (single `INFO` fields:
+//! `throttle_testkit::info_field`).
 
 use std::collections::BTreeMap;
 
-use throttle_testkit::{command_stat, command_stat_text, Flavor};
+use throttle_testkit::{command_stat, command_stat_text, Flavor, Server};
 
 /// A server's name on a benchmark's command line (`--server redis-8.2`), as the test kit
 /// names its flavors.
@@ -17,6 +19,50 @@ pub fn flavor(name: &str) -> Result<Flavor, String> {
             let names: Vec<&str> = Flavor::ALL.iter().map(|f| f.name()).collect();
             format!("{name:?} is not a server: one of {}", names.join(", "))
         })
+}
+
+/// `--server`, the flavor a benchmark binary starts, as each one's command line has it
+/// (`#[command(flatten)]`). The default is the binary's own, set on its command:
+/// `#[command(mut_arg("flavor", |a| a.default_value("redis-8.2")))]` (hence not required
+/// here).
+#[derive(clap::Args)]
+pub struct ServerOption {
+    /// redis-7.0, redis-8.2, valkey-8.1 or valkey-9.1.
+    #[arg(long = "server", required = false, value_parser = flavor)]
+    pub flavor: Flavor,
+}
+
+impl ServerOption {
+    /// A private server of the flavor with the module (the test kit's), its URL and a
+    /// connection to it.
+    pub fn start(&self) -> (Server, String, redis::Connection) {
+        let server = Server::builder(self.flavor).start();
+        let url = server.url();
+        let con = server.conn();
+        (server, url, con)
+    }
+}
+
+/// The runtime the benchmarks' clients run on: two worker threads.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}
+
+/// The THROTTLE.TAKE a limiter's `acquire()` sends for `key` (`Strategy::Reserve`, no
+/// deadline): the bare command its overhead is measured against.
+pub fn acquire_take(key: &str, capacity: u64, rate: u64) -> redis::Cmd {
+    let mut cmd = redis::cmd("THROTTLE.TAKE");
+    cmd.arg(key)
+        .arg(capacity)
+        .arg(rate)
+        .arg("TOKENS")
+        .arg(1)
+        .arg("MAXWAIT")
+        .arg(throttle_bucket::MAX_WAIT_MS);
+    cmd
 }
 
 /// A count on a benchmark's command line: a whole number, at least 1.
@@ -91,6 +137,27 @@ pub struct CommandStat {
     pub usec_per_call: f64,
     /// Calls that returned an error (Redis 7+).
     pub failed_calls: u64,
+}
+
+/// `INFO <section>` of the server behind `con` (an error names the section).
+pub fn info(con: &mut redis::Connection, section: &str) -> Result<String, String> {
+    redis::cmd("INFO")
+        .arg(section)
+        .query(con)
+        .map_err(|e| format!("INFO {section}: {e}"))
+}
+
+/// `CONFIG RESETSTAT`: the server's command counts start again from 0.
+pub fn reset_stats(con: &mut redis::Connection) -> Result<(), String> {
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(con)
+        .map_err(|e| format!("CONFIG RESETSTAT: {e}"))
+}
+
+/// The server's `INFO commandstats`, read by [`parse_commandstats`].
+pub fn commandstats(con: &mut redis::Connection) -> Result<BTreeMap<String, CommandStat>, String> {
+    info(con, "commandstats").map(|info| parse_commandstats(&info))
 }
 
 /// `INFO commandstats` by command name (`incr`, `throttle.take`, `evalsha`, ...), each line

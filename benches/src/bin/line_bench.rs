@@ -24,19 +24,18 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use redis_throttle::{Backend, Limiter, MultiLimiter, Quota, Throttle};
-use throttle_benches::{at_least_one, flavor};
-use throttle_testkit::{Flavor, Server};
+use throttle_benches::{at_least_one, commandstats, reset_stats, runtime, ServerOption};
 
 /// The command line (`--help` prints it).
 #[derive(Parser)]
 #[command(
     name = "line-bench",
-    about = "THROTTLE commands per capped call, over the fleet's size"
+    about = "THROTTLE commands per capped call, over the fleet's size",
+    mut_arg("flavor", |a| a.default_value("redis-8.2"))
 )]
 struct Options {
-    /// redis-7.0, redis-8.2, valkey-8.1 or valkey-9.1.
-    #[arg(long = "server", default_value = "redis-8.2", value_parser = flavor)]
-    flavor: Flavor,
+    #[command(flatten)]
+    server: ServerOption,
     /// module, library or script.
     #[arg(long, default_value = "module", value_parser = backend)]
     backend: Backend,
@@ -94,29 +93,13 @@ impl Supplier {
 /// The THROTTLE commands the server ran since the last `CONFIG RESETSTAT`: the module's
 /// commands, or the FCALLs and EVALSHAs of the library and the script.
 fn throttle_commands(con: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(con)
-        .expect("INFO");
-    info.lines()
-        .filter(|line| {
-            [
-                "cmdstat_throttle.",
-                "cmdstat_fcall:",
-                "cmdstat_evalsha:",
-                "cmdstat_eval:",
-            ]
-            .iter()
-            .any(|prefix| line.starts_with(prefix))
+    commandstats(con)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .filter(|(name, _)| {
+            name.starts_with("throttle.") || ["fcall", "evalsha", "eval"].contains(&name.as_str())
         })
-        .filter_map(|line| {
-            let fields = line.split_once(':')?.1;
-            fields
-                .split(',')
-                .find_map(|f| f.strip_prefix("calls="))?
-                .parse::<u64>()
-                .ok()
-        })
+        .map(|(_, stat)| stat.calls)
         .sum()
 }
 
@@ -221,20 +204,11 @@ async fn run<T: Throttle + Clone + 'static>(
 
 fn main() {
     let o = Options::parse();
-    let server = Server::builder(o.flavor).start();
-    let url = server.url();
-    let mut con = redis::Client::open(url.as_str())
-        .expect("url")
-        .get_connection()
-        .expect("connect");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (_server, url, mut con) = o.server.start();
+    let runtime = runtime().expect("a tokio runtime");
     println!(
         "{} {:?}, {} calls held {} ms each, {}, cap {}, {}, {}",
-        o.flavor.name(),
+        o.server.flavor.name(),
         o.backend,
         o.calls,
         o.hold_ms,
@@ -271,10 +245,7 @@ fn main() {
     );
     for &procs in &o.procs {
         let key = format!("line-bench:{procs}");
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query(&mut con)
-            .expect("RESETSTAT");
+        reset_stats(&mut con).unwrap_or_else(|e| panic!("{e}"));
         let (most, trips, overtaken, took) = runtime.block_on(fleet(&url, &key, &o, procs));
         let commands = throttle_commands(&mut con);
         let calls = o.calls as f64;

@@ -20,8 +20,8 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis_throttle::partitioned::{PartitionedLimiter, PartitionedQuota};
 use redis_throttle::{Limiter, Quota};
-use throttle_benches::{at_least_one, flavor};
-use throttle_testkit::{command_stat, Flavor, ReplicatedCluster};
+use throttle_benches::{at_least_one, commandstats, runtime, ServerOption};
+use throttle_testkit::ReplicatedCluster;
 
 use clap::Parser;
 
@@ -36,12 +36,12 @@ const LEASE_COMMANDS: [&str; 6] = ["set", "eval", "role", "wait", "get", "del"];
 #[derive(Parser)]
 #[command(
     name = "partitioned-bench",
-    about = "A fleet on leased partitions against the same fleet on one hot key"
+    about = "A fleet on leased partitions against the same fleet on one hot key",
+    mut_arg("flavor", |a| a.default_value("redis-7.0"))
 )]
 struct Options {
-    /// redis-7.0, redis-8.2, valkey-8.1 or valkey-9.1.
-    #[arg(long = "server", default_value = "redis-7.0", value_parser = flavor)]
-    flavor: Flavor,
+    #[command(flatten)]
+    server: ServerOption,
     /// Length of one phase, seconds.
     #[arg(long, default_value_t = 5.0, value_parser = positive)]
     seconds: f64,
@@ -90,13 +90,9 @@ fn main() {
         );
         std::env::set_var("THROTTLE_MODULE", release);
     }
-    let cluster = ReplicatedCluster::start(o.flavor, 3, 0);
+    let cluster = ReplicatedCluster::start(o.server.flavor, 3, 0);
     let urls = cluster.urls();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let runtime = runtime().expect("a tokio runtime");
     let quota = Quota::new(BURST, RATE).expect("a valid quota");
     let mut partitioned = Vec::new();
     let mut hot = Vec::new();
@@ -149,7 +145,7 @@ fn main() {
     println!(
         "\npartitioned-bench on {}, quota {RATE}/s burst {BURST} ({} partitions), {} workers x {} callers, \
          {} x {:.1} s per phase, medians:",
-        o.flavor, o.partitions, o.workers, o.tasks, o.reps, o.seconds
+        o.server.flavor, o.partitions, o.workers, o.tasks, o.reps, o.seconds
     );
     println!(
         "| fleet on | grants/s | round trips per grant (client) | commands per grant (servers) |"
@@ -192,13 +188,10 @@ fn server_commands(cluster: &ReplicatedCluster, commands: &[&str]) -> u64 {
         .servers()
         .iter()
         .map(|server| {
-            let info: String = redis::cmd("INFO")
-                .arg("commandstats")
-                .query(&mut server.conn())
-                .unwrap_or_default();
+            let stats = commandstats(&mut server.conn()).unwrap_or_default();
             commands
                 .iter()
-                .filter_map(|c| command_stat(&info, c, "calls"))
+                .filter_map(|c| Some(stats.get(*c)?.calls))
                 .sum::<u64>()
         })
         .sum()
@@ -217,22 +210,11 @@ async fn run_partitioned(o: &Options, urls: &[String], quota: &Quota, rep: usize
             .expect("a limiter");
         limiters.push(limiter);
     }
-    let (grants, seconds) = drive(
-        o,
-        limiters.clone(),
-        |l| async move { l.acquire().await.is_ok() },
-    )
-    .await;
-    let client_round_trips = limiters.iter().map(|l| l.metrics().round_trips).sum();
+    let phase = fleet_phase(o, &limiters).await;
     for limiter in &limiters {
         let _ = limiter.shutdown().await;
     }
-    Phase {
-        grants,
-        seconds,
-        client_round_trips,
-        server_commands: 0,
-    }
+    phase
 }
 
 async fn run_hot(o: &Options, urls: &[String], quota: &Quota, rep: usize) -> Phase {
@@ -245,17 +227,18 @@ async fn run_hot(o: &Options, urls: &[String], quota: &Quota, rep: usize) -> Pha
             quota.clone(),
         ));
     }
-    let (grants, seconds) = drive(
-        o,
-        limiters.clone(),
-        |l| async move { l.acquire().await.is_ok() },
-    )
-    .await;
-    let client_round_trips = limiters.iter().map(|l| l.metrics().round_trips).sum();
+    fleet_phase(o, &limiters).await
+}
+
+/// A phase of the fleet's `limiters` acquiring in a loop ([`drive`]): its grants and the
+/// round trips the limiters counted (the servers' count is the caller's to fill in).
+async fn fleet_phase<L: Throttle + Clone + 'static>(o: &Options, limiters: &[L]) -> Phase {
+    let call = |l: L| async move { l.acquire().await.is_ok() };
+    let (grants, seconds) = drive(o, limiters.to_vec(), call).await;
     Phase {
         grants,
         seconds,
-        client_round_trips,
+        client_round_trips: limiters.iter().map(|l| l.metrics().round_trips).sum(),
         server_commands: 0,
     }
 }

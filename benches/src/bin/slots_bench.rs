@@ -17,8 +17,7 @@
 
 use clap::Parser;
 use redis::aio::MultiplexedConnection;
-use throttle_benches::{at_least_one, flavor};
-use throttle_testkit::{Flavor, Server};
+use throttle_benches::{at_least_one, commandstats, reset_stats, runtime, ServerOption};
 
 /// A bucket that grants every call: a million tokens, a billion a second.
 const QUOTA: [&str; 2] = ["1000000", "1000000000"];
@@ -30,12 +29,12 @@ const LEASE_MS: u64 = 10_000;
 #[derive(Parser)]
 #[command(
     name = "slots-bench",
-    about = "A call's slot beside THROTTLE.TAKE and INCR: server us/call"
+    about = "A call's slot beside THROTTLE.TAKE and INCR: server us/call",
+    mut_arg("flavor", |a| a.default_value("redis-8.2"))
 )]
 struct Options {
-    /// redis-7.0, redis-8.2, valkey-8.1 or valkey-9.1.
-    #[arg(long = "server", default_value = "redis-8.2", value_parser = flavor)]
-    flavor: Flavor,
+    #[command(flatten)]
+    server: ServerOption,
     /// Calls per phase.
     #[arg(long, default_value_t = 20_000, value_parser = at_least_one)]
     calls: usize,
@@ -121,16 +120,10 @@ async fn run(url: &str, phase: Phase, calls: usize, conns: usize) {
 
 /// `usec_per_call` of each command in `INFO commandstats`.
 fn usec_per_call(con: &mut redis::Connection, command: &str) -> f64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
-    let prefix = format!("cmdstat_{command}:");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|fields| {
-            fields
-                .split(',')
-                .find_map(|f| f.strip_prefix("usec_per_call="))
-        })
-        .and_then(|v| v.parse().ok())
+    commandstats(con)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .get(command)
+        .map(|stat| stat.usec_per_call)
         .unwrap_or_else(|| panic!("no usec_per_call for {command} in INFO commandstats"))
 }
 
@@ -141,17 +134,8 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 fn main() {
     let o = Options::parse();
-    let server = Server::builder(o.flavor).start();
-    let url = server.url();
-    let mut con = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .expect("connect");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let (_server, url, mut con) = o.server.start();
+    let runtime = runtime().expect("a tokio runtime");
     let mut rows: Vec<(&str, Vec<f64>)> = vec![
         ("INCR", vec![]),
         ("THROTTLE.TAKE", vec![]),
@@ -166,10 +150,7 @@ fn main() {
     ];
     for _ in 0..o.reps {
         let mut phase = |phase: Phase, commands: &[&str]| -> Vec<f64> {
-            let _: () = redis::cmd("CONFIG")
-                .arg("RESETSTAT")
-                .query(&mut con)
-                .unwrap();
+            reset_stats(&mut con).unwrap_or_else(|e| panic!("{e}"));
             runtime.block_on(run(&url, phase, o.calls, o.conns));
             commands
                 .iter()
@@ -200,7 +181,7 @@ fn main() {
     println!(
         "{}: server us/call (INFO commandstats), {} calls per phase from {} connections, \
          median of {} repetitions",
-        o.flavor.name(),
+        o.server.flavor.name(),
         o.calls,
         o.conns,
         o.reps

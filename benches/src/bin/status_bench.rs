@@ -21,8 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use redis_throttle::report::{report_key, Report};
-use throttle_benches::{at_least_one, flavor};
-use throttle_testkit::{Flavor, Server};
+use throttle_benches::{at_least_one, ServerOption};
 
 /// Commands per pipeline while writing.
 const BATCH: usize = 1000;
@@ -35,12 +34,12 @@ const RATE: &str = "0.01";
 #[derive(Parser)]
 #[command(
     name = "status-bench",
-    about = "throttle status over many quotas against a plain SCAN"
+    about = "throttle status over many quotas against a plain SCAN",
+    mut_arg("flavor", |a| a.default_value("redis-7.0"))
 )]
 struct Options {
-    /// redis-7.0, redis-8.2, valkey-8.1 or valkey-9.1.
-    #[arg(long = "server", default_value = "redis-7.0", value_parser = flavor)]
-    flavor: Flavor,
+    #[command(flatten)]
+    server: ServerOption,
     /// Buckets and report lines written.
     #[arg(long, default_value_t = 10_000, value_parser = at_least_one)]
     quotas: usize,
@@ -135,17 +134,12 @@ fn s(d: Duration) -> String {
 fn main() {
     let o = Options::parse();
     let bin = throttle_bin();
-    let server = Server::builder(o.flavor).start();
-    let url = server.url();
-    let mut con = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .expect("connect");
+    let (_server, url, mut con) = o.server.start();
     let start = Instant::now();
     fill(&mut con, o.quotas);
     println!(
         "{}: {} buckets and {} report lines written in {}",
-        o.flavor.name(),
+        o.server.flavor.name(),
         o.quotas,
         o.quotas,
         s(start.elapsed())

@@ -4,7 +4,6 @@
 
 use redis::Value;
 use redis_throttle::script::{LIBRARY, LIBRARY_VERSION};
-use redis_throttle::throttle_bucket::Command;
 
 use crate::cluster::{connect_all, topology, Topology};
 use crate::failure::Failure;
@@ -132,13 +131,7 @@ async fn module_of(server: &mut Server) -> Result<(String, bool), Failure> {
     let list = match list {
         Ok(list) => list,
         Err(err) if err.code() == Some("NOPERM") => {
-            let info: Vec<Value> = server
-                .query(
-                    redis::cmd("COMMAND").arg("INFO").arg(Command::Peek.name()),
-                    "COMMAND INFO",
-                )
-                .await?;
-            return Ok(if info.iter().any(|v| !matches!(v, Value::Nil)) {
+            return Ok(if server.has_module().await? {
                 (
                     "module loaded (its version unknown: MODULE LIST refused to this user)"
                         .to_owned(),

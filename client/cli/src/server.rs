@@ -58,17 +58,23 @@ impl Server {
             .map_err(|err| redis_failure(&self.url, doing, &err))
     }
 
-    /// The module if the server has it, else the library if loaded, else a failure that says
-    /// how to load either. (Not the client's `Auto`: a tool that reads must not load the
-    /// library, nor fall back to a script, as a side effect.)
-    pub(crate) async fn backend(&mut self) -> Result<Backend, Failure> {
+    /// Whether the server has the module's commands (`COMMAND INFO THROTTLE.PEEK`; it asks
+    /// about the command, not the module, so it serves where `MODULE LIST` is refused).
+    pub(crate) async fn has_module(&mut self) -> Result<bool, Failure> {
         let info: Vec<Value> = self
             .query(
                 redis::cmd("COMMAND").arg("INFO").arg(Command::Peek.name()),
                 "COMMAND INFO",
             )
             .await?;
-        if info.iter().any(|v| !matches!(v, Value::Nil)) {
+        Ok(info.iter().any(|v| !matches!(v, Value::Nil)))
+    }
+
+    /// The module if the server has it, else the library if loaded, else a failure that says
+    /// how to load either. (Not the client's `Auto`: a tool that reads must not load the
+    /// library, nor fall back to a script, as a side effect.)
+    pub(crate) async fn backend(&mut self) -> Result<Backend, Failure> {
+        if self.has_module().await? {
             return Ok(Backend::Module);
         }
         if self.library_code().await?.is_some() {

@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use redis_throttle::prelude::*;
-use redis_throttle::report::{report_key, Counter, FleetReport};
+use redis_throttle::report::{report_key, Counter, FleetReport, Report};
 use redis_throttle::{Limiter, LimiterBuilder, Quota, TryAcquire};
 use serde_json::Value as Json;
 use throttle_testkit::{Flavor, Server};
@@ -64,6 +64,29 @@ async fn reporting(
     (fleet, limiter)
 }
 
+/// A reporting process (as [`reporting`]) whose limiter has been granted `calls` calls, and
+/// its report once that counts them.
+async fn reported(
+    url: &str,
+    con: &mut redis::aio::MultiplexedConnection,
+    builder: LimiterBuilder,
+    calls: u64,
+) -> (
+    FleetReport,
+    Limiter<redis::aio::MultiplexedConnection>,
+    Report,
+) {
+    let (fleet, limiter) = reporting(url, builder).await;
+    for _ in 0..calls {
+        limiter.acquire().await.unwrap();
+    }
+    let report = report_when(con, limiter.key(), fleet.process(), BOUND, |r| {
+        r.total.get(Counter::Granted) == calls
+    })
+    .await;
+    (fleet, limiter, report)
+}
+
 /// THROTTLE.TAKE of `key` with `words` after it (the quota and its options).
 async fn take(con: &mut redis::aio::MultiplexedConnection, key: &str, words: &str) {
     let _: Vec<i64> = redis::cmd("THROTTLE.TAKE")
@@ -88,18 +111,8 @@ async fn status_shows_a_reported_quota_and_one_found_by_its_pattern_and_a_pause(
     let (_server, url, mut con) = started(Flavor::Redis82).await;
 
     // One quota used by a limiter that reports (a real FleetReport) ...
-    let (fleet, limiter) = reporting(
-        &url,
-        Limiter::builder("quota:reported", Quota::new(10, 5u64).unwrap()),
-    )
-    .await;
-    for _ in 0..3 {
-        limiter.acquire().await.unwrap();
-    }
-    report_when(&mut con, "quota:reported", fleet.process(), BOUND, |r| {
-        r.total.get(Counter::Granted) == 3
-    })
-    .await;
+    let builder = Limiter::builder("quota:reported", Quota::new(10, 5u64).unwrap());
+    let (_fleet, limiter, _) = reported(&url, &mut con, builder, 3).await;
     // ... one no process reports, and a string that is no bucket.
     take(&mut con, "quota:found", "100 0.5 TOKENS 40").await;
     set_raw(&mut con, b"quota:plain", b"hello").await;
@@ -515,14 +528,9 @@ async fn each_verb_moves_a_running_fleet() {
 async fn a_pause_longer_than_the_fleets_deadline_needs_force() {
     let (_server, url, mut con) = started(Flavor::Redis82).await;
     // A real process that reports its limiter, whose calls wait at most 60 s.
-    let (fleet, limiter) = reporting(
-        &url,
-        Limiter::builder("quota:deadline", Quota::new(10, 5u64).unwrap())
-            .max_wait(Duration::from_secs(60)),
-    )
-    .await;
-    limiter.acquire().await.unwrap();
-    let report = report_when(&mut con, "quota:deadline", fleet.process(), BOUND, |_| true).await;
+    let builder = Limiter::builder("quota:deadline", Quota::new(10, 5u64).unwrap())
+        .max_wait(Duration::from_secs(60));
+    let (_fleet, limiter, report) = reported(&url, &mut con, builder, 1).await;
     assert_eq!(report.max_wait_ms, Some(60_000), "{report:?}");
 
     let refused = "throttle: 1 process on quota:deadline waits at most 60s for a call (max_wait): \
@@ -580,13 +588,8 @@ of it is left); add --force to pause anyway\n";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quota_kept_at_the_server_is_shown_and_cleared() {
     let (_server, url, mut con) = started(Flavor::Redis82).await;
-    let (fleet, limiter) = reporting(
-        &url,
-        Limiter::builder("quota:kept", Quota::new(10, 10u64).unwrap()),
-    )
-    .await;
-    limiter.acquire().await.unwrap();
-    report_when(&mut con, "quota:kept", fleet.process(), BOUND, |_| true).await;
+    let builder = Limiter::builder("quota:kept", Quota::new(10, 10u64).unwrap());
+    let (_fleet, limiter, _) = reported(&url, &mut con, builder, 1).await;
 
     let text = ok(&throttle(&url, &["quota", "quota:kept", "20/20"]).await);
     assert!(

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use redis::Value;
-use throttle_benches::{load_scripts, parse_commandstats};
+use throttle_benches::{commandstats, info, load_scripts};
 use throttle_testkit::info_field;
 use throttle_testkit::Server;
 
@@ -460,10 +460,7 @@ fn profile_one(
             .query::<Value>(&mut con)
             .map_err(|e| format!("setup: {e}"))?;
     }
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query(&mut con)
-        .map_err(|e| e.to_string())?;
+    let info = info(&mut con, "server")?;
     let pid = info_field(&info, "process_id")
         .ok_or("no process_id")?
         .to_owned();
@@ -502,11 +499,7 @@ fn profile_one(
     control("-d")?;
     // redis-benchmark counts an error reply as a request: make sure none was (after the dump,
     // so this INFO is not in it).
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut con)
-        .map_err(|e| format!("INFO commandstats: {e}"))?;
-    let failed: u64 = parse_commandstats(&info)
+    let failed: u64 = commandstats(&mut con)?
         .values()
         .map(|s| s.failed_calls)
         .sum();

@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 use redis_throttle::{Grant, Limiter, Quota, Rate, Strategy};
-use throttle_benches::{median, parse_commandstats};
-use throttle_bucket::MAX_WAIT_MS;
+use throttle_benches::{acquire_take, commandstats, median, reset_stats, runtime};
 use throttle_testkit::Server;
 
 use crate::Options;
@@ -50,15 +49,7 @@ pub fn overhead(options: &Options, server: &Server) -> Result<String, String> {
             .await
             .map_err(|e| format!("connect: {e}"))?;
         let limiter = Limiter::new(conn.clone(), "bench:overhead:limiter", quota);
-        // Exactly what acquire() sends (Strategy::Reserve, no deadline).
-        let mut bare = redis::cmd("THROTTLE.TAKE");
-        bare.arg("bench:overhead:bare")
-            .arg(capacity)
-            .arg(rate)
-            .arg("TOKENS")
-            .arg(1)
-            .arg("MAXWAIT")
-            .arg(MAX_WAIT_MS);
+        let bare = acquire_take("bench:overhead:bare", capacity, rate);
         // (wall us, client CPU us) per call. The runtime is single-threaded, so this thread's
         // CPU time is all the client does: encoding, the connection's driver, the limiter.
         let per_call = |started: Instant, cpu: u64| {
@@ -158,11 +149,7 @@ pub fn overhead(options: &Options, server: &Server) -> Result<String, String> {
 
 pub fn waiters(options: &Options, server: &Server) -> Result<String, String> {
     let per_waiter = if options.quick { 1 } else { 4 };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("tokio runtime: {e}"))?;
+    let runtime = runtime().map_err(|e| format!("tokio runtime: {e}"))?;
     let client = redis::Client::open(server.url()).map_err(|e| e.to_string())?;
     let quota = Quota::new(CAPACITY, Rate::per_second(RATE)).map_err(|e| e.to_string())?;
     let mut con = server.conn();
@@ -172,10 +159,7 @@ pub fn waiters(options: &Options, server: &Server) -> Result<String, String> {
         ("Reserve (default)", Strategy::Reserve),
         ("Poll (20 ms jitter)", Strategy::poll()),
     ] {
-        redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query::<()>(&mut con)
-            .map_err(|e| format!("CONFIG RESETSTAT: {e}"))?;
+        reset_stats(&mut con)?;
         let key = format!("bench:waiters:{}", rows.len());
         let started = Instant::now();
         let grants: Vec<Grant> = runtime.block_on(async {
@@ -211,11 +195,7 @@ pub fn waiters(options: &Options, server: &Server) -> Result<String, String> {
         })?;
         let elapsed = started.elapsed();
 
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut con)
-            .map_err(|e| format!("INFO commandstats: {e}"))?;
-        let server_calls = parse_commandstats(&info)
+        let server_calls = commandstats(&mut con)?
             .get("throttle.take")
             .map_or(0, |s| s.calls);
         let row = Row {

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
-use throttle_benches::Scripts;
+use throttle_benches::{info, Scripts};
 use throttle_testkit::{info_field, Server};
 
 use crate::{words, Options, Target, STATE_LIKE_INT};
@@ -30,11 +30,15 @@ struct Loader {
 const PAUSED: &str = "THROTTLE.TAKE, granted then paused (THROTTLE.PAUSE 600 s)";
 
 fn loaders(scripts: &Scripts, cell: bool, baseline: bool) -> Vec<Loader> {
-    let take = |key: &str, args: &str| {
-        let mut cmd = redis::cmd("THROTTLE.TAKE");
-        cmd.arg(key).arg(words(args));
-        cmd
+    // `<name> key args...`: a module command.
+    let module_command = |name: &'static str| {
+        move |key: &str, args: &str| {
+            let mut cmd = redis::cmd(name);
+            cmd.arg(key).arg(words(args));
+            cmd
+        }
     };
+    let take = module_command("THROTTLE.TAKE");
     let twin = scripts.twin.clone();
     // EVALSHA <twin> 1 key <command> args...
     let script_command = move |key: &str, command: &str, args: &str| {
@@ -46,11 +50,7 @@ fn loaders(scripts: &Scripts, cell: bool, baseline: bool) -> Vec<Loader> {
     let script = move |key: &str, args: &str| script_command(key, "take", args);
     let script2 = script.clone();
     let script3 = script.clone();
-    let pause = |key: &str, args: &str| {
-        let mut cmd = redis::cmd("THROTTLE.PAUSE");
-        cmd.arg(key).arg(words(args));
-        cmd
-    };
+    let pause = module_command("THROTTLE.PAUSE");
     let hand = scripts.hand.clone();
     let loader = |label, commands: Commands| Loader {
         label,
@@ -199,12 +199,7 @@ pub fn memory(
             Target::Baseline => baseline.ok_or("no baseline server")?,
         };
         let started = Instant::now();
-        let mut con = server.conn();
-        redis::cmd("FLUSHALL")
-            .arg("SYNC")
-            .query::<()>(&mut con)
-            .map_err(|e| format!("FLUSHALL: {e}"))?;
-        drop(con);
+        flush_all(server)?;
         let before = used_memory(server)?;
 
         let mut con = server.conn();
@@ -229,10 +224,7 @@ pub fn memory(
             cmd.query(con).map_err(|e| format!("{}: {e}", loader.label))
         };
         let dbsize = query(&mut con, &mut redis::cmd("DBSIZE"))?;
-        let keyspace: String = redis::cmd("INFO")
-            .arg("keyspace")
-            .query(&mut con)
-            .map_err(|e| e.to_string())?;
+        let keyspace = info(&mut con, "keyspace")?;
         let expected = format!("keys={keys},expires={keys},");
         if dbsize != Value::Int(keys as i64) || !keyspace.contains(&expected) {
             return Err(format!(
@@ -268,11 +260,7 @@ pub fn memory(
         rows.push(row);
     }
     for server in std::iter::once(main).chain(baseline) {
-        let mut con = server.conn();
-        redis::cmd("FLUSHALL")
-            .arg("SYNC")
-            .query::<()>(&mut con)
-            .map_err(|e| format!("FLUSHALL: {e}"))?;
+        flush_all(server)?;
     }
 
     let set = rows[0].bytes_per_key;
@@ -325,6 +313,15 @@ pub fn memory(
     Ok(out)
 }
 
+/// `FLUSHALL SYNC` on a connection of its own, closed on return (`used_memory` waits for
+/// it to go).
+fn flush_all(server: &Server) -> Result<(), String> {
+    redis::cmd("FLUSHALL")
+        .arg("SYNC")
+        .query::<()>(&mut server.conn())
+        .map_err(|e| format!("FLUSHALL: {e}"))
+}
+
 fn key_name(i: u64) -> String {
     format!("bucket:{i:07}")
 }
@@ -335,10 +332,7 @@ fn used_memory(server: &Server) -> Result<u64, String> {
     let mut con = server.conn();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let info: String = redis::cmd("INFO")
-            .arg("clients")
-            .query(&mut con)
-            .map_err(|e| format!("INFO clients: {e}"))?;
+        let info = info(&mut con, "clients")?;
         if info_field(&info, "connected_clients") == Some("1") || Instant::now() > deadline {
             break;
         }
@@ -352,10 +346,7 @@ fn used_memory(server: &Server) -> Result<u64, String> {
     std::thread::sleep(Duration::from_secs(1));
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let info: String = redis::cmd("INFO")
-            .arg("memory")
-            .query(&mut con)
-            .map_err(|e| format!("INFO memory: {e}"))?;
+        let info = info(&mut con, "memory")?;
         let rehashing = info_field(&info, "mem_overhead_db_hashtable_rehashing");
         if rehashing.is_none_or(|bytes| bytes == "0") || Instant::now() > deadline {
             return info_field(&info, "used_memory")

@@ -13,7 +13,9 @@ use std::path::Path;
 use std::process::Command;
 
 use redis::{Connection, Value};
-use throttle_benches::{median, parse_benchmark_csv, parse_commandstats, CommandStat, Scripts};
+use throttle_benches::{
+    info, median, parse_benchmark_csv, parse_commandstats, reset_stats, CommandStat, Scripts,
+};
 use throttle_testkit::Server;
 
 use crate::child::run_bounded;
@@ -580,10 +582,7 @@ fn measure(
             .query::<Value>(con)
             .map_err(|e| format!("setup of {}: {e}", workload.label))?;
     }
-    redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query::<()>(con)
-        .map_err(|e| format!("CONFIG RESETSTAT: {e}"))?;
+    reset_stats(con)?;
 
     let mut command = Command::new("redis-benchmark");
     command.args(["-h", "127.0.0.1", "-p", &port.to_string()]);
@@ -601,10 +600,8 @@ fn measure(
         )
     })?;
 
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(con)
-        .map_err(|e| format!("INFO commandstats: {e}"))?;
+    // The whole section goes into the error below: what else the server counted.
+    let info = info(con, "commandstats")?;
     let stats = parse_commandstats(&info);
     let stat = stats.get(workload.stat).copied().unwrap_or_default();
     if stat.calls < requests || stat.failed_calls > 0 {

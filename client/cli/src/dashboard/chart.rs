@@ -132,6 +132,18 @@ pub(crate) struct Chart {
     pub(crate) cap: Option<[f64; 2]>,
 }
 
+impl Chart {
+    /// The chart of `points` as a [`line`] on a scale of 0 to `max`, with no limit drawn.
+    fn line(frame: Frame, points: &[(u64, Option<f64>)], max: f64) -> Chart {
+        Chart {
+            d: line(frame, points, max),
+            max,
+            last: points.last().and_then(|p| p.1),
+            cap: None,
+        }
+    }
+}
+
 /// A quota's charts: tokens (0 to the capacity), wait p99 (ms), 429s (per the fleet's period)
 /// and, under a cap, calls in flight (0 to the cap) over the window, and the spans where it
 /// was paused, cut, or both at once (a band of its own, so that no two bands overlap into a
@@ -195,18 +207,8 @@ pub(crate) fn charts<'a>(
             .collect()
     };
     Charts {
-        tokens: Chart {
-            d: line(frame, &tokens, capacity),
-            max: capacity,
-            last: tokens.last().and_then(|p| p.1),
-            cap: None,
-        },
-        wait_p99: Chart {
-            d: line(frame, &waits, wait_max),
-            max: wait_max,
-            last: waits.last().and_then(|p| p.1),
-            cap: None,
-        },
+        tokens: Chart::line(frame, &tokens, capacity),
+        wait_p99: Chart::line(frame, &waits, wait_max),
         r429: Chart {
             d: bars(frame, &r429, r429_max, step_ms),
             max: r429_max,
@@ -218,10 +220,8 @@ pub(crate) fn charts<'a>(
             cap: None,
         },
         in_flight: in_flight.iter().any(|p| p.1.is_some()).then(|| Chart {
-            d: line(frame, &in_flight, in_flight_max),
-            max: in_flight_max,
-            last: in_flight.last().and_then(|p| p.1),
             cap: cap.map(|cap| [cap as f64, round(y(cap as f64, in_flight_max))]),
+            ..Chart::line(frame, &in_flight, in_flight_max)
         }),
         paused: bands(frame, &flags(true, false), step_ms),
         cut: bands(frame, &flags(false, true), step_ms),

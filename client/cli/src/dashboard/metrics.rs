@@ -195,48 +195,8 @@ pub(crate) fn render(rows: &[Row], at_ms: u64, failed: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::{Fleet, Slots, State};
-
-    fn fleet() -> Fleet {
-        Fleet {
-            processes: 2,
-            grants_per_s: 2.5,
-            responses_429: 3,
-            held_by_pause: 0,
-            held_by_floor: 0,
-            in_flight: Some(1),
-            max_in_flight: Some(4),
-            slot_waits: 0,
-            leases_lost: 0,
-            waits: 7,
-            wait_p50_le_ms: Some(5),
-            wait_p99_le_ms: None,
-        }
-    }
-
-    fn row(key: &str) -> Row {
-        Row {
-            key: key.to_owned(),
-            found: "report",
-            node: None,
-            capacity: 10,
-            rate: "5".to_owned(),
-            quota_from: "report",
-            state: Some(State {
-                tokens: 4,
-                until_full_ms: 1200,
-                paused_ms: 1500,
-                factor_bp: 5000,
-            }),
-            slots: Some(Slots {
-                held: 1,
-                first_lease_ms: 900,
-            }),
-            fleet: Some(fleet()),
-            problem: None,
-            note: None,
-        }
-    }
+    use crate::dashboard::tests::row;
+    use crate::status::State;
 
     #[test]
     fn escapes_exactly_backslash_quote_and_newline() {
@@ -296,7 +256,7 @@ throttle_rate_factor{{{k}}} 0.5
 throttle_rate_factor{{key=\"quota:p\"}} 1
 # HELP throttle_slots_held Calls in flight the server holds for the quota (THROTTLE.SLOTS), every client's.
 # TYPE throttle_slots_held gauge
-throttle_slots_held{{{k}}} 1
+throttle_slots_held{{{k}}} 3
 # HELP throttle_fleet_max_in_flight The cap on calls in flight the processes report (the largest).
 # TYPE throttle_fleet_max_in_flight gauge
 throttle_fleet_max_in_flight{{{k}}} 4

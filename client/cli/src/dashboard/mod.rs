@@ -267,6 +267,7 @@ async fn history_json(axum::extract::State(state): axum::extract::State<State>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status::{Fleet, Slots, State};
 
     #[test]
     fn only_loopback_unless_public() {
@@ -286,5 +287,45 @@ mod tests {
         let outside = PAGE.replace("http://www.w3.org/2000/svg", "");
         assert!(!outside.contains("http://") && !outside.contains("https://"));
         assert!(!outside.contains("src="), "no external script or image");
+    }
+
+    /// The row the sampler's and the exporter's tests start from: a reported quota, read, paused
+    /// and cut to half, three slots held where the processes report two calls in flight (so a
+    /// test tells the server's count from the reported sum).
+    pub(super) fn row(key: &str) -> Row {
+        Row {
+            key: key.to_owned(),
+            found: "report",
+            node: None,
+            capacity: 10,
+            rate: "5".to_owned(),
+            quota_from: "report",
+            state: Some(State {
+                tokens: 4,
+                until_full_ms: 1200,
+                paused_ms: 1500,
+                factor_bp: 5000,
+            }),
+            slots: Some(Slots {
+                held: 3,
+                first_lease_ms: 900,
+            }),
+            fleet: Some(Fleet {
+                processes: 2,
+                grants_per_s: 2.5,
+                responses_429: 3,
+                held_by_pause: 0,
+                held_by_floor: 0,
+                in_flight: Some(2),
+                max_in_flight: Some(4),
+                slot_waits: 0,
+                leases_lost: 0,
+                waits: 7,
+                wait_p50_le_ms: Some(5),
+                wait_p99_le_ms: None,
+            }),
+            problem: None,
+            note: None,
+        }
     }
 }

@@ -186,7 +186,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::{Fleet, Slots, State};
+    use crate::dashboard::tests::row;
 
     #[test]
     fn a_ring_keeps_the_newest() {
@@ -203,52 +203,15 @@ mod tests {
         assert_eq!(one.iter().collect::<String>(), "b");
     }
 
-    fn row(key: &str, paused_ms: u64) -> Row {
-        Row {
-            key: key.to_owned(),
-            found: "report",
-            node: None,
-            capacity: 10,
-            rate: "5".to_owned(),
-            quota_from: "report",
-            state: Some(State {
-                tokens: 4,
-                until_full_ms: 1200,
-                paused_ms,
-                factor_bp: 5000,
-            }),
-            slots: Some(Slots {
-                held: 3,
-                first_lease_ms: 100,
-            }),
-            fleet: Some(Fleet {
-                processes: 1,
-                grants_per_s: 2.5,
-                responses_429: 3,
-                held_by_pause: 0,
-                held_by_floor: 0,
-                in_flight: Some(2),
-                max_in_flight: Some(4),
-                slot_waits: 0,
-                leases_lost: 0,
-                waits: 7,
-                wait_p50_le_ms: Some(2),
-                wait_p99_le_ms: None,
-            }),
-            problem: None,
-            note: None,
-        }
-    }
-
     #[test]
     fn a_sample_is_taken_from_a_row() {
-        let sample = Sample::of(&row("a", 700), 5);
+        let sample = Sample::of(&row("a"), 5);
         assert_eq!(
             sample,
             Sample {
                 at_ms: 5,
                 tokens: Some(4),
-                paused_ms: 700,
+                paused_ms: 1500,
                 factor_bp: 5000,
                 wait_p99_ms: Some(100_000),
                 responses_429: Some(3),
@@ -258,14 +221,14 @@ mod tests {
                 max_in_flight: Some(4),
             }
         );
-        let mut unread = row("c", 0);
+        let mut unread = row("c");
         unread.slots = None;
         assert_eq!(
             Sample::of(&unread, 5).in_flight,
             Some(2),
             "the reported sum"
         );
-        let mut bare = row("b", 0);
+        let mut bare = row("b");
         bare.state = None;
         bare.slots = None;
         bare.fleet = None;
@@ -283,7 +246,7 @@ mod tests {
         let mut history = History::new(3, 2, 1000);
         assert_eq!(history.window_ms(), 3000);
         for t in 0..5 {
-            history.record(t * 1000, &[row("a", 0), row("b", 0), row("c", 0)]);
+            history.record(t * 1000, &[row("a"), row("b"), row("c")]);
         }
         let kept: Vec<(&String, usize)> = history
             .quotas()
@@ -303,23 +266,14 @@ mod tests {
         assert_eq!(times, [2000, 3000, 4000]);
         assert_eq!(history.oldest_ms(), Some(2000));
         // "a" goes away; within the window it stays, after it "c" takes its place.
-        history.record(6000, &[row("b", 0), row("c", 0)]);
-        assert_eq!(
-            history
-                .quotas()
-                .map(|(k, _)| k.as_str())
-                .collect::<Vec<_>>(),
-            ["a", "b"]
-        );
+        history.record(6000, &[row("b"), row("c")]);
+        let keys = |history: &History| -> Vec<String> {
+            history.quotas().map(|(k, _)| k.clone()).collect()
+        };
+        assert_eq!(keys(&history), ["a", "b"]);
         assert_eq!(history.left_out(), 1);
-        history.record(7000, &[row("b", 0), row("c", 0)]);
-        assert_eq!(
-            history
-                .quotas()
-                .map(|(k, _)| k.as_str())
-                .collect::<Vec<_>>(),
-            ["b", "c"]
-        );
+        history.record(7000, &[row("b"), row("c")]);
+        assert_eq!(keys(&history), ["b", "c"]);
         assert_eq!(history.left_out(), 0);
     }
 }

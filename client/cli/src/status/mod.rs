@@ -464,30 +464,19 @@ async fn peek_all(
     backend: Backend,
     rows: &[Row],
 ) -> Result<Vec<Result<State, String>>, Failure> {
-    let replies = each_row(server, backend, rows, "PEEK", |quota| PeekArgs { quota }).await?;
-    Ok(replies
-        .into_iter()
-        .map(|reply| {
-            reply.map(|peek| State {
-                tokens: peek.remaining,
-                until_full_ms: peek.reset_ms,
-                paused_ms: peek.paused_ms,
-                factor_bp: u64::from(peek.factor_bp),
-            })
-        })
-        .collect())
+    each_row(server, backend, rows, "PEEK", |quota| PeekArgs { quota }).await
 }
 
 /// One command on every row's bucket with its quota (`args` of the quota), pipelined in
-/// batches: each reply read back by the command, or why not. A row whose reported quota is
+/// batches: each reply read back by the command, as the table has it (`T`), or why not. A row whose reported quota is
 /// not one a server takes is not sent: its reason is the quota's.
-pub(crate) async fn each_row<A: ThrottleCommand>(
+pub(crate) async fn each_row<A: ThrottleCommand, T: From<A::Reply>>(
     server: &Server,
     backend: Backend,
     rows: &[Row],
     doing: &str,
     args: impl Fn(Quota) -> A,
-) -> Result<Vec<Result<A::Reply, String>>, Failure> {
+) -> Result<Vec<Result<T, String>>, Failure> {
     let commands = server.commands(backend);
     let mut all = Vec::with_capacity(rows.len());
     for chunk in rows.chunks(BATCH) {
@@ -511,7 +500,7 @@ pub(crate) async fn each_row<A: ThrottleCommand>(
         for quota in quotas {
             all.push(match quota {
                 Ok(_) => match replies.next() {
-                    Some(reply) => reply.map_err(|err| refusal(&err)),
+                    Some(reply) => reply.map(T::from).map_err(|err| refusal(&err)),
                     None => Err(format!("{doing}: no reply for this bucket")),
                 },
                 Err(why) => Err(why),

@@ -17,14 +17,5 @@ pub(crate) async fn slots_all(
     backend: Backend,
     rows: &[Row],
 ) -> Result<Vec<Result<Slots, String>>, Failure> {
-    let replies = each_row(server, backend, rows, "SLOTS", |quota| SlotsArgs { quota }).await?;
-    Ok(replies
-        .into_iter()
-        .map(|reply| {
-            reply.map(|table| Slots {
-                held: table.held,
-                first_lease_ms: table.first_lease_ms,
-            })
-        })
-        .collect())
+    each_row(server, backend, rows, "SLOTS", |quota| SlotsArgs { quota }).await
 }

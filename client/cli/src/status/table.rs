@@ -1,5 +1,6 @@
 //! The gathered rows as the table `status` prints (pure: rows in, text out).
 
+use redis_throttle::throttle_bucket::{PeekReply, SlotsReply};
 use serde::Serialize;
 
 use crate::args::seconds;
@@ -44,6 +45,15 @@ pub(crate) struct Slots {
     pub(crate) first_lease_ms: u64,
 }
 
+impl From<SlotsReply> for Slots {
+    fn from(table: SlotsReply) -> Slots {
+        Slots {
+            held: table.held,
+            first_lease_ms: table.first_lease_ms,
+        }
+    }
+}
+
 /// A bucket as it stands, from THROTTLE.PEEK.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub(crate) struct State {
@@ -55,6 +65,17 @@ pub(crate) struct State {
     pub(crate) paused_ms: u64,
     /// The rate's factor now, basis points (10 000: not cut).
     pub(crate) factor_bp: u64,
+}
+
+impl From<PeekReply> for State {
+    fn from(peek: PeekReply) -> State {
+        State {
+            tokens: peek.remaining,
+            until_full_ms: peek.reset_ms,
+            paused_ms: peek.paused_ms,
+            factor_bp: u64::from(peek.factor_bp),
+        }
+    }
 }
 
 const HEADER: [&str; 13] = [
