@@ -14,7 +14,7 @@ use crate::slot_options::{slot_words, Inflight, LineArgs, SlotOptions};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
 use crate::state::State;
 use crate::throttle_command::{one_key, Effects, ThrottleCommand};
-use crate::words::{parse_max_wait, parse_tokens, parse_u64, read_options, Word};
+use crate::words::{once, parse_max_wait, parse_tokens, parse_u64, Word};
 use crate::{Quota, NS_PER_MS};
 
 /// `THROTTLE.TAKE key capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f] [INFLIGHT n]
@@ -478,23 +478,47 @@ impl ThrottleCommand for TakeArgs {
         };
         let quota = Quota::parse(capacity, rate)?;
 
+        let mut tokens = None;
+        let mut max_wait_ms = None;
+        let mut floor = None;
+        let mut inflight = None;
+        let mut lease = None;
+        let mut line = None;
+        let mut waiter = None;
         let mut ticket = false;
-        let [tokens, max_wait_ms, floor, inflight, lease, line, waiter] = read_options(
-            options,
-            [
-                "TOKENS", "MAXWAIT", "FLOOR", "INFLIGHT", "LEASE", "LINE", "WAITER",
-            ],
-            |name, _| {
-                if !name.eq_ignore_ascii_case(b"TICKET") {
-                    return Ok(None);
-                }
-                if std::mem::replace(&mut ticket, true) {
+        let mut rest = options;
+        while let [name, tail @ ..] = rest {
+            if name.eq_ignore_ascii_case(b"TICKET") {
+                if ticket {
                     return Err(ArgError::Repeated("TICKET"));
                 }
-                Ok(Some(0))
-            },
-            ArgError::UnknownOption(Command::Take),
-        )?;
+                ticket = true;
+                rest = tail;
+                continue;
+            }
+            let (slot, label) = if name.eq_ignore_ascii_case(b"TOKENS") {
+                (&mut tokens, "TOKENS")
+            } else if name.eq_ignore_ascii_case(b"MAXWAIT") {
+                (&mut max_wait_ms, "MAXWAIT")
+            } else if name.eq_ignore_ascii_case(b"FLOOR") {
+                (&mut floor, "FLOOR")
+            } else if name.eq_ignore_ascii_case(b"INFLIGHT") {
+                (&mut inflight, "INFLIGHT")
+            } else if name.eq_ignore_ascii_case(b"LEASE") {
+                (&mut lease, "LEASE")
+            } else if name.eq_ignore_ascii_case(b"LINE") {
+                (&mut line, "LINE")
+            } else if name.eq_ignore_ascii_case(b"WAITER") {
+                (&mut waiter, "WAITER")
+            } else {
+                return Err(ArgError::UnknownOption(Command::Take));
+            };
+            let [value, tail @ ..] = tail else {
+                return Err(ArgError::MissingValue(label));
+            };
+            once(slot, value, label)?;
+            rest = tail;
+        }
         let slot_options = SlotOptions::checked([inflight, lease, line, waiter], floor.is_some())?;
 
         // The default TOKENS 1 never exceeds a capacity, which is at least 1.
