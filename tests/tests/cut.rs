@@ -8,9 +8,9 @@
 use std::time::{Duration, Instant};
 
 use throttle_e2e::{
-    aof_server, assert_aof_holds_effects, assert_reply, bad, bad_keys, ceil_ms, check_battery, cut,
-    digest, errors, exec, get, ints, line, pause, peek_full, per_server, pexpiretime, pushback_of,
-    query, take_any, within, BadCall, Flavor, Pair, Server,
+    aof_server, assert_aof_holds_effects, assert_reply, bad, bad_keys, bad_quotas, ceil_ms,
+    check_battery, cut, digest, errors, exec, get, ints, line, pause, peek_full, per_server,
+    pexpiretime, pushback_of, query, take_any, within, BadCall, Flavor, Pair, Server,
 };
 
 per_server!(
@@ -286,12 +286,6 @@ fn bad_input_battery(flavor: Flavor) {
         bad(&[], &*arity),
         bad(&[b"k", b"8", b"9", b"100", b"0.5"], &*arity),
         bad(&[b"k", b"8", b"9", b"100", b"0.5", b"1", b"2"], &*arity),
-        bad(&[b"k", b"0", b"9", b"100", b"0.5", b"1"], errors::CAPACITY),
-        bad(&[b"k", b"8", b"0", b"100", b"0.5", b"1"], errors::RATE),
-        bad(
-            &[b"k", b"316", b"0.000001", b"100", b"0.5", b"1"],
-            errors::FILL,
-        ),
         bad(&ok(b"0", b"0.5", b"1"), errors::PAUSE_MS),
         bad(&ok(b"-1", b"0.5", b"1"), errors::PAUSE_MS),
         bad(&ok(b"315360000001", b"0.5", b"1"), errors::PAUSE_MS),
@@ -321,6 +315,7 @@ fn bad_input_battery(flavor: Flavor) {
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"8", b"9", b"100", b"0", b"1"], errors::FACTOR),
     ];
+    calls.extend(bad_quotas(&[b"100", b"0.5", b"1"]));
     calls.extend(bad_keys(&[b"8", b"9", b"100", b"0.5", b"1"]));
     let checked = check_battery(&server, "THROTTLE.CUT", &calls);
     // The extremes are accepted, and the module still works after all that.

@@ -4,8 +4,8 @@
 //! propagates nothing; every malformed call gets its exact error.
 
 use throttle_e2e::{
-    aof_server, assert_aof_holds_effects, assert_reply, bad, bad_keys, check_battery, debit,
-    errors, exec, get, ints, line, per_server, send, BadCall, Flavor, Pair, Server,
+    aof_server, assert_aof_holds_effects, assert_reply, bad, bad_keys, bad_quotas, check_battery,
+    debit, errors, exec, get, ints, line, per_server, send, BadCall, Flavor, Pair, Server,
 };
 
 per_server!(
@@ -110,9 +110,6 @@ fn bad_input_battery(flavor: Flavor) {
         bad(&[], &*arity),
         bad(&[b"k", b"8", b"9"], &*arity),
         bad(&[b"k", b"8", b"9", b"1", b"2"], &*arity),
-        bad(&[b"k", b"0", b"9", b"1"], errors::CAPACITY),
-        bad(&[b"k", b"8", b"0", b"1"], errors::RATE),
-        bad(&[b"k", b"316", b"0.000001", b"1"], errors::FILL),
         bad(&[b"k", b"8", b"9", b"-1"], errors::DEBIT_TOKENS),
         bad(&[b"k", b"8", b"9", b"1.5"], errors::DEBIT_TOKENS),
         bad(&[b"k", b"8", b"9", b""], errors::DEBIT_TOKENS),
@@ -127,6 +124,7 @@ fn bad_input_battery(flavor: Flavor) {
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"8", b"9", b"-1"], errors::DEBIT_TOKENS),
     ];
+    calls.extend(bad_quotas(&[b"1"]));
     calls.extend(bad_keys(&[b"8", b"9", b"1"]));
     let checked = check_battery(&server, "THROTTLE.DEBIT", &calls);
     let mut con = server.conn();
