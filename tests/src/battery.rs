@@ -98,6 +98,27 @@ pub fn bad_quotas(rest: &[&[u8]]) -> Vec<BadCall> {
     capacity.chain([over]).chain(rate).chain(fill).collect()
 }
 
+/// An argument that must be a whole number given what is none (a negative, a fraction, an
+/// empty string, a word, 20 digits, a megabyte of digits, a digit and a byte that is not
+/// UTF-8) between the valid arguments `before` (the key first) and `after`: each refused with
+/// `error`. A battery adds the values out of its own argument's range beside.
+pub fn bad_wholes(before: &[&[u8]], after: &[&[u8]], error: &str) -> Vec<BadCall> {
+    let megabyte = vec![b'9'; 1 << 20];
+    let wholes: [&[u8]; 7] = [
+        b"-1",
+        b"1.5",
+        b"",
+        b"x",
+        b"99999999999999999999",
+        &megabyte,
+        b"1\xff",
+    ];
+    wholes
+        .iter()
+        .map(|whole| bad(&[before, &[*whole], after].concat(), error))
+        .collect()
+}
+
 /// Sends `command` with every bad call's arguments on a fresh server with the module: each
 /// gets exactly its error; after each the server answers PING, a canary string and a canary
 /// bucket are unchanged and the whole dataset's digest is what it was. Then nothing crashed
