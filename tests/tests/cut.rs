@@ -288,7 +288,6 @@ fn bad_input_battery(flavor: Flavor) {
         bad(&[b"k", b"8", b"9", b"100", b"0.5", b"1", b"2"], &*arity),
         bad(&ok(b"0", b"0.5", b"1"), errors::PAUSE_MS),
         bad(&ok(b"315360000001", b"0.5", b"1"), errors::PAUSE_MS),
-        bad(&ok(&[], b"0.5", b"1"), errors::PAUSE_MS),
         bad(&ok(b"100", b"0", b"1"), errors::FACTOR),
         bad(&ok(b"100", b"0.0099", b"1"), errors::FACTOR),
         bad(&ok(b"100", b"1.0001", b"1"), errors::FACTOR),

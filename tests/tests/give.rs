@@ -292,7 +292,6 @@ fn bad_input_battery(flavor: Flavor) {
             &[b"k", b"8", b"9", b"1", b"9223372036854776"],
             errors::TICKET,
         ),
-        bad(&[b"k", b"8", b"9", b"1", b"1\xff"], errors::TICKET),
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"8", b"9", b"9", t], errors::give_tokens(8)),
     ];

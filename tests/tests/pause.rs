@@ -441,7 +441,6 @@ fn bad_input_battery(flavor: Flavor) {
         bad(&[b"k", b"8", b"9", b"0"], errors::PAUSE_MS),
         bad(&[b"k", b"8", b"9", b"+100"], errors::PAUSE_MS),
         bad(&[b"k", b"8", b"9", b"315360000001"], errors::PAUSE_MS),
-        bad(&[b"k", b"8", b"9", b"1\xff"], errors::PAUSE_MS),
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"0", b"9", b"100"], errors::CAPACITY),
     ];
