@@ -336,20 +336,17 @@ mod llm_supplier;
 /// (the tower test runs the module): a loopback supplier gives an LLM API's counts, and each
 /// limit of the multi limiter is synced from the one in its own unit.
 fn a_multi_limiter_behind_the_middleware_syncs_each_limit_in_its_own_unit(flavor: Flavor) {
-    let _serial = throttle_e2e::serial();
-    let backend = redis_throttle::Backend::Library;
-    let server = throttle_e2e::server_for(flavor, backend);
-    throttle_e2e::runtime().block_on(bounded(llm_supplier::each_case(
-        &server.url(),
-        backend,
-        &format!("reqwest:{flavor}"),
+    llm_supplier::each_case(
+        flavor,
+        redis_throttle::Backend::Library,
+        "reqwest",
         |limiter, url| async move {
             let client = ClientBuilder::new(reqwest::Client::new())
                 .with(ThrottleMiddleware::new(limiter))
                 .build();
             client.get(url).send().await.unwrap().status().as_u16()
         },
-    )));
+    );
 }
 
 /// The user's LLM case on every server, through the reqwest middleware, over the Lua library:
@@ -358,13 +355,10 @@ fn a_multi_limiter_behind_the_middleware_syncs_each_limit_in_its_own_unit(flavor
 fn a_multi_limiter_behind_the_middleware_settles_each_call_to_its_usage(flavor: Flavor) {
     use redis_throttle::http::{Pick, RequestHead, SettleHandle};
 
-    let _serial = throttle_e2e::serial();
-    let backend = redis_throttle::Backend::Library;
-    let server = throttle_e2e::server_for(flavor, backend);
-    throttle_e2e::runtime().block_on(bounded(llm_supplier::settles_each_call(
-        &server.url(),
-        backend,
-        &format!("reqwest:{flavor}"),
+    llm_supplier::settles_each_call(
+        flavor,
+        redis_throttle::Backend::Library,
+        "reqwest",
         |limiter, url, estimate, usage| async move {
             let client = ClientBuilder::new(reqwest::Client::new())
                 .with(ThrottleMiddleware::per_request(
@@ -388,7 +382,7 @@ fn a_multi_limiter_behind_the_middleware_settles_each_call_to_its_usage(flavor: 
             let (first, second) = llm_supplier::settle_twice(&handle, &body).await;
             (status, first, second)
         },
-    )));
+    );
 }
 
 throttle_testkit::per_server!(

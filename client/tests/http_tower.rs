@@ -796,13 +796,10 @@ async fn a_multi_limiter_syncs_each_limit_from_the_count_in_its_own_unit() {
 /// The user's case on every server, through hyper and the tower layer, against a loopback
 /// supplier.
 fn a_multi_limiter_behind_the_tower_layer_syncs_each_limit_in_its_own_unit(flavor: Flavor) {
-    let _serial = throttle_e2e::serial();
-    let backend = redis_throttle::Backend::Module;
-    let server = throttle_e2e::server_for(flavor, backend);
-    throttle_e2e::runtime().block_on(bounded(llm_supplier::each_case(
-        &server.url(),
-        backend,
-        &format!("tower:{flavor}"),
+    llm_supplier::each_case(
+        flavor,
+        redis_throttle::Backend::Module,
+        "tower",
         |limiter, url| async move {
             let service = ThrottleLayer::new(limiter).layer(hyper());
             let response = send(&service, request(Method::GET, &url, "a"))
@@ -810,7 +807,7 @@ fn a_multi_limiter_behind_the_tower_layer_syncs_each_limit_in_its_own_unit(flavo
                 .unwrap();
             response.status().as_u16()
         },
-    )));
+    );
 }
 
 /// A tower service standing for an LLM API: 200 with the request's `x-usage` header as its
@@ -1067,13 +1064,10 @@ async fn each_send_takes_the_requests_tokens_and_the_settle_settles_the_last() {
 /// LLM API: each request's estimate is taken, and the usage in its body settles it through the
 /// response's handle.
 fn a_multi_limiter_behind_the_tower_layer_settles_each_call_to_its_usage(flavor: Flavor) {
-    let _serial = throttle_e2e::serial();
-    let backend = redis_throttle::Backend::Module;
-    let server = throttle_e2e::server_for(flavor, backend);
-    throttle_e2e::runtime().block_on(bounded(llm_supplier::settles_each_call(
-        &server.url(),
-        backend,
-        &format!("tower:{flavor}"),
+    llm_supplier::settles_each_call(
+        flavor,
+        redis_throttle::Backend::Module,
+        "tower",
         |limiter, url, estimate, usage| async move {
             let service = ThrottleLayer::per_request(move |head: &RequestHead<'_>| {
                 let tokens = head.header("x-estimate").and_then(|v| v.parse().ok());
@@ -1092,7 +1086,7 @@ fn a_multi_limiter_behind_the_tower_layer_settles_each_call_to_its_usage(flavor:
             let (first, second) = llm_supplier::settle_twice(&handle, body).await;
             (status, first, second)
         },
-    )));
+    );
 }
 
 throttle_testkit::per_server!(

@@ -35,19 +35,28 @@ const LOOSE: Duration = Duration::from_secs(3);
 const URL: &str = "THROTTLE_LINE_URL";
 const BACKEND: &str = "THROTTLE_LINE_BACKEND";
 
-/// A process's limiter on `key`, capped at one call in flight: listening (the default over
-/// `connect`'s connection) or not.
+/// `$builder` (a `Limiter`'s or a `MultiLimiter`'s: they share no trait) with `$backend`,
+/// capped at one call in flight with [`LEASE`], listening (the default over `connect`'s
+/// connection) or not, built over a connection to `$url`.
+macro_rules! capped_at_one {
+    ($builder:expr, $url:expr, $backend:expr, $listening:expr) => {{
+        let mut builder = $builder
+            .backend($backend)
+            .max_in_flight(1)
+            .slot_lease(LEASE);
+        if !$listening {
+            builder = builder.without_listening();
+        }
+        builder
+            .build(redis_throttle::connect($url).await.unwrap())
+            .unwrap()
+    }};
+}
+
+/// A process's limiter on `key`, capped at one call in flight: listening or not.
 async fn process(url: &str, key: &str, backend: Backend, listening: bool) -> Limiter<Connection> {
-    let mut builder = Limiter::builder(key, Quota::new(1_000, 1_000u64).unwrap())
-        .backend(backend)
-        .max_in_flight(1)
-        .slot_lease(LEASE);
-    if !listening {
-        builder = builder.without_listening();
-    }
-    builder
-        .build(redis_throttle::connect(url).await.unwrap())
-        .unwrap()
+    let builder = Limiter::builder(key, Quota::new(1_000, 1_000u64).unwrap());
+    capped_at_one!(builder, url, backend, listening)
 }
 
 /// Until `limiter`'s call has joined the line (its own count), at most 10 s.
@@ -138,22 +147,14 @@ async fn several(
     backend: Backend,
     listening: bool,
 ) -> MultiLimiter<Connection> {
-    let mut builder = MultiLimiter::builder()
+    let builder = MultiLimiter::builder()
         .limit(key, Quota::new(1_000, 1_000u64).unwrap(), 1)
         .limit(
             format!("{key}:minute"),
             Quota::new(1_000, 100u64).unwrap(),
             1,
-        )
-        .backend(backend)
-        .max_in_flight(1)
-        .slot_lease(LEASE);
-    if !listening {
-        builder = builder.without_listening();
-    }
-    builder
-        .build(redis_throttle::connect(url).await.unwrap())
-        .unwrap()
+        );
+    capped_at_one!(builder, url, backend, listening)
 }
 
 /// Calls `limiter` once as caller `caller`, saying when it was served, and holds the grant

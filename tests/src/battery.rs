@@ -61,6 +61,64 @@ pub fn bad_keys(args: &[&[u8]]) -> Vec<BadCall> {
     other_types.chain(not_buckets).collect()
 }
 
+/// Every malformed quota on the key `k`, followed by `rest` (the command's valid arguments
+/// after the quota): capacities and rates that are no number in range, and pairs that fill
+/// the bucket over ten years, each with its exact error. Every command reads its quota alike,
+/// so each battery checks all of them; the union of what the batteries checked one by one.
+pub fn bad_quotas(rest: &[&[u8]]) -> Vec<BadCall> {
+    let megabyte = vec![b'9'; 1 << 20];
+    let on = |capacity: &[u8], rate: &[u8], error: &str| {
+        let mut words = vec![b"k".as_slice(), capacity, rate];
+        words.extend_from_slice(rest);
+        bad(&words, error)
+    };
+    let capacities: [&[u8]; 7] = [b"0", b"-1", b"1.5", b"", b"x", b"\xff", &megabyte];
+    let rates: [&[u8]; 11] = [
+        b"0",
+        b"-9",
+        b"nan",
+        b"inf",
+        b"1e3",
+        b"",
+        b"x",
+        b"0.0000009",
+        b"1000000000.1",
+        b"9\x80",
+        &megabyte,
+    ];
+    let fills: [(&[u8], &[u8]); 3] = [
+        (b"315360001", b"1"),
+        (b"316", b"0.000001"),
+        (b"1000000000000000", b"0.000001"),
+    ];
+    let capacity = capacities.iter().map(|c| on(c, b"9", errors::CAPACITY));
+    let rate = rates.iter().map(|r| on(b"8", r, errors::RATE));
+    let fill = fills.iter().map(|(c, r)| on(c, r, errors::FILL));
+    let over = on(b"1000000000000001", b"1000000000", errors::CAPACITY);
+    capacity.chain([over]).chain(rate).chain(fill).collect()
+}
+
+/// An argument that must be a whole number given what is none (a negative, a fraction, an
+/// empty string, a word, 20 digits, a megabyte of digits, a digit and a byte that is not
+/// UTF-8) between the valid arguments `before` (the key first) and `after`: each refused with
+/// `error`. A battery adds the values out of its own argument's range beside.
+pub fn bad_wholes(before: &[&[u8]], after: &[&[u8]], error: &str) -> Vec<BadCall> {
+    let megabyte = vec![b'9'; 1 << 20];
+    let wholes: [&[u8]; 7] = [
+        b"-1",
+        b"1.5",
+        b"",
+        b"x",
+        b"99999999999999999999",
+        &megabyte,
+        b"1\xff",
+    ];
+    wholes
+        .iter()
+        .map(|whole| bad(&[before, &[*whole], after].concat(), error))
+        .collect()
+}
+
 /// Sends `command` with every bad call's arguments on a fresh server with the module: each
 /// gets exactly its error; after each the server answers PING, a canary string and a canary
 /// bucket are unchanged and the whole dataset's digest is what it was. Then nothing crashed

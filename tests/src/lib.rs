@@ -52,7 +52,8 @@ pub mod wall;
 pub use aof::{aof_files, aof_server, aof_size, aof_text, assert_aof_holds_effects};
 pub use backend::{backend_named, backend_on, clock_lag_ns, server_for};
 pub use battery::{
-    bad, bad_keys, check_battery, set_up_bad_keys, BadCall, NOT_BUCKETS, OTHER_TYPES,
+    bad, bad_keys, bad_quotas, bad_wholes, check_battery, set_up_bad_keys, BadCall, NOT_BUCKETS,
+    OTHER_TYPES,
 };
 pub use command::{error_text, line, ok, query, run, send, shown};
 pub use connect::{

@@ -79,6 +79,16 @@ fn until_pushback_is_over(flavor: Flavor, con: &mut Connection, key: &str) {
     panic!("{flavor}: {key} still paused or cut after 500 polls");
 }
 
+/// `key`, paused or cut (its state 32 bytes), taken from once that is over: it costs exactly
+/// what `mem:plain`, only ever taken from, costs, both at 8 bytes.
+#[track_caller]
+fn back_from_the_pushback(flavor: Flavor, con: &mut Connection, key: &str, what: &str) {
+    assert_eq!(strlen(con, key), 32, "{flavor}: {what}: paused or cut");
+    until_pushback_is_over(flavor, con, key);
+    assert_eq!(take(con, key, QUOTA)[0], 1, "{flavor}: {what}");
+    assert_costs_the_same(flavor, con, key, "mem:plain", 8, what);
+}
+
 /// A bucket taken from (8 bytes), paused for 5 ms (32 bytes), then taken from once the pause
 /// is over (8 bytes again), against one only ever taken from. Also from a missing key paused
 /// straight away.
@@ -90,28 +100,13 @@ fn back_from_a_pause_a_bucket_costs_what_one_never_paused_costs(flavor: Flavor) 
     assert_eq!(take(&mut con, "mem:pause", QUOTA)[0], 1);
     assert_eq!(strlen(&mut con, "mem:pause"), 8);
     assert_eq!(pause(&mut con, "mem:pause", "10 0.001 5"), 5);
-    assert_eq!(strlen(&mut con, "mem:pause"), 32, "{flavor}: paused");
-    until_pushback_is_over(flavor, &mut con, "mem:pause");
-    assert_eq!(take(&mut con, "mem:pause", QUOTA)[0], 1);
-    assert_costs_the_same(
-        flavor,
-        &mut con,
-        "mem:pause",
-        "mem:plain",
-        8,
-        "taken, paused 5 ms, taken",
-    );
+    back_from_the_pushback(flavor, &mut con, "mem:pause", "taken, paused 5 ms, taken");
 
     assert_eq!(pause(&mut con, "mem:fresh", "10 0.001 5"), 5);
-    assert_eq!(strlen(&mut con, "mem:fresh"), 32, "{flavor}: paused");
-    until_pushback_is_over(flavor, &mut con, "mem:fresh");
-    assert_eq!(take(&mut con, "mem:fresh", QUOTA)[0], 1);
-    assert_costs_the_same(
+    back_from_the_pushback(
         flavor,
         &mut con,
         "mem:fresh",
-        "mem:plain",
-        8,
         "paused 5 ms from full, taken",
     );
 }
@@ -124,17 +119,7 @@ fn back_from_a_cut_a_bucket_costs_what_one_never_cut_costs(flavor: Flavor) {
 
     assert_eq!(take(&mut con, "mem:cut:1", QUOTA)[0], 1);
     assert_eq!(cut(&mut con, "mem:cut:1", "10 0.001 5 0.5 5")[0], 1);
-    assert_eq!(strlen(&mut con, "mem:cut:1"), 32, "{flavor}: cut");
-    until_pushback_is_over(flavor, &mut con, "mem:cut:1");
-    assert_eq!(take(&mut con, "mem:cut:1", QUOTA)[0], 1);
-    assert_costs_the_same(
-        flavor,
-        &mut con,
-        "mem:cut:1",
-        "mem:plain",
-        8,
-        "taken, cut, taken",
-    );
+    back_from_the_pushback(flavor, &mut con, "mem:cut:1", "taken, cut, taken");
 }
 
 /// While the pause lasts: a bucket taken from (8 bytes) then paused (its state grown to 32)

@@ -9,8 +9,8 @@
 
 use throttle_e2e::{
     assert_reply, bad, check_battery, cluster_client, command_stat_of, errors, exec, exists, give,
-    ints, keyslot, line, mtake, num, per_server, query, send, state, strings, BadCall, Connection,
-    Flavor, Pair, Server, NS_PER_MS,
+    ints, keyslot, line, mtake, num, ok, per_server, query, send, state, strings, BadCall,
+    Connection, Flavor, Pair, Server, Value, NS_PER_MS,
 };
 use throttle_testkit::ReplicatedCluster;
 
@@ -91,14 +91,11 @@ fn two_limits_of_a_supplier(flavor: Flavor) {
         "b: one more token, {b_moved} ns"
     );
 
-    let keys = strings(&query::<redis::Value>(
-        &mut con,
-        redis::cmd("COMMAND")
-            .arg("GETKEYS")
-            .arg("THROTTLE.MTAKE")
-            .arg(call.split_whitespace().collect::<Vec<_>>()),
-    ));
-    assert_eq!(keys, ["{s}:a", "{s}:b"], "COMMAND GETKEYS");
+    assert_eq!(
+        keys_of(&mut con, call),
+        ["{s}:a", "{s}:b"],
+        "COMMAND GETKEYS"
+    );
 
     // RESP3: the same array of integers.
     let mut resp3 = throttle_e2e::resp3(&server);
@@ -167,27 +164,27 @@ fn three_keys_all_or_nothing_and_the_longest_wait(flavor: Flavor) {
     );
 }
 
-/// `{z}:debt`, capacity 3 at one token per 100 s: emptied, then a reservation 100 s into
-/// debt (the setup of the tests of zero tokens).
-fn z_debt() -> Vec<redis::Cmd> {
-    vec![
+/// On a fresh server, in one MULTI: `{z}:debt`, capacity 3 at one token per 100 s, emptied,
+/// then a reservation 100 s into debt (replies 0 and 1; the setup of the tests of zero
+/// tokens); then `cmds`. The replies and their slack.
+fn after_z_debt(flavor: Flavor, cmds: Vec<redis::Cmd>) -> (Vec<Value>, i64) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let z_debt = vec![
         line("THROTTLE.TAKE {z}:debt 3 0.01 TOKENS 3"),
         line("THROTTLE.TAKE {z}:debt 3 0.01 MAXWAIT 100000"),
-    ]
+    ];
+    exec(&mut con, flavor, &[z_debt, cmds].concat())
 }
 
 /// Zero tokens from every bucket only inspect: the reply is granted, no wait, the buckets as
 /// they stand, and nothing is written (missing keys stay missing). A bucket asked for 0 while
 /// another gives tokens is left alone.
 fn zero_tokens_only_inspect(flavor: Flavor) {
-    let server = Server::start(flavor);
-    let mut con = server.conn();
-    let (replies, slack) = exec(
-        &mut con,
+    let (replies, slack) = after_z_debt(
         flavor,
-        &[
-            z_debt(),
-            vec![line("THROTTLE.TAKE {z}:half 4 0.01 TOKENS 2"),
+        vec![
+            line("THROTTLE.TAKE {z}:half 4 0.01 TOKENS 2"),
             line("GET {z}:debt"),
             line("THROTTLE.MTAKE 3 {z}:debt {z}:half {z}:none 3 0.01 0 4 0.01 0 5 0.001 0"),
             line(
@@ -197,9 +194,8 @@ fn zero_tokens_only_inspect(flavor: Flavor) {
             line("GET {z}:debt"),
             // From the half-used bucket only: granted at once, the other untouched.
             line("THROTTLE.MTAKE 2 {z}:half {z}:none 4 0.01 1 5 0.001 0"),
-            line("EXISTS {z}:none")],
-        ]
-        .concat(),
+            line("EXISTS {z}:none"),
+        ],
     );
     let inspected = [1, 0, 0, 400_000, 2, 200_000, 5, 0];
     let d = &[1, 3, 5, 7];
@@ -233,20 +229,13 @@ fn zero_tokens_only_inspect(flavor: Flavor) {
 /// (here 100 s past empty) delays no one, so 2 tokens from a fresh bucket beside it are
 /// granted now, and the bucket asked for nothing is not written.
 fn a_bucket_asked_for_0_does_not_delay_the_others(flavor: Flavor) {
-    let server = Server::start(flavor);
-    let mut con = server.conn();
-    let (replies, slack) = exec(
-        &mut con,
+    let (replies, slack) = after_z_debt(
         flavor,
-        &[
-            z_debt(),
-            vec![
-                line("GET {z}:debt"),
-                line("THROTTLE.MTAKE 2 {z}:debt {z}:fresh 3 0.01 0 5 0.001 2"),
-                line("GET {z}:debt"),
-            ],
-        ]
-        .concat(),
+        vec![
+            line("GET {z}:debt"),
+            line("THROTTLE.MTAKE 2 {z}:debt {z}:fresh 3 0.01 0 5 0.001 2"),
+            line("GET {z}:debt"),
+        ],
     );
     assert_eq!(
         num(&replies[4]),
@@ -505,7 +494,6 @@ fn sixteen_keys_accepted_seventeen_refused_duplicates_refused(flavor: Flavor) {
     for i in 0..16 {
         assert!(exists(&mut con, format!("{{m16}}:{i}")));
     }
-    let dbsize = |con: &mut Connection| query::<i64>(con, &redis::cmd("DBSIZE"));
     let keys = dbsize(&mut con);
     assert_eq!(
         send(
@@ -728,10 +716,7 @@ fn in_a_cluster_one_hash_tag_works_and_two_slots_are_crossslot(flavor: Flavor) {
     let (a, b) = ("cross:a", "cross:b");
     assert_ne!(keyslot(&mut cons[0], a), keyslot(&mut cons[0], b));
     let crossslot = "CROSSSLOT Keys in request don't hash to the same slot";
-    let sizes: Vec<i64> = cons
-        .iter_mut()
-        .map(|c| query(c, &redis::cmd("DBSIZE")))
-        .collect();
+    let sizes: Vec<i64> = cons.iter_mut().map(dbsize).collect();
     for (i, con) in cons.iter_mut().enumerate() {
         let error = send(
             con,
@@ -748,20 +733,23 @@ fn in_a_cluster_one_hash_tag_works_and_two_slots_are_crossslot(flavor: Flavor) {
         crossslot,
         "through the cluster client"
     );
-    let after: Vec<i64> = cons
-        .iter_mut()
-        .map(|c| query(c, &redis::cmd("DBSIZE")))
-        .collect();
+    let after: Vec<i64> = cons.iter_mut().map(dbsize).collect();
     assert_eq!(after, sizes, "a CROSSSLOT call wrote");
 
-    let keys = strings(&query::<redis::Value>(
-        &mut cons[owner],
-        redis::cmd("COMMAND")
-            .arg("GETKEYS")
-            .arg("THROTTLE.MTAKE")
-            .arg(call.split_whitespace().collect::<Vec<_>>()),
-    ));
-    assert_eq!(keys, ["{supplier}:s", "{supplier}:m"]);
+    assert_eq!(
+        keys_of(&mut cons[owner], call),
+        ["{supplier}:s", "{supplier}:m"]
+    );
+}
+
+/// The keys COMMAND GETKEYS finds in `THROTTLE.MTAKE call`.
+fn keys_of(con: &mut Connection, call: &str) -> Vec<String> {
+    strings(&ok(con, &format!("COMMAND GETKEYS THROTTLE.MTAKE {call}")))
+}
+
+/// How many keys the server holds: a refused call must leave it as it was.
+fn dbsize(con: &mut Connection) -> i64 {
+    query(con, &redis::cmd("DBSIZE"))
 }
 
 /// MTAKE calls refused (MOVED, CROSSSLOT) on every node so far.

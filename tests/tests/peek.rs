@@ -8,9 +8,9 @@
 use std::time::{Duration, Instant};
 
 use throttle_e2e::{
-    assert_reply, bad, bad_keys, check_battery, digest, error_text, errors, exec, exists, get,
-    info, info_field, ints, line, peek, per_server, pexpiretime, query, send, slack_ms, take_any,
-    BadCall, Connection, Flavor, Pair, Server, Value,
+    assert_reply, bad, bad_keys, bad_quotas, check_battery, digest, error_text, errors, exec,
+    exists, get, info, info_field, ints, line, peek, per_server, pexpiretime, query, send,
+    slack_ms, take_any, BadCall, Connection, Flavor, Pair, Server, Value,
 };
 
 per_server!(
@@ -401,7 +401,6 @@ fn under_oom(flavor: Flavor) {
 fn bad_input_battery(flavor: Flavor) {
     let server = Server::start(flavor);
     let arity = errors::arity("throttle.peek");
-    let megabyte = vec![b'9'; 1 << 20];
     let mut calls: Vec<BadCall> = vec![
         bad(&[], &*arity),
         bad(&[b"k"], &*arity),
@@ -409,31 +408,10 @@ fn bad_input_battery(flavor: Flavor) {
         bad(&[b"k", b"8", b"9", b"TOKENS", b"0"], &*arity),
         bad(&[b"k", b"8", b"9", b"1"], &*arity),
         bad(&[b"k", b"8", b"9", b"MAXWAIT"], &*arity),
-        bad(&[b"k", b"0", b"9"], errors::CAPACITY),
-        bad(&[b"k", b"-1", b"9"], errors::CAPACITY),
-        bad(&[b"k", b"1.5", b"9"], errors::CAPACITY),
-        bad(&[b"k", b"", b"9"], errors::CAPACITY),
-        bad(
-            &[b"k", b"1000000000000001", b"1000000000"],
-            errors::CAPACITY,
-        ),
-        bad(&[b"k", b"\xff", b"9"], errors::CAPACITY),
-        bad(&[b"k", &megabyte, b"9"], errors::CAPACITY),
-        bad(&[b"k", b"8", b"0"], errors::RATE),
-        bad(&[b"k", b"8", b"-9"], errors::RATE),
-        bad(&[b"k", b"8", b"nan"], errors::RATE),
-        bad(&[b"k", b"8", b"inf"], errors::RATE),
-        bad(&[b"k", b"8", b"1e3"], errors::RATE),
-        bad(&[b"k", b"8", b""], errors::RATE),
-        bad(&[b"k", b"8", b"0.0000009"], errors::RATE),
-        bad(&[b"k", b"8", b"1000000000.1"], errors::RATE),
-        bad(&[b"k", b"8", b"9\x80"], errors::RATE),
-        bad(&[b"k", b"8", &megabyte], errors::RATE),
-        bad(&[b"k", b"315360001", b"1"], errors::FILL),
-        bad(&[b"k", b"1000000000000000", b"0.000001"], errors::FILL),
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"8", b"0"], errors::RATE),
     ];
+    calls.extend(bad_quotas(&[]));
     calls.extend(bad_keys(&[b"8", b"9"]));
     let checked = check_battery(&server, "THROTTLE.PEEK", &calls);
     let mut con = server.conn();

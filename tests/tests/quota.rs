@@ -4,8 +4,8 @@
 
 use redis::Value;
 use throttle_e2e::{
-    aof_server, assert_aof_holds_effects, bad, bad_keys, check_battery, errors, get, ints, line,
-    per_server, send, BadCall, Connection, Flavor, Pair, Server,
+    aof_server, assert_aof_holds_effects, bad, bad_keys, bad_quotas, check_battery, errors, get,
+    ints, line, per_server, send, BadCall, Connection, Flavor, Pair, Server,
 };
 
 per_server!(
@@ -66,15 +66,13 @@ fn bad_input_battery(flavor: Flavor) {
         bad(&[], &*arity),
         bad(&[b"k", b"8"], &*arity),
         bad(&[b"k", b"8", b"9", b"CLEAR", b"CLEAR"], &*arity),
-        bad(&[b"k", b"0", b"9"], errors::CAPACITY),
-        bad(&[b"k", b"8", b"0"], errors::RATE),
         bad(&[b"k", b"8", b"x", b"CLEAR"], errors::RATE),
-        bad(&[b"k", b"316", b"0.000001"], errors::FILL),
         bad(&[b"k", b"8", b"9", b"KEEP"], UNKNOWN),
         bad(&[b"k", b"8", b"9", b""], UNKNOWN),
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"8", b"9", b"KEEP"], UNKNOWN),
     ];
+    calls.extend(bad_quotas(&[]));
     calls.extend(bad_keys(&[b"8", b"9"]));
     let checked = check_battery(&server, "THROTTLE.QUOTA", &calls);
     let mut con = server.conn();

@@ -4,8 +4,8 @@
 //! the resulting state; every malformed call gets its exact error.
 
 use throttle_e2e::{
-    bad, bad_keys, check_battery, errors, int, ints, ok, per_server, pexpiretime, query, BadCall,
-    Connection, Flavor, Pair, Server,
+    bad, bad_keys, bad_quotas, check_battery, errors, int, ints, ok, per_server, pexpiretime,
+    query, BadCall, Connection, Flavor, Pair, Server,
 };
 
 per_server!(
@@ -134,26 +134,16 @@ fn replicas_get_the_resumed_state(flavor: Flavor) {
 fn bad_input_battery(flavor: Flavor) {
     let server = Server::start(flavor);
     let arity = errors::arity("throttle.resume");
-    let megabyte = vec![b'9'; 1 << 20];
     let mut calls: Vec<BadCall> = vec![
         bad(&[], &*arity),
         bad(&[b"k"], &*arity),
         bad(&[b"k", b"8"], &*arity),
         bad(&[b"k", b"8", b"9", b"0"], &*arity),
         bad(&[b"k", b"8", b"9", b"1000"], &*arity),
-        bad(&[b"k", b"0", b"9"], errors::CAPACITY),
-        bad(&[b"k", b"-1", b"9"], errors::CAPACITY),
-        bad(&[b"k", b"1.5", b"9"], errors::CAPACITY),
-        bad(&[b"k", b"\xff", b"9"], errors::CAPACITY),
-        bad(&[b"k", &megabyte, b"9"], errors::CAPACITY),
-        bad(&[b"k", b"8", b"0"], errors::RATE),
-        bad(&[b"k", b"8", b"nan"], errors::RATE),
-        bad(&[b"k", b"8", b"1e3"], errors::RATE),
-        bad(&[b"k", b"8", &megabyte], errors::RATE),
-        bad(&[b"k", b"315360001", b"1"], errors::FILL),
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"8", b"0"], errors::RATE),
     ];
+    calls.extend(bad_quotas(&[]));
     calls.extend(bad_keys(&[b"8", b"9"]));
     let checked = check_battery(&server, "THROTTLE.RESUME", &calls);
     println!("{flavor}: {checked} malformed THROTTLE.RESUME calls checked");

@@ -5,8 +5,8 @@
 //! every malformed call gets its exact error.
 
 use throttle_e2e::{
-    assert_reply, bad, bad_keys, check_battery, errors, exec, exists, get, int, ints, line,
-    per_server, sync, BadCall, Flavor, Pair, Server,
+    assert_reply, bad, bad_keys, bad_quotas, bad_wholes, check_battery, errors, exec, exists, get,
+    int, ints, line, per_server, sync, BadCall, Flavor, Pair, Server,
 };
 
 per_server!(
@@ -99,30 +99,23 @@ fn replicas_get_a_lowering_and_a_no_op_nothing(flavor: Flavor) {
 fn bad_input_battery(flavor: Flavor) {
     let server = Server::start(flavor);
     let arity = errors::arity("throttle.sync");
-    let megabyte = vec![b'3'; 1 << 20];
     let mut calls: Vec<BadCall> = vec![
         bad(&[], &*arity),
         bad(&[b"k", b"8", b"9", b"3"], &*arity),
         bad(&[b"k", b"8", b"9", b"3", b"0", b"0"], &*arity),
-        bad(&[b"k", b"0", b"9", b"3", b"0"], errors::CAPACITY),
-        bad(&[b"k", b"8", b"0", b"3", b"0"], errors::RATE),
-        bad(&[b"k", b"316", b"0.000001", b"3", b"0"], errors::FILL),
-        bad(&[b"k", b"8", b"9", b"-1", b"0"], errors::REMAINING),
-        bad(&[b"k", b"8", b"9", b"1.5", b"0"], errors::REMAINING),
-        bad(&[b"k", b"8", b"9", b"", b"0"], errors::REMAINING),
         bad(
             &[b"k", b"8", b"9", b"1000000000000001", b"0"],
             errors::REMAINING,
         ),
-        bad(&[b"k", b"8", b"9", &megabyte, b"0"], errors::REMAINING),
         bad(&[b"k", b"8", b"9", b"3\xff", b"0"], errors::REMAINING),
-        bad(&[b"k", b"8", b"9", b"3", b"-1"], errors::RESET_MS),
         bad(&[b"k", b"8", b"9", b"3", b"1e3"], errors::RESET_MS),
         bad(&[b"k", b"8", b"9", b"3", b"315360000001"], errors::RESET_MS),
-        bad(&[b"k", b"8", b"9", b"3", &megabyte], errors::RESET_MS),
         // The arguments are checked before the key is read.
         bad(&[b"t:list", b"8", b"9", b"-1", b"0"], errors::REMAINING),
     ];
+    calls.extend(bad_wholes(&[b"k", b"8", b"9"], &[b"0"], errors::REMAINING));
+    calls.extend(bad_wholes(&[b"k", b"8", b"9", b"3"], &[], errors::RESET_MS));
+    calls.extend(bad_quotas(&[b"3", b"0"]));
     calls.extend(bad_keys(&[b"8", b"9", b"3", b"0"]));
     let checked = check_battery(&server, "THROTTLE.SYNC", &calls);
     // The extremes are accepted, and the module still works after all that.

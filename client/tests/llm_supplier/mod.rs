@@ -14,8 +14,10 @@ use axum::Router;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis_throttle::http::SettleHandle;
 use redis_throttle::{Backend, Limiter, MultiLimiter, Quota, Rate};
-use throttle_e2e::multiplexed;
+use throttle_e2e::{multiplexed, Flavor};
 use tokio::time::Instant;
+
+use crate::http_support::bounded;
 
 /// One token every 20 s: no request refills within a case.
 pub const REQUEST_INTERVAL: Duration = Duration::from_secs(20);
@@ -208,10 +210,35 @@ async fn case_supplier(case: &'static Case) -> Loopback {
     .await
 }
 
-/// Every case against a real server: one GET through the layer `send` builds around the
-/// limiter, then each bucket as the case says, plus what refilled since the request was sent
-/// (measured), and the counters exactly.
-pub async fn each_case<F, Fut>(url: &str, backend: Backend, label: &str, send: F)
+/// On a fresh server of `flavor` running `backend` (one such test at a time), `check` given
+/// the server's URL and the label `<layer>:<flavor>` for its keys and messages, bounded in
+/// time.
+fn on_a_server<Fut: Future<Output = ()>>(
+    flavor: Flavor,
+    backend: Backend,
+    layer: &str,
+    check: impl FnOnce(String, String) -> Fut,
+) {
+    let _serial = throttle_e2e::serial();
+    let server = throttle_e2e::server_for(flavor, backend);
+    let label = format!("{layer}:{flavor}");
+    throttle_e2e::runtime().block_on(bounded(check(server.url(), label)));
+}
+
+/// Every case against a real server of `flavor` running `backend`: one GET through the layer
+/// `send` builds around the limiter, then each bucket as the case says, plus what refilled
+/// since the request was sent (measured), and the counters exactly.
+pub fn each_case<F, Fut>(flavor: Flavor, backend: Backend, layer: &str, send: F)
+where
+    F: Fn(MultiLimiter<MultiplexedConnection>, String) -> Fut,
+    Fut: Future<Output = u16>,
+{
+    on_a_server(flavor, backend, layer, |url, label| async move {
+        each_case_at(&url, backend, &label, send).await;
+    });
+}
+
+async fn each_case_at<F, Fut>(url: &str, backend: Backend, label: &str, send: F)
 where
     F: Fn(MultiLimiter<MultiplexedConnection>, String) -> Fut,
     Fut: Future<Output = u16>,
@@ -326,12 +353,22 @@ pub fn total_tokens(body: &str) -> Option<u64> {
 /// and second settles to the usage the body reported (`None`: nothing done).
 pub type Settles = (u16, Option<(u64, u64)>, Option<(u64, u64)>);
 
-/// The settle case against a real server: each call of [`SETTLED_CALLS`] through the layer
-/// `send` builds around the limiter (its picker takes the `x-estimate` header's tokens; the
-/// request's `x-usage` header is what the supplier will report), settled once from the body;
-/// then each bucket exactly as the takes and settles leave it, plus what refilled since the
-/// first request (measured), and the counters exactly.
-pub async fn settles_each_call<F, Fut>(url: &str, backend: Backend, label: &str, send: F)
+/// The settle case against a real server of `flavor` running `backend`: each call of
+/// [`SETTLED_CALLS`] through the layer `send` builds around the limiter (its picker takes the
+/// `x-estimate` header's tokens; the request's `x-usage` header is what the supplier will
+/// report), settled once from the body; then each bucket exactly as the takes and settles
+/// leave it, plus what refilled since the first request (measured), and the counters exactly.
+pub fn settles_each_call<F, Fut>(flavor: Flavor, backend: Backend, layer: &str, send: F)
+where
+    F: Fn(MultiLimiter<MultiplexedConnection>, String, u64, u64) -> Fut,
+    Fut: Future<Output = Settles>,
+{
+    on_a_server(flavor, backend, layer, |url, label| async move {
+        settles_each_call_at(&url, backend, &label, send).await;
+    });
+}
+
+async fn settles_each_call_at<F, Fut>(url: &str, backend: Backend, label: &str, send: F)
 where
     F: Fn(MultiLimiter<MultiplexedConnection>, String, u64, u64) -> Fut,
     Fut: Future<Output = Settles>,

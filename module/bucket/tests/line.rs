@@ -5,23 +5,14 @@
 use proptest::prelude::*;
 use throttle_bucket::{
     encode_state, parse_state, ArgError, Effects, Outcome, Refusal, ReleaseArgs, State, TakeArgs,
-    ThrottleCommand, Write, LINE_STATE_HEAD, MAX_LINE, NS_PER_MS, SLOT_LEN, WAITER_LEN,
+    ThrottleCommand, LINE_STATE_HEAD, MAX_LINE, SLOT_LEN, WAITER_LEN,
 };
 
 /// 2026-12-01T00:00:00Z.
 const T0: i64 = 1_796_083_200 * 1_000_000_000;
-const MS: i64 = NS_PER_MS;
 
-fn words(text: &str) -> Vec<&[u8]> {
-    text.split_whitespace().map(str::as_bytes).collect()
-}
-
-fn after(write: &Option<Write>, before: Option<State>) -> Option<State> {
-    match write {
-        Some(w) => w.stored(),
-        None => before,
-    }
-}
+mod instants;
+use instants::{after, words, MS};
 
 /// A bucket and the server's clock, calls made one after another.
 struct Bucket {

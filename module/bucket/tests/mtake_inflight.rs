@@ -7,16 +7,14 @@
 use proptest::prelude::*;
 use throttle_bucket::{
     ArgError, Command, Effects, MOutcome, MTakeArgs, Refusal, ReleaseArgs, State, TakeArgs,
-    ThrottleCommand, Word, NS_PER_MS,
+    ThrottleCommand, Word,
 };
 
 /// 2026-12-01T00:00:00Z.
 const T0: i64 = 1_796_083_200 * 1_000_000_000;
-const MS: i64 = NS_PER_MS;
 
-fn words(text: &str) -> Vec<&[u8]> {
-    text.split_whitespace().map(str::as_bytes).collect()
-}
+mod instants;
+use instants::{words, MS};
 
 fn args(text: &str) -> MTakeArgs {
     MTakeArgs::parse(&words(text)).expect("valid test arguments")

@@ -8,7 +8,7 @@ use throttle_bucket::{
 };
 
 mod instants;
-use instants::{on, words, MS, T0};
+use instants::{after, on, words, MS, T0};
 
 fn stored(write: Option<Write>) -> Option<State> {
     write.and_then(|w| w.stored())
@@ -17,7 +17,7 @@ fn stored(write: Option<Write>) -> Option<State> {
 fn cut_at(text: &str, state: Option<State>, now: i64) -> Option<State> {
     let args = CutArgs::parse(&words(text)).expect("valid test arguments");
     let out = on(&args, state.as_ref(), now);
-    out.write.clone().map_or(state, |w| w.stored())
+    after(&out.write, state)
 }
 
 fn take_at(text: &str, state: Option<State>, now: i64) -> throttle_bucket::Outcome {

@@ -1,17 +1,13 @@
 //! What held a refused take back (the reply's last integer on a denial), as tables of explicit
 //! instants: the tokens, the floor, the slots, a pause, and several at once.
 
-use throttle_bucket::{
-    MTakeArgs, PauseArgs, Refusal, State, TakeArgs, ThrottleCommand, Write, NS_PER_MS,
-};
+use throttle_bucket::{MTakeArgs, PauseArgs, Refusal, State, TakeArgs, ThrottleCommand, Write};
 
 /// 2026-12-01T00:00:00Z.
 const T0: i64 = 1_796_083_200 * 1_000_000_000;
-const MS: i64 = NS_PER_MS;
 
-fn words(text: &str) -> Vec<&[u8]> {
-    text.split_whitespace().map(str::as_bytes).collect()
-}
+mod instants;
+use instants::{words, MS};
 
 /// THROTTLE.TAKE `text` on `stored` at `now`: the outcome's refusal and the reply.
 fn take(text: &str, stored: &Option<State>, now: i64) -> (Refusal, Vec<i64>, Option<State>) {

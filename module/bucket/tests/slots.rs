@@ -4,31 +4,17 @@
 use proptest::prelude::*;
 use throttle_bucket::{
     encode_state, parse_state, Outcome, Refusal, ReleaseArgs, RenewArgs, Slot, Slots, SlotsArgs,
-    State, TakeArgs, ThrottleCommand, Write, NS_PER_MS, SLOTS_STATE_HEAD,
+    State, TakeArgs, ThrottleCommand, Write, SLOTS_STATE_HEAD,
 };
-
-/// The call on one bucket whose stored state is `stored`, at `now`, as the module runs it.
-fn on<C: ThrottleCommand>(call: &C, stored: Option<&State>, now: i64) -> C::Outcome {
-    call.apply(&[stored.cloned()], now).unwrap()
-}
 
 /// 2026-12-01T00:00:00Z.
 const T0: i64 = 1_796_083_200 * 1_000_000_000;
-const MS: i64 = NS_PER_MS;
 
-fn words(text: &str) -> Vec<&[u8]> {
-    text.split_whitespace().map(str::as_bytes).collect()
-}
+mod instants;
+use instants::{after, on, words, MS};
 
 fn take_args(text: &str) -> TakeArgs {
     TakeArgs::parse(&words(text)).expect("valid test arguments")
-}
-
-fn after(write: &Option<Write>, before: Option<State>) -> Option<State> {
-    match write {
-        Some(w) => w.stored(),
-        None => before,
-    }
 }
 
 /// A bucket and the server's clock, calls made one after another.

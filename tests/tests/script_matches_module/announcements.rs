@@ -117,27 +117,9 @@ pub fn a_refused_announcement_writes_nothing(flavor: Flavor) {
 /// not for a table below its cap, a slot not held, or a release without INFLIGHT. A probe
 /// pause after the releases marks the end, so that a message that should not be there is seen.
 pub fn announces_a_freed_slot_the_same(flavor: Flavor) {
-    let server = Server::start(flavor);
-    let mut con = server.conn();
-    let sha = load(&mut con);
-    for runner in [Runner::Module, Runner::Library, Runner::Script] {
-        let key = format!("{{slots}}:{runner:?}");
-        let mut subscriber = listen_to(&server, &key);
-        let keys = [key.clone()];
-        let mut call = |name: &str, args: &str| -> i64 {
-            let args: Vec<&str> = args.split_whitespace().collect();
-            let value: redis::Value = command(runner, &sha, name, &keys, &args)
-                .query(&mut con)
-                .unwrap_or_else(|e| panic!("{runner:?} {name} {args:?}: {e}"));
-            match value {
-                redis::Value::Int(n) => n,
-                redis::Value::Array(items) => match items.last() {
-                    Some(redis::Value::Int(n)) => *n,
-                    other => panic!("{runner:?} {name}: {other:?}"),
-                },
-                other => panic!("{runner:?} {name}: {other:?}"),
-            }
-        };
+    on_each_runner(flavor, "slots", |runner, subscriber, call| {
+        // The reply's last integer: the slot a take holds, whether a release freed one.
+        let mut call = |name: &str, args: &str| *call(name, args).last().expect("an integer");
         let take = "10 10 TOKENS 0 INFLIGHT 2 LEASE 60000";
         let (a, b) = (call("take", take), call("take", take));
         // Full (2 of 2): freed and announced; then 1 of 2: freed, not announced.
@@ -153,25 +135,17 @@ pub fn announces_a_freed_slot_the_same(flavor: Flavor) {
         assert!(call("take", take) > 0, "a slot again");
         assert_eq!(call("release", &format!("10 10 {e} inflight 2")), 1);
         call("pause", "10 10 1000");
-        let heard = heard_before_the_probe(&mut subscriber, flavor, runner);
+        let heard = heard_before_the_probe(subscriber, flavor, runner);
         let freed = throttle_bucket::SLOT_FREED;
         assert_eq!(heard, [freed, freed], "{flavor} {runner:?}: {heard:?}");
-    }
+    });
 }
 
 /// A release that hands a slot to the line announces `handed <id> <wait_ms>` for the first
 /// waiter handed, with or without INFLIGHT n, from the module, the library and the script
 /// alike; the last release, with nobody in line, `freed`.
 pub fn announces_a_hand_off_the_same(flavor: Flavor) {
-    let server = Server::start(flavor);
-    let mut con = server.conn();
-    let sha = load(&mut con);
-    for runner in [Runner::Module, Runner::Library, Runner::Script] {
-        let key = format!("{{line}}:{runner:?}");
-        let mut subscriber = listen_to(&server, &key);
-        let keys = [key.clone()];
-        let mut call =
-            |name: &str, args: &str| call_ints(&mut con, (runner, &sha), name, &keys, args);
+    on_each_runner(flavor, "line", |runner, subscriber, call| {
         // One token every 1000 s: the holder takes it, the second waiter's is there later.
         let line = "1 0.001 MAXWAIT 315360000000 INFLIGHT 1 LEASE 60000 LINE 5000";
         let holder = call("take", line);
@@ -197,7 +171,7 @@ pub fn announces_a_hand_off_the_same(flavor: Flavor) {
             call("release", &format!("1 0.001 {} INFLIGHT 1", second[4])),
             [1]
         );
-        let heard = next_messages(&mut subscriber, 3);
+        let heard = next_messages(subscriber, 3);
         assert_eq!(
             heard[0],
             format!("handed {} 0", first[4]),
@@ -215,7 +189,7 @@ pub fn announces_a_hand_off_the_same(flavor: Flavor) {
             "{flavor} {runner:?}: {heard:?}"
         );
         assert_eq!(heard[2], throttle_bucket::SLOT_FREED, "{flavor} {runner:?}");
-    }
+    });
 }
 
 /// A take whose settling of the line hands a slot (the holder's lease ran out with a waiter in
@@ -223,15 +197,7 @@ pub fn announces_a_hand_off_the_same(flavor: Flavor) {
 /// or without (the caller is denied), from the module, the library and the script alike; the
 /// handed waiter's own look hands nothing and announces nothing. A probe pause marks the end.
 pub fn announces_a_hand_off_at_a_take_the_same(flavor: Flavor) {
-    let server = Server::start(flavor);
-    let mut con = server.conn();
-    let sha = load(&mut con);
-    for runner in [Runner::Module, Runner::Library, Runner::Script] {
-        let key = format!("{{take-line}}:{runner:?}");
-        let mut subscriber = listen_to(&server, &key);
-        let keys = [key.clone()];
-        let mut call =
-            |name: &str, args: &str| call_ints(&mut con, (runner, &sha), name, &keys, args);
+    on_each_runner(flavor, "take-line", |runner, subscriber, call| {
         let sleep = || std::thread::sleep(std::time::Duration::from_millis(300));
         // Leases of 200 ms: the holder's runs out while a waiter is in line.
         let line = "10 10 INFLIGHT 1 LEASE 200 LINE 5000";
@@ -253,7 +219,7 @@ pub fn announces_a_hand_off_at_a_take_the_same(flavor: Flavor) {
         let plain = call("take", "10 10 INFLIGHT 1 LEASE 200");
         assert_eq!(plain[0], 0, "{flavor} {runner:?}: {plain:?}");
         call("pause", "10 10 1000");
-        let heard = heard_before_the_probe(&mut subscriber, flavor, runner);
+        let heard = heard_before_the_probe(subscriber, flavor, runner);
         assert_eq!(
             heard,
             [
@@ -262,7 +228,7 @@ pub fn announces_a_hand_off_at_a_take_the_same(flavor: Flavor) {
             ],
             "{flavor} {runner:?}: {heard:?}"
         );
-    }
+    });
 }
 
 /// A multi-take's line: a release hands the slot to a waiter of several keys with no tokens
@@ -311,6 +277,26 @@ pub fn announces_a_multi_take_passing_its_slot_on_the_same(flavor: Flavor) {
             ],
             "{flavor} {runner:?}: {heard:?}"
         );
+    }
+}
+
+/// On a fresh server, `check` for the module, the library and the script in turn, each with a
+/// key of its own (`{tag}:<runner>`), a subscriber to that key's channel, and `call(name,
+/// args)`: the command `name` on that key through that runner, its reply's integers.
+fn on_each_runner(
+    flavor: Flavor,
+    tag: &str,
+    mut check: impl FnMut(Runner, &mut Subscriber, &mut dyn FnMut(&str, &str) -> Vec<i64>),
+) {
+    let server = Server::start(flavor);
+    let mut con = server.conn();
+    let sha = load(&mut con);
+    for runner in [Runner::Module, Runner::Library, Runner::Script] {
+        let keys = [format!("{{{tag}}}:{runner:?}")];
+        let mut subscriber = listen_to(&server, &keys[0]);
+        let mut call =
+            |name: &str, args: &str| call_ints(&mut con, (runner, &sha), name, &keys, args);
+        check(runner, &mut subscriber, &mut call);
     }
 }
 

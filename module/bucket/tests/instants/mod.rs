@@ -1,7 +1,12 @@
 //! What the tables of explicit instants share: the server's time they start at, the call on one
-//! stored bucket as the module runs it, and a call's words written as text.
+//! stored bucket as the module runs it, the state a call leaves, and a call's words written as
+//! text.
 
-use throttle_bucket::{State, ThrottleCommand, NS_PER_MS};
+// Each test binary that includes this module uses only some of it (the tables of 2026-12-01
+// keep their own instant): what one leaves unused another uses.
+#![allow(dead_code)]
+
+use throttle_bucket::{State, ThrottleCommand, Write, NS_PER_MS};
 
 /// 2025-12-01T00:00:00Z.
 pub const T0: i64 = 1_764_547_200_000_000_000;
@@ -10,6 +15,15 @@ pub const MS: i64 = NS_PER_MS;
 /// The call on one bucket whose stored state is `stored`, at `now`, as the module runs it.
 pub fn on<C: ThrottleCommand>(call: &C, stored: Option<&State>, now: i64) -> C::Outcome {
     call.apply(&[stored.cloned()], now).unwrap()
+}
+
+/// The bucket stored after a call that wrote `write` (`None` where it deleted the key), or
+/// `before` where it wrote nothing.
+pub fn after(write: &Option<Write>, before: Option<State>) -> Option<State> {
+    match write {
+        Some(w) => w.stored(),
+        None => before,
+    }
 }
 
 /// The words of `text`, split at white space.
