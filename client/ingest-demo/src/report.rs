@@ -58,18 +58,18 @@ fn retry_table(out: &mut String, r: &RetrySummary) {
     out.push_str(
         "  try         sent   stored  refused   first s    span s bucket: most   document: sent\n",
     );
-    for w in &r.waves {
+    for wave in &r.waves {
         let _ = writeln!(
             out,
             "  {:<7} {:>8} {:>8} {:>8} {:>9.3} {:>9.3} {:>12} {:>16}",
-            w.attempt,
-            w.sent,
-            w.stored,
-            w.refused,
-            w.first_s,
-            w.span_s,
-            w.most_stored,
-            w.document_sent
+            wave.attempt,
+            wave.sent,
+            wave.stored,
+            wave.refused,
+            wave.first_s,
+            wave.span_s,
+            wave.most_stored,
+            wave.document_sent
         );
     }
     out.push_str("                               sent    refused     stored    time s\n");
