@@ -63,7 +63,7 @@ async fn run(index: u32, plan: &Plan) -> Result<(), String> {
         clients.push(warm_client(&plan.upstream, "the upstream", 1).await?);
     }
     let mut from_demo = FromDemo::listen("pix-demo replica");
-    say(&ReplicaMessage::Ready)?;
+    child::say_ready()?;
     let start_at = from_demo.start().await?;
     let calls = Arc::new(Calls {
         replica: index,

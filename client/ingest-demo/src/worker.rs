@@ -137,7 +137,7 @@ async fn ready(
 ) -> Result<(reqwest::Client, Instant, FromDemo), String> {
     let client = warm_client(db, "the database", connections).await?;
     let mut from_demo = FromDemo::listen("ingest-demo worker");
-    say(&WorkerMessage::Ready)?;
+    child::say_ready()?;
     let start = from_demo.start().await?;
     tokio::time::sleep_until(start).await;
     Ok((client, start, from_demo))
