@@ -83,12 +83,15 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
     })
     .await
     .map_err(|e| format!("cannot start the mock upstream: {e}"))?;
-    let bare = args.no_retry_after.then_some(", no Retry-After");
-    let count = args
-        .supplier_headers
-        .then_some("; X-RateLimit-Remaining on every answer");
+    let bare = match args.no_retry_after {
+        true => ", no Retry-After",
+        false => "",
+    };
+    let count = match args.supplier_headers {
+        true => "; X-RateLimit-Remaining on every answer",
+        false => "",
+    };
     let (url, rule) = (upstream.url(), args.upstream_mode.rule(args.quota));
-    let (bare, count) = (bare.unwrap_or_default(), count.unwrap_or_default());
     eprintln!("pix-demo: mock API on {url}: {rule} (429 above it{bare}{count})");
     if args.watches_open_calls() {
         eprintln!(
