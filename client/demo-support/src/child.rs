@@ -14,6 +14,9 @@ use tokio::time::{timeout, Instant};
 
 use crate::shared_start::StartInstant;
 
+/// How long a child waits for the start instant once it has said it is ready.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// A child's command line (a hidden subcommand of the demo's own executable): its index in
 /// the fleet, and what it is to do, as JSON (`--plan`).
 #[derive(Debug, Clone, clap::Args)]
@@ -95,15 +98,15 @@ impl FromDemo {
     }
 
     /// The start instant (the demo's first line), as this process's `Instant`, within
-    /// `limit`.
-    pub async fn start(&mut self, limit: Duration) -> Result<Instant, String> {
-        match timeout(limit, self.lines.recv()).await {
+    /// [`START_TIMEOUT`].
+    pub async fn start(&mut self) -> Result<Instant, String> {
+        match timeout(START_TIMEOUT, self.lines.recv()).await {
             Ok(Some(Ok(line))) => serde_json::from_str::<StartInstant>(&line)
                 .map(StartInstant::local_instant)
                 .map_err(|e| format!("bad start line {line:?}: {e}")),
             Ok(Some(Err(err))) => Err(err),
             Ok(None) => Err("stdin closed before the start instant".to_owned()),
-            Err(_) => Err(format!("no start instant within {limit:?}")),
+            Err(_) => Err(format!("no start instant within {START_TIMEOUT:?}")),
         }
     }
 
@@ -114,6 +117,12 @@ impl FromDemo {
 }
 
 /// One message to the demo: a JSON line on stdout, flushed.
+/// Says this child is ready: its connections are open, it waits for the start instant. Its
+/// first line, which the demo waits for from every child before the start.
+pub fn say_ready() -> Result<(), String> {
+    say(&crate::fleet::Hello::Ready)
+}
+
 pub fn say<M: Serialize>(message: &M) -> Result<(), String> {
     let line = serde_json::to_string(message).map_err(|e| e.to_string())?;
     let mut stdout = std::io::stdout().lock();

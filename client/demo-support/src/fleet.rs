@@ -4,13 +4,12 @@
 //! Every wait is bounded; a child left behind by an error or a Ctrl-C is killed when the
 //! fleet is dropped.
 
-use std::fmt::Debug;
 use std::marker::PhantomData;
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::{timeout_at, Instant};
@@ -22,10 +21,13 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a SIGKILLed child gets to be reaped.
 const KILL_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What a child says on its stdout. Its first line is always "ready".
-pub trait ChildMessage: DeserializeOwned + Debug {
+/// A child's first line on its stdout ([`crate::child::say_ready`]), before its demo's own
+/// messages.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub(crate) enum Hello {
     /// The child opened its connections and waits for the start instant.
-    fn is_ready(&self) -> bool;
+    Ready,
 }
 
 struct Process {
@@ -44,7 +46,7 @@ pub struct Fleet<M> {
     says: PhantomData<fn() -> M>,
 }
 
-impl<M: ChildMessage> Fleet<M> {
+impl<M: DeserializeOwned> Fleet<M> {
     /// Starts one process of this executable per argument list (its index is its position)
     /// and waits until every one is ready.
     pub async fn spawn(noun: &'static str, arg_lists: Vec<Vec<String>>) -> Result<Self, String> {
@@ -78,12 +80,7 @@ impl<M: ChildMessage> Fleet<M> {
         };
         let ready_by = Instant::now() + READY_TIMEOUT;
         for index in 0..fleet.children.len() {
-            let message: M = fleet.next(index, ready_by).await?;
-            if !message.is_ready() {
-                return Err(format!(
-                    "{noun} {index} sent {message:?} before it was ready"
-                ));
-            }
+            let Hello::Ready = fleet.read(index, ready_by).await?;
         }
         Ok(fleet)
     }
@@ -128,8 +125,8 @@ impl<M: ChildMessage> Fleet<M> {
         Ok((noun, child.ok_or_else(|| format!("no {noun} {index}"))?))
     }
 
-    /// Child `index`'s next message, by `by`.
-    pub async fn next(&mut self, index: usize, by: Instant) -> Result<M, String> {
+    /// Child `index`'s next line, read as a `T`, by `by`.
+    async fn read<T: DeserializeOwned>(&mut self, index: usize, by: Instant) -> Result<T, String> {
         let (noun, child) = self.child(index)?;
         let line = timeout_at(by, child.lines.next_line())
             .await
@@ -149,10 +146,8 @@ impl<M: ChildMessage> Fleet<M> {
         let mut messages = Vec::new();
         for index in self.live() {
             loop {
-                let message = self.next(index, by).await?;
-                if message.is_ready() {
-                    return Err(format!("{} {index} said ready twice", self.noun));
-                }
+                // A second "ready" is not an `M`: an error, as any line that is not one.
+                let message = self.read(index, by).await?;
                 let done = last(&message);
                 messages.push(message);
                 if done {
@@ -190,5 +185,24 @@ impl<M: ChildMessage> Fleet<M> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_says_ready_as_one_tagged_json_line_no_demo_message_is() {
+        let ready = serde_json::to_string(&Hello::Ready).unwrap();
+        assert_eq!(ready, r#"{"type":"ready"}"#);
+        assert!(serde_json::from_str::<Hello>(&ready).is_ok());
+        for line in [
+            r#"{"type":"call","replica":1}"#,
+            r#"{"type":"report"}"#,
+            "ready",
+        ] {
+            assert!(serde_json::from_str::<Hello>(line).is_err(), "{line}");
+        }
     }
 }

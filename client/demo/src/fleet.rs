@@ -59,7 +59,6 @@ pub async fn run(plan: &Plan, on_start: impl FnOnce(Instant)) -> Result<FleetRun
         match message {
             ReplicaMessage::Call(record) => records.push(record),
             ReplicaMessage::Done(counters) => stats.push(counters),
-            ReplicaMessage::Ready => {}
         }
     }
     if plan.args.duration.is_none() && records.len() != count * calls as usize {

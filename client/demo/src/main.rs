@@ -33,48 +33,34 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Replica(args)) => replica::main(args),
-        None => demo(&cli.run),
+        None => demo(&cli.run).unwrap_or_else(|code| code),
     }
 }
 
-fn demo(args: &RunArgs) -> ExitCode {
-    if args.replicas.saturating_mul(args.calls) > cli::MAX_CALLS {
-        eprintln!(
-            "{PROGRAM}: {} replicas x {} calls is more than {} calls in all: lower --replicas or --calls",
-            args.replicas,
-            args.calls,
-            cli::MAX_CALLS
-        );
-        return ExitCode::from(2);
+/// Says `err` on stderr; `code` to exit with (2: knobs that do not fit, nothing started).
+fn fail(code: u8, err: impl std::fmt::Display) -> ExitCode {
+    eprintln!("{PROGRAM}: {err}");
+    ExitCode::from(code)
+}
+
+fn demo(args: &RunArgs) -> Result<ExitCode, ExitCode> {
+    let (replicas, calls, most) = (args.replicas, args.calls, cli::MAX_CALLS);
+    if replicas.saturating_mul(calls) > most {
+        let err = format!("{replicas} replicas x {calls} calls is more than {most} calls in all");
+        return Err(fail(2, err + ": lower --replicas or --calls"));
     }
     if let Some(Err(err)) = args.slow_spell().map(|spell| spell.check()) {
-        eprintln!("{PROGRAM}: {err}");
-        return ExitCode::from(2);
+        return Err(fail(2, err));
     }
     // Checked by the server's own rules before anything starts.
-    let quota = match Quota::new(args.capacity, Rate::from_f64(args.rate)) {
-        Ok(quota) => quota,
-        Err(err) => {
-            eprintln!("{PROGRAM}: {err}");
-            return ExitCode::from(2);
-        }
-    };
+    let quota = Quota::new(args.capacity, Rate::from_f64(args.rate)).map_err(|e| fail(2, e))?;
     let interval = quota.token_interval();
 
     // Started on the main thread, which lives as long as the process: the server's
     // parent-death signal follows the thread that started it.
-    let redis = match RedisTarget::open(args.redis_url.clone(), args.backend) {
-        Ok(redis) => redis,
-        Err(err) => {
-            eprintln!("{PROGRAM}: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let redis = RedisTarget::open(args.redis_url.clone(), args.backend).map_err(|e| fail(1, e))?;
     eprintln!("{PROGRAM}: Redis: {}", redis.description);
-    let outcome = match run_until_stopped(PROGRAM, scenario::run(args, &redis.url, interval)) {
-        Ok(outcome) => outcome,
-        Err(code) => return code,
-    };
+    let outcome = run_until_stopped(PROGRAM, scenario::run(args, &redis.url, interval))?;
     let (redis_description, module_loaded) = (redis.description.to_owned(), redis.module_loaded);
     // The replicas and the mock are gone: now Redis.
     drop(redis);
@@ -90,5 +76,5 @@ fn demo(args: &RunArgs) -> ExitCode {
     let per_second = summary.pushback.as_ref().filter(|_| summary.show_pushback);
     let svg = chart::render(args, per_second, &chart::chart_series(&outcome, &summary));
     summary.chart = args.output.save_chart(PROGRAM, "timeline.svg", &svg);
-    args.output.print(PROGRAM, &text(&summary, args), &summary)
+    Ok(args.output.print(PROGRAM, &text(&summary, args), &summary))
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use demo_support::child::{self, say, ChildArgs, FromDemo};
+use demo_support::http::warm_client;
 use demo_support::limiter::checked_limiter;
 use demo_support::shared_start::micros;
 use redis_throttle::http::{parse_retry_after, read_supplier_count, RetryPolicy};
@@ -24,12 +25,8 @@ use crate::fleet::Plan;
 use crate::upstream::INTEGRATOR_HEADER;
 use crate::wire::{call_id, CallRecord, LimiterCounts, ReplicaMessage, ReplicaStats};
 
-/// Bound on one HTTP call, connection included.
-const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bound on connecting to Redis and on each Redis reply.
 const REDIS_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long the replica waits for the demo to send the start instant.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// The pause when a 429 carries no `Retry-After` the replica can read.
 const DEFAULT_PAUSE: Duration = Duration::from_secs(1);
 
@@ -63,11 +60,11 @@ async fn run(index: u32, plan: &Plan) -> Result<(), String> {
     // timed part and every call starts from the same place.
     let mut clients = Vec::new();
     for _ in 0..args.calls_per_replica() {
-        clients.push(warm_client(&plan.upstream).await?);
+        clients.push(warm_client(&plan.upstream, "the upstream", 1).await?);
     }
     let mut from_demo = FromDemo::listen("pix-demo replica");
-    say(&ReplicaMessage::Ready)?;
-    let start_at = from_demo.start(START_TIMEOUT).await?;
+    child::say_ready()?;
+    let start_at = from_demo.start().await?;
     let calls = Arc::new(Calls {
         replica: index,
         url: format!("{}/pix", plan.upstream.trim_end_matches('/')),
@@ -133,29 +130,6 @@ async fn limiter(plan: &Plan) -> Result<Limiter<ConnectionManager>, String> {
     }
     let listen = (!args.no_listen).then_some(" (--no-listen asks the bucket instead)");
     checked_limiter(&plan.redis_url, builder, listen).await
-}
-
-async fn warm_client(upstream: &str) -> Result<reqwest::Client, String> {
-    let client = reqwest::Client::builder()
-        // Loopback only: a proxy from the environment must not get in between.
-        .no_proxy()
-        .timeout(HTTP_TIMEOUT)
-        .connect_timeout(HTTP_TIMEOUT)
-        .pool_max_idle_per_host(1)
-        .build()
-        .map_err(|e| format!("HTTP client: {e}"))?;
-    let health = format!("{}/health", upstream.trim_end_matches('/'));
-    let response = client
-        .get(&health)
-        .send()
-        .await
-        .map_err(|e| format!("cannot reach the upstream at {health}: {e}"))?;
-    // Reading the body to the end puts the connection back in the pool for the real call.
-    response
-        .bytes()
-        .await
-        .map_err(|e| format!("upstream {health}: {e}"))?;
-    Ok(client)
 }
 
 impl Calls {

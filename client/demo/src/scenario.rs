@@ -83,21 +83,16 @@ pub async fn run(args: &RunArgs, redis_url: &str, interval: Duration) -> Result<
     })
     .await
     .map_err(|e| format!("cannot start the mock upstream: {e}"))?;
-    eprintln!(
-        "pix-demo: mock API on {}: {} (429 above it{}{})",
-        upstream.url(),
-        args.upstream_mode.rule(args.quota),
-        if args.no_retry_after {
-            ", no Retry-After"
-        } else {
-            ""
-        },
-        if args.supplier_headers {
-            "; X-RateLimit-Remaining on every answer"
-        } else {
-            ""
-        }
-    );
+    let bare = match args.no_retry_after {
+        true => ", no Retry-After",
+        false => "",
+    };
+    let count = match args.supplier_headers {
+        true => "; X-RateLimit-Remaining on every answer",
+        false => "",
+    };
+    let (url, rule) = (upstream.url(), args.upstream_mode.rule(args.quota));
+    eprintln!("pix-demo: mock API on {url}: {rule} (429 above it{bare}{count})");
     if args.watches_open_calls() {
         eprintln!(
             "pix-demo: the supplier's calls open at once {}",

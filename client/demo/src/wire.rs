@@ -4,24 +4,15 @@
 //! `call` line per query when they are all done, then one `done` line with its limiter's
 //! counters.
 
-use demo_support::fleet::ChildMessage;
 use serde::{Deserialize, Serialize};
 
 /// Replica to demo, on the replica's stdout.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum ReplicaMessage {
-    /// Connections are open; waiting for the start instant.
-    Ready,
     Call(CallRecord),
     /// After the last call: the limiter's own counters.
     Done(ReplicaStats),
-}
-
-impl ChildMessage for ReplicaMessage {
-    fn is_ready(&self) -> bool {
-        matches!(self, ReplicaMessage::Ready)
-    }
 }
 
 /// One replica's limiter, as it reports itself after its calls.
@@ -138,10 +129,6 @@ mod tests {
 
     #[test]
     fn messages_are_one_tagged_json_object_per_line() {
-        assert_eq!(
-            serde_json::to_string(&ReplicaMessage::Ready).unwrap(),
-            r#"{"type":"ready"}"#
-        );
         let call = ReplicaMessage::Call(CallRecord {
             replica: 1,
             call: 7,

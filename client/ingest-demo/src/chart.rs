@@ -56,7 +56,7 @@ pub fn render(summary: &Summary) -> String {
         panels.push(Panel {
             title: format!(
                 "{}: {} sent, {} refused, all stored after {:.2} s",
-                r.title, r.sent, r.refused, r.time_s
+                r.title, r.writes.sent, r.writes.refused, r.writes.finish_s
             ),
             points: r.points.clone(),
             mark: None,

@@ -35,32 +35,27 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::RetryWorker(args)) => worker::retry_main(args),
         Some(Command::BacklogWorker(args)) => worker::backlog_main(args),
-        None => demo(&cli.run),
+        None => demo(&cli.run).unwrap_or_else(|code| code),
     }
 }
 
-fn demo(args: &RunArgs) -> ExitCode {
+fn demo(args: &RunArgs) -> Result<ExitCode, ExitCode> {
     // Started on the main thread, which lives as long as the process: the server's
     // parent-death signal follows the thread that started it.
-    let redis = match PrivateRedis::start(args.server.as_deref(), true, RUN_SH) {
-        Ok(redis) => redis,
-        Err(err) => {
-            eprintln!("{PROGRAM}: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let redis = PrivateRedis::start(args.server.as_deref(), true, RUN_SH).map_err(|err| {
+        eprintln!("{PROGRAM}: {err}");
+        ExitCode::FAILURE
+    })?;
     eprintln!("{PROGRAM}: Redis: {}", redis.description());
-    let mut summary = match run_until_stopped(PROGRAM, scenario(args, redis.url())) {
-        Ok(summary) => summary,
-        Err(code) => return code,
-    };
+    let mut summary = run_until_stopped(PROGRAM, scenario(args, redis.url()))?;
     summary.redis = redis.description().to_owned();
     // The workers and the database are gone: now Redis.
     drop(redis);
     let svg = chart::render(&summary);
     summary.chart = args.output.save_chart(PROGRAM, "flow.svg", &svg);
-    args.output
-        .print(PROGRAM, &report::text(&summary), &summary)
+    Ok(args
+        .output
+        .print(PROGRAM, &report::text(&summary), &summary))
 }
 
 /// The phases `--phase` asks for, against one mock database.

@@ -49,54 +49,55 @@ pub fn text(summary: &Summary) -> String {
 }
 
 fn retry_table(out: &mut String, r: &RetrySummary) {
+    let w = &r.writes;
     let _ = writeln!(
         out,
         "\n{} ({} workers send all {} at once, retry each refused one after Retry-After)",
-        r.title, r.workers, r.records
+        r.title, r.workers, w.records
     );
     out.push_str(
         "  try         sent   stored  refused   first s    span s bucket: most   document: sent\n",
     );
-    for w in &r.waves {
+    for wave in &r.waves {
         let _ = writeln!(
             out,
             "  {:<7} {:>8} {:>8} {:>8} {:>9.3} {:>9.3} {:>12} {:>16}",
-            w.attempt,
-            w.sent,
-            w.stored,
-            w.refused,
-            w.first_s,
-            w.span_s,
-            w.most_stored,
-            w.document_sent
+            wave.attempt,
+            wave.sent,
+            wave.stored,
+            wave.refused,
+            wave.first_s,
+            wave.span_s,
+            wave.most_stored,
+            wave.document_sent
         );
     }
     out.push_str("                               sent    refused     stored    time s\n");
     let _ = writeln!(
         out,
         "  {:<22} {:>10} {:>10} {:>10} {:>9.3}",
-        "measured", r.sent, r.refused, r.stored, r.time_s
+        "measured", w.sent, w.refused, w.stored, w.finish_s
     );
     let _ = writeln!(
         out,
         "  {:<22} {:>10} {:>10} {:>10} {:>9}",
         "bucket, these spans",
-        format!(">= {}", r.records + r.least_refused),
+        format!(">= {}", w.records + r.least_refused),
         format!(">= {}", r.least_refused),
-        r.records,
+        w.records,
         format!(">= {:.1}", r.min_time_s)
     );
     let _ = writeln!(
         out,
         "  {:<22} {:>10} {:>10} {:>10} {:>9.1}",
-        "document (at once)", r.document_sent, r.document_refused, r.records, r.document_time_s
+        "document (at once)", r.document_sent, r.document_refused, w.records, r.document_time_s
     );
     let _ = writeln!(
         out,
         "  duplicates {}, errors {}; every record stored exactly once: {}",
-        r.duplicates,
-        r.errors,
-        yes(r.all_stored_once)
+        w.duplicates,
+        w.errors,
+        yes(w.stored_once)
     );
 }
 

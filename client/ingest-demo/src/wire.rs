@@ -3,21 +3,13 @@
 //! stdout; the demo sends the start instant on its stdin (and, to a backlog worker, `stop`
 //! later); the worker answers with its `report` and exits.
 
-use demo_support::fleet::ChildMessage;
 use serde::{Deserialize, Serialize};
 
 /// Worker to demo.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum WorkerMessage {
-    Ready,
     Report(WorkerReport),
-}
-
-impl ChildMessage for WorkerMessage {
-    fn is_ready(&self) -> bool {
-        matches!(self, WorkerMessage::Ready)
-    }
 }
 
 /// Demo to worker, after the start instant. Any line then stops a backlog worker.
@@ -92,10 +84,6 @@ mod tests {
 
     #[test]
     fn messages_are_tagged_json_lines() {
-        assert_eq!(
-            serde_json::to_string(&WorkerMessage::Ready).unwrap(),
-            r#"{"type":"ready"}"#
-        );
         assert_eq!(
             serde_json::to_string(&DemoMessage::Stop).unwrap(),
             r#"{"type":"stop"}"#

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use demo_support::child::{self, say, ChildArgs, FromDemo};
+use demo_support::http::warm_client;
 use demo_support::limiter::checked_limiter;
 use demo_support::redis_server::connect_async;
 use demo_support::shared_start::micros;
@@ -19,12 +20,8 @@ use tokio::time::{timeout, Instant};
 use crate::db::{ATTEMPT_HEADER, RETRY_AFTER_MS_HEADER};
 use crate::wire::{BacklogPlan, RetryPlan, WorkerMessage, WorkerReport};
 
-/// Bound on one HTTP write, connection included.
-const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Phase 1: a worker's HTTP connections (its writes go out on them as fast as they can).
 const CONNECTIONS: usize = 64;
-/// How long a worker waits for the demo's start.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Phase 1: tries of one record before it is given up (the bucket serves every record long
 /// before), and the whole run's bound.
 const MAX_TRIES: u32 = 60;
@@ -132,45 +129,16 @@ async fn put(
     }
 }
 
-/// An HTTP client to the database `db` with `connections` keep-alive connections, opened at
-/// once, so no handshake lands in the timed part.
-pub async fn warm_client(db: &str, connections: usize) -> Result<reqwest::Client, String> {
-    let client = reqwest::Client::builder()
-        // Loopback only: a proxy from the environment must not get in between.
-        .no_proxy()
-        .timeout(HTTP_TIMEOUT)
-        .connect_timeout(HTTP_TIMEOUT)
-        .pool_max_idle_per_host(connections)
-        .build()
-        .map_err(|e| format!("HTTP client: {e}"))?;
-    let health = format!("{db}/health");
-    let mut tasks = Vec::with_capacity(connections);
-    for _ in 0..connections {
-        let (client, health) = (client.clone(), health.clone());
-        tasks.push(tokio::spawn(async move {
-            let response = client.get(&health).send().await?;
-            // Read to the end, so the connection goes back to the pool.
-            response.bytes().await.map(drop)
-        }));
-    }
-    for task in tasks {
-        task.await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| format!("cannot reach the database at {health}: {e}"))?;
-    }
-    Ok(client)
-}
-
 /// Opens `connections` HTTP connections to the database `db`, says ready, and sleeps until
 /// the shared start: the client, the start, and the demo's line (on which it says stop).
 async fn ready(
     db: &str,
     connections: usize,
 ) -> Result<(reqwest::Client, Instant, FromDemo), String> {
-    let client = warm_client(db, connections).await?;
+    let client = warm_client(db, "the database", connections).await?;
     let mut from_demo = FromDemo::listen("ingest-demo worker");
-    say(&WorkerMessage::Ready)?;
-    let start = from_demo.start(START_TIMEOUT).await?;
+    child::say_ready()?;
+    let start = from_demo.start().await?;
     tokio::time::sleep_until(start).await;
     Ok((client, start, from_demo))
 }

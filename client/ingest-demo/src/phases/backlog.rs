@@ -109,7 +109,7 @@ pub struct BacklogSummary {
     pub points: Vec<Point>,
 }
 
-/// A backlog run's writes as the database counted them, against what was pushed.
+/// A phase's writes as the database counted them, against the records it was to store.
 #[derive(Debug, Clone, Serialize)]
 pub struct Writes {
     pub records: u64,

@@ -15,7 +15,7 @@ use tokio::time::{timeout, Instant};
 
 use crate::db::RU_PER_QUERY;
 use crate::phases::{Env, RATE_RU};
-use crate::worker::warm_client;
+use demo_support::http::warm_client;
 use demo_support::redis_server::connect_async as connect;
 
 /// Interactive queries a second, and so one every `PERIOD`.
@@ -75,7 +75,7 @@ impl Interactive {
         // The first command on a connection costs more than the others: not in the samples.
         limiter.peek().await.map_err(|e| e.to_string())?;
         let db = env.db.url().trim_end_matches('/').to_owned();
-        let client = warm_client(&db, CONNECTIONS).await?;
+        let client = warm_client(&db, "the database", CONNECTIONS).await?;
         Ok(Interactive {
             limiter,
             client,

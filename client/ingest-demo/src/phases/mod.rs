@@ -29,11 +29,10 @@ const START_LEAD: Duration = Duration::from_millis(300);
 /// The workers' reports, then their exits, by `by`.
 async fn reports(workers: Workers, by: Instant) -> Result<Vec<WorkerReport>, String> {
     let messages = workers.reports(by, |_| true).await?;
-    let report = |m| match m {
-        WorkerMessage::Report(report) => Some(report),
-        WorkerMessage::Ready => None,
-    };
-    Ok(messages.into_iter().filter_map(report).collect())
+    Ok(messages
+        .into_iter()
+        .map(|WorkerMessage::Report(report)| report)
+        .collect())
 }
 
 /// The database's provisioning, and the shared bucket's: 20 000 RU of burst, 20 000 RU/s.

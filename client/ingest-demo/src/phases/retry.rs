@@ -37,15 +37,10 @@ pub struct Wave {
 pub struct RetrySummary {
     pub phase: &'static str,
     pub title: &'static str,
-    pub records: u64,
     pub workers: u32,
-    pub sent: u64,
-    pub refused: u64,
-    pub stored: u64,
-    pub duplicates: u64,
-    pub errors: u64,
-    /// From the start to the last record stored, by the database's clock.
-    pub time_s: f64,
+    /// As the backlog's phases count them (`finish_s`: when the last record was stored).
+    #[serde(flatten)]
+    pub writes: Writes,
     /// The bucket cannot store them all sooner: (records·RU − burst) / rate.
     pub min_time_s: f64,
     /// Refused at least, by the waves' bounds.
@@ -54,8 +49,6 @@ pub struct RetrySummary {
     pub document_refused: u64,
     pub document_time_s: f64,
     pub waves: Vec<Wave>,
-    /// Each record's id stored exactly once, and nothing else.
-    pub all_stored_once: bool,
     #[serde(skip)]
     pub points: Vec<Point>,
 }
@@ -147,21 +140,14 @@ pub async fn retry_phase(env: &Env<'_>) -> Result<RetrySummary, String> {
     Ok(RetrySummary {
         phase: "retry",
         title: "phase 1: retry on error",
-        records,
         workers,
-        sent: writes.sent,
-        refused: writes.refused,
-        stored: writes.stored,
-        duplicates: writes.duplicates,
-        errors: writes.errors,
-        time_s: writes.finish_s,
+        writes,
         min_time_s: ideal(records, CAPACITY_RU).as_secs_f64(),
         least_refused,
         document_sent: document.iter().map(|w| w.0).sum(),
         document_refused: document.iter().map(|w| w.0 - w.1).sum(),
         document_time_s: document.len().saturating_sub(1) as f64,
         waves,
-        all_stored_once: writes.stored_once,
         points: points(&arrivals, start),
     })
 }
