@@ -116,13 +116,13 @@ impl FromDemo {
     }
 }
 
-/// One message to the demo: a JSON line on stdout, flushed.
 /// Says this child is ready: its connections are open, it waits for the start instant. Its
 /// first line, which the demo waits for from every child before the start.
 pub fn say_ready() -> Result<(), String> {
     say(&crate::fleet::Hello::Ready)
 }
 
+/// One message to the demo: a JSON line on stdout, flushed.
 pub fn say<M: Serialize>(message: &M) -> Result<(), String> {
     let line = serde_json::to_string(message).map_err(|e| e.to_string())?;
     let mut stdout = std::io::stdout().lock();

@@ -1,7 +1,7 @@
 //! The demo's side of the replicas in one phase: what each is told (the plan, as JSON on its
-//! command line), and their reports, collected. Each replica is a separate OS process (this same executable,
-//! `replica` subcommand), started, held to one start instant and read through
-//! `demo_support::fleet`.
+//! command line), and their reports, collected. Each replica is a separate OS process (this
+//! same executable, `replica` subcommand), started, held to one start instant and read
+//! through `demo_support::fleet`.
 
 use std::time::Duration;
 
