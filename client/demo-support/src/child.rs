@@ -98,7 +98,7 @@ impl FromDemo {
     }
 
     /// The start instant (the demo's first line), as this process's `Instant`, within
-    /// [`START_TIMEOUT`].
+    /// a minute.
     pub async fn start(&mut self) -> Result<Instant, String> {
         match timeout(START_TIMEOUT, self.lines.recv()).await {
             Ok(Some(Ok(line))) => serde_json::from_str::<StartInstant>(&line)

@@ -133,7 +133,7 @@ pub(crate) struct Chart {
 }
 
 impl Chart {
-    /// The chart of `points` as a [`line`] on a scale of 0 to `max`, with no limit drawn.
+    /// The chart of `points` as a [`line()`] on a scale of 0 to `max`, with no limit drawn.
     fn line(frame: Frame, points: &[(u64, Option<f64>)], max: f64) -> Chart {
         Chart {
             d: line(frame, points, max),
