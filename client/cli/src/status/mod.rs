@@ -468,8 +468,8 @@ async fn peek_all(
 }
 
 /// One command on every row's bucket with its quota (`args` of the quota), pipelined in
-/// batches: each reply read back by the command, as the table has it (`T`), or why not. A row whose reported quota is
-/// not one a server takes is not sent: its reason is the quota's.
+/// batches: each reply read back by the command, as the table has it (`T`), or why not. A row
+/// whose reported quota is not one a server takes is not sent: its reason is the quota's.
 pub(crate) async fn each_row<A: ThrottleCommand, T: From<A::Reply>>(
     server: &Server,
     backend: Backend,
