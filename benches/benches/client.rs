@@ -36,8 +36,8 @@ fn round_trips(c: &mut Criterion) {
     let quota = Quota::new(CAPACITY, Rate::per_second(RATE)).expect("quota");
     let limiter = Limiter::new(conn.clone(), "bench:client:limiter", quota);
 
-    // Exactly what acquire() sends (Strategy::Reserve without a deadline).
-    let bare = acquire_take("bench:client:bare", CAPACITY, RATE);
+    // What acquire() sends, bare.
+    let bare = acquire_take("bench:client:bare", CAPACITY, RATE).expect("the bench's quota");
 
     let mut group = c.benchmark_group("client");
     group.bench_function("bare_throttle_take", |b| {

@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use redis_throttle::DEFAULT_MAX_WAIT;
+use throttle_bucket::{Command, Quota, TakeArgs, ThrottleCommand};
 use throttle_testkit::{command_stat, command_stat_text, Flavor, Server};
 
 /// A server's name on a benchmark's command line (`--server redis-8.2`), as the test kit
@@ -51,18 +53,27 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// The THROTTLE.TAKE a limiter's `acquire()` sends for `key` (`Strategy::Reserve`, no
-/// deadline): the bare command its overhead is measured against.
-pub fn acquire_take(key: &str, capacity: u64, rate: u64) -> redis::Cmd {
-    let mut cmd = redis::cmd("THROTTLE.TAKE");
-    cmd.arg(key)
-        .arg(capacity)
-        .arg(rate)
-        .arg("TOKENS")
-        .arg(1)
-        .arg("MAXWAIT")
-        .arg(throttle_bucket::MAX_WAIT_MS);
-    cmd
+/// The THROTTLE.TAKE a limiter's `acquire()` sends for `key` (`Strategy::Reserve`, the
+/// default deadline, one token): the bare command its overhead is measured against. Worded by
+/// the command's own [`ThrottleCommand::words`], as the client words it, so that the two
+/// cannot drift apart: `key capacity rate MAXWAIT 60000 TICKET`.
+pub fn acquire_take(key: &str, capacity: u64, rate: u64) -> Result<redis::Cmd, String> {
+    let quota = Quota::new(capacity, rate.to_string().as_bytes()).map_err(|e| e.to_string())?;
+    let args = TakeArgs {
+        quota,
+        tokens: 1,
+        max_wait_ms: u64::try_from(DEFAULT_MAX_WAIT.as_millis()).unwrap_or(u64::MAX),
+        ticket: true,
+        floor: None,
+        inflight: None,
+        line: None,
+    };
+    let mut cmd = redis::cmd(Command::Take.name());
+    cmd.arg(key);
+    for word in args.words() {
+        cmd.arg(word.to_text());
+    }
+    Ok(cmd)
 }
 
 /// A count on a benchmark's command line: a whole number, at least 1.

@@ -49,7 +49,7 @@ pub fn overhead(options: &Options, server: &Server) -> Result<String, String> {
             .await
             .map_err(|e| format!("connect: {e}"))?;
         let limiter = Limiter::new(conn.clone(), "bench:overhead:limiter", quota);
-        let bare = acquire_take("bench:overhead:bare", capacity, rate);
+        let bare = acquire_take("bench:overhead:bare", capacity, rate)?;
         // (wall us, client CPU us) per call. The runtime is single-threaded, so this thread's
         // CPU time is all the client does: encoding, the connection's driver, the limiter.
         let per_call = |started: Instant, cpu: u64| {
@@ -122,7 +122,7 @@ pub fn overhead(options: &Options, server: &Server) -> Result<String, String> {
     let _ = writeln!(out, "|---|---:|---:|---:|---:|");
     let _ = writeln!(
         out,
-        "| bare `THROTTLE.TAKE ... TOKENS 1 MAXWAIT` (redis-rs) | {bare:.1} | 1.000 | \
+        "| bare `THROTTLE.TAKE ... MAXWAIT ms TICKET` (redis-rs) | {bare:.1} | 1.000 | \
          {bare_cpu:.2} | 1.000 |"
     );
     let _ = writeln!(
