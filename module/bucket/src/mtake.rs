@@ -12,7 +12,7 @@ use crate::limits::MAX_KEYS;
 use crate::line::{joined, look_again, place_of, renewed_place, settle, Handed};
 use crate::refusal::Refusal;
 use crate::reply::{count, flag, int, Ints};
-use crate::slot_options::{slot_words, Inflight, LineArgs, SlotOptions};
+use crate::slot_options::{slot_words, Inflight, LineArgs, SlotOptions, SlotTail};
 use crate::slots::Slots;
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
 use crate::state::State;
@@ -698,16 +698,13 @@ impl ThrottleCommand for MTakeArgs {
                 )
                 .chain(tickets),
         );
-        if self.inflight.is_some() {
-            ints.push(int(outcome.slot.unwrap_or(0)));
-        }
-        if self.line.is_some() {
-            ints.push(int(outcome.place));
-        }
         // Only a denial says why, last: a granted reply is as it always was.
-        if !outcome.granted {
-            ints.push(int(outcome.refusal.bits()));
+        SlotTail {
+            slot: self.inflight.map(|_| outcome.slot.unwrap_or(0)),
+            place: self.line.map(|_| outcome.place),
+            refusal: (!outcome.granted).then_some(outcome.refusal),
         }
+        .push_onto(&mut ints);
         ints
     }
 
@@ -718,26 +715,14 @@ impl ThrottleCommand for MTakeArgs {
         let [granted, wait_ms, rest @ ..] = ints else {
             return None;
         };
-        let keys = self.len;
-        let ticket = self.ticket;
-        let pairs = keys.checked_mul(2)?;
-        let expected = pairs
-            .checked_add(if ticket { keys } else { 0 })?
-            .checked_add(usize::from(self.inflight.is_some()))?
-            .checked_add(usize::from(self.line.is_some()))?;
         let granted = flag(*granted)?;
-        // A denial may end with what held it back (a server from before says nothing).
-        let (rest, refusal) = match rest.split_at_checked(expected) {
-            Some((rest, [])) => (rest, None),
-            Some((rest, [bits])) if !granted => (rest, Some(Refusal::from_bits(count(*bits)?))),
-            _ => return None,
-        };
+        let keys = self.len;
         if keys == 0 {
             return None;
         }
-        let (buckets, rest) = rest.split_at_checked(pairs)?;
-        let (tickets, slot) = rest.split_at_checked(if ticket { keys } else { 0 })?;
-        let tickets = if ticket {
+        let (buckets, rest) = rest.split_at_checked(keys.checked_mul(2)?)?;
+        let (tickets, rest) = rest.split_at_checked(if self.ticket { keys } else { 0 })?;
+        let tickets = if self.ticket {
             Some(
                 tickets
                     .iter()
@@ -747,12 +732,11 @@ impl ThrottleCommand for MTakeArgs {
         } else {
             None
         };
-        let (slot, place) = match (slot, self.line.is_some()) {
-            ([], false) => (None, None),
-            ([id], false) => (Some(count(*id)?), None),
-            ([id, place], true) => (Some(count(*id)?), Some(count(*place)?)),
-            _ => return None,
-        };
+        let SlotTail {
+            slot,
+            place,
+            refusal,
+        } = SlotTail::read(rest, self.inflight.is_some(), self.line.is_some(), granted)?;
         let buckets = buckets
             .chunks_exact(2)
             .map(|pair| match pair {

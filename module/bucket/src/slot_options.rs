@@ -4,6 +4,8 @@
 
 use crate::error::ArgError;
 use crate::limits::{MAX_INFLIGHT, MAX_LEASE_MS};
+use crate::refusal::Refusal;
+use crate::reply::{count, int, Ints};
 use crate::words::{parse_slot, parse_u64, Word};
 use crate::NS_PER_MS;
 
@@ -118,6 +120,56 @@ pub(crate) fn slot_words(
         if let Some(id) = line.waiter {
             words.extend([Word::Text("WAITER"), Word::Number(id)]);
         }
+    }
+}
+
+/// The end of a TAKE's or MTAKE's reply, after its tickets: the slot's id (0: none) if the
+/// call asked for a slot, its place in line (0: none) with LINE, and on a denial only what held
+/// it back. Both commands write and read it here, so their replies end alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotTail {
+    pub(crate) slot: Option<u64>,
+    pub(crate) place: Option<u64>,
+    pub(crate) refusal: Option<Refusal>,
+}
+
+impl SlotTail {
+    /// Its integers after `ints`'.
+    #[inline]
+    pub(crate) fn push_onto<const N: usize>(self, ints: &mut Ints<N>) {
+        for value in [self.slot, self.place, self.refusal.map(Refusal::bits)]
+            .into_iter()
+            .flatten()
+        {
+            ints.push(int(value));
+        }
+    }
+
+    /// The end read back from `ints`, the integers after the tickets, for a call that asked
+    /// for a slot (`inflight`) and a place (`line`); `None` for any other shape.
+    pub(crate) fn read(ints: &[i64], inflight: bool, line: bool, granted: bool) -> Option<Self> {
+        let (slot, ints) = next_if(inflight, ints)?;
+        let (place, ints) = next_if(line, ints)?;
+        // A server from before refusals says nothing; one that knows LINE always says why.
+        let refusal = match ints {
+            [] if granted || !line => None,
+            [bits] if !granted => Some(Refusal::from_bits(count(*bits)?)),
+            _ => return None,
+        };
+        Some(SlotTail {
+            slot,
+            place,
+            refusal,
+        })
+    }
+}
+
+/// The first of `ints` as a count if the call `asked` for it, and the rest.
+pub(crate) fn next_if(asked: bool, ints: &[i64]) -> Option<(Option<u64>, &[i64])> {
+    match (asked, ints) {
+        (false, rest) => Some((None, rest)),
+        (true, [value, rest @ ..]) => Some((Some(count(*value)?), rest)),
+        (true, []) => None,
     }
 }
 

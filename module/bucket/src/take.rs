@@ -10,7 +10,7 @@ use crate::gcra::{ceil_ms, saturate, View, Write};
 use crate::line::{joined, look_again, place_of, renewed_place, settle, Handed};
 use crate::refusal::Refusal;
 use crate::reply::{count, flag, int, Ints};
-use crate::slot_options::{slot_words, Inflight, LineArgs, SlotOptions};
+use crate::slot_options::{next_if, slot_words, Inflight, LineArgs, SlotOptions, SlotTail};
 use crate::spec::{Access, Arg, Keys, Kind, Spec, CAPACITY, KEY, MAXWAIT, RATE};
 use crate::state::State;
 use crate::throttle_command::{one_key, Effects, ThrottleCommand};
@@ -584,16 +584,13 @@ impl ThrottleCommand for TakeArgs {
             };
             ints.push(ticket);
         }
-        if self.inflight.is_some() {
-            ints.push(int(outcome.slot.unwrap_or(0)));
-        }
-        if self.line.is_some() {
-            ints.push(int(outcome.place));
-        }
         // Only a denial says why: a granted reply is as it always was, and costs nothing more.
-        if !outcome.granted {
-            ints.push(int(outcome.refusal.bits()));
+        SlotTail {
+            slot: self.inflight.map(|_| outcome.slot.unwrap_or(0)),
+            place: self.line.map(|_| outcome.place),
+            refusal: (!outcome.granted).then_some(outcome.refusal),
         }
+        .push_onto(&mut ints);
         ints
     }
 
@@ -602,37 +599,21 @@ impl ThrottleCommand for TakeArgs {
     /// could be either. A denial may end with what held it back (a server from before that
     /// says nothing: read as `None`).
     fn decode(&self, ints: &[i64]) -> Option<TakeReply> {
-        let (head, tail) = match ints {
-            [g, r, w, t, tail @ ..] => ([*g, *r, *w, *t], tail),
-            _ => return None,
+        let [granted, remaining, wait_ms, reset_ms, tail @ ..] = ints else {
+            return None;
         };
-        let [granted, remaining, wait_ms, reset_ms] = head;
-        let granted = flag(granted)?;
-        let asked = usize::from(self.ticket)
-            + usize::from(self.inflight.is_some())
-            + usize::from(self.line.is_some());
-        let (tail, refusal) = match tail.split_at_checked(asked) {
-            // A server that knows LINE always says why it refused.
-            Some((tail, [])) if granted || self.line.is_none() => (tail, None),
-            Some((tail, [bits])) if !granted => (tail, Some(Refusal::from_bits(count(*bits)?))),
-            _ => return None,
-        };
-        let (tail, place) = match (self.line.is_some(), tail) {
-            (true, [tail @ .., place]) => (tail, Some(count(*place)?)),
-            _ => (tail, None),
-        };
-        let (ticket, slot) = match (self.ticket, self.inflight.is_some(), tail) {
-            (false, false, []) => (None, None),
-            (true, false, [ticket]) => (Some(count(*ticket)?), None),
-            (false, true, [slot]) => (None, Some(count(*slot)?)),
-            (true, true, [ticket, slot]) => (Some(count(*ticket)?), Some(count(*slot)?)),
-            _ => return None,
-        };
+        let granted = flag(*granted)?;
+        let (ticket, tail) = next_if(self.ticket, tail)?;
+        let SlotTail {
+            slot,
+            place,
+            refusal,
+        } = SlotTail::read(tail, self.inflight.is_some(), self.line.is_some(), granted)?;
         Some(TakeReply {
             granted,
-            remaining: count(remaining)?,
-            wait_ms: count(wait_ms)?,
-            reset_ms: count(reset_ms)?,
+            remaining: count(*remaining)?,
+            wait_ms: count(*wait_ms)?,
+            reset_ms: count(*reset_ms)?,
             ticket,
             slot,
             place,
