@@ -137,11 +137,15 @@ impl SlotTail {
     /// Its integers after `ints`'.
     #[inline]
     pub(crate) fn push_onto<const N: usize>(self, ints: &mut Ints<N>) {
-        for value in [self.slot, self.place, self.refusal.map(Refusal::bits)]
-            .into_iter()
-            .flatten()
-        {
-            ints.push(int(value));
+        // Not a loop over the three: callgrind counted 37 more instructions per take with one.
+        if let Some(slot) = self.slot {
+            ints.push(int(slot));
+        }
+        if let Some(place) = self.place {
+            ints.push(int(place));
+        }
+        if let Some(refusal) = self.refusal {
+            ints.push(int(refusal.bits()));
         }
     }
 
