@@ -1195,8 +1195,10 @@ local function paused(key, quota, b, cut, ms)
   return ceil_ms(sub2(next_s, next_n, b.now_s, b.now_n)), wrote, tat_s, tat_n
 end
 
--- Reads the bucket at `key`: the view's fields in a table, or nil and the error's code.
-local function open(key)
+-- Reads the bucket at `key`: the view's fields in a table, or nil and the error's code. Its
+-- `quota` is the one the command computes with: the key's own if it keeps one at the server
+-- (THROTTLE.QUOTA), which wins over `quota`, the caller's.
+local function open(key, quota)
   local now_s, now_n = clock()
   local state_s, state_n, pushback, err, slots, kept =
     state_of(redis.pcall('GET', key), now_s, now_n)
@@ -1207,7 +1209,7 @@ local function open(key)
   return {
     now_s = now_s, now_n = now_n, state_s = state_s, state_n = state_n, pushback = pushback,
     base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n, factor = factor,
-    slots = slots, kept = kept,
+    slots = slots, kept = kept, quota = kept and kept.q or quota,
   }
 end
 
@@ -1488,6 +1490,9 @@ local function joined(slots, now_s, now_n, cap, place_s, place_n, lease_ms, toke
 end
 -- The commands, each the module's command of the same name, step by step (take, mtake,
 -- pause, give, peek, cut, sync, debit) -----------------------------------------------------
+-- A one-key command is called as command(keys, args, quota): its entry (`one_key`, at the end)
+-- has checked the key count, the arity and the quota; it checks its own arguments, then reads
+-- the key (`open`).
 
 local USAGE = {
   take = 'capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f] [INFLIGHT n] [LEASE ms]',
@@ -1735,19 +1740,8 @@ do
   -- not in line). A denial's reply ends with what held it back, a sum of 1 (the tokens), 2 (the
   -- floor), 4 (every slot held), 8 (a pause in effect) and 16 (in line): the module's
   -- Refusal.
-  function take(keys, args) -- the local above
-    local count = #args
-    if count < 2 then
-      return fail('arity', 'take')
-    end
-    local by_capacity = QUOTAS[args[2]]
-    local quota, err = by_capacity and by_capacity[args[1]], nil
-    if not quota then
-      quota, err = parse_quota(args[1], args[2])
-      if not quota then
-        return fail(err)
-      end
-    end
+  function take(keys, args, quota) -- the local above
+    local count, err = #args, nil
     local tokens_text, wait_text, floor_text, ticket = nil, nil, nil, false
     local inflight_text, lease_text, line_text, waiter_text
     local i = 3
@@ -2411,37 +2405,22 @@ local function mtake(keys, args)
 end
 
 -- THROTTLE.PAUSE key capacity rate ms
-local function pause(keys, args)
-  if #args ~= 3 then
-    return fail('arity', 'pause')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function pause(keys, args, quota)
   local ms = whole(args[3], MAX_WAIT_MS)
   if not ms or ms < 1 then
     return fail('pause_ms')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
-  local next_ms = paused(keys[1], quota, b, b.pushback and b.pushback.cut, ms)
+  local next_ms = paused(keys[1], b.quota, b, b.pushback and b.pushback.cut, ms)
   return next_ms
 end
 
 -- THROTTLE.GIVE key capacity rate n ticket: gives a take's tokens back while nothing was taken
 -- after it, never beyond a full bucket (the module's give-back rule).
-local function give(keys, args)
-  if #args ~= 4 then
-    return fail('arity', 'give')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function give(keys, args, quota)
   local n = whole(args[3], quota.capacity)
   if not n then
     return fail('give_tokens', quota.capacity)
@@ -2460,11 +2439,11 @@ local function give(keys, args)
   local ticket_s = tonum(sub(ticket, 1, -7)) or 0
   local ticket_n = (tonum(sub(ticket, -6)) or 0) * 1000
 
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
+  quota = b.quota -- the key's own, if it keeps one
   if not b.state_s then
     return 0 -- a missing key is a full bucket: nothing to give back to
   end
@@ -2508,39 +2487,24 @@ end
 
 -- THROTTLE.PEEK key capacity rate: what TOKENS 0 replies, then the pause and the rate's
 -- factor; never a write.
-local function peek(keys, args)
-  if #args ~= 2 then
-    return fail('arity', 'peek')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
+local function peek(keys, _, quota)
+  local b, err = open(keys[1], quota)
+  if not b then
     return fail(err)
   end
-  local b, read_err = open(keys[1])
-  if not b then
-    return fail(read_err)
-  end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local paused_ms = 0
   local pushback = b.pushback
   if pushback and lt(b.now_s, b.now_n, pushback.until_s, pushback.until_n) then
     paused_ms = ceil_ms(sub2(pushback.until_s, pushback.until_n, b.now_s, b.now_n))
   end
   return {
-    1, remaining(quota, b.debt_s, b.debt_n, b.factor), 0, ceil_ms(b.debt_s, b.debt_n),
+    1, remaining(b.quota, b.debt_s, b.debt_n, b.factor), 0, ceil_ms(b.debt_s, b.debt_n),
     paused_ms, b.factor,
   }
 end
 
 -- THROTTLE.CUT key capacity rate ms factor recovery_ms
-local function cut(keys, args)
-  if #args ~= 5 then
-    return fail('arity', 'cut')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function cut(keys, args, quota)
   local ms = whole(args[3], MAX_WAIT_MS)
   if not ms or ms < 1 then
     return fail('pause_ms')
@@ -2553,11 +2517,10 @@ local function cut(keys, args)
   if not recovery or recovery < 1 then
     return fail('recovery')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local pushback = b.pushback
   local stored_cut = pushback and pushback.cut
   -- A cut while the bucket is paused is the same episode: the rate is cut once.
@@ -2583,7 +2546,7 @@ local function cut(keys, args)
     end
     new_cut = { s = b.now_s, n = b.now_n, factor = cut_factor, recovery = recovery_new }
   end
-  local next_ms, wrote = paused(keys[1], quota, b, new_cut, ms)
+  local next_ms, wrote = paused(keys[1], b.quota, b, new_cut, ms)
   local effective = stored_cut
   if wrote then
     effective = new_cut
@@ -2601,14 +2564,7 @@ local function cut(keys, args)
 end
 
 -- THROTTLE.SYNC key capacity rate remaining reset_ms
-local function sync(keys, args)
-  if #args ~= 4 then
-    return fail('arity', 'sync')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function sync(keys, args, quota)
   local left = whole(args[3], MAX_CAPACITY)
   if not left then
     return fail('remaining')
@@ -2617,11 +2573,11 @@ local function sync(keys, args)
   if not reset then
     return fail('reset_ms')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
+  quota = b.quota -- the key's own, if it keeps one
   local tat_s, tat_n = b.base_s, b.base_n
   if remaining(quota, b.debt_s, b.debt_n, b.factor) > left then
     -- The debt that leaves exactly `left` whole tokens.
@@ -2654,23 +2610,16 @@ local function sync(keys, args)
 end
 
 -- THROTTLE.DEBIT key capacity rate n
-local function debit(keys, args)
-  if #args ~= 3 then
-    return fail('arity', 'debit')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function debit(keys, args, quota)
   local n = whole(args[3], MAX_CAPACITY)
   if not n then
     return fail('debit_tokens')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
+  quota = b.quota -- the key's own, if it keeps one
   if n == 0 then
     return { remaining(quota, b.debt_s, b.debt_n, b.factor), ceil_ms(b.debt_s, b.debt_n) }
   end
@@ -2715,13 +2664,6 @@ end
 
 -- THROTTLE.RENEW key capacity rate slot ms
 local function renew(keys, args)
-  if #args ~= 4 then
-    return fail('arity', 'renew')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
   local id = parse_slot(args[3])
   if not id then
     return fail('slot_id')
@@ -2730,9 +2672,9 @@ local function renew(keys, args)
   if not ms or ms < 1 then
     return fail('lease')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1])
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
   local end_s, end_n = add(b.now_s, b.now_n, ms_pair(ms))
   local slots = with_slot(b, id, function(one)
@@ -2750,14 +2692,7 @@ end
 -- callers in line, the slot is handed to the head and announced as `handed <id> <wait_ms>`. A
 -- waiter's ticket in line leaves the line (it gave up, or its call was cancelled): written,
 -- nothing announced. 1 if the slot was held (or the ticket in line), else 0.
-local function release(keys, args)
-  if #args < 3 then
-    return fail('arity', 'release')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function release(keys, args, quota)
   local id = parse_slot(args[3])
   if not id then
     return fail('slot_id')
@@ -2784,16 +2719,11 @@ local function release(keys, args)
       return fail('inflight')
     end
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  local held = 0
-  for k = 1, b.slots and #b.slots or 0 do
-    if lt(b.now_s, b.now_n, b.slots[k][2], b.slots[k][3]) then
-      held = held + 1
-    end
-  end
+  local held = held_at(b.slots, b.now_s, b.now_n)
   local freed
   local slots = with_slot(b, id, function(one)
     freed = one
@@ -2830,10 +2760,7 @@ local function release(keys, args)
   if slots and slots.line then
     -- The line learns its pace from how much lease the holders leave unused.
     slots.slack = slack_after(slots.slack, sub2(freed[2], freed[3], b.now_s, b.now_n))
-    if b.kept then
-      quota = b.kept.q -- a quota kept at the server wins over the caller's
-    end
-    tat_s, tat_n, slots, handed = settle(quota, b, tat_s, tat_n, slots, slots.cap)
+    tat_s, tat_n, slots, handed = settle(b.quota, b, tat_s, tat_n, slots, slots.cap)
   end
   store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, slots, b.kept)
   -- After the write, and protected: a server that refuses the announcement (an ACL without
@@ -2850,17 +2777,10 @@ local function release(keys, args)
 end
 
 -- THROTTLE.SLOTS key capacity rate: read-only.
-local function slots(keys, args)
-  if #args ~= 2 then
-    return fail('arity', 'slots')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
-  local b, read_err = open(keys[1])
+local function slots(keys)
+  local b, err = open(keys[1])
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
   local held, first_s, first_n = held_at(b.slots, b.now_s, b.now_n)
   if held == 0 then
@@ -2872,17 +2792,10 @@ end
 -- THROTTLE.RESUME key capacity rate: an operator ends the pause and the cut now, keeping the
 -- state as it is (the stored bytes cannot tell a pause's share from real takes, so no earlier
 -- instant is safe) and every slot held; nothing written when neither is in effect.
-local function resume(keys, args)
-  if #args ~= 2 then
-    return fail('arity', 'resume')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
-  local b, read_err = open(keys[1])
+local function resume(keys)
+  local b, err = open(keys[1])
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
   local pushback = b.pushback
   if not pushback then
@@ -2901,25 +2814,17 @@ end
 -- so that every command on the key computes with it whatever its caller sends; CLEAR gives the
 -- key back to its callers' quotas. The state instant, the pause, the cut and the slots stay;
 -- the key keeps no TTL while a quota is kept. Nothing is written when nothing changes.
-local function quota(keys, args)
-  local count = #args
-  if count ~= 2 and count ~= 3 then
-    return fail('arity', 'quota')
-  end
-  local wanted, err = parse_quota(args[1], args[2])
-  if not wanted then
-    return fail(err)
-  end
+local function quota(keys, args, wanted)
   local kept = { q = wanted, capacity = wanted.capacity, text = canonical_rate(args[2]) }
-  if count == 3 then
+  if #args == 3 then
     if string.upper(args[3]) ~= 'CLEAR' then
       return fail('quota_option')
     end
     kept = nil
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1])
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
   -- The bucket seen with the quota it keeps from now: the one given either way (after CLEAR,
   -- the caller's own).
@@ -2943,10 +2848,42 @@ local COMMANDS = {
   quota = quota,
 }
 
+-- How many arguments each one-key command takes, as the module counts them: at least, and at
+-- most (none: options follow).
+local ARITY = {
+  take = { 2 }, pause = { 3, 3 }, give = { 4, 4 }, peek = { 2, 2 }, cut = { 5, 5 },
+  sync = { 4, 4 }, debit = { 3, 3 }, renew = { 4, 4 }, release = { 3 }, slots = { 2, 2 },
+  resume = { 2, 2 }, quota = { 2, 3 },
+}
+
+-- The one-key command `name` (its key count already checked) with the start every one of them
+-- shares, in the module's order: the arity, then the quota (capacity, rate). The command is
+-- given the quota and checks its own arguments after it.
+local function one_key(name)
+  local command, least, most = COMMANDS[name], ARITY[name][1], ARITY[name][2]
+  return function(keys, args)
+    local count = #args
+    if count < least or (most and count > most) then
+      return fail('arity', name)
+    end
+    -- parse_quota's own cache, read here first: a hot key's call makes no function call.
+    local by_capacity = QUOTAS[args[2]]
+    local quota = by_capacity and by_capacity[args[1]]
+    if not quota then
+      local err
+      quota, err = parse_quota(args[1], args[2])
+      if not quota then
+        return fail(err)
+      end
+    end
+    return command(keys, args, quota)
+  end
+end
+
 if redis.register_function then
   -- The library: one function per command, `throttle_<command>`.
   local function entry(name)
-    local command = COMMANDS[name]
+    local command = name == 'mtake' and mtake or one_key(name)
     return function(keys, args)
       if not floor then
         std()
@@ -2989,8 +2926,11 @@ else
   if not command then
     return fail('command')
   end
-  if name ~= 'mtake' and #KEYS ~= 1 then
-    return fail('one_key', name, name .. ' ' .. USAGE[name])
+  if name ~= 'mtake' then
+    if #KEYS ~= 1 then
+      return fail('one_key', name, name .. ' ' .. USAGE[name])
+    end
+    command = one_key(name)
   end
   table.remove(ARGV, 1)
   return command(KEYS, ARGV)

@@ -320,8 +320,10 @@ local function paused(key, quota, b, cut, ms)
   return ceil_ms(sub2(next_s, next_n, b.now_s, b.now_n)), wrote, tat_s, tat_n
 end
 
--- Reads the bucket at `key`: the view's fields in a table, or nil and the error's code.
-local function open(key)
+-- Reads the bucket at `key`: the view's fields in a table, or nil and the error's code. Its
+-- `quota` is the one the command computes with: the key's own if it keeps one at the server
+-- (THROTTLE.QUOTA), which wins over `quota`, the caller's.
+local function open(key, quota)
   local now_s, now_n = clock()
   local state_s, state_n, pushback, err, slots, kept =
     state_of(redis.pcall('GET', key), now_s, now_n)
@@ -332,7 +334,7 @@ local function open(key)
   return {
     now_s = now_s, now_n = now_n, state_s = state_s, state_n = state_n, pushback = pushback,
     base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n, factor = factor,
-    slots = slots, kept = kept,
+    slots = slots, kept = kept, quota = kept and kept.q or quota,
   }
 end
 

@@ -230,19 +230,8 @@ do
   -- not in line). A denial's reply ends with what held it back, a sum of 1 (the tokens), 2 (the
   -- floor), 4 (every slot held), 8 (a pause in effect) and 16 (in line): the module's
   -- Refusal.
-  function take(keys, args) -- the local above
-    local count = #args
-    if count < 2 then
-      return fail('arity', 'take')
-    end
-    local by_capacity = QUOTAS[args[2]]
-    local quota, err = by_capacity and by_capacity[args[1]], nil
-    if not quota then
-      quota, err = parse_quota(args[1], args[2])
-      if not quota then
-        return fail(err)
-      end
-    end
+  function take(keys, args, quota) -- the local above
+    local count, err = #args, nil
     local tokens_text, wait_text, floor_text, ticket = nil, nil, nil, false
     local inflight_text, lease_text, line_text, waiter_text
     local i = 3

@@ -1,14 +1,7 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
 -- THROTTLE.GIVE key capacity rate n ticket: gives a take's tokens back while nothing was taken
 -- after it, never beyond a full bucket (the module's give-back rule).
-local function give(keys, args)
-  if #args ~= 4 then
-    return fail('arity', 'give')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function give(keys, args, quota)
   local n = whole(args[3], quota.capacity)
   if not n then
     return fail('give_tokens', quota.capacity)
@@ -27,11 +20,11 @@ local function give(keys, args)
   local ticket_s = tonum(sub(ticket, 1, -7)) or 0
   local ticket_n = (tonum(sub(ticket, -6)) or 0) * 1000
 
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
+  quota = b.quota -- the key's own, if it keeps one
   if not b.state_s then
     return 0 -- a missing key is a full bucket: nothing to give back to
   end

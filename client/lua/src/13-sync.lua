@@ -1,13 +1,6 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
 -- THROTTLE.SYNC key capacity rate remaining reset_ms
-local function sync(keys, args)
-  if #args ~= 4 then
-    return fail('arity', 'sync')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function sync(keys, args, quota)
   local left = whole(args[3], MAX_CAPACITY)
   if not left then
     return fail('remaining')
@@ -16,11 +9,11 @@ local function sync(keys, args)
   if not reset then
     return fail('reset_ms')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
+  quota = b.quota -- the key's own, if it keeps one
   local tat_s, tat_n = b.base_s, b.base_n
   if remaining(quota, b.debt_s, b.debt_n, b.factor) > left then
     -- The debt that leaves exactly `left` whole tokens.

@@ -1,22 +1,15 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
 -- THROTTLE.DEBIT key capacity rate n
-local function debit(keys, args)
-  if #args ~= 3 then
-    return fail('arity', 'debit')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function debit(keys, args, quota)
   local n = whole(args[3], MAX_CAPACITY)
   if not n then
     return fail('debit_tokens')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
+  quota = b.quota -- the key's own, if it keeps one
   if n == 0 then
     return { remaining(quota, b.debt_s, b.debt_n, b.factor), ceil_ms(b.debt_s, b.debt_n) }
   end
