@@ -2443,7 +2443,6 @@ local function give(keys, args, quota)
   if not b then
     return fail(err)
   end
-  quota = b.quota -- the key's own, if it keeps one
   if not b.state_s then
     return 0 -- a missing key is a full bucket: nothing to give back to
   end
@@ -2452,7 +2451,7 @@ local function give(keys, args, quota)
   -- given back already.
   local since_s, since_n = sub2(b.state_s, b.state_n, ticket_s, ticket_n)
   local rounding = 0
-  if quota.interval > 999 then
+  if b.quota.interval > 999 then
     rounding = 999
   end
   if since_s ~= 0 or since_n > rounding then
@@ -2461,20 +2460,20 @@ local function give(keys, args, quota)
   -- At the configured rate, the least the take can have cost: a cut since makes tokens cost
   -- more, and giving that much back would free part of the slot before this take's. Never
   -- beyond a full bucket (now), and never into a pause set since the take.
-  local back_s, back_n = mul(n, quota.interval)
+  local back_s, back_n = mul(n, b.quota.interval)
   local tat_s, tat_n = sub2(b.base_s, b.base_n, back_s, back_n)
   tat_s, tat_n = max(tat_s, tat_n, b.now_s, b.now_n)
   local pushback = b.pushback
   if pushback and lt(b.now_s, b.now_n, pushback.until_s, pushback.until_n) then
     tat_s, tat_n = max(tat_s, tat_n,
-      paused_state(quota, pushback.until_s, pushback.until_n, pushback.cut))
+      paused_state(b.quota, pushback.until_s, pushback.until_n, pushback.cut))
   end
   if not lt(tat_s, tat_n, b.base_s, b.base_n) then
     return 0
   end
   -- What was freed, in tokens rounded up (the last one may be part of a token's time).
   local freed_s, freed_n = sub2(b.base_s, b.base_n, tat_s, tat_n)
-  local given, rest = divmod(freed_s, freed_n, quota.interval)
+  local given, rest = divmod(freed_s, freed_n, b.quota.interval)
   if rest > 0 then
     given = given + 1
   end
@@ -2577,11 +2576,10 @@ local function sync(keys, args, quota)
   if not b then
     return fail(err)
   end
-  quota = b.quota -- the key's own, if it keeps one
   local tat_s, tat_n = b.base_s, b.base_n
-  if remaining(quota, b.debt_s, b.debt_n, b.factor) > left then
+  if remaining(b.quota, b.debt_s, b.debt_n, b.factor) > left then
     -- The debt that leaves exactly `left` whole tokens.
-    local short_s, short_n = sub2(quota.fill_s, quota.fill_n, cost(quota, left, b.factor))
+    local short_s, short_n = sub2(b.quota.fill_s, b.quota.fill_n, cost(b.quota, left, b.factor))
     tat_s, tat_n = max(tat_s, tat_n, add(b.now_s, b.now_n, short_s, short_n))
   end
   local lowered = lt(b.base_s, b.base_n, tat_s, tat_n)
@@ -2591,7 +2589,7 @@ local function sync(keys, args, quota)
     local was_s, was_n = b.base_s, b.base_n
     b.base_s, b.base_n = tat_s, tat_n
     local _, paused_wrote, paused_s, paused_n =
-      paused(keys[1], quota, b, b.pushback and b.pushback.cut, reset)
+      paused(keys[1], b.quota, b, b.pushback and b.pushback.cut, reset)
     b.base_s, b.base_n = was_s, was_n
     wrote = paused_wrote
     if wrote then
@@ -2606,7 +2604,7 @@ local function sync(keys, args, quota)
   if wrote then
     debt_s, debt_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
   end
-  return { wrote and 1 or 0, remaining(quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
+  return { wrote and 1 or 0, remaining(b.quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
 end
 
 -- THROTTLE.DEBIT key capacity rate n
@@ -2619,14 +2617,13 @@ local function debit(keys, args, quota)
   if not b then
     return fail(err)
   end
-  quota = b.quota -- the key's own, if it keeps one
   if n == 0 then
-    return { remaining(quota, b.debt_s, b.debt_n, b.factor), ceil_ms(b.debt_s, b.debt_n) }
+    return { remaining(b.quota, b.debt_s, b.debt_n, b.factor), ceil_ms(b.debt_s, b.debt_n) }
   end
   -- A debt past 20 years is refused; a cost past 1e18 ns (or not a pair) is past it for sure.
   local cost_s, cost_n
-  if n * quota.interval <= 1e18 then
-    cost_s, cost_n = cost(quota, n, b.factor)
+  if n * b.quota.interval <= 1e18 then
+    cost_s, cost_n = cost(b.quota, n, b.factor)
   end
   local debt_s, debt_n
   if cost_s then
@@ -2637,7 +2634,7 @@ local function debit(keys, args, quota)
   end
   local tat_s, tat_n = add(b.base_s, b.base_n, cost_s, cost_n)
   store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, b.slots, b.kept)
-  return { remaining(quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
+  return { remaining(b.quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
 end
 
 -- The slots of `b` with the one whose id is `id` changed by `change` (given the slot, it

@@ -9,14 +9,13 @@ local function debit(keys, args, quota)
   if not b then
     return fail(err)
   end
-  quota = b.quota -- the key's own, if it keeps one
   if n == 0 then
-    return { remaining(quota, b.debt_s, b.debt_n, b.factor), ceil_ms(b.debt_s, b.debt_n) }
+    return { remaining(b.quota, b.debt_s, b.debt_n, b.factor), ceil_ms(b.debt_s, b.debt_n) }
   end
   -- A debt past 20 years is refused; a cost past 1e18 ns (or not a pair) is past it for sure.
   local cost_s, cost_n
-  if n * quota.interval <= 1e18 then
-    cost_s, cost_n = cost(quota, n, b.factor)
+  if n * b.quota.interval <= 1e18 then
+    cost_s, cost_n = cost(b.quota, n, b.factor)
   end
   local debt_s, debt_n
   if cost_s then
@@ -27,6 +26,6 @@ local function debit(keys, args, quota)
   end
   local tat_s, tat_n = add(b.base_s, b.base_n, cost_s, cost_n)
   store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, b.slots, b.kept)
-  return { remaining(quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
+  return { remaining(b.quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
 end
 
