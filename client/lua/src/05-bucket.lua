@@ -416,6 +416,16 @@ local function view_at(b, tat_s, tat_n)
     debt_n = debt_n, factor = b.factor, pushback = b.pushback }
 end
 
+-- Gives the table `slots` the waiters `rest` as its line: with none left, no line, nor the
+-- line's cap and slack.
+local function set_line(slots, rest)
+  if #rest > 0 then
+    slots.line = rest
+  else
+    slots.line, slots.cap, slots.slack = nil, nil, nil
+  end
+end
+
 -- The line of the (pruned) table `slots` settled at `b`'s now, the module's line::settle: while
 -- fewer than `cap` slots are held, the head waiter gets one, its ticket as the slot's id; its
 -- tokens are taken then, as a take at that instant would (from `tat` on), and its slot's lease
@@ -461,11 +471,7 @@ local function settle(quota, b, tat_s, tat_n, slots, cap)
   for i = at, #line do
     rest[#rest + 1] = line[i]
   end
-  if #rest > 0 then
-    slots.line = rest
-  else
-    slots.line, slots.cap, slots.slack = nil, nil, nil
-  end
+  set_line(slots, rest)
   return tat_s, tat_n, slots, handed
 end
 

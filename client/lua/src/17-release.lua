@@ -54,11 +54,7 @@ local function release(keys, args, quota)
             rest[#rest + 1] = table_after.line[j]
           end
         end
-        if #rest > 0 then
-          table_after.line = rest
-        else
-          table_after.line, table_after.cap, table_after.slack = nil, nil, nil
-        end
+        set_line(table_after, rest)
         store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, table_after, b.kept)
         return 1
       end
