@@ -2061,8 +2061,8 @@ local function mtake(keys, args)
     end
     quotas[i], tokens[i] = quota, n
   end
-  local wait_text, floors_at, ticket = nil, nil, false
-  local inflight_text, lease_text, line_text, waiter_text
+  -- The options of one value, by name: their text.
+  local texts, floors_at, ticket = {}, nil, false
   local i = 3 * count + 1
   while i <= nargs do
     local name = string.upper(args[i])
@@ -2072,16 +2072,6 @@ local function mtake(keys, args)
       end
       ticket = true
       i = i + 1
-    elseif name == 'MAXWAIT' then
-      local value = args[i + 1]
-      if not value then
-        return fail('missing', 'MAXWAIT', 'MAXWAIT')
-      end
-      if wait_text then
-        return fail('repeated', 'MAXWAIT')
-      end
-      wait_text = value
-      i = i + 2
     elseif name == 'FLOOR' then
       if nargs - i < count then
         return fail('floors', count)
@@ -2091,35 +2081,26 @@ local function mtake(keys, args)
       end
       floors_at = i + 1
       i = i + 1 + count
-    elseif name == 'INFLIGHT' or name == 'LEASE' or name == 'LINE' or name == 'WAITER' then
+    elseif name == 'MAXWAIT' or name == 'INFLIGHT' or name == 'LEASE' or name == 'LINE'
+        or name == 'WAITER' then
       local value = args[i + 1]
       if not value then
         return fail('missing', name, name)
       end
-      if (name == 'INFLIGHT' and inflight_text) or (name == 'LEASE' and lease_text)
-          or (name == 'LINE' and line_text) or (name == 'WAITER' and waiter_text) then
+      if texts[name] then
         return fail('repeated', name)
       end
-      if name == 'INFLIGHT' then
-        inflight_text = value
-      elseif name == 'LEASE' then
-        lease_text = value
-      elseif name == 'LINE' then
-        line_text = value
-      else
-        waiter_text = value
-      end
+      texts[name] = value
       i = i + 2
     else
       return fail('mtake_option')
     end
   end
-  if inflight_text or lease_text or line_text or waiter_text then
-    local wrong = check_slot_options(inflight_text, lease_text, line_text, waiter_text,
-      floors_at)
-    if wrong then
-      return fail(wrong)
-    end
+  local wait_text, inflight_text, lease_text, line_text, waiter_text =
+    texts.MAXWAIT, texts.INFLIGHT, texts.LEASE, texts.LINE, texts.WAITER
+  local wrong = check_slot_options(inflight_text, lease_text, line_text, waiter_text, floors_at)
+  if wrong then
+    return fail(wrong)
   end
   local max_wait_ms = 0
   if wait_text then
