@@ -1253,6 +1253,48 @@ local function held_at(slots, now_s, now_n)
   return held, first_s, first_n
 end
 
+-- The slot of `slots` whose id is `id`, if it is held at `now` ({id, s, n}), and its index.
+local function held_slot(slots, id, now_s, now_n)
+  for k = 1, slots and #slots or 0 do
+    local one = slots[k]
+    if one[1] == id and lt(now_s, now_n, one[2], one[3]) then
+      return one, k
+    end
+  end
+  return nil
+end
+
+-- The slots of `b` with the one whose id is `id` changed by `change` (given the slot, it
+-- returns the new one, or nil to drop it), if it is held at `b`'s now; nil if it is not.
+local function with_slot(b, id, change)
+  local slots = b.slots
+  local one, at = held_slot(slots, id, b.now_s, b.now_n)
+  if not one then
+    return nil
+  end
+  local changed = { next = slots.next, line = slots.line, cap = slots.cap, slack = slots.slack }
+  for k = 1, #slots do
+    if k ~= at then
+      changed[#changed + 1] = slots[k]
+    else
+      changed[#changed + 1] = change(one)
+    end
+  end
+  return changed
+end
+
+-- `slots` (pruned at `now`) with the lease of the slot `id` ending at `end` instead: a waiter
+-- handed it that learns of it late keeps a whole lease.
+local function with_lease(slots, now_s, now_n, id, end_s, end_n)
+  local table_after = pruned(slots, now_s, now_n)
+  for k = 1, #table_after do
+    if table_after[k][1] == id then
+      table_after[k] = { id, end_s, end_n }
+    end
+  end
+  return table_after
+end
+
 -- Whether a caller waits in the line of `slots` at `now` (its place has not run out).
 local function in_line(slots, now_s, now_n)
   local line = slots and slots.line
@@ -1634,30 +1676,21 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
       -- Handed a slot: granted, its tokens taken at the hand-off; the wait until they are
       -- there (its lease runs from then). A waiter that learns of it late still has a whole
       -- lease from now: the slot's lease renewed, and written, only if that ends later.
-      for k = 1, slots and #slots or 0 do
-        local one = slots[k]
-        if one[1] == waiter_id and lt(now_s, now_n, one[2], one[3]) then
-          local ws, wn = sub2(one[2], one[3], ms_pair(lease_ms))
-          ws, wn = sub2(ws, wn, now_s, now_n)
-          if ws < 0 then
-            ws, wn = 0, 0
-          end
-          o = { granted = 1, wait_s = ws, wait_n = wn, after_s = b.debt_s, after_n = b.debt_n,
-            slot = waiter_id, handed_look = true }
-          local end_s, end_n = add(now_s, now_n, ws, wn)
-          end_s, end_n = add(end_s, end_n, ms_pair(lease_ms))
-          if lt(one[2], one[3], end_s, end_n) then
-            local table_after = pruned(slots, now_s, now_n)
-            for j = 1, #table_after do
-              if table_after[j][1] == waiter_id then
-                table_after[j] = { waiter_id, end_s, end_n }
-              end
-            end
-            o.write = { b.base_s, b.base_n, table_after }
-          end
-          o = or_settled(o)
-          break
+      local one = held_slot(slots, waiter_id, now_s, now_n)
+      if one then
+        local ws, wn = sub2(one[2], one[3], ms_pair(lease_ms))
+        ws, wn = sub2(ws, wn, now_s, now_n)
+        if ws < 0 then
+          ws, wn = 0, 0
         end
+        o = { granted = 1, wait_s = ws, wait_n = wn, after_s = b.debt_s, after_n = b.debt_n,
+          slot = waiter_id, handed_look = true }
+        local end_s, end_n = add(now_s, now_n, ws, wn)
+        end_s, end_n = add(end_s, end_n, ms_pair(lease_ms))
+        if lt(one[2], one[3], end_s, end_n) then
+          o.write = { b.base_s, b.base_n, with_lease(slots, now_s, now_n, waiter_id, end_s, end_n) }
+        end
+        o = or_settled(o)
       end
       -- Still in line: its place renewed.
       local place = not o and place_of(slots, now_s, now_n, waiter_id)
@@ -2239,14 +2272,7 @@ local function mtake(keys, args)
     local slots = b.slots
     local held, first_s, first_n = held_at(slots, now_s, now_n)
     slot = 0
-    local handed_slot
-    for k = 1, (waiter_id and slots) and #slots or 0 do
-      local one = slots[k]
-      if one[1] == waiter_id and lt(now_s, now_n, one[2], one[3]) then
-        handed_slot = one
-        break
-      end
-    end
+    local handed_slot = waiter_id and held_slot(slots, waiter_id, now_s, now_n)
     local in_place = waiter_id and not handed_slot and place_of(slots, now_s, now_n, waiter_id)
     -- Denied in line at `at` with ticket `id`, writing `table_after`: the wait is when to
     -- look again.
@@ -2257,13 +2283,9 @@ local function mtake(keys, args)
     end
     if handed_slot and not tokens_granted then
       -- Its tokens not there in time: the slot goes on down the line at once.
-      local rest = { next = slots.next, line = slots.line, cap = slots.cap,
-        slack = slots.slack }
-      for k = 1, #slots do
-        if slots[k][1] ~= waiter_id then
-          rest[#rest + 1] = slots[k]
-        end
-      end
+      local rest = with_slot(b, waiter_id, function()
+        return nil
+      end)
       local tat_s, tat_n, table_after, more = settle(quotas[1], b, b.base_s, b.base_n,
         pruned(rest, now_s, now_n), cap)
       for k = 1, #more do
@@ -2277,11 +2299,7 @@ local function mtake(keys, args)
       end_s, end_n = add(end_s, end_n, ms_pair(lease_ms))
       local table_after = pruned(slots, now_s, now_n)
       if lt(handed_slot[2], handed_slot[3], end_s, end_n) then
-        for k = 1, #table_after do
-          if table_after[k][1] == waiter_id then
-            table_after[k] = { waiter_id, end_s, end_n }
-          end
-        end
+        table_after = with_lease(slots, now_s, now_n, waiter_id, end_s, end_n)
       end
       b.slots, slot = table_after, waiter_id
       if not b.tat_s then
@@ -2615,28 +2633,6 @@ local function debit(keys, args, quota)
   local tat_s, tat_n = add(b.base_s, b.base_n, cost_s, cost_n)
   store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, b.slots, b.kept)
   return { remaining(b.quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
-end
-
--- The slots of `b` with the one whose id is `id` changed by `change` (given the slot, it
--- returns the new one, or nil to drop it), if it is held at `b`'s now; nil if it is not.
-local function with_slot(b, id, change)
-  local slots = b.slots
-  for k = 1, slots and #slots or 0 do
-    local one = slots[k]
-    if one[1] == id and lt(b.now_s, b.now_n, one[2], one[3]) then
-      local changed = { next = slots.next, line = slots.line, cap = slots.cap,
-        slack = slots.slack }
-      for j = 1, #slots do
-        if j ~= k then
-          changed[#changed + 1] = slots[j]
-        else
-          changed[#changed + 1] = change(one)
-        end
-      end
-      return changed
-    end
-  end
-  return nil
 end
 
 -- THROTTLE.RENEW key capacity rate slot ms

@@ -385,6 +385,48 @@ local function held_at(slots, now_s, now_n)
   return held, first_s, first_n
 end
 
+-- The slot of `slots` whose id is `id`, if it is held at `now` ({id, s, n}), and its index.
+local function held_slot(slots, id, now_s, now_n)
+  for k = 1, slots and #slots or 0 do
+    local one = slots[k]
+    if one[1] == id and lt(now_s, now_n, one[2], one[3]) then
+      return one, k
+    end
+  end
+  return nil
+end
+
+-- The slots of `b` with the one whose id is `id` changed by `change` (given the slot, it
+-- returns the new one, or nil to drop it), if it is held at `b`'s now; nil if it is not.
+local function with_slot(b, id, change)
+  local slots = b.slots
+  local one, at = held_slot(slots, id, b.now_s, b.now_n)
+  if not one then
+    return nil
+  end
+  local changed = { next = slots.next, line = slots.line, cap = slots.cap, slack = slots.slack }
+  for k = 1, #slots do
+    if k ~= at then
+      changed[#changed + 1] = slots[k]
+    else
+      changed[#changed + 1] = change(one)
+    end
+  end
+  return changed
+end
+
+-- `slots` (pruned at `now`) with the lease of the slot `id` ending at `end` instead: a waiter
+-- handed it that learns of it late keeps a whole lease.
+local function with_lease(slots, now_s, now_n, id, end_s, end_n)
+  local table_after = pruned(slots, now_s, now_n)
+  for k = 1, #table_after do
+    if table_after[k][1] == id then
+      table_after[k] = { id, end_s, end_n }
+    end
+  end
+  return table_after
+end
+
 -- Whether a caller waits in the line of `slots` at `now` (its place has not run out).
 local function in_line(slots, now_s, now_n)
   local line = slots and slots.line

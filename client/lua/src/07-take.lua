@@ -125,30 +125,21 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
       -- Handed a slot: granted, its tokens taken at the hand-off; the wait until they are
       -- there (its lease runs from then). A waiter that learns of it late still has a whole
       -- lease from now: the slot's lease renewed, and written, only if that ends later.
-      for k = 1, slots and #slots or 0 do
-        local one = slots[k]
-        if one[1] == waiter_id and lt(now_s, now_n, one[2], one[3]) then
-          local ws, wn = sub2(one[2], one[3], ms_pair(lease_ms))
-          ws, wn = sub2(ws, wn, now_s, now_n)
-          if ws < 0 then
-            ws, wn = 0, 0
-          end
-          o = { granted = 1, wait_s = ws, wait_n = wn, after_s = b.debt_s, after_n = b.debt_n,
-            slot = waiter_id, handed_look = true }
-          local end_s, end_n = add(now_s, now_n, ws, wn)
-          end_s, end_n = add(end_s, end_n, ms_pair(lease_ms))
-          if lt(one[2], one[3], end_s, end_n) then
-            local table_after = pruned(slots, now_s, now_n)
-            for j = 1, #table_after do
-              if table_after[j][1] == waiter_id then
-                table_after[j] = { waiter_id, end_s, end_n }
-              end
-            end
-            o.write = { b.base_s, b.base_n, table_after }
-          end
-          o = or_settled(o)
-          break
+      local one = held_slot(slots, waiter_id, now_s, now_n)
+      if one then
+        local ws, wn = sub2(one[2], one[3], ms_pair(lease_ms))
+        ws, wn = sub2(ws, wn, now_s, now_n)
+        if ws < 0 then
+          ws, wn = 0, 0
         end
+        o = { granted = 1, wait_s = ws, wait_n = wn, after_s = b.debt_s, after_n = b.debt_n,
+          slot = waiter_id, handed_look = true }
+        local end_s, end_n = add(now_s, now_n, ws, wn)
+        end_s, end_n = add(end_s, end_n, ms_pair(lease_ms))
+        if lt(one[2], one[3], end_s, end_n) then
+          o.write = { b.base_s, b.base_n, with_lease(slots, now_s, now_n, waiter_id, end_s, end_n) }
+        end
+        o = or_settled(o)
       end
       -- Still in line: its place renewed.
       local place = not o and place_of(slots, now_s, now_n, waiter_id)

@@ -213,14 +213,7 @@ local function mtake(keys, args)
     local slots = b.slots
     local held, first_s, first_n = held_at(slots, now_s, now_n)
     slot = 0
-    local handed_slot
-    for k = 1, (waiter_id and slots) and #slots or 0 do
-      local one = slots[k]
-      if one[1] == waiter_id and lt(now_s, now_n, one[2], one[3]) then
-        handed_slot = one
-        break
-      end
-    end
+    local handed_slot = waiter_id and held_slot(slots, waiter_id, now_s, now_n)
     local in_place = waiter_id and not handed_slot and place_of(slots, now_s, now_n, waiter_id)
     -- Denied in line at `at` with ticket `id`, writing `table_after`: the wait is when to
     -- look again.
@@ -231,13 +224,9 @@ local function mtake(keys, args)
     end
     if handed_slot and not tokens_granted then
       -- Its tokens not there in time: the slot goes on down the line at once.
-      local rest = { next = slots.next, line = slots.line, cap = slots.cap,
-        slack = slots.slack }
-      for k = 1, #slots do
-        if slots[k][1] ~= waiter_id then
-          rest[#rest + 1] = slots[k]
-        end
-      end
+      local rest = with_slot(b, waiter_id, function()
+        return nil
+      end)
       local tat_s, tat_n, table_after, more = settle(quotas[1], b, b.base_s, b.base_n,
         pruned(rest, now_s, now_n), cap)
       for k = 1, #more do
@@ -251,11 +240,7 @@ local function mtake(keys, args)
       end_s, end_n = add(end_s, end_n, ms_pair(lease_ms))
       local table_after = pruned(slots, now_s, now_n)
       if lt(handed_slot[2], handed_slot[3], end_s, end_n) then
-        for k = 1, #table_after do
-          if table_after[k][1] == waiter_id then
-            table_after[k] = { waiter_id, end_s, end_n }
-          end
-        end
+        table_after = with_lease(slots, now_s, now_n, waiter_id, end_s, end_n)
       end
       b.slots, slot = table_after, waiter_id
       if not b.tat_s then
