@@ -1385,6 +1385,19 @@ local function settle(quota, b, tat_s, tat_n, slots, cap)
   return tat_s, tat_n, slots, handed
 end
 
+-- Announces the first of the slots a settling `handed` (nil or {{id, wait_s, wait_n}, ...}) on
+-- `key`'s channel, `handed <id> <wait_ms>`: its waiter goes ahead at once. Called after the
+-- write, and protected: a server that refuses the announcement (an ACL without the channel)
+-- still hands the slot on; the waiter finds it when it looks again. Whether there was one.
+local function announce_handed(key, handed)
+  local first = handed and handed[1]
+  if first then
+    redis.pcall('SPUBLISH', pause_channel(key),
+      string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
+  end
+  return first ~= nil
+end
+
 -- When the waiter with ticket `id`, at `place` in line, should be handed a slot, ms from `now`,
 -- at the line's pace: each holder frees its slot the line's slack before its lease ends, and a
 -- slot handed on is held for the waiter's own lease less the slack (a hold); a holder past its
@@ -1725,13 +1738,8 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
   local write = o.write
   if write then
     store(key, write[1], write[2], b.pushback, now_s, now_n, write[3], kept)
-    -- After the write, and protected, as RELEASE's: a waiter whose holder's lease ran out
-    -- goes ahead at once.
-    local first = handed > 0 and given[1]
-    if first then
-      redis.pcall('SPUBLISH', pause_channel(key),
-        string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
-    end
+    -- A waiter whose holder's lease ran out goes ahead at once.
+    announce_handed(key, given)
   end
   local reply = {
     o.granted,
@@ -2382,11 +2390,10 @@ local function mtake(keys, args)
         or 0
     end
   end
-  -- After the writes, and protected, as RELEASE's: a waiter whose holder's lease ran out (or
-  -- whose handed slot this call passed on) goes ahead at once.
-  if first_written and given[1] then
-    redis.pcall('SPUBLISH', pause_channel(keys[1]),
-      string.format('handed %.0f %.0f', given[1][1], ceil_ms(given[1][2], given[1][3])))
+  -- After the writes: a waiter whose holder's lease ran out (or whose handed slot this call
+  -- passed on) goes ahead at once.
+  if first_written then
+    announce_handed(keys[1], given)
   end
   -- With INFLIGHT: the slot's id (0: not granted; in line, the ticket); with LINE, the place.
   if slot then
@@ -2732,14 +2739,10 @@ local function release(keys, args, quota)
     tat_s, tat_n, slots, handed = settle(b.quota, b, tat_s, tat_n, slots, slots.cap)
   end
   store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, slots, b.kept)
-  -- After the write, and protected: a server that refuses the announcement (an ACL without
-  -- the channel) still frees the slot; the waiters find it when they look again. The first
-  -- waiter handed a slot hears it with its ticket and its tokens' wait.
-  local first = handed and handed[1]
-  if first then
-    redis.pcall('SPUBLISH', pause_channel(keys[1]),
-      string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
-  elseif cap and held >= cap then
+  -- After the write: the first waiter handed a slot hears it, with its ticket and its tokens'
+  -- wait; else a slot freed from a full table is, protected too (a server that refuses it still
+  -- frees the slot: the waiters find it when they look again).
+  if not announce_handed(keys[1], handed) and cap and held >= cap then
     redis.pcall('SPUBLISH', pause_channel(keys[1]), 'freed')
   end
   return 1

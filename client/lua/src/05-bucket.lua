@@ -517,6 +517,19 @@ local function settle(quota, b, tat_s, tat_n, slots, cap)
   return tat_s, tat_n, slots, handed
 end
 
+-- Announces the first of the slots a settling `handed` (nil or {{id, wait_s, wait_n}, ...}) on
+-- `key`'s channel, `handed <id> <wait_ms>`: its waiter goes ahead at once. Called after the
+-- write, and protected: a server that refuses the announcement (an ACL without the channel)
+-- still hands the slot on; the waiter finds it when it looks again. Whether there was one.
+local function announce_handed(key, handed)
+  local first = handed and handed[1]
+  if first then
+    redis.pcall('SPUBLISH', pause_channel(key),
+      string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
+  end
+  return first ~= nil
+end
+
 -- When the waiter with ticket `id`, at `place` in line, should be handed a slot, ms from `now`,
 -- at the line's pace: each holder frees its slot the line's slack before its lease ends, and a
 -- slot handed on is held for the waiter's own lease less the slack (a hold); a holder past its

@@ -174,13 +174,8 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
   local write = o.write
   if write then
     store(key, write[1], write[2], b.pushback, now_s, now_n, write[3], kept)
-    -- After the write, and protected, as RELEASE's: a waiter whose holder's lease ran out
-    -- goes ahead at once.
-    local first = handed > 0 and given[1]
-    if first then
-      redis.pcall('SPUBLISH', pause_channel(key),
-        string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
-    end
+    -- A waiter whose holder's lease ran out goes ahead at once.
+    announce_handed(key, given)
   end
   local reply = {
     o.granted,

@@ -323,11 +323,10 @@ local function mtake(keys, args)
         or 0
     end
   end
-  -- After the writes, and protected, as RELEASE's: a waiter whose holder's lease ran out (or
-  -- whose handed slot this call passed on) goes ahead at once.
-  if first_written and given[1] then
-    redis.pcall('SPUBLISH', pause_channel(keys[1]),
-      string.format('handed %.0f %.0f', given[1][1], ceil_ms(given[1][2], given[1][3])))
+  -- After the writes: a waiter whose holder's lease ran out (or whose handed slot this call
+  -- passed on) goes ahead at once.
+  if first_written then
+    announce_handed(keys[1], given)
   end
   -- With INFLIGHT: the slot's id (0: not granted; in line, the ticket); with LINE, the place.
   if slot then

@@ -71,14 +71,10 @@ local function release(keys, args, quota)
     tat_s, tat_n, slots, handed = settle(b.quota, b, tat_s, tat_n, slots, slots.cap)
   end
   store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, slots, b.kept)
-  -- After the write, and protected: a server that refuses the announcement (an ACL without
-  -- the channel) still frees the slot; the waiters find it when they look again. The first
-  -- waiter handed a slot hears it with its ticket and its tokens' wait.
-  local first = handed and handed[1]
-  if first then
-    redis.pcall('SPUBLISH', pause_channel(keys[1]),
-      string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
-  elseif cap and held >= cap then
+  -- After the write: the first waiter handed a slot hears it, with its ticket and its tokens'
+  -- wait; else a slot freed from a full table is, protected too (a server that refuses it still
+  -- frees the slot: the waiters find it when they look again).
+  if not announce_handed(keys[1], handed) and cap and held >= cap then
     redis.pcall('SPUBLISH', pause_channel(keys[1]), 'freed')
   end
   return 1
