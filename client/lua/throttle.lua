@@ -1319,6 +1319,19 @@ local function next_id(slots, now_s, now_n)
   return id
 end
 
+-- `slots` (pruned at `now`) with a new slot, held for `lease_ms` from now, and its id; nil when
+-- the ids ran out (a forged table).
+local function with_new_slot(slots, now_s, now_n, lease_ms)
+  local id = next_id(slots, now_s, now_n)
+  if id >= MAX_SLOT_ID then
+    return nil
+  end
+  local table_after = pruned(slots, now_s, now_n) or {}
+  table_after.next = id + 1
+  table_after[#table_after + 1] = { id, add(now_s, now_n, ms_pair(lease_ms)) }
+  return table_after, id
+end
+
 -- The bucket `b` seen with its state at `tat` instead (after a hand-off took tokens).
 local function view_at(b, tat_s, tat_n)
   local debt_s, debt_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
@@ -1661,15 +1674,12 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
     if not tat_s then
       tat_s, tat_n = b.base_s, b.base_n
     end
-    local id = next_id(slots, now_s, now_n)
-    if id >= MAX_SLOT_ID then
+    local table_after, id = with_new_slot(slots, now_s, now_n, lease_ms)
+    if not table_after then
       -- No id left (a forged table): the slot is what could not be taken.
       return { granted = 0, wait_s = 0, wait_n = 0, after_s = b.debt_s, after_n = b.debt_n,
         slot = 0, reason = 4 }
     end
-    local table_after = pruned(slots, now_s, now_n) or {}
-    table_after.next = id + 1
-    table_after[#table_after + 1] = { id, add(now_s, now_n, ms_pair(lease_ms)) }
     return { granted = 1, wait_s = wait_s, wait_n = wait_n, after_s = after_s,
       after_n = after_n, slot = id, write = { tat_s, tat_n, table_after } }
   end
@@ -2320,14 +2330,11 @@ local function mtake(keys, args)
         in_place)
     elseif held < cap and not in_line(slots, now_s, now_n) then
       if tokens_granted then
-        local id = next_id(slots, now_s, now_n)
-        if id >= MAX_SLOT_ID then
+        local table_after, id = with_new_slot(slots, now_s, now_n, lease_ms)
+        if not table_after then
           -- No id left (a forged table): nothing taken, no wait to give.
           granted, wait_s, wait_n, reason = false, 0, 0, 4
         else
-          local table_after = pruned(slots, now_s, now_n) or {}
-          table_after.next = id + 1
-          table_after[#table_after + 1] = { id, add(now_s, now_n, ms_pair(lease_ms)) }
           b.slots, slot = table_after, id
           if not b.tat_s then
             -- No tokens from the first bucket: its state stays, now holding the slot.

@@ -451,6 +451,19 @@ local function next_id(slots, now_s, now_n)
   return id
 end
 
+-- `slots` (pruned at `now`) with a new slot, held for `lease_ms` from now, and its id; nil when
+-- the ids ran out (a forged table).
+local function with_new_slot(slots, now_s, now_n, lease_ms)
+  local id = next_id(slots, now_s, now_n)
+  if id >= MAX_SLOT_ID then
+    return nil
+  end
+  local table_after = pruned(slots, now_s, now_n) or {}
+  table_after.next = id + 1
+  table_after[#table_after + 1] = { id, add(now_s, now_n, ms_pair(lease_ms)) }
+  return table_after, id
+end
+
 -- The bucket `b` seen with its state at `tat` instead (after a hand-off took tokens).
 local function view_at(b, tat_s, tat_n)
   local debt_s, debt_n = sub2(tat_s, tat_n, b.now_s, b.now_n)

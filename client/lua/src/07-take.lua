@@ -97,15 +97,12 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
     if not tat_s then
       tat_s, tat_n = b.base_s, b.base_n
     end
-    local id = next_id(slots, now_s, now_n)
-    if id >= MAX_SLOT_ID then
+    local table_after, id = with_new_slot(slots, now_s, now_n, lease_ms)
+    if not table_after then
       -- No id left (a forged table): the slot is what could not be taken.
       return { granted = 0, wait_s = 0, wait_n = 0, after_s = b.debt_s, after_n = b.debt_n,
         slot = 0, reason = 4 }
     end
-    local table_after = pruned(slots, now_s, now_n) or {}
-    table_after.next = id + 1
-    table_after[#table_after + 1] = { id, add(now_s, now_n, ms_pair(lease_ms)) }
     return { granted = 1, wait_s = wait_s, wait_n = wait_n, after_s = after_s,
       after_n = after_n, slot = id, write = { tat_s, tat_n, table_after } }
   end

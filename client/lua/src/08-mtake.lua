@@ -253,14 +253,11 @@ local function mtake(keys, args)
         in_place)
     elseif held < cap and not in_line(slots, now_s, now_n) then
       if tokens_granted then
-        local id = next_id(slots, now_s, now_n)
-        if id >= MAX_SLOT_ID then
+        local table_after, id = with_new_slot(slots, now_s, now_n, lease_ms)
+        if not table_after then
           -- No id left (a forged table): nothing taken, no wait to give.
           granted, wait_s, wait_n, reason = false, 0, 0, 4
         else
-          local table_after = pruned(slots, now_s, now_n) or {}
-          table_after.next = id + 1
-          table_after[#table_after + 1] = { id, add(now_s, now_n, ms_pair(lease_ms)) }
           b.slots, slot = table_after, id
           if not b.tat_s then
             -- No tokens from the first bucket: its state stays, now holding the slot.
