@@ -253,6 +253,15 @@ local function parse_max_wait(text)
   return ms
 end
 
+-- A duration of 1 ms to 10 years (a pause, a recovery, a lease, a place in line); nil otherwise.
+local function parse_ms(text)
+  local ms = whole(text, MAX_WAIT_MS)
+  if not ms or ms < 1 then
+    return nil
+  end
+  return ms
+end
+
 -- `FLOOR f`: fewer tokens than the capacity, and with the call's own at most the capacity.
 local function parse_floor(text, tokens, capacity)
   local f = whole(text, MAX_CAPACITY)
@@ -330,15 +339,15 @@ local function parse_slot_options(inflight_text, lease_text, line_text, waiter_t
   if not cap or cap < 1 then
     return nil, 'inflight'
   end
-  local lease_ms = whole(lease_text, MAX_WAIT_MS)
-  if not lease_ms or lease_ms < 1 then
+  local lease_ms = parse_ms(lease_text)
+  if not lease_ms then
     return nil, 'lease'
   end
   if not line_text then
     return { cap, lease_ms }
   end
-  local place_ms = whole(line_text, MAX_WAIT_MS)
-  if not place_ms or place_ms < 1 then
+  local place_ms = parse_ms(line_text)
+  if not place_ms then
     return nil, 'place_ms'
   end
   if not waiter_text then

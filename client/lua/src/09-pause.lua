@@ -1,8 +1,8 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
 -- THROTTLE.PAUSE key capacity rate ms
 local function pause(keys, args, quota)
-  local ms = whole(args[3], MAX_WAIT_MS)
-  if not ms or ms < 1 then
+  local ms = parse_ms(args[3])
+  if not ms then
     return fail('pause_ms')
   end
   local b, err = open(keys[1], quota)

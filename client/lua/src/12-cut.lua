@@ -1,16 +1,16 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
 -- THROTTLE.CUT key capacity rate ms factor recovery_ms
 local function cut(keys, args, quota)
-  local ms = whole(args[3], MAX_WAIT_MS)
-  if not ms or ms < 1 then
+  local ms = parse_ms(args[3])
+  if not ms then
     return fail('pause_ms')
   end
   local factor = parse_factor(args[4])
   if not factor then
     return fail('factor')
   end
-  local recovery = whole(args[5], MAX_WAIT_MS)
-  if not recovery or recovery < 1 then
+  local recovery = parse_ms(args[5])
+  if not recovery then
     return fail('recovery')
   end
   local b, err = open(keys[1], quota)

@@ -5,8 +5,8 @@ local function renew(keys, args)
   if not id then
     return fail('slot_id')
   end
-  local ms = whole(args[4], MAX_WAIT_MS)
-  if not ms or ms < 1 then
+  local ms = parse_ms(args[4])
+  if not ms then
     return fail('lease')
   end
   local b, err = open(keys[1])
