@@ -364,6 +364,30 @@ local function covers(q, den, num)
   return true
 end
 
+-- A plain decimal's digits either side of its point (digits, a point, digits; one side may be
+-- empty, not both): the whole part and the fraction ('' without a point); nil otherwise.
+local function decimal_parts(text)
+  local int, frac = text, ''
+  local point = find(text, '.', 1, true)
+  if point then
+    int, frac = sub(text, 1, point - 1), sub(text, point + 1)
+  end
+  if (int == '' and frac == '') or find(int, '%D') or find(frac, '%D') then
+    return nil
+  end
+  return int, frac
+end
+
+-- The digits of a fraction that count: the first FRACTION_DIGITS, without trailing zeros.
+local function fraction_digits(frac)
+  frac = sub(frac, 1, FRACTION_DIGITS)
+  local last = #frac
+  while last > 0 and byte(frac, last) == 48 do -- at most 24 steps
+    last = last - 1
+  end
+  return sub(frac, 1, last)
+end
+
 -- One token's refill time in whole ns, rounded up: ceil(1e9 / rate). The rate is a plain
 -- decimal from 0.000001 to 1000000000 with any number of digits after the point; digits
 -- past the 24th are dropped (a longer interval: fewer tokens), but the upper limit is
@@ -378,12 +402,8 @@ local function parse_interval(text)
     return ceil(E9 / rate)
   end
   -- Digits, a point, digits: leading zeros and trailing fraction zeros left out.
-  local int, frac = text, ''
-  local point = find(text, '.', 1, true)
-  if point then
-    int, frac = sub(text, 1, point - 1), sub(text, point + 1)
-  end
-  if (int == '' and frac == '') or find(int, '%D') or find(frac, '%D') then
+  local int, frac = decimal_parts(text)
+  if not int then
     return nil
   end
   local first = find(int, '[^0]')
@@ -399,14 +419,7 @@ local function parse_interval(text)
   if #int == 10 and (find(frac, '[^0]') or int > '1000000000') then
     return nil
   end
-  if #frac > FRACTION_DIGITS then
-    frac = sub(frac, 1, FRACTION_DIGITS) -- the same value as trimming the zeros first
-  end
-  local last = #frac
-  while last > 0 and byte(frac, last) == 48 do -- at most 24 steps
-    last = last - 1
-  end
-  frac = sub(frac, 1, last)
+  frac = fraction_digits(frac)
   -- rate = digits / 10^#frac, exactly.
   local digits = int .. frac
   if int == '' then
@@ -448,22 +461,14 @@ end
 -- module's): leading zeros and trailing fraction zeros dropped, digits past the 24th dropped,
 -- '0' for an empty integer part, no point for a whole number.
 local function canonical_rate(text)
-  local int, frac = text, ''
-  local point = find(text, '.', 1, true)
-  if point then
-    int, frac = sub(text, 1, point - 1), sub(text, point + 1)
-  end
+  local int, frac = decimal_parts(text)
   local first = find(int, '[^0]')
   int = first and sub(int, first) or '0'
-  frac = sub(frac, 1, FRACTION_DIGITS)
-  local last = #frac
-  while last > 0 and byte(frac, last) == 48 do
-    last = last - 1
-  end
-  if last == 0 then
+  frac = fraction_digits(frac)
+  if frac == '' then
     return int
   end
-  return int .. '.' .. sub(frac, 1, last)
+  return int .. '.' .. frac
 end
 
 -- Quotas seen before, by rate then capacity text: a hot key's quota is parsed once (in the
@@ -529,6 +534,15 @@ local function parse_max_wait(text)
   return ms
 end
 
+-- A duration of 1 ms to 10 years (a pause, a recovery, a lease, a place in line); nil otherwise.
+local function parse_ms(text)
+  local ms = whole(text, MAX_WAIT_MS)
+  if not ms or ms < 1 then
+    return nil
+  end
+  return ms
+end
+
 -- `FLOOR f`: fewer tokens than the capacity, and with the call's own at most the capacity.
 local function parse_floor(text, tokens, capacity)
   local f = whole(text, MAX_CAPACITY)
@@ -541,12 +555,8 @@ end
 -- `0.7`, `1`: a decimal from 0.01 to 1, in basis points; digits past the 4th after the point
 -- are dropped (a smaller factor, a stricter cut), as the module drops them. nil otherwise.
 local function parse_factor(text)
-  local whole_part, frac = text, ''
-  local point = find(text, '.', 1, true)
-  if point then
-    whole_part, frac = sub(text, 1, point - 1), sub(text, point + 1)
-  end
-  if (whole_part == '' and frac == '') or find(whole_part, '%D') or find(frac, '%D') then
+  local whole_part, frac = decimal_parts(text)
+  if not whole_part then
     return nil
   end
   local first = find(whole_part, '[^0]')
@@ -610,15 +620,15 @@ local function parse_slot_options(inflight_text, lease_text, line_text, waiter_t
   if not cap or cap < 1 then
     return nil, 'inflight'
   end
-  local lease_ms = whole(lease_text, MAX_WAIT_MS)
-  if not lease_ms or lease_ms < 1 then
+  local lease_ms = parse_ms(lease_text)
+  if not lease_ms then
     return nil, 'lease'
   end
   if not line_text then
     return { cap, lease_ms }
   end
-  local place_ms = whole(line_text, MAX_WAIT_MS)
-  if not place_ms or place_ms < 1 then
+  local place_ms = parse_ms(line_text)
+  if not place_ms then
     return nil, 'place_ms'
   end
   if not waiter_text then
@@ -696,11 +706,16 @@ local function id_le(v)
     hi % 256, floor(hi / 256) % 256, floor(hi / 65536), 0)
 end
 
--- The slots in bytes from+1..to of `stored` (16 bytes each) into `slots`, seen at `now`; nil
--- if they are not ones a command writes (ids from 1, increasing, below the next id, which is
--- at most 2^53; lease ends plausible instants).
+-- The next id (bytes 33..40 of `stored`, at most 2^53) and the slots in bytes from+1..to (16
+-- bytes each) into `slots` ({next = id, [i] = {id, s, n}} in id order), seen at `now`; nil if
+-- they are not ones a command writes (ids from 1, increasing, below the next id; lease ends
+-- plausible instants).
 local function read_slots(stored, slots, from, to, now_s, now_n)
-  local next_id, last = slots.next, 0
+  local next_id, last = le_id(stored, 32), 0
+  if not next_id then
+    return nil
+  end
+  slots.next = next_id
   for at = from, to - 16, 16 do
     local id = le_id(stored, at)
     if not id or id <= last or id >= next_id or byte(stored, at + 16) >= 128 then
@@ -716,29 +731,14 @@ local function read_slots(stored, slots, from, to, now_s, now_n)
   return slots
 end
 
--- The slot table of a state of `len` bytes (40 + 16 k, k from 1 to 1024: the calls in
--- flight), seen at `now`: {next = id, [i] = {id, s, n}} in id order, or nil if it is not one a
--- command writes.
-local function slots_of(stored, len, now_s, now_n)
-  local next_id = le_id(stored, 32)
-  if not next_id then
-    return nil
-  end
-  return read_slots(stored, { next = next_id }, 40, len, now_s, now_n)
-end
-
 -- The table of a state with a line (48 + 16 k + 32 w bytes: the next id, then k, w, the cap
 -- and the line's slack as u16, the k slots, the w waiters), seen at `now`: the slots as
--- `slots_of` reads them, with `cap`, `slack` and `line`, the waiters in the order they joined,
+-- `read_slots` reads them, with `cap`, `slack` and `line`, the waiters in the order they joined,
 -- each {ticket, place_s, place_n, lease_ms, tokens}. nil if it is not one a command writes: the
 -- counts exactly its length (1 to 1024 waiters, at most 1024 slots), the cap 1 to 1024, the
 -- tickets increasing, below the next id and held by no slot, place ends plausible instants, a
 -- lease of 1 to 315360000000 ms and at most 1e15 tokens.
 local function line_of(stored, len, now_s, now_n)
-  local next_id = le_id(stored, 32)
-  if not next_id then
-    return nil
-  end
   local k1, k2, w1, w2, c1, c2, s1, s2 = byte(stored, 41, 48)
   local k, w, cap = k1 + k2 * 256, w1 + w2 * 256, c1 + c2 * 256
   if k > MAX_INFLIGHT or w < 1 or w > MAX_LINE or cap < 1
@@ -746,11 +746,12 @@ local function line_of(stored, len, now_s, now_n)
     return nil
   end
   local first_waiter = 48 + 16 * k
-  local slots = read_slots(stored, { next = next_id, cap = cap, slack = s1 + s2 * 256 }, 48,
-    first_waiter, now_s, now_n)
+  local slots = read_slots(stored, { cap = cap, slack = s1 + s2 * 256 }, 48, first_waiter,
+    now_s, now_n)
   if not slots then
     return nil
   end
+  local next_id = slots.next
   local held = {}
   for i = 1, #slots do
     held[slots[i][1]] = true
@@ -789,7 +790,7 @@ end
 -- The state in `stored` (what `redis.pcall('GET', key)` answered), seen at `now`: the instant
 -- the bucket is full again as a pair, and its pushback {until_s, until_n, cut = {s, n, factor,
 -- recovery_ms} or nil} or nil; nothing for a missing key (a full bucket); or nil, nil, nil and
--- the error's code. Fifth, the calls in flight it holds (`slots_of`), or nil for none.
+-- the error's code. Fifth, the calls in flight it holds (`read_slots`, `line_of`), or nil.
 local function base_state_of(stored, now_s, now_n)
   if not stored then
     return nil
@@ -805,7 +806,8 @@ local function base_state_of(stored, now_s, now_n)
     end
     s, n = bytes_pair(b1, b2, b3, b4, b5, b6, b7, b8)
     if form == 1 then
-      slots = slots_of(stored, len, now_s, now_n)
+      -- The slot table (40 + 16 k bytes, k from 1 to 1024: the calls in flight).
+      slots = read_slots(stored, {}, 40, len, now_s, now_n)
     elseif form then
       slots = line_of(stored, len, now_s, now_n)
     end
@@ -1195,8 +1197,10 @@ local function paused(key, quota, b, cut, ms)
   return ceil_ms(sub2(next_s, next_n, b.now_s, b.now_n)), wrote, tat_s, tat_n
 end
 
--- Reads the bucket at `key`: the view's fields in a table, or nil and the error's code.
-local function open(key)
+-- Reads the bucket at `key`: the view's fields in a table, or nil and the error's code. Its
+-- `quota` is the one the command computes with: the key's own if it keeps one at the server
+-- (THROTTLE.QUOTA), which wins over `quota`, the caller's.
+local function open(key, quota)
   local now_s, now_n = clock()
   local state_s, state_n, pushback, err, slots, kept =
     state_of(redis.pcall('GET', key), now_s, now_n)
@@ -1207,7 +1211,7 @@ local function open(key)
   return {
     now_s = now_s, now_n = now_n, state_s = state_s, state_n = state_n, pushback = pushback,
     base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n, factor = factor,
-    slots = slots, kept = kept,
+    slots = slots, kept = kept, quota = kept and kept.q or quota,
   }
 end
 
@@ -1258,6 +1262,48 @@ local function held_at(slots, now_s, now_n)
   return held, first_s, first_n
 end
 
+-- The slot of `slots` whose id is `id`, if it is held at `now` ({id, s, n}), and its index.
+local function held_slot(slots, id, now_s, now_n)
+  for k = 1, slots and #slots or 0 do
+    local one = slots[k]
+    if one[1] == id and lt(now_s, now_n, one[2], one[3]) then
+      return one, k
+    end
+  end
+  return nil
+end
+
+-- The slots of `b` with the one whose id is `id` changed by `change` (given the slot, it
+-- returns the new one, or nil to drop it), if it is held at `b`'s now; nil if it is not.
+local function with_slot(b, id, change)
+  local slots = b.slots
+  local one, at = held_slot(slots, id, b.now_s, b.now_n)
+  if not one then
+    return nil
+  end
+  local changed = { next = slots.next, line = slots.line, cap = slots.cap, slack = slots.slack }
+  for k = 1, #slots do
+    if k ~= at then
+      changed[#changed + 1] = slots[k]
+    else
+      changed[#changed + 1] = change(one)
+    end
+  end
+  return changed
+end
+
+-- `slots` (pruned at `now`) with the lease of the slot `id` ending at `end` instead: a waiter
+-- handed it that learns of it late keeps a whole lease.
+local function with_lease(slots, now_s, now_n, id, end_s, end_n)
+  local table_after = pruned(slots, now_s, now_n)
+  for k = 1, #table_after do
+    if table_after[k][1] == id then
+      table_after[k] = { id, end_s, end_n }
+    end
+  end
+  return table_after
+end
+
 -- Whether a caller waits in the line of `slots` at `now` (its place has not run out).
 local function in_line(slots, now_s, now_n)
   local line = slots and slots.line
@@ -1282,11 +1328,34 @@ local function next_id(slots, now_s, now_n)
   return id
 end
 
+-- `slots` (pruned at `now`) with a new slot, held for `lease_ms` from now, and its id; nil when
+-- the ids ran out (a forged table).
+local function with_new_slot(slots, now_s, now_n, lease_ms)
+  local id = next_id(slots, now_s, now_n)
+  if id >= MAX_SLOT_ID then
+    return nil
+  end
+  local table_after = pruned(slots, now_s, now_n) or {}
+  table_after.next = id + 1
+  table_after[#table_after + 1] = { id, add(now_s, now_n, ms_pair(lease_ms)) }
+  return table_after, id
+end
+
 -- The bucket `b` seen with its state at `tat` instead (after a hand-off took tokens).
 local function view_at(b, tat_s, tat_n)
   local debt_s, debt_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
   return { now_s = b.now_s, now_n = b.now_n, base_s = tat_s, base_n = tat_n, debt_s = debt_s,
     debt_n = debt_n, factor = b.factor, pushback = b.pushback }
+end
+
+-- Gives the table `slots` the waiters `rest` as its line: with none left, no line, nor the
+-- line's cap and slack.
+local function set_line(slots, rest)
+  if #rest > 0 then
+    slots.line = rest
+  else
+    slots.line, slots.cap, slots.slack = nil, nil, nil
+  end
 end
 
 -- The line of the (pruned) table `slots` settled at `b`'s now, the module's line::settle: while
@@ -1334,12 +1403,21 @@ local function settle(quota, b, tat_s, tat_n, slots, cap)
   for i = at, #line do
     rest[#rest + 1] = line[i]
   end
-  if #rest > 0 then
-    slots.line = rest
-  else
-    slots.line, slots.cap, slots.slack = nil, nil, nil
-  end
+  set_line(slots, rest)
   return tat_s, tat_n, slots, handed
+end
+
+-- Announces the first of the slots a settling `handed` (nil or {{id, wait_s, wait_n}, ...}) on
+-- `key`'s channel, `handed <id> <wait_ms>`: its waiter goes ahead at once. Called after the
+-- write, and protected: a server that refuses the announcement (an ACL without the channel)
+-- still hands the slot on; the waiter finds it when it looks again. Whether there was one.
+local function announce_handed(key, handed)
+  local first = handed and handed[1]
+  if first then
+    redis.pcall('SPUBLISH', pause_channel(key),
+      string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
+  end
+  return first ~= nil
 end
 
 -- When the waiter with ticket `id`, at `place` in line, should be handed a slot, ms from `now`,
@@ -1488,6 +1566,9 @@ local function joined(slots, now_s, now_n, cap, place_s, place_n, lease_ms, toke
 end
 -- The commands, each the module's command of the same name, step by step (take, mtake,
 -- pause, give, peek, cut, sync, debit) -----------------------------------------------------
+-- A one-key command is called as command(keys, args, quota): its entry (`one_key`, at the end)
+-- has checked the key count, the arity and the quota; it checks its own arguments, then reads
+-- the key (`open`).
 
 local USAGE = {
   take = 'capacity rate [TOKENS n] [MAXWAIT ms] [TICKET] [FLOOR f] [INFLIGHT n] [LEASE ms]',
@@ -1602,15 +1683,12 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
     if not tat_s then
       tat_s, tat_n = b.base_s, b.base_n
     end
-    local id = next_id(slots, now_s, now_n)
-    if id >= MAX_SLOT_ID then
+    local table_after, id = with_new_slot(slots, now_s, now_n, lease_ms)
+    if not table_after then
       -- No id left (a forged table): the slot is what could not be taken.
       return { granted = 0, wait_s = 0, wait_n = 0, after_s = b.debt_s, after_n = b.debt_n,
         slot = 0, reason = 4 }
     end
-    local table_after = pruned(slots, now_s, now_n) or {}
-    table_after.next = id + 1
-    table_after[#table_after + 1] = { id, add(now_s, now_n, ms_pair(lease_ms)) }
     return { granted = 1, wait_s = wait_s, wait_n = wait_n, after_s = after_s,
       after_n = after_n, slot = id, write = { tat_s, tat_n, table_after } }
   end
@@ -1630,30 +1708,21 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
       -- Handed a slot: granted, its tokens taken at the hand-off; the wait until they are
       -- there (its lease runs from then). A waiter that learns of it late still has a whole
       -- lease from now: the slot's lease renewed, and written, only if that ends later.
-      for k = 1, slots and #slots or 0 do
-        local one = slots[k]
-        if one[1] == waiter_id and lt(now_s, now_n, one[2], one[3]) then
-          local ws, wn = sub2(one[2], one[3], ms_pair(lease_ms))
-          ws, wn = sub2(ws, wn, now_s, now_n)
-          if ws < 0 then
-            ws, wn = 0, 0
-          end
-          o = { granted = 1, wait_s = ws, wait_n = wn, after_s = b.debt_s, after_n = b.debt_n,
-            slot = waiter_id, handed_look = true }
-          local end_s, end_n = add(now_s, now_n, ws, wn)
-          end_s, end_n = add(end_s, end_n, ms_pair(lease_ms))
-          if lt(one[2], one[3], end_s, end_n) then
-            local table_after = pruned(slots, now_s, now_n)
-            for j = 1, #table_after do
-              if table_after[j][1] == waiter_id then
-                table_after[j] = { waiter_id, end_s, end_n }
-              end
-            end
-            o.write = { b.base_s, b.base_n, table_after }
-          end
-          o = or_settled(o)
-          break
+      local one = held_slot(slots, waiter_id, now_s, now_n)
+      if one then
+        local ws, wn = sub2(one[2], one[3], ms_pair(lease_ms))
+        ws, wn = sub2(ws, wn, now_s, now_n)
+        if ws < 0 then
+          ws, wn = 0, 0
         end
+        o = { granted = 1, wait_s = ws, wait_n = wn, after_s = b.debt_s, after_n = b.debt_n,
+          slot = waiter_id, handed_look = true }
+        local end_s, end_n = add(now_s, now_n, ws, wn)
+        end_s, end_n = add(end_s, end_n, ms_pair(lease_ms))
+        if lt(one[2], one[3], end_s, end_n) then
+          o.write = { b.base_s, b.base_n, with_lease(slots, now_s, now_n, waiter_id, end_s, end_n) }
+        end
+        o = or_settled(o)
       end
       -- Still in line: its place renewed.
       local place = not o and place_of(slots, now_s, now_n, waiter_id)
@@ -1688,13 +1757,8 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
   local write = o.write
   if write then
     store(key, write[1], write[2], b.pushback, now_s, now_n, write[3], kept)
-    -- After the write, and protected, as RELEASE's: a waiter whose holder's lease ran out
-    -- goes ahead at once.
-    local first = handed > 0 and given[1]
-    if first then
-      redis.pcall('SPUBLISH', pause_channel(key),
-        string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
-    end
+    -- A waiter whose holder's lease ran out goes ahead at once.
+    announce_handed(key, given)
   end
   local reply = {
     o.granted,
@@ -1735,19 +1799,8 @@ do
   -- not in line). A denial's reply ends with what held it back, a sum of 1 (the tokens), 2 (the
   -- floor), 4 (every slot held), 8 (a pause in effect) and 16 (in line): the module's
   -- Refusal.
-  function take(keys, args) -- the local above
-    local count = #args
-    if count < 2 then
-      return fail('arity', 'take')
-    end
-    local by_capacity = QUOTAS[args[2]]
-    local quota, err = by_capacity and by_capacity[args[1]], nil
-    if not quota then
-      quota, err = parse_quota(args[1], args[2])
-      if not quota then
-        return fail(err)
-      end
-    end
+  function take(keys, args, quota) -- the local above
+    local count, err = #args, nil
     local tokens_text, wait_text, floor_text, ticket = nil, nil, nil, false
     local inflight_text, lease_text, line_text, waiter_text
     local i = 3
@@ -2068,8 +2121,8 @@ local function mtake(keys, args)
     end
     quotas[i], tokens[i] = quota, n
   end
-  local wait_text, floors_at, ticket = nil, nil, false
-  local inflight_text, lease_text, line_text, waiter_text
+  -- The options of one value, by name: their text.
+  local texts, floors_at, ticket = {}, nil, false
   local i = 3 * count + 1
   while i <= nargs do
     local name = string.upper(args[i])
@@ -2079,16 +2132,6 @@ local function mtake(keys, args)
       end
       ticket = true
       i = i + 1
-    elseif name == 'MAXWAIT' then
-      local value = args[i + 1]
-      if not value then
-        return fail('missing', 'MAXWAIT', 'MAXWAIT')
-      end
-      if wait_text then
-        return fail('repeated', 'MAXWAIT')
-      end
-      wait_text = value
-      i = i + 2
     elseif name == 'FLOOR' then
       if nargs - i < count then
         return fail('floors', count)
@@ -2098,35 +2141,26 @@ local function mtake(keys, args)
       end
       floors_at = i + 1
       i = i + 1 + count
-    elseif name == 'INFLIGHT' or name == 'LEASE' or name == 'LINE' or name == 'WAITER' then
+    elseif name == 'MAXWAIT' or name == 'INFLIGHT' or name == 'LEASE' or name == 'LINE'
+        or name == 'WAITER' then
       local value = args[i + 1]
       if not value then
         return fail('missing', name, name)
       end
-      if (name == 'INFLIGHT' and inflight_text) or (name == 'LEASE' and lease_text)
-          or (name == 'LINE' and line_text) or (name == 'WAITER' and waiter_text) then
+      if texts[name] then
         return fail('repeated', name)
       end
-      if name == 'INFLIGHT' then
-        inflight_text = value
-      elseif name == 'LEASE' then
-        lease_text = value
-      elseif name == 'LINE' then
-        line_text = value
-      else
-        waiter_text = value
-      end
+      texts[name] = value
       i = i + 2
     else
       return fail('mtake_option')
     end
   end
-  if inflight_text or lease_text or line_text or waiter_text then
-    local wrong = check_slot_options(inflight_text, lease_text, line_text, waiter_text,
-      floors_at)
-    if wrong then
-      return fail(wrong)
-    end
+  local wait_text, inflight_text, lease_text, line_text, waiter_text =
+    texts.MAXWAIT, texts.INFLIGHT, texts.LEASE, texts.LINE, texts.WAITER
+  local wrong = check_slot_options(inflight_text, lease_text, line_text, waiter_text, floors_at)
+  if wrong then
+    return fail(wrong)
   end
   local max_wait_ms = 0
   if wait_text then
@@ -2265,14 +2299,7 @@ local function mtake(keys, args)
     local slots = b.slots
     local held, first_s, first_n = held_at(slots, now_s, now_n)
     slot = 0
-    local handed_slot
-    for k = 1, (waiter_id and slots) and #slots or 0 do
-      local one = slots[k]
-      if one[1] == waiter_id and lt(now_s, now_n, one[2], one[3]) then
-        handed_slot = one
-        break
-      end
-    end
+    local handed_slot = waiter_id and held_slot(slots, waiter_id, now_s, now_n)
     local in_place = waiter_id and not handed_slot and place_of(slots, now_s, now_n, waiter_id)
     -- Denied in line at `at` with ticket `id`, writing `table_after`: the wait is when to
     -- look again.
@@ -2283,13 +2310,9 @@ local function mtake(keys, args)
     end
     if handed_slot and not tokens_granted then
       -- Its tokens not there in time: the slot goes on down the line at once.
-      local rest = { next = slots.next, line = slots.line, cap = slots.cap,
-        slack = slots.slack }
-      for k = 1, #slots do
-        if slots[k][1] ~= waiter_id then
-          rest[#rest + 1] = slots[k]
-        end
-      end
+      local rest = with_slot(b, waiter_id, function()
+        return nil
+      end)
       local tat_s, tat_n, table_after, more = settle(quotas[1], b, b.base_s, b.base_n,
         pruned(rest, now_s, now_n), cap)
       for k = 1, #more do
@@ -2303,11 +2326,7 @@ local function mtake(keys, args)
       end_s, end_n = add(end_s, end_n, ms_pair(lease_ms))
       local table_after = pruned(slots, now_s, now_n)
       if lt(handed_slot[2], handed_slot[3], end_s, end_n) then
-        for k = 1, #table_after do
-          if table_after[k][1] == waiter_id then
-            table_after[k] = { waiter_id, end_s, end_n }
-          end
-        end
+        table_after = with_lease(slots, now_s, now_n, waiter_id, end_s, end_n)
       end
       b.slots, slot = table_after, waiter_id
       if not b.tat_s then
@@ -2320,14 +2339,11 @@ local function mtake(keys, args)
         in_place)
     elseif held < cap and not in_line(slots, now_s, now_n) then
       if tokens_granted then
-        local id = next_id(slots, now_s, now_n)
-        if id >= MAX_SLOT_ID then
+        local table_after, id = with_new_slot(slots, now_s, now_n, lease_ms)
+        if not table_after then
           -- No id left (a forged table): nothing taken, no wait to give.
           granted, wait_s, wait_n, reason = false, 0, 0, 4
         else
-          local table_after = pruned(slots, now_s, now_n) or {}
-          table_after.next = id + 1
-          table_after[#table_after + 1] = { id, add(now_s, now_n, ms_pair(lease_ms)) }
           b.slots, slot = table_after, id
           if not b.tat_s then
             -- No tokens from the first bucket: its state stays, now holding the slot.
@@ -2390,11 +2406,10 @@ local function mtake(keys, args)
         or 0
     end
   end
-  -- After the writes, and protected, as RELEASE's: a waiter whose holder's lease ran out (or
-  -- whose handed slot this call passed on) goes ahead at once.
-  if first_written and given[1] then
-    redis.pcall('SPUBLISH', pause_channel(keys[1]),
-      string.format('handed %.0f %.0f', given[1][1], ceil_ms(given[1][2], given[1][3])))
+  -- After the writes: a waiter whose holder's lease ran out (or whose handed slot this call
+  -- passed on) goes ahead at once.
+  if first_written then
+    announce_handed(keys[1], given)
   end
   -- With INFLIGHT: the slot's id (0: not granted; in line, the ticket); with LINE, the place.
   if slot then
@@ -2411,37 +2426,22 @@ local function mtake(keys, args)
 end
 
 -- THROTTLE.PAUSE key capacity rate ms
-local function pause(keys, args)
-  if #args ~= 3 then
-    return fail('arity', 'pause')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
-  local ms = whole(args[3], MAX_WAIT_MS)
-  if not ms or ms < 1 then
+local function pause(keys, args, quota)
+  local ms = parse_ms(args[3])
+  if not ms then
     return fail('pause_ms')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
-  local next_ms = paused(keys[1], quota, b, b.pushback and b.pushback.cut, ms)
+  local next_ms = paused(keys[1], b.quota, b, b.pushback and b.pushback.cut, ms)
   return next_ms
 end
 
 -- THROTTLE.GIVE key capacity rate n ticket: gives a take's tokens back while nothing was taken
 -- after it, never beyond a full bucket (the module's give-back rule).
-local function give(keys, args)
-  if #args ~= 4 then
-    return fail('arity', 'give')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function give(keys, args, quota)
   local n = whole(args[3], quota.capacity)
   if not n then
     return fail('give_tokens', quota.capacity)
@@ -2460,11 +2460,10 @@ local function give(keys, args)
   local ticket_s = tonum(sub(ticket, 1, -7)) or 0
   local ticket_n = (tonum(sub(ticket, -6)) or 0) * 1000
 
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   if not b.state_s then
     return 0 -- a missing key is a full bucket: nothing to give back to
   end
@@ -2473,7 +2472,7 @@ local function give(keys, args)
   -- given back already.
   local since_s, since_n = sub2(b.state_s, b.state_n, ticket_s, ticket_n)
   local rounding = 0
-  if quota.interval > 999 then
+  if b.quota.interval > 999 then
     rounding = 999
   end
   if since_s ~= 0 or since_n > rounding then
@@ -2482,20 +2481,20 @@ local function give(keys, args)
   -- At the configured rate, the least the take can have cost: a cut since makes tokens cost
   -- more, and giving that much back would free part of the slot before this take's. Never
   -- beyond a full bucket (now), and never into a pause set since the take.
-  local back_s, back_n = mul(n, quota.interval)
+  local back_s, back_n = mul(n, b.quota.interval)
   local tat_s, tat_n = sub2(b.base_s, b.base_n, back_s, back_n)
   tat_s, tat_n = max(tat_s, tat_n, b.now_s, b.now_n)
   local pushback = b.pushback
   if pushback and lt(b.now_s, b.now_n, pushback.until_s, pushback.until_n) then
     tat_s, tat_n = max(tat_s, tat_n,
-      paused_state(quota, pushback.until_s, pushback.until_n, pushback.cut))
+      paused_state(b.quota, pushback.until_s, pushback.until_n, pushback.cut))
   end
   if not lt(tat_s, tat_n, b.base_s, b.base_n) then
     return 0
   end
   -- What was freed, in tokens rounded up (the last one may be part of a token's time).
   local freed_s, freed_n = sub2(b.base_s, b.base_n, tat_s, tat_n)
-  local given, rest = divmod(freed_s, freed_n, quota.interval)
+  local given, rest = divmod(freed_s, freed_n, b.quota.interval)
   if rest > 0 then
     given = given + 1
   end
@@ -2508,56 +2507,40 @@ end
 
 -- THROTTLE.PEEK key capacity rate: what TOKENS 0 replies, then the pause and the rate's
 -- factor; never a write.
-local function peek(keys, args)
-  if #args ~= 2 then
-    return fail('arity', 'peek')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
+local function peek(keys, _, quota)
+  local b, err = open(keys[1], quota)
+  if not b then
     return fail(err)
   end
-  local b, read_err = open(keys[1])
-  if not b then
-    return fail(read_err)
-  end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local paused_ms = 0
   local pushback = b.pushback
   if pushback and lt(b.now_s, b.now_n, pushback.until_s, pushback.until_n) then
     paused_ms = ceil_ms(sub2(pushback.until_s, pushback.until_n, b.now_s, b.now_n))
   end
   return {
-    1, remaining(quota, b.debt_s, b.debt_n, b.factor), 0, ceil_ms(b.debt_s, b.debt_n),
+    1, remaining(b.quota, b.debt_s, b.debt_n, b.factor), 0, ceil_ms(b.debt_s, b.debt_n),
     paused_ms, b.factor,
   }
 end
 
 -- THROTTLE.CUT key capacity rate ms factor recovery_ms
-local function cut(keys, args)
-  if #args ~= 5 then
-    return fail('arity', 'cut')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
-  local ms = whole(args[3], MAX_WAIT_MS)
-  if not ms or ms < 1 then
+local function cut(keys, args, quota)
+  local ms = parse_ms(args[3])
+  if not ms then
     return fail('pause_ms')
   end
   local factor = parse_factor(args[4])
   if not factor then
     return fail('factor')
   end
-  local recovery = whole(args[5], MAX_WAIT_MS)
-  if not recovery or recovery < 1 then
+  local recovery = parse_ms(args[5])
+  if not recovery then
     return fail('recovery')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local pushback = b.pushback
   local stored_cut = pushback and pushback.cut
   -- A cut while the bucket is paused is the same episode: the rate is cut once.
@@ -2583,7 +2566,7 @@ local function cut(keys, args)
     end
     new_cut = { s = b.now_s, n = b.now_n, factor = cut_factor, recovery = recovery_new }
   end
-  local next_ms, wrote = paused(keys[1], quota, b, new_cut, ms)
+  local next_ms, wrote = paused(keys[1], b.quota, b, new_cut, ms)
   local effective = stored_cut
   if wrote then
     effective = new_cut
@@ -2601,14 +2584,7 @@ local function cut(keys, args)
 end
 
 -- THROTTLE.SYNC key capacity rate remaining reset_ms
-local function sync(keys, args)
-  if #args ~= 4 then
-    return fail('arity', 'sync')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function sync(keys, args, quota)
   local left = whole(args[3], MAX_CAPACITY)
   if not left then
     return fail('remaining')
@@ -2617,15 +2593,14 @@ local function sync(keys, args)
   if not reset then
     return fail('reset_ms')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local tat_s, tat_n = b.base_s, b.base_n
-  if remaining(quota, b.debt_s, b.debt_n, b.factor) > left then
+  if remaining(b.quota, b.debt_s, b.debt_n, b.factor) > left then
     -- The debt that leaves exactly `left` whole tokens.
-    local short_s, short_n = sub2(quota.fill_s, quota.fill_n, cost(quota, left, b.factor))
+    local short_s, short_n = sub2(b.quota.fill_s, b.quota.fill_n, cost(b.quota, left, b.factor))
     tat_s, tat_n = max(tat_s, tat_n, add(b.now_s, b.now_n, short_s, short_n))
   end
   local lowered = lt(b.base_s, b.base_n, tat_s, tat_n)
@@ -2635,7 +2610,7 @@ local function sync(keys, args)
     local was_s, was_n = b.base_s, b.base_n
     b.base_s, b.base_n = tat_s, tat_n
     local _, paused_wrote, paused_s, paused_n =
-      paused(keys[1], quota, b, b.pushback and b.pushback.cut, reset)
+      paused(keys[1], b.quota, b, b.pushback and b.pushback.cut, reset)
     b.base_s, b.base_n = was_s, was_n
     wrote = paused_wrote
     if wrote then
@@ -2650,34 +2625,26 @@ local function sync(keys, args)
   if wrote then
     debt_s, debt_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
   end
-  return { wrote and 1 or 0, remaining(quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
+  return { wrote and 1 or 0, remaining(b.quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
 end
 
 -- THROTTLE.DEBIT key capacity rate n
-local function debit(keys, args)
-  if #args ~= 3 then
-    return fail('arity', 'debit')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function debit(keys, args, quota)
   local n = whole(args[3], MAX_CAPACITY)
   if not n then
     return fail('debit_tokens')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   if n == 0 then
-    return { remaining(quota, b.debt_s, b.debt_n, b.factor), ceil_ms(b.debt_s, b.debt_n) }
+    return { remaining(b.quota, b.debt_s, b.debt_n, b.factor), ceil_ms(b.debt_s, b.debt_n) }
   end
   -- A debt past 20 years is refused; a cost past 1e18 ns (or not a pair) is past it for sure.
   local cost_s, cost_n
-  if n * quota.interval <= 1e18 then
-    cost_s, cost_n = cost(quota, n, b.factor)
+  if n * b.quota.interval <= 1e18 then
+    cost_s, cost_n = cost(b.quota, n, b.factor)
   end
   local debt_s, debt_n
   if cost_s then
@@ -2688,51 +2655,22 @@ local function debit(keys, args)
   end
   local tat_s, tat_n = add(b.base_s, b.base_n, cost_s, cost_n)
   store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, b.slots, b.kept)
-  return { remaining(quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
-end
-
--- The slots of `b` with the one whose id is `id` changed by `change` (given the slot, it
--- returns the new one, or nil to drop it), if it is held at `b`'s now; nil if it is not.
-local function with_slot(b, id, change)
-  local slots = b.slots
-  for k = 1, slots and #slots or 0 do
-    local one = slots[k]
-    if one[1] == id and lt(b.now_s, b.now_n, one[2], one[3]) then
-      local changed = { next = slots.next, line = slots.line, cap = slots.cap,
-        slack = slots.slack }
-      for j = 1, #slots do
-        if j ~= k then
-          changed[#changed + 1] = slots[j]
-        else
-          changed[#changed + 1] = change(one)
-        end
-      end
-      return changed
-    end
-  end
-  return nil
+  return { remaining(b.quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
 end
 
 -- THROTTLE.RENEW key capacity rate slot ms
 local function renew(keys, args)
-  if #args ~= 4 then
-    return fail('arity', 'renew')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
   local id = parse_slot(args[3])
   if not id then
     return fail('slot_id')
   end
-  local ms = whole(args[4], MAX_WAIT_MS)
-  if not ms or ms < 1 then
+  local ms = parse_ms(args[4])
+  if not ms then
     return fail('lease')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1])
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
   local end_s, end_n = add(b.now_s, b.now_n, ms_pair(ms))
   local slots = with_slot(b, id, function(one)
@@ -2750,14 +2688,7 @@ end
 -- callers in line, the slot is handed to the head and announced as `handed <id> <wait_ms>`. A
 -- waiter's ticket in line leaves the line (it gave up, or its call was cancelled): written,
 -- nothing announced. 1 if the slot was held (or the ticket in line), else 0.
-local function release(keys, args)
-  if #args < 3 then
-    return fail('arity', 'release')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function release(keys, args, quota)
   local id = parse_slot(args[3])
   if not id then
     return fail('slot_id')
@@ -2784,16 +2715,11 @@ local function release(keys, args)
       return fail('inflight')
     end
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  local held = 0
-  for k = 1, b.slots and #b.slots or 0 do
-    if lt(b.now_s, b.now_n, b.slots[k][2], b.slots[k][3]) then
-      held = held + 1
-    end
-  end
+  local held = held_at(b.slots, b.now_s, b.now_n)
   local freed
   local slots = with_slot(b, id, function(one)
     freed = one
@@ -2812,11 +2738,7 @@ local function release(keys, args)
             rest[#rest + 1] = table_after.line[j]
           end
         end
-        if #rest > 0 then
-          table_after.line = rest
-        else
-          table_after.line, table_after.cap, table_after.slack = nil, nil, nil
-        end
+        set_line(table_after, rest)
         store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, table_after, b.kept)
         return 1
       end
@@ -2830,37 +2752,23 @@ local function release(keys, args)
   if slots and slots.line then
     -- The line learns its pace from how much lease the holders leave unused.
     slots.slack = slack_after(slots.slack, sub2(freed[2], freed[3], b.now_s, b.now_n))
-    if b.kept then
-      quota = b.kept.q -- a quota kept at the server wins over the caller's
-    end
-    tat_s, tat_n, slots, handed = settle(quota, b, tat_s, tat_n, slots, slots.cap)
+    tat_s, tat_n, slots, handed = settle(b.quota, b, tat_s, tat_n, slots, slots.cap)
   end
   store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, slots, b.kept)
-  -- After the write, and protected: a server that refuses the announcement (an ACL without
-  -- the channel) still frees the slot; the waiters find it when they look again. The first
-  -- waiter handed a slot hears it with its ticket and its tokens' wait.
-  local first = handed and handed[1]
-  if first then
-    redis.pcall('SPUBLISH', pause_channel(keys[1]),
-      string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
-  elseif cap and held >= cap then
+  -- After the write: the first waiter handed a slot hears it, with its ticket and its tokens'
+  -- wait; else a slot freed from a full table is, protected too (a server that refuses it still
+  -- frees the slot: the waiters find it when they look again).
+  if not announce_handed(keys[1], handed) and cap and held >= cap then
     redis.pcall('SPUBLISH', pause_channel(keys[1]), 'freed')
   end
   return 1
 end
 
 -- THROTTLE.SLOTS key capacity rate: read-only.
-local function slots(keys, args)
-  if #args ~= 2 then
-    return fail('arity', 'slots')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
-  local b, read_err = open(keys[1])
+local function slots(keys)
+  local b, err = open(keys[1])
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
   local held, first_s, first_n = held_at(b.slots, b.now_s, b.now_n)
   if held == 0 then
@@ -2872,17 +2780,10 @@ end
 -- THROTTLE.RESUME key capacity rate: an operator ends the pause and the cut now, keeping the
 -- state as it is (the stored bytes cannot tell a pause's share from real takes, so no earlier
 -- instant is safe) and every slot held; nothing written when neither is in effect.
-local function resume(keys, args)
-  if #args ~= 2 then
-    return fail('arity', 'resume')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
-  local b, read_err = open(keys[1])
+local function resume(keys)
+  local b, err = open(keys[1])
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
   local pushback = b.pushback
   if not pushback then
@@ -2901,25 +2802,17 @@ end
 -- so that every command on the key computes with it whatever its caller sends; CLEAR gives the
 -- key back to its callers' quotas. The state instant, the pause, the cut and the slots stay;
 -- the key keeps no TTL while a quota is kept. Nothing is written when nothing changes.
-local function quota(keys, args)
-  local count = #args
-  if count ~= 2 and count ~= 3 then
-    return fail('arity', 'quota')
-  end
-  local wanted, err = parse_quota(args[1], args[2])
-  if not wanted then
-    return fail(err)
-  end
+local function quota(keys, args, wanted)
   local kept = { q = wanted, capacity = wanted.capacity, text = canonical_rate(args[2]) }
-  if count == 3 then
+  if #args == 3 then
     if string.upper(args[3]) ~= 'CLEAR' then
       return fail('quota_option')
     end
     kept = nil
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1])
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
   -- The bucket seen with the quota it keeps from now: the one given either way (after CLEAR,
   -- the caller's own).
@@ -2943,10 +2836,42 @@ local COMMANDS = {
   quota = quota,
 }
 
+-- How many arguments each one-key command takes, as the module counts them: at least, and at
+-- most (none: options follow).
+local ARITY = {
+  take = { 2 }, pause = { 3, 3 }, give = { 4, 4 }, peek = { 2, 2 }, cut = { 5, 5 },
+  sync = { 4, 4 }, debit = { 3, 3 }, renew = { 4, 4 }, release = { 3 }, slots = { 2, 2 },
+  resume = { 2, 2 }, quota = { 2, 3 },
+}
+
+-- The one-key command `name` (its key count already checked) with the start every one of them
+-- shares, in the module's order: the arity, then the quota (capacity, rate). The command is
+-- given the quota and checks its own arguments after it.
+local function one_key(name)
+  local command, least, most = COMMANDS[name], ARITY[name][1], ARITY[name][2]
+  return function(keys, args)
+    local count = #args
+    if count < least or (most and count > most) then
+      return fail('arity', name)
+    end
+    -- parse_quota's own cache, read here first: a hot key's call makes no function call.
+    local by_capacity = QUOTAS[args[2]]
+    local quota = by_capacity and by_capacity[args[1]]
+    if not quota then
+      local err
+      quota, err = parse_quota(args[1], args[2])
+      if not quota then
+        return fail(err)
+      end
+    end
+    return command(keys, args, quota)
+  end
+end
+
 if redis.register_function then
   -- The library: one function per command, `throttle_<command>`.
   local function entry(name)
-    local command = COMMANDS[name]
+    local command = name == 'mtake' and mtake or one_key(name)
     return function(keys, args)
       if not floor then
         std()
@@ -2989,8 +2914,11 @@ else
   if not command then
     return fail('command')
   end
-  if name ~= 'mtake' and #KEYS ~= 1 then
-    return fail('one_key', name, name .. ' ' .. USAGE[name])
+  if name ~= 'mtake' then
+    if #KEYS ~= 1 then
+      return fail('one_key', name, name .. ' ' .. USAGE[name])
+    end
+    command = one_key(name)
   end
   table.remove(ARGV, 1)
   return command(KEYS, ARGV)

@@ -83,6 +83,30 @@ local function covers(q, den, num)
   return true
 end
 
+-- A plain decimal's digits either side of its point (digits, a point, digits; one side may be
+-- empty, not both): the whole part and the fraction ('' without a point); nil otherwise.
+local function decimal_parts(text)
+  local int, frac = text, ''
+  local point = find(text, '.', 1, true)
+  if point then
+    int, frac = sub(text, 1, point - 1), sub(text, point + 1)
+  end
+  if (int == '' and frac == '') or find(int, '%D') or find(frac, '%D') then
+    return nil
+  end
+  return int, frac
+end
+
+-- The digits of a fraction that count: the first FRACTION_DIGITS, without trailing zeros.
+local function fraction_digits(frac)
+  frac = sub(frac, 1, FRACTION_DIGITS)
+  local last = #frac
+  while last > 0 and byte(frac, last) == 48 do -- at most 24 steps
+    last = last - 1
+  end
+  return sub(frac, 1, last)
+end
+
 -- One token's refill time in whole ns, rounded up: ceil(1e9 / rate). The rate is a plain
 -- decimal from 0.000001 to 1000000000 with any number of digits after the point; digits
 -- past the 24th are dropped (a longer interval: fewer tokens), but the upper limit is
@@ -97,12 +121,8 @@ local function parse_interval(text)
     return ceil(E9 / rate)
   end
   -- Digits, a point, digits: leading zeros and trailing fraction zeros left out.
-  local int, frac = text, ''
-  local point = find(text, '.', 1, true)
-  if point then
-    int, frac = sub(text, 1, point - 1), sub(text, point + 1)
-  end
-  if (int == '' and frac == '') or find(int, '%D') or find(frac, '%D') then
+  local int, frac = decimal_parts(text)
+  if not int then
     return nil
   end
   local first = find(int, '[^0]')
@@ -118,14 +138,7 @@ local function parse_interval(text)
   if #int == 10 and (find(frac, '[^0]') or int > '1000000000') then
     return nil
   end
-  if #frac > FRACTION_DIGITS then
-    frac = sub(frac, 1, FRACTION_DIGITS) -- the same value as trimming the zeros first
-  end
-  local last = #frac
-  while last > 0 and byte(frac, last) == 48 do -- at most 24 steps
-    last = last - 1
-  end
-  frac = sub(frac, 1, last)
+  frac = fraction_digits(frac)
   -- rate = digits / 10^#frac, exactly.
   local digits = int .. frac
   if int == '' then
@@ -167,22 +180,14 @@ end
 -- module's): leading zeros and trailing fraction zeros dropped, digits past the 24th dropped,
 -- '0' for an empty integer part, no point for a whole number.
 local function canonical_rate(text)
-  local int, frac = text, ''
-  local point = find(text, '.', 1, true)
-  if point then
-    int, frac = sub(text, 1, point - 1), sub(text, point + 1)
-  end
+  local int, frac = decimal_parts(text)
   local first = find(int, '[^0]')
   int = first and sub(int, first) or '0'
-  frac = sub(frac, 1, FRACTION_DIGITS)
-  local last = #frac
-  while last > 0 and byte(frac, last) == 48 do
-    last = last - 1
-  end
-  if last == 0 then
+  frac = fraction_digits(frac)
+  if frac == '' then
     return int
   end
-  return int .. '.' .. sub(frac, 1, last)
+  return int .. '.' .. frac
 end
 
 -- Quotas seen before, by rate then capacity text: a hot key's quota is parsed once (in the
@@ -248,6 +253,15 @@ local function parse_max_wait(text)
   return ms
 end
 
+-- A duration of 1 ms to 10 years (a pause, a recovery, a lease, a place in line); nil otherwise.
+local function parse_ms(text)
+  local ms = whole(text, MAX_WAIT_MS)
+  if not ms or ms < 1 then
+    return nil
+  end
+  return ms
+end
+
 -- `FLOOR f`: fewer tokens than the capacity, and with the call's own at most the capacity.
 local function parse_floor(text, tokens, capacity)
   local f = whole(text, MAX_CAPACITY)
@@ -260,12 +274,8 @@ end
 -- `0.7`, `1`: a decimal from 0.01 to 1, in basis points; digits past the 4th after the point
 -- are dropped (a smaller factor, a stricter cut), as the module drops them. nil otherwise.
 local function parse_factor(text)
-  local whole_part, frac = text, ''
-  local point = find(text, '.', 1, true)
-  if point then
-    whole_part, frac = sub(text, 1, point - 1), sub(text, point + 1)
-  end
-  if (whole_part == '' and frac == '') or find(whole_part, '%D') or find(frac, '%D') then
+  local whole_part, frac = decimal_parts(text)
+  if not whole_part then
     return nil
   end
   local first = find(whole_part, '[^0]')
@@ -329,15 +339,15 @@ local function parse_slot_options(inflight_text, lease_text, line_text, waiter_t
   if not cap or cap < 1 then
     return nil, 'inflight'
   end
-  local lease_ms = whole(lease_text, MAX_WAIT_MS)
-  if not lease_ms or lease_ms < 1 then
+  local lease_ms = parse_ms(lease_text)
+  if not lease_ms then
     return nil, 'lease'
   end
   if not line_text then
     return { cap, lease_ms }
   end
-  local place_ms = whole(line_text, MAX_WAIT_MS)
-  if not place_ms or place_ms < 1 then
+  local place_ms = parse_ms(line_text)
+  if not place_ms then
     return nil, 'place_ms'
   end
   if not waiter_text then

@@ -65,11 +65,16 @@ local function id_le(v)
     hi % 256, floor(hi / 256) % 256, floor(hi / 65536), 0)
 end
 
--- The slots in bytes from+1..to of `stored` (16 bytes each) into `slots`, seen at `now`; nil
--- if they are not ones a command writes (ids from 1, increasing, below the next id, which is
--- at most 2^53; lease ends plausible instants).
+-- The next id (bytes 33..40 of `stored`, at most 2^53) and the slots in bytes from+1..to (16
+-- bytes each) into `slots` ({next = id, [i] = {id, s, n}} in id order), seen at `now`; nil if
+-- they are not ones a command writes (ids from 1, increasing, below the next id; lease ends
+-- plausible instants).
 local function read_slots(stored, slots, from, to, now_s, now_n)
-  local next_id, last = slots.next, 0
+  local next_id, last = le_id(stored, 32), 0
+  if not next_id then
+    return nil
+  end
+  slots.next = next_id
   for at = from, to - 16, 16 do
     local id = le_id(stored, at)
     if not id or id <= last or id >= next_id or byte(stored, at + 16) >= 128 then
@@ -85,29 +90,14 @@ local function read_slots(stored, slots, from, to, now_s, now_n)
   return slots
 end
 
--- The slot table of a state of `len` bytes (40 + 16 k, k from 1 to 1024: the calls in
--- flight), seen at `now`: {next = id, [i] = {id, s, n}} in id order, or nil if it is not one a
--- command writes.
-local function slots_of(stored, len, now_s, now_n)
-  local next_id = le_id(stored, 32)
-  if not next_id then
-    return nil
-  end
-  return read_slots(stored, { next = next_id }, 40, len, now_s, now_n)
-end
-
 -- The table of a state with a line (48 + 16 k + 32 w bytes: the next id, then k, w, the cap
 -- and the line's slack as u16, the k slots, the w waiters), seen at `now`: the slots as
--- `slots_of` reads them, with `cap`, `slack` and `line`, the waiters in the order they joined,
+-- `read_slots` reads them, with `cap`, `slack` and `line`, the waiters in the order they joined,
 -- each {ticket, place_s, place_n, lease_ms, tokens}. nil if it is not one a command writes: the
 -- counts exactly its length (1 to 1024 waiters, at most 1024 slots), the cap 1 to 1024, the
 -- tickets increasing, below the next id and held by no slot, place ends plausible instants, a
 -- lease of 1 to 315360000000 ms and at most 1e15 tokens.
 local function line_of(stored, len, now_s, now_n)
-  local next_id = le_id(stored, 32)
-  if not next_id then
-    return nil
-  end
   local k1, k2, w1, w2, c1, c2, s1, s2 = byte(stored, 41, 48)
   local k, w, cap = k1 + k2 * 256, w1 + w2 * 256, c1 + c2 * 256
   if k > MAX_INFLIGHT or w < 1 or w > MAX_LINE or cap < 1
@@ -115,11 +105,12 @@ local function line_of(stored, len, now_s, now_n)
     return nil
   end
   local first_waiter = 48 + 16 * k
-  local slots = read_slots(stored, { next = next_id, cap = cap, slack = s1 + s2 * 256 }, 48,
-    first_waiter, now_s, now_n)
+  local slots = read_slots(stored, { cap = cap, slack = s1 + s2 * 256 }, 48, first_waiter,
+    now_s, now_n)
   if not slots then
     return nil
   end
+  local next_id = slots.next
   local held = {}
   for i = 1, #slots do
     held[slots[i][1]] = true
@@ -158,7 +149,7 @@ end
 -- The state in `stored` (what `redis.pcall('GET', key)` answered), seen at `now`: the instant
 -- the bucket is full again as a pair, and its pushback {until_s, until_n, cut = {s, n, factor,
 -- recovery_ms} or nil} or nil; nothing for a missing key (a full bucket); or nil, nil, nil and
--- the error's code. Fifth, the calls in flight it holds (`slots_of`), or nil for none.
+-- the error's code. Fifth, the calls in flight it holds (`read_slots`, `line_of`), or nil.
 local function base_state_of(stored, now_s, now_n)
   if not stored then
     return nil
@@ -174,7 +165,8 @@ local function base_state_of(stored, now_s, now_n)
     end
     s, n = bytes_pair(b1, b2, b3, b4, b5, b6, b7, b8)
     if form == 1 then
-      slots = slots_of(stored, len, now_s, now_n)
+      -- The slot table (40 + 16 k bytes, k from 1 to 1024: the calls in flight).
+      slots = read_slots(stored, {}, 40, len, now_s, now_n)
     elseif form then
       slots = line_of(stored, len, now_s, now_n)
     end

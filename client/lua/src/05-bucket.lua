@@ -320,8 +320,10 @@ local function paused(key, quota, b, cut, ms)
   return ceil_ms(sub2(next_s, next_n, b.now_s, b.now_n)), wrote, tat_s, tat_n
 end
 
--- Reads the bucket at `key`: the view's fields in a table, or nil and the error's code.
-local function open(key)
+-- Reads the bucket at `key`: the view's fields in a table, or nil and the error's code. Its
+-- `quota` is the one the command computes with: the key's own if it keeps one at the server
+-- (THROTTLE.QUOTA), which wins over `quota`, the caller's.
+local function open(key, quota)
   local now_s, now_n = clock()
   local state_s, state_n, pushback, err, slots, kept =
     state_of(redis.pcall('GET', key), now_s, now_n)
@@ -332,7 +334,7 @@ local function open(key)
   return {
     now_s = now_s, now_n = now_n, state_s = state_s, state_n = state_n, pushback = pushback,
     base_s = base_s, base_n = base_n, debt_s = debt_s, debt_n = debt_n, factor = factor,
-    slots = slots, kept = kept,
+    slots = slots, kept = kept, quota = kept and kept.q or quota,
   }
 end
 
@@ -383,6 +385,48 @@ local function held_at(slots, now_s, now_n)
   return held, first_s, first_n
 end
 
+-- The slot of `slots` whose id is `id`, if it is held at `now` ({id, s, n}), and its index.
+local function held_slot(slots, id, now_s, now_n)
+  for k = 1, slots and #slots or 0 do
+    local one = slots[k]
+    if one[1] == id and lt(now_s, now_n, one[2], one[3]) then
+      return one, k
+    end
+  end
+  return nil
+end
+
+-- The slots of `b` with the one whose id is `id` changed by `change` (given the slot, it
+-- returns the new one, or nil to drop it), if it is held at `b`'s now; nil if it is not.
+local function with_slot(b, id, change)
+  local slots = b.slots
+  local one, at = held_slot(slots, id, b.now_s, b.now_n)
+  if not one then
+    return nil
+  end
+  local changed = { next = slots.next, line = slots.line, cap = slots.cap, slack = slots.slack }
+  for k = 1, #slots do
+    if k ~= at then
+      changed[#changed + 1] = slots[k]
+    else
+      changed[#changed + 1] = change(one)
+    end
+  end
+  return changed
+end
+
+-- `slots` (pruned at `now`) with the lease of the slot `id` ending at `end` instead: a waiter
+-- handed it that learns of it late keeps a whole lease.
+local function with_lease(slots, now_s, now_n, id, end_s, end_n)
+  local table_after = pruned(slots, now_s, now_n)
+  for k = 1, #table_after do
+    if table_after[k][1] == id then
+      table_after[k] = { id, end_s, end_n }
+    end
+  end
+  return table_after
+end
+
 -- Whether a caller waits in the line of `slots` at `now` (its place has not run out).
 local function in_line(slots, now_s, now_n)
   local line = slots and slots.line
@@ -407,11 +451,34 @@ local function next_id(slots, now_s, now_n)
   return id
 end
 
+-- `slots` (pruned at `now`) with a new slot, held for `lease_ms` from now, and its id; nil when
+-- the ids ran out (a forged table).
+local function with_new_slot(slots, now_s, now_n, lease_ms)
+  local id = next_id(slots, now_s, now_n)
+  if id >= MAX_SLOT_ID then
+    return nil
+  end
+  local table_after = pruned(slots, now_s, now_n) or {}
+  table_after.next = id + 1
+  table_after[#table_after + 1] = { id, add(now_s, now_n, ms_pair(lease_ms)) }
+  return table_after, id
+end
+
 -- The bucket `b` seen with its state at `tat` instead (after a hand-off took tokens).
 local function view_at(b, tat_s, tat_n)
   local debt_s, debt_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
   return { now_s = b.now_s, now_n = b.now_n, base_s = tat_s, base_n = tat_n, debt_s = debt_s,
     debt_n = debt_n, factor = b.factor, pushback = b.pushback }
+end
+
+-- Gives the table `slots` the waiters `rest` as its line: with none left, no line, nor the
+-- line's cap and slack.
+local function set_line(slots, rest)
+  if #rest > 0 then
+    slots.line = rest
+  else
+    slots.line, slots.cap, slots.slack = nil, nil, nil
+  end
 end
 
 -- The line of the (pruned) table `slots` settled at `b`'s now, the module's line::settle: while
@@ -459,12 +526,21 @@ local function settle(quota, b, tat_s, tat_n, slots, cap)
   for i = at, #line do
     rest[#rest + 1] = line[i]
   end
-  if #rest > 0 then
-    slots.line = rest
-  else
-    slots.line, slots.cap, slots.slack = nil, nil, nil
-  end
+  set_line(slots, rest)
   return tat_s, tat_n, slots, handed
+end
+
+-- Announces the first of the slots a settling `handed` (nil or {{id, wait_s, wait_n}, ...}) on
+-- `key`'s channel, `handed <id> <wait_ms>`: its waiter goes ahead at once. Called after the
+-- write, and protected: a server that refuses the announcement (an ACL without the channel)
+-- still hands the slot on; the waiter finds it when it looks again. Whether there was one.
+local function announce_handed(key, handed)
+  local first = handed and handed[1]
+  if first then
+    redis.pcall('SPUBLISH', pause_channel(key),
+      string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
+  end
+  return first ~= nil
 end
 
 -- When the waiter with ticket `id`, at `place` in line, should be handed a slot, ms from `now`,

@@ -97,15 +97,12 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
     if not tat_s then
       tat_s, tat_n = b.base_s, b.base_n
     end
-    local id = next_id(slots, now_s, now_n)
-    if id >= MAX_SLOT_ID then
+    local table_after, id = with_new_slot(slots, now_s, now_n, lease_ms)
+    if not table_after then
       -- No id left (a forged table): the slot is what could not be taken.
       return { granted = 0, wait_s = 0, wait_n = 0, after_s = b.debt_s, after_n = b.debt_n,
         slot = 0, reason = 4 }
     end
-    local table_after = pruned(slots, now_s, now_n) or {}
-    table_after.next = id + 1
-    table_after[#table_after + 1] = { id, add(now_s, now_n, ms_pair(lease_ms)) }
     return { granted = 1, wait_s = wait_s, wait_n = wait_n, after_s = after_s,
       after_n = after_n, slot = id, write = { tat_s, tat_n, table_after } }
   end
@@ -125,30 +122,21 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
       -- Handed a slot: granted, its tokens taken at the hand-off; the wait until they are
       -- there (its lease runs from then). A waiter that learns of it late still has a whole
       -- lease from now: the slot's lease renewed, and written, only if that ends later.
-      for k = 1, slots and #slots or 0 do
-        local one = slots[k]
-        if one[1] == waiter_id and lt(now_s, now_n, one[2], one[3]) then
-          local ws, wn = sub2(one[2], one[3], ms_pair(lease_ms))
-          ws, wn = sub2(ws, wn, now_s, now_n)
-          if ws < 0 then
-            ws, wn = 0, 0
-          end
-          o = { granted = 1, wait_s = ws, wait_n = wn, after_s = b.debt_s, after_n = b.debt_n,
-            slot = waiter_id, handed_look = true }
-          local end_s, end_n = add(now_s, now_n, ws, wn)
-          end_s, end_n = add(end_s, end_n, ms_pair(lease_ms))
-          if lt(one[2], one[3], end_s, end_n) then
-            local table_after = pruned(slots, now_s, now_n)
-            for j = 1, #table_after do
-              if table_after[j][1] == waiter_id then
-                table_after[j] = { waiter_id, end_s, end_n }
-              end
-            end
-            o.write = { b.base_s, b.base_n, table_after }
-          end
-          o = or_settled(o)
-          break
+      local one = held_slot(slots, waiter_id, now_s, now_n)
+      if one then
+        local ws, wn = sub2(one[2], one[3], ms_pair(lease_ms))
+        ws, wn = sub2(ws, wn, now_s, now_n)
+        if ws < 0 then
+          ws, wn = 0, 0
         end
+        o = { granted = 1, wait_s = ws, wait_n = wn, after_s = b.debt_s, after_n = b.debt_n,
+          slot = waiter_id, handed_look = true }
+        local end_s, end_n = add(now_s, now_n, ws, wn)
+        end_s, end_n = add(end_s, end_n, ms_pair(lease_ms))
+        if lt(one[2], one[3], end_s, end_n) then
+          o.write = { b.base_s, b.base_n, with_lease(slots, now_s, now_n, waiter_id, end_s, end_n) }
+        end
+        o = or_settled(o)
       end
       -- Still in line: its place renewed.
       local place = not o and place_of(slots, now_s, now_n, waiter_id)
@@ -183,13 +171,8 @@ local function take_in_line(key, quota, b, slots, kept, tokens, max_wait_ms, flo
   local write = o.write
   if write then
     store(key, write[1], write[2], b.pushback, now_s, now_n, write[3], kept)
-    -- After the write, and protected, as RELEASE's: a waiter whose holder's lease ran out
-    -- goes ahead at once.
-    local first = handed > 0 and given[1]
-    if first then
-      redis.pcall('SPUBLISH', pause_channel(key),
-        string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
-    end
+    -- A waiter whose holder's lease ran out goes ahead at once.
+    announce_handed(key, given)
   end
   local reply = {
     o.granted,
@@ -230,19 +213,8 @@ do
   -- not in line). A denial's reply ends with what held it back, a sum of 1 (the tokens), 2 (the
   -- floor), 4 (every slot held), 8 (a pause in effect) and 16 (in line): the module's
   -- Refusal.
-  function take(keys, args) -- the local above
-    local count = #args
-    if count < 2 then
-      return fail('arity', 'take')
-    end
-    local by_capacity = QUOTAS[args[2]]
-    local quota, err = by_capacity and by_capacity[args[1]], nil
-    if not quota then
-      quota, err = parse_quota(args[1], args[2])
-      if not quota then
-        return fail(err)
-      end
-    end
+  function take(keys, args, quota) -- the local above
+    local count, err = #args, nil
     local tokens_text, wait_text, floor_text, ticket = nil, nil, nil, false
     local inflight_text, lease_text, line_text, waiter_text
     local i = 3

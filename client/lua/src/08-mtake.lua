@@ -35,8 +35,8 @@ local function mtake(keys, args)
     end
     quotas[i], tokens[i] = quota, n
   end
-  local wait_text, floors_at, ticket = nil, nil, false
-  local inflight_text, lease_text, line_text, waiter_text
+  -- The options of one value, by name: their text.
+  local texts, floors_at, ticket = {}, nil, false
   local i = 3 * count + 1
   while i <= nargs do
     local name = string.upper(args[i])
@@ -46,16 +46,6 @@ local function mtake(keys, args)
       end
       ticket = true
       i = i + 1
-    elseif name == 'MAXWAIT' then
-      local value = args[i + 1]
-      if not value then
-        return fail('missing', 'MAXWAIT', 'MAXWAIT')
-      end
-      if wait_text then
-        return fail('repeated', 'MAXWAIT')
-      end
-      wait_text = value
-      i = i + 2
     elseif name == 'FLOOR' then
       if nargs - i < count then
         return fail('floors', count)
@@ -65,35 +55,26 @@ local function mtake(keys, args)
       end
       floors_at = i + 1
       i = i + 1 + count
-    elseif name == 'INFLIGHT' or name == 'LEASE' or name == 'LINE' or name == 'WAITER' then
+    elseif name == 'MAXWAIT' or name == 'INFLIGHT' or name == 'LEASE' or name == 'LINE'
+        or name == 'WAITER' then
       local value = args[i + 1]
       if not value then
         return fail('missing', name, name)
       end
-      if (name == 'INFLIGHT' and inflight_text) or (name == 'LEASE' and lease_text)
-          or (name == 'LINE' and line_text) or (name == 'WAITER' and waiter_text) then
+      if texts[name] then
         return fail('repeated', name)
       end
-      if name == 'INFLIGHT' then
-        inflight_text = value
-      elseif name == 'LEASE' then
-        lease_text = value
-      elseif name == 'LINE' then
-        line_text = value
-      else
-        waiter_text = value
-      end
+      texts[name] = value
       i = i + 2
     else
       return fail('mtake_option')
     end
   end
-  if inflight_text or lease_text or line_text or waiter_text then
-    local wrong = check_slot_options(inflight_text, lease_text, line_text, waiter_text,
-      floors_at)
-    if wrong then
-      return fail(wrong)
-    end
+  local wait_text, inflight_text, lease_text, line_text, waiter_text =
+    texts.MAXWAIT, texts.INFLIGHT, texts.LEASE, texts.LINE, texts.WAITER
+  local wrong = check_slot_options(inflight_text, lease_text, line_text, waiter_text, floors_at)
+  if wrong then
+    return fail(wrong)
   end
   local max_wait_ms = 0
   if wait_text then
@@ -232,14 +213,7 @@ local function mtake(keys, args)
     local slots = b.slots
     local held, first_s, first_n = held_at(slots, now_s, now_n)
     slot = 0
-    local handed_slot
-    for k = 1, (waiter_id and slots) and #slots or 0 do
-      local one = slots[k]
-      if one[1] == waiter_id and lt(now_s, now_n, one[2], one[3]) then
-        handed_slot = one
-        break
-      end
-    end
+    local handed_slot = waiter_id and held_slot(slots, waiter_id, now_s, now_n)
     local in_place = waiter_id and not handed_slot and place_of(slots, now_s, now_n, waiter_id)
     -- Denied in line at `at` with ticket `id`, writing `table_after`: the wait is when to
     -- look again.
@@ -250,13 +224,9 @@ local function mtake(keys, args)
     end
     if handed_slot and not tokens_granted then
       -- Its tokens not there in time: the slot goes on down the line at once.
-      local rest = { next = slots.next, line = slots.line, cap = slots.cap,
-        slack = slots.slack }
-      for k = 1, #slots do
-        if slots[k][1] ~= waiter_id then
-          rest[#rest + 1] = slots[k]
-        end
-      end
+      local rest = with_slot(b, waiter_id, function()
+        return nil
+      end)
       local tat_s, tat_n, table_after, more = settle(quotas[1], b, b.base_s, b.base_n,
         pruned(rest, now_s, now_n), cap)
       for k = 1, #more do
@@ -270,11 +240,7 @@ local function mtake(keys, args)
       end_s, end_n = add(end_s, end_n, ms_pair(lease_ms))
       local table_after = pruned(slots, now_s, now_n)
       if lt(handed_slot[2], handed_slot[3], end_s, end_n) then
-        for k = 1, #table_after do
-          if table_after[k][1] == waiter_id then
-            table_after[k] = { waiter_id, end_s, end_n }
-          end
-        end
+        table_after = with_lease(slots, now_s, now_n, waiter_id, end_s, end_n)
       end
       b.slots, slot = table_after, waiter_id
       if not b.tat_s then
@@ -287,14 +253,11 @@ local function mtake(keys, args)
         in_place)
     elseif held < cap and not in_line(slots, now_s, now_n) then
       if tokens_granted then
-        local id = next_id(slots, now_s, now_n)
-        if id >= MAX_SLOT_ID then
+        local table_after, id = with_new_slot(slots, now_s, now_n, lease_ms)
+        if not table_after then
           -- No id left (a forged table): nothing taken, no wait to give.
           granted, wait_s, wait_n, reason = false, 0, 0, 4
         else
-          local table_after = pruned(slots, now_s, now_n) or {}
-          table_after.next = id + 1
-          table_after[#table_after + 1] = { id, add(now_s, now_n, ms_pair(lease_ms)) }
           b.slots, slot = table_after, id
           if not b.tat_s then
             -- No tokens from the first bucket: its state stays, now holding the slot.
@@ -357,11 +320,10 @@ local function mtake(keys, args)
         or 0
     end
   end
-  -- After the writes, and protected, as RELEASE's: a waiter whose holder's lease ran out (or
-  -- whose handed slot this call passed on) goes ahead at once.
-  if first_written and given[1] then
-    redis.pcall('SPUBLISH', pause_channel(keys[1]),
-      string.format('handed %.0f %.0f', given[1][1], ceil_ms(given[1][2], given[1][3])))
+  -- After the writes: a waiter whose holder's lease ran out (or whose handed slot this call
+  -- passed on) goes ahead at once.
+  if first_written then
+    announce_handed(keys[1], given)
   end
   -- With INFLIGHT: the slot's id (0: not granted; in line, the ticket); with LINE, the place.
   if slot then

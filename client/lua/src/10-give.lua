@@ -1,14 +1,7 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
 -- THROTTLE.GIVE key capacity rate n ticket: gives a take's tokens back while nothing was taken
 -- after it, never beyond a full bucket (the module's give-back rule).
-local function give(keys, args)
-  if #args ~= 4 then
-    return fail('arity', 'give')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function give(keys, args, quota)
   local n = whole(args[3], quota.capacity)
   if not n then
     return fail('give_tokens', quota.capacity)
@@ -27,11 +20,10 @@ local function give(keys, args)
   local ticket_s = tonum(sub(ticket, 1, -7)) or 0
   local ticket_n = (tonum(sub(ticket, -6)) or 0) * 1000
 
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   if not b.state_s then
     return 0 -- a missing key is a full bucket: nothing to give back to
   end
@@ -40,7 +32,7 @@ local function give(keys, args)
   -- given back already.
   local since_s, since_n = sub2(b.state_s, b.state_n, ticket_s, ticket_n)
   local rounding = 0
-  if quota.interval > 999 then
+  if b.quota.interval > 999 then
     rounding = 999
   end
   if since_s ~= 0 or since_n > rounding then
@@ -49,20 +41,20 @@ local function give(keys, args)
   -- At the configured rate, the least the take can have cost: a cut since makes tokens cost
   -- more, and giving that much back would free part of the slot before this take's. Never
   -- beyond a full bucket (now), and never into a pause set since the take.
-  local back_s, back_n = mul(n, quota.interval)
+  local back_s, back_n = mul(n, b.quota.interval)
   local tat_s, tat_n = sub2(b.base_s, b.base_n, back_s, back_n)
   tat_s, tat_n = max(tat_s, tat_n, b.now_s, b.now_n)
   local pushback = b.pushback
   if pushback and lt(b.now_s, b.now_n, pushback.until_s, pushback.until_n) then
     tat_s, tat_n = max(tat_s, tat_n,
-      paused_state(quota, pushback.until_s, pushback.until_n, pushback.cut))
+      paused_state(b.quota, pushback.until_s, pushback.until_n, pushback.cut))
   end
   if not lt(tat_s, tat_n, b.base_s, b.base_n) then
     return 0
   end
   -- What was freed, in tokens rounded up (the last one may be part of a token's time).
   local freed_s, freed_n = sub2(b.base_s, b.base_n, tat_s, tat_n)
-  local given, rest = divmod(freed_s, freed_n, quota.interval)
+  local given, rest = divmod(freed_s, freed_n, b.quota.interval)
   if rest > 0 then
     given = given + 1
   end

@@ -1,26 +1,18 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
 -- THROTTLE.PEEK key capacity rate: what TOKENS 0 replies, then the pause and the rate's
 -- factor; never a write.
-local function peek(keys, args)
-  if #args ~= 2 then
-    return fail('arity', 'peek')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
+local function peek(keys, _, quota)
+  local b, err = open(keys[1], quota)
+  if not b then
     return fail(err)
   end
-  local b, read_err = open(keys[1])
-  if not b then
-    return fail(read_err)
-  end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local paused_ms = 0
   local pushback = b.pushback
   if pushback and lt(b.now_s, b.now_n, pushback.until_s, pushback.until_n) then
     paused_ms = ceil_ms(sub2(pushback.until_s, pushback.until_n, b.now_s, b.now_n))
   end
   return {
-    1, remaining(quota, b.debt_s, b.debt_n, b.factor), 0, ceil_ms(b.debt_s, b.debt_n),
+    1, remaining(b.quota, b.debt_s, b.debt_n, b.factor), 0, ceil_ms(b.debt_s, b.debt_n),
     paused_ms, b.factor,
   }
 end

@@ -1,30 +1,22 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
 -- THROTTLE.CUT key capacity rate ms factor recovery_ms
-local function cut(keys, args)
-  if #args ~= 5 then
-    return fail('arity', 'cut')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
-  local ms = whole(args[3], MAX_WAIT_MS)
-  if not ms or ms < 1 then
+local function cut(keys, args, quota)
+  local ms = parse_ms(args[3])
+  if not ms then
     return fail('pause_ms')
   end
   local factor = parse_factor(args[4])
   if not factor then
     return fail('factor')
   end
-  local recovery = whole(args[5], MAX_WAIT_MS)
-  if not recovery or recovery < 1 then
+  local recovery = parse_ms(args[5])
+  if not recovery then
     return fail('recovery')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local pushback = b.pushback
   local stored_cut = pushback and pushback.cut
   -- A cut while the bucket is paused is the same episode: the rate is cut once.
@@ -50,7 +42,7 @@ local function cut(keys, args)
     end
     new_cut = { s = b.now_s, n = b.now_n, factor = cut_factor, recovery = recovery_new }
   end
-  local next_ms, wrote = paused(keys[1], quota, b, new_cut, ms)
+  local next_ms, wrote = paused(keys[1], b.quota, b, new_cut, ms)
   local effective = stored_cut
   if wrote then
     effective = new_cut

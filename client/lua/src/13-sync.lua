@@ -1,13 +1,6 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
 -- THROTTLE.SYNC key capacity rate remaining reset_ms
-local function sync(keys, args)
-  if #args ~= 4 then
-    return fail('arity', 'sync')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function sync(keys, args, quota)
   local left = whole(args[3], MAX_CAPACITY)
   if not left then
     return fail('remaining')
@@ -16,15 +9,14 @@ local function sync(keys, args)
   if not reset then
     return fail('reset_ms')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   local tat_s, tat_n = b.base_s, b.base_n
-  if remaining(quota, b.debt_s, b.debt_n, b.factor) > left then
+  if remaining(b.quota, b.debt_s, b.debt_n, b.factor) > left then
     -- The debt that leaves exactly `left` whole tokens.
-    local short_s, short_n = sub2(quota.fill_s, quota.fill_n, cost(quota, left, b.factor))
+    local short_s, short_n = sub2(b.quota.fill_s, b.quota.fill_n, cost(b.quota, left, b.factor))
     tat_s, tat_n = max(tat_s, tat_n, add(b.now_s, b.now_n, short_s, short_n))
   end
   local lowered = lt(b.base_s, b.base_n, tat_s, tat_n)
@@ -34,7 +26,7 @@ local function sync(keys, args)
     local was_s, was_n = b.base_s, b.base_n
     b.base_s, b.base_n = tat_s, tat_n
     local _, paused_wrote, paused_s, paused_n =
-      paused(keys[1], quota, b, b.pushback and b.pushback.cut, reset)
+      paused(keys[1], b.quota, b, b.pushback and b.pushback.cut, reset)
     b.base_s, b.base_n = was_s, was_n
     wrote = paused_wrote
     if wrote then
@@ -49,6 +41,6 @@ local function sync(keys, args)
   if wrote then
     debt_s, debt_n = sub2(tat_s, tat_n, b.now_s, b.now_n)
   end
-  return { wrote and 1 or 0, remaining(quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
+  return { wrote and 1 or 0, remaining(b.quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
 end
 

@@ -1,29 +1,21 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
 -- THROTTLE.DEBIT key capacity rate n
-local function debit(keys, args)
-  if #args ~= 3 then
-    return fail('arity', 'debit')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function debit(keys, args, quota)
   local n = whole(args[3], MAX_CAPACITY)
   if not n then
     return fail('debit_tokens')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  quota = b.kept and b.kept.q or quota -- a quota kept at the server wins
   if n == 0 then
-    return { remaining(quota, b.debt_s, b.debt_n, b.factor), ceil_ms(b.debt_s, b.debt_n) }
+    return { remaining(b.quota, b.debt_s, b.debt_n, b.factor), ceil_ms(b.debt_s, b.debt_n) }
   end
   -- A debt past 20 years is refused; a cost past 1e18 ns (or not a pair) is past it for sure.
   local cost_s, cost_n
-  if n * quota.interval <= 1e18 then
-    cost_s, cost_n = cost(quota, n, b.factor)
+  if n * b.quota.interval <= 1e18 then
+    cost_s, cost_n = cost(b.quota, n, b.factor)
   end
   local debt_s, debt_n
   if cost_s then
@@ -34,6 +26,6 @@ local function debit(keys, args)
   end
   local tat_s, tat_n = add(b.base_s, b.base_n, cost_s, cost_n)
   store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, b.slots, b.kept)
-  return { remaining(quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
+  return { remaining(b.quota, debt_s, debt_n, b.factor), ceil_ms(debt_s, debt_n) }
 end
 

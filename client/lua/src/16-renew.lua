@@ -1,24 +1,17 @@
 -- Part of client/lua/throttle.lua, without this line: edit here, then run client/lua/join.sh
 -- THROTTLE.RENEW key capacity rate slot ms
 local function renew(keys, args)
-  if #args ~= 4 then
-    return fail('arity', 'renew')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
   local id = parse_slot(args[3])
   if not id then
     return fail('slot_id')
   end
-  local ms = whole(args[4], MAX_WAIT_MS)
-  if not ms or ms < 1 then
+  local ms = parse_ms(args[4])
+  if not ms then
     return fail('lease')
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1])
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
   local end_s, end_n = add(b.now_s, b.now_n, ms_pair(ms))
   local slots = with_slot(b, id, function(one)

@@ -4,14 +4,7 @@
 -- callers in line, the slot is handed to the head and announced as `handed <id> <wait_ms>`. A
 -- waiter's ticket in line leaves the line (it gave up, or its call was cancelled): written,
 -- nothing announced. 1 if the slot was held (or the ticket in line), else 0.
-local function release(keys, args)
-  if #args < 3 then
-    return fail('arity', 'release')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
+local function release(keys, args, quota)
   local id = parse_slot(args[3])
   if not id then
     return fail('slot_id')
@@ -38,16 +31,11 @@ local function release(keys, args)
       return fail('inflight')
     end
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1], quota)
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
-  local held = 0
-  for k = 1, b.slots and #b.slots or 0 do
-    if lt(b.now_s, b.now_n, b.slots[k][2], b.slots[k][3]) then
-      held = held + 1
-    end
-  end
+  local held = held_at(b.slots, b.now_s, b.now_n)
   local freed
   local slots = with_slot(b, id, function(one)
     freed = one
@@ -66,11 +54,7 @@ local function release(keys, args)
             rest[#rest + 1] = table_after.line[j]
           end
         end
-        if #rest > 0 then
-          table_after.line = rest
-        else
-          table_after.line, table_after.cap, table_after.slack = nil, nil, nil
-        end
+        set_line(table_after, rest)
         store(keys[1], b.base_s, b.base_n, b.pushback, b.now_s, b.now_n, table_after, b.kept)
         return 1
       end
@@ -84,20 +68,13 @@ local function release(keys, args)
   if slots and slots.line then
     -- The line learns its pace from how much lease the holders leave unused.
     slots.slack = slack_after(slots.slack, sub2(freed[2], freed[3], b.now_s, b.now_n))
-    if b.kept then
-      quota = b.kept.q -- a quota kept at the server wins over the caller's
-    end
-    tat_s, tat_n, slots, handed = settle(quota, b, tat_s, tat_n, slots, slots.cap)
+    tat_s, tat_n, slots, handed = settle(b.quota, b, tat_s, tat_n, slots, slots.cap)
   end
   store(keys[1], tat_s, tat_n, b.pushback, b.now_s, b.now_n, slots, b.kept)
-  -- After the write, and protected: a server that refuses the announcement (an ACL without
-  -- the channel) still frees the slot; the waiters find it when they look again. The first
-  -- waiter handed a slot hears it with its ticket and its tokens' wait.
-  local first = handed and handed[1]
-  if first then
-    redis.pcall('SPUBLISH', pause_channel(keys[1]),
-      string.format('handed %.0f %.0f', first[1], ceil_ms(first[2], first[3])))
-  elseif cap and held >= cap then
+  -- After the write: the first waiter handed a slot hears it, with its ticket and its tokens'
+  -- wait; else a slot freed from a full table is, protected too (a server that refuses it still
+  -- frees the slot: the waiters find it when they look again).
+  if not announce_handed(keys[1], handed) and cap and held >= cap then
     redis.pcall('SPUBLISH', pause_channel(keys[1]), 'freed')
   end
   return 1

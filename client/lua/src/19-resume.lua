@@ -2,17 +2,10 @@
 -- THROTTLE.RESUME key capacity rate: an operator ends the pause and the cut now, keeping the
 -- state as it is (the stored bytes cannot tell a pause's share from real takes, so no earlier
 -- instant is safe) and every slot held; nothing written when neither is in effect.
-local function resume(keys, args)
-  if #args ~= 2 then
-    return fail('arity', 'resume')
-  end
-  local quota, err = parse_quota(args[1], args[2])
-  if not quota then
-    return fail(err)
-  end
-  local b, read_err = open(keys[1])
+local function resume(keys)
+  local b, err = open(keys[1])
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
   local pushback = b.pushback
   if not pushback then

@@ -3,25 +3,17 @@
 -- so that every command on the key computes with it whatever its caller sends; CLEAR gives the
 -- key back to its callers' quotas. The state instant, the pause, the cut and the slots stay;
 -- the key keeps no TTL while a quota is kept. Nothing is written when nothing changes.
-local function quota(keys, args)
-  local count = #args
-  if count ~= 2 and count ~= 3 then
-    return fail('arity', 'quota')
-  end
-  local wanted, err = parse_quota(args[1], args[2])
-  if not wanted then
-    return fail(err)
-  end
+local function quota(keys, args, wanted)
   local kept = { q = wanted, capacity = wanted.capacity, text = canonical_rate(args[2]) }
-  if count == 3 then
+  if #args == 3 then
     if string.upper(args[3]) ~= 'CLEAR' then
       return fail('quota_option')
     end
     kept = nil
   end
-  local b, read_err = open(keys[1])
+  local b, err = open(keys[1])
   if not b then
-    return fail(read_err)
+    return fail(err)
   end
   -- The bucket seen with the quota it keeps from now: the one given either way (after CLEAR,
   -- the caller's own).

@@ -7,10 +7,42 @@ local COMMANDS = {
   quota = quota,
 }
 
+-- How many arguments each one-key command takes, as the module counts them: at least, and at
+-- most (none: options follow).
+local ARITY = {
+  take = { 2 }, pause = { 3, 3 }, give = { 4, 4 }, peek = { 2, 2 }, cut = { 5, 5 },
+  sync = { 4, 4 }, debit = { 3, 3 }, renew = { 4, 4 }, release = { 3 }, slots = { 2, 2 },
+  resume = { 2, 2 }, quota = { 2, 3 },
+}
+
+-- The one-key command `name` (its key count already checked) with the start every one of them
+-- shares, in the module's order: the arity, then the quota (capacity, rate). The command is
+-- given the quota and checks its own arguments after it.
+local function one_key(name)
+  local command, least, most = COMMANDS[name], ARITY[name][1], ARITY[name][2]
+  return function(keys, args)
+    local count = #args
+    if count < least or (most and count > most) then
+      return fail('arity', name)
+    end
+    -- parse_quota's own cache, read here first: a hot key's call makes no function call.
+    local by_capacity = QUOTAS[args[2]]
+    local quota = by_capacity and by_capacity[args[1]]
+    if not quota then
+      local err
+      quota, err = parse_quota(args[1], args[2])
+      if not quota then
+        return fail(err)
+      end
+    end
+    return command(keys, args, quota)
+  end
+end
+
 if redis.register_function then
   -- The library: one function per command, `throttle_<command>`.
   local function entry(name)
-    local command = COMMANDS[name]
+    local command = name == 'mtake' and mtake or one_key(name)
     return function(keys, args)
       if not floor then
         std()
@@ -53,8 +85,11 @@ else
   if not command then
     return fail('command')
   end
-  if name ~= 'mtake' and #KEYS ~= 1 then
-    return fail('one_key', name, name .. ' ' .. USAGE[name])
+  if name ~= 'mtake' then
+    if #KEYS ~= 1 then
+      return fail('one_key', name, name .. ' ' .. USAGE[name])
+    end
+    command = one_key(name)
   end
   table.remove(ARGV, 1)
   return command(KEYS, ARGV)

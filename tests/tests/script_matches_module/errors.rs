@@ -517,6 +517,22 @@ pub fn same_errors(flavor: Flavor) {
         ("mtake", "8 9 1 8 9 1"),
         ("mtake", "8 9 0 8 9 0"),
         ("mtake", "8 9 1 8 9 1 TICKET"),
+        // Bad arguments on such a key: the quota, then the command's own, are told before the
+        // key is read.
+        ("take", "0 9"),
+        ("take", "8 9 TOKENS x"),
+        ("peek", "8 x"),
+        ("pause", "8 9 0"),
+        ("give", "8 9 x 1"),
+        ("cut", "8 9 1000 2 30000"),
+        ("sync", "8 9 x 1000"),
+        ("debit", "8 9 x"),
+        ("renew", "8 9 1 0"),
+        ("release", "8 9 1 INFLIGHT 0"),
+        ("slots", "0 9"),
+        ("resume", "8 x"),
+        ("quota", "8 9 KEEP"),
+        ("mtake", "8 9 1 8 9 x"),
     ];
     for holder in &holders {
         for (name, args) in calls {
