@@ -14,7 +14,7 @@ use throttle_testkit::{Flavor, Server};
 use tokio::time::Instant;
 
 mod http_support;
-use http_support::{bounded, limiter, plain_403, rate_limit_403, start};
+use http_support::{assert_redis_gone, bounded, limiter, plain_403, rate_limit_403, start};
 
 fn client(middleware: ThrottleMiddleware<Limiter<MultiplexedConnection>>) -> ClientWithMiddleware {
     ClientBuilder::new(reqwest::Client::new())
@@ -45,6 +45,20 @@ fn assert_nothing_inside_the_pause(hits: &[Hit]) {
             );
         }
     }
+}
+
+/// A GET of `/` through `client` from a supplier that pushes back once: the caller gets the
+/// retry's 200, after two sends, none inside the pause the first one set. Returns the sends.
+async fn get_resent_after_the_pause(
+    client: &ClientWithMiddleware,
+    supplier: &Supplier,
+) -> Vec<Hit> {
+    let response = client.get(supplier.url("/")).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let hits = supplier.hits();
+    assert_eq!(hits.len(), 2, "{hits:#?}");
+    assert_nothing_inside_the_pause(&hits);
+    hits
 }
 
 async fn one_replicas_429_stops_the_other_replica_too(flavor: Flavor) {
@@ -129,12 +143,8 @@ async fn a_503_with_an_http_date_pauses_until_that_date() {
         )
         .await;
         let client = client(ThrottleMiddleware::new(limiter.clone()));
-        let response = client.get(supplier.url("/")).send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let hits = supplier.hits();
-        assert_eq!(hits.len(), 2, "{hits:#?}");
+        let hits = get_resent_after_the_pause(&client, &supplier).await;
         assert_eq!(hits[0].status, StatusCode::SERVICE_UNAVAILABLE);
-        assert_nothing_inside_the_pause(&hits);
         let until = hits[0].until.unwrap();
         assert!(until - hits[0].at >= Duration::from_millis(500));
         // How long after the date the retry came is the machine's (the jitter is at most
@@ -229,11 +239,7 @@ async fn a_rate_limit_403_pauses_and_is_resent_and_a_plain_403_is_the_response()
         // GitHub's secondary rate limit: 403 with `Retry-After: 1`.
         let (server, supplier, limiter) = start(rate_limit_403(), "http:403").await;
         let client = client(ThrottleMiddleware::new(limiter.clone()));
-        let response = client.get(supplier.url("/")).send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let hits = supplier.hits();
-        assert_eq!(hits.len(), 2, "{hits:#?}");
-        assert_nothing_inside_the_pause(&hits);
+        get_resent_after_the_pause(&client, &supplier).await;
         let seen = limiter.metrics().pushback;
         assert_eq!((seen.responses_other, seen.retries), (1, 1), "{seen:?}");
 
@@ -313,18 +319,7 @@ async fn limiter_errors_are_middleware_errors_and_nothing_is_sent() {
             panic!("{err:?}");
         };
         let limiter_err = err.downcast_ref::<LimiterError>().expect("a LimiterError");
-        assert_eq!(limiter_err.name(), "http:gone");
-        assert!(
-            matches!(limiter_err.error(), redis_throttle::Error::Connection(_)),
-            "{limiter_err:?}"
-        );
-        let message = err.to_string();
-        assert!(
-            message.starts_with(
-                "redis-throttle could not take a token before sending on limiter \"http:gone\""
-            ),
-            "{message}"
-        );
+        assert_redis_gone(limiter_err, &err.to_string(), "http:gone");
         assert!(supplier.hits().is_empty());
     })
     .await;

@@ -46,6 +46,15 @@ const SUPPLIER: &str = "THROTTLE_IF_SUPPLIER";
 const BACKEND: &str = "THROTTLE_IF_BACKEND";
 const SEED: &str = "THROTTLE_IF_SEED";
 
+/// A thousand tokens a second on `key`: the slots, not the tokens, hold calls back here.
+fn capped(key: &str, cap: u64, lease: Duration, backend: Backend) -> LimiterBuilder {
+    Limiter::builder(key, Quota::new(1_000, 1_000u64).unwrap())
+        .backend(backend)
+        .max_in_flight(cap)
+        .slot_lease(lease)
+}
+
+/// [`capped`], built on `conn`.
 fn limiter<C: 'static>(
     conn: C,
     key: &str,
@@ -53,20 +62,7 @@ fn limiter<C: 'static>(
     lease: Duration,
     backend: Backend,
 ) -> Limiter<C> {
-    Limiter::builder(key, Quota::new(1_000, 1_000u64).unwrap())
-        .backend(backend)
-        .max_in_flight(cap)
-        .slot_lease(lease)
-        .build(conn)
-        .unwrap()
-}
-
-/// A thousand tokens a second on `key`: the slots, not the tokens, hold calls back here.
-fn capped(key: &str, cap: u64, lease: Duration, backend: Backend) -> LimiterBuilder {
-    Limiter::builder(key, Quota::new(1_000, 1_000u64).unwrap())
-        .backend(backend)
-        .max_in_flight(cap)
-        .slot_lease(lease)
+    capped(key, cap, lease, backend).build(conn).unwrap()
 }
 
 /// Two processes on `key` capped at 1 with a lease of 10 s (each its connection): a holder,

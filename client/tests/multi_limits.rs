@@ -184,6 +184,17 @@ fn no_window_over_either_limit(flavor: Flavor, backend: Backend) {
 /// the refused bucket had a token again.
 const ATTEMPTS: usize = 5;
 
+/// Runs `scenario` for attempt 0, 1, ... until it could check what it checks (`true`), and
+/// fails if it could not in [`ATTEMPTS`] runs (`false`: the machine was too slow).
+async fn until_quick_enough(flavor: Flavor, mut scenario: impl AsyncFnMut(usize) -> bool) {
+    for attempt in 0..ATTEMPTS {
+        if scenario(attempt).await {
+            return;
+        }
+    }
+    panic!("{flavor}: the machine was too slow {ATTEMPTS} times in a row");
+}
+
 async fn single(
     url: &str,
     key: String,
@@ -208,8 +219,7 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
     let mut con = server.conn();
     runtime().block_on(async {
         // The 25/5 s bucket empty (next token in 200 ms), the 10/s one holding 7.
-        let mut checked = false;
-        for attempt in 0..ATTEMPTS {
+        until_quick_enough(flavor, async |attempt| {
             let prefix = format!("a{attempt}:");
             let (s_key, m_key) = (format!("{prefix}{PER_SECOND}"), format!("{prefix}{PER_5S}"));
             let per_second = single(&url, s_key.clone(), second(), backend).await;
@@ -238,7 +248,7 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
                 .await;
             if drained.elapsed() >= Duration::from_millis(150) {
                 // A token may have been due: try again.
-                continue;
+                return false;
             }
             assert!(
                 !tried.is_granted(),
@@ -270,17 +280,12 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
                 (0, 1, 1),
                 "{flavor}: {m:?}"
             );
-            checked = true;
-            break;
-        }
-        assert!(
-            checked,
-            "{flavor}: the machine was too slow {ATTEMPTS} times in a row"
-        );
+            true
+        })
+        .await;
 
         // The 10/s bucket empty (next token in 100 ms), the 25/5 s key never written.
-        let mut checked = false;
-        for attempt in 0..ATTEMPTS {
+        until_quick_enough(flavor, async |attempt| {
             let prefix = format!("b{attempt}:");
             let (s_key, m_key) = (format!("{prefix}{PER_SECOND}"), format!("{prefix}{PER_5S}"));
             let per_second = single(&url, s_key.clone(), second(), backend).await;
@@ -294,7 +299,7 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
             let s_state = stored_state(&mut con, &s_key);
             let tried = limiter.try_acquire().await.unwrap();
             if drained.elapsed() >= Duration::from_millis(100) {
-                continue;
+                return false;
             }
             assert!(
                 !tried.is_granted(),
@@ -310,13 +315,9 @@ fn all_or_nothing(flavor: Flavor, backend: Backend) {
                 None,
                 "{flavor} {backend:?}: written"
             );
-            checked = true;
-            break;
-        }
-        assert!(
-            checked,
-            "{flavor}: the machine was too slow {ATTEMPTS} times in a row"
-        );
+            true
+        })
+        .await;
 
         // And a grant takes from both: one token each, in one round trip.
         let limiter = multi(multiplexed(&url).await, backend, "c:");

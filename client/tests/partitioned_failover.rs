@@ -25,10 +25,10 @@
 //! cargo test -p redis-throttle --test partitioned_failover -- --nocapture
 //! ```
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis_throttle::partitioned::PartitionedQuota;
-use throttle_e2e::partitioned::{check, worker, worker_env, End, Output, Spec};
+use throttle_e2e::partitioned::{check, finish_workers, worker, worker_env, End, Output, Spec};
 use throttle_e2e::stored;
 use throttle_e2e::wall::{now_ns, NS_PER_S};
 use throttle_testkit::{ChildTest, Flavor, ReplicatedCluster};
@@ -130,31 +130,7 @@ fn leases_stay_exclusive_through_a_slot_migration_and_a_failover() {
         "the migrated slot moved with it"
     );
 
-    let deadline = Instant::now()
-        + Duration::from_nanos((end - now_ns()).max(0) as u64)
-        + Duration::from_secs(30);
-    let mut outputs = Vec::new();
-    for (w, child) in workers.iter_mut().enumerate() {
-        let out = child.finish(deadline);
-        assert!(
-            out.failure.is_none(),
-            "worker {w} {:?}\n{}\n{}",
-            out.failure,
-            out.stdout
-                .lines()
-                .rev()
-                .take(20)
-                .collect::<Vec<_>>()
-                .join("\n"),
-            out.stderr
-        );
-        let parsed = Output::parse(&out.stdout);
-        println!(
-            "worker {w}: {}",
-            parsed.metrics.as_deref().unwrap_or("(none)")
-        );
-        outputs.push(parsed);
-    }
+    let outputs = finish_workers(&mut workers, end, &[]);
     drop(workers);
 
     let found = check(&outputs, &[], SPEC);

@@ -12,9 +12,9 @@
 //! cargo test -p redis-throttle --test partitioned_fleet -- --nocapture
 //! ```
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use throttle_e2e::partitioned::{check, worker, worker_env, Freeze, Output, Spec};
+use throttle_e2e::partitioned::{check, finish_workers, worker, worker_env, Freeze, Spec};
 use throttle_e2e::wall::{now_ns, NS_PER_S};
 use throttle_testkit::{ChildTest, Flavor, ReplicatedCluster};
 
@@ -94,22 +94,15 @@ fn a_fleet_stays_within_the_quota_through_joins_kills_and_freezes() {
             }
         }
     }
-    let deadline = Instant::now()
-        + Duration::from_nanos((end - now_ns()).max(0) as u64)
-        + Duration::from_secs(30);
-    let mut outputs = Vec::new();
-    for (w, child) in workers.iter_mut().enumerate() {
-        let out = child.as_mut().expect("a worker").finish(deadline);
-        if !killed.contains(&w) {
-            assert!(
-                out.failure.is_none(),
-                "worker {w} {:?}\n--- stdout (tail)\n{}\n--- stderr\n{}",
-                out.failure,
-                tail(&out.stdout),
-                out.stderr
-            );
-        }
-        let parsed = Output::parse(&out.stdout);
+    let outputs = finish_workers(
+        workers
+            .iter_mut()
+            .map(|child| child.as_mut().expect("a worker")),
+        end,
+        &killed,
+    );
+    // A worker that ran to its end counted in its METRICS every grant it printed.
+    for (w, parsed) in outputs.iter().enumerate() {
         if !killed.contains(&w) {
             let metrics = parsed.metrics.as_deref().unwrap_or("(none)");
             assert!(
@@ -117,9 +110,7 @@ fn a_fleet_stays_within_the_quota_through_joins_kills_and_freezes() {
                 "worker {w}: {} GRANT lines, {metrics}",
                 parsed.grants.len()
             );
-            println!("worker {w}: {metrics}");
         }
-        outputs.push(parsed);
     }
     drop(workers);
 
@@ -158,9 +149,4 @@ fn a_fleet_stays_within_the_quota_through_joins_kills_and_freezes() {
         "{:?}",
         found.per_worker
     );
-}
-
-fn tail(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(30)..].join("\n")
 }

@@ -68,7 +68,7 @@ pub use keyspace::{
 pub use pair::{assert_replica_holds, Pair};
 pub use reply::{as_reply, int, ints, num, refusal, strings, Reply};
 pub use report::Report;
-pub use reserved::{pause_a_reserved_call, PausedCall};
+pub use reserved::{assert_granted_after_the_pause, pause_a_reserved_call, PausedCall};
 pub use rng::Rng;
 pub use runtime::{runtime, serial};
 pub use seed::{check_seed_scenario, seed_expected, SEED_INTERVAL_NS};

@@ -38,3 +38,15 @@ where
     let grant = reserved.await.expect("the reserved call's task");
     PausedCall { grant, sent, start }
 }
+
+/// The reserved call that began at `start` was granted (just now: call this right after the
+/// grant) no earlier than the end of the pause of `pause` sent `sent` after `start`: the
+/// server held it back for the whole pause, which began no earlier than it was sent.
+#[track_caller]
+pub fn assert_granted_after_the_pause(start: Instant, sent: Duration, pause: Duration, at: &str) {
+    let granted = start.elapsed();
+    assert!(
+        granted >= sent + pause,
+        "{at}: granted {granted:?} after the start, inside the pause set at {sent:?}"
+    );
+}

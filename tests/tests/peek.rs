@@ -33,16 +33,21 @@ fn set_up(con: &mut Connection) {
     let _ = take_any(con, "debt", "3 0.01 MAXWAIT 100000");
 }
 
+/// Each key [`set_up`] (or the same calls in a MULTI) leaves, with its quota, and the first
+/// four integers PEEK answers for it (granted, remaining, wait ms, reset ms): the partly used
+/// bucket, the one in debt past full, and a missing key (a full bucket).
+const SET_UP_PEEKS: [(&str, &str, [i64; 4]); 3] = [
+    ("partial", SLOW, [1, 6, 0, 400_000]),
+    ("debt", "3 0.01", [1, 0, 0, 400_000]),
+    ("missing", SLOW, [1, 10, 0, 0]),
+];
+
 /// In one MULTI, for a partly used bucket, one in debt past full and a missing key: PEEK,
 /// TAKE ... TOKENS 0 and PEEK again answer the same; over RESP3 too.
 fn the_reply_of_tokens_0(flavor: Flavor) {
     let server = Server::start(flavor);
     let mut con = server.conn();
-    for (key, quota, want) in [
-        ("partial", SLOW, [1, 6, 0, 400_000]),
-        ("debt", "3 0.01", [1, 0, 0, 400_000]),
-        ("missing", SLOW, [1, 10, 0, 0]),
-    ] {
+    for (key, quota, want) in SET_UP_PEEKS {
         let (replies, slack) = exec(
             &mut con,
             flavor,
@@ -180,11 +185,7 @@ fn a_read_only_replica_answers_with_the_primarys_state(flavor: Flavor) {
         redis::cmd("CONFIG").arg("GET").arg("replica-read-only"),
     );
     assert_eq!(readonly, ["replica-read-only", "yes"]);
-    for (key, quota, want) in [
-        ("partial", SLOW, [1, 6, 0, 400_000]),
-        ("debt", "3 0.01", [1, 0, 0, 400_000]),
-        ("missing", SLOW, [1, 10, 0, 0]),
-    ] {
+    for (key, quota, want) in SET_UP_PEEKS {
         let start = Instant::now();
         let on_replica = peek(&mut rcon, key, quota);
         let on_primary = peek(&mut con, key, quota);

@@ -1,11 +1,13 @@
 //! What the tower and reqwest tests share: the bound on each test, the server, supplier and
-//! limiter most tests start with, and the supplier scripts both run.
+//! limiter most tests start with, the supplier scripts both run, and the error both layers
+//! return when Redis is gone.
 
 use std::future::Future;
 use std::time::Duration;
 
 use axum::http::StatusCode;
 use redis::aio::MultiplexedConnection;
+use redis_throttle::http::LimiterError;
 use redis_throttle::{Limiter, Quota};
 use throttle_e2e::http_supplier::{RetryAfter, Script, Supplier};
 use throttle_e2e::multiplexed;
@@ -56,4 +58,19 @@ pub fn plain_403() -> Script {
         first: usize::MAX,
         ..Script::once()
     }
+}
+
+/// What a layer returns when the limiter `name` cannot reach Redis: a [`LimiterError`] that
+/// names the limiter, with the connection error as its cause, and whose message (`message`:
+/// the layer's error as text) says no token was taken before sending.
+#[track_caller]
+pub fn assert_redis_gone(limiter_err: &LimiterError, message: &str, name: &str) {
+    assert_eq!(limiter_err.name(), name);
+    assert!(
+        matches!(limiter_err.error(), redis_throttle::Error::Connection(_)),
+        "{limiter_err:?}"
+    );
+    let says =
+        format!("redis-throttle could not take a token before sending on limiter \"{name}\"");
+    assert!(message.starts_with(&says), "{message}");
 }

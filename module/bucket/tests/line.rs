@@ -12,7 +12,7 @@ use throttle_bucket::{
 const T0: i64 = 1_796_083_200 * 1_000_000_000;
 
 mod instants;
-use instants::{after, words, MS};
+use instants::{after, check_line_in_order, words, MS};
 
 /// A bucket and the server's clock, calls made one after another.
 struct Bucket {
@@ -403,14 +403,7 @@ proptest! {
             }
             let now = i128::from(T0 + ms * MS);
             if let Some(state) = &b.state {
-                prop_assert!(state.slots.held_at(now) <= cap);
-                // In order: every slot held was given before any waiter still in line joined
-                // (a slot handed from the line has its waiter's ticket as its id).
-                let newest_held = state.slots.live(now).map(|s| s.id).max();
-                let oldest_waiting = state.slots.waiting(now).map(|w| w.id).min();
-                if let (Some(held), Some(waiting)) = (newest_held, oldest_waiting) {
-                    prop_assert!(held < waiting, "{:?}", state.slots);
-                }
+                check_line_in_order(&state.slots, now, cap)?;
                 // A free slot under the cap with callers waiting lasts only until the next
                 // slot command: the release that freed it handed it.
                 let waiting = state.slots.waiting(now).count();

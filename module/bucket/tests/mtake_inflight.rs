@@ -14,7 +14,7 @@ use throttle_bucket::{
 const T0: i64 = 1_796_083_200 * 1_000_000_000;
 
 mod instants;
-use instants::{words, MS};
+use instants::{check_line_in_order, words, MS};
 
 fn args(text: &str) -> MTakeArgs {
     MTakeArgs::parse(&words(text)).expect("valid test arguments")
@@ -470,12 +470,7 @@ proptest! {
             }
             let now = i128::from(T0 + ms * MS);
             if let Some(state) = &p.stored[0] {
-                prop_assert!(state.slots.held_at(now) <= cap);
-                let newest_held = state.slots.live(now).map(|s| s.id).max();
-                let oldest_waiting = state.slots.waiting(now).map(|w| w.id).min();
-                if let (Some(held), Some(waiting)) = (newest_held, oldest_waiting) {
-                    prop_assert!(held < waiting, "{:?}", state.slots);
-                }
+                check_line_in_order(&state.slots, now, cap)?;
             }
         }
         ms += 7_000;

@@ -22,4 +22,4 @@ mod worker;
 
 pub use check::{check, Findings, Freeze};
 pub use output::{End, Output};
-pub use worker::{cluster_connection, worker, worker_env, Spec, PREPARE};
+pub use worker::{cluster_connection, finish_workers, worker, worker_env, Spec, PREPARE};

@@ -10,7 +10,9 @@ use redis_throttle::partitioned::{LeaseEventKind, PartitionedLimiter, Partitione
 use redis_throttle::Quota;
 use tokio::time::Instant;
 
-use super::output::End;
+use throttle_testkit::ChildTest;
+
+use super::output::{End, Output};
 use crate::env::{worker_env as worker_var, worker_number};
 use crate::runtime::runtime;
 use crate::wall::{now_ns, sleep_until};
@@ -92,6 +94,42 @@ pub fn worker_env(
         (GO_AT, go_at.to_string()),
         (END_AT, end_at.to_string()),
     ]
+}
+
+/// Past the run's end, how long the parent waits for a worker to exit: its own [`GRACE`] for
+/// its last call and releases, and a busy machine's slack.
+const EXIT_GRACE: Duration = Duration::from_secs(30);
+
+/// Waits for each of `workers` (the index is the worker's number) to exit, until
+/// [`EXIT_GRACE`] past the run's `end` (wall-clock ns), and reads back what each printed, in
+/// order. A worker not in `killed` must have exited cleanly: otherwise the test fails with
+/// the tail of its stdout and its stderr. Each such worker's METRICS line is printed.
+pub fn finish_workers<'a>(
+    workers: impl IntoIterator<Item = &'a mut ChildTest>,
+    end: i128,
+    killed: &[usize],
+) -> Vec<Output> {
+    let to_end = Duration::from_nanos(u64::try_from(end - now_ns()).unwrap_or(0));
+    let deadline = std::time::Instant::now() + to_end + EXIT_GRACE;
+    let mut outputs = Vec::new();
+    for (w, child) in workers.into_iter().enumerate() {
+        let out = child.finish(deadline);
+        let parsed = Output::parse(&out.stdout);
+        if !killed.contains(&w) {
+            let lines: Vec<&str> = out.stdout.lines().collect();
+            let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+            assert!(
+                out.failure.is_none(),
+                "worker {w} {:?}\n--- stdout (tail)\n{tail}\n--- stderr\n{}",
+                out.failure,
+                out.stderr
+            );
+            let metrics = parsed.metrics.as_deref().unwrap_or("(none)");
+            println!("worker {w}: {metrics}");
+        }
+        outputs.push(parsed);
+    }
+    outputs
 }
 
 /// A cluster connection that gives up quickly on a node that is down, so that a failover

@@ -675,36 +675,33 @@ pub fn same_errors(flavor: Flavor) {
     }
 }
 
+/// The 8 little-endian bytes of the instant `at` (ns), each with its top bit cleared: a forged
+/// state is then ASCII, which the test's SET can send as text (the instant it holds may be
+/// earlier than `at`).
+fn ascii_instant(at: i128) -> [u8; 8] {
+    let mut bytes = (at as i64).to_le_bytes();
+    for b in &mut bytes {
+        *b &= 0x7f;
+    }
+    bytes
+}
+
 /// A 32-byte state (the format of a paused or cut bucket) holding a valid instant and pause
 /// but a cut to 0.5 % of the rate, below the 1 % any cut leaves: a string no command writes,
 /// as text the test's SET can send (every byte below 0x80, so it is valid UTF-8).
 fn cut_below_the_floor(now_ns: i128) -> String {
-    // The instants are chosen so that each of their 8 little-endian bytes is below 0x80.
-    let instant = |at: i128| -> [u8; 8] {
-        let mut bytes = (at as i64).to_le_bytes();
-        for b in &mut bytes {
-            *b &= 0x7f;
-        }
-        bytes
-    };
-    let now = instant(now_ns + 60 * S);
+    let now = ascii_instant(now_ns + 60 * S);
     let packed = ((50u64 << 48) | 100).to_le_bytes(); // 50 bp, 100 ms
     let bytes = [now, now, now, packed].concat();
     String::from_utf8(bytes).expect("ASCII")
 }
 
 /// A state with a line (48 + 16 k + 32 w bytes: one slot, id 5, and one waiter, ticket 6,
-/// under cap 1, next id 100, both ending a minute from now; its lease 100 ms, 1 token) that `forge` makes one no command
-/// writes, as text the test's SET can send (every byte below 0x80).
+/// under cap 1, next id 100, both ending a minute from now; its lease 100 ms, 1 token) that
+/// `forge` makes one no command writes, as text the test's SET can send (every byte below
+/// 0x80).
 fn bad_line(now_ns: i128, forge: impl Fn(&mut Vec<u8>)) -> String {
-    let instant = |at: i128| -> [u8; 8] {
-        let mut bytes = (at as i64).to_le_bytes();
-        for b in &mut bytes {
-            *b &= 0x7f;
-        }
-        bytes
-    };
-    let later = instant(now_ns + 60 * S);
+    let later = ascii_instant(now_ns + 60 * S);
     let mut bytes = [
         &later[..],
         &[0; 24],
@@ -726,14 +723,7 @@ fn bad_line(now_ns: i128, forge: impl Fn(&mut Vec<u8>)) -> String {
 /// writes: slots with the ids `ids` under the next id `next`, the lease of the first in 1970 if
 /// `old_lease`, as text the test's SET can send (every byte below 0x80).
 fn bad_slot_table(now_ns: i128, ids: [u64; 2], next: u64, old_lease: bool) -> String {
-    let instant = |at: i128| -> [u8; 8] {
-        let mut bytes = (at as i64).to_le_bytes();
-        for b in &mut bytes {
-            *b &= 0x7f;
-        }
-        bytes
-    };
-    let later = instant(now_ns + 60 * S);
+    let later = ascii_instant(now_ns + 60 * S);
     let first_end = if old_lease {
         12345u64.to_le_bytes()
     } else {
