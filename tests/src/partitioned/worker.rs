@@ -101,7 +101,7 @@ pub fn worker_env(
 const EXIT_GRACE: Duration = Duration::from_secs(30);
 
 /// Waits for each of `workers` (the index is the worker's number) to exit, until
-/// [`EXIT_GRACE`] past the run's `end` (wall-clock ns), and reads back what each printed, in
+/// 30 s past the run's `end` (wall-clock ns), and reads back what each printed, in
 /// order. A worker not in `killed` must have exited cleanly: otherwise the test fails with
 /// the tail of its stdout and its stderr. Each such worker's METRICS line is printed.
 pub fn finish_workers<'a>(
