@@ -58,7 +58,7 @@
 
 -- Limits, the module's own -----------------------------------------------------------------
 
-local VERSION = 15                     -- of this library; a client replaces an older one
+local VERSION = 16                     -- of this library; a client replaces an older one
 local E9 = 1000000000
 local MAX_CAPACITY = 1000000000000000
 local MAX_WAIT_MS = 315360000000       -- 10 years: MAXWAIT, a pause, a recovery

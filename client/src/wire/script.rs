@@ -72,7 +72,7 @@ pub const LIBRARY: &str = concat!(
 /// byte for byte (a version proves nothing: the loader writes it); it loads its own (`FUNCTION
 /// LOAD REPLACE`, where its user may) over none or one whose code says an older version, and
 /// refuses any other ([`Error::ForeignLibrary`](crate::Error::ForeignLibrary)).
-pub const LIBRARY_VERSION: u64 = 15;
+pub const LIBRARY_VERSION: u64 = 16;
 
 #[cfg(test)]
 mod tests {
